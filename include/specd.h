@@ -1,0 +1,208 @@
+/*
+ * specd.h - public C API of libspecd, a speculative-decoding engine on llama.cpp.
+ *
+ * A speculative step: cheap drafters propose a token tree, the target model checks the whole tree
+ * in one batched forward pass, and exact verification keeps what the target would have produced
+ * itself (greedy: the same tokens; sampling: the same distribution).
+ *
+ * Conventions (as in llama.h and SQLite):
+ *  - Opaque handles (specd_engine). Every *_new has one *_free.
+ *  - Parameter structs come from *_default_params(), so new fields never break callers.
+ *  - Functions that can fail return a specd_status and, when `error` is not NULL, store a
+ *    heap-allocated message in *error (what failed, which input, what to do). The caller frees
+ *    it with specd_free(). On success *error is set to NULL.
+ *  - Threads: one engine runs one generation at a time. Calls on the same engine must not overlap;
+ *    different engines are independent. specd_engine_request_stop() alone may be called from any
+ *    thread while a generation runs.
+ */
+#ifndef SPECD_H
+#define SPECD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SPECD_API __attribute__((visibility("default")))
+#else
+#define SPECD_API
+#endif
+
+typedef int32_t specd_token;
+
+typedef enum specd_status {
+    SPECD_OK = 0,
+    SPECD_ERR_INVALID_ARGUMENT = 1, /* a parameter is out of range or missing */
+    SPECD_ERR_MODEL_LOAD = 2,       /* a model file is missing or unreadable */
+    SPECD_ERR_INCOMPATIBLE = 3,     /* target and draft vocabularies differ */
+    SPECD_ERR_CONTEXT = 4,          /* the prompt does not fit the context, or KV allocation failed */
+    SPECD_ERR_DECODE = 5,           /* llama_decode failed */
+    SPECD_ERR_NO_MEMORY = 6,
+} specd_status;
+
+/* ---- engine: models and contexts ------------------------------------------------------------ */
+
+typedef struct specd_engine specd_engine;
+
+typedef struct specd_engine_params {
+    const char *target_path; /* GGUF of the target model (required) */
+    const char *draft_path;  /* GGUF of the draft model, or NULL for none */
+    int32_t n_ctx;           /* context length in tokens; 0 = the model's training context */
+    int32_t n_batch;         /* largest prompt chunk per llama_decode; 0 = 512 */
+    int32_t n_threads;       /* threads for both models (they run one after the other); 0 = all cores */
+    int32_t draft_max;       /* largest draft the engine will ever verify (sizes buffers); 0 = 16 */
+    bool verbose;            /* let llama.cpp log to stderr */
+} specd_engine_params;
+
+SPECD_API specd_engine_params specd_engine_default_params(void);
+
+/* Loads the models, checks that the draft's vocabulary matches the target's (as llama.cpp does:
+ * vocab type, add-BOS/EOS flags, BOS/EOS ids, sizes within 128, token texts equal from id 5 on),
+ * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL. */
+SPECD_API specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out,
+                                        char **error);
+SPECD_API void specd_engine_free(specd_engine *engine);
+
+SPECD_API bool specd_engine_has_draft(const specd_engine *engine);
+SPECD_API int32_t specd_engine_n_ctx(const specd_engine *engine);
+SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
+
+/* ---- text <-> tokens ------------------------------------------------------------------------ */
+
+/* Tokenizes `text` with the target's vocabulary, adding BOS when the model asks for it and
+ * `add_special` is true. On success *tokens is a heap array (free with specd_free) of *n_tokens. */
+SPECD_API specd_status specd_tokenize(const specd_engine *engine, const char *text, bool add_special,
+                                      specd_token **tokens, int32_t *n_tokens, char **error);
+
+/* Text of one token as it appears in output (may be a single byte of a UTF-8 character).
+ * Writes at most buf_size bytes (no terminator) and returns the length, or -(needed size). */
+SPECD_API int32_t specd_token_to_piece(const specd_engine *engine, specd_token token, char *buf,
+                                       int32_t buf_size);
+
+/* Text of a token sequence, heap-allocated and NUL-terminated (free with specd_free). */
+SPECD_API char *specd_detokenize(const specd_engine *engine, const specd_token *tokens,
+                                 int32_t n_tokens);
+
+/* ---- generation ----------------------------------------------------------------------------- */
+
+typedef struct specd_logit_bias {
+    specd_token token;
+    float bias; /* added to the logit; -INFINITY forbids the token */
+} specd_logit_bias;
+
+/* The request's sampling transforms, applied in llama.cpp's order: logit bias, penalties,
+ * top-k, top-p, min-p, temperature. temperature <= 0 means greedy (argmax after bias and
+ * penalties). Target and draft see the same transforms; verification is exact for all of them. */
+typedef struct specd_sampling_params {
+    float temperature;       /* default 0.8 */
+    int32_t top_k;           /* <= 0: off; default 40 */
+    float top_p;             /* >= 1: off; default 0.95 */
+    float min_p;             /* <= 0: off; default 0.05 */
+    int32_t repeat_last_n;   /* history window for the penalties; -1 = whole context; default 64 */
+    float repeat_penalty;    /* 1 = off */
+    float presence_penalty;  /* 0 = off */
+    float frequency_penalty; /* 0 = off */
+    const specd_logit_bias *logit_bias; /* borrowed for the duration of the call */
+    int32_t n_logit_bias;
+    uint64_t seed;           /* SPECD_SEED_RANDOM = from the clock */
+} specd_sampling_params;
+
+#define SPECD_SEED_RANDOM UINT64_MAX
+
+typedef enum specd_spec_type {
+    SPECD_SPEC_AUTO = -1, /* DRAFT when the engine has a draft model, else NONE */
+    SPECD_SPEC_NONE = 0,  /* target alone */
+    SPECD_SPEC_DRAFT = 1, /* a draft model proposes chains */
+} specd_spec_type;
+
+typedef struct specd_spec_params {
+    specd_spec_type type; /* default SPECD_SPEC_AUTO */
+    int32_t draft_max;    /* longest draft per step; default 8 (capped by the engine's draft_max) */
+    int32_t draft_min;    /* shortest draft worth verifying; default 1 */
+    float draft_p_min;    /* stop drafting when the draft's probability of its token is below this */
+    bool adaptive;        /* choose the draft length per step from measured costs; default true */
+} specd_spec_params;
+
+/* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
+ * Return false to stop generation after this step. */
+typedef bool (*specd_token_callback)(const specd_token *tokens, int32_t n_tokens, void *user_data);
+
+typedef struct specd_generation_params {
+    int32_t n_predict; /* tokens to generate; < 0 = until end of generation or context end */
+    bool ignore_eos;   /* keep going past end-of-generation tokens (they are then not sampled) */
+    specd_sampling_params sampling;
+    specd_spec_params speculative;
+    specd_token_callback on_tokens; /* may be NULL */
+    void *user_data;
+} specd_generation_params;
+
+SPECD_API specd_generation_params specd_generation_default_params(void);
+
+typedef enum specd_stop_reason {
+    SPECD_STOP_LIMIT = 0,    /* n_predict tokens generated */
+    SPECD_STOP_EOG = 1,      /* the target produced an end-of-generation token */
+    SPECD_STOP_CONTEXT = 2,  /* the context is full */
+    SPECD_STOP_CALLBACK = 3, /* on_tokens returned false, or specd_engine_request_stop */
+} specd_stop_reason;
+
+SPECD_API const char *specd_stop_reason_name(specd_stop_reason reason);
+
+#define SPECD_STATS_MAX_DRAFT 32
+
+typedef struct specd_stats {
+    int32_t n_prompt;         /* prompt tokens */
+    int32_t n_prompt_cached;  /* of which reused from the KV cache */
+    int32_t n_predicted;      /* tokens generated */
+    int32_t n_steps;          /* target verification passes (speculative steps) */
+    int32_t n_drafted;        /* draft tokens proposed */
+    int32_t n_accepted;       /* draft tokens accepted */
+    /* draft_len_hist[k]: steps that drafted k tokens (k capped at SPECD_STATS_MAX_DRAFT - 1) */
+    int32_t draft_len_hist[SPECD_STATS_MAX_DRAFT];
+    /* accepted_at[i]: drafts whose token at position i was accepted; drafted_at[i]: drafts that
+     * had a token at position i. Their ratio is the acceptance rate by draft position. */
+    int32_t accepted_at[SPECD_STATS_MAX_DRAFT];
+    int32_t drafted_at[SPECD_STATS_MAX_DRAFT];
+    double prompt_ms;         /* prompt ingest, target and draft */
+    double decode_ms;         /* from the first generated token to the last */
+    double draft_ms;          /* of decode_ms: drafting */
+    double verify_ms;         /* of decode_ms: target passes */
+    double sample_ms;         /* of decode_ms: sampling and verification arithmetic */
+} specd_stats;
+
+SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);
+SPECD_API double specd_stats_mean_accepted_per_step(const specd_stats *stats);
+SPECD_API double specd_stats_decode_tokens_per_s(const specd_stats *stats);
+
+typedef struct specd_result {
+    specd_token *tokens; /* generated tokens (owned; release with specd_result_clear) */
+    int32_t n_tokens;
+    specd_stop_reason stop_reason;
+    specd_stats stats;
+} specd_result;
+
+/* Generates from `prompt` (tokens, e.g. from specd_tokenize). The KV cache keeps the longest
+ * common prefix with the previous call, so a repeated or extended prompt is not re-evaluated.
+ * On success fills *result; on failure returns an error and leaves *result empty. */
+SPECD_API specd_status specd_generate(specd_engine *engine, const specd_token *prompt,
+                                      int32_t n_prompt, const specd_generation_params *params,
+                                      specd_result *result, char **error);
+
+SPECD_API void specd_result_clear(specd_result *result);
+
+/* Asks a running specd_generate to stop after its current step. Safe from any thread. */
+SPECD_API void specd_engine_request_stop(specd_engine *engine);
+
+/* Frees memory that libspecd returned (strings, token arrays, error messages). NULL is fine. */
+SPECD_API void specd_free(void *ptr);
+
+SPECD_API const char *specd_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPECD_H */

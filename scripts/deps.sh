@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Install what specd needs to build, on Debian 12 with only apt and npm reachable.
+#
+#   scripts/deps.sh [--bench-tools]
+#
+# 1. apt packages we build and test with (only those missing; needs root or sudo).
+# 2. llama.cpp: the exact release node-llama-cpp@3.22.1 builds from (llama.cpp 0.5.0), taken
+#    from that npm package's git bundle, built once (libllama + ggml CPU backend, static, PIC,
+#    Release, native CPU) and installed into deps/llama/install. Later runs find it and exit.
+#    llama-simple (llama.cpp's greedy reference) is built beside it for the tests.
+#    --bench-tools also builds llama.cpp's own tools (llama-completion, llama-speculative,
+#    llama-speculative-simple) into deps/llama/build-tools/bin for comparisons.
+#
+# A llama.cpp you already have: set LLAMA_CPP_DIR to its source tree (we build it the same way)
+# or to an install prefix holding lib/cmake/llama (we use it as is); see README.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps=$root/deps/llama
+npm_pkg=node-llama-cpp@3.22.1
+apt_pkgs=(cmake make gcc g++ git pkg-config libjansson-dev libcmocka-dev libmicrohttpd-dev
+          curl python3 python3-numpy)
+jobs=$(nproc 2>/dev/null || echo 2)
+
+log() { printf 'deps: %s\n' "$*" >&2; }
+
+install_apt_packages() {
+  local missing=()
+  for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  # npm may come from outside Debian (nodesource): only ask apt for it when there is none at all.
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing apt packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Fetch the llama.cpp source tree from the npm package's git bundle into $deps/src.
+fetch_llama_source() {
+  [ -f "$deps/src/include/llama.h" ] && return 0
+  log "fetching llama.cpp from $npm_pkg (npm pack)"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$npm_pkg" >/dev/null && tar xzf node-llama-cpp-*.tgz package/llama)
+  rm -rf "$deps/src"
+  mkdir -p "$deps"
+  git -c advice.detachedHead=false clone -q "$tmp/package/llama/gitRelease.bundle" "$deps/src"
+  cp "$tmp/package/llama/llama.cpp.info.json" "$deps/src/.specd-release.json"
+  rm -rf "$tmp"
+}
+
+# The library: libllama + ggml (CPU backend only), static and position-independent so it links
+# into both libspecd.so and the specd program.
+build_llama_library() {
+  local src=$1
+  [ -f "$deps/install/lib/cmake/llama/llama-config.cmake" ] && return 0
+  log "building libllama + ggml CPU backend (a few minutes on 2 cores)"
+  cmake -S "$src" -B "$deps/build-lib" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE=ON \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF \
+    -DLLAMA_OPENSSL=OFF -DCMAKE_INSTALL_PREFIX="$deps/install" >/dev/null
+  cmake --build "$deps/build-lib" -j "$jobs"
+  cmake --install "$deps/build-lib" >/dev/null
+}
+
+# llama-simple (llama.cpp's minimal greedy generator, one file on llama.h): the reference our
+# tests compare `specd run --spec none` against. Built on the library above, so it is cheap.
+build_llama_simple() {
+  local src=$1 out=$deps/install/bin/llama-simple
+  [ -x "$out" ] && return 0
+  mkdir -p "$deps/install/bin"
+  g++ -std=c++17 -O2 -I"$deps/install/include" "$src/examples/simple/simple.cpp" -o "$out" \
+    -L"$deps/install/lib" -lllama -lggml -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+}
+
+# llama.cpp's own tools, for benchmarks only (they need llama.cpp's C++ common library).
+build_llama_tools() {
+  local src=$1 want=(llama-completion llama-speculative llama-speculative-simple) t missing=()
+  for t in "${want[@]}"; do [ -x "$deps/build-tools/bin/$t" ] || missing+=("$t"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "building llama.cpp tools: ${missing[*]}"
+  cmake -S "$src" -B "$deps/build-tools" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_OPENSSL=OFF >/dev/null
+  cmake --build "$deps/build-tools" -j "$jobs" --target "${missing[@]}"
+}
+
+main() {
+  install_apt_packages
+  local src
+  if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -d "$LLAMA_CPP_DIR/lib/cmake/llama" ]; then
+    log "using installed llama.cpp at $LLAMA_CPP_DIR"
+    [ "${1:-}" = --bench-tools ] && log "note: --bench-tools needs a source tree, not an install prefix"
+    return 0
+  fi
+  if [ -n "${LLAMA_CPP_DIR:-}" ]; then
+    [ -f "$LLAMA_CPP_DIR/include/llama.h" ] || { log "LLAMA_CPP_DIR=$LLAMA_CPP_DIR is neither a llama.cpp source tree nor an install prefix"; exit 2; }
+    src=$LLAMA_CPP_DIR
+  else
+    fetch_llama_source
+    src=$deps/src
+  fi
+  build_llama_library "$src"
+  build_llama_simple "$src"
+  [ "${1:-}" = --bench-tools ] && build_llama_tools "$src"
+  return 0
+}
+
+main "$@"

@@ -1,0 +1,21 @@
+/* cli.h - the specd program's subcommands and their shared output helpers. */
+#ifndef SPECD_CLI_H
+#define SPECD_CLI_H
+
+#include "specd.h"
+
+#include <stdio.h>
+
+/* Exit codes: 0 success, 1 generation failed at run time, 2 bad arguments or models. */
+#define CLI_EXIT_RUNTIME 1
+#define CLI_EXIT_USAGE 2
+
+int cli_run(int argc, char **argv);
+
+/* output.c */
+const char *cli_spec_type_name(specd_spec_type type);
+void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reason, specd_spec_type type);
+/* Prints the --json object; returns false when out of memory. */
+bool cli_print_json(FILE *out, const char *text, const specd_result *result, specd_spec_type type);
+
+#endif

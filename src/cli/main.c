@@ -1,0 +1,34 @@
+/* main.c - the specd program: dispatches to its subcommands. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fputs("usage: specd <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  run      generate once with speculative decoding (specd run --help)\n"
+          "  version  print the version\n",
+          out);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("specd %s\n", specd_version());
+        return 0;
+    }
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "specd: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

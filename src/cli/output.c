@@ -1,0 +1,91 @@
+/* output.c - how `specd run` reports: human statistics and the --json object. */
+#include "cli.h"
+
+#include <jansson.h>
+
+const char *cli_spec_type_name(specd_spec_type type) {
+    return type == SPECD_SPEC_DRAFT ? "draft" : "none";
+}
+
+static void print_draft_lengths(FILE *out, const specd_stats *s) {
+    fputs("draft lengths:", out);
+    for (int k = 0; k < SPECD_STATS_MAX_DRAFT; k++)
+        if (s->draft_len_hist[k]) fprintf(out, " %d:%d", k, s->draft_len_hist[k]);
+    fputs("\nacceptance by position:", out);
+    for (int i = 0; i < SPECD_STATS_MAX_DRAFT && s->drafted_at[i]; i++)
+        fprintf(out, " %.2f", (double)s->accepted_at[i] / s->drafted_at[i]);
+    fputc('\n', out);
+}
+
+void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, specd_spec_type type) {
+    fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", cli_spec_type_name(type),
+            specd_stop_reason_name(reason));
+    fprintf(out, "prompt: %d tokens (%d cached) in %.1f ms\n", s->n_prompt, s->n_prompt_cached, s->prompt_ms);
+    fprintf(out, "decode: %d tokens in %.1f ms, %.2f tokens/s\n", s->n_predicted, s->decode_ms,
+            specd_stats_decode_tokens_per_s(s));
+    fprintf(out, "steps: %d, drafted: %d, accepted: %d (%.1f%%), mean accepted per step: %.2f\n",
+            s->n_steps, s->n_drafted, s->n_accepted, 100.0 * specd_stats_acceptance_rate(s),
+            specd_stats_mean_accepted_per_step(s));
+    fprintf(out, "time: drafting %.1f ms, verifying %.1f ms, sampling %.1f ms\n", s->draft_ms,
+            s->verify_ms, s->sample_ms);
+    if (type != SPECD_SPEC_NONE) print_draft_lengths(out, s);
+}
+
+static json_t *int_array(const int32_t *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+/* Acceptance by draft position, up to the last position ever drafted. */
+static json_t *acceptance_by_position(const specd_stats *s) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < SPECD_STATS_MAX_DRAFT && s->drafted_at[i]; i++)
+        json_array_append_new(a, json_real((double)s->accepted_at[i] / s->drafted_at[i]));
+    return a;
+}
+
+static int hist_len(const specd_stats *s) {
+    int n = SPECD_STATS_MAX_DRAFT;
+    while (n > 0 && s->draft_len_hist[n - 1] == 0) n--;
+    return n;
+}
+
+static json_t *speculative_json(const specd_stats *s, specd_spec_type type) {
+    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o}",
+                     "type", cli_spec_type_name(type),
+                     "n_steps", s->n_steps,
+                     "n_drafted", s->n_drafted,
+                     "n_accepted", s->n_accepted,
+                     "acceptance_rate", specd_stats_acceptance_rate(s),
+                     "mean_accepted_per_step", specd_stats_mean_accepted_per_step(s),
+                     "draft_lengths", int_array(s->draft_len_hist, hist_len(s)),
+                     "acceptance_by_position", acceptance_by_position(s));
+}
+
+static json_t *timings_json(const specd_stats *s) {
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}",
+                     "prompt_ms", s->prompt_ms,
+                     "decode_ms", s->decode_ms,
+                     "decode_tokens_per_s", specd_stats_decode_tokens_per_s(s),
+                     "draft_ms", s->draft_ms,
+                     "verify_ms", s->verify_ms,
+                     "sample_ms", s->sample_ms);
+}
+
+bool cli_print_json(FILE *out, const char *text, const specd_result *r, specd_spec_type type) {
+    const specd_stats *s = &r->stats;
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:o, s:o}",
+                             "text", text,
+                             "n_prompt", s->n_prompt,
+                             "n_prompt_cached", s->n_prompt_cached,
+                             "n_predicted", s->n_predicted,
+                             "stop_reason", specd_stop_reason_name(r->stop_reason),
+                             "speculative", speculative_json(s, type),
+                             "timings", timings_json(s));
+    if (!root) return false;
+    int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);
+    fputc('\n', out);
+    json_decref(root);
+    return rc == 0;
+}

@@ -1,0 +1,231 @@
+/* run.c - `specd run`: one generation from the command line, streamed as text or as one JSON
+ * object. */
+#include "args.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct run_options {
+    specd_engine_params engine;
+    specd_generation_params gen;
+    const char *prompt;
+    const char *prompt_file;
+    bool json;
+} run_options;
+
+static void run_usage(FILE *out) {
+    fputs("usage: specd run -m TARGET [-md DRAFT] (-p PROMPT | -f FILE) [options]\n"
+          "\n"
+          "  -m, --model FILE         target model (GGUF)\n"
+          "  -md, --model-draft FILE  draft model (GGUF); speculation is on when given\n"
+          "  -p, --prompt TEXT        prompt text\n"
+          "  -f, --file FILE          read the prompt from FILE\n"
+          "  -n, --n-predict N        tokens to generate (-1: until end of text; default -1)\n"
+          "  -c, --ctx-size N         context size (default: the model's)\n"
+          "  -b, --batch-size N       prompt batch size (default 512)\n"
+          "  -t, --threads N          threads for both models (default: all cores)\n"
+          "  --temp T                 temperature; 0 = greedy (default 0.8)\n"
+          "  --top-k K                (default 40; 0 = off)\n"
+          "  --top-p P                (default 0.95; 1 = off)\n"
+          "  --min-p P                (default 0.05; 0 = off)\n"
+          "  --repeat-penalty X       (default 1 = off)   --repeat-last-n N (default 64)\n"
+          "  --presence-penalty X     (default 0)         --frequency-penalty X (default 0)\n"
+          "  --seed S                 random seed (default: from the clock)\n"
+          "  --ignore-eos             do not stop at end-of-generation tokens\n"
+          "  --spec none|draft        speculation (default: draft when -md is given)\n"
+          "  --draft-max N            longest draft per step (default 8)\n"
+          "  --draft-min N            shortest draft per step (default 0)\n"
+          "  --draft-p-min P          stop drafting below this draft confidence (default 0)\n"
+          "  --draft-fixed            always draft --draft-max tokens (no adaptive length)\n"
+          "  --json                   print one JSON object instead of streaming text\n"
+          "  --verbose                show llama.cpp's log\n",
+          out);
+}
+
+static bool parse_spec(cli_args *a, specd_spec_params *sp) {
+    const char *v = cli_value(a, "--spec");
+    if (!v) return false;
+    if (strcmp(v, "none") == 0) sp->type = SPECD_SPEC_NONE;
+    else if (strcmp(v, "draft") == 0) sp->type = SPECD_SPEC_DRAFT;
+    else return cli_fail(a, "--spec must be 'none' or 'draft', got '%s'", v);
+    return true;
+}
+
+/* Sampling and speculation flags; returns 1 when handled, 0 when not ours, -1 on error. */
+static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
+    specd_sampling_params *s = &o->gen.sampling;
+    specd_spec_params *sp = &o->gen.speculative;
+    int64_t i = 0;
+    double d = 0.0;
+    bool ok = true;
+    if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_predict = (int32_t)i; }
+    else if (!strcmp(f, "--temp")) { ok = cli_float(a, f, 0.0, 100.0, &d); s->temperature = (float)d; }
+    else if (!strcmp(f, "--top-k")) { ok = cli_int(a, f, 0, INT32_MAX, &i); s->top_k = (int32_t)i; }
+    else if (!strcmp(f, "--top-p")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->top_p = (float)d; }
+    else if (!strcmp(f, "--min-p")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->min_p = (float)d; }
+    else if (!strcmp(f, "--repeat-penalty")) { ok = cli_float(a, f, 0.0, 100.0, &d); s->repeat_penalty = (float)d; }
+    else if (!strcmp(f, "--repeat-last-n")) { ok = cli_int(a, f, -1, INT32_MAX, &i); s->repeat_last_n = (int32_t)i; }
+    else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -100.0, 100.0, &d); s->presence_penalty = (float)d; }
+    else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -100.0, 100.0, &d); s->frequency_penalty = (float)d; }
+    else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
+    else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
+    else if (!strcmp(f, "--spec")) ok = parse_spec(a, sp);
+    else if (!strcmp(f, "--draft-max")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_max = (int32_t)i; }
+    else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_min = (int32_t)i; }
+    else if (!strcmp(f, "--draft-p-min")) { ok = cli_float(a, f, 0.0, 1.0, &d); sp->draft_p_min = (float)d; }
+    else if (!strcmp(f, "--draft-fixed")) sp->adaptive = false;
+    else return 0;
+    return ok ? 1 : -1;
+}
+
+static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
+    specd_engine_params *e = &o->engine;
+    int64_t i = 0;
+    bool ok = true;
+    if (!strcmp(f, "-m") || !strcmp(f, "--model")) ok = (e->target_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-md") || !strcmp(f, "--model-draft")) ok = (e->draft_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { ok = cli_int(a, f, 0, 1 << 24, &i); e->n_ctx = (int32_t)i; }
+    else if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) { ok = cli_int(a, f, 1, 1 << 20, &i); e->n_batch = (int32_t)i; }
+    else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { ok = cli_int(a, f, 1, 1024, &i); e->n_threads = (int32_t)i; }
+    else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--json")) o->json = true;
+    else if (!strcmp(f, "--verbose")) e->verbose = true;
+    else return 0;
+    return ok ? 1 : -1;
+}
+
+/* Returns 0 on success, 1 when help was printed, -1 on error (message in a->error). */
+static int parse_run_options(cli_args *a, run_options *o) {
+    while (a->i < a->argc) {
+        const char *f = a->argv[a->i++];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
+        int r = parse_engine_flag(a, f, o);
+        if (r == 0) r = parse_generation_flag(a, f, o);
+        if (r < 0) return -1;
+        if (r == 0) return cli_fail(a, "unknown option '%s' (see specd run --help)", f) ? 0 : -1;
+    }
+    if (!o->engine.target_path) return cli_fail(a, "no target model: pass -m FILE") ? 0 : -1;
+    if (!o->prompt && !o->prompt_file) return cli_fail(a, "no prompt: pass -p TEXT or -f FILE") ? 0 : -1;
+    if (o->prompt && o->prompt_file) return cli_fail(a, "give either -p or -f, not both") ? 0 : -1;
+    if (o->gen.speculative.draft_min > o->gen.speculative.draft_max)
+        return cli_fail(a, "--draft-min (%d) is larger than --draft-max (%d)", o->gen.speculative.draft_min,
+                        o->gen.speculative.draft_max) ? 0 : -1;
+    if (o->gen.speculative.type == SPECD_SPEC_DRAFT && !o->engine.draft_path)
+        return cli_fail(a, "--spec draft needs a draft model: pass -md FILE") ? 0 : -1;
+    return 0;
+}
+
+static char *read_file(const char *path, char *error, size_t error_size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(error, error_size, "cannot read the prompt file '%s'", path);
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (size_t n; buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += n;
+        if (cap - len - 1 == 0) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) free(buf);
+            buf = grown;
+        }
+    }
+    fclose(f);
+    if (!buf) snprintf(error, error_size, "out of memory reading '%s'", path);
+    else buf[len] = '\0';
+    return buf;
+}
+
+typedef struct stream_state {
+    specd_engine *engine;
+} stream_state;
+
+static bool stream_tokens(const specd_token *tokens, int32_t n, void *user_data) {
+    stream_state *s = user_data;
+    for (int32_t i = 0; i < n; i++) {
+        char piece[256];
+        int32_t len = specd_token_to_piece(s->engine, tokens[i], piece, (int32_t)sizeof piece);
+        if (len > 0) fwrite(piece, 1, (size_t)len, stdout);
+    }
+    fflush(stdout);
+    return true;
+}
+
+static specd_spec_type effective_spec(const run_options *o, const specd_engine *e) {
+    specd_spec_type t = o->gen.speculative.type;
+    if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
+    return t;
+}
+
+static int report(const run_options *o, specd_engine *engine, const specd_result *result) {
+    specd_spec_type type = effective_spec(o, engine);
+    if (!o->json) {
+        fputc('\n', stdout);
+        cli_print_stats(stderr, &result->stats, result->stop_reason, type);
+        return 0;
+    }
+    char *text = specd_detokenize(engine, result->tokens, result->n_tokens);
+    bool ok = text && cli_print_json(stdout, text, result, type);
+    specd_free(text);
+    if (!ok) fprintf(stderr, "specd: error: out of memory writing the JSON output\n");
+    return ok ? 0 : CLI_EXIT_RUNTIME;
+}
+
+/* Loads, tokenizes, generates, reports. */
+static int execute(run_options *o, const char *prompt_text) {
+    specd_engine *engine = NULL;
+    char *error = NULL;
+    specd_status st = specd_engine_new(&o->engine, &engine, &error);
+    specd_token *prompt = NULL;
+    int32_t n_prompt = 0;
+    if (st == SPECD_OK) st = specd_tokenize(engine, prompt_text, true, &prompt, &n_prompt, &error);
+    stream_state stream = {engine};
+    if (!o->json) {
+        o->gen.on_tokens = stream_tokens;
+        o->gen.user_data = &stream;
+    }
+    specd_result result = {0};
+    if (st == SPECD_OK) st = specd_generate(engine, prompt, n_prompt, &o->gen, &result, &error);
+    int rc = 0;
+    if (st != SPECD_OK) {
+        fprintf(stderr, "specd: error: %s\n", error ? error : "unknown failure");
+        rc = st == SPECD_ERR_DECODE || st == SPECD_ERR_NO_MEMORY ? CLI_EXIT_RUNTIME : CLI_EXIT_USAGE;
+    } else {
+        rc = report(o, engine, &result);
+    }
+    specd_result_clear(&result);
+    specd_free(prompt);
+    specd_free(error);
+    specd_engine_free(engine);
+    return rc;
+}
+
+int cli_run(int argc, char **argv) {
+    run_options o = {.engine = specd_engine_default_params(), .gen = specd_generation_default_params()};
+    cli_args a = {.argc = argc, .argv = argv};
+    int parsed = parse_run_options(&a, &o);
+    if (parsed == 1) {
+        run_usage(stdout);
+        return 0;
+    }
+    if (parsed < 0 || a.error[0]) {
+        fprintf(stderr, "specd: error: %s\n", a.error);
+        return CLI_EXIT_USAGE;
+    }
+    char *file_text = NULL;
+    if (o.prompt_file) {
+        char err[512];
+        file_text = read_file(o.prompt_file, err, sizeof err);
+        if (!file_text) {
+            fprintf(stderr, "specd: error: %s\n", err);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    int rc = execute(&o, file_text ? file_text : o.prompt);
+    free(file_text);
+    return rc;
+}

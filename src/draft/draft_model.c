@@ -1,0 +1,121 @@
+/* draft_model.c - the draft-model drafter: sample a chain from the draft model under the request's
+ * transforms, one token per draft decode, until the length controller or the bounds say stop.
+ *
+ * The draft's KV cache follows the history lazily: each step first syncs it to the history (usually
+ * one or two new tokens), then decodes each drafted token it needs logits after. */
+#include "draft_model.h"
+
+#include "../util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct draft_model {
+    specd_engine *engine;
+    specd_dist q;
+} draft_model;
+
+static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n, char **error) {
+    draft_model *dm = self;
+    return specd_slot_sync(dm->engine, &dm->engine->draft, tokens, n, false, NULL, error);
+}
+
+/* Probability of `token` under the softmax of raw logits: the confidence of a greedy draft. */
+static float softmax_prob(const float *logits, int32_t n_vocab, specd_token token) {
+    float max = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - max));
+    return (float)(exp((double)(logits[token] - max)) / sum);
+}
+
+/* Draws the next draft token and its q. Returns the token, or -1 when out of memory. */
+static specd_token draw_token(draft_model *dm, const specd_draft_request *req, const float *logits,
+                              int32_t n_history, float *confidence) {
+    specd_sampler *s = req->sampler;
+    if (specd_sampler_is_greedy(s)) {
+        specd_token t = specd_sampler_argmax(s, logits, req->history, n_history);
+        if (!specd_dist_set_one_hot(&dm->q, t)) return -1;
+        *confidence = softmax_prob(s->logits, s->n_vocab, t);
+        return t;
+    }
+    if (!specd_sampler_dist(s, logits, req->history, n_history, &dm->q)) return -1;
+    specd_token t = specd_dist_sample(&dm->q, req->rng);
+    *confidence = specd_dist_prob(&dm->q, t);
+    return t;
+}
+
+static bool keep_token(const specd_draft_request *req, int32_t depth, float confidence) {
+    if (depth < req->min_len) return true;
+    if (confidence < req->p_min) return false;
+    return !req->length || specd_draft_length_should_add(req->length, depth, confidence);
+}
+
+static bool draft_more(const specd_draft_request *req, int32_t depth) {
+    if (depth >= req->max_len) return false;
+    if (depth < req->min_len) return true;
+    return !req->length || specd_draft_length_should_continue(req->length, depth);
+}
+
+static specd_status dm_draft(void *self, const specd_draft_request *req, specd_token_tree *tree,
+                             char **error) {
+    draft_model *dm = self;
+    specd_engine *e = dm->engine;
+    if (!draft_more(req, 0)) return SPECD_OK;
+    int32_t idx = 0;
+    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, error);
+    if (st != SPECD_OK) return st;
+    int32_t parent = 0, n_history = req->n_history;
+    for (int32_t depth = 0;; depth++) {
+        const float *logits = llama_get_logits_ith(e->draft.ctx, idx);
+        float confidence = 0.0f;
+        specd_token t = draw_token(dm, req, logits, n_history, &confidence);
+        if (t < 0) {
+            specd_set_error(error, "out of memory while drafting");
+            return SPECD_ERR_NO_MEMORY;
+        }
+        if (!keep_token(req, depth, confidence)) break;
+        parent = specd_tree_add(tree, parent, t, &dm->q, confidence);
+        if (parent < 0) {
+            specd_set_error(error, "out of memory while drafting");
+            return SPECD_ERR_NO_MEMORY;
+        }
+        req->history[n_history++] = t;
+        if (!draft_more(req, depth + 1)) break;
+        st = specd_slot_push(e, &e->draft, t, error);
+        if (st != SPECD_OK) return st;
+        idx = 0;
+    }
+    return SPECD_OK;
+}
+
+static void dm_destroy(void *self) {
+    draft_model *dm = self;
+    if (!dm) return;
+    specd_dist_free(&dm->q);
+    free(dm);
+}
+
+static const specd_drafter_ops draft_model_ops = {
+    .name = "draft",
+    .prepare = dm_prepare,
+    .draft = dm_draft,
+    .destroy = dm_destroy,
+};
+
+specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, char **error) {
+    if (!engine->draft.ctx) {
+        specd_set_error(error, "speculative type 'draft' needs a draft model (-md)");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    draft_model *dm = calloc(1, sizeof *dm);
+    if (!dm) {
+        specd_set_error(error, "out of memory for the draft-model drafter");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    dm->engine = engine;
+    out->ops = &draft_model_ops;
+    out->self = dm;
+    return SPECD_OK;
+}

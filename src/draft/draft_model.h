@@ -1,0 +1,11 @@
+/* draft_model.h - drafting chains with a small draft model through llama.cpp. */
+#ifndef SPECD_DRAFT_MODEL_H
+#define SPECD_DRAFT_MODEL_H
+
+#include "../engine/engine_internal.h"
+#include "drafter.h"
+
+/* A drafter that runs the engine's draft model. Owned by the caller; free with ops->destroy. */
+specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, char **error);
+
+#endif

@@ -1,0 +1,41 @@
+/* drafter.h - the one interface every drafter implements: given the token history, propose a
+ * token tree under the root (the last emitted token). A chain is a tree with one branch.
+ * Drafters are exact by construction only if each node's q is what its token was drawn from. */
+#ifndef SPECD_DRAFTER_H
+#define SPECD_DRAFTER_H
+
+#include "../sample/rng.h"
+#include "../sample/sampler.h"
+#include "../session/draft_length.h"
+#include "../verify/token_tree.h"
+#include "specd.h"
+
+typedef struct specd_draft_request {
+    /* Prompt and emitted tokens; the last one is the root. The buffer has room for max_len more
+     * tokens past n_history, which a drafter may use as scratch (e.g. for penalty histories). */
+    specd_token *history;
+    int32_t n_history;
+    int32_t max_len;          /* longest chain (tree depth) allowed this step */
+    int32_t min_len;          /* draft at least this much when possible */
+    float p_min;              /* stop when the drafter's confidence falls below */
+    specd_sampler *sampler;   /* the request's transforms: q uses the same ones as p */
+    specd_rng *rng;
+    specd_draft_length *length; /* NULL: no adaptive length, only the bounds above */
+} specd_draft_request;
+
+typedef struct specd_drafter_ops {
+    const char *name;
+    /* Brings the drafter up to date with a new prompt (e.g. ingests it into a draft model). */
+    specd_status (*prepare)(void *self, const specd_token *tokens, int32_t n, char **error);
+    /* Adds draft nodes under tree->nodes[0]; adding none is fine. */
+    specd_status (*draft)(void *self, const specd_draft_request *req, specd_token_tree *tree,
+                          char **error);
+    void (*destroy)(void *self);
+} specd_drafter_ops;
+
+typedef struct specd_drafter {
+    const specd_drafter_ops *ops;
+    void *self;
+} specd_drafter;
+
+#endif

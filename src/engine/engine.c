@@ -1,0 +1,188 @@
+/* engine.c - loading the target and draft models, creating their contexts, and the engine's
+ * accessors. Both contexts share the same threads and run one after the other, so they never
+ * compete for the cores. */
+#define _POSIX_C_SOURCE 200809L
+#include "engine_internal.h"
+
+#include "../util/util.h"
+#include "../verify/token_tree.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_N_BATCH 512
+#define DEFAULT_DRAFT_MAX 16
+
+static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
+static void init_backend(void) { llama_backend_init(); }
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
+    (void)user_data;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+specd_engine_params specd_engine_default_params(void) {
+    specd_engine_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+static int32_t default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int32_t)n : 1;
+}
+
+static char *copy_string(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *c = malloc(n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+static specd_status load_model(const char *path, const char *role, struct llama_model **out,
+                               char **error) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        specd_set_error(error, "cannot open the %s model '%s': no such file or not readable", role, path);
+        return SPECD_ERR_MODEL_LOAD;
+    }
+    fclose(f);
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    *out = llama_model_load_from_file(path, mp);
+    if (!*out) {
+        specd_set_error(error, "cannot load the %s model '%s': not a GGUF model llama.cpp can read "
+                        "(run with --verbose for llama.cpp's reason)", role, path);
+        return SPECD_ERR_MODEL_LOAD;
+    }
+    return SPECD_OK;
+}
+
+static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_seq_max,
+                                   const char *role, char **error) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)e->n_ctx;
+    cp.n_batch = (uint32_t)e->n_batch;
+    cp.n_ubatch = (uint32_t)e->n_batch;
+    cp.n_seq_max = (uint32_t)n_seq_max;
+    cp.kv_unified = true; /* tree branches share their prefix cells */
+    cp.n_threads = e->params.n_threads;
+    cp.n_threads_batch = e->params.n_threads;
+    cp.no_perf = true;
+    slot->ctx = llama_init_from_model(slot->model, cp);
+    if (!slot->ctx) {
+        specd_set_error(error, "cannot create the %s context (n_ctx=%d): out of memory? try a smaller -c",
+                        role, e->n_ctx);
+        return SPECD_ERR_CONTEXT;
+    }
+    slot->n_seq_max = n_seq_max;
+    slot->cap = e->n_ctx;
+    slot->n_kv = 0;
+    slot->kv_tokens = specd_alloc_array((size_t)e->n_ctx, sizeof *slot->kv_tokens);
+    if (!slot->kv_tokens) {
+        specd_set_error(error, "out of memory for the %s token list", role);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    return SPECD_OK;
+}
+
+static specd_status validate_params(const specd_engine_params *p, char **error) {
+    if (!p || !p->target_path || !*p->target_path) {
+        specd_set_error(error, "no target model given: pass its GGUF path (-m)");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->draft_max < 0) {
+        specd_set_error(error, "n_ctx, n_batch, n_threads and draft_max must not be negative "
+                        "(got %d, %d, %d, %d)", p->n_ctx, p->n_batch, p->n_threads, p->draft_max);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    return SPECD_OK;
+}
+
+/* Settles n_ctx, n_batch, threads and the shared batch once the target is loaded. */
+static specd_status size_engine(specd_engine *e, char **error) {
+    int32_t n_train = llama_model_n_ctx_train(e->target.model);
+    e->n_ctx = e->params.n_ctx > 0 ? e->params.n_ctx : n_train;
+    if (e->params.n_threads == 0) e->params.n_threads = default_threads();
+    if (e->params.draft_max == 0) e->params.draft_max = DEFAULT_DRAFT_MAX;
+    int32_t n_batch = e->params.n_batch > 0 ? e->params.n_batch : DEFAULT_N_BATCH;
+    int32_t tree_max = e->params.draft_max + 1;
+    e->n_batch = n_batch > tree_max ? n_batch : tree_max;
+    if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx > tree_max ? e->n_ctx : tree_max;
+    e->batch_cap = e->n_batch;
+    e->batch = llama_batch_init(e->batch_cap, 0, SPECD_TREE_MAX_BRANCHES);
+    if (!e->batch.token) {
+        specd_set_error(error, "out of memory for a batch of %d tokens", e->batch_cap);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    return SPECD_OK;
+}
+
+static specd_status engine_load(specd_engine *e, char **error) {
+    specd_status st = load_model(e->target_path, "target", &e->target.model, error);
+    if (st == SPECD_OK && e->draft_path) st = load_model(e->draft_path, "draft", &e->draft.model, error);
+    if (st == SPECD_OK && e->draft.model)
+        st = specd_check_vocab_compatible(e->target.model, e->draft.model, error);
+    if (st != SPECD_OK) return st;
+    e->vocab = llama_model_get_vocab(e->target.model);
+    e->n_vocab = llama_vocab_n_tokens(e->vocab);
+    st = size_engine(e, error);
+    if (st == SPECD_OK) st = create_context(e, &e->target, SPECD_TREE_MAX_BRANCHES, "target", error);
+    if (st == SPECD_OK && e->draft.model) st = create_context(e, &e->draft, 1, "draft", error);
+    return st;
+}
+
+specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out, char **error) {
+    if (error) *error = NULL;
+    *out = NULL;
+    specd_status st = validate_params(params, error);
+    if (st != SPECD_OK) return st;
+    pthread_once(&backend_once, init_backend);
+    if (!params->verbose) llama_log_set(quiet_log, NULL);
+    specd_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        specd_set_error(error, "out of memory for the engine");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    e->params = *params;
+    e->target_path = copy_string(params->target_path);
+    e->draft_path = params->draft_path && *params->draft_path ? copy_string(params->draft_path) : NULL;
+    e->params.target_path = e->target_path;
+    e->params.draft_path = e->draft_path;
+    atomic_init(&e->stop_requested, false);
+    st = engine_load(e, error);
+    if (st != SPECD_OK) {
+        specd_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return SPECD_OK;
+}
+
+static void free_slot(specd_model_slot *slot) {
+    if (slot->ctx) llama_free(slot->ctx);
+    if (slot->model) llama_model_free(slot->model);
+    free(slot->kv_tokens);
+    memset(slot, 0, sizeof *slot);
+}
+
+void specd_engine_free(specd_engine *e) {
+    if (!e) return;
+    free_slot(&e->draft);
+    free_slot(&e->target);
+    if (e->batch.token) llama_batch_free(e->batch);
+    free(e->target_path);
+    free(e->draft_path);
+    free(e);
+}
+
+bool specd_engine_has_draft(const specd_engine *e) { return e && e->draft.ctx != NULL; }
+int32_t specd_engine_n_ctx(const specd_engine *e) { return e->n_ctx; }
+int32_t specd_engine_n_vocab(const specd_engine *e) { return e->n_vocab; }
+void specd_engine_request_stop(specd_engine *e) { atomic_store(&e->stop_requested, true); }
+
+const char *specd_version(void) { return SPECD_VERSION_STRING; }

@@ -1,0 +1,52 @@
+/* engine_internal.h - the engine's state, shared by the engine, drafter and session code.
+ * Nothing outside src/ sees it; nothing in it knows about JSON. */
+#ifndef SPECD_ENGINE_INTERNAL_H
+#define SPECD_ENGINE_INTERNAL_H
+
+#include "llama.h"
+#include "specd.h"
+
+#include <stdatomic.h>
+
+/* A llama context plus the tokens its sequence 0 holds, position by position. Knowing the exact
+ * contents lets every step reuse the longest common prefix instead of re-decoding. */
+typedef struct specd_model_slot {
+    struct llama_model *model;
+    struct llama_context *ctx;
+    specd_token *kv_tokens;
+    int32_t n_kv;
+    int32_t cap;        /* = n_ctx */
+    int32_t n_seq_max;
+} specd_model_slot;
+
+struct specd_engine {
+    specd_engine_params params;
+    char *target_path;
+    char *draft_path;
+    specd_model_slot target;
+    specd_model_slot draft;   /* ctx == NULL without a draft model */
+    const struct llama_vocab *vocab;
+    int32_t n_vocab;
+    int32_t n_ctx;
+    int32_t n_batch;
+    struct llama_batch batch; /* one batch, reused for every decode */
+    int32_t batch_cap;
+    atomic_bool stop_requested;
+};
+
+/* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */
+specd_status specd_check_vocab_compatible(const struct llama_model *target,
+                                          const struct llama_model *draft, char **error);
+
+/* kv.c: keeping slot contents in step with the token history. */
+
+/* Makes the slot hold exactly tokens[0..n): keeps the longest common prefix, decodes the rest in
+ * chunks. With want_logits the last token's logits are available at batch index *logits_idx. */
+specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
+                             int32_t n, bool want_logits, int32_t *logits_idx, char **error);
+/* Drops everything from position `n` on. */
+void specd_slot_truncate(specd_model_slot *slot, int32_t n);
+/* Decodes one token at the end of the slot, with logits (batch index 0). */
+specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);
+
+#endif

@@ -1,0 +1,76 @@
+/* kv.c - keeps a model slot's KV cache in step with the token history: reuse the longest common
+ * prefix, drop the rest, decode what is missing. */
+#include "engine_internal.h"
+
+#include "../util/util.h"
+
+#include <string.h>
+
+void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
+    if (n >= slot->n_kv) return;
+    llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1);
+    slot->n_kv = n;
+}
+
+static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, bool logits) {
+    int32_t i = b->n_tokens++;
+    b->token[i] = token;
+    b->pos[i] = pos;
+    b->n_seq_id[i] = 1;
+    b->seq_id[i][0] = 0;
+    b->logits[i] = logits;
+}
+
+static specd_status decode_batch(specd_model_slot *slot, struct llama_batch *b, char **error) {
+    int32_t rc = llama_decode(slot->ctx, *b);
+    if (rc != 0) {
+        specd_set_error(error, "llama_decode failed (code %d) on %d tokens at position %d: %s", rc,
+                        b->n_tokens, b->n_tokens ? b->pos[0] : 0,
+                        rc == 1 ? "no KV cache slot; try a larger context (-c)" : "see the log (--verbose)");
+        return SPECD_ERR_DECODE;
+    }
+    return SPECD_OK;
+}
+
+specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
+                             int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
+    if (n > slot->cap) {
+        specd_set_error(error, "%d tokens do not fit the context of %d", n, slot->cap);
+        return SPECD_ERR_CONTEXT;
+    }
+    int32_t common = 0;
+    while (common < slot->n_kv && common < n && slot->kv_tokens[common] == tokens[common]) common++;
+    /* Logits exist only for tokens we decode now: re-decode the last one if it is cached. */
+    if (want_logits && common == n && n > 0) common = n - 1;
+    specd_slot_truncate(slot, common);
+    struct llama_batch *b = &e->batch;
+    for (int32_t start = common; start < n; start += e->n_batch) {
+        int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
+        b->n_tokens = 0;
+        for (int32_t i = start; i < end; i++) batch_add(b, tokens[i], i, want_logits && i == n - 1);
+        specd_status st = decode_batch(slot, b, error);
+        if (st != SPECD_OK) {
+            /* What this chunk wrote is unknown: forget it. */
+            llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1);
+            return st;
+        }
+        memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
+        slot->n_kv = end;
+        if (logits_idx) *logits_idx = end - start - 1;
+    }
+    return SPECD_OK;
+}
+
+specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error) {
+    if (slot->n_kv >= slot->cap) {
+        specd_set_error(error, "the context of %d tokens is full", slot->cap);
+        return SPECD_ERR_CONTEXT;
+    }
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    batch_add(b, token, slot->n_kv, true);
+    specd_status st = decode_batch(slot, b, error);
+    if (st != SPECD_OK) return st;
+    slot->kv_tokens[slot->n_kv++] = token;
+    return SPECD_OK;
+}

@@ -1,0 +1,61 @@
+/* tokens.c - text <-> tokens with the target's vocabulary. */
+#include "engine_internal.h"
+
+#include "../util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_special,
+                            specd_token **tokens, int32_t *n_tokens, char **error) {
+    if (error) *error = NULL;
+    *tokens = NULL;
+    *n_tokens = 0;
+    if (!text) {
+        specd_set_error(error, "no text to tokenize");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    int32_t len = (int32_t)strlen(text);
+    int32_t cap = len + 2; /* at most one token per byte, plus BOS/EOS */
+    specd_token *buf = specd_alloc_array((size_t)cap, sizeof *buf);
+    if (!buf) {
+        specd_set_error(error, "out of memory tokenizing %d bytes", len);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    int32_t n = llama_tokenize(e->vocab, text, len, buf, cap, add_special, false);
+    if (n < 0) {
+        free(buf);
+        specd_set_error(error, "tokenizing %d bytes failed", len);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    *tokens = buf;
+    *n_tokens = n;
+    return SPECD_OK;
+}
+
+int32_t specd_token_to_piece(const specd_engine *e, specd_token token, char *buf, int32_t buf_size) {
+    if (token < 0 || token >= e->n_vocab) return 0;
+    return llama_token_to_piece(e->vocab, token, buf, buf_size, 0, false);
+}
+
+char *specd_detokenize(const specd_engine *e, const specd_token *tokens, int32_t n_tokens) {
+    size_t cap = 64, len = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        int32_t n = specd_token_to_piece(e, tokens[i], out + len, (int32_t)(cap - len - 1));
+        if (n < 0) { /* no room: grow to fit this piece and write it again */
+            while (len + (size_t)(-n) + 1 > cap) cap *= 2;
+            char *grown = realloc(out, cap);
+            if (!grown) {
+                free(out);
+                return NULL;
+            }
+            out = grown;
+            n = specd_token_to_piece(e, tokens[i], out + len, (int32_t)(cap - len - 1));
+        }
+        if (n > 0) len += (size_t)n;
+    }
+    out[len] = '\0';
+    return out;
+}

@@ -1,0 +1,218 @@
+/* sampler.c - llama.cpp's sampling transforms, computed into a sparse distribution.
+ *
+ * Cost per position: one pass over the vocabulary for bias/penalties, a size-k heap for top-k
+ * (no full sort), a sort only of what survives top-k when top-p needs it, one softmax. */
+#include "sampler.h"
+
+#include "../util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, int32_t n_vocab,
+                        const specd_token *forbidden, int32_t n_forbidden, char **error) {
+    memset(s, 0, sizeof *s);
+    s->params = *params;
+    s->n_vocab = n_vocab;
+    for (int32_t i = 0; i < params->n_logit_bias; i++) {
+        specd_token t = params->logit_bias[i].token;
+        if (t < 0 || t >= n_vocab) {
+            specd_set_error(error, "logit_bias token %d is outside the vocabulary (0..%d)", t,
+                            n_vocab - 1);
+            return false;
+        }
+    }
+    int32_t n_bias = params->n_logit_bias + n_forbidden;
+    s->bias = n_bias > 0 ? specd_alloc_array((size_t)n_bias, sizeof *s->bias) : NULL;
+    s->logits = specd_alloc_array((size_t)n_vocab, sizeof *s->logits);
+    s->counts = specd_alloc_array((size_t)n_vocab, sizeof *s->counts);
+    s->cand = specd_alloc_array((size_t)n_vocab, sizeof *s->cand);
+    if ((n_bias > 0 && !s->bias) || !s->logits || !s->counts || !s->cand) {
+        specd_sampler_free(s);
+        specd_set_error(error, "out of memory for a sampler over %d tokens", n_vocab);
+        return false;
+    }
+    if (params->n_logit_bias > 0)
+        memcpy(s->bias, params->logit_bias, (size_t)params->n_logit_bias * sizeof *s->bias);
+    for (int32_t i = 0; i < n_forbidden; i++)
+        s->bias[params->n_logit_bias + i] = (specd_logit_bias){forbidden[i], -INFINITY};
+    s->n_bias = n_bias;
+    s->params.logit_bias = s->bias;
+    s->params.n_logit_bias = n_bias;
+    return true;
+}
+
+void specd_sampler_free(specd_sampler *s) {
+    free(s->bias);
+    free(s->logits);
+    free(s->counts);
+    free(s->cand);
+    memset(s, 0, sizeof *s);
+}
+
+bool specd_sampler_is_greedy(const specd_sampler *s) { return s->params.temperature <= 0.0f; }
+
+static bool penalties_active(const specd_sampling_params *p) {
+    return p->repeat_last_n != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+/* llama.cpp's penalties sampler: divide positive logits (multiply negative ones) by the repeat
+ * penalty, then subtract count * frequency + presence, for tokens seen in the window. */
+static void apply_penalties(specd_sampler *s, const specd_token *history, int32_t n_history) {
+    const specd_sampling_params *p = &s->params;
+    int32_t window = p->repeat_last_n < 0 ? n_history : p->repeat_last_n;
+    if (window > n_history) window = n_history;
+    const specd_token *recent = history + (n_history - window);
+    for (int32_t i = 0; i < window; i++)
+        if (recent[i] >= 0 && recent[i] < s->n_vocab) s->counts[recent[i]]++;
+    for (int32_t i = 0; i < window; i++) {
+        specd_token t = recent[i];
+        if (t < 0 || t >= s->n_vocab || s->counts[t] == 0) continue;
+        float *l = &s->logits[t];
+        *l = *l <= 0.0f ? *l * p->repeat_penalty : *l / p->repeat_penalty;
+        *l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
+        s->counts[t] = 0; /* applied once per token; also leaves counts zeroed for next time */
+    }
+}
+
+/* Copies logits into the scratch buffer with bias and penalties applied. */
+static void adjust_logits(specd_sampler *s, const float *logits, const specd_token *history,
+                          int32_t n_history) {
+    memcpy(s->logits, logits, (size_t)s->n_vocab * sizeof *logits);
+    for (int32_t i = 0; i < s->n_bias; i++) s->logits[s->bias[i].token] += s->bias[i].bias;
+    if (penalties_active(&s->params)) apply_penalties(s, history, n_history);
+}
+
+static specd_token argmax_logits(const float *logits, int32_t n) {
+    specd_token best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+specd_token specd_sampler_argmax(specd_sampler *s, const float *logits, const specd_token *history,
+                                 int32_t n_history) {
+    adjust_logits(s, logits, history, n_history);
+    return argmax_logits(s->logits, s->n_vocab);
+}
+
+/* ---- top-k with a min-heap of size k (ties: the lower id wins, as a stable sort would) ------- */
+
+static bool ranks_below(const float *logits, specd_token a, specd_token b) {
+    return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
+}
+
+static void heap_sift_down(specd_token *heap, int32_t n, int32_t i, const float *logits) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_below(logits, heap[l], heap[m])) m = l;
+        if (r < n && ranks_below(logits, heap[r], heap[m])) m = r;
+        if (m == i) return;
+        specd_token t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+/* Puts the k highest-ranked tokens (unordered) into s->cand; returns k. */
+static int32_t select_top_k(specd_sampler *s, int32_t k) {
+    const float *logits = s->logits;
+    specd_token *heap = s->cand;
+    for (int32_t i = 0; i < k; i++) heap[i] = i;
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift_down(heap, k, i, logits);
+    for (specd_token t = k; t < s->n_vocab; t++) {
+        if (ranks_below(logits, heap[0], t)) {
+            heap[0] = t;
+            heap_sift_down(heap, k, 0, logits);
+        }
+    }
+    return k;
+}
+
+/* qsort has no context argument: the logits being sorted, per thread so engines stay independent. */
+static _Thread_local const float *g_sort_logits;
+
+static int compare_desc(const void *a, const void *b) {
+    specd_token x = *(const specd_token *)a, y = *(const specd_token *)b;
+    if (ranks_below(g_sort_logits, x, y)) return 1;
+    if (ranks_below(g_sort_logits, y, x)) return -1;
+    return 0;
+}
+
+static void sort_desc(specd_token *ids, int32_t n, const float *logits) {
+    g_sort_logits = logits;
+    qsort(ids, (size_t)n, sizeof *ids, compare_desc);
+}
+
+/* Softmax of logits[ids[i]] / temp into probs; returns nothing, probs sum to 1. */
+static void softmax_into(const float *logits, const specd_token *ids, int32_t n, float temp,
+                         float *probs) {
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[ids[i]] > max) max = logits[ids[i]];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        probs[i] = expf((logits[ids[i]] - max) / temp);
+        sum += probs[i];
+    }
+    for (int32_t i = 0; i < n; i++) probs[i] = (float)(probs[i] / sum);
+}
+
+/* Keeps the shortest sorted prefix whose probability (at temperature 1) reaches top_p. */
+static int32_t apply_top_p(specd_sampler *s, int32_t n, float *scratch_probs) {
+    sort_desc(s->cand, n, s->logits);
+    softmax_into(s->logits, s->cand, n, 1.0f, scratch_probs);
+    double cum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += scratch_probs[i];
+        if (cum >= s->params.top_p) return i + 1;
+    }
+    return n;
+}
+
+/* Keeps tokens whose probability is at least min_p times the largest one. */
+static int32_t apply_min_p(specd_sampler *s, int32_t n) {
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (s->logits[s->cand[i]] > max) max = s->logits[s->cand[i]];
+    float threshold = max + logf(s->params.min_p);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (s->logits[s->cand[i]] >= threshold) s->cand[kept++] = s->cand[i];
+    return kept;
+}
+
+/* Drops candidates whose logit is -INFINITY (forbidden by bias). */
+static int32_t drop_forbidden(specd_sampler *s, int32_t n) {
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (s->logits[s->cand[i]] != -INFINITY) s->cand[kept++] = s->cand[i];
+    return kept;
+}
+
+bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
+                        int32_t n_history, specd_dist *out) {
+    if (specd_sampler_is_greedy(s))
+        return specd_dist_set_one_hot(out, specd_sampler_argmax(s, logits, history, n_history));
+    adjust_logits(s, logits, history, n_history);
+    const specd_sampling_params *p = &s->params;
+    int32_t n;
+    if (p->top_k > 0 && p->top_k < s->n_vocab) {
+        n = select_top_k(s, p->top_k);
+    } else {
+        n = s->n_vocab;
+        for (int32_t i = 0; i < n; i++) s->cand[i] = i;
+    }
+    n = drop_forbidden(s, n);
+    if (n == 0) return specd_dist_set_one_hot(out, argmax_logits(s->logits, s->n_vocab));
+    if (!specd_dist_reserve(out, n)) return false;
+    if (p->top_p < 1.0f) n = apply_top_p(s, n, out->probs);
+    if (p->min_p > 0.0f) n = apply_min_p(s, n);
+    memcpy(out->ids, s->cand, (size_t)n * sizeof *out->ids);
+    softmax_into(s->logits, out->ids, n, p->temperature, out->probs);
+    out->n = n;
+    return true;
+}

@@ -1,0 +1,40 @@
+/* sampler.h - turns raw logits into the distribution a request samples from.
+ *
+ * The transforms are llama.cpp's, in its order: logit bias, repetition/presence/frequency
+ * penalties over the recent history, top-k, top-p, min-p, temperature, softmax. The same sampler
+ * serves the draft model (q) and the target (p), so both see identical transforms, which is what
+ * makes verification exact. Greedy (temperature <= 0) yields a one-hot distribution. */
+#ifndef SPECD_SAMPLER_H
+#define SPECD_SAMPLER_H
+
+#include "dist.h"
+#include "specd.h"
+
+typedef struct specd_sampler {
+    specd_sampling_params params; /* logit_bias points into bias below */
+    int32_t n_vocab;
+    specd_logit_bias *bias;       /* request bias plus forbidden end-of-generation tokens */
+    int32_t n_bias;
+    float *logits;                /* scratch: logits after bias and penalties */
+    int32_t *counts;              /* scratch: token counts in the penalty window */
+    specd_token *cand;            /* scratch: candidate ids */
+} specd_sampler;
+
+/* `forbidden` tokens (e.g. end-of-generation with ignore_eos) get a -INFINITY bias. Returns false
+ * with *error set when out of memory or a logit_bias token is outside the vocabulary. */
+bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, int32_t n_vocab,
+                        const specd_token *forbidden, int32_t n_forbidden, char **error);
+void specd_sampler_free(specd_sampler *s);
+
+bool specd_sampler_is_greedy(const specd_sampler *s);
+
+/* The processed distribution for the next token given `logits` and the token history (prompt and
+ * generated so far, including draft tokens before this position). */
+bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
+                        int32_t n_history, specd_dist *out);
+
+/* Greedy choice: argmax after bias and penalties (lowest id on ties). */
+specd_token specd_sampler_argmax(specd_sampler *s, const float *logits, const specd_token *history,
+                                 int32_t n_history);
+
+#endif

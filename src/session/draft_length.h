@@ -1,0 +1,44 @@
+/* draft_length.h - how long to draft, from measured costs.
+ *
+ * Expected tokens per step with a chain of k drafts is 1 + sum_i prod_{j<=i} a_j, where a_j is the
+ * chance that draft j is accepted. We learn a as a function of the drafter's confidence (calibrated
+ * online, by confidence bucket) and we measure what a target pass over n tokens costs (T(n)) and
+ * what one draft token costs. While drafting, each token is kept only if it raises the expected
+ * tokens per second of the step, and drafting goes on only if one more token is expected to. */
+#ifndef SPECD_DRAFT_LENGTH_H
+#define SPECD_DRAFT_LENGTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SPECD_DL_BINS 10
+#define SPECD_DL_MAX_BATCH 64
+
+typedef struct specd_draft_length {
+    double accepted[SPECD_DL_BINS]; /* decayed counts by confidence bucket */
+    double drafted[SPECD_DL_BINS];
+    double verify_ms[SPECD_DL_MAX_BATCH + 1]; /* moving average of T(n); 0 = not measured */
+    double draft_ms;                          /* moving average cost of one draft token */
+    /* the step being drafted */
+    double p_all;     /* chance that every draft kept so far is accepted */
+    double expected;  /* expected tokens from this step */
+    double cost;      /* expected cost of this step, in ms */
+} specd_draft_length;
+
+void specd_draft_length_init(specd_draft_length *dl);
+/* Starts a step; resets the running expectation. */
+void specd_draft_length_begin(specd_draft_length *dl);
+/* A draft token at `depth` with this confidence was drawn: keep it? (updates the step if so) */
+bool specd_draft_length_should_add(specd_draft_length *dl, int32_t depth, float confidence);
+/* `depth` tokens are kept: is drafting one more expected to pay? */
+bool specd_draft_length_should_continue(const specd_draft_length *dl, int32_t depth);
+/* Measurements after a step. */
+void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n_tokens, double ms);
+void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms);
+void specd_draft_length_record_outcome(specd_draft_length *dl, float confidence, bool accepted);
+/* Estimated acceptance for a draft of this confidence. */
+double specd_draft_length_acceptance(const specd_draft_length *dl, float confidence);
+/* Estimated cost of a target pass over n tokens. */
+double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n_tokens);
+
+#endif

@@ -1,0 +1,444 @@
+/* generate.c - the decoding loop:
+ *   prompt ingest -> [draft -> one batched target pass over the tree -> verify -> keep the accepted
+ *   path in the KV caches -> emit] until n_predict, end of generation, or the context is full.
+ *
+ * The last emitted token (the root) is never in the target's KV cache between steps: each target
+ * pass decodes it together with the drafts, so every pass yields at least one new token, and with
+ * speculation off a step is exactly one single-token decode, as in plain llama.cpp. */
+#include "../draft/draft_model.h"
+#include "../engine/engine_internal.h"
+#include "../util/util.h"
+#include "../verify/verify.h"
+#include "draft_length.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A draft never starts while the controller has said no for this many steps in a row: it
+ * would never learn that drafting pays again. */
+#define EXPLORE_EVERY 16
+
+typedef struct generation {
+    specd_engine *e;
+    const specd_generation_params *params;
+    specd_sampler sampler;
+    specd_verifier verifier;
+    specd_rng rng;
+    specd_token_tree tree;
+    specd_drafter drafter;    /* ops == NULL: speculation off */
+    specd_draft_length length;
+    specd_token *history;     /* prompt + emitted, with room for a tree's depth past the end */
+    int32_t n_history;
+    int32_t *path;            /* scratch for verification */
+    specd_token *step_tokens; /* scratch: the tokens one step emits */
+    int32_t steps_without_draft;
+    specd_result *result;
+    int32_t result_cap;
+} generation;
+
+/* ---- set-up and tear-down -------------------------------------------------------------------- */
+
+static specd_status validate_prompt(const specd_engine *e, const specd_token *prompt, int32_t n,
+                                    char **error) {
+    if (!prompt || n < 1) {
+        specd_set_error(error, "the prompt is empty: give at least one token");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (n >= e->n_ctx) {
+        specd_set_error(error, "the prompt has %d tokens but the context holds %d: shorten it or raise "
+                        "the context size (-c)", n, e->n_ctx);
+        return SPECD_ERR_CONTEXT;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab) {
+            specd_set_error(error, "prompt token %d at index %d is outside the vocabulary (0..%d)",
+                            prompt[i], i, e->n_vocab - 1);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    return SPECD_OK;
+}
+
+static specd_status validate_spec(const specd_engine *e, const specd_spec_params *sp, char **error) {
+    if (sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT) {
+        specd_set_error(error, "unknown speculative type %d", (int)sp->type);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (sp->draft_min < 0 || sp->draft_max < 0 || sp->draft_min > sp->draft_max) {
+        specd_set_error(error, "draft lengths must satisfy 0 <= draft_min <= draft_max (got %d, %d)",
+                        sp->draft_min, sp->draft_max);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (sp->type == SPECD_SPEC_DRAFT && sp->draft_max > 0 && !e->draft.ctx) {
+        specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or use "
+                        "--spec none");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    return SPECD_OK;
+}
+
+/* End-of-generation tokens, to forbid when the request ignores them. */
+static specd_token *eog_tokens(const specd_engine *e, int32_t *n_out) {
+    int32_t n = 0;
+    for (specd_token t = 0; t < e->n_vocab; t++) n += llama_vocab_is_eog(e->vocab, t);
+    specd_token *list = n ? specd_alloc_array((size_t)n, sizeof *list) : NULL;
+    *n_out = 0;
+    if (!list) return NULL;
+    for (specd_token t = 0; t < e->n_vocab; t++)
+        if (llama_vocab_is_eog(e->vocab, t)) list[(*n_out)++] = t;
+    return list;
+}
+
+static uint64_t pick_seed(uint64_t seed) {
+    return seed != SPECD_SEED_RANDOM ? seed : (uint64_t)(specd_now_ms() * 1000.0);
+}
+
+static specd_status init_sampling(generation *g, char **error) {
+    specd_token *forbidden = NULL;
+    int32_t n_forbidden = 0;
+    if (g->params->ignore_eos) forbidden = eog_tokens(g->e, &n_forbidden);
+    bool ok = specd_sampler_init(&g->sampler, &g->params->sampling, g->e->n_vocab, forbidden,
+                                 n_forbidden, error);
+    free(forbidden);
+    if (!ok) return SPECD_ERR_INVALID_ARGUMENT;
+    specd_rng_seed(&g->rng, pick_seed(g->params->sampling.seed));
+    if (!specd_verifier_init(&g->verifier, g->e->n_vocab)) {
+        specd_set_error(error, "out of memory for the verifier");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    return SPECD_OK;
+}
+
+static specd_status init_generation(generation *g, specd_engine *e, const specd_token *prompt,
+                                    int32_t n_prompt, const specd_generation_params *params,
+                                    specd_result *result, char **error) {
+    memset(g, 0, sizeof *g);
+    g->e = e;
+    g->params = params;
+    g->result = result;
+    specd_status st = init_sampling(g, error);
+    if (st != SPECD_OK) return st;
+    int32_t room = e->n_ctx + e->params.draft_max + 2;
+    g->history = specd_alloc_array((size_t)room, sizeof *g->history);
+    g->path = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->path);
+    g->step_tokens = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->step_tokens);
+    if (!g->history || !g->path || !g->step_tokens || !specd_tree_reset(&g->tree, prompt[n_prompt - 1])) {
+        specd_set_error(error, "out of memory for a generation of up to %d tokens", e->n_ctx);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    memcpy(g->history, prompt, (size_t)n_prompt * sizeof *prompt);
+    g->n_history = n_prompt;
+    specd_draft_length_init(&g->length);
+    specd_spec_type type = params->speculative.type;
+    if (type == SPECD_SPEC_AUTO) type = e->draft.ctx ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
+    bool speculate = type == SPECD_SPEC_DRAFT && params->speculative.draft_max > 0;
+    if (speculate) return specd_draft_model_new(e, &g->drafter, error);
+    return SPECD_OK;
+}
+
+static void free_generation(generation *g) {
+    specd_sampler_free(&g->sampler);
+    specd_verifier_free(&g->verifier);
+    specd_tree_free(&g->tree);
+    if (g->drafter.ops) g->drafter.ops->destroy(g->drafter.self);
+    free(g->history);
+    free(g->path);
+    free(g->step_tokens);
+}
+
+/* ---- one step -------------------------------------------------------------------------------- */
+
+static int32_t draft_budget(const generation *g) {
+    const specd_spec_params *sp = &g->params->speculative;
+    int32_t k = sp->draft_max < g->e->params.draft_max ? sp->draft_max : g->e->params.draft_max;
+    int32_t room = g->e->n_ctx - g->n_history; /* the root sits at n_history - 1 */
+    if (k > room) k = room;
+    if (g->params->n_predict >= 0) {
+        int32_t remaining = g->params->n_predict - g->result->n_tokens;
+        if (k > remaining - 1) k = remaining - 1; /* the target adds one token itself */
+    }
+    return k > 0 ? k : 0;
+}
+
+static specd_status draft_step(generation *g, char **error) {
+    int32_t budget = draft_budget(g);
+    if (!g->drafter.ops || budget == 0) return SPECD_OK;
+    const specd_spec_params *sp = &g->params->speculative;
+    bool explore = g->steps_without_draft >= EXPLORE_EVERY;
+    specd_draft_request req = {
+        .history = g->history,
+        .n_history = g->n_history,
+        .max_len = budget,
+        .min_len = explore && sp->draft_min < 1 ? 1 : sp->draft_min,
+        .p_min = sp->draft_p_min,
+        .sampler = &g->sampler,
+        .rng = &g->rng,
+        .length = sp->adaptive ? &g->length : NULL,
+    };
+    if (req.min_len > budget) req.min_len = budget;
+    specd_draft_length_begin(&g->length);
+    double t0 = specd_now_ms();
+    specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
+    double ms = specd_now_ms() - t0;
+    int32_t n = specd_tree_n_drafted(&g->tree);
+    g->result->stats.draft_ms += ms;
+    g->steps_without_draft = n > 0 ? 0 : g->steps_without_draft + 1;
+    if (n > 0) specd_draft_length_record_draft(&g->length, n, ms);
+    return st;
+}
+
+/* Puts every tree node into the target's batch: node i at batch index i, at position
+ * root + depth, in the sequences of the branches through it. */
+static void fill_tree_batch(generation *g, int32_t pos_root) {
+    struct llama_batch *b = &g->e->batch;
+    const specd_token_tree *tree = &g->tree;
+    b->n_tokens = tree->n_nodes;
+    for (int32_t i = 0; i < tree->n_nodes; i++) {
+        const specd_tree_node *node = &tree->nodes[i];
+        b->token[i] = node->token;
+        b->pos[i] = pos_root + node->depth;
+        b->logits[i] = 1;
+        int32_t n_seq = 0;
+        for (int32_t s = 0; s < tree->n_branches; s++)
+            if (node->branch_mask & (1u << s)) b->seq_id[i][n_seq++] = s;
+        b->n_seq_id[i] = n_seq;
+    }
+}
+
+/* Branches other than 0 attend to the history through their own sequence ids. */
+static void share_history_with_branches(generation *g, int32_t pos_root) {
+    llama_memory_t mem = llama_get_memory(g->e->target.ctx);
+    for (int32_t s = 1; s < g->tree.n_branches; s++) llama_memory_seq_cp(mem, 0, s, 0, pos_root);
+}
+
+static specd_status target_pass(generation *g, char **error) {
+    specd_engine *e = g->e;
+    int32_t pos_root = g->n_history - 1;
+    if (!specd_tree_assign_branches(&g->tree) || g->tree.n_branches > e->target.n_seq_max) {
+        specd_set_error(error, "the draft tree has more branches than the target context supports (%d)",
+                        e->target.n_seq_max);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_slot_truncate(&e->target, pos_root); /* normally a no-op: the root is not cached */
+    share_history_with_branches(g, pos_root);
+    fill_tree_batch(g, pos_root);
+    double t0 = specd_now_ms();
+    int32_t rc = llama_decode(e->target.ctx, e->batch);
+    double ms = specd_now_ms() - t0;
+    g->result->stats.verify_ms += ms;
+    specd_draft_length_record_verify(&g->length, g->tree.n_nodes, ms);
+    if (rc != 0) {
+        llama_memory_seq_rm(llama_get_memory(e->target.ctx), -1, pos_root, -1);
+        specd_set_error(error, "the target's llama_decode failed (code %d) on %d tokens at position %d",
+                        rc, g->tree.n_nodes, pos_root);
+        return SPECD_ERR_DECODE;
+    }
+    return SPECD_OK;
+}
+
+/* Verification callbacks: the target's logits for the token after `node`, with the path to it
+ * appended to the history so penalties see the drafts before this position. */
+static int32_t history_through(generation *g, const specd_token_tree *tree, int32_t node) {
+    int32_t len = specd_tree_path(tree, node, g->history + g->n_history - 1);
+    return g->n_history - 1 + len;
+}
+
+static bool target_dist_cb(void *ctx, const specd_token_tree *tree, int32_t node, specd_dist *out) {
+    generation *g = ctx;
+    int32_t n = history_through(g, tree, node);
+    return specd_sampler_dist(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history, n, out);
+}
+
+static specd_token target_argmax_cb(void *ctx, const specd_token_tree *tree, int32_t node) {
+    generation *g = ctx;
+    int32_t n = history_through(g, tree, node);
+    return specd_sampler_argmax(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history, n);
+}
+
+static specd_status verify_step(generation *g, specd_verify_result *vr, char **error) {
+    specd_verify_source src = {target_dist_cb, target_argmax_cb, g};
+    vr->path = g->path;
+    double t0 = specd_now_ms();
+    bool ok = specd_sampler_is_greedy(&g->sampler)
+                  ? specd_verify_greedy(&g->verifier, &g->tree, &src, vr)
+                  : specd_verify_stochastic(&g->verifier, &g->tree, &src, &g->rng, vr);
+    g->result->stats.sample_ms += specd_now_ms() - t0;
+    if (!ok) {
+        specd_set_error(error, "out of memory during verification");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    return SPECD_OK;
+}
+
+/* Keeps only the accepted path in the target's KV cache, as sequence 0. */
+static void keep_accepted_path(generation *g, const specd_verify_result *vr) {
+    specd_model_slot *t = &g->e->target;
+    llama_memory_t mem = llama_get_memory(t->ctx);
+    int32_t pos_root = g->n_history - 1, pos_end = pos_root + vr->n_accepted + 1;
+    uint32_t mask = g->tree.nodes[vr->last_node].branch_mask;
+    int32_t keep = 0;
+    while (!(mask & (1u << keep))) keep++;
+    for (int32_t s = 0; s < g->tree.n_branches; s++) {
+        if (s == keep) continue;
+        llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1);
+    }
+    llama_memory_seq_rm(mem, keep, pos_end, -1);
+    if (keep != 0) {
+        llama_memory_seq_cp(mem, keep, 0, 0, pos_end);
+        llama_memory_seq_rm(mem, keep, 0, -1);
+    }
+    t->kv_tokens[pos_root] = g->tree.nodes[0].token;
+    for (int32_t i = 0; i < vr->n_accepted; i++) t->kv_tokens[pos_root + 1 + i] = g->tree.nodes[vr->path[i]].token;
+    t->n_kv = pos_end;
+}
+
+/* ---- emitting and statistics ----------------------------------------------------------------- */
+
+static bool append_result(generation *g, specd_token t) {
+    specd_result *r = g->result;
+    if (r->n_tokens == g->result_cap) {
+        int32_t cap = g->result_cap ? g->result_cap * 2 : 256;
+        specd_token *grown = specd_grow_array(r->tokens, (size_t)cap, sizeof *grown);
+        if (!grown) return false;
+        r->tokens = grown;
+        g->result_cap = cap;
+    }
+    r->tokens[r->n_tokens++] = t;
+    return true;
+}
+
+/* Emits the step's tokens in order; returns true when generation must stop (reason set). */
+static bool emit_tokens(generation *g, const specd_token *tokens, int32_t n, char **error,
+                        specd_status *st) {
+    const specd_generation_params *p = g->params;
+    specd_result *r = g->result;
+    int32_t first = r->n_tokens, emitted = 0;
+    bool stop = false;
+    for (int32_t i = 0; i < n && !stop; i++) {
+        if (!p->ignore_eos && llama_vocab_is_eog(g->e->vocab, tokens[i])) {
+            r->stop_reason = SPECD_STOP_EOG;
+            stop = true;
+            break;
+        }
+        if (!append_result(g, tokens[i])) {
+            specd_set_error(error, "out of memory for the output");
+            *st = SPECD_ERR_NO_MEMORY;
+            return true;
+        }
+        g->history[g->n_history++] = tokens[i];
+        emitted++;
+        if (p->n_predict >= 0 && r->n_tokens >= p->n_predict) {
+            r->stop_reason = SPECD_STOP_LIMIT;
+            stop = true;
+        }
+    }
+    if (emitted > 0 && p->on_tokens && !p->on_tokens(r->tokens + first, emitted, p->user_data)) {
+        r->stop_reason = SPECD_STOP_CALLBACK;
+        stop = true;
+    }
+    return stop;
+}
+
+static void record_step(generation *g, const specd_verify_result *vr) {
+    specd_stats *s = &g->result->stats;
+    int32_t n_drafted = specd_tree_n_drafted(&g->tree);
+    s->n_steps++;
+    s->n_drafted += n_drafted;
+    s->n_accepted += vr->n_accepted;
+    s->draft_len_hist[n_drafted < SPECD_STATS_MAX_DRAFT ? n_drafted : SPECD_STATS_MAX_DRAFT - 1]++;
+    /* Chains: outcome by depth. Positions past the first rejection were never tested. */
+    for (int32_t i = 1; i < g->tree.n_nodes; i++) {
+        const specd_tree_node *node = &g->tree.nodes[i];
+        int32_t depth = node->depth;
+        bool accepted = depth <= vr->n_accepted && vr->path[depth - 1] == i;
+        bool rejected = depth == vr->n_accepted + 1 && node->parent == vr->last_node;
+        if (!accepted && !rejected) continue; /* never tested, or a sibling of an accepted node */
+        int32_t slot = depth - 1 < SPECD_STATS_MAX_DRAFT ? depth - 1 : SPECD_STATS_MAX_DRAFT - 1;
+        s->drafted_at[slot]++;
+        s->accepted_at[slot] += accepted;
+        specd_draft_length_record_outcome(&g->length, node->confidence, accepted);
+    }
+}
+
+static specd_status run_step(generation *g, bool *done, char **error) {
+    specd_status st = draft_step(g, error);
+    if (st == SPECD_OK) st = target_pass(g, error);
+    specd_verify_result vr = {0};
+    if (st == SPECD_OK) st = verify_step(g, &vr, error);
+    if (st != SPECD_OK) return st;
+    keep_accepted_path(g, &vr);
+    record_step(g, &vr);
+    specd_token *out = g->step_tokens;
+    int32_t n = 0;
+    for (int32_t i = 0; i < vr.n_accepted; i++) out[n++] = g->tree.nodes[vr.path[i]].token;
+    out[n++] = vr.next_token;
+    *done = emit_tokens(g, out, n, error, &st);
+    if (!*done && !specd_tree_reset(&g->tree, vr.next_token)) {
+        specd_set_error(error, "out of memory for the draft tree");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    return st;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+static specd_status ingest_prompt(generation *g, const specd_token *prompt, int32_t n, char **error) {
+    specd_engine *e = g->e;
+    double t0 = specd_now_ms();
+    int32_t cached = 0;
+    while (cached < e->target.n_kv && cached < n - 1 && e->target.kv_tokens[cached] == prompt[cached]) cached++;
+    /* Everything but the last token: that one is the first step's root. */
+    specd_status st = specd_slot_sync(e, &e->target, prompt, n - 1, false, NULL, error);
+    if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, prompt, n - 1, error);
+    g->result->stats.n_prompt = n;
+    g->result->stats.n_prompt_cached = cached;
+    g->result->stats.prompt_ms = specd_now_ms() - t0;
+    return st;
+}
+
+static specd_status decode_loop(generation *g, char **error) {
+    double t0 = specd_now_ms();
+    specd_status st = SPECD_OK;
+    for (bool done = g->params->n_predict == 0; !done;) {
+        if (atomic_load(&g->e->stop_requested)) {
+            g->result->stop_reason = SPECD_STOP_CALLBACK;
+            break;
+        }
+        if (g->n_history >= g->e->n_ctx) {
+            g->result->stop_reason = SPECD_STOP_CONTEXT;
+            break;
+        }
+        st = run_step(g, &done, error);
+        if (st != SPECD_OK) break;
+    }
+    g->result->stats.decode_ms = specd_now_ms() - t0;
+    g->result->stats.n_predicted = g->result->n_tokens;
+    return st;
+}
+
+specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
+                            const specd_generation_params *params, specd_result *result, char **error) {
+    if (error) *error = NULL;
+    memset(result, 0, sizeof *result);
+    if (!e || !params) {
+        specd_set_error(error, "specd_generate needs an engine and parameters");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_status st = validate_prompt(e, prompt, n_prompt, error);
+    if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
+    if (st != SPECD_OK) return st;
+    atomic_store(&e->stop_requested, false);
+    generation g;
+    st = init_generation(&g, e, prompt, n_prompt, params, result, error);
+    if (st == SPECD_OK) st = ingest_prompt(&g, prompt, n_prompt, error);
+    if (st == SPECD_OK) st = decode_loop(&g, error);
+    free_generation(&g);
+    if (st != SPECD_OK) specd_result_clear(result);
+    return st;
+}
+
+void specd_result_clear(specd_result *result) {
+    if (!result) return;
+    free(result->tokens);
+    memset(result, 0, sizeof *result);
+}

@@ -1,0 +1,45 @@
+/* util.c - error messages, clocks and checked allocation. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include "specd.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+void specd_set_error(char **error, const char *fmt, ...) {
+    if (!error) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (len < 0) len = 0;
+    char *msg = malloc((size_t)len + 1);
+    if (msg) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)len + 1, fmt, ap);
+        va_end(ap);
+    }
+    *error = msg;
+}
+
+double specd_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void *specd_alloc_array(size_t count, size_t size) {
+    if (count == 0 || size == 0 || count > SIZE_MAX / size) return NULL;
+    return calloc(count, size);
+}
+
+void *specd_grow_array(void *ptr, size_t count, size_t size) {
+    if (count == 0 || size == 0 || count > SIZE_MAX / size) return NULL;
+    return realloc(ptr, count * size);
+}
+
+void specd_free(void *ptr) { free(ptr); }

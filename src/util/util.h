@@ -1,0 +1,24 @@
+/* util.h - small helpers shared by every layer: error messages, clocks, checked allocation. */
+#ifndef SPECD_UTIL_H
+#define SPECD_UTIL_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define SPECD_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define SPECD_PRINTF(fmt_idx, arg_idx)
+#endif
+
+/* Stores a heap copy of the formatted message in *error (if error is not NULL). */
+void specd_set_error(char **error, const char *fmt, ...) SPECD_PRINTF(2, 3);
+
+/* Monotonic clock in milliseconds. */
+double specd_now_ms(void);
+
+/* malloc/calloc/realloc that return NULL for a zero-size request as well as on failure, so
+ * callers check one thing. */
+void *specd_alloc_array(size_t count, size_t size);
+void *specd_grow_array(void *ptr, size_t count, size_t size);
+
+#endif

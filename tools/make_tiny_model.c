@@ -1,0 +1,709 @@
+/*
+ * make_tiny_model: writes a tiny llama-architecture GGUF model with
+ * deterministic random F32 weights and a small SentencePiece-style
+ * vocabulary, so unit tests can load a real model through llama.cpp in
+ * milliseconds without shipping any weights.
+ *
+ * The same arguments always produce a byte-identical file. Two models that
+ * share --seed but differ in --noise act as a "target" and a "draft" whose
+ * predictions agree often but not always; --vocab different produces a model
+ * whose vocabulary has the same size and the same special/byte/character
+ * tokens but a different order of word pieces, for vocabulary-compatibility
+ * tests.
+ *
+ * Usage:
+ *   make_tiny_model --out FILE [--vocab normal|different] [--n-embd 32]
+ *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
+ *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0]
+ *       [--name NAME]
+ *
+ * Errors are reported as one line on stderr and exit status 2.
+ */
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml.h"
+#include "gguf.h"
+
+#define PROGRAM_NAME "make_tiny_model"
+#define EXIT_USAGE_ERROR 2
+
+/* The vocabulary is built in fixed-size storage; the built-in word lists
+ * stay far below these limits, and vocab_append checks them anyway. */
+#define MAX_VOCAB 1024
+#define MAX_PIECE_BYTES 48
+
+/* SentencePiece marks a word boundary with U+2581 LOWER ONE EIGHTH BLOCK. */
+#define SPM_SPACE "\xE2\x96\x81"
+
+/* Token types as llama.cpp's llama_token_type enum numbers them. */
+enum token_type {
+    TOKEN_TYPE_NORMAL = 1,
+    TOKEN_TYPE_UNKNOWN = 2,
+    TOKEN_TYPE_CONTROL = 3,
+    TOKEN_TYPE_BYTE = 6,
+};
+
+enum { TOKEN_ID_UNK = 0, TOKEN_ID_BOS = 1, TOKEN_ID_EOS = 2 };
+
+typedef struct {
+    const char *out_path;
+    const char *name;
+    bool different_vocab;
+    int n_embd;
+    int n_layer;
+    int n_head;
+    int n_head_kv;
+    int n_ff;
+    int n_ctx;
+    uint64_t seed;
+    uint64_t noise_seed;
+    double noise;
+    double logit_scale;
+} model_options;
+
+typedef struct {
+    char text[MAX_VOCAB][MAX_PIECE_BYTES];
+    float score[MAX_VOCAB];
+    int32_t type[MAX_VOCAB];
+    int count;
+    int first_word_id;
+} tiny_vocab;
+
+typedef struct {
+    uint64_t state;
+} prng;
+
+/* Weights are drawn from one stream and the draft perturbation from another,
+ * so changing --noise never changes the underlying target weights. */
+typedef struct {
+    prng weights;
+    prng noise;
+    double noise_eps;
+} weight_source;
+
+/* ------------------------------------------------------------------------ */
+/* Error reporting                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void fail(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, PROGRAM_NAME ": error: ");
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(EXIT_USAGE_ERROR);
+}
+
+static void print_usage(FILE *stream) {
+    fprintf(stream,
+            "usage: " PROGRAM_NAME " --out FILE [--vocab normal|different]"
+            " [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
+            " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
+            " [--noise-seed 7] [--logit-scale 1.0] [--name NAME]\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+static long parse_long_in_range(const char *flag, const char *text, long min, long max) {
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < min || value > max) {
+        fail("%s expects an integer in [%ld, %ld], got '%s'", flag, min, max, text);
+    }
+    return value;
+}
+
+static uint64_t parse_seed(const char *flag, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    /* strtoull silently wraps negative input, so reject a sign up front. */
+    unsigned long long value = strtoull(text, &end, 10);
+    if (text[0] == '-' || errno != 0 || end == text || *end != '\0') {
+        fail("%s expects a non-negative integer, got '%s'", flag, text);
+    }
+    return (uint64_t)value;
+}
+
+static double parse_double(const char *flag, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || isnan(value)) {
+        fail("%s expects a number, got '%s'", flag, text);
+    }
+    return value;
+}
+
+static bool parse_vocab_kind(const char *text) {
+    if (strcmp(text, "normal") == 0) {
+        return false;
+    }
+    if (strcmp(text, "different") == 0) {
+        return true;
+    }
+    fail("--vocab expects 'normal' or 'different', got '%s'", text);
+    return false;
+}
+
+static model_options default_options(void) {
+    model_options opts = {
+        .out_path = NULL,
+        .name = "tiny-llama",
+        .different_vocab = false,
+        .n_embd = 32,
+        .n_layer = 2,
+        .n_head = 4,
+        .n_head_kv = 4,
+        .n_ff = 64,
+        .n_ctx = 256,
+        .seed = 1,
+        .noise_seed = 7,
+        .noise = 0.0,
+        .logit_scale = 1.0,
+    };
+    return opts;
+}
+
+/* Dimension limits keep every size product well inside size_t and int64_t;
+ * a unit-test model never needs more. */
+#define MAX_DIMENSION 8192L
+#define MAX_LAYERS 64L
+#define MAX_CONTEXT 1048576L
+
+static int parse_dimension(const char *flag, const char *value) {
+    return (int)parse_long_in_range(flag, value, 1, MAX_DIMENSION);
+}
+
+/* Applies one "--flag value" pair; returns false when the flag is unknown. */
+static bool apply_option(model_options *opts, const char *flag, const char *value) {
+    if (strcmp(flag, "--out") == 0) {
+        opts->out_path = value;
+    } else if (strcmp(flag, "--name") == 0) {
+        opts->name = value;
+    } else if (strcmp(flag, "--vocab") == 0) {
+        opts->different_vocab = parse_vocab_kind(value);
+    } else if (strcmp(flag, "--n-embd") == 0) {
+        opts->n_embd = parse_dimension(flag, value);
+    } else if (strcmp(flag, "--n-layer") == 0) {
+        opts->n_layer = (int)parse_long_in_range(flag, value, 1, MAX_LAYERS);
+    } else if (strcmp(flag, "--n-head") == 0) {
+        opts->n_head = parse_dimension(flag, value);
+    } else if (strcmp(flag, "--n-head-kv") == 0) {
+        opts->n_head_kv = parse_dimension(flag, value);
+    } else if (strcmp(flag, "--n-ff") == 0) {
+        opts->n_ff = parse_dimension(flag, value);
+    } else if (strcmp(flag, "--n-ctx") == 0) {
+        opts->n_ctx = (int)parse_long_in_range(flag, value, 1, MAX_CONTEXT);
+    } else if (strcmp(flag, "--seed") == 0) {
+        opts->seed = parse_seed(flag, value);
+    } else if (strcmp(flag, "--noise-seed") == 0) {
+        opts->noise_seed = parse_seed(flag, value);
+    } else if (strcmp(flag, "--noise") == 0) {
+        opts->noise = parse_double(flag, value);
+    } else if (strcmp(flag, "--logit-scale") == 0) {
+        opts->logit_scale = parse_double(flag, value);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Rejects combinations llama.cpp would refuse or mis-handle at load time. */
+static void validate_options(const model_options *opts) {
+    if (opts->out_path == NULL || opts->out_path[0] == '\0') {
+        fail("--out FILE is required");
+    }
+    if (opts->name[0] == '\0') {
+        fail("--name must not be empty");
+    }
+    if (opts->n_embd % opts->n_head != 0) {
+        fail("--n-embd (%d) must be a multiple of --n-head (%d)", opts->n_embd, opts->n_head);
+    }
+    if ((opts->n_embd / opts->n_head) % 2 != 0) {
+        /* RoPE rotates pairs of values, so the head size must be even. */
+        fail("head size n_embd/n_head (%d) must be even", opts->n_embd / opts->n_head);
+    }
+    if (opts->n_head_kv > opts->n_head || opts->n_head % opts->n_head_kv != 0) {
+        fail("--n-head (%d) must be a multiple of --n-head-kv (%d)", opts->n_head, opts->n_head_kv);
+    }
+    if (!(opts->noise >= 0.0 && opts->noise <= 1e6)) {
+        fail("--noise must be in [0, 1e6], got %g", opts->noise);
+    }
+    if (!(opts->logit_scale > 0.0 && opts->logit_scale <= 1e6)) {
+        fail("--logit-scale must be in (0, 1e6], got %g", opts->logit_scale);
+    }
+}
+
+static model_options parse_command_line(int argc, char **argv) {
+    model_options opts = default_options();
+    for (int i = 1; i < argc; i += 2) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+            print_usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fail("%s needs a value (see --help)", flag);
+        }
+        if (!apply_option(&opts, flag, argv[i + 1])) {
+            fail("unknown option '%s' (see --help)", flag);
+        }
+    }
+    validate_options(&opts);
+    return opts;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Vocabulary                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Words the tokenizer can build as single tokens. The list is fixed so the
+ * vocabulary, and therefore every token id, is stable across runs and
+ * versions of this tool; appending words changes ids, so prefer not to. */
+static const char *const WORDS[] = {
+    "the",  "a",     "and",  "was",  "little", "girl",  "boy",  "dog",
+    "cat",  "ran",   "saw",  "big",  "red",    "ball",  "park", "one",
+    "day",  "she",   "he",   "to",   "play",   "with",  "her",  "his",
+    "mom",  "happy", "sun",  "tree", "once",   "upon",  "time", "there",
+    "in",   "is",    "it",   "of",   "went",   "home",  "said", "you",
+    "we",   "they",  "not",  "but",  "so",     "then",  "at",   "very",
+    "good", "run",   "fun",  "on",   "sky",    "blue",  "bird", "toy",
+    "Once", "The",   "She",  "He",
+};
+
+/* Frequent English letter pairs, so words outside WORDS still merge into a
+ * few pieces instead of one token per letter. */
+static const char *const LETTER_BIGRAMS[] = {
+    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es",
+    "or", "te", "ed", "is", "it", "al", "ar", "st", "ng", "ou", "le", "ve",
+};
+
+static const char PUNCTUATION[] = ".,!?'\"-:;";
+
+#define ARRAY_LENGTH(array) (sizeof(array) / sizeof((array)[0]))
+
+static bool vocab_contains(const tiny_vocab *vocab, const char *text) {
+    for (int i = 0; i < vocab->count; i++) {
+        if (strcmp(vocab->text[i], text) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Duplicates are a bug in the fixed regions: llama.cpp maps text to a single
+ * id, so a repeated piece would make one of the ids unreachable. */
+static void vocab_append(tiny_vocab *vocab, const char *text, float score, int32_t type) {
+    if (vocab->count >= MAX_VOCAB) {
+        fail("vocabulary exceeds %d entries", MAX_VOCAB);
+    }
+    if (strlen(text) >= MAX_PIECE_BYTES) {
+        fail("vocabulary piece '%s' is too long", text);
+    }
+    if (vocab_contains(vocab, text)) {
+        fail("duplicate vocabulary piece '%s'", text);
+    }
+    strcpy(vocab->text[vocab->count], text);
+    vocab->score[vocab->count] = score;
+    vocab->type[vocab->count] = type;
+    vocab->count++;
+}
+
+static int count_utf8_characters(const char *text) {
+    int count = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        if ((*p & 0xC0) != 0x80) {
+            count++;
+        }
+    }
+    return count;
+}
+
+/* SPM merges the adjacent pair whose concatenation has the highest score, so
+ * scoring longer pieces higher keeps extending a piece once it has started.
+ * Word-start pieces get a small bonus over letter pairs of equal length so a
+ * known word is always assembled from its left edge ("▁t" -> "▁th" -> "▁the")
+ * rather than being split by an inner pair such as "he". */
+static float piece_score(const char *text) {
+    int length = count_utf8_characters(text);
+    bool starts_word = strncmp(text, SPM_SPACE, strlen(SPM_SPACE)) == 0;
+    return (float)length + (starts_word && length > 1 ? 0.5f : 0.0f);
+}
+
+static void vocab_append_normal_if_new(tiny_vocab *vocab, const char *text) {
+    if (!vocab_contains(vocab, text)) {
+        vocab_append(vocab, text, piece_score(text), TOKEN_TYPE_NORMAL);
+    }
+}
+
+static void add_special_tokens(tiny_vocab *vocab) {
+    vocab_append(vocab, "<unk>", 0.0f, TOKEN_TYPE_UNKNOWN);
+    vocab_append(vocab, "<s>", 0.0f, TOKEN_TYPE_CONTROL);
+    vocab_append(vocab, "</s>", 0.0f, TOKEN_TYPE_CONTROL);
+}
+
+/* Byte tokens let SPM encode any text, so round-trips never lose characters
+ * that the small vocabulary lacks. */
+static void add_byte_tokens(tiny_vocab *vocab) {
+    for (int byte = 0; byte < 256; byte++) {
+        char text[8];
+        snprintf(text, sizeof text, "<0x%02X>", byte);
+        vocab_append(vocab, text, 0.0f, TOKEN_TYPE_BYTE);
+    }
+}
+
+static void add_single_character(tiny_vocab *vocab, char c) {
+    char text[2] = {c, '\0'};
+    vocab_append(vocab, text, piece_score(text), TOKEN_TYPE_NORMAL);
+}
+
+static void add_character_tokens(tiny_vocab *vocab) {
+    vocab_append(vocab, SPM_SPACE, piece_score(SPM_SPACE), TOKEN_TYPE_NORMAL);
+    for (char c = 'a'; c <= 'z'; c++) {
+        add_single_character(vocab, c);
+    }
+    for (char c = 'A'; c <= 'Z'; c++) {
+        add_single_character(vocab, c);
+    }
+    for (char c = '0'; c <= '9'; c++) {
+        add_single_character(vocab, c);
+    }
+    for (const char *p = PUNCTUATION; *p != '\0'; p++) {
+        add_single_character(vocab, *p);
+    }
+}
+
+/* SPM only merges two pieces when their concatenation is itself a token, so
+ * "▁little" is reachable only if "▁l", "▁li", ... "▁littl" exist too. */
+static void add_word_with_prefixes(tiny_vocab *vocab, const char *word) {
+    char piece[MAX_PIECE_BYTES];
+    size_t word_length = strlen(word);
+    if (strlen(SPM_SPACE) + word_length >= sizeof piece) {
+        fail("built-in word '%s' is too long", word);
+    }
+    for (size_t prefix_length = 1; prefix_length <= word_length; prefix_length++) {
+        snprintf(piece, sizeof piece, "%s%.*s", SPM_SPACE, (int)prefix_length, word);
+        vocab_append_normal_if_new(vocab, piece);
+    }
+}
+
+static void add_word_tokens(tiny_vocab *vocab) {
+    for (size_t i = 0; i < ARRAY_LENGTH(WORDS); i++) {
+        add_word_with_prefixes(vocab, WORDS[i]);
+    }
+    for (size_t i = 0; i < ARRAY_LENGTH(LETTER_BIGRAMS); i++) {
+        vocab_append_normal_if_new(vocab, LETTER_BIGRAMS[i]);
+    }
+}
+
+static void swap_vocab_entries(tiny_vocab *vocab, int a, int b) {
+    char text[MAX_PIECE_BYTES];
+    memcpy(text, vocab->text[a], sizeof text);
+    memcpy(vocab->text[a], vocab->text[b], sizeof text);
+    memcpy(vocab->text[b], text, sizeof text);
+
+    float score = vocab->score[a];
+    vocab->score[a] = vocab->score[b];
+    vocab->score[b] = score;
+
+    int32_t type = vocab->type[a];
+    vocab->type[a] = vocab->type[b];
+    vocab->type[b] = type;
+}
+
+/* Reversing the word region keeps the same set of pieces (hence the same
+ * size and the same tokenization of any text) while giving every word piece
+ * a different id; since pieces are unique, the first word id always differs. */
+static void reverse_word_region(tiny_vocab *vocab) {
+    int low = vocab->first_word_id;
+    int high = vocab->count - 1;
+    while (low < high) {
+        swap_vocab_entries(vocab, low, high);
+        low++;
+        high--;
+    }
+}
+
+static void build_vocab(tiny_vocab *vocab, bool different) {
+    vocab->count = 0;
+    add_special_tokens(vocab);
+    add_byte_tokens(vocab);
+    add_character_tokens(vocab);
+    vocab->first_word_id = vocab->count;
+    add_word_tokens(vocab);
+    if (different) {
+        reverse_word_region(vocab);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Deterministic random numbers                                              */
+/* ------------------------------------------------------------------------ */
+
+/* splitmix64: tiny, well-mixed, and identical on every platform. */
+static uint64_t prng_next(prng *rng) {
+    rng->state += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = rng->state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) from the top 53 bits, exactly representable in double. */
+static double prng_uniform(prng *rng) {
+    return (double)(prng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Sum of four uniforms (Irwin-Hall) rescaled to mean 0, variance 1. Avoids
+ * log/cos so the output does not depend on the libm implementation, which
+ * keeps files byte-identical across machines. */
+static double prng_approx_normal(prng *rng) {
+    double sum = 0.0;
+    for (int i = 0; i < 4; i++) {
+        sum += prng_uniform(rng);
+    }
+    /* Four uniforms have variance 4/12; sqrt(3) restores unit variance. */
+    return (sum - 2.0) * 1.7320508075688772;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum { TENSORS_PER_LAYER = 9, GLOBAL_TENSORS = 3 };
+
+static size_t tensor_count(const model_options *opts) {
+    return GLOBAL_TENSORS + (size_t)TENSORS_PER_LAYER * (size_t)opts->n_layer;
+}
+
+static size_t layer_float_count(const model_options *opts) {
+    size_t n_embd = (size_t)opts->n_embd;
+    size_t n_embd_kv = n_embd / (size_t)opts->n_head * (size_t)opts->n_head_kv;
+    size_t n_ff = (size_t)opts->n_ff;
+    size_t norms = 2 * n_embd;
+    size_t attention = 2 * n_embd * n_embd + 2 * n_embd * n_embd_kv;
+    size_t feed_forward = 3 * n_embd * n_ff;
+    return norms + attention + feed_forward;
+}
+
+static size_t model_float_count(const model_options *opts, int n_vocab) {
+    size_t n_embd = (size_t)opts->n_embd;
+    size_t embeddings_and_output = 2 * n_embd * (size_t)n_vocab + n_embd;
+    return embeddings_and_output + (size_t)opts->n_layer * layer_float_count(opts);
+}
+
+/* The ggml context owns all weights until the file is written, because
+ * gguf_add_tensor keeps pointers to the data rather than copying it. */
+static struct ggml_context *create_weight_context(const model_options *opts, int n_vocab,
+                                                  void **buffer_out) {
+    size_t per_tensor = ggml_tensor_overhead() + GGML_MEM_ALIGN;
+    size_t size = model_float_count(opts, n_vocab) * sizeof(float) +
+                  tensor_count(opts) * per_tensor + 4096;
+    size = (size + 63) / 64 * 64; /* aligned_alloc needs a multiple of the alignment */
+    /* Allocating here, not inside ggml_init, turns an oversized request into a
+     * clean error instead of an assertion abort. */
+    void *buffer = aligned_alloc(64, size);
+    if (buffer == NULL) {
+        fail("cannot allocate %zu bytes for the weights", size);
+    }
+    struct ggml_init_params params = {.mem_size = size, .mem_buffer = buffer, .no_alloc = false};
+    struct ggml_context *ctx = ggml_init(params);
+    if (ctx == NULL) {
+        fail("ggml_init failed");
+    }
+    *buffer_out = buffer;
+    return ctx;
+}
+
+static struct ggml_tensor *new_named_tensor(struct ggml_context *ctx, const char *name,
+                                            int64_t ne0, int64_t ne1) {
+    struct ggml_tensor *tensor = ne1 > 0 ? ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne0, ne1)
+                                         : ggml_new_tensor_1d(ctx, GGML_TYPE_F32, ne0);
+    ggml_set_name(tensor, name);
+    return tensor;
+}
+
+/* RMS-norm gains of 1 leave the normalised activations unscaled, which is
+ * what a freshly initialised llama has. */
+static void add_norm(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
+                     int64_t size) {
+    struct ggml_tensor *tensor = new_named_tensor(ctx, name, size, 0);
+    float *data = (float *)tensor->data;
+    for (int64_t i = 0; i < size; i++) {
+        data[i] = 1.0f;
+    }
+    gguf_add_tensor(gguf, tensor);
+}
+
+/* Every matrix element consumes exactly one value from each stream (when
+ * noise is on), so the draft's noise pattern is independent of --seed and
+ * --noise 0 reproduces the target bit for bit. The noise is relative: it is
+ * scaled like the weights, so --noise 0.3 is a 30% perturbation regardless
+ * of the layer's fan-in. */
+static void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+                       const char *name, int64_t ne0, int64_t ne1, double scale) {
+    struct ggml_tensor *tensor = new_named_tensor(ctx, name, ne0, ne1);
+    float *data = (float *)tensor->data;
+    int64_t count = ne0 * ne1;
+    for (int64_t i = 0; i < count; i++) {
+        double value = prng_approx_normal(&source->weights);
+        if (source->noise_eps != 0.0) {
+            value += source->noise_eps * prng_approx_normal(&source->noise);
+        }
+        data[i] = (float)(scale * value);
+    }
+    gguf_add_tensor(gguf, tensor);
+}
+
+/* 1/sqrt(fan_in) keeps each projection's output at roughly unit variance, so
+ * activations neither explode nor vanish across layers. (sqrt is correctly
+ * rounded by IEEE 754, so this does not endanger byte-identical output.) */
+static double fan_in_scale(int64_t fan_in) {
+    return 1.0 / sqrt((double)fan_in);
+}
+
+static const char *layer_tensor_name(char *buffer, size_t size, int layer, const char *suffix) {
+    snprintf(buffer, size, "blk.%d.%s", layer, suffix);
+    return buffer;
+}
+
+static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+                      const model_options *opts, int layer) {
+    int64_t n_embd = opts->n_embd;
+    int64_t n_embd_kv = (int64_t)(opts->n_embd / opts->n_head) * opts->n_head_kv;
+    int64_t n_ff = opts->n_ff;
+    double embd_scale = fan_in_scale(n_embd);
+    char name[GGML_MAX_NAME];
+
+    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_norm.weight"), n_embd);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_q.weight"),
+               n_embd, n_embd, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_k.weight"),
+               n_embd, n_embd_kv, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_v.weight"),
+               n_embd, n_embd_kv, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
+               n_embd, n_embd, embd_scale);
+    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ffn_norm.weight"), n_embd);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_gate.weight"),
+               n_embd, n_ff, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_up.weight"),
+               n_embd, n_ff, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_down.weight"),
+               n_ff, n_embd, fan_in_scale(n_ff));
+}
+
+/* Shapes follow llama.cpp's LLM_ARCH_LLAMA loader, in ggml order {ne0, ne1}
+ * where ne0 is the input (row) dimension. */
+static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
+                            const model_options *opts, int n_vocab) {
+    weight_source source = {
+        .weights = {opts->seed},
+        .noise = {opts->noise_seed},
+        .noise_eps = opts->noise,
+    };
+    /* Embeddings are unit variance: the first RMS norm rescales them anyway,
+     * and unit scale matches the size of the attention/FFN residual updates. */
+    add_matrix(gguf, ctx, &source, "token_embd.weight", opts->n_embd, n_vocab, 1.0);
+    for (int layer = 0; layer < opts->n_layer; layer++) {
+        add_layer(gguf, ctx, &source, opts, layer);
+    }
+    add_norm(gguf, ctx, "output_norm.weight", opts->n_embd);
+    /* Logits have roughly unit spread before --logit-scale, which therefore
+     * directly sets how peaked the next-token distribution is. */
+    add_matrix(gguf, ctx, &source, "output.weight", opts->n_embd, n_vocab,
+               opts->logit_scale * fan_in_scale(opts->n_embd));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metadata                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void set_model_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
+    gguf_set_val_str(gguf, "general.architecture", "llama");
+    gguf_set_val_str(gguf, "general.name", opts->name);
+    gguf_set_val_u32(gguf, "llama.context_length", (uint32_t)opts->n_ctx);
+    gguf_set_val_u32(gguf, "llama.embedding_length", (uint32_t)opts->n_embd);
+    gguf_set_val_u32(gguf, "llama.block_count", (uint32_t)opts->n_layer);
+    gguf_set_val_u32(gguf, "llama.feed_forward_length", (uint32_t)opts->n_ff);
+    gguf_set_val_u32(gguf, "llama.attention.head_count", (uint32_t)opts->n_head);
+    gguf_set_val_u32(gguf, "llama.attention.head_count_kv", (uint32_t)opts->n_head_kv);
+    gguf_set_val_u32(gguf, "llama.rope.dimension_count", (uint32_t)(opts->n_embd / opts->n_head));
+    gguf_set_val_f32(gguf, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_set_val_u32(gguf, "llama.vocab_size", (uint32_t)n_vocab);
+}
+
+static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *vocab) {
+    const char *texts[MAX_VOCAB];
+    for (int i = 0; i < vocab->count; i++) {
+        texts[i] = vocab->text[i];
+    }
+    size_t n = (size_t)vocab->count;
+    /* "llama" selects llama.cpp's SentencePiece (SPM) tokenizer. */
+    gguf_set_val_str(gguf, "tokenizer.ggml.model", "llama");
+    gguf_set_arr_str(gguf, "tokenizer.ggml.tokens", texts, n);
+    gguf_set_arr_data(gguf, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, vocab->score, n);
+    gguf_set_arr_data(gguf, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, vocab->type, n);
+    gguf_set_val_u32(gguf, "tokenizer.ggml.bos_token_id", TOKEN_ID_BOS);
+    gguf_set_val_u32(gguf, "tokenizer.ggml.eos_token_id", TOKEN_ID_EOS);
+    gguf_set_val_u32(gguf, "tokenizer.ggml.unknown_token_id", TOKEN_ID_UNK);
+    gguf_set_val_bool(gguf, "tokenizer.ggml.add_bos_token", true);
+    gguf_set_val_bool(gguf, "tokenizer.ggml.add_eos_token", false);
+    gguf_set_val_bool(gguf, "tokenizer.ggml.add_space_prefix", true);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Opening the file here (rather than gguf_write_to_file) lets the error
+ * message say why the file could not be created. */
+static void write_gguf_file(const struct gguf_context *gguf, const char *path) {
+    FILE *file = fopen(path, "wb");
+    if (file == NULL) {
+        fail("cannot open '%s' for writing: %s", path, strerror(errno));
+    }
+    bool written = gguf_write_to_file_ptr(gguf, file, false);
+    if (fclose(file) != 0 || !written) {
+        fail("failed to write '%s'", path);
+    }
+}
+
+int main(int argc, char **argv) {
+    model_options opts = parse_command_line(argc, argv);
+
+    tiny_vocab *vocab = calloc(1, sizeof *vocab);
+    if (vocab == NULL) {
+        fail("cannot allocate the vocabulary");
+    }
+    build_vocab(vocab, opts.different_vocab);
+
+    void *weight_buffer = NULL;
+    struct ggml_context *ctx = create_weight_context(&opts, vocab->count, &weight_buffer);
+    struct gguf_context *gguf = gguf_init_empty();
+    set_model_metadata(gguf, &opts, vocab->count);
+    set_tokenizer_metadata(gguf, vocab);
+    add_all_tensors(gguf, ctx, &opts, vocab->count);
+    write_gguf_file(gguf, opts.out_path);
+
+    fprintf(stderr, PROGRAM_NAME ": wrote %s (n_vocab=%d, first_word_id=%d, tensors=%zu)\n",
+            opts.out_path, vocab->count, vocab->first_word_id, tensor_count(&opts));
+
+    gguf_free(gguf);
+    ggml_free(ctx);
+    free(weight_buffer);
+    free(vocab);
+    return 0;
+}
