@@ -21,6 +21,10 @@ npm_pkg=node-llama-cpp@3.22.1
 apt_pkgs=(cmake make gcc g++ git pkg-config libjansson-dev libcmocka-dev libmicrohttpd-dev
           curl python3 python3-numpy)
 jobs=$(nproc 2>/dev/null || echo 2)
+# Native CPU build, but without AMX: some virtual machines report AMX in cpuid while the kernel
+# refuses its tile state, and ggml's AMX kernels then die with SIGILL (seen on our CI machines).
+no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+cpu_flags=(-DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
 
 log() { printf 'deps: %s\n' "$*" >&2; }
 
@@ -60,7 +64,7 @@ build_llama_library() {
   [ -f "$deps/install/lib/cmake/llama/llama-config.cmake" ] && return 0
   log "building libllama + ggml CPU backend (a few minutes on 2 cores)"
   cmake -S "$src" -B "$deps/build-lib" -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE=ON \
+    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON "${cpu_flags[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF \
     -DLLAMA_OPENSSL=OFF -DCMAKE_INSTALL_PREFIX="$deps/install" >/dev/null
@@ -85,7 +89,7 @@ build_llama_tools() {
   [ ${#missing[@]} -eq 0 ] && return 0
   log "building llama.cpp tools: ${missing[*]}"
   cmake -S "$src" -B "$deps/build-tools" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    "${cpu_flags[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$deps/build-tools" -j "$jobs" --target "${missing[@]}"
 }

@@ -6,10 +6,10 @@
  *
  * The same arguments always produce a byte-identical file. Two models that
  * share --seed but differ in --noise act as a "target" and a "draft" whose
- * predictions agree often but not always; --vocab different produces a model
- * whose vocabulary has the same size and the same special/byte/character
- * tokens but a different order of word pieces, for vocabulary-compatibility
- * tests.
+ * predictions agree more often the smaller the noise is; --vocab different
+ * produces a model whose vocabulary has the same size and the same
+ * special/byte/character tokens but a different order of word pieces, for
+ * vocabulary-compatibility tests.
  *
  * Usage:
  *   make_tiny_model --out FILE [--vocab normal|different] [--n-embd 32]
@@ -17,7 +17,16 @@
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0]
  *       [--name NAME]
  *
- * Errors are reported as one line on stderr and exit status 2.
+ *   --noise EPS       adds EPS times an independent approx-normal value (from
+ *                     --noise-seed) to every element of every weight matrix,
+ *                     in units of that matrix's own weight spread, so EPS is a
+ *                     relative perturbation; norm gains are left at 1.
+ *   --logit-scale S   multiplies output.weight; logits have roughly unit
+ *                     spread at S = 1, so larger S gives peakier
+ *                     distributions without changing the greedy choice.
+ *
+ * On success one summary line goes to stderr. Errors are reported as one
+ * line on stderr and exit status 2.
  */
 
 #include <errno.h>

@@ -2,6 +2,8 @@
 #include "cli.h"
 
 #include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
 
 const char *cli_spec_type_name(specd_spec_type type) {
     return type == SPECD_SPEC_DRAFT ? "draft" : "none";
@@ -73,8 +75,41 @@ static json_t *timings_json(const specd_stats *s) {
                      "sample_ms", s->sample_ms);
 }
 
-bool cli_print_json(FILE *out, const char *text, const specd_result *r, specd_spec_type type) {
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not valid. */
+static size_t utf8_sequence_length(const unsigned char *s) {
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 2 && s[0] < 0xC2) return 0; /* overlong */
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+/* JSON strings must be UTF-8: a token cut inside a character (the generation stopped there)
+ * becomes U+FFFD instead of making the whole output unprintable. */
+static char *valid_utf8(const char *text) {
+    size_t len = strlen(text), o = 0;
+    char *out = malloc(len * 3 + 1);
+    if (!out) return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_sequence_length((const unsigned char *)text + i);
+        if (n == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(out + o, text + i, n);
+        o += n;
+        i += n;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, specd_spec_type type) {
     const specd_stats *s = &r->stats;
+    char *text = valid_utf8(raw_text);
+    if (!text) return false;
     json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:o, s:o}",
                              "text", text,
                              "n_prompt", s->n_prompt,
@@ -83,6 +118,7 @@ bool cli_print_json(FILE *out, const char *text, const specd_result *r, specd_sp
                              "stop_reason", specd_stop_reason_name(r->stop_reason),
                              "speculative", speculative_json(s, type),
                              "timings", timings_json(s));
+    free(text);
     if (!root) return false;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);
     fputc('\n', out);

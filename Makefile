@@ -1,0 +1,36 @@
+# specd: `make demo` builds everything and runs a demo; `make test` runs all tests.
+# Everything else (apt packages, llama.cpp) is installed by scripts/deps.sh on first use.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test asan bench-deps clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Unit and engine tests under AddressSanitizer + UndefinedBehaviorSanitizer (our code).
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=address,undefined >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+
+# llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple).
+bench-deps:
+	@scripts/deps.sh --bench-tools
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""End-to-end checks of `specd run` as a user runs it.
+
+    test_cli.py errors SPECD MODELS_DIR
+        bad arguments and models: exit code 2 and a one-line message naming the problem;
+        --json output fields on the tiny models.
+    test_cli.py reference SPECD SHARED_MODELS_DIR LLAMA_SIMPLE
+        with ../shared/models: `specd run --spec none` greedy text equals llama.cpp's own
+        llama-simple, and stories260K vs aidreams260K is refused. Exits 77 (skipped) when the
+        shared models or llama-simple are missing.
+"""
+import json
+import os
+import subprocess
+import sys
+
+SKIP = 77
+failures = []
+passed = 0
+
+
+def check(name, ok, detail=""):
+    global passed
+    if ok:
+        passed += 1
+        print(f"ok   {name}")
+    else:
+        failures.append(name)
+        print(f"FAIL {name}: {detail}")
+
+
+def run(args, timeout=300):
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+def expect_usage_error(specd, name, args, needle):
+    r = run([specd, "run"] + args)
+    lines = r.stderr.strip().splitlines()
+    check(name, r.returncode == 2 and len(lines) == 1 and needle in r.stderr and "error" in r.stderr,
+          f"rc={r.returncode} stderr={r.stderr!r}")
+
+
+def errors(specd, models):
+    target = os.path.join(models, "target.gguf")
+    draft = os.path.join(models, "draft.gguf")
+    other = os.path.join(models, "other-vocab.gguf")
+    expect_usage_error(specd, "no model", ["-p", "x"], "no target model")
+    expect_usage_error(specd, "no prompt", ["-m", target], "no prompt")
+    expect_usage_error(specd, "unknown option", ["-m", target, "-p", "x", "--bogus"], "unknown option '--bogus'")
+    expect_usage_error(specd, "bad number", ["-m", target, "-p", "x", "--temp", "hot"], "--temp expects a number")
+    expect_usage_error(specd, "out of range", ["-m", target, "-p", "x", "--top-p", "2"], "--top-p must be between")
+    expect_usage_error(specd, "missing value", ["-m", target, "-p"], "-p needs a value")
+    expect_usage_error(specd, "missing file", ["-m", "/no/such.gguf", "-p", "x"], "/no/such.gguf")
+    expect_usage_error(specd, "spec without draft", ["-m", target, "-p", "x", "--spec", "draft"], "needs a draft model")
+    expect_usage_error(specd, "bad spec", ["-m", target, "-p", "x", "--spec", "magic"], "--spec must be")
+    expect_usage_error(specd, "draft min > max", ["-m", target, "-md", draft, "-p", "x", "--draft-min", "5",
+                                                  "--draft-max", "2"], "--draft-min (5) is larger")
+    expect_usage_error(specd, "different vocab", ["-m", target, "-md", other, "-p", "x"], "differs from the target's at token")
+    expect_usage_error(specd, "prompt too long", ["-m", target, "-p", "the " * 200, "-c", "64"], "context holds 64")
+
+    r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+             "--ignore-eos", "--draft-fixed", "--draft-max", "3", "--json"])
+    try:
+        out = json.loads(r.stdout)
+    except json.JSONDecodeError as e:
+        out = None
+        check("json parses", False, f"{e}: {r.stdout!r} {r.stderr!r}")
+    if out is not None:
+        spec = out.get("speculative", {})
+        timings = out.get("timings", {})
+        check("json fields", all(k in out for k in ("text", "n_prompt", "n_predicted", "stop_reason"))
+              and all(k in spec for k in ("type", "n_steps", "n_drafted", "n_accepted", "acceptance_rate",
+                                          "mean_accepted_per_step"))
+              and all(k in timings for k in ("prompt_ms", "decode_ms", "decode_tokens_per_s")), str(out))
+        check("json values", out["n_predicted"] == 24 and out["stop_reason"] == "limit" and spec["type"] == "draft"
+              and spec["n_drafted"] > 0 and 0 <= spec["acceptance_rate"] <= 1
+              and abs(spec["acceptance_rate"] - spec["n_accepted"] / spec["n_drafted"]) < 1e-9, str(out))
+        r2 = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "24", "--temp", "0",
+                  "--ignore-eos", "--json"])
+        plain = json.loads(r2.stdout)
+        check("json speculative text equals plain", plain["text"] == out["text"] and plain["speculative"]["type"] == "none",
+              f"{plain['text']!r} vs {out['text']!r}")
+
+    r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "16", "--temp", "0"])
+    check("plain output streams text then statistics", r.returncode == 0 and len(r.stdout.strip()) > 0
+          and "acceptance" not in r.stdout and "accepted" in r.stderr and "tokens/s" in r.stderr, r.stderr)
+
+
+def reference(specd, shared, llama_simple):
+    stories = os.path.join(shared, "stories260K.gguf")
+    aidreams = os.path.join(shared, "aidreams260K-different-vocab", "aidreams260K.gguf")
+    if not os.path.exists(stories):
+        print(f"SKIP: {stories} is absent (the shared models are not beside this checkout)")
+        return SKIP
+    if not os.access(llama_simple, os.X_OK):
+        print(f"SKIP: {llama_simple} is missing (scripts/deps.sh builds it)")
+        return SKIP
+    for prompt in ("Once upon a time", "Lily had a toy car. She loved to play with it every day.", "Zoo"):
+        r = run([specd, "run", "-m", stories, "-p", prompt, "-n", "100", "--temp", "0", "--spec", "none", "--json"])
+        ours = json.loads(r.stdout)["text"]
+        ref = run([llama_simple, "-m", stories, "-n", "100", prompt])
+        expected = "<s> " + prompt + ours
+        check(f"llama-simple agrees on {prompt[:20]!r}", ref.stdout.rstrip("\n") == expected.rstrip("\n"),
+              f"\nllama: {ref.stdout!r}\nspecd: {expected!r}")
+    r = run([specd, "run", "-m", stories, "-p", "Zoo", "-n", "60", "--temp", "0", "--json"])
+    check("stories260K greedy matches run.c's reference text",
+          json.loads(r.stdout)["text"].startswith(" was a little girl named Lily. She loved to play outside in the park."),
+          r.stdout)
+    if os.path.exists(aidreams):
+        expect_usage_error(specd, "aidreams260K refused as draft for stories260K", ["-m", stories, "-md", aidreams,
+                                                                                    "-p", "x"], "differs from the target's at token")
+    return 0
+
+
+def main():
+    mode = sys.argv[1]
+    rc = errors(*sys.argv[2:4]) if mode == "errors" else reference(*sys.argv[2:5])
+    if rc == SKIP:
+        return SKIP
+    print(f"{passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+# Writes the tiny test models: a target, a draft that is the target plus noise (it agrees with
+# the target often but not always), and a model with a different vocabulary.
+file(MAKE_DIRECTORY ${OUT})
+function(make name)
+  execute_process(COMMAND ${TOOL} --out ${OUT}/${name} ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "make_tiny_model failed for ${name}")
+  endif()
+endfunction()
+make(target.gguf --seed 1 --logit-scale ${SCALE})
+make(draft.gguf --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
+make(other-vocab.gguf --seed 1 --vocab different --logit-scale ${SCALE})

@@ -1,0 +1,375 @@
+/* test_engine.c - the engine end to end on tiny generated models (tests/CMakeLists.txt makes
+ * them): lossless greedy speculation, exact sampling, prompt cache, stops, and error messages.
+ *
+ *   test_engine MODELS_DIR
+ * MODELS_DIR holds target.gguf, draft.gguf (the target plus noise: agrees often, not always),
+ * and other-vocab.gguf. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "chi_square.h"
+#include "llama.h"
+#include "sample/sampler.h"
+#include "specd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char target_path[1024], draft_path[1024], other_vocab_path[1024];
+static const char *self_path; /* this test program: a file that exists but is no model */
+static specd_engine *engine; /* target + draft, shared by the tests */
+
+static const char *prompts[] = {
+    "the little girl saw a big red ball",
+    "one day the dog ran to the park with his mom",
+    "she was happy",
+};
+
+static specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
+    specd_engine_params p = specd_engine_default_params();
+    p.target_path = target;
+    p.draft_path = draft;
+    p.n_ctx = n_ctx;
+    p.n_threads = 2;
+    specd_engine *e = NULL;
+    char *err = NULL;
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    return e;
+}
+
+static int setup(void **state) {
+    (void)state;
+    engine = open_engine(target_path, draft_path, 256);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    specd_engine_free(engine);
+    return 0;
+}
+
+static specd_generation_params greedy_params(specd_spec_type type, int32_t draft_max, bool adaptive) {
+    specd_generation_params g = specd_generation_default_params();
+    g.n_predict = 48;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    g.sampling.seed = 1;
+    g.speculative.type = type;
+    g.speculative.draft_max = draft_max;
+    g.speculative.adaptive = adaptive;
+    if (!adaptive) g.speculative.draft_min = draft_max;
+    return g;
+}
+
+static specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    char *err = NULL;
+    assert_int_equal(specd_tokenize(e, text, true, &prompt, &n, &err), SPECD_OK);
+    specd_result r;
+    if (specd_generate(e, prompt, n, g, &r, &err) != SPECD_OK) fail_msg("generate: %s", err);
+    specd_free(prompt);
+    return r;
+}
+
+static void assert_same_tokens(const specd_result *a, const specd_result *b, const char *what) {
+    if (a->n_tokens != b->n_tokens) fail_msg("%s: %d tokens vs %d", what, a->n_tokens, b->n_tokens);
+    for (int32_t i = 0; i < a->n_tokens; i++)
+        if (a->tokens[i] != b->tokens[i])
+            fail_msg("%s: token %d differs (%d vs %d)", what, i, a->tokens[i], b->tokens[i]);
+}
+
+/* ---- lossless greedy ------------------------------------------------------------------------ */
+
+static void test_greedy_speculation_equals_target_alone(void **state) {
+    (void)state;
+    const int32_t lengths[] = {1, 3, 8};
+    int64_t drafted = 0, accepted = 0;
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+        specd_generation_params base = greedy_params(SPECD_SPEC_NONE, 0, false);
+        specd_result want = generate_text(engine, prompts[p], &base);
+        for (int fixed = 0; fixed <= 1; fixed++) {
+            for (size_t l = 0; l < 3; l++) {
+                specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, lengths[l], !fixed);
+                specd_result got = generate_text(engine, prompts[p], &g);
+                char what[128];
+                snprintf(what, sizeof what, "prompt %zu, draft_max %d, %s", p, lengths[l], fixed ? "fixed" : "adaptive");
+                assert_same_tokens(&got, &want, what);
+                drafted += got.stats.n_drafted;
+                accepted += got.stats.n_accepted;
+                specd_result_clear(&got);
+            }
+        }
+        specd_result_clear(&want);
+    }
+    print_message("greedy: %lld drafted, %lld accepted\n", (long long)drafted, (long long)accepted);
+    /* Both verification outcomes happened, so the comparison covered rejections too. */
+    assert_true(accepted > 0 && accepted < drafted);
+}
+
+static void test_greedy_with_penalties_is_lossless(void **state) {
+    (void)state;
+    specd_generation_params none = greedy_params(SPECD_SPEC_NONE, 0, false);
+    specd_generation_params spec = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    none.sampling.repeat_penalty = spec.sampling.repeat_penalty = 1.5f;
+    none.sampling.frequency_penalty = spec.sampling.frequency_penalty = 0.3f;
+    specd_result want = generate_text(engine, prompts[0], &none);
+    specd_result got = generate_text(engine, prompts[0], &spec);
+    assert_same_tokens(&got, &want, "penalties");
+    assert_true(got.stats.n_drafted > 0);
+    specd_result_clear(&want);
+    specd_result_clear(&got);
+}
+
+static void test_draft_equal_to_target_accepts_everything(void **state) {
+    (void)state;
+    specd_engine *same = open_engine(target_path, target_path, 256);
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    specd_result r = generate_text(same, prompts[1], &g);
+    assert_true(r.stats.n_drafted > 0);
+    assert_int_equal(r.stats.n_accepted, r.stats.n_drafted);
+    assert_int_equal(r.n_tokens, 48);
+    specd_result_clear(&r);
+    specd_engine_free(same);
+}
+
+/* ---- prompt cache, limits, stops ------------------------------------------------------------ */
+
+static void test_prompt_cache_reuses_prefix(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, true);
+    specd_result first = generate_text(engine, prompts[1], &g);
+    specd_result again = generate_text(engine, prompts[1], &g);
+    assert_int_equal(again.stats.n_prompt_cached, again.stats.n_prompt - 1);
+    assert_same_tokens(&again, &first, "cached prompt");
+    specd_result_clear(&first);
+    specd_result_clear(&again);
+}
+
+static bool stop_after_first(const specd_token *t, int32_t n, void *user_data) {
+    (void)t;
+    *(int32_t *)user_data += n;
+    return false;
+}
+
+static void test_callback_can_stop(void **state) {
+    (void)state;
+    int32_t seen = 0;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, false);
+    g.on_tokens = stop_after_first;
+    g.user_data = &seen;
+    specd_result r = generate_text(engine, prompts[0], &g);
+    assert_int_equal(r.stop_reason, SPECD_STOP_CALLBACK);
+    assert_int_equal(r.n_tokens, seen);
+    assert_true(seen >= 1 && seen <= 4);
+    specd_result_clear(&r);
+}
+
+static void test_stops_at_context_end(void **state) {
+    (void)state;
+    specd_engine *small = open_engine(target_path, draft_path, 32);
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 8, false);
+    g.n_predict = -1;
+    specd_result r = generate_text(small, prompts[2], &g);
+    assert_int_equal(r.stop_reason, SPECD_STOP_CONTEXT);
+    assert_int_equal(r.stats.n_prompt + r.n_tokens, 32);
+    specd_result_clear(&r);
+    specd_engine_free(small);
+}
+
+static void test_n_predict_is_exact(void **state) {
+    (void)state;
+    for (int32_t n = 1; n <= 9; n += 4) {
+        specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 8, false);
+        g.n_predict = n;
+        specd_result r = generate_text(engine, prompts[0], &g);
+        assert_int_equal(r.n_tokens, n);
+        assert_int_equal(r.stop_reason, SPECD_STOP_LIMIT);
+        specd_result_clear(&r);
+    }
+}
+
+/* ---- exact sampling ------------------------------------------------------------------------- */
+
+typedef struct exact_pairs {
+    int32_t n_vocab;
+    double *prob; /* prob[a * n_vocab + b] = p(a) p(b | a) */
+} exact_pairs;
+
+/* The target's exact distribution of the first two tokens under `sp`, from its logits. */
+static exact_pairs exact_first_two(const specd_token *prompt, int32_t n, const specd_sampling_params *sp) {
+    struct llama_model *m = llama_model_load_from_file(target_path, llama_model_default_params());
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = cp.n_threads_batch = 2;
+    struct llama_context *ctx = llama_init_from_model(m, cp);
+    int32_t nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    exact_pairs ex = {nv, calloc((size_t)nv * nv, sizeof(double))};
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, sp, nv, NULL, 0, NULL));
+    specd_dist p1 = {0}, p2 = {0};
+    specd_token hist[300];
+    memcpy(hist, prompt, (size_t)n * sizeof *prompt);
+    assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist, n)), 0);
+    assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n, &p1));
+    for (int32_t i = 0; i < p1.n; i++) {
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
+        hist[n] = p1.ids[i];
+        assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist + n, 1)), 0);
+        assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, &p2));
+        for (int32_t j = 0; j < p2.n; j++) ex.prob[(size_t)p1.ids[i] * nv + p2.ids[j]] = (double)p1.probs[i] * p2.probs[j];
+    }
+    specd_dist_free(&p1);
+    specd_dist_free(&p2);
+    specd_sampler_free(&s);
+    llama_free(ctx);
+    llama_model_free(m);
+    return ex;
+}
+
+static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
+    exact_pairs ex = exact_first_two(prompt, n, &sp);
+    int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
+    int64_t drafted = 0, accepted = 0;
+    specd_generation_params g = specd_generation_default_params();
+    g.sampling = sp;
+    g.n_predict = 2;
+    g.ignore_eos = true;
+    g.speculative.type = SPECD_SPEC_DRAFT;
+    g.speculative.draft_max = 3;
+    g.speculative.draft_min = 3;
+    g.speculative.adaptive = false;
+    for (int i = 0; i < n_samples; i++) {
+        g.sampling.seed = (uint64_t)i + 1;
+        specd_result r;
+        assert_int_equal(specd_generate(engine, prompt, n, &g, &r, NULL), SPECD_OK);
+        assert_int_equal(r.n_tokens, 2);
+        counts[(size_t)r.tokens[0] * ex.n_vocab + r.tokens[1]]++;
+        drafted += r.stats.n_drafted;
+        accepted += r.stats.n_accepted;
+        specd_result_clear(&r);
+    }
+    chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
+    print_message("sampling (top_k %d top_p %.2f): chi2 %.1f df %d z %.2f, acceptance %.3f\n", sp.top_k,
+                  sp.top_p, c.statistic, c.df, c.z, (double)accepted / (double)drafted);
+    assert_true(accepted > 0 && accepted < drafted);
+    assert_true(c.df >= 10);
+    assert_true(c.z < CHI_SQUARE_MAX_Z);
+    free(counts);
+    free(ex.prob);
+    specd_free(prompt);
+}
+
+static void test_sampling_at_temperature_one_is_exact(void **state) {
+    (void)state;
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    check_sampling_is_exact(sp, 12000);
+}
+
+static void test_sampling_with_top_k_top_p_is_exact(void **state) {
+    (void)state;
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 8;
+    sp.top_p = 0.8f;
+    sp.min_p = 0.0f;
+    check_sampling_is_exact(sp, 8000);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static void expect_engine_error(const char *target, const char *draft, specd_status want, const char *needle) {
+    specd_engine_params p = specd_engine_default_params();
+    p.target_path = target;
+    p.draft_path = draft;
+    specd_engine *e = (specd_engine *)1;
+    char *err = NULL;
+    assert_int_equal(specd_engine_new(&p, &e, &err), want);
+    assert_null(e);
+    assert_non_null(err);
+    if (!strstr(err, needle)) fail_msg("error '%s' does not mention '%s'", err, needle);
+    specd_free(err);
+}
+
+static void test_bad_models_are_refused_with_clear_messages(void **state) {
+    (void)state;
+    expect_engine_error("/nonexistent/model.gguf", NULL, SPECD_ERR_MODEL_LOAD, "/nonexistent/model.gguf");
+    expect_engine_error(NULL, NULL, SPECD_ERR_INVALID_ARGUMENT, "no target model");
+    expect_engine_error(target_path, "/nonexistent/draft.gguf", SPECD_ERR_MODEL_LOAD, "draft model");
+    expect_engine_error(target_path, other_vocab_path, SPECD_ERR_INCOMPATIBLE, "differs from the target's at token");
+    /* a file that is not GGUF */
+    expect_engine_error(self_path, NULL, SPECD_ERR_MODEL_LOAD, "not a GGUF model");
+}
+
+static void expect_generate_error(const specd_token *prompt, int32_t n, const specd_generation_params *g,
+                                  specd_engine *e, const char *needle) {
+    specd_result r;
+    char *err = NULL;
+    assert_int_not_equal(specd_generate(e, prompt, n, g, &r, &err), SPECD_OK);
+    assert_non_null(err);
+    if (!strstr(err, needle)) fail_msg("error '%s' does not mention '%s'", err, needle);
+    assert_null(r.tokens);
+    specd_free(err);
+}
+
+static void test_bad_requests_are_refused_with_clear_messages(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, true);
+    specd_token ok[] = {1, 300, 301};
+    specd_token bad[] = {1, 999999};
+    expect_generate_error(ok, 0, &g, engine, "prompt is empty");
+    expect_generate_error(bad, 2, &g, engine, "outside the vocabulary");
+    specd_token *long_prompt = calloc(400, sizeof *long_prompt);
+    for (int i = 0; i < 400; i++) long_prompt[i] = 300;
+    expect_generate_error(long_prompt, 400, &g, engine, "context holds 256");
+    free(long_prompt);
+    g.speculative.draft_min = 5;
+    g.speculative.draft_max = 2;
+    expect_generate_error(ok, 3, &g, engine, "draft_min <= draft_max");
+    specd_engine *no_draft = open_engine(target_path, NULL, 64);
+    g = greedy_params(SPECD_SPEC_DRAFT, 3, true);
+    expect_generate_error(ok, 3, &g, no_draft, "needs a draft model");
+    specd_engine_free(no_draft);
+    specd_logit_bias lb = {12345, 1.0f};
+    g = greedy_params(SPECD_SPEC_NONE, 0, true);
+    g.sampling.logit_bias = &lb;
+    g.sampling.n_logit_bias = 1;
+    expect_generate_error(ok, 3, &g, engine, "logit_bias token 12345");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_engine MODELS_DIR\n");
+        return 2;
+    }
+    self_path = argv[0];
+    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
+    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    snprintf(other_vocab_path, sizeof other_vocab_path, "%s/other-vocab.gguf", argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_speculation_equals_target_alone),
+        cmocka_unit_test(test_greedy_with_penalties_is_lossless),
+        cmocka_unit_test(test_draft_equal_to_target_accepts_everything),
+        cmocka_unit_test(test_prompt_cache_reuses_prefix),
+        cmocka_unit_test(test_callback_can_stop),
+        cmocka_unit_test(test_stops_at_context_end),
+        cmocka_unit_test(test_n_predict_is_exact),
+        cmocka_unit_test(test_sampling_at_temperature_one_is_exact),
+        cmocka_unit_test(test_sampling_with_top_k_top_p_is_exact),
+        cmocka_unit_test(test_bad_models_are_refused_with_clear_messages),
+        cmocka_unit_test(test_bad_requests_are_refused_with_clear_messages),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,232 @@
+/* test_sampler.c - the sampling transforms against a plain reference written from llama.cpp's
+ * documented semantics (full sort, then each transform in order), on random logits. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "sample/rng.h"
+#include "sample/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NV 64
+
+static void random_logits(float *logits, uint64_t seed) {
+    specd_rng rng;
+    specd_rng_seed(&rng, seed);
+    for (int i = 0; i < NV; i++) logits[i] = (float)(6.0 * specd_rng_uniform(&rng) - 3.0);
+    logits[7] = logits[9]; /* a tie, to check the order rule */
+}
+
+/* ---- the reference: dense, sorted, one transform after another ------------------------------ */
+
+static const float *ref_logits;
+static int ref_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    if (ref_logits[x] != ref_logits[y]) return ref_logits[x] < ref_logits[y] ? 1 : -1;
+    return x - y;
+}
+
+static void reference(const specd_sampling_params *p, const float *raw, const specd_token *hist, int n_hist,
+                      double *out) {
+    float l[NV];
+    memcpy(l, raw, sizeof l);
+    for (int i = 0; i < p->n_logit_bias; i++) l[p->logit_bias[i].token] += p->logit_bias[i].bias;
+    int window = p->repeat_last_n < 0 || p->repeat_last_n > n_hist ? n_hist : p->repeat_last_n;
+    int count[NV] = {0};
+    for (int i = n_hist - window; i < n_hist; i++) count[hist[i]]++;
+    for (int t = 0; t < NV; t++) {
+        if (!count[t]) continue;
+        l[t] = l[t] <= 0 ? l[t] * p->repeat_penalty : l[t] / p->repeat_penalty;
+        l[t] -= count[t] * p->frequency_penalty + p->presence_penalty;
+    }
+    int idx[NV], n = NV;
+    for (int i = 0; i < NV; i++) idx[i] = i;
+    ref_logits = l;
+    qsort(idx, NV, sizeof *idx, ref_desc);
+    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+    while (n > 0 && isinf(l[idx[n - 1]]) && l[idx[n - 1]] < 0) n--;
+    if (p->top_p < 1.0f) {
+        double z = 0, cum = 0;
+        for (int i = 0; i < n; i++) z += exp(l[idx[i]] - l[idx[0]]);
+        for (int i = 0; i < n; i++) {
+            cum += exp(l[idx[i]] - l[idx[0]]) / z;
+            if (cum >= p->top_p) { n = i + 1; break; }
+        }
+    }
+    if (p->min_p > 0.0f) {
+        int kept = 0;
+        for (int i = 0; i < n; i++)
+            if (l[idx[i]] >= l[idx[0]] + logf(p->min_p)) idx[kept++] = idx[i];
+        n = kept;
+    }
+    memset(out, 0, NV * sizeof *out);
+    double z = 0;
+    for (int i = 0; i < n; i++) z += exp((l[idx[i]] - l[idx[0]]) / p->temperature);
+    for (int i = 0; i < n; i++) out[idx[i]] = exp((l[idx[i]] - l[idx[0]]) / p->temperature) / z;
+}
+
+static specd_sampling_params base_params(void) {
+    specd_generation_params g = specd_generation_default_params();
+    g.sampling.top_k = 0;
+    g.sampling.top_p = 1.0f;
+    g.sampling.min_p = 0.0f;
+    g.sampling.temperature = 1.0f;
+    return g.sampling;
+}
+
+static void check_against_reference(const specd_sampling_params *p, uint64_t seed) {
+    float logits[NV];
+    random_logits(logits, seed);
+    specd_token hist[] = {3, 5, 3, 9, 60, 3};
+    specd_sampler s;
+    char *err = NULL;
+    assert_true(specd_sampler_init(&s, p, NV, NULL, 0, &err));
+    specd_dist d = {0};
+    assert_true(specd_sampler_dist(&s, logits, hist, 6, &d));
+    double want[NV], got[NV] = {0}, total = 0;
+    reference(p, logits, hist, 6, want);
+    for (int i = 0; i < d.n; i++) {
+        got[d.ids[i]] += d.probs[i];
+        total += d.probs[i];
+    }
+    assert_true(fabs(total - 1.0) < 1e-5);
+    for (int t = 0; t < NV; t++) {
+        if (fabs(got[t] - want[t]) > 1e-5) fail_msg("token %d: got %g, want %g (seed %llu)", t, got[t], want[t], (unsigned long long)seed);
+    }
+    specd_dist_free(&d);
+    specd_sampler_free(&s);
+}
+
+static void test_plain_softmax_at_temperatures(void **state) {
+    (void)state;
+    specd_sampling_params p = base_params();
+    for (int i = 0; i < 4; i++) {
+        p.temperature = 0.3f + 0.5f * (float)i;
+        check_against_reference(&p, 100 + (uint64_t)i);
+    }
+}
+
+static void test_top_k_top_p_min_p(void **state) {
+    (void)state;
+    const int ks[] = {0, 1, 5, 40};
+    const float ps[] = {1.0f, 0.9f, 0.5f};
+    const float mins[] = {0.0f, 0.05f, 0.3f};
+    uint64_t seed = 1;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++) {
+                specd_sampling_params p = base_params();
+                p.top_k = ks[a];
+                p.top_p = ps[b];
+                p.min_p = mins[c];
+                p.temperature = 0.8f;
+                check_against_reference(&p, seed++);
+            }
+}
+
+static void test_penalties_and_bias(void **state) {
+    (void)state;
+    specd_logit_bias bias[] = {{4, 2.5f}, {11, -INFINITY}};
+    specd_sampling_params p = base_params();
+    p.repeat_penalty = 1.3f;
+    p.presence_penalty = 0.4f;
+    p.frequency_penalty = 0.2f;
+    p.repeat_last_n = 4;
+    p.logit_bias = bias;
+    p.n_logit_bias = 2;
+    check_against_reference(&p, 7);
+    p.repeat_last_n = -1;
+    p.top_k = 10;
+    check_against_reference(&p, 8);
+}
+
+static void test_greedy_is_one_hot_on_adjusted_argmax(void **state) {
+    (void)state;
+    float logits[NV];
+    random_logits(logits, 3);
+    specd_token best = 0;
+    for (int i = 1; i < NV; i++)
+        if (logits[i] > logits[best]) best = i;
+    specd_sampling_params p = base_params();
+    p.temperature = 0.0f;
+    p.repeat_penalty = 100.0f; /* seeing `best` in the history must push it down */
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, &p, NV, NULL, 0, NULL));
+    specd_dist d = {0};
+    assert_true(specd_sampler_dist(&s, logits, NULL, 0, &d));
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.ids[0], best);
+    assert_true(specd_sampler_dist(&s, logits, &best, 1, &d));
+    assert_int_not_equal(d.ids[0], best);
+    specd_dist_free(&d);
+    specd_sampler_free(&s);
+}
+
+static void test_forbidden_tokens_never_appear(void **state) {
+    (void)state;
+    float logits[NV];
+    random_logits(logits, 5);
+    logits[2] = 50.0f; /* would dominate */
+    specd_token forbidden = 2;
+    specd_sampling_params p = base_params();
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, &p, NV, &forbidden, 1, NULL));
+    specd_dist d = {0};
+    assert_true(specd_sampler_dist(&s, logits, NULL, 0, &d));
+    assert_true(specd_dist_prob(&d, 2) == 0.0f);
+    assert_int_not_equal(specd_sampler_argmax(&s, logits, NULL, 0), 2);
+    specd_dist_free(&d);
+    specd_sampler_free(&s);
+}
+
+static void test_bias_outside_vocabulary_is_an_error(void **state) {
+    (void)state;
+    specd_logit_bias bias = {NV + 3, 1.0f};
+    specd_sampling_params p = base_params();
+    p.logit_bias = &bias;
+    p.n_logit_bias = 1;
+    specd_sampler s;
+    char *err = NULL;
+    assert_false(specd_sampler_init(&s, &p, NV, NULL, 0, &err));
+    assert_non_null(err);
+    assert_non_null(strstr(err, "logit_bias token 67 is outside the vocabulary"));
+    specd_free(err);
+}
+
+static void test_sampling_follows_the_distribution(void **state) {
+    (void)state;
+    specd_dist d = {0};
+    assert_true(specd_dist_reserve(&d, 3));
+    d.n = 3;
+    d.ids[0] = 10; d.probs[0] = 0.2f;
+    d.ids[1] = 20; d.probs[1] = 0.5f;
+    d.ids[2] = 30; d.probs[2] = 0.3f;
+    specd_rng rng;
+    specd_rng_seed(&rng, 9);
+    int counts[3] = {0};
+    for (int i = 0; i < 100000; i++) {
+        specd_token t = specd_dist_sample(&d, &rng);
+        counts[t / 10 - 1]++;
+    }
+    assert_in_range(counts[0], 19400, 20600);
+    assert_in_range(counts[1], 49400, 50600);
+    assert_in_range(counts[2], 29400, 30600);
+    specd_dist_free(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain_softmax_at_temperatures),
+        cmocka_unit_test(test_top_k_top_p_min_p),
+        cmocka_unit_test(test_penalties_and_bias),
+        cmocka_unit_test(test_greedy_is_one_hot_on_adjusted_argmax),
+        cmocka_unit_test(test_forbidden_tokens_never_appear),
+        cmocka_unit_test(test_bias_outside_vocabulary_is_an_error),
+        cmocka_unit_test(test_sampling_follows_the_distribution),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
