@@ -46,16 +46,25 @@ static specd_token draw_token(draft_model *dm, const specd_draft_request *req, c
     return t;
 }
 
+/* Keep the token just drawn at `depth`? Tokens below min_len are kept regardless, but still
+ * counted by the length controller so its later choices see the whole chain. */
 static bool keep_token(const specd_draft_request *req, int32_t depth, float confidence) {
-    if (depth < req->min_len) return true;
-    if (confidence < req->p_min) return false;
-    return !req->length || specd_draft_length_should_add(req->length, depth, confidence);
+    bool forced = depth < req->min_len;
+    if (!forced && confidence < req->p_min) return false;
+    if (!req->length) return true;
+    if (!forced && !specd_draft_length_worth_adding(req->length, depth, confidence)) return false;
+    specd_draft_length_add(req->length, depth, confidence);
+    return true;
 }
 
+/* Spend a draft decode to get one more token after `depth` kept ones? */
 static bool draft_more(const specd_draft_request *req, int32_t depth) {
     if (depth >= req->max_len) return false;
-    if (depth < req->min_len) return true;
-    return !req->length || specd_draft_length_should_continue(req->length, depth);
+    bool forced = depth < req->min_len;
+    if (!req->length) return true;
+    if (!forced && !specd_draft_length_worth_continuing(req->length, depth)) return false;
+    specd_draft_length_add_draft_decode(req->length);
+    return true;
 }
 
 static specd_status dm_draft(void *self, const specd_draft_request *req, specd_token_tree *tree,
@@ -83,8 +92,12 @@ static specd_status dm_draft(void *self, const specd_draft_request *req, specd_t
         }
         req->history[n_history++] = t;
         if (!draft_more(req, depth + 1)) break;
+        double t0 = specd_now_ms();
         st = specd_slot_push(e, &e->draft, t, error);
         if (st != SPECD_OK) return st;
+        /* Only single-token decodes measure the draft's cost per token: the sync before the
+         * first token may catch up on many tokens after steps without drafts. */
+        if (req->length) specd_draft_length_record_draft(req->length, 1, specd_now_ms() - t0);
         idx = 0;
     }
     return SPECD_OK;

@@ -154,6 +154,7 @@ specd_status specd_engine_new(const specd_engine_params *params, specd_engine **
     e->params.target_path = e->target_path;
     e->params.draft_path = e->draft_path;
     atomic_init(&e->stop_requested, false);
+    specd_draft_length_init(&e->costs);
     st = engine_load(e, error);
     if (st != SPECD_OK) {
         specd_engine_free(e);

@@ -3,6 +3,7 @@
 #ifndef SPECD_ENGINE_INTERNAL_H
 #define SPECD_ENGINE_INTERNAL_H
 
+#include "../session/draft_length.h"
 #include "llama.h"
 #include "specd.h"
 
@@ -32,6 +33,8 @@ struct specd_engine {
     struct llama_batch batch; /* one batch, reused for every decode */
     int32_t batch_cap;
     atomic_bool stop_requested;
+    /* What speculation costs and how often drafts are accepted, learned across generations. */
+    specd_draft_length costs;
 };
 
 /* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */

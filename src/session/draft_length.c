@@ -9,26 +9,35 @@
 #define PRIOR_SLOPE 0.15
 #define PRIOR_DRAFT_RATIO 0.10
 #define PRIOR_WEIGHT 2.0
+#define SHRINK_WEIGHT 4.0
+#define LOOKAHEAD 8
 #define COUNT_CAP 400.0  /* past this the counts are halved, so estimates follow a changing text */
 #define EMA 0.1
+
+static void moving_average(double *avg, double x) { *avg = *avg > 0.0 ? (1.0 - EMA) * *avg + EMA * x : x; }
 
 static int bin_of(float confidence) {
     int b = (int)(confidence * SPECD_DL_BINS);
     return b < 0 ? 0 : b >= SPECD_DL_BINS ? SPECD_DL_BINS - 1 : b;
 }
 
-void specd_draft_length_init(specd_draft_length *dl) {
-    memset(dl, 0, sizeof *dl);
-    /* Prior: a draft of confidence c is accepted with probability about c. */
+void specd_draft_length_init(specd_draft_length *dl) { memset(dl, 0, sizeof *dl); }
+
+/* Overall acceptance, with a prior of one half worth PRIOR_WEIGHT drafts. */
+static double mean_acceptance(const specd_draft_length *dl) {
+    double a = PRIOR_WEIGHT * 0.5, d = PRIOR_WEIGHT;
     for (int b = 0; b < SPECD_DL_BINS; b++) {
-        dl->drafted[b] = PRIOR_WEIGHT;
-        dl->accepted[b] = PRIOR_WEIGHT * (b + 0.5) / SPECD_DL_BINS;
+        a += dl->accepted[b];
+        d += dl->drafted[b];
     }
+    return a / d;
 }
 
+/* A bucket's own rate, shrunk toward the overall rate: a bucket with few drafts (or none, because
+ * its drafts were never kept) borrows from the rest instead of staying at a guess forever. */
 double specd_draft_length_acceptance(const specd_draft_length *dl, float confidence) {
     int b = bin_of(confidence);
-    return dl->accepted[b] / dl->drafted[b];
+    return (dl->accepted[b] + SHRINK_WEIGHT * mean_acceptance(dl)) / (dl->drafted[b] + SHRINK_WEIGHT);
 }
 
 static double prior_ratio(int32_t n) { return 1.0 + PRIOR_SLOPE * (n - 1); }
@@ -37,7 +46,7 @@ double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
     if (n > SPECD_DL_MAX_BATCH) n = SPECD_DL_MAX_BATCH;
     if (dl->verify_ms[n] > 0.0) return dl->verify_ms[n];
-    /* Scale from the nearest measured size by the prior's shape. */
+    /* Not measured: scale the nearest measured size by the prior's shape. */
     for (int32_t d = 1; d < SPECD_DL_MAX_BATCH; d++) {
         int32_t lo = n - d, hi = n + d;
         if (lo >= 1 && dl->verify_ms[lo] > 0.0) return dl->verify_ms[lo] * prior_ratio(n) / prior_ratio(lo);
@@ -52,14 +61,25 @@ static double draft_cost(const specd_draft_length *dl) {
     return PRIOR_DRAFT_RATIO * specd_draft_length_verify_cost(dl, 1);
 }
 
-/* Mean acceptance over all buckets: the guess for a token not drawn yet. */
-static double mean_acceptance(const specd_draft_length *dl) {
-    double a = 0.0, d = 0.0;
-    for (int b = 0; b < SPECD_DL_BINS; b++) {
-        a += dl->accepted[b];
-        d += dl->drafted[b];
+static double extra_verify_cost(const specd_draft_length *dl, int32_t depth) {
+    return specd_draft_length_verify_cost(dl, depth + 2) - specd_draft_length_verify_cost(dl, depth + 1);
+}
+
+/* The best tokens-per-ms reachable from a chain of `depth` kept drafts by drafting m more
+ * (m = 0..LOOKAHEAD), each accepted with the mean rate. Looking ahead, not one token at a time,
+ * matters: on CPU T(n) is not convex (a pass of 5 tokens can cost much more than one of 4 while 8
+ * costs little more than 5), so one more token may not pay while three more do. */
+static double best_rate_from(const specd_draft_length *dl, int32_t depth, double expected, double cost,
+                             double p_all, bool allow_stop) {
+    double a = mean_acceptance(dl), best = allow_stop ? expected / cost : 0.0;
+    double base_verify = specd_draft_length_verify_cost(dl, depth + 1);
+    for (int32_t m = 1; m <= LOOKAHEAD; m++) {
+        p_all *= a;
+        expected += p_all;
+        double c = cost + m * draft_cost(dl) + specd_draft_length_verify_cost(dl, depth + 1 + m) - base_verify;
+        if (expected / c > best) best = expected / c;
     }
-    return a / d;
+    return best;
 }
 
 void specd_draft_length_begin(specd_draft_length *dl) {
@@ -68,28 +88,31 @@ void specd_draft_length_begin(specd_draft_length *dl) {
     dl->cost = specd_draft_length_verify_cost(dl, 1);
 }
 
-bool specd_draft_length_should_add(specd_draft_length *dl, int32_t depth, float confidence) {
-    /* The token is drawn: its draft cost is spent. Keeping it adds one token to the target pass. */
-    double gain = dl->p_all * specd_draft_length_acceptance(dl, confidence);
-    double extra = specd_draft_length_verify_cost(dl, depth + 2) - specd_draft_length_verify_cost(dl, depth + 1);
-    if ((dl->expected + gain) * dl->cost < dl->expected * (dl->cost + extra)) return false;
+bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth, float confidence) {
+    /* The token is drawn: its draft cost is spent. Keeping it adds one token to the target pass,
+     * and maybe more drafts after it. */
+    double p = dl->p_all * specd_draft_length_acceptance(dl, confidence);
+    double with = best_rate_from(dl, depth + 1, dl->expected + p, dl->cost + extra_verify_cost(dl, depth), p, true);
+    return with > dl->expected / dl->cost;
+}
+
+void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confidence) {
     dl->p_all *= specd_draft_length_acceptance(dl, confidence);
-    dl->expected += gain;
-    dl->cost += extra;
-    return true;
+    dl->expected += dl->p_all;
+    dl->cost += extra_verify_cost(dl, depth);
 }
 
-bool specd_draft_length_should_continue(const specd_draft_length *dl, int32_t depth) {
-    double gain = dl->p_all * mean_acceptance(dl);
-    double extra = draft_cost(dl) + specd_draft_length_verify_cost(dl, depth + 2) -
-                   specd_draft_length_verify_cost(dl, depth + 1);
-    return (dl->expected + gain) * dl->cost > dl->expected * (dl->cost + extra);
+bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t depth) {
+    return best_rate_from(dl, depth, dl->expected, dl->cost, dl->p_all, false) > dl->expected / dl->cost;
 }
 
-static void moving_average(double *avg, double x) { *avg = *avg > 0.0 ? (1.0 - EMA) * *avg + EMA * x : x; }
+void specd_draft_length_add_draft_decode(specd_draft_length *dl) { dl->cost += draft_cost(dl); }
 
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double ms) {
-    if (n >= 1 && n <= SPECD_DL_MAX_BATCH) moving_average(&dl->verify_ms[n], ms);
+    if (n < 1 || n > SPECD_DL_MAX_BATCH) return;
+    /* A pass far slower than its average is an outlier (the machine was busy): skip it. */
+    if (dl->verify_ms[n] > 0.0 && ms > 3.0 * dl->verify_ms[n]) return;
+    moving_average(&dl->verify_ms[n], ms);
 }
 
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms) {

@@ -17,21 +17,28 @@
 typedef struct specd_draft_length {
     double accepted[SPECD_DL_BINS]; /* decayed counts by confidence bucket */
     double drafted[SPECD_DL_BINS];
-    double verify_ms[SPECD_DL_MAX_BATCH + 1]; /* moving average of T(n); 0 = not measured */
+    /* Moving average of T(n), the cost of a target pass over n tokens; 0 = not measured. The
+     * curve is far from linear on CPU (on the benchmark pair T(5) is 1.6x T(4)), so every size is
+     * measured: specd_calibrate_costs times each once, then real passes keep them current. */
+    double verify_ms[SPECD_DL_MAX_BATCH + 1];
     double draft_ms;                          /* moving average cost of one draft token */
     /* the step being drafted */
     double p_all;     /* chance that every draft kept so far is accepted */
     double expected;  /* expected tokens from this step */
-    double cost;      /* expected cost of this step, in ms */
+    double cost;      /* cost of this step so far, in ms: the target pass plus draft decodes */
 } specd_draft_length;
 
 void specd_draft_length_init(specd_draft_length *dl);
 /* Starts a step; resets the running expectation. */
 void specd_draft_length_begin(specd_draft_length *dl);
-/* A draft token at `depth` with this confidence was drawn: keep it? (updates the step if so) */
-bool specd_draft_length_should_add(specd_draft_length *dl, int32_t depth, float confidence);
+/* A draft token at `depth` with this confidence was drawn: would keeping it pay? */
+bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth, float confidence);
+/* It is kept: the step's expectation and cost grow. */
+void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confidence);
 /* `depth` tokens are kept: is drafting one more expected to pay? */
-bool specd_draft_length_should_continue(const specd_draft_length *dl, int32_t depth);
+bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t depth);
+/* One more draft decode is spent. */
+void specd_draft_length_add_draft_decode(specd_draft_length *dl);
 /* Measurements after a step. */
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n_tokens, double ms);
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms);

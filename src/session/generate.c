@@ -9,6 +9,7 @@
 #include "../engine/engine_internal.h"
 #include "../util/util.h"
 #include "../verify/verify.h"
+#include "calibrate.h"
 #include "draft_length.h"
 
 #include <stdlib.h>
@@ -26,7 +27,7 @@ typedef struct generation {
     specd_rng rng;
     specd_token_tree tree;
     specd_drafter drafter;    /* ops == NULL: speculation off */
-    specd_draft_length length;
+    specd_draft_length *length; /* the engine's, shared across generations */
     specd_token *history;     /* prompt + emitted, with room for a tree's depth past the end */
     int32_t n_history;
     int32_t *path;            /* scratch for verification */
@@ -37,6 +38,11 @@ typedef struct generation {
 } generation;
 
 /* ---- set-up and tear-down -------------------------------------------------------------------- */
+
+/* The longest draft a request may verify: its own limit, capped by the engine's buffers. */
+static int32_t draft_budget_limit(const specd_engine *e, const specd_spec_params *sp) {
+    return sp->draft_max < e->params.draft_max ? sp->draft_max : e->params.draft_max;
+}
 
 static specd_status validate_prompt(const specd_engine *e, const specd_token *prompt, int32_t n,
                                     char **error) {
@@ -128,12 +134,15 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     }
     memcpy(g->history, prompt, (size_t)n_prompt * sizeof *prompt);
     g->n_history = n_prompt;
-    specd_draft_length_init(&g->length);
+    g->length = &e->costs;
     specd_spec_type type = params->speculative.type;
     if (type == SPECD_SPEC_AUTO) type = e->draft.ctx ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
     bool speculate = type == SPECD_SPEC_DRAFT && params->speculative.draft_max > 0;
-    if (speculate) return specd_draft_model_new(e, &g->drafter, error);
-    return SPECD_OK;
+    if (!speculate) return SPECD_OK;
+    st = specd_draft_model_new(e, &g->drafter, error);
+    if (st == SPECD_OK && params->speculative.adaptive)
+        st = specd_calibrate_costs(e, draft_budget_limit(e, &params->speculative) + 1, error);
+    return st;
 }
 
 static void free_generation(generation *g) {
@@ -149,8 +158,7 @@ static void free_generation(generation *g) {
 /* ---- one step -------------------------------------------------------------------------------- */
 
 static int32_t draft_budget(const generation *g) {
-    const specd_spec_params *sp = &g->params->speculative;
-    int32_t k = sp->draft_max < g->e->params.draft_max ? sp->draft_max : g->e->params.draft_max;
+    int32_t k = draft_budget_limit(g->e, &g->params->speculative);
     int32_t room = g->e->n_ctx - g->n_history; /* the root sits at n_history - 1 */
     if (k > room) k = room;
     if (g->params->n_predict >= 0) {
@@ -173,17 +181,16 @@ static specd_status draft_step(generation *g, char **error) {
         .p_min = sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,
-        .length = sp->adaptive ? &g->length : NULL,
+        .length = sp->adaptive ? g->length : NULL,
     };
     if (req.min_len > budget) req.min_len = budget;
-    specd_draft_length_begin(&g->length);
+    specd_draft_length_begin(g->length);
     double t0 = specd_now_ms();
     specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
     double ms = specd_now_ms() - t0;
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
     g->steps_without_draft = n > 0 ? 0 : g->steps_without_draft + 1;
-    if (n > 0) specd_draft_length_record_draft(&g->length, n, ms);
     return st;
 }
 
@@ -226,7 +233,7 @@ static specd_status target_pass(generation *g, char **error) {
     int32_t rc = llama_decode(e->target.ctx, e->batch);
     double ms = specd_now_ms() - t0;
     g->result->stats.verify_ms += ms;
-    specd_draft_length_record_verify(&g->length, g->tree.n_nodes, ms);
+    specd_draft_length_record_verify(g->length, g->tree.n_nodes, ms);
     if (rc != 0) {
         llama_memory_seq_rm(llama_get_memory(e->target.ctx), -1, pos_root, -1);
         specd_set_error(error, "the target's llama_decode failed (code %d) on %d tokens at position %d",
@@ -356,7 +363,7 @@ static void record_step(generation *g, const specd_verify_result *vr) {
         int32_t slot = depth - 1 < SPECD_STATS_MAX_DRAFT ? depth - 1 : SPECD_STATS_MAX_DRAFT - 1;
         s->drafted_at[slot]++;
         s->accepted_at[slot] += accepted;
-        specd_draft_length_record_outcome(&g->length, node->confidence, accepted);
+        specd_draft_length_record_outcome(g->length, node->confidence, accepted);
     }
 }
 
