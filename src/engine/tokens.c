@@ -23,6 +23,13 @@ specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_sp
         return SPECD_ERR_NO_MEMORY;
     }
     int32_t n = llama_tokenize(e->vocab, text, len, buf, cap, add_special, false);
+    if (n < 0) { /* more tokens than guessed: llama.cpp says how many */
+        specd_token *grown = specd_grow_array(buf, (size_t)-n, sizeof *buf);
+        if (grown) {
+            buf = grown;
+            n = llama_tokenize(e->vocab, text, len, buf, -n, add_special, false);
+        }
+    }
     if (n < 0) {
         free(buf);
         specd_set_error(error, "tokenizing %d bytes failed", len);

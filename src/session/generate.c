@@ -221,6 +221,11 @@ static void share_history_with_branches(generation *g, int32_t pos_root) {
 static specd_status target_pass(generation *g, char **error) {
     specd_engine *e = g->e;
     int32_t pos_root = g->n_history - 1;
+    if (g->tree.n_nodes > e->batch_cap) {
+        specd_set_error(error, "the draft tree has %d nodes; the engine verifies at most %d (draft_max)",
+                        g->tree.n_nodes, e->batch_cap);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (!specd_tree_assign_branches(&g->tree) || g->tree.n_branches > e->target.n_seq_max) {
         specd_set_error(error, "the draft tree has more branches than the target context supports (%d)",
                         e->target.n_seq_max);

@@ -268,24 +268,23 @@ static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
     specd_free(prompt);
 }
 
-static void test_sampling_at_temperature_one_is_exact(void **state) {
-    (void)state;
+static specd_sampling_params temperature_one(int32_t top_k, float top_p) {
     specd_sampling_params sp = specd_generation_default_params().sampling;
     sp.temperature = 1.0f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
+    sp.top_k = top_k;
+    sp.top_p = top_p;
     sp.min_p = 0.0f;
-    check_sampling_is_exact(sp, 12000);
+    return sp;
+}
+
+static void test_sampling_at_temperature_one_is_exact(void **state) {
+    (void)state;
+    check_sampling_is_exact(temperature_one(0, 1.0f), 12000);
 }
 
 static void test_sampling_with_top_k_top_p_is_exact(void **state) {
     (void)state;
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = 1.0f;
-    sp.top_k = 8;
-    sp.top_p = 0.8f;
-    sp.min_p = 0.0f;
-    check_sampling_is_exact(sp, 8000);
+    check_sampling_is_exact(temperature_one(8, 0.8f), 8000);
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */
