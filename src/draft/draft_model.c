@@ -17,7 +17,7 @@ typedef struct draft_model {
 
 static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n, char **error) {
     draft_model *dm = self;
-    return specd_slot_sync(dm->engine, &dm->engine->draft, tokens, n, false, NULL, error);
+    return specd_slot_sync(dm->engine, &dm->engine->draft, tokens, n, false, NULL, NULL, error);
 }
 
 /* Probability of `token` under the softmax of raw logits: the confidence of a greedy draft. */
@@ -73,7 +73,7 @@ static specd_status dm_draft(void *self, const specd_draft_request *req, specd_t
     specd_engine *e = dm->engine;
     if (!draft_more(req, 0)) return SPECD_OK;
     int32_t idx = 0;
-    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, error);
+    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
     if (st != SPECD_OK) return st;
     int32_t parent = 0, n_history = req->n_history;
     for (int32_t depth = 0;; depth++) {

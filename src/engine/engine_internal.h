@@ -43,10 +43,12 @@ specd_status specd_check_vocab_compatible(const struct llama_model *target,
 
 /* kv.c: keeping slot contents in step with the token history. */
 
-/* Makes the slot hold exactly tokens[0..n): keeps the longest common prefix, decodes the rest in
- * chunks. With want_logits the last token's logits are available at batch index *logits_idx. */
+/* Makes the slot hold exactly tokens[0..n): keeps the longest common prefix (its length goes to
+ * *n_reused when not NULL), decodes the rest in chunks. With want_logits the last token's logits
+ * are available at batch index *logits_idx. */
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
-                             int32_t n, bool want_logits, int32_t *logits_idx, char **error);
+                             int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
+                             char **error);
 /* Drops everything from position `n` on. */
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */

@@ -33,7 +33,8 @@ static specd_status decode_batch(specd_model_slot *slot, struct llama_batch *b, 
 }
 
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
-                             int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
+                             int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
+                             char **error) {
     if (n > slot->cap) {
         specd_set_error(error, "%d tokens do not fit the context of %d", n, slot->cap);
         return SPECD_ERR_CONTEXT;
@@ -42,6 +43,7 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     while (common < slot->n_kv && common < n && slot->kv_tokens[common] == tokens[common]) common++;
     /* Logits exist only for tokens we decode now: re-decode the last one if it is cached. */
     if (want_logits && common == n && n > 0) common = n - 1;
+    if (n_reused) *n_reused = common;
     specd_slot_truncate(slot, common);
     struct llama_batch *b = &e->batch;
     for (int32_t start = common; start < n; start += e->n_batch) {

@@ -398,9 +398,8 @@ static specd_status ingest_prompt(generation *g, const specd_token *prompt, int3
     specd_engine *e = g->e;
     double t0 = specd_now_ms();
     int32_t cached = 0;
-    while (cached < e->target.n_kv && cached < n - 1 && e->target.kv_tokens[cached] == prompt[cached]) cached++;
     /* Everything but the last token: that one is the first step's root. */
-    specd_status st = specd_slot_sync(e, &e->target, prompt, n - 1, false, NULL, error);
+    specd_status st = specd_slot_sync(e, &e->target, prompt, n - 1, false, NULL, &cached, error);
     if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, prompt, n - 1, error);
     g->result->stats.n_prompt = n;
     g->result->stats.n_prompt_cached = cached;
