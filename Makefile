@@ -4,7 +4,10 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan bench-deps clean
+BENCH_MODELS ?= $(HOME)/.cache/specd-bench
+BENCH_ARGS ?=
+
+.PHONY: all deps build demo test asan bench bench-deps bench-models clean
 
 all: build
 
@@ -28,9 +31,22 @@ asan: deps
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple).
+# llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple), gnuplot.
 bench-deps:
 	@scripts/deps.sh --bench-tools
+
+# The benchmark pair, grown from stories260K by ../shared/bench/make_pairs.sh (about a minute).
+bench-models: deps
+	@[ -s $(BENCH_MODELS)/target.gguf ] || ../shared/bench/make_pairs.sh deps/llama/src $(BENCH_MODELS)
+
+# specd against llama.cpp's tools; the report goes to results/bench and docs/benchmarks.md.
+# BENCH_ARGS=--quick for 3 prompts.
+bench: build bench-deps bench-models
+	@$(BUILD)/bin/specd bench --models $(BENCH_MODELS) --prompts ../shared/bench/prompts.txt \
+		--out results/bench $(BENCH_ARGS)
+	@mkdir -p docs/bench && cp results/bench/*.png docs/bench/ 2>/dev/null || true
+	@sed 's|](g\([0-9]*\)-|](bench/g\1-|g' results/bench/benchmarks.md > docs/benchmarks.md
+	@echo "bench: docs/benchmarks.md updated"
 
 clean:
 	rm -rf $(BUILD) build-asan

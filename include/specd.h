@@ -171,6 +171,11 @@ typedef struct specd_stats {
     double draft_ms;          /* of decode_ms: drafting */
     double verify_ms;         /* of decode_ms: target passes */
     double sample_ms;         /* of decode_ms: sampling and verification arithmetic */
+    /* The engine's cost model at the end of the generation (speculative runs only; 0 = unknown):
+     * verify_cost_ms[n - 1] is the time of a target pass over n tokens, draft_token_ms that of one
+     * draft token. With accepted_at/drafted_at they bound what any draft chain could reach. */
+    double verify_cost_ms[SPECD_STATS_MAX_DRAFT];
+    double draft_token_ms;
 } specd_stats;
 
 SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);

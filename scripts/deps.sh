@@ -95,6 +95,7 @@ build_llama_tools() {
 }
 
 main() {
+  [ "${1:-}" = --bench-tools ] && apt_pkgs+=(gnuplot-nox)
   install_apt_packages
   local src
   if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -d "$LLAMA_CPP_DIR/lib/cmake/llama" ]; then

@@ -11,6 +11,8 @@
 #define CLI_EXIT_USAGE 2
 
 int cli_run(int argc, char **argv);
+/* `self` is this program's path: the benchmark runs it as a child, like the other tools. */
+int cli_bench(int argc, char **argv, const char *self);
 
 /* output.c */
 const char *cli_spec_type_name(specd_spec_type type);

@@ -1,7 +1,9 @@
 /* main.c - the specd program: dispatches to its subcommands. */
+#define _DEFAULT_SOURCE
 #include "cli.h"
 
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 static void usage(FILE *out) {
@@ -9,8 +11,18 @@ static void usage(FILE *out) {
           "\n"
           "commands:\n"
           "  run      generate once with speculative decoding (specd run --help)\n"
+          "  bench    compare with llama.cpp's speculative tools (specd bench --help)\n"
           "  version  print the version\n",
           out);
+}
+
+/* This program's own path, so the benchmark can run it as a child process. */
+static const char *self_path(const char *argv0) {
+    static char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return argv0;
+    buf[n] = '\0';
+    return buf;
 }
 
 int main(int argc, char **argv) {
@@ -20,6 +32,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 2, argv + 2, self_path(argv[0]));
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("specd %s\n", specd_version());
         return 0;

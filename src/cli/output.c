@@ -53,8 +53,19 @@ static int hist_len(const specd_stats *s) {
     return n;
 }
 
+/* The cost model: target pass times by size (index n-1) up to the last measured one. */
+static json_t *costs_json(const specd_stats *s) {
+    int n = SPECD_STATS_MAX_DRAFT;
+    while (n > 0 && s->verify_cost_ms[n - 1] <= 0.0) n--;
+    json_t *verify = json_array();
+    for (int i = 0; verify && i < n; i++) json_array_append_new(verify, json_real(s->verify_cost_ms[i]));
+    return json_pack("{s:o, s:f}", "verify_ms", verify, "draft_token_ms", s->draft_token_ms);
+}
+
 static json_t *speculative_json(const specd_stats *s, specd_spec_type type) {
-    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o}",
+    int n_pos = 0;
+    while (n_pos < SPECD_STATS_MAX_DRAFT && s->drafted_at[n_pos]) n_pos++;
+    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o}",
                      "type", cli_spec_type_name(type),
                      "n_steps", s->n_steps,
                      "n_drafted", s->n_drafted,
@@ -62,7 +73,10 @@ static json_t *speculative_json(const specd_stats *s, specd_spec_type type) {
                      "acceptance_rate", specd_stats_acceptance_rate(s),
                      "mean_accepted_per_step", specd_stats_mean_accepted_per_step(s),
                      "draft_lengths", int_array(s->draft_len_hist, hist_len(s)),
-                     "acceptance_by_position", acceptance_by_position(s));
+                     "acceptance_by_position", acceptance_by_position(s),
+                     "drafted_at", int_array(s->drafted_at, n_pos),
+                     "accepted_at", int_array(s->accepted_at, n_pos),
+                     "costs", costs_json(s));
 }
 
 static json_t *timings_json(const specd_stats *s) {

@@ -14,7 +14,12 @@
 #define COUNT_CAP 400.0  /* past this the counts are halved, so estimates follow a changing text */
 #define EMA 0.1
 
-static void moving_average(double *avg, double x) { *avg = *avg > 0.0 ? (1.0 - EMA) * *avg + EMA * x : x; }
+/* Moving average that trusts a much faster measurement at once: a calibration pass slowed down by
+ * a busy machine must not keep a batch size looking expensive (and so never chosen) for long. */
+static void moving_average(double *avg, double x) {
+    if (*avg <= 0.0 || x < *avg / 3.0) *avg = x;
+    else *avg = (1.0 - EMA) * *avg + EMA * x;
+}
 
 static int bin_of(float confidence) {
     int b = (int)(confidence * SPECD_DL_BINS);

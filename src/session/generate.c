@@ -140,8 +140,8 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     bool speculate = type == SPECD_SPEC_DRAFT && params->speculative.draft_max > 0;
     if (!speculate) return SPECD_OK;
     st = specd_draft_model_new(e, &g->drafter, error);
-    if (st == SPECD_OK && params->speculative.adaptive)
-        st = specd_calibrate_costs(e, draft_budget_limit(e, &params->speculative) + 1, error);
+    /* Fixed-length runs calibrate too: their statistics report the cost model. */
+    if (st == SPECD_OK) st = specd_calibrate_costs(e, draft_budget_limit(e, &params->speculative) + 1, error);
     return st;
 }
 
@@ -394,6 +394,12 @@ static specd_status run_step(generation *g, bool *done, char **error) {
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
+static void report_costs(const specd_draft_length *costs, specd_stats *s) {
+    for (int32_t n = 1; n <= SPECD_STATS_MAX_DRAFT; n++)
+        s->verify_cost_ms[n - 1] = costs->verify_ms[n < SPECD_DL_MAX_BATCH ? n : SPECD_DL_MAX_BATCH];
+    s->draft_token_ms = costs->draft_ms;
+}
+
 static specd_status ingest_prompt(generation *g, const specd_token *prompt, int32_t n, char **error) {
     specd_engine *e = g->e;
     double t0 = specd_now_ms();
@@ -424,6 +430,7 @@ static specd_status decode_loop(generation *g, char **error) {
     }
     g->result->stats.decode_ms = specd_now_ms() - t0;
     g->result->stats.n_predicted = g->result->n_tokens;
+    if (g->drafter.ops) report_costs(g->length, &g->result->stats);
     return st;
 }
 

@@ -81,9 +81,30 @@ def errors(specd, models):
         check("json speculative text equals plain", plain["text"] == out["text"] and plain["speculative"]["type"] == "none",
               f"{plain['text']!r} vs {out['text']!r}")
 
+    bench(specd, target, draft)
+
     r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "16", "--temp", "0"])
     check("plain output streams text then statistics", r.returncode == 0 and len(r.stdout.strip()) > 0
           and "acceptance" not in r.stdout and "accepted" in r.stderr and "tokens/s" in r.stderr, r.stderr)
+
+
+def bench(specd, target, draft):
+    """specd bench end to end on the tiny pair (specd only): the report has every row and the limit."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts = os.path.join(tmp, "prompts.txt")
+        with open(prompts, "w") as f:
+            f.write("the little girl\nthe dog ran to the park\n")
+        out = os.path.join(tmp, "out")
+        r = run([specd, "bench", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
+                 "--temps", "0", "--out", out])
+        report = open(os.path.join(out, "benchmarks.md")).read() if os.path.exists(os.path.join(out, "benchmarks.md")) else ""
+        check("bench writes the report", r.returncode == 0 and "| specd draft (default: adaptive) |" in report
+              and "| specd, speculation off |" in report and "Chain limit:" in report and "failed" not in report,
+              r.stderr[-500:] + report[:500])
+        check("bench shows progress", "[1/6]" in r.stderr and "[6/6]" in r.stderr, r.stderr[-300:])
+    r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
+    check("bench without llama tools says what to do", r.returncode == 2 and "make bench-deps" in r.stderr, r.stderr)
 
 
 def reference(specd, shared, llama_simple):

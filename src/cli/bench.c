@@ -1,0 +1,244 @@
+/* bench.c - `specd bench`: runs llama.cpp's tools and specd on the same pairs, prompts, token
+ * count and threads, at each temperature, and writes the report (bench_report.c).
+ *
+ * Runs are interleaved prompt by prompt (every configuration on prompt 1, then on prompt 2, ...),
+ * so a machine that gets slower or faster during the benchmark affects all configurations alike. */
+#define _DEFAULT_SOURCE
+#include "args.h"
+#include "bench.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_PAIRS 8
+#define MAX_PROMPTS 64
+#define MAX_TEMPS 4
+#define MAX_SWEEP 8
+
+typedef struct bench_options {
+    bench_settings s;
+    const char *models_dir;
+    const char *pairs[MAX_PAIRS][2];
+    int n_pairs;
+    const char *prompts_file;
+    int n_prompts;
+    double temps[MAX_TEMPS];
+    int n_temps;
+    int sweep[MAX_SWEEP];
+    int n_sweep;
+    const char *out_dir;
+} bench_options;
+
+static void bench_usage(FILE *out) {
+    fputs("usage: specd bench [options]\n"
+          "  --models DIR          benchmark pair folder (default ~/.cache/specd-bench): target.gguf +\n"
+          "                        draft.gguf, target-easy.gguf + draft.gguf, target.gguf + draft-tiny.gguf\n"
+          "  --pair TARGET DRAFT   a pair to measure instead (repeatable)\n"
+          "  --prompts FILE        one prompt per line (default ../shared/bench/prompts.txt)\n"
+          "  --n-prompts N         first N prompts (default 6)   --quick   3 prompts\n"
+          "  -n N                  tokens per prompt (default 128)\n"
+          "  -c N, -t N            context (default 512), threads (default 2)\n"
+          "  --temps LIST          temperatures (default 0,1)\n"
+          "  --sweep LIST          draft lengths for llama.cpp's tools (default 2,3,4,5,6,8)\n"
+          "  --llama-bin DIR       llama.cpp tools (default deps/llama/build-tools/bin)\n"
+          "  --no-llama            measure specd only\n"
+          "  --out DIR             results folder (default results/bench)\n",
+          out);
+}
+
+static bool parse_list(cli_args *a, const char *flag, double *out, int max, int *n) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    *n = 0;
+    for (const char *p = v; *p && *n < max;) {
+        char *end = NULL;
+        out[(*n)++] = strtod(p, &end);
+        if (end == p) return cli_fail(a, "%s expects numbers separated by commas, got '%s'", flag, v);
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return cli_fail(a, "%s expects numbers separated by commas, got '%s'", flag, v);
+    }
+    return *n > 0 || cli_fail(a, "%s is empty", flag);
+}
+
+static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
+    int64_t i = 0;
+    bool ok = true;
+    if (!strcmp(f, "--models")) ok = (o->models_dir = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--pair")) {
+        if (o->n_pairs == MAX_PAIRS) return cli_fail(a, "at most %d pairs", MAX_PAIRS) ? 1 : -1;
+        ok = (o->pairs[o->n_pairs][0] = cli_value(a, f)) && (o->pairs[o->n_pairs][1] = cli_value(a, f));
+        o->n_pairs += ok;
+    } else if (!strcmp(f, "--prompts")) ok = (o->prompts_file = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--n-prompts")) { ok = cli_int(a, f, 1, MAX_PROMPTS, &i); o->n_prompts = (int)i; }
+    else if (!strcmp(f, "--quick")) o->n_prompts = 3;
+    else if (!strcmp(f, "-n")) { ok = cli_int(a, f, 1, 100000, &i); o->s.n_predict = (int)i; }
+    else if (!strcmp(f, "-c")) { ok = cli_int(a, f, 16, 1 << 20, &i); o->s.n_ctx = (int)i; }
+    else if (!strcmp(f, "-t")) { ok = cli_int(a, f, 1, 1024, &i); o->s.n_threads = (int)i; }
+    else if (!strcmp(f, "--temps")) ok = parse_list(a, f, o->temps, MAX_TEMPS, &o->n_temps);
+    else if (!strcmp(f, "--sweep")) {
+        double v[MAX_SWEEP];
+        ok = parse_list(a, f, v, MAX_SWEEP, &o->n_sweep);
+        for (int k = 0; ok && k < o->n_sweep; k++) o->sweep[k] = (int)v[k];
+    } else if (!strcmp(f, "--llama-bin")) ok = (o->s.llama_bin = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--no-llama")) o->s.with_llama = false;
+    else if (!strcmp(f, "--out")) ok = (o->out_dir = cli_value(a, f)) != NULL;
+    else return 0;
+    return ok ? 1 : -1;
+}
+
+static bool file_exists(const char *path) { return access(path, R_OK) == 0; }
+
+/* The default pairs from the make_pairs.sh folder, those that exist. */
+static void default_pairs(bench_options *o, char paths[][2][1024]) {
+    static const char *names[][2] = {{"target.gguf", "draft.gguf"}, {"target-easy.gguf", "draft.gguf"},
+                                     {"target.gguf", "draft-tiny.gguf"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(paths[i][0], 1024, "%s/%s", o->models_dir, names[i][0]);
+        snprintf(paths[i][1], 1024, "%s/%s", o->models_dir, names[i][1]);
+        if (file_exists(paths[i][0]) && file_exists(paths[i][1])) {
+            o->pairs[o->n_pairs][0] = paths[i][0];
+            o->pairs[o->n_pairs][1] = paths[i][1];
+            o->n_pairs++;
+        }
+    }
+}
+
+static int read_prompts(const char *path, char prompts[][1024], int max) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    for (char line[1024]; n < max && fgets(line, sizeof line, f);) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0]) snprintf(prompts[n++], 1024, "%s", line);
+    }
+    fclose(f);
+    return n;
+}
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* The configurations measured for one pair and temperature. */
+static int make_configs(const bench_options *o, bench_config *c, int n_prompts) {
+    int n = 0;
+    if (o->s.with_llama) {
+        c[n++] = (bench_config){.name = "llama-completion (no speculation)", .tool = TOOL_LLAMA_COMPLETION};
+        for (int k = 0; k < o->n_sweep; k++) {
+            c[n] = (bench_config){.tool = TOOL_LLAMA_SPEC_SIMPLE, .draft_max = o->sweep[k]};
+            snprintf(c[n++].name, sizeof c->name, "llama-speculative-simple, draft %d", o->sweep[k]);
+            c[n] = (bench_config){.tool = TOOL_LLAMA_SPEC, .draft_max = o->sweep[k]};
+            snprintf(c[n++].name, sizeof c->name, "llama-speculative, draft %d", o->sweep[k]);
+        }
+    }
+    c[n++] = (bench_config){.name = "specd, speculation off", .tool = TOOL_SPECD, .specd_args = "--spec none"};
+    c[n++] = (bench_config){.name = "specd draft (default: adaptive)", .tool = TOOL_SPECD};
+    c[n++] = (bench_config){.name = "specd draft, fixed 8", .tool = TOOL_SPECD, .specd_args = "--draft-fixed --draft-max 8"};
+    for (int i = 0; i < n; i++) {
+        c[i].samples = calloc((size_t)n_prompts, sizeof *c[i].samples);
+        c[i].n_samples = n_prompts;
+    }
+    return n;
+}
+
+static void run_group(const bench_options *o, bench_group *g, char prompts[][1024], int n_prompts, int *done, int total) {
+    for (int p = 0; p < n_prompts; p++) {
+        for (int i = 0; i < g->n_configs; i++) {
+            bench_config *c = &g->configs[i];
+            bench_sample *s = &c->samples[p];
+            bench_run_config(&o->s, c, g->target, g->draft, prompts[p], g->temp, s);
+            ++*done;
+            if (s->ok) fprintf(stderr, "[%d/%d] %s t=%g prompt %d %s: %.1f tokens/s\n", *done, total, g->pair, g->temp, p + 1, c->name, s->tokens_per_s);
+            else fprintf(stderr, "[%d/%d] %s t=%g prompt %d %s: FAILED: %s\n", *done, total, g->pair, g->temp, p + 1, c->name, s->error);
+        }
+    }
+}
+
+static int run_benchmark(bench_options *o) {
+    char prompts[MAX_PROMPTS][1024];
+    int n_prompts = read_prompts(o->prompts_file, prompts, o->n_prompts);
+    if (n_prompts <= 0) {
+        fprintf(stderr, "specd: error: no prompts in '%s' (give --prompts FILE)\n", o->prompts_file);
+        return CLI_EXIT_USAGE;
+    }
+    bench_group groups[MAX_PAIRS * MAX_TEMPS];
+    int n_groups = 0, total = 0, done = 0;
+    for (int p = 0; p < o->n_pairs; p++)
+        for (int t = 0; t < o->n_temps; t++) {
+            bench_group *g = &groups[n_groups++];
+            memset(g, 0, sizeof *g);
+            snprintf(g->target, sizeof g->target, "%s", o->pairs[p][0]);
+            snprintf(g->draft, sizeof g->draft, "%s", o->pairs[p][1]);
+            snprintf(g->pair, sizeof g->pair, "%s + %s", base_name(g->target), base_name(g->draft));
+            g->temp = o->temps[t];
+            g->configs = calloc(64, sizeof *g->configs);
+            g->n_configs = make_configs(o, g->configs, n_prompts);
+            total += g->n_configs * n_prompts;
+        }
+    for (int i = 0; i < n_groups; i++) run_group(o, &groups[i], prompts, n_prompts, &done, total);
+    char err[512];
+    mkdir(o->out_dir, 0755);
+    bool ok = bench_write_report(o->out_dir, groups, n_groups, &o->s, n_prompts, err, sizeof err);
+    for (int i = 0; i < n_groups; i++) {
+        for (int c = 0; c < groups[i].n_configs; c++) free(groups[i].configs[c].samples);
+        free(groups[i].configs);
+    }
+    if (!ok) {
+        fprintf(stderr, "specd: error: %s\n", err);
+        return CLI_EXIT_RUNTIME;
+    }
+    fprintf(stderr, "specd bench: report in %s/benchmarks.md\n", o->out_dir);
+    return 0;
+}
+
+static bool check_setup(bench_options *o, char *err, size_t size) {
+    if (o->n_pairs == 0) {
+        snprintf(err, size, "no model pair: none in '%s' (run ../shared/bench/make_pairs.sh) and no --pair given", o->models_dir);
+        return false;
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/llama-speculative", o->s.llama_bin);
+    if (o->s.with_llama && !file_exists(path)) {
+        snprintf(err, size, "llama.cpp's tools are not in '%s': run `make bench-deps`, pass --llama-bin, or --no-llama", o->s.llama_bin);
+        return false;
+    }
+    return true;
+}
+
+int cli_bench(int argc, char **argv, const char *self) {
+    static char pair_paths[3][2][1024], models[1024];
+    const char *home = getenv("HOME");
+    snprintf(models, sizeof models, "%s/.cache/specd-bench", home ? home : ".");
+    bench_options o = {
+        .s = {.specd = self, .llama_bin = "deps/llama/build-tools/bin", .n_predict = 128, .n_ctx = 512,
+              .n_threads = 2, .seed = 42, .with_llama = true},
+        .models_dir = models, .prompts_file = "../shared/bench/prompts.txt", .n_prompts = 6,
+        .temps = {0.0, 1.0}, .n_temps = 2, .sweep = {2, 3, 4, 5, 6, 8}, .n_sweep = 6, .out_dir = "results/bench",
+    };
+    cli_args a = {.argc = argc, .argv = argv};
+    while (a.i < a.argc) {
+        const char *f = a.argv[a.i++];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            bench_usage(stdout);
+            return 0;
+        }
+        int r = parse_bench_flag(&a, f, &o);
+        if (r == 0) cli_fail(&a, "unknown option '%s' (see specd bench --help)", f);
+        if (r <= 0) {
+            fprintf(stderr, "specd: error: %s\n", a.error);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (o.n_pairs == 0) default_pairs(&o, pair_paths);
+    char err[512];
+    if (!check_setup(&o, err, sizeof err)) {
+        fprintf(stderr, "specd: error: %s\n", err);
+        return CLI_EXIT_USAGE;
+    }
+    return run_benchmark(&o);
+}

@@ -1,0 +1,65 @@
+/* bench.h - `specd bench`: specd against llama.cpp's own tools on the same models, prompts,
+ * token count and threads. bench.c drives the runs, bench_proc.c starts a tool and reads what it
+ * printed, bench_report.c writes the tables and plots. */
+#ifndef SPECD_CLI_BENCH_H
+#define SPECD_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define BENCH_MAX_POS 32
+
+/* What one run of one tool on one prompt measured. Fields a tool does not report are < 0. */
+typedef struct bench_sample {
+    bool ok;
+    double tokens_per_s;
+    double acceptance;        /* accepted / drafted */
+    double accepted_per_step;
+    double max_rss_mb;        /* peak resident memory of the process */
+    /* specd only: the cost model and acceptance counts by draft position */
+    double verify_ms[BENCH_MAX_POS];
+    double draft_token_ms;
+    long drafted_at[BENCH_MAX_POS], accepted_at[BENCH_MAX_POS];
+    char error[256];
+} bench_sample;
+
+typedef enum bench_tool { TOOL_LLAMA_COMPLETION, TOOL_LLAMA_SPEC_SIMPLE, TOOL_LLAMA_SPEC, TOOL_SPECD } bench_tool;
+
+/* One configuration: a tool with its settings, measured on every prompt. */
+typedef struct bench_config {
+    char name[96];
+    bench_tool tool;
+    int draft_max;            /* llama tools and specd fixed: draft length; 0 = none/adaptive */
+    const char *specd_args;   /* extra specd run flags, e.g. "--spec none" */
+    bench_sample *samples;    /* one per prompt */
+    int n_samples;
+} bench_config;
+
+typedef struct bench_settings {
+    const char *specd;        /* path of this program */
+    const char *llama_bin;    /* folder with llama-completion, llama-speculative(-simple) */
+    int n_predict, n_ctx, n_threads, seed;
+    bool with_llama;
+} bench_settings;
+
+/* bench_proc.c */
+bool bench_run_config(const bench_settings *s, const bench_config *c, const char *target,
+                      const char *draft, const char *prompt, double temp, bench_sample *out);
+
+/* bench_report.c */
+typedef struct bench_group {
+    char pair[256];
+    char target[1024], draft[1024];
+    double temp;
+    bench_config *configs;
+    int n_configs;
+} bench_group;
+
+double bench_median_tokens_per_s(const bench_config *c);
+/* The best tokens/s any fixed-length chain of drafts could reach, from the specd probe's measured
+ * acceptance by position and cost model; 0 when unknown. */
+double bench_chain_limit(const bench_config *probe, int *best_k);
+bool bench_write_report(const char *out_dir, const bench_group *groups, int n_groups,
+                        const bench_settings *s, int n_prompts, char *err, size_t err_size);
+
+#endif

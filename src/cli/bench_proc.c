@@ -1,0 +1,223 @@
+/* bench_proc.c - runs one benchmark tool as a child process (stdin from /dev/null, stdout and
+ * stderr captured), records its peak RSS, and reads its figures from what it printed. */
+#define _DEFAULT_SOURCE
+#include "bench.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_ARGS 48
+
+typedef struct captured {
+    char *text;
+    size_t len;
+    int status;
+    double max_rss_mb;
+} captured;
+
+static void child_exec(char **argv, int out_fd, int err_fd) {
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    execv(argv[0], argv);
+    fprintf(stderr, "cannot run %s\n", argv[0]);
+    _exit(127);
+}
+
+/* Reads a pipe to its end into a growing buffer. */
+static char *read_all(int fd, size_t *len) {
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    *len = 0;
+    for (ssize_t n; buf && (n = read(fd, buf + *len, cap - *len - 1)) > 0;) {
+        *len += (size_t)n;
+        if (cap - *len - 1 == 0) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) free(buf);
+            buf = grown;
+        }
+    }
+    if (buf) buf[*len] = '\0';
+    return buf;
+}
+
+/* Runs argv; stdout goes to out->text. stderr too unless json_only (then stderr is dropped so the
+ * JSON can be parsed as is). */
+static bool run_captured(char **argv, bool json_only, captured *out) {
+    int p[2];
+    if (pipe(p) != 0) return false;
+    int err_fd = json_only ? open("/dev/null", O_WRONLY) : p[1];
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        close(p[0]);
+        child_exec(argv, p[1], err_fd);
+    }
+    close(p[1]);
+    if (json_only && err_fd >= 0) close(err_fd);
+    out->text = read_all(p[0], &out->len);
+    close(p[0]);
+    struct rusage ru;
+    if (wait4(pid, &out->status, 0, &ru) < 0) return false;
+    out->max_rss_mb = (double)ru.ru_maxrss / 1024.0; /* Linux reports kilobytes */
+    return out->text != NULL;
+}
+
+/* ---- argument lists ------------------------------------------------------------------------- */
+
+typedef struct arglist {
+    char *argv[MAX_ARGS];
+    char owned[MAX_ARGS][64];
+    int n;
+} arglist;
+
+static void add(arglist *a, const char *s) {
+    if (a->n < MAX_ARGS - 1) a->argv[a->n++] = (char *)s;
+    a->argv[a->n] = NULL;
+}
+
+static void addf(arglist *a, const char *fmt, double v) {
+    if (a->n >= MAX_ARGS - 1) return;
+    snprintf(a->owned[a->n], sizeof a->owned[a->n], fmt, v);
+    add(a, a->owned[a->n]);
+}
+
+static void add_common(arglist *a, const bench_settings *s, const char *target, const char *prompt, double temp) {
+    add(a, "-m"), add(a, target), add(a, "-p"), add(a, prompt);
+    add(a, "-n"), addf(a, "%.0f", s->n_predict);
+    add(a, "-c"), addf(a, "%.0f", s->n_ctx);
+    add(a, "-t"), addf(a, "%.0f", s->n_threads);
+    add(a, "--temp"), addf(a, "%g", temp);
+    add(a, "--seed"), addf(a, "%.0f", s->seed);
+    add(a, "--ignore-eos");
+}
+
+static void tool_path(char *buf, size_t size, const bench_settings *s, const char *name) {
+    snprintf(buf, size, "%s/%s", s->llama_bin, name);
+}
+
+/* Splits the config's extra specd flags (space-separated) into the list. */
+static void add_split(arglist *a, char *copy) {
+    for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " ")) add(a, tok);
+}
+
+/* ---- parsing what the tools print ----------------------------------------------------------- */
+
+/* llama-completion: the line "eval time = ... ( ... ms per token, X tokens per second)" (not the
+ * "prompt eval time" line above it). */
+static bool parse_completion(const char *text, bench_sample *out) {
+    char line[512];
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        const char *per = strstr(line, "ms per token,");
+        if (strstr(line, " eval time =") && !strstr(line, "prompt eval") && per &&
+            sscanf(per, "ms per token, %lf", &out->tokens_per_s) == 1)
+            return true;
+        p += len + (nl ? 1 : 0);
+    }
+    return false;
+}
+
+/* llama-speculative(-simple): "decoded N tokens in S seconds, speed: X t/s", "n_drafted = D",
+ * "n_accept  = A". */
+static bool parse_speculative(const char *text, bench_sample *out) {
+    const char *d = strstr(text, "decoded ");
+    const char *sp = d ? strstr(d, "speed:") : NULL;
+    if (!sp || sscanf(sp, "speed: %lf", &out->tokens_per_s) != 1) return false;
+    const char *nd = strstr(text, "n_drafted =");
+    const char *na = strstr(text, "n_accept  =");
+    long drafted = 0, accepted = 0;
+    if (nd && na && sscanf(nd, "n_drafted = %ld", &drafted) == 1 && sscanf(na, "n_accept  = %ld", &accepted) == 1 && drafted > 0)
+        out->acceptance = (double)accepted / (double)drafted;
+    return true;
+}
+
+static void read_array(json_t *arr, double *d, long *l, int max) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if ((int)i >= max) break;
+        if (d) d[i] = json_number_value(v);
+        if (l) l[i] = (long)json_integer_value(v);
+    }
+}
+
+static bool parse_specd(const char *text, bench_sample *out) {
+    json_error_t jerr;
+    json_t *root = json_loads(text, 0, &jerr);
+    if (!root) return false;
+    json_t *spec = json_object_get(root, "speculative"), *tim = json_object_get(root, "timings");
+    out->tokens_per_s = json_number_value(json_object_get(tim, "decode_tokens_per_s"));
+    if (json_integer_value(json_object_get(spec, "n_drafted")) > 0) {
+        out->acceptance = json_number_value(json_object_get(spec, "acceptance_rate"));
+        out->accepted_per_step = json_number_value(json_object_get(spec, "mean_accepted_per_step"));
+    }
+    json_t *costs = json_object_get(spec, "costs");
+    read_array(json_object_get(costs, "verify_ms"), out->verify_ms, NULL, BENCH_MAX_POS);
+    out->draft_token_ms = json_number_value(json_object_get(costs, "draft_token_ms"));
+    read_array(json_object_get(spec, "drafted_at"), NULL, out->drafted_at, BENCH_MAX_POS);
+    read_array(json_object_get(spec, "accepted_at"), NULL, out->accepted_at, BENCH_MAX_POS);
+    json_decref(root);
+    return out->tokens_per_s > 0.0;
+}
+
+/* ---- one run --------------------------------------------------------------------------------- */
+
+static void build_args(const bench_settings *s, const bench_config *c, const char *target, const char *draft,
+                       const char *prompt, double temp, arglist *a, char *path, size_t path_size, char *extra) {
+    switch (c->tool) {
+    case TOOL_LLAMA_COMPLETION:
+        tool_path(path, path_size, s, "llama-completion");
+        add(a, path), add_common(a, s, target, prompt, temp), add(a, "-no-cnv");
+        break;
+    case TOOL_LLAMA_SPEC_SIMPLE:
+    case TOOL_LLAMA_SPEC:
+        tool_path(path, path_size, s, c->tool == TOOL_LLAMA_SPEC ? "llama-speculative" : "llama-speculative-simple");
+        add(a, path), add_common(a, s, target, prompt, temp), add(a, "-md"), add(a, draft);
+        add(a, "--spec-draft-n-max"), addf(a, "%.0f", c->draft_max);
+        if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, "draft-simple");
+        break;
+    case TOOL_SPECD:
+        add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp);
+        add(a, "-md"), add(a, draft), add(a, "--json");
+        if (c->specd_args) {
+            snprintf(extra, 256, "%s", c->specd_args);
+            add_split(a, extra);
+        }
+        break;
+    }
+}
+
+bool bench_run_config(const bench_settings *s, const bench_config *c, const char *target, const char *draft,
+                      const char *prompt, double temp, bench_sample *out) {
+    memset(out, 0, sizeof *out);
+    out->acceptance = out->accepted_per_step = -1.0;
+    arglist a = {.n = 0};
+    char path[1024], extra[256];
+    build_args(s, c, target, draft, prompt, temp, &a, path, sizeof path, extra);
+    captured cap = {0};
+    if (!run_captured(a.argv, c->tool == TOOL_SPECD, &cap)) {
+        snprintf(out->error, sizeof out->error, "could not start %s", a.argv[0]);
+        return false;
+    }
+    bool parsed = c->tool == TOOL_SPECD ? parse_specd(cap.text, out)
+                  : c->tool == TOOL_LLAMA_COMPLETION ? parse_completion(cap.text, out)
+                                                     : parse_speculative(cap.text, out);
+    out->max_rss_mb = cap.max_rss_mb;
+    out->ok = parsed && WIFEXITED(cap.status) && WEXITSTATUS(cap.status) == 0;
+    if (!out->ok) {
+        const char *tail = cap.len > 200 ? cap.text + cap.len - 200 : cap.text;
+        snprintf(out->error, sizeof out->error, "%s failed (status %d): ...%s", a.argv[0], cap.status, tail);
+    }
+    free(cap.text);
+    return out->ok;
+}

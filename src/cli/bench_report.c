@@ -1,0 +1,263 @@
+/* bench_report.c - turns benchmark samples into the Markdown report, a raw TSV and PNG plots
+ * (drawn by gnuplot when it is installed). */
+#define _DEFAULT_SOURCE
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median, min and max of the successful samples' tokens/s; returns how many there were. */
+static int tokens_per_s_stats(const bench_config *c, double *median, double *min, double *max) {
+    double v[256];
+    int n = 0;
+    for (int i = 0; i < c->n_samples && n < 256; i++)
+        if (c->samples[i].ok) v[n++] = c->samples[i].tokens_per_s;
+    *median = *min = *max = 0.0;
+    if (n == 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, compare_double);
+    *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *min = v[0];
+    *max = v[n - 1];
+    return n;
+}
+
+double bench_median_tokens_per_s(const bench_config *c) {
+    double med, lo, hi;
+    tokens_per_s_stats(c, &med, &lo, &hi);
+    return med;
+}
+
+/* Mean of a per-sample field over successful samples that report it (>= 0); -1 when none do. */
+static double mean_field(const bench_config *c, size_t offset) {
+    double sum = 0.0;
+    int n = 0;
+    for (int i = 0; i < c->n_samples; i++) {
+        const bench_sample *s = &c->samples[i];
+        double v = *(const double *)((const char *)s + offset);
+        if (s->ok && v >= 0.0) sum += v, n++;
+    }
+    return n ? sum / n : -1.0;
+}
+
+static double max_rss(const bench_config *c) {
+    double m = 0.0;
+    for (int i = 0; i < c->n_samples; i++)
+        if (c->samples[i].max_rss_mb > m) m = c->samples[i].max_rss_mb;
+    return m;
+}
+
+/* ---- the chain limit --------------------------------------------------------------------------
+ * With a_i the chance that draft token i is accepted given that tokens 1..i-1 were, a chain of k
+ * drafts yields E(k) = 1 + sum_{i<=k} prod_{j<=i} a_j tokens per step and costs T(k+1) + k * d
+ * (one target pass over k+1 tokens, k draft tokens). The best of E(k) / cost(k) over k is the most
+ * any fixed-length chain can reach with this pair on this machine. a_i come from the probe (specd
+ * drafting a fixed 8 tokens, so every position is measured without selection); T and d are
+ * specd's calibrated costs, medians over prompts. */
+double bench_chain_limit(const bench_config *probe, int *best_k) {
+    long drafted[BENCH_MAX_POS] = {0}, accepted[BENCH_MAX_POS] = {0};
+    double verify[BENCH_MAX_POS] = {0}, draft = 0.0;
+    int n_ok = 0;
+    for (int i = 0; i < probe->n_samples; i++) {
+        const bench_sample *s = &probe->samples[i];
+        if (!s->ok) continue;
+        n_ok++;
+        for (int p = 0; p < BENCH_MAX_POS; p++) drafted[p] += s->drafted_at[p], accepted[p] += s->accepted_at[p];
+        for (int p = 0; p < BENCH_MAX_POS; p++) verify[p] += s->verify_ms[p];
+        draft += s->draft_token_ms;
+    }
+    *best_k = 0;
+    if (n_ok == 0 || verify[0] <= 0.0) return 0.0;
+    double best = 1000.0 / (verify[0] / n_ok), expected = 1.0, p_all = 1.0;
+    for (int k = 1; k < BENCH_MAX_POS && drafted[k - 1] > 0 && verify[k] > 0.0; k++) {
+        p_all *= (double)accepted[k - 1] / (double)drafted[k - 1];
+        expected += p_all;
+        double cost = verify[k] / n_ok + k * draft / n_ok;
+        if (1000.0 * expected / cost > best) best = 1000.0 * expected / cost, *best_k = k;
+    }
+    return best;
+}
+
+/* ---- Markdown --------------------------------------------------------------------------------- */
+
+static void print_ratio(FILE *f, double x, double base) {
+    if (base > 0.0 && x > 0.0) fprintf(f, " %.2fx |", x / base);
+    else fputs(" – |", f);
+}
+
+static void print_optional(FILE *f, const char *fmt, double v) {
+    if (v >= 0.0) fprintf(f, fmt, v);
+    else fputs(" – |", f);
+}
+
+static void write_machine(FILE *f, const bench_settings *s, int n_prompts) {
+    struct utsname u;
+    uname(&u);
+    char model[512] = "unknown CPU";
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    for (char line[512]; ci && fgets(line, sizeof line, ci);) {
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *v = strchr(line, ':');
+            snprintf(model, sizeof model, "%.*s", 500, v ? v + 2 : line);
+            model[strcspn(model, "\n")] = '\0';
+            break;
+        }
+    }
+    if (ci) fclose(ci);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    fprintf(f, "Machine: %s, %ld cores online, %.0f GiB memory, %s %s. Settings: %d threads, context %d, "
+               "%d tokens per prompt (end-of-text ignored so every tool generates them all), seed %d, "
+               "%d prompts; medians over prompts.\n\n",
+            model, sysconf(_SC_NPROCESSORS_ONLN), (double)pages * page / (1 << 30), u.sysname, u.release,
+            s->n_threads, s->n_ctx, s->n_predict, s->seed, n_prompts);
+}
+
+/* The best configuration of a llama.cpp tool (over its draft-length sweep), or NULL. */
+static const bench_config *best_of(const bench_group *g, bench_tool tool) {
+    const bench_config *best = NULL;
+    for (int i = 0; i < g->n_configs; i++) {
+        const bench_config *c = &g->configs[i];
+        if (c->tool == tool && (!best || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(best))) best = c;
+    }
+    return best;
+}
+
+static const bench_config *find_specd(const bench_group *g, const char *name) {
+    for (int i = 0; i < g->n_configs; i++)
+        if (g->configs[i].tool == TOOL_SPECD && strcmp(g->configs[i].name, name) == 0) return &g->configs[i];
+    return NULL;
+}
+
+static void write_row(FILE *f, const bench_config *c, double base, double llama_best, double limit) {
+    double med, lo, hi;
+    if (!c || tokens_per_s_stats(c, &med, &lo, &hi) == 0) {
+        if (c) fprintf(f, "| %s | failed | | | | | | | |\n", c->name);
+        return;
+    }
+    fprintf(f, "| %s | %.1f | %.1f–%.1f |", c->name, med, lo, hi);
+    double acc = mean_field(c, offsetof(bench_sample, acceptance));
+    print_optional(f, " %.0f%% |", acc >= 0.0 ? 100.0 * acc : -1.0);
+    print_optional(f, " %.2f |", mean_field(c, offsetof(bench_sample, accepted_per_step)));
+    print_ratio(f, med, base);
+    print_ratio(f, med, llama_best);
+    if (limit > 0.0) fprintf(f, " %.0f%% |", 100.0 * med / limit);
+    else fputs(" – |", f);
+    fprintf(f, " %.0f |\n", max_rss(c));
+}
+
+static void write_sweep(FILE *f, const bench_group *g) {
+    fputs("\nDraft-length sweep of llama.cpp's tools (median tokens/s): ", f);
+    for (int i = 0; i < g->n_configs; i++) {
+        const bench_config *c = &g->configs[i];
+        if (c->tool == TOOL_LLAMA_SPEC || c->tool == TOOL_LLAMA_SPEC_SIMPLE)
+            fprintf(f, "%s %.1f; ", c->name, bench_median_tokens_per_s(c));
+    }
+    fputs("\n", f);
+}
+
+static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) {
+    const bench_config *completion = best_of(g, TOOL_LLAMA_COMPLETION);
+    const bench_config *simple = best_of(g, TOOL_LLAMA_SPEC_SIMPLE), *spec = best_of(g, TOOL_LLAMA_SPEC);
+    double base = completion ? bench_median_tokens_per_s(completion) : 0.0, llama_best = base;
+    if (simple && bench_median_tokens_per_s(simple) > llama_best) llama_best = bench_median_tokens_per_s(simple);
+    if (spec && bench_median_tokens_per_s(spec) > llama_best) llama_best = bench_median_tokens_per_s(spec);
+    const bench_config *probe = find_specd(g, "specd draft, fixed 8");
+    int best_k = 0;
+    double limit = probe ? bench_chain_limit(probe, &best_k) : 0.0;
+    fprintf(f, "\n### %s, temperature %g\n\n", g->pair, g->temp);
+    fputs("| configuration | tokens/s | min–max | acceptance | accepted/step | vs no speculation | vs llama.cpp best | of chain limit | peak RSS MB |\n"
+          "|---|---|---|---|---|---|---|---|---|\n", f);
+    write_row(f, completion, base, llama_best, limit);
+    write_row(f, simple, base, llama_best, limit);
+    write_row(f, spec, base, llama_best, limit);
+    for (int i = 0; i < g->n_configs; i++)
+        if (g->configs[i].tool == TOOL_SPECD) write_row(f, &g->configs[i], base, llama_best, limit);
+    if (limit > 0.0)
+        fprintf(f, "\nChain limit: %.1f tokens/s (best fixed chain: %d drafts), from specd's measured acceptance "
+                   "by position and pass costs.\n", limit, best_k);
+    write_sweep(f, g);
+    fprintf(f, "\n![tokens/s](%s-tps.png) ![acceptance by position](%s-accept.png)\n", plot_prefix, plot_prefix);
+}
+
+/* ---- plots ------------------------------------------------------------------------------------- */
+
+static void plot_group(const char *dir, const char *prefix, const bench_group *g) {
+    FILE *gp = popen("gnuplot 2>/dev/null", "w");
+    if (!gp) return;
+    fprintf(gp, "set terminal png size 900,420\nset output '%s/%s-tps.png'\n", dir, prefix);
+    fprintf(gp, "set title '%s, temperature %g: median tokens/s'\nset style fill solid 0.6\nset boxwidth 0.7\n"
+                "set xtics rotate by -30 font ',8'\nset yrange [0:*]\nunset key\n$d << EOD\n", g->pair, g->temp);
+    for (int i = 0; i < g->n_configs; i++)
+        fprintf(gp, "\"%s\" %.2f\n", g->configs[i].name, bench_median_tokens_per_s(&g->configs[i]));
+    fputs("EOD\nplot $d using 0:2:xtic(1) with boxes\n", gp);
+    fprintf(gp, "set output '%s/%s-accept.png'\nset title 'acceptance by draft position (specd)'\n"
+                "set xtics norotate font ',10'\nset yrange [0:1]\nset key\nset xlabel 'draft position'\n", dir, prefix);
+    fputs("plot ", gp);
+    int plotted = 0;
+    for (int i = 0; i < g->n_configs; i++) {
+        if (g->configs[i].tool != TOOL_SPECD || strstr(g->configs[i].name, "none")) continue;
+        fprintf(gp, "%s'-' with linespoints title '%s'", plotted++ ? ", " : "", g->configs[i].name);
+    }
+    fputs(plotted ? "\n" : "0 notitle\n", gp);
+    for (int i = 0; i < g->n_configs && plotted; i++) {
+        const bench_config *c = &g->configs[i];
+        if (c->tool != TOOL_SPECD || strstr(c->name, "none")) continue;
+        for (int p = 0; p < BENCH_MAX_POS; p++) {
+            long d = 0, a = 0;
+            for (int s = 0; s < c->n_samples; s++) d += c->samples[s].drafted_at[p], a += c->samples[s].accepted_at[p];
+            if (d > 0) fprintf(gp, "%d %.3f\n", p + 1, (double)a / d);
+        }
+        fputs("e\n", gp);
+    }
+    pclose(gp);
+}
+
+static void write_raw(const char *dir, const bench_group *groups, int n_groups) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/raw.tsv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs("pair\ttemperature\tconfiguration\tprompt\tok\ttokens_per_s\tacceptance\taccepted_per_step\tmax_rss_mb\n", f);
+    for (int gi = 0; gi < n_groups; gi++)
+        for (int ci = 0; ci < groups[gi].n_configs; ci++)
+            for (int s = 0; s < groups[gi].configs[ci].n_samples; s++) {
+                const bench_sample *x = &groups[gi].configs[ci].samples[s];
+                fprintf(f, "%s\t%g\t%s\t%d\t%d\t%.2f\t%.3f\t%.3f\t%.0f\n", groups[gi].pair, groups[gi].temp,
+                        groups[gi].configs[ci].name, s, x->ok, x->tokens_per_s, x->acceptance,
+                        x->accepted_per_step, x->max_rss_mb);
+            }
+    fclose(f);
+}
+
+bool bench_write_report(const char *dir, const bench_group *groups, int n_groups, const bench_settings *s,
+                        int n_prompts, char *err, size_t err_size) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/benchmarks.md", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, err_size, "cannot write %s", path);
+        return false;
+    }
+    fputs("# specd benchmarks\n\nWritten by `specd bench` (`make bench`). Tools: llama-completion (no speculation), "
+          "llama-speculative-simple (llama-server's sample-and-match verification) and llama-speculative (exact "
+          "rejection sampling), built from the same llama.cpp release as specd, each at its best draft length "
+          "of the sweep; specd with speculation off, with its defaults (adaptive draft length), and drafting a "
+          "fixed 8 tokens (the probe that measures acceptance by position for the chain limit).\n\n", f);
+    write_machine(f, s, n_prompts);
+    for (int i = 0; i < n_groups; i++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "g%d", i);
+        write_group(f, &groups[i], prefix);
+        plot_group(dir, prefix, &groups[i]);
+    }
+    fclose(f);
+    write_raw(dir, groups, n_groups);
+    return true;
+}
