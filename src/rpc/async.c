@@ -16,14 +16,15 @@ static void wait_until_registered(rpc_job *job) {
 static void *worker_main(void *arg) {
     rpc_job *job = arg;
     json_t *final = completion_run(job, true);
+    /* completion.start must have recorded this job before the slot frees up for the next one;
+     * and the slot is free before pollers see `finished`, so they may start the next at once */
+    wait_until_registered(job);
+    rpc_state_unclaim(job);
     pthread_mutex_lock(&job->lock);
     if (final) json_array_append_new(job->updates, final);
     job->finished = true;
     pthread_cond_broadcast(&job->changed);
     pthread_mutex_unlock(&job->lock);
-    /* completion.start must have recorded this job before the slot frees up for the next one */
-    wait_until_registered(job);
-    rpc_state_unclaim(job);
     rpc_job_unref(job);
     return NULL;
 }
