@@ -102,7 +102,7 @@ void specd_init_async(const char *cmd) { (void)init_with(cmd, true); }
 const char *specd_poll_system_status(void) {
     json_t *status = call_text("status", NULL);
     pthread_mutex_lock(&init_error_lock);
-    if (init_error && !json_object_get(status, "error")) {
+    if (init_error) { /* the latest init failed before loading: that is the news, not an older load */
         json_object_set(status, "error", json_object_get(init_error, "message"));
         json_object_set_new(status, "init_success", json_integer(-1));
     }
