@@ -11,6 +11,7 @@
 #define CLI_EXIT_USAGE 2
 
 int cli_run(int argc, char **argv);
+int cli_serve(int argc, char **argv); /* src/server/serve.c */
 
 /* output.c */
 const char *cli_spec_type_name(specd_spec_type type);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static char *dump(json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT) : NULL;
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(value);
     return text;
 }

@@ -167,7 +167,7 @@ static void set_generating(rpc_job *job, specd_engine *e) {
 
 static void debug_log(const completion_request *req, const char *what, json_t *value) {
     if (!req->debug || !value) return;
-    char *text = json_dumps(value, JSON_COMPACT);
+    char *text = json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15));
     fprintf(stderr, "specd rpc: %s %s\n", what, text ? text : "?");
     free(text);
 }

@@ -119,7 +119,7 @@ json_t *rpc_dispatch(json_t *request) {
 }
 
 static char *dump(json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT) : NULL;
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(value);
     return text;
 }
