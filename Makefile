@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test asan bench-deps clean
+.PHONY: all deps build demo test asan tsan bench-deps clean
 
 all: build
 
@@ -28,9 +28,15 @@ asan: deps
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
+# The JSON API's threads (async poll and cancel from several threads) under ThreadSanitizer.
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target test_rpc make_tiny_model
+	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc' --output-on-failure
+
 # llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple).
 bench-deps:
 	@scripts/deps.sh --bench-tools
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

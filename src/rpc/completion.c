@@ -234,6 +234,10 @@ json_t *rpc_method_completion(json_t *params, rpc_error *err) {
         resp = completion_run(job, false);
         if (!resp) *err = job->error;
         rpc_state_unclaim(job);
+        pthread_mutex_lock(&job->lock); /* for a poll that found this job while it ran */
+        job->finished = true;
+        pthread_cond_broadcast(&job->changed);
+        pthread_mutex_unlock(&job->lock);
     }
     rpc_job_unref(job);
     return resp;

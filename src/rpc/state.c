@@ -155,14 +155,24 @@ int32_t rpc_state_cached_prefix(const specd_token *prompt, int32_t n_prompt) {
 
 /* ---- the engine ------------------------------------------------------------------------------ */
 
-bool rpc_state_acquire_engine(specd_engine **engine, rpc_error *err) {
-    pthread_rwlock_rdlock(&G.engine_lock);
+static load_state current_state(specd_engine **engine) {
     pthread_mutex_lock(&G.lock);
     load_state s = G.state;
     *engine = G.engine;
     pthread_mutex_unlock(&G.lock);
-    if (s == STATE_READY && *engine) return true;
-    pthread_rwlock_unlock(&G.engine_lock);
+    return s;
+}
+
+bool rpc_state_acquire_engine(specd_engine **engine, rpc_error *err) {
+    /* Look first, so a call during a load fails at once instead of waiting for the write lock;
+     * look again under the read lock, which is what keeps the engine alive. */
+    load_state s = current_state(engine);
+    if (s == STATE_READY) {
+        pthread_rwlock_rdlock(&G.engine_lock);
+        s = current_state(engine);
+        if (s == STATE_READY && *engine) return true;
+        pthread_rwlock_unlock(&G.engine_lock);
+    }
     if (s == STATE_LOADING) return rpc_fail(err, RPC_NO_MODEL, "", "the model is still loading: poll status");
     return rpc_fail(err, RPC_NO_MODEL, "", "no model loaded: call init first");
 }

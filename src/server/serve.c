@@ -382,6 +382,7 @@ int cli_serve(int argc, char **argv) {
         printf("specd: listening on http://%s:%u\n", o.host, info ? (unsigned)info->port : (unsigned)o.port);
         fflush(stdout);
         wait_for_signal();
+        json_decref(rpc_call("completion.cancel", NULL)); /* open streams end after this step */
         MHD_stop_daemon(d);
     } else if (rc == 0) {
         rc = CLI_EXIT_USAGE;
