@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 BENCH_MODELS ?= $(HOME)/.cache/specd-bench
 BENCH_ARGS ?=
 
-.PHONY: all deps build demo test asan bench bench-deps bench-models clean
+.PHONY: all deps build demo test asan tsan bench bench-deps bench-models clean
 
 all: build
 
@@ -31,6 +31,12 @@ asan: deps
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
+# The JSON API's threads (async poll and cancel from several threads) under ThreadSanitizer.
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target test_rpc make_tiny_model
+	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc' --output-on-failure
+
 # llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple), gnuplot.
 bench-deps:
 	@scripts/deps.sh --bench-tools
@@ -49,4 +55,4 @@ bench: build bench-deps bench-models
 	@echo "bench: docs/benchmarks.md updated"
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

@@ -13,6 +13,7 @@
 int cli_run(int argc, char **argv);
 /* `self` is this program's path: the benchmark runs it as a child, like the other tools. */
 int cli_bench(int argc, char **argv, const char *self);
+int cli_serve(int argc, char **argv); /* src/server/serve.c */
 
 /* output.c */
 const char *cli_spec_type_name(specd_spec_type type);

@@ -12,6 +12,7 @@ static void usage(FILE *out) {
           "commands:\n"
           "  run      generate once with speculative decoding (specd run --help)\n"
           "  bench    compare with llama.cpp's speculative tools (specd bench --help)\n"
+          "  serve    the JSON-RPC API over HTTP (specd serve --help)\n"
           "  version  print the version\n",
           out);
 }
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 2, argv + 2, self_path(argv[0]));
+    if (strcmp(cmd, "serve") == 0) return cli_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("specd %s\n", specd_version());
         return 0;

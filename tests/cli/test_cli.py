@@ -30,6 +30,9 @@ def check(name, ok, detail=""):
 
 
 def run(args, timeout=300):
+    # One thread: ggml's threads spin at barriers, and on a busy 2-core CI machine two crawl.
+    if len(args) > 1 and args[1] in ("run", "bench") and "-t" not in args:
+        args = args[:2] + ["-t", "1"] + args[2:]
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
 

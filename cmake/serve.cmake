@@ -1,0 +1,4 @@
+# `specd serve` (src/server): the JSON API over HTTP with libmicrohttpd, part of the specd program.
+pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
+target_sources(specd PRIVATE src/server/serve.c)
+target_link_libraries(specd PRIVATE PkgConfig::MICROHTTPD)

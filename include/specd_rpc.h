@@ -1,0 +1,71 @@
+/*
+ * specd_rpc.h - the JSON API of libspecd: one JSON-RPC 2.0 dispatcher, and the users' old C ABI
+ * (init, get_completion, ...) with a specd_ prefix, built on it.
+ *
+ * Strings: every `const char *` these functions return is a heap copy owned by the caller;
+ * release it with specd_free() (declared in specd.h). NULL is returned only where documented.
+ *
+ * Threads: every function may be called from any thread. There is one global engine (one model
+ * pair). One completion runs at a time: a completion request while another runs is answered at
+ * once with the busy error (-32001); it is not queued. tokenize/detokenize/status/poll/cancel
+ * never wait for a running completion.
+ *
+ * Methods of specd_rpc (params are always an object with named fields; unknown fields, wrong
+ * types and out-of-range values are -32602 errors naming the field):
+ *   init               {"cmd": "-m T.gguf -md D.gguf -c 2048 -t 4"} or {"args": [...]} or
+ *                      {"model", "model_draft", "n_ctx", "n_threads", "n_batch", "draft_max",
+ *                       "model_alias", "hostname", "port", "verbose"}; "async": true returns at once
+ *   status             -> {"state", "init_success", "model", "model_alias", "busy", ...}
+ *   tokenize           {"text", "add_special"?, "with_pieces"?} -> {"tokens": [ids], "length"}
+ *   detokenize         {"tokens": [ids]} -> {"content"}
+ *   completion         the completion request (see README) -> the response, when done
+ *   completion.start   the same request -> {"id", "prompt_stats"} at once
+ *   completion.poll    {"id"?, "wait_ms"?} -> {"id", "completion_updates": [...], "finished"}
+ *   completion.cancel  {"id"?} -> {"id", "cancelled"}
+ *   shutdown           cancels a running completion and frees the model
+ * Error codes: -32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid
+ * params (data.field names the field), -32603 internal, -32000 no model loaded, -32001 busy,
+ * -32002 model load failed, -32003 generation failed, -32004 unknown completion id.
+ */
+#ifndef SPECD_RPC_H
+#define SPECD_RPC_H
+
+#include "specd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Handles a JSON-RPC 2.0 request or batch; returns the response text, or NULL when there is
+ * nothing to answer (a notification, or a batch of notifications only). */
+SPECD_API const char *specd_rpc(const char *request);
+
+/* ---- the old ABI, specd_-prefixed (all go through specd_rpc's dispatcher) -------------------- */
+
+/* Loads the model(s). `cmd` is a command line ("-m model.gguf -c 2048 ...") or a JSON object of
+ * settings. Returns 0 on success, else the (negative) JSON-RPC error code; the message is in
+ * specd_poll_system_status()'s "error". */
+SPECD_API int specd_init(const char *cmd);
+/* The same on a background thread; follow it with specd_poll_system_status(). */
+SPECD_API void specd_init_async(const char *cmd);
+/* {"init_success": 0 loading or not started / 1 ready / -1 failed, "model", "model_alias", ...} */
+SPECD_API const char *specd_poll_system_status(void);
+/* {"text": "..."} -> {"success": true, "tokens": [piece strings], "length": n} (BOS added) */
+SPECD_API const char *specd_tokenize_json(const char *request);
+/* A blocking completion: the response object, or {"success": false, "error": {code, message}}. */
+SPECD_API const char *specd_get_completion(const char *request);
+/* Starts a completion; {"success": true, "id", "prompt_stats": {...}} at once. */
+SPECD_API const char *specd_async_completion_init(const char *request);
+/* {"success": true, "completion_updates": [...], "finished": bool}; `cmd` may be NULL, "" or
+ * {"id": n, "wait_ms": ms}. */
+SPECD_API const char *specd_async_completion_poll(const char *cmd);
+/* Asks the running completion to stop (within one speculative step); {"success": true}. */
+SPECD_API const char *specd_async_completion_cancel(const char *request);
+/* Cancels what runs and frees everything. specd_init may be called again afterwards. */
+SPECD_API void specd_deinit(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPECD_RPC_H */

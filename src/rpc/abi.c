@@ -1,0 +1,143 @@
+/* abi.c - the users' old C ABI with a specd_ prefix (init, get_completion, ...), each a thin
+ * wrapper that calls the JSON-RPC dispatcher and reshapes its answer the way the old functions
+ * answered: {"success": true, ...} or {"success": false, "error": {code, message, data}}. */
+#include "specd_rpc.h"
+
+#include "rpc_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dump(json_t *value) {
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(value);
+    return text;
+}
+
+static json_t *failure(json_t *error) {
+    return json_pack("{s:b, s:o}", "success", 0, "error", error);
+}
+
+/* Parses the caller's text as the params object; NULL or "" means no params. */
+static bool parse_params(const char *text, json_t **params, json_t **error) {
+    *params = NULL;
+    *error = NULL;
+    if (!text || !text[0]) return true;
+    json_error_t jerr;
+    *params = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (*params) return true;
+    rpc_error err;
+    rpc_fail(&err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+    *error = rpc_error_object(&err);
+    return false;
+}
+
+/* Calls `method` through the dispatcher; returns the result, or NULL with *error set. */
+static json_t *call(const char *method, json_t *params, json_t **error) {
+    json_t *request = json_pack("{s:s, s:s, s:i}", "jsonrpc", "2.0", "method", method, "id", 1);
+    if (request && params) json_object_set(request, "params", params);
+    json_t *response = request ? rpc_dispatch(request) : NULL;
+    json_decref(request);
+    json_t *result = json_incref(json_object_get(response, "result"));
+    *error = result ? NULL : json_incref(json_object_get(response, "error"));
+    if (!result && !*error) *error = json_pack("{s:i, s:s}", "code", RPC_INTERNAL_ERROR, "message", "out of memory");
+    json_decref(response);
+    return result;
+}
+
+/* method(text as params) -> result with "success": true, or the failure object. */
+static json_t *call_text(const char *method, const char *text) {
+    json_t *params, *error;
+    if (!parse_params(text, &params, &error)) return failure(error);
+    json_t *result = call(method, params, &error);
+    json_decref(params);
+    if (!result) return failure(error);
+    if (json_is_object(result)) json_object_set_new(result, "success", json_true());
+    return result;
+}
+
+/* init's argument: a JSON object of settings, or a command line. */
+static json_t *init_params(const char *cmd) {
+    const char *p = cmd ? cmd : "";
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    if (*p == '{') return json_loads(cmd, JSON_REJECT_DUPLICATES, NULL);
+    return json_pack("{s:s}", "cmd", cmd ? cmd : "");
+}
+
+/* Why the last specd_init failed before any model was tried (a bad flag, malformed JSON): the
+ * status then reports it, since specd_init itself can only return a code. */
+static pthread_mutex_t init_error_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *init_error;
+
+static void set_init_error(json_t *error) {
+    pthread_mutex_lock(&init_error_lock);
+    json_decref(init_error);
+    init_error = json_incref(error);
+    pthread_mutex_unlock(&init_error_lock);
+}
+
+static int init_with(const char *cmd, bool async) {
+    json_t *params = init_params(cmd), *error = NULL, *result = NULL;
+    if (!params) {
+        rpc_error err;
+        rpc_fail(&err, RPC_PARSE_ERROR, "", "init: the settings start with '{' but are not valid JSON");
+        error = rpc_error_object(&err);
+    } else {
+        if (async) json_object_set_new(params, "async", json_true());
+        result = call("init", params, &error);
+    }
+    set_init_error(error);
+    json_decref(params);
+    int code = result ? 0 : (int)json_integer_value(json_object_get(error, "code"));
+    json_decref(result);
+    json_decref(error);
+    return code;
+}
+
+int specd_init(const char *cmd) { return init_with(cmd, false); }
+
+void specd_init_async(const char *cmd) { (void)init_with(cmd, true); }
+
+const char *specd_poll_system_status(void) {
+    json_t *status = call_text("status", NULL);
+    pthread_mutex_lock(&init_error_lock);
+    if (init_error) { /* the latest init failed before loading: that is the news, not an older load */
+        json_object_set(status, "error", json_object_get(init_error, "message"));
+        json_object_set_new(status, "init_success", json_integer(-1));
+    }
+    pthread_mutex_unlock(&init_error_lock);
+    return dump(status);
+}
+
+const char *specd_tokenize_json(const char *request) {
+    json_t *params, *error;
+    if (!parse_params(request, &params, &error)) return dump(failure(error));
+    if (json_is_object(params)) json_object_set_new(params, "with_pieces", json_true());
+    json_t *result = call("tokenize", params, &error);
+    json_decref(params);
+    if (!result) return dump(failure(error));
+    json_t *old = json_pack("{s:b, s:O, s:O}", "success", 1, "tokens", json_object_get(result, "pieces"), "length",
+                            json_object_get(result, "length"));
+    json_decref(result);
+    return dump(old);
+}
+
+const char *specd_get_completion(const char *request) { return dump(call_text("completion", request)); }
+
+const char *specd_async_completion_init(const char *request) { return dump(call_text("completion.start", request)); }
+
+const char *specd_async_completion_poll(const char *cmd) {
+    json_t *r = call_text("completion.poll", cmd);
+    json_object_del(r, "id");
+    return dump(r);
+}
+
+const char *specd_async_completion_cancel(const char *request) { return dump(call_text("completion.cancel", request)); }
+
+void specd_deinit(void) {
+    set_init_error(NULL);
+    json_t *error = NULL;
+    json_decref(call("shutdown", NULL, &error));
+    json_decref(error);
+}

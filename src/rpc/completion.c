@@ -1,0 +1,244 @@
+/* completion.c - running a completion request on the engine and shaping the response the old API
+ * returned (content, stop flags, timings, prompt_stats, generation_settings) plus `speculative`.
+ * Text goes through the text stream: stop strings are cut, UTF-8 is never split, and streamed
+ * chunks concatenate to exactly the blocking content. Also the blocking `completion` method. */
+#include "completion.h"
+
+#include "../session/text_stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct run_state {
+    rpc_job *job;
+    specd_engine *engine;
+    specd_text_stream text;
+    bool stream;
+    bool out_of_memory;
+} run_state;
+
+static json_t *sanitized_string(const char *bytes, size_t n) {
+    char *clean = specd_utf8_sanitize(bytes, n);
+    json_t *s = clean ? json_string(clean) : NULL;
+    free(clean);
+    return s;
+}
+
+static void publish(rpc_job *job, json_t *update) {
+    pthread_mutex_lock(&job->lock);
+    json_array_append_new(job->updates, update);
+    pthread_cond_broadcast(&job->changed);
+    pthread_mutex_unlock(&job->lock);
+}
+
+static bool push_token(run_state *rs, specd_token token) {
+    char small[128];
+    int32_t n = specd_token_to_piece(rs->engine, token, small, (int32_t)sizeof small);
+    if (n >= 0) return specd_text_stream_push(&rs->text, small, (size_t)n);
+    char *big = malloc((size_t)-n); /* a piece longer than 128 bytes: ask again with room */
+    bool ok = big && specd_token_to_piece(rs->engine, token, big, -n) == -n &&
+              specd_text_stream_push(&rs->text, big, (size_t)-n);
+    free(big);
+    return ok;
+}
+
+/* The engine's per-step callback: text in, decided text out, stop when a stop string matched
+ * or the job was cancelled (both take effect after this step). */
+static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
+    run_state *rs = user_data;
+    for (int32_t i = 0; i < n && !specd_text_stream_stopped(&rs->text); i++) {
+        if (!push_token(rs, tokens[i])) {
+            rs->out_of_memory = true;
+            return false;
+        }
+    }
+    if (rs->stream) {
+        size_t len = 0;
+        const char *chunk = specd_text_stream_take(&rs->text, false, &len);
+        if (len > 0) publish(rs->job, json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0));
+    }
+    return !specd_text_stream_stopped(&rs->text) && !atomic_load(&rs->job->cancel);
+}
+
+/* ---- the response ---------------------------------------------------------------------------- */
+
+static specd_spec_type effective_spec(const completion_request *req, specd_engine *e) {
+    specd_spec_type t = req->gen.speculative.type;
+    if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
+    return req->gen.speculative.draft_max > 0 ? t : SPECD_SPEC_NONE;
+}
+
+/* A float setting as the user wrote it (0.95, not 0.949999988079071). */
+static double decimal(float v) {
+    char text[32];
+    snprintf(text, sizeof text, "%.7g", (double)v);
+    return strtod(text, NULL);
+}
+
+json_t *completion_settings_json(const completion_request *req, specd_engine *e) {
+    const specd_sampling_params *s = &req->gen.sampling;
+    const specd_spec_params *sp = &req->gen.speculative;
+    json_t *spec = json_pack("{s:[s], s:i, s:i, s:f}", "type",
+                             effective_spec(req, e) == SPECD_SPEC_DRAFT ? "draft" : "none", "n_max", sp->draft_max,
+                             "n_min", sp->draft_min, "p_min", decimal(sp->draft_p_min));
+    json_t *settings = json_pack(
+        "{s:o, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:i, s:b, s:i, s:I, s:b, s:i}",
+        "model", rpc_state_model_name(), "n_ctx", req->n_ctx, "n_predict", req->gen.n_predict, "temperature",
+        decimal(s->temperature), "top_k", s->top_k, "top_p", decimal(s->top_p), "min_p", decimal(s->min_p),
+        "typical_p", 1.0, "tfs_z", 1.0, "repeat_penalty", decimal(s->repeat_penalty), "repeat_last_n", s->repeat_last_n,
+        "presence_penalty", decimal(s->presence_penalty), "frequency_penalty", decimal(s->frequency_penalty),
+        "mirostat_tau", 5.0, "mirostat", 0, "ignore_eos", req->gen.ignore_eos, "n_keep", req->n_keep, "seed",
+        (json_int_t)req->seed_requested, "stream", req->stream, "n_probs", 0);
+    if (!settings) return NULL;
+    json_object_set_new(settings, "stop", req->stop_list ? json_incref(req->stop_list) : json_array());
+    json_object_set_new(settings, "logit_bias", req->logit_bias_json ? json_incref(req->logit_bias_json) : json_array());
+    json_object_set_new(settings, "grammar", json_string(""));
+    json_object_set_new(settings, "speculative", spec);
+    return settings;
+}
+
+json_t *completion_prompt_stats(const completion_request *req) {
+    return json_pack("{s:i, s:i, s:b, s:i, s:i, s:i}", "n_ctx", req->n_ctx, "total_prompt_tokens",
+                     req->n_prompt_tokens, "truncated", req->truncated, "n_past", req->n_cached, "cached",
+                     req->n_cached, "to_eval", req->n_tokens - req->n_cached);
+}
+
+static double per(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+static json_t *timings_json(const specd_stats *s) {
+    int32_t prompt_n = s->n_prompt - s->n_prompt_cached;
+    return json_pack("{s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "prompt_n", prompt_n, "prompt_ms", s->prompt_ms,
+                     "prompt_per_token_ms", per(s->prompt_ms, prompt_n), "prompt_per_second",
+                     per(prompt_n * 1000.0, s->prompt_ms), "predicted_n", s->n_predicted, "predicted_ms",
+                     s->decode_ms, "predicted_per_token_ms", per(s->decode_ms, s->n_predicted),
+                     "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
+}
+
+static json_t *speculative_json(specd_spec_type type, const specd_stats *s) {
+    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "type", type == SPECD_SPEC_DRAFT ? "draft" : "none",
+                     "steps", s->n_steps, "drafted", s->n_drafted, "accepted", s->n_accepted, "acceptance_rate",
+                     specd_stats_acceptance_rate(s), "mean_accepted_per_step", specd_stats_mean_accepted_per_step(s),
+                     "draft_ms", s->draft_ms, "verify_ms", s->verify_ms);
+}
+
+static const char *stop_type(const run_state *rs, const specd_result *r) {
+    if (specd_text_stream_stopped(&rs->text)) return "word";
+    switch (r->stop_reason) {
+    case SPECD_STOP_EOG: return "eos";
+    case SPECD_STOP_LIMIT: return "limit";
+    case SPECD_STOP_CONTEXT: return "context";
+    case SPECD_STOP_CALLBACK: return "cancelled";
+    }
+    return "unknown";
+}
+
+static json_t *final_response(const completion_request *req, run_state *rs, const specd_result *r) {
+    size_t len = 0;
+    const char *text = rs->stream ? specd_text_stream_take(&rs->text, true, &len) : specd_text_stream_text(&rs->text, &len);
+    const char *type = stop_type(rs, r);
+    bool word = strcmp(type, "word") == 0;
+    json_t *resp = json_pack(
+        "{s:o, s:b, s:o, s:i, s:i, s:o, s:O, s:b, s:b, s:b, s:b, s:s, s:s, s:i, s:o, s:i, s:o, s:o}", "content",
+        sanitized_string(text, len), "stop", 1, "model", rpc_state_model_name(), "tokens_predicted", r->n_tokens,
+        "tokens_evaluated", req->n_tokens, "generation_settings", completion_settings_json(req, rs->engine),
+        "prompt", req->prompt, "truncated", req->truncated, "stopped_eos", strcmp(type, "eos") == 0,
+        "stopped_word", word, "stopped_limit", strcmp(type, "limit") == 0 || strcmp(type, "context") == 0,
+        "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
+        r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
+        completion_prompt_stats(req), "speculative", speculative_json(effective_spec(req, rs->engine), &r->stats));
+    return resp;
+}
+
+/* ---- running --------------------------------------------------------------------------------- */
+
+static void fail_job(rpc_job *job, const rpc_error *err) {
+    pthread_mutex_lock(&job->lock);
+    job->failed = true;
+    job->error = *err;
+    pthread_mutex_unlock(&job->lock);
+}
+
+static void set_generating(rpc_job *job, specd_engine *e) {
+    pthread_mutex_lock(&job->lock);
+    job->engine = e;
+    pthread_mutex_unlock(&job->lock);
+}
+
+static void debug_log(const completion_request *req, const char *what, json_t *value) {
+    if (!req->debug || !value) return;
+    char *text = json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    fprintf(stderr, "specd rpc: %s %s\n", what, text ? text : "?");
+    free(text);
+}
+
+json_t *completion_run(rpc_job *job, bool stream) {
+    completion_request *req = job->request;
+    rpc_error err;
+    run_state rs = {.job = job, .stream = stream};
+    if (!rpc_state_acquire_engine(&rs.engine, &err)) {
+        fail_job(job, &err);
+        return NULL;
+    }
+    specd_text_stream_init(&rs.text, req->stops, req->n_stops);
+    req->gen.on_tokens = on_tokens;
+    req->gen.user_data = &rs;
+    specd_result r;
+    char *message = NULL;
+    set_generating(job, rs.engine);
+    specd_status st = specd_generate(rs.engine, req->tokens, req->n_tokens, &req->gen, &r, &message);
+    set_generating(job, NULL);
+    json_t *resp = NULL;
+    if (st != SPECD_OK || rs.out_of_memory) {
+        rpc_fail(&err, st == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_GENERATION, "",
+                 "completion: %s", message ? message : "out of memory for the generated text");
+        fail_job(job, &err);
+    } else {
+        rpc_state_remember_history(req->tokens, req->n_tokens, r.tokens, r.n_tokens);
+        resp = final_response(req, &rs, &r);
+        debug_log(req, "response", resp);
+    }
+    rpc_state_release_engine();
+    specd_text_stream_free(&rs.text);
+    specd_result_clear(&r);
+    specd_free(message);
+    return resp;
+}
+
+/* Claims the one completion slot for `job` and parses its request (tokenizing the prompt). */
+bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
+    if (!rpc_state_claim(job, err)) return false;
+    specd_engine *e;
+    if (!rpc_state_acquire_engine(&e, err)) {
+        rpc_state_unclaim(job);
+        return false;
+    }
+    job->request = completion_request_parse(params, e, err);
+    rpc_state_release_engine();
+    if (!job->request) {
+        rpc_state_unclaim(job);
+        return false;
+    }
+    debug_log(job->request, "request", params);
+    return true;
+}
+
+json_t *rpc_method_completion(json_t *params, rpc_error *err) {
+    rpc_job *job = rpc_job_new();
+    if (!job) {
+        rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
+        return NULL;
+    }
+    json_t *resp = NULL;
+    if (completion_claim_and_parse(job, params, err)) {
+        resp = completion_run(job, false);
+        if (!resp) *err = job->error;
+        rpc_state_unclaim(job);
+        pthread_mutex_lock(&job->lock); /* for a poll that found this job while it ran */
+        job->finished = true;
+        pthread_cond_broadcast(&job->changed);
+        pthread_mutex_unlock(&job->lock);
+    }
+    rpc_job_unref(job);
+    return resp;
+}

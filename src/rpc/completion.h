@@ -1,0 +1,47 @@
+/* completion.h - a completion request as the rpc layer holds it: parsed and checked from JSON,
+ * then tokenized against the loaded engine; and running it into a response. */
+#ifndef SPECD_RPC_COMPLETION_H
+#define SPECD_RPC_COMPLETION_H
+
+#include "state.h"
+
+struct completion_request {
+    json_t *prompt;                /* the request's prompt, echoed in the response (owned ref) */
+    specd_token *tokens;           /* the prompt to generate from, after truncation (owned) */
+    int32_t n_tokens;
+    int32_t n_prompt_tokens;       /* before truncation */
+    bool truncated;
+    int32_t n_cached;              /* expected prompt cache reuse, for prompt_stats */
+    int32_t n_ctx;
+    specd_generation_params gen;   /* gen.sampling.logit_bias points into bias */
+    specd_logit_bias *bias;        /* owned */
+    const char **stops;            /* strings borrowed from stop_list */
+    int n_stops;
+    json_t *stop_list;             /* owned ref */
+    json_t *logit_bias_json;       /* owned ref, for the settings echo */
+    int32_t n_keep;
+    int64_t seed_requested;        /* -1: random */
+    bool stream;
+    bool debug;
+};
+
+/* Parses and checks a completion request and tokenizes its prompt with `engine` (read-locked by
+ * the caller). Returns NULL with *err set on any invalid field. */
+completion_request *completion_request_parse(json_t *params, specd_engine *engine, rpc_error *err);
+void completion_request_free(completion_request *req);
+
+/* The generation_settings echo (new reference). */
+json_t *completion_settings_json(const completion_request *req, specd_engine *engine);
+/* prompt_stats {n_ctx, total_prompt_tokens, truncated, n_past, cached, to_eval} (new reference). */
+json_t *completion_prompt_stats(const completion_request *req);
+
+/* Runs the job's request to the end. With `stream`, partial responses go to job->updates as the
+ * text is decided, and the final one (the rest of the text, stop: true) is appended last; without,
+ * the full response is returned. Sets job->error and returns NULL on failure. */
+json_t *completion_run(rpc_job *job, bool stream);
+
+/* Claims the one completion slot for `job` and parses its request (tokenizing the prompt);
+ * false with *err set (busy, no model, invalid params). */
+bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err);
+
+#endif

@@ -1,0 +1,275 @@
+/* completion_request.c - a completion request from JSON: every field of the old API checked
+ * (type, range, no unknown fields), samplers the engine cannot verify exactly refused with a clear
+ * message, the prompt (text, or strings mixed with token ids) tokenized and truncated to the
+ * context keeping n_keep tokens, as the old API did. */
+#include "completion.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void completion_request_free(completion_request *req) {
+    if (!req) return;
+    json_decref(req->prompt);
+    json_decref(req->stop_list);
+    json_decref(req->logit_bias_json);
+    free(req->tokens);
+    free(req->bias);
+    free(req->stops);
+    free(req);
+}
+
+static bool not_supported(rpc_params *rp, const char *field, const char *why) {
+    return rpc_fail(rp->err, RPC_INVALID_PARAMS, field, "completion params: '%s' is not supported yet: %s",
+                    field, why);
+}
+
+/* ---- sampling -------------------------------------------------------------------------------- */
+
+static bool get_float(rpc_params *rp, const char *name, double min, double max, float *slot) {
+    double v = 0;
+    int got = rpc_get_number(rp, name, min, max, &v);
+    if (got > 0) *slot = (float)v;
+    return got >= 0;
+}
+
+static bool get_int32(rpc_params *rp, const char *name, int64_t min, int64_t max, int32_t *slot) {
+    int64_t v = 0;
+    int got = rpc_get_int(rp, name, min, max, &v);
+    if (got > 0) *slot = (int32_t)v;
+    return got >= 0;
+}
+
+/* Fields whose only supported value is "off": refusing anything else beats ignoring it. */
+static bool parse_unsupported_samplers(rpc_params *rp, const specd_sampling_params *s) {
+    double typical_p = 1.0, tfs_z = 1.0, tau = 5.0, eta = 0.1;
+    int64_t mirostat = 0;
+    bool penalize_nl = false;
+    const char *grammar = NULL;
+    if (rpc_get_number(rp, "typical_p", 0.0, 1.0, &typical_p) < 0 || rpc_get_number(rp, "tfs_z", 0.0, 1e9, &tfs_z) < 0 ||
+        rpc_get_int(rp, "mirostat", 0, 2, &mirostat) < 0 || rpc_get_number(rp, "mirostat_tau", 0.0, 1e9, &tau) < 0 ||
+        rpc_get_number(rp, "mirostat_eta", 0.0, 1e9, &eta) < 0 || rpc_get_bool(rp, "penalize_nl", &penalize_nl) < 0 ||
+        rpc_get_string(rp, "grammar", &grammar) < 0)
+        return false;
+    if (typical_p < 1.0) return not_supported(rp, "typical_p", "use 1 (off)");
+    if (tfs_z != 1.0) return not_supported(rp, "tfs_z", "tail-free sampling is gone from llama.cpp; use 1 (off)");
+    if (mirostat != 0)
+        return not_supported(rp, "mirostat", "mirostat cannot be verified exactly by speculation and has no "
+                             "speculation-off path yet; use 0");
+    if (penalize_nl && s->repeat_penalty != 1.0f)
+        return not_supported(rp, "penalize_nl", "newlines are never penalized; use false");
+    if (grammar && grammar[0]) return not_supported(rp, "grammar", "send the request without a grammar");
+    return true;
+}
+
+static bool parse_seed(rpc_params *rp, completion_request *req) {
+    int64_t seed = -1;
+    if (rpc_get_int(rp, "seed", -1, INT64_MAX, &seed) < 0) return false;
+    req->seed_requested = seed;
+    req->gen.sampling.seed = seed < 0 ? SPECD_SEED_RANDOM : (uint64_t)seed;
+    return true;
+}
+
+static bool parse_sampling(rpc_params *rp, completion_request *req) {
+    specd_sampling_params *s = &req->gen.sampling;
+    return get_int32(rp, "n_predict", -1, INT32_MAX, &req->gen.n_predict) &&
+           get_float(rp, "temperature", 0.0, 100.0, &s->temperature) &&
+           get_int32(rp, "top_k", 0, INT32_MAX, &s->top_k) && get_float(rp, "top_p", 0.0, 1.0, &s->top_p) &&
+           get_float(rp, "min_p", 0.0, 1.0, &s->min_p) &&
+           get_int32(rp, "repeat_last_n", -1, INT32_MAX, &s->repeat_last_n) &&
+           get_float(rp, "repeat_penalty", 0.0, 100.0, &s->repeat_penalty) &&
+           get_float(rp, "presence_penalty", -100.0, 100.0, &s->presence_penalty) &&
+           get_float(rp, "frequency_penalty", -100.0, 100.0, &s->frequency_penalty) && parse_seed(rp, req) &&
+           rpc_get_bool(rp, "ignore_eos", &req->gen.ignore_eos) >= 0 &&
+           get_int32(rp, "n_keep", -1, INT32_MAX, &req->n_keep) && rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
+           rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_unsupported_samplers(rp, s);
+}
+
+static bool parse_n_probs(rpc_params *rp) {
+    int64_t n_probs = 0;
+    if (rpc_get_int(rp, "n_probs", 0, 100, &n_probs) < 0) return false;
+    if (n_probs > 0)
+        return not_supported(rp, "n_probs", "the target's probabilities are not reported yet; use 0");
+    return true;
+}
+
+/* logit_bias: [[token, bias], ...], bias a number or false (never sample the token). */
+static bool parse_logit_bias(rpc_params *rp, completion_request *req, int32_t n_vocab) {
+    json_t *list = rpc_get_value(rp, "logit_bias");
+    if (!list) return true;
+    const char *shape = "an array of [token id, bias] pairs, bias a number or false";
+    if (!json_is_array(list))
+        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "logit_bias", "completion params: 'logit_bias' must be %s", shape);
+    size_t n = json_array_size(list);
+    req->bias = calloc(n + 1, sizeof *req->bias);
+    if (!req->bias) return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "logit_bias", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *pair = json_array_get(list, i), *tok = json_array_get(pair, 0), *bias = json_array_get(pair, 1);
+        bool ok = json_is_array(pair) && json_array_size(pair) == 2 && json_is_integer(tok) &&
+                  json_integer_value(tok) >= 0 && json_integer_value(tok) < n_vocab &&
+                  (json_is_number(bias) || json_is_false(bias));
+        if (!ok)
+            return rpc_fail(rp->err, RPC_INVALID_PARAMS, "logit_bias", "completion params: logit_bias[%zu] must be "
+                            "[token id from 0 to %d, number or false]", i, n_vocab - 1);
+        req->bias[i].token = (specd_token)json_integer_value(tok);
+        req->bias[i].bias = json_is_false(bias) ? -INFINITY : (float)json_number_value(bias);
+    }
+    req->logit_bias_json = json_incref(list);
+    req->gen.sampling.logit_bias = req->bias;
+    req->gen.sampling.n_logit_bias = (int32_t)n;
+    return true;
+}
+
+static bool parse_stop(rpc_params *rp, completion_request *req) {
+    json_t *list = rpc_get_value(rp, "stop");
+    if (!list) return true;
+    if (!json_is_array(list))
+        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "stop", "completion params: 'stop' must be an array of strings");
+    size_t n = json_array_size(list);
+    req->stops = calloc(n + 1, sizeof *req->stops);
+    if (!req->stops) return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "stop", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(list, i);
+        if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
+            return rpc_fail(rp->err, RPC_INVALID_PARAMS, "stop", "completion params: stop[%zu] must be a non-empty "
+                            "string without NUL characters", i);
+        req->stops[i] = json_string_value(s);
+    }
+    req->stop_list = json_incref(list);
+    req->n_stops = (int)n;
+    return true;
+}
+
+/* ---- speculation ----------------------------------------------------------------------------- */
+
+static bool parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool has_draft) {
+    json_t *type = rpc_get_value(sp, "type");
+    if (!type) return true;
+    const char *name = json_array_size(type) == 1 ? json_string_value(json_array_get(type, 0)) : NULL;
+    if (!json_is_array(type) || !name || (strcmp(name, "draft") && strcmp(name, "none")))
+        return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
+                        "completion params: 'speculative.type' must be [\"draft\"] or [\"none\"]");
+    spec->type = strcmp(name, "draft") == 0 ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
+    if (spec->type == SPECD_SPEC_DRAFT && !has_draft)
+        return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
+                        "completion params: speculative.type [\"draft\"] needs a draft model: init with -md FILE");
+    return true;
+}
+
+static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_draft) {
+    json_t *obj = rpc_get_value(rp, "speculative");
+    if (!obj) return true;
+    if (!json_is_object(obj))
+        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "speculative", "completion params: 'speculative' must be an "
+                        "object {type, n_max, n_min, p_min}");
+    specd_spec_params *spec = &req->gen.speculative;
+    rpc_params sp;
+    rpc_params_open(&sp, obj, "completion params", "speculative.", rp->err);
+    int32_t max = rpc_state_draft_max();
+    if (!parse_spec_type(&sp, spec, has_draft) || !get_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
+        !get_int32(&sp, "n_min", 0, max, &spec->draft_min) || !get_float(&sp, "p_min", 0.0, 1.0, &spec->draft_p_min) ||
+        !rpc_params_finish(&sp))
+        return false;
+    if (spec->draft_min > spec->draft_max)
+        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "speculative.n_min", "completion params: speculative.n_min "
+                        "(%d) is larger than speculative.n_max (%d)", spec->draft_min, spec->draft_max);
+    return true;
+}
+
+/* ---- prompt ---------------------------------------------------------------------------------- */
+
+static bool append_tokens(completion_request *req, const specd_token *t, int32_t n, int32_t *cap) {
+    if (req->n_tokens + n > *cap) {
+        int32_t grown_cap = (req->n_tokens + n) * 2 + 16;
+        specd_token *grown = realloc(req->tokens, (size_t)grown_cap * sizeof *grown);
+        if (!grown) return false;
+        req->tokens = grown;
+        *cap = grown_cap;
+    }
+    if (n) memcpy(req->tokens + req->n_tokens, t, (size_t)n * sizeof *t);
+    req->n_tokens += n;
+    return true;
+}
+
+static bool tokenize_piece(completion_request *req, specd_engine *e, const char *text, bool first,
+                           int32_t *cap, rpc_error *err) {
+    specd_token *t = NULL;
+    int32_t n = 0;
+    char *message = NULL;
+    bool ok = specd_tokenize(e, text, first, &t, &n, &message) == SPECD_OK;
+    if (!ok) rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: prompt: %s", message ? message : "");
+    else if (!append_tokens(req, t, n, cap)) ok = rpc_fail(err, RPC_INTERNAL_ERROR, "prompt", "out of memory");
+    specd_free(t);
+    specd_free(message);
+    return ok;
+}
+
+/* A string, or an array mixing strings and token ids (BOS only before a leading string). */
+static bool tokenize_prompt(completion_request *req, json_t *prompt, specd_engine *e, rpc_error *err) {
+    int32_t cap = 0, n_vocab = specd_engine_n_vocab(e);
+    if (json_is_string(prompt)) return tokenize_piece(req, e, json_string_value(prompt), true, &cap, err);
+    if (!json_is_array(prompt))
+        return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt' (a string, or an array of "
+                        "strings and token ids) is required");
+    size_t i;
+    json_t *item;
+    json_array_foreach(prompt, i, item) {
+        if (json_is_string(item)) {
+            if (!tokenize_piece(req, e, json_string_value(item), i == 0, &cap, err)) return false;
+        } else if (json_is_integer(item) && json_integer_value(item) >= 0 && json_integer_value(item) < n_vocab) {
+            specd_token t = (specd_token)json_integer_value(item);
+            if (!append_tokens(req, &t, 1, &cap)) return rpc_fail(err, RPC_INTERNAL_ERROR, "prompt", "out of memory");
+        } else {
+            return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: prompt[%zu] must be a string or "
+                            "a token id from 0 to %d", i, n_vocab - 1);
+        }
+    }
+    return true;
+}
+
+/* A prompt that does not fit: keep the first n_keep tokens and drop whole blocks of half the
+ * rest after them, as the old API (llama-server) did. */
+static bool truncate_prompt(completion_request *req, rpc_error *err) {
+    req->n_prompt_tokens = req->n_tokens;
+    if (req->n_tokens == 0)
+        return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: the prompt is empty (the model adds "
+                        "no BOS token): give some text or token ids");
+    if (req->n_tokens < req->n_ctx) return true;
+    int32_t n_keep = req->n_keep < 0 ? req->n_tokens : req->n_keep;
+    int32_t block = (req->n_ctx - n_keep) / 2;
+    if (n_keep >= req->n_ctx - 1 || block < 1)
+        return rpc_fail(err, RPC_INVALID_PARAMS, "n_keep", "completion params: the prompt has %d tokens, the "
+                        "context holds %d, and n_keep (%d) leaves nothing to drop: lower n_keep, shorten the "
+                        "prompt or init with a larger -c", req->n_tokens, req->n_ctx, req->n_keep);
+    int32_t erased = (req->n_tokens - n_keep - block) / block * block;
+    if (req->n_tokens - erased >= req->n_ctx) erased += block;
+    memmove(req->tokens + n_keep, req->tokens + n_keep + erased,
+            (size_t)(req->n_tokens - n_keep - erased) * sizeof *req->tokens);
+    req->n_tokens -= erased;
+    req->truncated = true;
+    return true;
+}
+
+completion_request *completion_request_parse(json_t *params, specd_engine *e, rpc_error *err) {
+    completion_request *req = calloc(1, sizeof *req);
+    if (!req) {
+        rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion request");
+        return NULL;
+    }
+    req->gen = specd_generation_default_params();
+    req->n_ctx = specd_engine_n_ctx(e);
+    req->seed_requested = -1;
+    rpc_params rp;
+    rpc_params_open(&rp, params, "completion params", "", err);
+    json_t *prompt = rpc_get_value(&rp, "prompt");
+    bool ok = parse_sampling(&rp, req) && parse_n_probs(&rp) && parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
+              parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
+              rpc_params_finish(&rp) && tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
+    if (!ok) {
+        completion_request_free(req);
+        return NULL;
+    }
+    req->prompt = json_incref(prompt);
+    req->n_cached = rpc_state_cached_prefix(req->tokens, req->n_tokens);
+    return req;
+}

@@ -1,0 +1,183 @@
+/* init_args.c - the settings of `init`: a llama.cpp-style command line ("-m model.gguf -c 2048"),
+ * an argument list, or a JSON object, all strictly checked into engine parameters. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "rpc_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rpc_engine_settings_free(rpc_engine_settings *s) {
+    free(s->model);
+    free(s->model_draft);
+    free(s->alias);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- command line ---------------------------------------------------------------------------- */
+
+/* Splits a command line into words, shell-like: blanks separate, '...' and "..." quote,
+ * backslash escapes the next character. Returns a JSON array of strings, or NULL with err set. */
+static json_t *split_command_line(const char *cmd, rpc_error *err) {
+    json_t *words = json_array();
+    size_t n = strlen(cmd);
+    char *word = malloc(n + 1);
+    if (!words || !word) {
+        free(word);
+        json_decref(words);
+        rpc_fail(err, RPC_INTERNAL_ERROR, "cmd", "out of memory splitting the command line");
+        return NULL;
+    }
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (cmd[i] == ' ' || cmd[i] == '\t' || cmd[i] == '\n' || cmd[i] == '\r')) i++;
+        if (i >= n) break;
+        size_t len = 0;
+        char quote = 0;
+        for (; i < n; i++) {
+            char c = cmd[i];
+            if (quote && c == quote) quote = 0;
+            else if (!quote && (c == '"' || c == '\'')) quote = c;
+            else if (c == '\\' && quote != '\'' && i + 1 < n) word[len++] = cmd[++i];
+            else if (!quote && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) break;
+            else word[len++] = c;
+        }
+        if (quote) {
+            free(word);
+            json_decref(words);
+            rpc_fail(err, RPC_INVALID_PARAMS, "cmd", "init: the command line has an unclosed %c quote", quote);
+            return NULL;
+        }
+        json_array_append_new(words, json_stringn(word, len));
+    }
+    free(word);
+    return words;
+}
+
+typedef struct arg_cursor {
+    json_t *args;
+    size_t i;
+    rpc_error *err;
+} arg_cursor;
+
+static const char *next_value(arg_cursor *c, const char *flag) {
+    json_t *v = json_array_get(c->args, c->i);
+    if (!json_is_string(v)) {
+        rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s needs a value", flag);
+        return NULL;
+    }
+    c->i++;
+    return json_string_value(v);
+}
+
+static bool next_int(arg_cursor *c, const char *flag, long min, long max, int32_t *out) {
+    const char *s = next_value(c, flag);
+    if (!s) return false;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s expects an integer from %ld to %ld, got '%s'",
+                        flag, min, max, s);
+    *out = (int32_t)v;
+    return true;
+}
+
+static bool set_string(char **slot, const char *value, rpc_error *err, const char *field) {
+    free(*slot);
+    *slot = strdup(value);
+    return *slot ? true : rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+}
+
+/* Flags that only matter to a GPU build or a server; accepted so existing command lines work. */
+static bool is_ignored_flag_with_value(const char *f) {
+    return !strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--host") ||
+           !strcmp(f, "--port") || !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft");
+}
+
+static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
+    const char *v;
+    if (!strcmp(f, "-m") || !strcmp(f, "--model"))
+        return (v = next_value(c, f)) && set_string(&s->model, v, c->err, f);
+    if (!strcmp(f, "-md") || !strcmp(f, "--model-draft"))
+        return (v = next_value(c, f)) && set_string(&s->model_draft, v, c->err, f);
+    if (!strcmp(f, "-a") || !strcmp(f, "--alias"))
+        return (v = next_value(c, f)) && set_string(&s->alias, v, c->err, f);
+    if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) return next_int(c, f, 0, 1 << 24, &p->n_ctx);
+    if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return next_int(c, f, 1, 1024, &p->n_threads);
+    if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
+    if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft")) return next_int(c, f, 1, 256, &p->draft_max);
+    if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
+    if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
+    return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
+                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, --verbose)", f);
+}
+
+static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
+    arg_cursor c = {args, 0, err};
+    while (c.i < json_array_size(args)) {
+        json_t *word = json_array_get(args, c.i++);
+        if (!json_is_string(word))
+            return rpc_fail(err, RPC_INVALID_PARAMS, "args", "init: args must be an array of strings");
+        if (!parse_flag(&c, json_string_value(word), s)) return false;
+    }
+    return true;
+}
+
+/* ---- JSON object ----------------------------------------------------------------------------- */
+
+static bool copy_string_field(rpc_params *rp, const char *name, char **slot) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, name, &v);
+    if (got < 0) return false;
+    return got == 0 || set_string(slot, v, rp->err, name);
+}
+
+static bool int_field(rpc_params *rp, const char *name, int64_t min, int64_t max, int32_t *slot) {
+    int64_t v = 0;
+    int got = rpc_get_int(rp, name, min, max, &v);
+    if (got > 0) *slot = (int32_t)v;
+    return got >= 0;
+}
+
+static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
+    int64_t port = 0;
+    const char *host = NULL;
+    return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
+           copy_string_field(rp, "model_alias", &s->alias) && int_field(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
+           int_field(rp, "n_threads", 1, 1024, &p->n_threads) && int_field(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
+           int_field(rp, "draft_max", 1, 256, &p->draft_max) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
+           /* a server's address: meaningless in-process, accepted for existing callers */
+           rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
+}
+
+bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error *err) {
+    memset(s, 0, sizeof *s);
+    s->params = specd_engine_default_params();
+    rpc_params rp;
+    rpc_params_open(&rp, params, "init params", "", err);
+    const char *cmd = NULL;
+    json_t *args = rpc_get_value(&rp, "args");
+    bool ok = rpc_get_string(&rp, "cmd", &cmd) >= 0 && rpc_get_bool(&rp, "async", &s->async) >= 0;
+    if (ok && args && !json_is_array(args))
+        ok = rpc_fail(err, RPC_INVALID_PARAMS, "args", "init params: 'args' must be an array of strings");
+    if (ok && cmd && args)
+        ok = rpc_fail(err, RPC_INVALID_PARAMS, "cmd", "init params: give 'cmd' or 'args', not both");
+    if (ok && (cmd || args)) {
+        json_t *words = cmd ? split_command_line(cmd, err) : json_incref(args);
+        ok = words && parse_args(words, s, err);
+        json_decref(words);
+    }
+    ok = ok && parse_object(&rp, s) && rpc_params_finish(&rp);
+    if (ok && !s->model)
+        ok = rpc_fail(err, RPC_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
+    if (!ok) {
+        rpc_engine_settings_free(s);
+        return false;
+    }
+    s->params.target_path = s->model;
+    s->params.draft_path = s->model_draft;
+    return true;
+}

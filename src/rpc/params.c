@@ -1,0 +1,110 @@
+/* params.c - strict readers for JSON-RPC params: right type, in range, no unknown fields, and an
+ * error that names the field and says what it expects. */
+#include "rpc_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...) {
+    err->code = code;
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+json_t *rpc_error_object(const rpc_error *err) {
+    json_t *e = json_pack("{s:i, s:s}", "code", err->code, "message", err->message);
+    if (e && err->field[0]) json_object_set_new(e, "data", json_pack("{s:s}", "field", err->field));
+    return e;
+}
+
+void rpc_params_open(rpc_params *p, json_t *obj, const char *where, const char *prefix, rpc_error *err) {
+    memset(p, 0, sizeof *p);
+    p->obj = obj;
+    p->where = where;
+    p->prefix = prefix ? prefix : "";
+    p->err = err;
+}
+
+const char *rpc_field_name(const rpc_params *p, const char *name, char *buf, size_t size) {
+    snprintf(buf, size, "%s%s", p->prefix, name);
+    return buf;
+}
+
+json_t *rpc_get_value(rpc_params *p, const char *name) {
+    if (p->n_seen < RPC_MAX_FIELDS) p->seen[p->n_seen++] = name;
+    return p->obj ? json_object_get(p->obj, name) : NULL;
+}
+
+static int type_error(rpc_params *p, const char *name, const char *expected) {
+    char field[160];
+    rpc_field_name(p, name, field, sizeof field);
+    rpc_fail(p->err, RPC_INVALID_PARAMS, field, "%s: '%s' must be %s", p->where, field, expected);
+    return -1;
+}
+
+int rpc_get_int(rpc_params *p, const char *name, int64_t min, int64_t max, int64_t *out) {
+    json_t *v = rpc_get_value(p, name);
+    if (!v) return 0;
+    char expected[128];
+    snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)min, (long long)max);
+    if (!json_is_integer(v)) return type_error(p, name, expected);
+    json_int_t i = json_integer_value(v);
+    if (i < min || i > max) return type_error(p, name, expected);
+    *out = (int64_t)i;
+    return 1;
+}
+
+int rpc_get_number(rpc_params *p, const char *name, double min, double max, double *out) {
+    json_t *v = rpc_get_value(p, name);
+    if (!v) return 0;
+    char expected[128];
+    snprintf(expected, sizeof expected, "a number from %g to %g", min, max);
+    if (!json_is_number(v)) return type_error(p, name, expected);
+    double d = json_number_value(v);
+    if (isnan(d) || d < min || d > max) return type_error(p, name, expected);
+    *out = d;
+    return 1;
+}
+
+int rpc_get_bool(rpc_params *p, const char *name, bool *out) {
+    json_t *v = rpc_get_value(p, name);
+    if (!v) return 0;
+    if (!json_is_boolean(v)) return type_error(p, name, "true or false");
+    *out = json_is_true(v);
+    return 1;
+}
+
+int rpc_get_string(rpc_params *p, const char *name, const char **out) {
+    json_t *v = rpc_get_value(p, name);
+    if (!v) return 0;
+    if (!json_is_string(v)) return type_error(p, name, "a string");
+    *out = json_string_value(v);
+    return 1;
+}
+
+static bool was_seen(const rpc_params *p, const char *key) {
+    for (int i = 0; i < p->n_seen; i++)
+        if (strcmp(p->seen[i], key) == 0) return true;
+    return false;
+}
+
+bool rpc_params_finish(rpc_params *p) {
+    if (!p->obj) return true;
+    const char *key;
+    json_t *value;
+    json_object_foreach(p->obj, key, value) {
+        (void)value;
+        if (was_seen(p, key)) continue;
+        char field[160];
+        rpc_field_name(p, key, field, sizeof field);
+        return rpc_fail(p->err, RPC_INVALID_PARAMS, field, "%s: unknown field '%s' (check its spelling)",
+                        p->where, field);
+    }
+    return true;
+}

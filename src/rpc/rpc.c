@@ -1,0 +1,141 @@
+/* rpc.c - the one JSON-RPC 2.0 dispatcher every transport goes through (C functions, HTTP):
+ * framing (single requests, batches, notifications, id echo), the error objects, and the table of
+ * methods. The methods themselves live in state.c, completion.c and async.c. */
+#include "specd_rpc.h"
+
+#include "rpc_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef json_t *(*rpc_method_fn)(json_t *params, rpc_error *err);
+
+static const struct {
+    const char *name;
+    rpc_method_fn fn;
+} methods[] = {
+    {"init", rpc_method_init},
+    {"status", rpc_method_status},
+    {"tokenize", rpc_method_tokenize},
+    {"detokenize", rpc_method_detokenize},
+    {"completion", rpc_method_completion},
+    {"completion.start", rpc_method_completion_start},
+    {"completion.poll", rpc_method_completion_poll},
+    {"completion.cancel", rpc_method_completion_cancel},
+    {"shutdown", rpc_method_shutdown},
+};
+
+static json_t *error_response(json_t *id, const rpc_error *err) {
+    json_t *r = json_pack("{s:s, s:o}", "jsonrpc", "2.0", "error", rpc_error_object(err));
+    if (r) json_object_set(r, "id", id ? id : json_null());
+    return r;
+}
+
+static json_t *error_response_code(json_t *id, int code, const char *field, const char *message) {
+    rpc_error err;
+    rpc_fail(&err, code, field, "%s", message);
+    return error_response(id, &err);
+}
+
+/* A valid id is a string, a number or null (the specification discourages null and fractions,
+ * but allows them). */
+static bool valid_id(json_t *id) { return json_is_string(id) || json_is_number(id) || json_is_null(id); }
+
+/* Checks the request object's members; returns false with *err set when it is not a request. */
+static bool validate_request(json_t *req, rpc_error *err) {
+    json_t *version = json_object_get(req, "jsonrpc");
+    if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+        return rpc_fail(err, RPC_INVALID_REQUEST, "jsonrpc", "invalid request: \"jsonrpc\" must be \"2.0\"");
+    if (!json_is_string(json_object_get(req, "method")))
+        return rpc_fail(err, RPC_INVALID_REQUEST, "method", "invalid request: \"method\" must be a string");
+    json_t *params = json_object_get(req, "params");
+    if (params && !json_is_object(params) && !json_is_array(params))
+        return rpc_fail(err, RPC_INVALID_REQUEST, "params", "invalid request: \"params\" must be an object");
+    json_t *id = json_object_get(req, "id");
+    if (id && !valid_id(id))
+        return rpc_fail(err, RPC_INVALID_REQUEST, "id", "invalid request: \"id\" must be a string, a number or null");
+    const char *key;
+    json_t *value;
+    json_object_foreach(req, key, value) {
+        (void)value;
+        if (strcmp(key, "jsonrpc") && strcmp(key, "method") && strcmp(key, "params") && strcmp(key, "id"))
+            return rpc_fail(err, RPC_INVALID_REQUEST, key, "invalid request: unknown member \"%s\"", key);
+    }
+    return true;
+}
+
+static json_t *call_method(const char *name, json_t *params, rpc_error *err) {
+    if (json_is_array(params)) {
+        rpc_fail(err, RPC_INVALID_PARAMS, "params",
+                 "%s: params must be an object with named fields, not an array", name);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (strcmp(methods[i].name, name) == 0) return methods[i].fn(params, err);
+    rpc_fail(err, RPC_METHOD_NOT_FOUND, "method",
+             "method not found: '%s' (methods: init, status, tokenize, detokenize, completion, "
+             "completion.start, completion.poll, completion.cancel, shutdown)", name);
+    return NULL;
+}
+
+/* One request object; NULL when it is a notification (no id member). */
+static json_t *dispatch_one(json_t *req) {
+    if (!json_is_object(req))
+        return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: a request must be a JSON object");
+    json_t *id = json_object_get(req, "id");
+    rpc_error err;
+    if (!validate_request(req, &err)) return error_response(id && valid_id(id) ? id : NULL, &err);
+    json_t *result = call_method(json_string_value(json_object_get(req, "method")),
+                                 json_object_get(req, "params"), &err);
+    if (!id) { /* a notification: done, whatever happened */
+        json_decref(result);
+        return NULL;
+    }
+    if (!result) return error_response(id, &err);
+    json_t *r = json_pack("{s:s, s:o}", "jsonrpc", "2.0", "result", result);
+    if (r) json_object_set(r, "id", id);
+    return r;
+}
+
+static json_t *dispatch_batch(json_t *batch) {
+    if (json_array_size(batch) == 0)
+        return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: an empty batch");
+    json_t *responses = json_array();
+    size_t i;
+    json_t *req;
+    json_array_foreach(batch, i, req) {
+        json_t *r = dispatch_one(req);
+        if (r) json_array_append_new(responses, r);
+    }
+    if (json_array_size(responses) == 0) { /* only notifications: nothing at all is returned */
+        json_decref(responses);
+        return NULL;
+    }
+    return responses;
+}
+
+json_t *rpc_dispatch(json_t *request) {
+    return json_is_array(request) ? dispatch_batch(request) : dispatch_one(request);
+}
+
+static char *dump(json_t *value) {
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(value);
+    return text;
+}
+
+const char *specd_rpc(const char *request) {
+    if (!request)
+        return dump(error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: the request is NULL"));
+    json_error_t jerr;
+    json_t *parsed = json_loads(request, JSON_REJECT_DUPLICATES, &jerr);
+    if (!parsed) {
+        char message[400];
+        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line,
+                 jerr.column);
+        return dump(error_response_code(NULL, RPC_PARSE_ERROR, "", message));
+    }
+    json_t *response = rpc_dispatch(parsed);
+    json_decref(parsed);
+    return dump(response);
+}

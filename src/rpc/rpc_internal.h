@@ -1,0 +1,96 @@
+/* rpc_internal.h - what the JSON-RPC layer's files share: error codes, strict parameter readers,
+ * the global engine state, and the methods the dispatcher calls. Nothing here reaches the engine
+ * internals (llama.h): the rpc layer uses the public specd.h API only. */
+#ifndef SPECD_RPC_INTERNAL_H
+#define SPECD_RPC_INTERNAL_H
+
+#include "specd.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* JSON-RPC 2.0 codes, then ours (the -32000..-32099 range the specification leaves to servers). */
+enum {
+    RPC_PARSE_ERROR = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_METHOD_NOT_FOUND = -32601,
+    RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL_ERROR = -32603,
+    RPC_NO_MODEL = -32000,    /* no model loaded (yet): call init, or wait for it */
+    RPC_BUSY = -32001,        /* a completion or a model load is already running */
+    RPC_MODEL_LOAD = -32002,  /* the model files could not be loaded */
+    RPC_GENERATION = -32003,  /* generation failed at run time */
+    RPC_UNKNOWN_JOB = -32004, /* completion.poll/cancel with an id that is not the current one */
+};
+
+typedef struct rpc_error {
+    int code;
+    char message[768];
+    char field[160]; /* the offending parameter, or "" */
+} rpc_error;
+
+/* Sets *err and returns false, so callers can `return rpc_fail(...)`. */
+bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* The JSON-RPC error object {code, message, data: {field}} for err (new reference). */
+json_t *rpc_error_object(const rpc_error *err);
+
+/* ---- strict parameter readers (params.c) ------------------------------------------------------
+ * Each getter returns 1 when the field is present and valid (value stored), 0 when absent, -1 when
+ * present but wrongly typed or out of range (err set, naming the field). rpc_params_finish fails
+ * on any field no getter asked for: unknown and misspelled fields are errors, never ignored. */
+#define RPC_MAX_FIELDS 64
+typedef struct rpc_params {
+    json_t *obj;        /* borrowed; NULL means no params */
+    const char *where;  /* "completion params", ... for messages */
+    const char *prefix; /* "speculative." for nested objects, else "" */
+    const char *seen[RPC_MAX_FIELDS];
+    int n_seen;
+    rpc_error *err;
+} rpc_params;
+
+void rpc_params_open(rpc_params *p, json_t *obj, const char *where, const char *prefix, rpc_error *err);
+json_t *rpc_get_value(rpc_params *p, const char *name); /* borrowed, marks the field as known */
+int rpc_get_int(rpc_params *p, const char *name, int64_t min, int64_t max, int64_t *out);
+int rpc_get_number(rpc_params *p, const char *name, double min, double max, double *out);
+int rpc_get_bool(rpc_params *p, const char *name, bool *out);
+int rpc_get_string(rpc_params *p, const char *name, const char **out);
+bool rpc_params_finish(rpc_params *p);
+/* "prefix" + name, for messages about a field */
+const char *rpc_field_name(const rpc_params *p, const char *name, char *buf, size_t size);
+
+/* ---- engine settings for init (init_args.c) --------------------------------------------------- */
+typedef struct rpc_engine_settings {
+    specd_engine_params params; /* paths point into the strings below */
+    char *model;                /* owned */
+    char *model_draft;          /* owned, may be NULL */
+    char *alias;                /* owned, may be NULL */
+    bool async;
+} rpc_engine_settings;
+
+/* From init's params: {"cmd": "-m x -c 2048"}, {"args": ["-m", "x"]} or a settings object. */
+bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *out, rpc_error *err);
+void rpc_engine_settings_free(rpc_engine_settings *s);
+
+/* ---- the methods (state.c, completion.c, async.c) -------------------------------------------- */
+/* Each returns the result (new reference) or NULL with *err set. `params` may be NULL. */
+json_t *rpc_method_init(json_t *params, rpc_error *err);
+json_t *rpc_method_status(json_t *params, rpc_error *err);
+json_t *rpc_method_tokenize(json_t *params, rpc_error *err);
+json_t *rpc_method_detokenize(json_t *params, rpc_error *err);
+json_t *rpc_method_shutdown(json_t *params, rpc_error *err);
+json_t *rpc_method_completion(json_t *params, rpc_error *err);
+json_t *rpc_method_completion_start(json_t *params, rpc_error *err);
+json_t *rpc_method_completion_poll(json_t *params, rpc_error *err);
+json_t *rpc_method_completion_cancel(json_t *params, rpc_error *err);
+
+/* The dispatcher on a parsed request (object or batch): the response, or NULL when there is
+ * nothing to answer (notifications only). Used by specd_rpc and the C ABI wrappers alike. */
+json_t *rpc_dispatch(json_t *request);
+
+#endif

@@ -1,0 +1,62 @@
+/* state.h - the one global engine behind the JSON API, and the completion that may be running.
+ *
+ * Locks: `lock` guards the fields below (held briefly, never while generating). The engine itself
+ * is guarded by a read-write lock: tokenize/detokenize/completions hold it for reading while they
+ * use the engine, init and shutdown hold it for writing while they replace or free it. One
+ * completion at a time: claiming it while another runs is the busy error, not a queue. */
+#ifndef SPECD_RPC_STATE_H
+#define SPECD_RPC_STATE_H
+
+#include "rpc_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct completion_request completion_request;
+
+/* A completion, blocking or async. Shared by the thread that runs it, pollers and cancellers:
+ * reference-counted, freed by the last rpc_job_unref. */
+typedef struct rpc_job {
+    atomic_int refs;
+    int64_t id;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;     /* signalled on every new update and when finished */
+    json_t *updates;            /* partial responses not polled yet (owned) */
+    bool finished;
+    bool failed;                /* error says why */
+    rpc_error error;
+    bool registered;            /* completion.start has recorded it: the worker may end */
+    atomic_bool cancel;
+    specd_engine *engine;       /* non-NULL while generating: cancel asks it to stop */
+    completion_request *request; /* owned */
+} rpc_job;
+
+rpc_job *rpc_job_new(void);
+void rpc_job_ref(rpc_job *job);
+void rpc_job_unref(rpc_job *job);
+
+/* The loaded engine, read-locked: call rpc_state_release_engine when done. */
+bool rpc_state_acquire_engine(specd_engine **engine, rpc_error *err);
+void rpc_state_release_engine(void);
+/* The model's alias, or its path (new reference). */
+json_t *rpc_state_model_name(void);
+
+/* The engine's longest draft (its draft_max), the ceiling of a request's speculative.n_max. */
+int32_t rpc_state_draft_max(void);
+
+/* Makes `job` the running completion (busy error when one runs); assigns its id. */
+bool rpc_state_claim(rpc_job *job, rpc_error *err);
+/* The running completion is over. */
+void rpc_state_unclaim(rpc_job *job);
+/* Remembers an async job and its worker thread (joining the previous, finished one). */
+void rpc_state_set_async(rpc_job *job, pthread_t worker);
+/* The job with this id (id NULL: the running one, else the latest async one), referenced. */
+rpc_job *rpc_state_find_job(json_t *id, rpc_error *err);
+
+/* The prompt tokens of the last completion and the tokens it generated: to report how much of the
+ * next prompt the prompt cache will reuse. */
+void rpc_state_remember_history(const specd_token *prompt, int32_t n_prompt, const specd_token *out,
+                                int32_t n_out);
+int32_t rpc_state_cached_prefix(const specd_token *prompt, int32_t n_prompt);
+
+#endif

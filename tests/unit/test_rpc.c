@@ -1,0 +1,614 @@
+/* test_rpc.c - the JSON-RPC dispatcher and the specd_* C ABI on the tiny models: every method,
+ * every error (code, message, field), framing (batches, notifications, ids), lossless speculation
+ * per request, stop strings, truncation, async poll/cancel from several threads, busy errors.
+ *
+ *   test_rpc MODELS_DIR   (target.gguf, draft.gguf, other-vocab.gguf) */
+#define _DEFAULT_SOURCE /* usleep */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "specd_rpc.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char target[1024], draft[1024], other_vocab[1024];
+
+/* Sends `request` (printf-style) to specd_rpc; returns the parsed response (NULL: no response). */
+static json_t *rpc(const char *fmt, ...) {
+    char request[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(request, sizeof request, fmt, ap);
+    va_end(ap);
+    const char *text = specd_rpc(request);
+    if (!text) return NULL;
+    json_t *r = json_loads(text, 0, NULL);
+    if (!r) fail_msg("response is not JSON: %s", text);
+    specd_free((void *)text);
+    return r;
+}
+
+/* The result of method(params); fails the test on an error. */
+static json_t *result_of(const char *method, const char *params) {
+    json_t *r = rpc("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"%s\",\"params\":%s}", method, params);
+    json_t *result = json_object_get(r, "result");
+    if (!result) {
+        char *dump = json_dumps(r, 0);
+        fail_msg("%s %s failed: %s", method, params, dump);
+    }
+    json_incref(result);
+    json_decref(r);
+    return result;
+}
+
+static void expect_error_response(json_t *r, int code, const char *field, const char *needle) {
+    json_t *err = json_object_get(r, "error");
+    char *dump = json_dumps(r, 0);
+    if (!err) fail_msg("expected error %d, got %s", code, dump);
+    if (json_integer_value(json_object_get(err, "code")) != code) fail_msg("expected code %d: %s", code, dump);
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    if (!msg || !strstr(msg, needle)) fail_msg("expected '%s' in the message: %s", needle, dump);
+    const char *got_field = json_string_value(json_object_get(json_object_get(err, "data"), "field"));
+    if (field && (!got_field || strcmp(got_field, field) != 0)) fail_msg("expected field '%s': %s", field, dump);
+    free(dump);
+}
+
+static void expect_error(const char *method, const char *params, int code, const char *field, const char *needle) {
+    json_t *r = rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%s\",\"params\":%s}", method, params);
+    expect_error_response(r, code, field, needle);
+    json_decref(r);
+}
+
+static void init_models(bool with_draft) {
+    char params[4096];
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' %s%s%s -c 256 -t 1\"}", target, with_draft ? "-md '" : "",
+             with_draft ? draft : "", with_draft ? "'" : "");
+    json_t *r = result_of("init", params);
+    assert_string_equal(json_string_value(json_object_get(r, "state")), "ready");
+    json_decref(r);
+}
+
+/* ---- framing --------------------------------------------------------------------------------- */
+
+static void framing_errors(void **state) {
+    (void)state;
+    json_t *r = rpc("{\"jsonrpc\":\"2.0\",\"id\":1,");
+    expect_error_response(r, -32700, NULL, "parse error");
+    assert_true(json_is_null(json_object_get(r, "id")));
+    json_decref(r);
+    r = rpc("[]");
+    expect_error_response(r, -32600, NULL, "empty batch");
+    json_decref(r);
+    r = rpc("{\"jsonrpc\":\"1.0\",\"id\":3,\"method\":\"status\"}");
+    expect_error_response(r, -32600, "jsonrpc", "\"jsonrpc\" must be \"2.0\"");
+    assert_int_equal(json_integer_value(json_object_get(r, "id")), 3);
+    json_decref(r);
+    r = rpc("{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":5}");
+    expect_error_response(r, -32600, "method", "\"method\" must be a string");
+    json_decref(r);
+    r = rpc("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"status\"}");
+    expect_error_response(r, -32600, "id", "\"id\" must be");
+    json_decref(r);
+    r = rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\",\"extra\":1}");
+    expect_error_response(r, -32600, "extra", "unknown member");
+    json_decref(r);
+    expect_error("nope", "{}", -32601, "method", "method not found: 'nope'");
+    expect_error("status", "[1]", -32602, "params", "params must be an object");
+    expect_error("status", "{\"verbose\":true}", -32602, "verbose", "unknown field 'verbose'");
+    r = rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\",\"params\":{},\"params\":{}}");
+    expect_error_response(r, -32700, NULL, "duplicate");
+    json_decref(r);
+    const char *nul = specd_rpc(NULL);
+    assert_non_null(strstr(nul, "-32600"));
+    specd_free((void *)nul);
+}
+
+static void ids_batches_notifications(void **state) {
+    (void)state;
+    json_t *r = rpc("{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"status\"}");
+    assert_string_equal(json_string_value(json_object_get(r, "id")), "abc");
+    assert_non_null(json_object_get(r, "result"));
+    json_decref(r);
+    assert_null(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"status\"}"));
+    assert_null(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"nope\"}")); /* errors of notifications too */
+    assert_null(rpc("[{\"jsonrpc\":\"2.0\",\"method\":\"status\"},{\"jsonrpc\":\"2.0\",\"method\":\"status\"}]"));
+    r = rpc("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"},{\"jsonrpc\":\"2.0\",\"method\":\"status\"},"
+            "5,{\"jsonrpc\":\"2.0\",\"id\":2.5,\"method\":\"nope\"}]");
+    assert_true(json_is_array(r));
+    assert_int_equal(json_array_size(r), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(r, 0), "id")), 1);
+    expect_error_response(json_array_get(r, 1), -32600, NULL, "must be a JSON object");
+    expect_error_response(json_array_get(r, 2), -32601, NULL, "not found");
+    assert_true(json_real_value(json_object_get(json_array_get(r, 2), "id")) == 2.5);
+    json_decref(r);
+}
+
+/* ---- before and during init ------------------------------------------------------------------ */
+
+static void calls_before_init(void **state) {
+    (void)state;
+    json_t *s = result_of("status", "{}");
+    assert_string_equal(json_string_value(json_object_get(s, "state")), "uninitialized");
+    assert_int_equal(json_integer_value(json_object_get(s, "init_success")), 0);
+    json_decref(s);
+    expect_error("tokenize", "{\"text\":\"a\"}", -32000, NULL, "call init first");
+    expect_error("detokenize", "{\"tokens\":[1]}", -32000, NULL, "call init first");
+    expect_error("completion", "{\"prompt\":\"a\"}", -32000, NULL, "call init first");
+    expect_error("completion.start", "{\"prompt\":\"a\"}", -32000, NULL, "call init first");
+    expect_error("completion.poll", "{}", -32004, "id", "no completion has been started");
+    expect_error("completion.cancel", "{\"id\":3}", -32004, "id", "no completion with id 3");
+}
+
+static void init_errors(void **state) {
+    (void)state;
+    char params[4096];
+    expect_error("init", "{}", -32602, "model", "no target model");
+    expect_error("init", "{\"cmd\":\"-c 64\"}", -32602, "model", "no target model");
+    expect_error("init", "{\"cmd\":\"-m x.gguf --bogus\"}", -32602, "--bogus", "unknown option '--bogus'");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -c lots\"}", -32602, "-c", "-c expects an integer");
+    expect_error("init", "{\"cmd\":\"-m 'x.gguf\"}", -32602, "cmd", "unclosed ' quote");
+    expect_error("init", "{\"cmd\":\"-m\"}", -32602, "-m", "-m needs a value");
+    expect_error("init", "{\"model\":5}", -32602, "model", "'model' must be a string");
+    expect_error("init", "{\"model\":\"x\",\"n_ctx\":-5}", -32602, "n_ctx", "'n_ctx' must be an integer from 0");
+    expect_error("init", "{\"model\":\"x\",\"modle_draft\":\"y\"}", -32602, "modle_draft", "unknown field");
+    expect_error("init", "{\"cmd\":\"-m x\",\"args\":[\"-m\",\"x\"]}", -32602, "cmd", "not both");
+    expect_error("init", "{\"model\":\"/no/such.gguf\"}", -32002, "model", "/no/such.gguf");
+    json_t *s = result_of("status", "{}");
+    assert_string_equal(json_string_value(json_object_get(s, "state")), "failed");
+    assert_int_equal(json_integer_value(json_object_get(s, "init_success")), -1);
+    assert_non_null(strstr(json_string_value(json_object_get(s, "error")), "/no/such.gguf"));
+    json_decref(s);
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\"}", target, other_vocab);
+    expect_error("init", params, -32002, "model", "differs from the target's");
+}
+
+static void init_async_then_ready(void **state) {
+    (void)state;
+    char params[4096];
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\",\"n_ctx\":256,\"n_threads\":1,"
+             "\"model_alias\":\"tiny\",\"hostname\":\"127.0.0.1\",\"port\":8080,\"async\":true}", target, draft);
+    json_t *r = result_of("init", params);
+    const char *st = json_string_value(json_object_get(r, "state"));
+    assert_true(strcmp(st, "loading") == 0 || strcmp(st, "ready") == 0);
+    json_decref(r);
+    for (int i = 0; i < 600; i++) {
+        json_t *s = result_of("status", "{}");
+        bool ready = strcmp(json_string_value(json_object_get(s, "state")), "ready") == 0;
+        if (ready) {
+            assert_string_equal(json_string_value(json_object_get(s, "model_alias")), "tiny");
+            assert_true(json_is_true(json_object_get(s, "has_draft")));
+            assert_int_equal(json_integer_value(json_object_get(s, "n_ctx")), 256);
+        }
+        json_decref(s);
+        if (ready) return;
+        usleep(10000);
+    }
+    fail_msg("the model never became ready");
+}
+
+/* ---- tokens ---------------------------------------------------------------------------------- */
+
+static void tokenize_and_detokenize(void **state) {
+    (void)state;
+    json_t *t = result_of("tokenize", "{\"text\":\"the little girl\",\"with_pieces\":true}");
+    json_t *tokens = json_object_get(t, "tokens");
+    assert_int_equal(json_integer_value(json_object_get(t, "length")), json_array_size(tokens));
+    assert_true(json_array_size(tokens) >= 3);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(t, "pieces"), 1)), " the");
+    char *ids = json_dumps(tokens, 0);
+    char params[1024];
+    snprintf(params, sizeof params, "{\"tokens\":%s}", ids);
+    json_t *d = result_of("detokenize", params);
+    assert_string_equal(json_string_value(json_object_get(d, "content")), " the little girl");
+    free(ids);
+    json_decref(d);
+    json_decref(t);
+    t = result_of("tokenize", "{\"text\":\"the\",\"add_special\":false}");
+    assert_int_equal(json_integer_value(json_object_get(t, "length")), 1);
+    json_decref(t);
+    expect_error("tokenize", "{}", -32602, "text", "'text' (a string) is required");
+    expect_error("tokenize", "{\"text\":5}", -32602, "text", "'text' must be a string");
+    expect_error("tokenize", "{\"text\":\"a\",\"add_special\":1}", -32602, "add_special", "true or false");
+    expect_error("detokenize", "{}", -32602, "tokens", "is required");
+    expect_error("detokenize", "{\"tokens\":[1,100000]}", -32602, "tokens", "tokens[1] must be a token id");
+}
+
+/* ---- completion ------------------------------------------------------------------------------ */
+
+static json_t *complete(const char *params) { return result_of("completion", params); }
+
+static const char *content_of(json_t *r) { return json_string_value(json_object_get(r, "content")); }
+
+static void completion_fields_and_lossless_speculation(void **state) {
+    (void)state;
+    const char *base = "\"prompt\":\"one day the dog ran\",\"n_predict\":40,\"temperature\":0,\"ignore_eos\":true";
+    char params[1024];
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"none\"]}}", base);
+    json_t *plain = complete(params);
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"draft\"],\"n_max\":4,\"n_min\":2}}", base);
+    json_t *spec = complete(params);
+    assert_string_equal(content_of(plain), content_of(spec));
+    assert_int_equal(json_integer_value(json_object_get(spec, "tokens_predicted")), 40);
+    assert_true(json_is_true(json_object_get(spec, "stopped_limit")));
+    assert_true(json_is_true(json_object_get(spec, "stop")));
+    assert_string_equal(json_string_value(json_object_get(spec, "model")), "tiny");
+    json_t *sp = json_object_get(spec, "speculative");
+    assert_string_equal(json_string_value(json_object_get(sp, "type")), "draft");
+    assert_true(json_integer_value(json_object_get(sp, "drafted")) > 0);
+    assert_true(json_integer_value(json_object_get(sp, "accepted")) <= json_integer_value(json_object_get(sp, "drafted")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(plain, "speculative"), "type")), "none");
+    json_t *timings = json_object_get(spec, "timings");
+    assert_int_equal(json_integer_value(json_object_get(timings, "predicted_n")), 40);
+    assert_non_null(json_object_get(timings, "prompt_per_second"));
+    json_t *settings = json_object_get(spec, "generation_settings");
+    assert_true(json_real_value(json_object_get(settings, "top_p")) == 0.95);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(settings, "speculative"), "n_max")), 4);
+    assert_string_equal(json_string_value(json_object_get(spec, "prompt")), "one day the dog ran");
+    json_t *ps = json_object_get(spec, "prompt_stats");
+    assert_true(json_integer_value(json_object_get(ps, "cached")) > 0); /* same prompt as before */
+    json_decref(plain);
+    json_decref(spec);
+}
+
+static void completion_stop_string(void **state) {
+    (void)state;
+    const char *base = "\"prompt\":\"she was happy\",\"n_predict\":40,\"temperature\":0,\"ignore_eos\":true";
+    char params[1024];
+    snprintf(params, sizeof params, "{%s}", base);
+    json_t *full = complete(params);
+    const char *text = content_of(full);
+    assert_true(strlen(text) > 12);
+    char stop[8] = {0};
+    size_t from = 6; /* three plain ASCII letters inside the text (their first occurrence may be earlier) */
+    while (text[from + 3] && !(isalpha((unsigned char)text[from]) && isalpha((unsigned char)text[from + 1]) &&
+                               isalpha((unsigned char)text[from + 2])))
+        from++;
+    if (!text[from + 3]) skip();
+    memcpy(stop, text + from, 3);
+    json_t *list = json_pack("[s]", stop);
+    char *stops = json_dumps(list, 0);
+    snprintf(params, sizeof params, "{%s,\"stop\":%s}", base, stops);
+    json_t *cut = complete(params);
+    size_t at = (size_t)(strstr(text, stop) - text);
+    assert_int_equal(strlen(content_of(cut)), at);
+    assert_memory_equal(content_of(cut), text, at);
+    assert_true(json_is_true(json_object_get(cut, "stopped_word")));
+    assert_false(json_is_true(json_object_get(cut, "stopped_limit")));
+    assert_string_equal(json_string_value(json_object_get(cut, "stopping_word")), stop);
+    free(stops);
+    json_decref(list);
+    json_decref(full);
+    json_decref(cut);
+}
+
+static void completion_logit_bias_and_token_prompt(void **state) {
+    (void)state;
+    json_t *t = result_of("tokenize", "{\"text\":\"she was happy\"}");
+    char *ids = json_dumps(json_object_get(t, "tokens"), 0);
+    char params[1024];
+    snprintf(params, sizeof params, "{\"prompt\":%s,\"n_predict\":3,\"temperature\":0}", ids);
+    json_t *a = complete(params);
+    json_t *b = complete("{\"prompt\":\"she was happy\",\"n_predict\":3,\"temperature\":0}");
+    assert_string_equal(content_of(a), content_of(b)); /* token ids = the same text */
+    /* strings and ids mixed: BOS only before the leading string */
+    json_t *c = complete("{\"prompt\":[\"she was\",5,\" happy\"],\"n_predict\":3,\"temperature\":0}");
+    json_t *t1 = result_of("tokenize", "{\"text\":\"she was\"}");
+    json_t *t2 = result_of("tokenize", "{\"text\":\" happy\",\"add_special\":false}");
+    assert_int_equal(json_integer_value(json_object_get(c, "tokens_evaluated")),
+                     json_integer_value(json_object_get(t1, "length")) + 1 + json_integer_value(json_object_get(t2, "length")));
+    json_decref(t1);
+    json_decref(t2);
+    /* a large bias makes " the" win every time; false forbids it whatever else is added */
+    json_t *the = result_of("tokenize", "{\"text\":\"the\",\"add_special\":false}"); /* " the" */
+    json_int_t tok = json_integer_value(json_array_get(json_object_get(the, "tokens"), 0));
+    snprintf(params, sizeof params, "{\"prompt\":%s,\"n_predict\":3,\"temperature\":0,\"ignore_eos\":true,"
+             "\"logit_bias\":[[%lld,100]]}", ids, (long long)tok);
+    json_t *biased = complete(params);
+    assert_string_equal(content_of(biased), " the the the");
+    snprintf(params, sizeof params, "{\"prompt\":%s,\"n_predict\":8,\"temperature\":0,\"ignore_eos\":true,"
+             "\"logit_bias\":[[%lld,100],[%lld,false]]}", ids, (long long)tok, (long long)tok);
+    json_t *never = complete(params);
+    assert_null(strstr(content_of(never), " the"));
+    free(ids);
+    json_decref(the);
+    json_decref(biased);
+    json_decref(never);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    json_decref(t);
+}
+
+static void completion_truncates_long_prompts(void **state) {
+    (void)state;
+    char params[8192] = "{\"prompt\":\"";
+    for (int i = 0; i < 300; i++) strcat(params, "the ");
+    strcat(params, "\",\"n_keep\":8,\"n_predict\":4,\"temperature\":0}");
+    json_t *r = complete(params);
+    assert_true(json_is_true(json_object_get(r, "truncated")));
+    assert_true(json_integer_value(json_object_get(r, "tokens_evaluated")) < 256);
+    assert_true(json_integer_value(json_object_get(json_object_get(r, "prompt_stats"), "total_prompt_tokens")) > 256);
+    json_decref(r);
+    params[strlen(params) - strlen(",\"n_predict\":4,\"temperature\":0}") - 12] = '\0';
+    strcat(params, "\",\"n_keep\":255}");
+    expect_error("completion", params, -32602, "n_keep", "leaves nothing to drop");
+}
+
+static void completion_param_errors(void **state) {
+    (void)state;
+    struct { const char *params, *field, *needle; } cases[] = {
+        {"{}", "prompt", "'prompt' (a string, or an array"},
+        {"{\"prompt\":[\"a\",-1]}", "prompt", "prompt[1] must be a string or a token id"},
+        {"{\"prompt\":{}}", "prompt", "is required"},
+        {"{\"prompt\":\"a\",\"temperature\":\"hot\"}", "temperature", "a number from 0 to 100"},
+        {"{\"prompt\":\"a\",\"top_k\":1.5}", "top_k", "an integer"},
+        {"{\"prompt\":\"a\",\"top_p\":2}", "top_p", "from 0 to 1"},
+        {"{\"prompt\":\"a\",\"n_predict\":-2}", "n_predict", "from -1"},
+        {"{\"prompt\":\"a\",\"seed\":\"1\"}", "seed", "an integer"},
+        {"{\"prompt\":\"a\",\"ignore_eos\":1}", "ignore_eos", "true or false"},
+        {"{\"prompt\":\"a\",\"stop\":\"x\"}", "stop", "an array of strings"},
+        {"{\"prompt\":\"a\",\"stop\":[\"\"]}", "stop", "stop[0] must be a non-empty string"},
+        {"{\"prompt\":\"a\",\"logit_bias\":[[1]]}", "logit_bias", "logit_bias[0] must be"},
+        {"{\"prompt\":\"a\",\"logit_bias\":[[99999,1]]}", "logit_bias", "logit_bias[0] must be"},
+        {"{\"prompt\":\"a\",\"logit_bias\":{\"1\":2}}", "logit_bias", "array of [token id, bias]"},
+        {"{\"prompt\":\"a\",\"speculative\":[]}", "speculative", "must be an object"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"magic\"]}}", "speculative.type", "[\"draft\"] or [\"none\"]"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"type\":\"draft\"}}", "speculative.type", "[\"draft\"] or [\"none\"]"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"n_max\":1000}}", "speculative.n_max", "from 0 to 16"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"n_min\":5,\"n_max\":2}}", "speculative.n_min", "larger than"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"nmax\":2}}", "speculative.nmax", "unknown field 'speculative.nmax'"},
+        {"{\"prompt\":\"a\",\"mirostat\":2}", "mirostat", "'mirostat' is not supported yet"},
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"a\\\"\"}", "grammar", "'grammar' is not supported yet"},
+        {"{\"prompt\":\"a\",\"n_probs\":3}", "n_probs", "'n_probs' is not supported yet"},
+        {"{\"prompt\":\"a\",\"typical_p\":0.5}", "typical_p", "not supported yet"},
+        {"{\"prompt\":\"a\",\"tfs_z\":0.5}", "tfs_z", "not supported yet"},
+        {"{\"prompt\":\"a\",\"repeat_penalty\":1.1,\"penalize_nl\":true}", "penalize_nl", "not supported yet"},
+        {"{\"prompt\":\"a\",\"temprature\":0}", "temprature", "unknown field 'temprature'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_error("completion", cases[i].params, -32602, cases[i].field, cases[i].needle);
+    /* the harmless "off" values of unsupported samplers are fine */
+    json_t *r = complete("{\"prompt\":\"a\",\"n_predict\":2,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,"
+                         "\"grammar\":\"\",\"n_probs\":0,\"penalize_nl\":false,\"stream\":false,\"__debug\":false}");
+    json_decref(r);
+}
+
+/* ---- async ----------------------------------------------------------------------------------- */
+
+typedef struct poller {
+    int64_t id;
+    size_t bytes;
+    int chunks;
+    int finished_seen;
+    char text[4096];
+} poller;
+
+static void *poll_until_finished(void *arg) {
+    poller *p = arg;
+    for (;;) {
+        char params[64];
+        snprintf(params, sizeof params, "{\"id\":%lld,\"wait_ms\":200}", (long long)p->id);
+        json_t *r = result_of("completion.poll", params);
+        size_t i;
+        json_t *u;
+        json_array_foreach(json_object_get(r, "completion_updates"), i, u) {
+            const char *c = content_of(u);
+            if (p->bytes + strlen(c) < sizeof p->text) strcat(p->text, c);
+            p->bytes += strlen(c);
+            p->chunks++;
+        }
+        bool done = json_is_true(json_object_get(r, "finished"));
+        json_decref(r);
+        if (done) {
+            p->finished_seen++;
+            return NULL;
+        }
+    }
+}
+
+static void expect_idle(void) {
+    json_t *s = result_of("status", "{}");
+    assert_false(json_is_true(json_object_get(s, "busy")));
+    json_decref(s);
+}
+
+static void async_chunks_equal_blocking(void **state) {
+    (void)state;
+    expect_idle();
+    const char *params = "{\"prompt\":\"the little girl saw\",\"n_predict\":60,\"temperature\":0,\"ignore_eos\":true}";
+    json_t *blocking = complete(params);
+    expect_idle();
+    json_t *start = result_of("completion.start", params);
+    poller one = {.id = json_integer_value(json_object_get(start, "id"))};
+    assert_non_null(json_object_get(json_object_get(start, "prompt_stats"), "total_prompt_tokens"));
+    poll_until_finished(&one);
+    assert_string_equal(one.text, content_of(blocking));
+    assert_true(one.chunks > 1);
+    /* several threads polling the same completion: every chunk delivered exactly once */
+    json_t *again = result_of("completion.start", params);
+    poller p[3];
+    pthread_t threads[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].id = json_integer_value(json_object_get(again, "id"));
+        pthread_create(&threads[i], NULL, poll_until_finished, &p[i]);
+    }
+    size_t bytes = 0;
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        bytes += p[i].bytes;
+        assert_int_equal(p[i].finished_seen, 1);
+    }
+    assert_int_equal(bytes, strlen(content_of(blocking)));
+    json_decref(again);
+    json_decref(start);
+    json_decref(blocking);
+}
+
+static void *cancel_soon(void *arg) {
+    usleep(20000);
+    char params[64];
+    snprintf(params, sizeof params, "{\"id\":%lld}", (long long)*(int64_t *)arg);
+    json_decref(result_of("completion.cancel", params));
+    return NULL;
+}
+
+static void async_cancel_and_busy(void **state) {
+    (void)state;
+    /* long enough to still run when the other calls arrive: until the context is full */
+    json_t *start = result_of("completion.start", "{\"prompt\":\"she\",\"n_predict\":-1,\"temperature\":1,"
+                                                  "\"seed\":3,\"ignore_eos\":true}");
+    int64_t id = json_integer_value(json_object_get(start, "id"));
+    expect_error("completion", "{\"prompt\":\"a\"}", -32001, NULL, "busy");
+    expect_error("completion.start", "{\"prompt\":\"a\"}", -32001, NULL, "busy");
+    expect_error("init", "{\"model\":\"x.gguf\"}", -32001, NULL, "busy");
+    expect_error("completion.poll", "{\"id\":999}", -32004, "id", "no completion with id 999");
+    expect_error("completion.poll", "{\"id\":\"1\"}", -32602, "id", "an integer");
+    expect_error("completion.poll", "{\"wait_ms\":-1}", -32602, "wait_ms", "an integer from 0");
+    json_t *t = result_of("tokenize", "{\"text\":\"tokenizing while it runs\"}");
+    json_decref(t);
+    pthread_t canceller;
+    pthread_create(&canceller, NULL, cancel_soon, &id);
+    poller p = {.id = id};
+    poll_until_finished(&p);
+    pthread_join(canceller, NULL);
+    /* the final response says why it stopped */
+    json_t *r = result_of("completion.cancel", "{}");
+    assert_false(json_is_true(json_object_get(r, "cancelled"))); /* already finished */
+    json_decref(r);
+    json_decref(start);
+    start = result_of("completion.start", "{\"prompt\":\"she\",\"n_predict\":-1,\"ignore_eos\":true}");
+    json_decref(result_of("completion.cancel", "{}"));
+    char params[64];
+    snprintf(params, sizeof params, "{\"id\":%lld}", (long long)json_integer_value(json_object_get(start, "id")));
+    json_t *last = NULL;
+    for (;;) {
+        json_t *poll = result_of("completion.poll", params);
+        json_t *updates = json_object_get(poll, "completion_updates");
+        if (json_array_size(updates)) {
+            json_decref(last);
+            last = json_incref(json_array_get(updates, json_array_size(updates) - 1));
+        }
+        bool done = json_is_true(json_object_get(poll, "finished"));
+        json_decref(poll);
+        if (done) break;
+        usleep(2000);
+    }
+    assert_string_equal(json_string_value(json_object_get(last, "stop_type")), "cancelled");
+    assert_true(json_integer_value(json_object_get(last, "tokens_predicted")) < 200);
+    json_decref(last);
+    json_decref(start);
+}
+
+/* ---- the specd_* C ABI ----------------------------------------------------------------------- */
+
+static json_t *abi(const char *text) {
+    json_t *r = json_loads(text, 0, NULL);
+    specd_free((void *)text);
+    assert_non_null(r);
+    return r;
+}
+
+static void old_abi_wrappers(void **state) {
+    (void)state;
+    specd_deinit();
+    json_t *s = abi(specd_poll_system_status());
+    assert_int_equal(json_integer_value(json_object_get(s, "init_success")), 0);
+    json_decref(s);
+    assert_int_equal(specd_init("-m x.gguf --nope"), -32602);
+    s = abi(specd_poll_system_status());
+    assert_int_equal(json_integer_value(json_object_get(s, "init_success")), -1);
+    assert_non_null(strstr(json_string_value(json_object_get(s, "error")), "--nope"));
+    json_decref(s);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "-m \"%s\" -md \"%s\" -c 256 -t 1", target, draft);
+    assert_int_equal(specd_init(cmd), 0);
+    json_t *t = abi(specd_tokenize_json("{\"text\":\"the little girl\"}"));
+    assert_true(json_is_true(json_object_get(t, "success")));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(t, "tokens"), 2)), " little");
+    json_decref(t);
+    t = abi(specd_tokenize_json("{\"text\":"));
+    assert_false(json_is_true(json_object_get(t, "success")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "error"), "code")), -32700);
+    json_decref(t);
+    json_t *c = abi(specd_get_completion("{\"prompt\":\"she was\",\"n_predict\":8,\"temperature\":0}"));
+    assert_true(json_is_true(json_object_get(c, "stop")));
+    json_t *a = abi(specd_async_completion_init("{\"prompt\":\"she was\",\"n_predict\":8,\"temperature\":0}"));
+    assert_true(json_is_true(json_object_get(a, "success")));
+    assert_non_null(json_object_get(a, "prompt_stats"));
+    char text[1024] = "";
+    for (bool finished = false; !finished;) {
+        json_t *p = abi(specd_async_completion_poll(NULL));
+        assert_true(json_is_true(json_object_get(p, "success")));
+        size_t i;
+        json_t *u;
+        json_array_foreach(json_object_get(p, "completion_updates"), i, u) strcat(text, content_of(u));
+        finished = json_is_true(json_object_get(p, "finished"));
+        json_decref(p);
+        usleep(1000);
+    }
+    assert_string_equal(text, content_of(c));
+    json_t *x = abi(specd_async_completion_cancel(NULL));
+    assert_true(json_is_true(json_object_get(x, "success")));
+    json_decref(x);
+    json_decref(a);
+    json_decref(c);
+    specd_deinit();
+    c = abi(specd_get_completion("{\"prompt\":\"a\"}"));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(c, "error"), "code")), -32000);
+    json_decref(c);
+    assert_int_equal(specd_init("{\"model\":"), -32700);
+}
+
+static void shutdown_frees_everything(void **state) {
+    (void)state;
+    init_models(false);
+    json_t *r = complete("{\"prompt\":\"a\",\"n_predict\":2,\"speculative\":{\"type\":[\"none\"]}}");
+    json_decref(r);
+    expect_error("completion", "{\"prompt\":\"a\",\"speculative\":{\"type\":[\"draft\"]}}", -32602, "speculative.type",
+                 "needs a draft model");
+    r = result_of("shutdown", "{}");
+    assert_true(json_is_true(json_object_get(r, "was_loaded")));
+    json_decref(r);
+    expect_error("tokenize", "{\"text\":\"a\"}", -32000, NULL, "call init first");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_rpc MODELS_DIR\n");
+        return 2;
+    }
+    snprintf(target, sizeof target, "%s/target.gguf", argv[1]);
+    snprintf(draft, sizeof draft, "%s/draft.gguf", argv[1]);
+    snprintf(other_vocab, sizeof other_vocab, "%s/other-vocab.gguf", argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(framing_errors),
+        cmocka_unit_test(ids_batches_notifications),
+        cmocka_unit_test(calls_before_init),
+        cmocka_unit_test(init_errors),
+        cmocka_unit_test(init_async_then_ready),
+        cmocka_unit_test(tokenize_and_detokenize),
+        cmocka_unit_test(completion_fields_and_lossless_speculation),
+        cmocka_unit_test(completion_stop_string),
+        cmocka_unit_test(completion_logit_bias_and_token_prompt),
+        cmocka_unit_test(completion_truncates_long_prompts),
+        cmocka_unit_test(completion_param_errors),
+        cmocka_unit_test(async_chunks_equal_blocking),
+        cmocka_unit_test(async_cancel_and_busy),
+        cmocka_unit_test(old_abi_wrappers),
+        cmocka_unit_test(shutdown_frees_everything),
+    };
+    /* -t 1 everywhere: the tiny models gain nothing from threads, and spinning threads on a
+     * loaded 2-core machine make every decode slow */
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    specd_deinit();
+    return failed;
+}
