@@ -13,7 +13,10 @@
 #include "../util/util.h"
 #include "draft_model.h"
 #include "drafter_memory.h"
+#include "ngram_cache.h"
+#include "ngram_map.h"
 #include "ngram_simple.h"
+#include "suffix.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -319,11 +322,21 @@ static const specd_drafter_ops chain_ops = {
 
 /* ---- construction --------------------------------------------------------------------------- */
 
-static specd_status new_member_drafter(specd_engine *e, const specd_spec_params *sp, specd_spec_type type,
-                                       specd_drafter *out, char **error) {
+static specd_status new_ngram_cache(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
+                                    specd_drafter *out, char **error) {
+    const specd_ngram_counts *statics = NULL;
+    specd_status st = specd_drafter_memory_statics(mem, e->n_vocab, sp->ngram_cache_path, &statics, error);
+    return st == SPECD_OK ? specd_ngram_cache_new(&mem->dynamic, statics, out, error) : st;
+}
+
+static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
+                                       specd_spec_type type, specd_drafter *out, char **error) {
     switch (type) {
     case SPECD_SPEC_DRAFT: return specd_draft_model_new(e, out, error);
     case SPECD_SPEC_NGRAM_SIMPLE: return specd_ngram_simple_new(sp->ngram_n, out, error);
+    case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
+    case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
+    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, out, error);
     default: break;
     }
     specd_set_error(error, "speculative type '%s' is not available in this build",
@@ -355,7 +368,7 @@ specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *s
         m->cal = &mem->calibration[types[i]];
         m->stats = &stats->drafters[i];
         m->stats->type = types[i];
-        st = new_member_drafter(e, sp, types[i], &m->drafter, error);
+        st = new_member_drafter(e, mem, sp, types[i], &m->drafter, error);
         if (st == SPECD_OK) c->n++;
         if (types[i] == SPECD_SPEC_DRAFT) c->model = i;
     }

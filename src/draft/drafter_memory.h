@@ -5,9 +5,15 @@
 #define SPECD_DRAFTER_MEMORY_H
 
 #include "../session/draft_length.h"
+#include "ngram_counts.h"
 #include "specd.h"
+#include "suffix_tree.h"
 
 #define SPECD_N_SPEC_TYPES (SPECD_SPEC_SUFFIX + 1)
+/* Bounds of what is kept across requests: about 12 MB for the suffix tree, 24 MB for the cache. */
+#define SPECD_SUFFIX_MAX_NODES (1 << 18)
+#define SPECD_SUFFIX_DEPTH 24
+#define SPECD_DYNAMIC_CACHE_MAX_PAIRS (1 << 19)
 
 typedef struct specd_drafter_memory {
     /* Acceptance by confidence, per drafter type (only the calibration half of the struct). */
@@ -15,6 +21,12 @@ typedef struct specd_drafter_memory {
     /* The draft model's moving averages per call: tokens drafted, accepted, and ms spent. */
     double model_drafted, model_accepted, model_ms;
     bool model_seen;
+    /* suffix: prompts and outputs of every request (bounded by SPECD_SUFFIX_MAX_NODES). */
+    specd_suffix_tree suffix;
+    /* ngram-cache: statistics of earlier requests (bounded), and the static file last asked for. */
+    specd_ngram_counts dynamic;
+    specd_ngram_counts statics;
+    char *statics_path;  /* NULL: none loaded */
 } specd_drafter_memory;
 
 struct specd_engine;
@@ -22,5 +34,8 @@ struct specd_engine;
 /* The engine's memory, created on first use; NULL (with *error set) when out of memory. */
 specd_drafter_memory *specd_drafter_memory_get(struct specd_engine *engine, char **error);
 void specd_drafter_memory_free(specd_drafter_memory *memory);
+/* The static n-gram cache at `path`, loaded once and kept while requests name the same file. */
+specd_status specd_drafter_memory_statics(specd_drafter_memory *memory, int32_t n_vocab, const char *path,
+                                          const specd_ngram_counts **out, char **error);
 
 #endif

@@ -29,7 +29,8 @@ static const char *prompts[] = {
     "she was happy",
 };
 
-static const specd_spec_type model_free_types[] = {SPECD_SPEC_NGRAM_SIMPLE};
+static const specd_spec_type model_free_types[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_NGRAM_MAP,
+                                                   SPECD_SPEC_NGRAM_CACHE, SPECD_SPEC_SUFFIX};
 #define N_MODEL_FREE ((int)(sizeof model_free_types / sizeof *model_free_types))
 
 static specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
