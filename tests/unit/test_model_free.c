@@ -151,6 +151,102 @@ static void test_greedy_chains_equal_target_alone(void **state) {
     assert_true(all.accepted > 0);
 }
 
+/* ---- exact sampling with deterministic drafts ----------------------------------------------- */
+
+typedef struct exact_pairs {
+    int32_t n_vocab;
+    double *prob; /* prob[a * n_vocab + b] = p(a) p(b | a) */
+} exact_pairs;
+
+/* The target's exact distribution of the first two tokens under `sp`, from its logits. */
+static exact_pairs exact_first_two(const specd_token *prompt, int32_t n, const specd_sampling_params *sp) {
+    struct llama_model *m = llama_model_load_from_file(target_path, llama_model_default_params());
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = cp.n_threads_batch = 2;
+    struct llama_context *ctx = llama_init_from_model(m, cp);
+    int32_t nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    exact_pairs ex = {nv, calloc((size_t)nv * nv, sizeof(double))};
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, sp, nv, NULL, 0, NULL));
+    specd_dist p1 = {0}, p2 = {0};
+    specd_token hist[256];
+    memcpy(hist, prompt, (size_t)n * sizeof *prompt);
+    assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist, n)), 0);
+    assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n, &p1));
+    for (int32_t i = 0; i < p1.n; i++) {
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
+        hist[n] = p1.ids[i];
+        assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist + n, 1)), 0);
+        assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, &p2));
+        for (int32_t j = 0; j < p2.n; j++) ex.prob[(size_t)p1.ids[i] * nv + p2.ids[j]] = (double)p1.probs[i] * p2.probs[j];
+    }
+    specd_dist_free(&p1);
+    specd_dist_free(&p2);
+    specd_sampler_free(&s);
+    llama_free(ctx);
+    llama_model_free(m);
+    return ex;
+}
+
+/* A prompt P + G + P, where G is the target's greedy continuation of P: prompt lookup then
+ * drafts G after it, which the target at temperature 1 accepts often but not always. */
+static int32_t repeating_prompt(specd_token *out, int32_t cap) {
+    specd_token *p = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, prompts[2], true, &p, &n, NULL), SPECD_OK);
+    specd_generation_params g = greedy_list(NULL, 0, 0, false);
+    g.n_predict = 6;
+    specd_result r;
+    assert_int_equal(specd_generate(engine, p, n, &g, &r, NULL), SPECD_OK);
+    int32_t len = 0;
+    assert_true(2 * n + r.n_tokens <= cap);
+    for (int32_t i = 0; i < n; i++) out[len++] = p[i];
+    for (int32_t i = 0; i < r.n_tokens; i++) out[len++] = r.tokens[i];
+    for (int32_t i = 1; i < n; i++) out[len++] = p[i]; /* P again, without BOS */
+    specd_result_clear(&r);
+    specd_free(p);
+    return len;
+}
+
+static void test_sampling_with_prompt_lookup_is_exact(void **state) {
+    (void)state;
+    specd_token prompt[128];
+    int32_t n = repeating_prompt(prompt, 128);
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    exact_pairs ex = exact_first_two(prompt, n, &sp);
+    int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
+    int64_t drafted = 0, accepted = 0;
+    specd_spec_type types[] = {SPECD_SPEC_NGRAM_SIMPLE};
+    specd_generation_params g = greedy_list(types, 1, 3, false);
+    g.sampling = sp;
+    g.n_predict = 2;
+    g.speculative.draft_min = 3;
+    const int n_samples = 10000;
+    for (int i = 0; i < n_samples; i++) {
+        g.sampling.seed = (uint64_t)i + 1;
+        specd_result r;
+        assert_int_equal(specd_generate(engine, prompt, n, &g, &r, NULL), SPECD_OK);
+        assert_int_equal(r.n_tokens, 2);
+        counts[(size_t)r.tokens[0] * ex.n_vocab + r.tokens[1]]++;
+        drafted += r.stats.n_drafted;
+        accepted += r.stats.n_accepted;
+        specd_result_clear(&r);
+    }
+    chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
+    print_message("ngram-simple sampling: chi2 %.1f df %d z %.2f, acceptance %.3f\n", c.statistic, c.df, c.z,
+                  (double)accepted / (double)drafted);
+    assert_true(accepted > 0 && accepted < drafted);
+    assert_true(c.df >= 10);
+    assert_true(c.z < CHI_SQUARE_MAX_Z);
+    free(counts);
+    free(ex.prob);
+}
+
 static void test_bad_lists_are_refused(void **state) {
     (void)state;
     specd_token prompt[] = {1, 300, 301};
@@ -190,6 +286,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_model_free_equals_target_alone),
         cmocka_unit_test(test_greedy_chains_equal_target_alone),
+        cmocka_unit_test(test_sampling_with_prompt_lookup_is_exact),
         cmocka_unit_test(test_bad_lists_are_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
