@@ -38,7 +38,7 @@ static specd_engine *open_engine(const char *target, const char *draft, int32_t 
     p.target_path = target;
     p.draft_path = draft;
     p.n_ctx = n_ctx;
-    p.n_threads = 2;
+    p.n_threads = 1; /* tiny models: a second thread only spins against the other tests */
     specd_engine *e = NULL;
     char *err = NULL;
     if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
@@ -163,7 +163,7 @@ static exact_pairs exact_first_two(const specd_token *prompt, int32_t n, const s
     struct llama_model *m = llama_model_load_from_file(target_path, llama_model_default_params());
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 256;
-    cp.n_threads = cp.n_threads_batch = 2;
+    cp.n_threads = cp.n_threads_batch = 1;
     struct llama_context *ctx = llama_init_from_model(m, cp);
     int32_t nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
     exact_pairs ex = {nv, calloc((size_t)nv * nv, sizeof(double))};
