@@ -336,7 +336,7 @@ static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *me
     case SPECD_SPEC_NGRAM_SIMPLE: return specd_ngram_simple_new(sp->ngram_n, out, error);
     case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
     case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
-    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, out, error);
+    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, SPECD_SUFFIX_ENGINE_BRANCHES, out, error);
     default: break;
     }
     specd_set_error(error, "speculative type '%s' is not available in this build",

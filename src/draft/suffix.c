@@ -5,7 +5,7 @@
  * the longest earlier-seen suffix of the history. From it the draft tree grows best first:
  *   prob(child) = prob(parent) * count(child) / sum of count(siblings)
  * taking the most probable frontier candidate while it is above MIN_PROB, the tree stays within
- * SPECD_TREE_MAX_BRANCHES leaves, and the size within min(max_len, SPEC_FACTOR * match length). */
+ * max_branches leaves, and the size within min(max_len, SPEC_FACTOR * match length). */
 #include "suffix.h"
 
 #include "../util/util.h"
@@ -22,6 +22,7 @@ typedef struct suffix_drafter {
     specd_suffix_tree *tree;
     specd_suffix_cursor cursor;
     int32_t n_inserted;
+    int32_t max_branches;
 } suffix_drafter;
 
 typedef struct candidate {
@@ -103,7 +104,7 @@ static specd_status grow_draft(suffix_drafter *s, int32_t match, const specd_dra
         /* A second child under a node starts a new branch; a first child just grows one. */
         bool new_branch = has_child[c.tree_parent];
         if (tree->nodes[c.tree_parent].depth + 1 > req->max_len) continue;
-        if (new_branch && leaves == SPECD_TREE_MAX_BRANCHES) continue;
+        if (new_branch && leaves == s->max_branches) continue;
         int32_t added = specd_tree_add(tree, c.tree_parent, t->nodes[c.node].token, NULL, c.local);
         if (added < 0) return SPECD_ERR_NO_MEMORY;
         has_child[c.tree_parent] = true;
@@ -133,13 +134,19 @@ static const specd_drafter_ops suffix_ops = {
     .destroy = sx_destroy,
 };
 
-specd_status specd_suffix_new(specd_suffix_tree *tree, specd_drafter *out, char **error) {
+specd_status specd_suffix_new(specd_suffix_tree *tree, int32_t max_branches, specd_drafter *out, char **error) {
+    if (max_branches < 1 || max_branches > SPECD_TREE_MAX_BRANCHES) {
+        specd_set_error(error, "the suffix drafter takes 1 to %d branches (got %d)", SPECD_TREE_MAX_BRANCHES,
+                        max_branches);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     suffix_drafter *s = calloc(1, sizeof *s);
     if (!s) {
         specd_set_error(error, "out of memory for the suffix drafter");
         return SPECD_ERR_NO_MEMORY;
     }
     s->tree = tree;
+    s->max_branches = max_branches;
     s->cursor.epoch = tree->epoch;
     out->ops = &suffix_ops;
     out->self = s;

@@ -235,7 +235,7 @@ static void test_suffix_drafts_the_longest_match_continuation(void **state) {
     specd_suffix_tree t;
     assert_true(specd_suffix_tree_init(&t, 10000, 24));
     specd_drafter d;
-    assert_int_equal(specd_suffix_new(&t, &d, NULL), SPECD_OK);
+    assert_int_equal(specd_suffix_new(&t, SPECD_TREE_MAX_BRANCHES, &d, NULL), SPECD_OK);
     /* (1 2 3) matched, depth 3: up to 6 tokens; what followed it runs out after 4 */
     const specd_token h[] = {1, 2, 3, 4, 1, 2, 3};
     const specd_token tokens[] = {4, 1, 2, 3};
@@ -250,7 +250,7 @@ static void test_suffix_drafts_a_tree_of_frequent_continuations(void **state) {
     specd_suffix_tree t;
     assert_true(specd_suffix_tree_init(&t, 10000, 24));
     specd_drafter d;
-    assert_int_equal(specd_suffix_new(&t, &d, NULL), SPECD_OK);
+    assert_int_equal(specd_suffix_new(&t, SPECD_TREE_MAX_BRANCHES, &d, NULL), SPECD_OK);
     /* (1 2) -> 3 three times, 4 twice; (1 2 3) -> 8 always; (1 2 3 8) -> 1, 5, 9; (1 2 4) -> 6.
      * Match length 2: 4 nodes, best first: 3 (.6), 8 (.6), 4 (.4), 6 (.4); 1, 5, 9 (.2 each) lose. */
     const specd_token h[] = {7, 1, 2, 3, 8, 1, 2, 4, 6, 1, 2, 3, 8, 5, 1, 2, 4, 6, 1, 2, 3, 8, 9, 1, 2};
@@ -266,11 +266,11 @@ static void test_suffix_tree_remembers_earlier_requests(void **state) {
     specd_suffix_tree t;
     assert_true(specd_suffix_tree_init(&t, 10000, 24));
     specd_drafter a, b;
-    assert_int_equal(specd_suffix_new(&t, &a, NULL), SPECD_OK);
+    assert_int_equal(specd_suffix_new(&t, 1, &a, NULL), SPECD_OK);
     const specd_token first[] = {20, 21, 22, 23, 24, 25};
     assert_int_equal(a.ops->prepare(a.self, first, N_OF(first), NULL), SPECD_OK);
     a.ops->destroy(a.self);
-    assert_int_equal(specd_suffix_new(&t, &b, NULL), SPECD_OK);
+    assert_int_equal(specd_suffix_new(&t, 1, &b, NULL), SPECD_OK);
     const specd_token h[] = {30, 21, 22};
     const specd_token tokens[] = {23, 24, 25};
     const int32_t parents[] = {0, 1, 2};
@@ -304,7 +304,7 @@ static void run_requests(specd_drafter (*make)(void *), void *arg, void (*check)
 
 static specd_drafter make_suffix(void *tree) {
     specd_drafter d;
-    assert_int_equal(specd_suffix_new(tree, &d, NULL), SPECD_OK);
+    assert_int_equal(specd_suffix_new(tree, 1, &d, NULL), SPECD_OK);
     return d;
 }
 
