@@ -7,7 +7,8 @@
  * engine across requests), and T(n) the measured cost of a target pass over n tokens. Siblings
  * are alternatives (at most one can match the target), so summing their P is right. The draft
  * model cannot be valued before it runs (it costs a decode per token), so it is valued by its
- * recent yield: moving averages of accepted and drafted tokens and drafting time per call. */
+ * recent yield: moving averages of accepted and drafted tokens per call, at the measured cost of
+ * a draft token; it runs at least every MODEL_RETRY_EVERY steps to keep that estimate current. */
 #include "drafter_chain.h"
 
 #include "../util/util.h"
@@ -23,9 +24,8 @@
 #include <string.h>
 
 #define MODEL_EMA 0.2
-/* Before the draft model has run in this engine: a guess that makes it worth one try. */
-#define MODEL_PRIOR_DRAFTED 4.0
-#define MODEL_PRIOR_ACCEPTED 2.0
+/* The draft model's yield is only learned when it runs: it runs at least this often. */
+#define MODEL_RETRY_EVERY 16
 
 typedef struct member {
     specd_spec_type type;
@@ -44,6 +44,7 @@ typedef struct drafter_chain {
     int32_t n;
     int32_t model;     /* index of the draft-model member, or -1 */
     int32_t chosen;    /* member whose tree is being verified, or -1 */
+    int32_t steps_without_model; /* steps since the draft model last ran */
     double *p_node;    /* scratch: P per candidate node (-1: not kept) */
     int32_t p_cap;
     double *e_depth;   /* scratch: sum of P by depth */
@@ -173,15 +174,16 @@ static bool value_candidate(drafter_chain *c, member *m, const specd_draft_reque
     return true;
 }
 
-/* The draft model's expected value from its recent calls (or the prior before any). */
+/* The draft model's expected value from its recent calls. Its cost per call is the measured cost
+ * of a draft token times the tokens it drafts: the wall time of a call also holds catching up on
+ * tokens the model-free drafters proposed, a one-off that would make the model look slow. */
 static double model_value(const drafter_chain *c, const specd_draft_request *req) {
     const specd_drafter_memory *mem = c->memory;
-    double drafted = mem->model_seen ? mem->model_drafted : MODEL_PRIOR_DRAFTED;
-    double accepted = mem->model_seen ? mem->model_accepted : MODEL_PRIOR_ACCEPTED;
-    if (!req->length) return accepted;
-    double draft_ms = mem->model_seen ? mem->model_ms : drafted * c->e->costs.draft_ms;
-    int32_t n = (int32_t)lround(drafted) + 1;
-    return (1.0 + accepted) / (specd_draft_length_verify_cost(&c->e->costs, n) + draft_ms);
+    if (c->steps_without_model >= MODEL_RETRY_EVERY) return INFINITY;
+    if (!req->length) return mem->model_accepted;
+    double draft_ms = mem->model_drafted * c->e->costs.draft_ms;
+    int32_t n = (int32_t)lround(mem->model_drafted) + 1;
+    return (1.0 + mem->model_accepted) / (specd_draft_length_verify_cost(&c->e->costs, n) + draft_ms);
 }
 
 /* ---- drafting ------------------------------------------------------------------------------- */
@@ -227,11 +229,8 @@ static specd_status run_model(drafter_chain *c, const specd_draft_request *req, 
     member *m = &c->m[c->model];
     double t0 = specd_now_ms();
     specd_status st = m->drafter.ops->draft(m->drafter.self, req, tree, error);
-    double ms = specd_now_ms() - t0;
-    m->stats->draft_ms += ms;
+    m->stats->draft_ms += specd_now_ms() - t0;
     m->stats->n_calls++;
-    specd_drafter_memory *mem = c->memory;
-    mem->model_ms = mem->model_seen ? (1.0 - MODEL_EMA) * mem->model_ms + MODEL_EMA * ms : ms;
     return st;
 }
 
@@ -251,6 +250,7 @@ static specd_status chain_draft(void *self, const specd_draft_request *req, spec
             c->chosen = i;
         }
     }
+    c->steps_without_model = c->chosen == c->model ? 0 : c->steps_without_model + 1;
     if (c->chosen < 0) return SPECD_OK;
     member *m = &c->m[c->chosen];
     tree->drafter = c->chosen;
@@ -282,10 +282,8 @@ static void chain_observe(void *self, const specd_token_tree *tree, const specd_
     }
     if (c->chosen == c->model) {
         specd_drafter_memory *mem = c->memory;
-        double w = mem->model_seen ? MODEL_EMA : 1.0;
-        mem->model_drafted = (1.0 - w) * mem->model_drafted + w * n_drafted;
-        mem->model_accepted = (1.0 - w) * mem->model_accepted + w * vr->n_accepted;
-        mem->model_seen = true;
+        mem->model_drafted = (1.0 - MODEL_EMA) * mem->model_drafted + MODEL_EMA * n_drafted;
+        mem->model_accepted = (1.0 - MODEL_EMA) * mem->model_accepted + MODEL_EMA * vr->n_accepted;
     }
     if (m->drafter.ops->observe) m->drafter.ops->observe(m->drafter.self, tree, vr);
 }

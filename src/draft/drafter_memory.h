@@ -14,13 +14,16 @@
 #define SPECD_SUFFIX_MAX_NODES (1 << 18)
 #define SPECD_SUFFIX_DEPTH 24
 #define SPECD_DYNAMIC_CACHE_MAX_PAIRS (1 << 19)
+/* Before the draft model has run in this engine: a guess that makes it worth trying. Its moving
+ * averages start from it, so one unlucky first call does not write the model off. */
+#define SPECD_MODEL_PRIOR_DRAFTED 4.0
+#define SPECD_MODEL_PRIOR_ACCEPTED 2.0
 
 typedef struct specd_drafter_memory {
     /* Acceptance by confidence, per drafter type (only the calibration half of the struct). */
     specd_draft_length calibration[SPECD_N_SPEC_TYPES];
-    /* The draft model's moving averages per call: tokens drafted, accepted, and ms spent. */
-    double model_drafted, model_accepted, model_ms;
-    bool model_seen;
+    /* The draft model's moving averages per call: tokens drafted and accepted. */
+    double model_drafted, model_accepted;
     /* suffix: prompts and outputs of every request (bounded by SPECD_SUFFIX_MAX_NODES). */
     specd_suffix_tree suffix;
     /* ngram-cache: statistics of earlier requests (bounded), and the static file last asked for. */
