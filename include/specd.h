@@ -117,7 +117,21 @@ typedef enum specd_spec_type {
     SPECD_SPEC_AUTO = -1, /* DRAFT when the engine has a draft model, else NONE */
     SPECD_SPEC_NONE = 0,  /* target alone */
     SPECD_SPEC_DRAFT = 1, /* a draft model proposes chains */
+    /* Model-free drafters (no draft model needed; they win when the output repeats earlier text): */
+    SPECD_SPEC_NGRAM_SIMPLE = 2, /* prompt lookup: what followed the latest earlier copy of the last n tokens */
+    SPECD_SPEC_NGRAM_MAP = 3,    /* n-gram -> continuations with hit counts; drafts only frequent ones */
+    SPECD_SPEC_NGRAM_CACHE = 4,  /* n-gram statistics: this context, earlier requests, a static file */
+    SPECD_SPEC_SUFFIX = 5,       /* suffix tree over prompts and past outputs (SuffixDecoding) */
 } specd_spec_type;
+
+/* Most drafters one request may list (specd_spec_params.types). */
+#define SPECD_SPEC_MAX_TYPES 8
+
+/* "none", "draft", "ngram-simple", "ngram-map", "ngram-cache", "suffix" ("auto" for AUTO); NULL
+ * for an unknown type. */
+SPECD_API const char *specd_spec_type_name(specd_spec_type type);
+/* The type with this name; returns false when there is none. */
+SPECD_API bool specd_spec_type_from_name(const char *name, specd_spec_type *type);
 
 typedef struct specd_spec_params {
     specd_spec_type type; /* default SPECD_SPEC_AUTO */
@@ -125,6 +139,14 @@ typedef struct specd_spec_params {
     int32_t draft_min;    /* shortest draft worth verifying; default 1 */
     float draft_p_min;    /* stop drafting when the draft's probability of its token is below this */
     bool adaptive;        /* choose the draft length per step from measured costs; default true */
+    /* Several drafters: when n_types > 0 this list replaces `type`. Each step drafts with the one
+     * expected to give the most tokens per second in this context (calibrated per drafter);
+     * DRAFT, when listed, is the fallback when the model-free ones have nothing good. */
+    specd_spec_type types[SPECD_SPEC_MAX_TYPES];
+    int32_t n_types;
+    int32_t ngram_n;              /* n-gram length of ngram-simple and ngram-map; default 3 */
+    int32_t ngram_min_hits;       /* ngram-map drafts continuations seen this often; default 2 */
+    const char *ngram_cache_path; /* static cache file for ngram-cache (build_ngram_cache), or NULL */
 } specd_spec_params;
 
 /* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
@@ -153,6 +175,15 @@ SPECD_API const char *specd_stop_reason_name(specd_stop_reason reason);
 
 #define SPECD_STATS_MAX_DRAFT 32
 
+typedef struct specd_drafter_stats {
+    specd_spec_type type;
+    int32_t n_calls;    /* steps it was asked for a draft */
+    int32_t n_chosen;   /* steps its draft was the one verified */
+    int32_t n_drafted;  /* draft tokens of its that were verified */
+    int32_t n_accepted; /* of which accepted */
+    double draft_ms;    /* time it spent drafting */
+} specd_drafter_stats;
+
 typedef struct specd_stats {
     int32_t n_prompt;         /* prompt tokens */
     int32_t n_prompt_cached;  /* of which reused from the KV cache */
@@ -176,6 +207,9 @@ typedef struct specd_stats {
      * draft token. With accepted_at/drafted_at they bound what any draft chain could reach. */
     double verify_cost_ms[SPECD_STATS_MAX_DRAFT];
     double draft_token_ms;
+    /* Per drafter when several are listed (or a model-free one): drafters[i] for types[i]. */
+    int32_t n_drafters;
+    specd_drafter_stats drafters[SPECD_SPEC_MAX_TYPES];
 } specd_stats;
 
 SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);

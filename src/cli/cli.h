@@ -16,9 +16,9 @@ int cli_bench(int argc, char **argv, const char *self);
 int cli_serve(int argc, char **argv); /* src/server/serve.c */
 
 /* output.c */
-const char *cli_spec_type_name(specd_spec_type type);
-void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reason, specd_spec_type type);
+/* `spec` names the speculation used: "none", "draft", or a list such as "ngram-simple,draft". */
+void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reason, const char *spec);
 /* Prints the --json object; returns false when out of memory. */
-bool cli_print_json(FILE *out, const char *text, const specd_result *result, specd_spec_type type);
+bool cli_print_json(FILE *out, const char *text, const specd_result *result, const char *spec);
 
 #endif

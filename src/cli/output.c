@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *cli_spec_type_name(specd_spec_type type) {
-    return type == SPECD_SPEC_DRAFT ? "draft" : "none";
-}
-
 static void print_draft_lengths(FILE *out, const specd_stats *s) {
     fputs("draft lengths:", out);
     for (int k = 0; k < SPECD_STATS_MAX_DRAFT; k++)
@@ -19,8 +15,18 @@ static void print_draft_lengths(FILE *out, const specd_stats *s) {
     fputc('\n', out);
 }
 
-void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, specd_spec_type type) {
-    fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", cli_spec_type_name(type),
+/* One line per drafter of a chain. */
+static void print_drafters(FILE *out, const specd_stats *s) {
+    for (int32_t i = 0; i < s->n_drafters; i++) {
+        const specd_drafter_stats *d = &s->drafters[i];
+        fprintf(out, "drafter %s: calls %d, chosen %d, drafted %d, accepted %d (%.1f%%), %.1f ms\n",
+                specd_spec_type_name(d->type), d->n_calls, d->n_chosen, d->n_drafted, d->n_accepted,
+                d->n_drafted ? 100.0 * d->n_accepted / d->n_drafted : 0.0, d->draft_ms);
+    }
+}
+
+void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, const char *spec) {
+    fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", spec,
             specd_stop_reason_name(reason));
     fprintf(out, "prompt: %d tokens (%d cached) in %.1f ms\n", s->n_prompt, s->n_prompt_cached, s->prompt_ms);
     fprintf(out, "decode: %d tokens in %.1f ms, %.2f tokens/s\n", s->n_predicted, s->decode_ms,
@@ -30,7 +36,8 @@ void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, 
             specd_stats_mean_accepted_per_step(s));
     fprintf(out, "time: drafting %.1f ms, verifying %.1f ms, sampling %.1f ms\n", s->draft_ms,
             s->verify_ms, s->sample_ms);
-    if (type != SPECD_SPEC_NONE) print_draft_lengths(out, s);
+    if (strcmp(spec, "none") != 0) print_draft_lengths(out, s);
+    print_drafters(out, s);
 }
 
 static json_t *int_array(const int32_t *v, int n) {
@@ -62,11 +69,27 @@ static json_t *costs_json(const specd_stats *s) {
     return json_pack("{s:o, s:f}", "verify_ms", verify, "draft_token_ms", s->draft_token_ms);
 }
 
-static json_t *speculative_json(const specd_stats *s, specd_spec_type type) {
+static json_t *drafters_json(const specd_stats *s) {
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < s->n_drafters; i++) {
+        const specd_drafter_stats *d = &s->drafters[i];
+        json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f}",
+                                           "type", specd_spec_type_name(d->type),
+                                           "n_calls", d->n_calls,
+                                           "n_chosen", d->n_chosen,
+                                           "n_drafted", d->n_drafted,
+                                           "n_accepted", d->n_accepted,
+                                           "acceptance_rate", d->n_drafted ? (double)d->n_accepted / d->n_drafted : 0.0,
+                                           "draft_ms", d->draft_ms));
+    }
+    return a;
+}
+
+static json_t *speculative_json(const specd_stats *s, const char *spec) {
     int n_pos = 0;
     while (n_pos < SPECD_STATS_MAX_DRAFT && s->drafted_at[n_pos]) n_pos++;
-    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o}",
-                     "type", cli_spec_type_name(type),
+    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}",
+                     "type", spec,
                      "n_steps", s->n_steps,
                      "n_drafted", s->n_drafted,
                      "n_accepted", s->n_accepted,
@@ -76,7 +99,8 @@ static json_t *speculative_json(const specd_stats *s, specd_spec_type type) {
                      "acceptance_by_position", acceptance_by_position(s),
                      "drafted_at", int_array(s->drafted_at, n_pos),
                      "accepted_at", int_array(s->accepted_at, n_pos),
-                     "costs", costs_json(s));
+                     "costs", costs_json(s),
+                     "drafters", drafters_json(s));
 }
 
 static json_t *timings_json(const specd_stats *s) {
@@ -120,7 +144,7 @@ static char *valid_utf8(const char *text) {
     return out;
 }
 
-bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, specd_spec_type type) {
+bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, const char *spec) {
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
@@ -130,7 +154,7 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, spec
                              "n_prompt_cached", s->n_prompt_cached,
                              "n_predicted", s->n_predicted,
                              "stop_reason", specd_stop_reason_name(r->stop_reason),
-                             "speculative", speculative_json(s, type),
+                             "speculative", speculative_json(s, spec),
                              "timings", timings_json(s));
     free(text);
     if (!root) return false;

@@ -34,7 +34,12 @@ static void run_usage(FILE *out) {
           "  --presence-penalty X     (default 0)         --frequency-penalty X (default 0)\n"
           "  --seed S                 random seed (default: from the clock)\n"
           "  --ignore-eos             do not stop at end-of-generation tokens\n"
-          "  --spec none|draft        speculation (default: draft when -md is given)\n"
+          "  --spec LIST              speculation: none, or a comma-separated list of draft,\n"
+          "                           ngram-simple, ngram-map, ngram-cache, suffix; each step uses\n"
+          "                           the one expected to pay most (default: draft when -md is given)\n"
+          "  --spec-ngram-n N         n-gram length of ngram-simple and ngram-map (default 3)\n"
+          "  --spec-ngram-min-hits N  ngram-map drafts continuations seen N times (default 2)\n"
+          "  --spec-ngram-cache FILE  static n-gram cache for ngram-cache (tools/build_ngram_cache)\n"
           "  --draft-max N            longest draft per step (default 8)\n"
           "  --draft-min N            shortest draft per step (default 0)\n"
           "  --draft-p-min P          stop drafting below this draft confidence (default 0)\n"
@@ -44,13 +49,41 @@ static void run_usage(FILE *out) {
           out);
 }
 
+/* --spec: 'none', 'draft' (the plain draft-model loop), or a list such as 'ngram-simple,draft'. */
 static bool parse_spec(cli_args *a, specd_spec_params *sp) {
     const char *v = cli_value(a, "--spec");
     if (!v) return false;
-    if (strcmp(v, "none") == 0) sp->type = SPECD_SPEC_NONE;
-    else if (strcmp(v, "draft") == 0) sp->type = SPECD_SPEC_DRAFT;
-    else return cli_fail(a, "--spec must be 'none' or 'draft', got '%s'", v);
+    sp->n_types = 0;
+    for (const char *p = v; *p;) {
+        size_t len = strcspn(p, ",");
+        char name[32];
+        specd_spec_type t;
+        if (len == 0 || len >= sizeof name) return cli_fail(a, "--spec: empty or overlong entry in '%s'", v);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!specd_spec_type_from_name(name, &t) || t == SPECD_SPEC_AUTO)
+            return cli_fail(a, "--spec must be none or a comma-separated list of draft, ngram-simple, "
+                            "ngram-map, ngram-cache, suffix: unknown type '%s'", name);
+        if (sp->n_types == SPECD_SPEC_MAX_TYPES) return cli_fail(a, "--spec: too many types in '%s'", v);
+        sp->types[sp->n_types++] = t;
+        p += len + (p[len] == ',');
+    }
+    if (sp->n_types == 0) return cli_fail(a, "--spec needs a type");
+    if (sp->n_types == 1) { /* one type: the plain field, so 'none' and 'draft' behave as before */
+        sp->type = sp->types[0];
+        sp->n_types = 0;
+    } else {
+        for (int32_t i = 0; i < sp->n_types; i++)
+            if (sp->types[i] == SPECD_SPEC_NONE) return cli_fail(a, "--spec: 'none' cannot be part of a list");
+    }
     return true;
+}
+
+static bool spec_lists_draft(const specd_spec_params *sp) {
+    if (sp->n_types == 0) return sp->type == SPECD_SPEC_DRAFT;
+    for (int32_t i = 0; i < sp->n_types; i++)
+        if (sp->types[i] == SPECD_SPEC_DRAFT) return true;
+    return false;
 }
 
 /* Sampling and speculation flags; returns 1 when handled, 0 when not ours, -1 on error. */
@@ -76,6 +109,9 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_min = (int32_t)i; }
     else if (!strcmp(f, "--draft-p-min")) { ok = cli_float(a, f, 0.0, 1.0, &d); sp->draft_p_min = (float)d; }
     else if (!strcmp(f, "--draft-fixed")) sp->adaptive = false;
+    else if (!strcmp(f, "--spec-ngram-n")) { ok = cli_int(a, f, 1, 64, &i); sp->ngram_n = (int32_t)i; }
+    else if (!strcmp(f, "--spec-ngram-min-hits")) { ok = cli_int(a, f, 1, INT32_MAX, &i); sp->ngram_min_hits = (int32_t)i; }
+    else if (!strcmp(f, "--spec-ngram-cache")) ok = (sp->ngram_cache_path = cli_value(a, f)) != NULL;
     else return 0;
     return ok ? 1 : -1;
 }
@@ -113,7 +149,7 @@ static int parse_run_options(cli_args *a, run_options *o) {
     if (o->gen.speculative.draft_min > o->gen.speculative.draft_max)
         return cli_fail(a, "--draft-min (%d) is larger than --draft-max (%d)", o->gen.speculative.draft_min,
                         o->gen.speculative.draft_max) ? 0 : -1;
-    if (o->gen.speculative.type == SPECD_SPEC_DRAFT && !o->engine.draft_path)
+    if (spec_lists_draft(&o->gen.speculative) && !o->engine.draft_path)
         return cli_fail(a, "--spec draft needs a draft model: pass -md FILE") ? 0 : -1;
     return 0;
 }
@@ -155,14 +191,25 @@ static bool stream_tokens(const specd_token *tokens, int32_t n, void *user_data)
     return true;
 }
 
-static specd_spec_type effective_spec(const run_options *o, const specd_engine *e) {
-    specd_spec_type t = o->gen.speculative.type;
-    if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
-    return t;
+/* The speculation used, as reported: "none", "draft", or the list ("ngram-simple,draft"). */
+static const char *effective_spec(const run_options *o, const specd_engine *e, char *buf, size_t size) {
+    const specd_spec_params *sp = &o->gen.speculative;
+    if (sp->n_types == 0) {
+        specd_spec_type t = sp->type;
+        if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
+        return specd_spec_type_name(t);
+    }
+    buf[0] = '\0';
+    for (int32_t i = 0; i < sp->n_types; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s%s", i ? "," : "", specd_spec_type_name(sp->types[i]));
+    }
+    return buf;
 }
 
 static int report(const run_options *o, specd_engine *engine, const specd_result *result) {
-    specd_spec_type type = effective_spec(o, engine);
+    char spec_buf[256];
+    const char *type = effective_spec(o, engine, spec_buf, sizeof spec_buf);
     if (!o->json) {
         fputc('\n', stdout);
         cli_print_stats(stderr, &result->stats, result->stop_reason, type);

@@ -8,6 +8,7 @@
 #include "../sample/sampler.h"
 #include "../session/draft_length.h"
 #include "../verify/token_tree.h"
+#include "../verify/verify.h"
 #include "specd.h"
 
 typedef struct specd_draft_request {
@@ -31,6 +32,10 @@ typedef struct specd_drafter_ops {
     specd_status (*draft)(void *self, const specd_draft_request *req, specd_token_tree *tree,
                           char **error);
     void (*destroy)(void *self);
+    /* Optional: the verdict on the tree just drafted, for drafters that learn from it. A drafter
+     * with observe calibrates its own confidence: the loop then leaves the engine's draft-model
+     * calibration alone. */
+    void (*observe)(void *self, const specd_token_tree *tree, const specd_verify_result *vr);
 } specd_drafter_ops;
 
 typedef struct specd_drafter {

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
 
+#include "../draft/drafter_memory.h"
 #include "../util/util.h"
 #include "../verify/token_tree.h"
 
@@ -173,6 +174,7 @@ static void free_slot(specd_model_slot *slot) {
 
 void specd_engine_free(specd_engine *e) {
     if (!e) return;
+    specd_drafter_memory_free(e->drafter_memory);
     free_slot(&e->draft);
     free_slot(&e->target);
     if (e->batch.token) llama_batch_free(e->batch);

@@ -35,6 +35,8 @@ struct specd_engine {
     atomic_bool stop_requested;
     /* What speculation costs and how often drafts are accepted, learned across generations. */
     specd_draft_length costs;
+    /* Model-free drafters' state kept across requests (draft/drafter_memory.h); NULL until used. */
+    struct specd_drafter_memory *drafter_memory;
 };
 
 /* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */

@@ -6,6 +6,7 @@
  * pass decodes it together with the drafts, so every pass yields at least one new token, and with
  * speculation off a step is exactly one single-token decode, as in plain llama.cpp. */
 #include "../draft/draft_model.h"
+#include "../draft/drafter_chain.h"
 #include "../engine/engine_internal.h"
 #include "../util/util.h"
 #include "../verify/verify.h"
@@ -66,7 +67,12 @@ static specd_status validate_prompt(const specd_engine *e, const specd_token *pr
 }
 
 static specd_status validate_spec(const specd_engine *e, const specd_spec_params *sp, char **error) {
-    if (sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT) {
+    if (specd_drafter_chain_wanted(sp)) {
+        specd_status st = specd_drafter_chain_validate(e, sp, error);
+        if (st != SPECD_OK) return st;
+    }
+    if (!specd_drafter_chain_wanted(sp) && sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE &&
+        sp->type != SPECD_SPEC_DRAFT) {
         specd_set_error(error, "unknown speculative type %d", (int)sp->type);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
@@ -137,9 +143,12 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->length = &e->costs;
     specd_spec_type type = params->speculative.type;
     if (type == SPECD_SPEC_AUTO) type = e->draft.ctx ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
-    bool speculate = type == SPECD_SPEC_DRAFT && params->speculative.draft_max > 0;
+    /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
+    bool chain = specd_drafter_chain_wanted(&params->speculative);
+    bool speculate = (chain || type == SPECD_SPEC_DRAFT) && params->speculative.draft_max > 0;
     if (!speculate) return SPECD_OK;
-    st = specd_draft_model_new(e, &g->drafter, error);
+    st = chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
+               : specd_draft_model_new(e, &g->drafter, error);
     /* Fixed-length runs calibrate too: their statistics report the cost model. */
     if (st == SPECD_OK) st = specd_calibrate_costs(e, draft_budget_limit(e, &params->speculative) + 1, error);
     return st;
@@ -354,6 +363,8 @@ static bool emit_tokens(generation *g, const specd_token *tokens, int32_t n, cha
 static void record_step(generation *g, const specd_verify_result *vr) {
     specd_stats *s = &g->result->stats;
     int32_t n_drafted = specd_tree_n_drafted(&g->tree);
+    /* A drafter that observes its verdicts calibrates itself (see drafter.h). */
+    bool self_calibrating = g->drafter.ops && g->drafter.ops->observe;
     s->n_steps++;
     s->n_drafted += n_drafted;
     s->n_accepted += vr->n_accepted;
@@ -368,8 +379,9 @@ static void record_step(generation *g, const specd_verify_result *vr) {
         int32_t slot = depth - 1 < SPECD_STATS_MAX_DRAFT ? depth - 1 : SPECD_STATS_MAX_DRAFT - 1;
         s->drafted_at[slot]++;
         s->accepted_at[slot] += accepted;
-        specd_draft_length_record_outcome(g->length, node->confidence, accepted);
+        if (!self_calibrating) specd_draft_length_record_outcome(g->length, node->confidence, accepted);
     }
+    if (self_calibrating) g->drafter.ops->observe(g->drafter.self, &g->tree, vr);
 }
 
 static specd_status run_step(generation *g, bool *done, char **error) {

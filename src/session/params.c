@@ -20,7 +20,38 @@ specd_generation_params specd_generation_default_params(void) {
     p.speculative.draft_min = 0;
     p.speculative.draft_p_min = 0.0f;
     p.speculative.adaptive = true;
+    p.speculative.ngram_n = 3;
+    p.speculative.ngram_min_hits = 2;
     return p;
+}
+
+static const struct {
+    specd_spec_type type;
+    const char *name;
+} spec_type_names[] = {
+    {SPECD_SPEC_AUTO, "auto"},
+    {SPECD_SPEC_NONE, "none"},
+    {SPECD_SPEC_DRAFT, "draft"},
+    {SPECD_SPEC_NGRAM_SIMPLE, "ngram-simple"},
+    {SPECD_SPEC_NGRAM_MAP, "ngram-map"},
+    {SPECD_SPEC_NGRAM_CACHE, "ngram-cache"},
+    {SPECD_SPEC_SUFFIX, "suffix"},
+};
+
+const char *specd_spec_type_name(specd_spec_type type) {
+    for (size_t i = 0; i < sizeof spec_type_names / sizeof *spec_type_names; i++)
+        if (spec_type_names[i].type == type) return spec_type_names[i].name;
+    return NULL;
+}
+
+bool specd_spec_type_from_name(const char *name, specd_spec_type *type) {
+    for (size_t i = 0; name && i < sizeof spec_type_names / sizeof *spec_type_names; i++) {
+        if (strcmp(spec_type_names[i].name, name) == 0) {
+            *type = spec_type_names[i].type;
+            return true;
+        }
+    }
+    return false;
 }
 
 const char *specd_stop_reason_name(specd_stop_reason reason) {

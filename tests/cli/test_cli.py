@@ -84,6 +84,20 @@ def errors(specd, models):
         check("json speculative text equals plain", plain["text"] == out["text"] and plain["speculative"]["type"] == "none",
               f"{plain['text']!r} vs {out['text']!r}")
 
+        r3 = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+                  "--ignore-eos", "--spec", "ngram-simple,draft", "--spec-ngram-n", "2", "--json"])
+        chained = json.loads(r3.stdout) if r3.returncode == 0 else {}
+        drafters = chained.get("speculative", {}).get("drafters", [])
+        check("json drafter list", chained.get("text") == plain["text"]
+              and chained["speculative"]["type"] == "ngram-simple,draft"
+              and [d.get("type") for d in drafters] == ["ngram-simple", "draft"]
+              and all(k in drafters[0] for k in ("n_calls", "n_chosen", "n_drafted", "n_accepted", "draft_ms"))
+              and sum(d["n_drafted"] for d in drafters) == chained["speculative"]["n_drafted"], r3.stdout + r3.stderr)
+    expect_usage_error(specd, "none in a list", ["-m", target, "-p", "x", "--spec", "none,ngram-simple"],
+                       "cannot be part of a list")
+    expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],
+                       "needs a draft model")
+
     bench(specd, target, draft)
 
     r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "16", "--temp", "0"])

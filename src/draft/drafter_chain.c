@@ -1,0 +1,380 @@
+/* drafter_chain.c - choosing, per step, which drafter's proposal to verify (see .h).
+ *
+ * Value of a proposal cut at depth k (Leviathan et al.'s expected accepted length, per tree node):
+ *   P(root) = 1, P(node) = P(parent) * a_d(confidence(node))
+ *   E_k = sum of P over the kept nodes of depth <= k;  rate_k = (1 + E_k) / T(nodes_k + 1)
+ * where a_d is drafter d's acceptance by confidence, learned from its verified drafts (kept in the
+ * engine across requests), and T(n) the measured cost of a target pass over n tokens. Siblings
+ * are alternatives (at most one can match the target), so summing their P is right. The draft
+ * model cannot be valued before it runs (it costs a decode per token), so it is valued by its
+ * recent yield: moving averages of accepted and drafted tokens per call, at the measured cost of
+ * a draft token; it runs at least every MODEL_RETRY_EVERY steps to keep that estimate current. */
+#include "drafter_chain.h"
+
+#include "../util/util.h"
+#include "draft_model.h"
+#include "drafter_memory.h"
+#include "ngram_cache.h"
+#include "ngram_map.h"
+#include "ngram_simple.h"
+#include "suffix.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL_EMA 0.2
+/* The draft model's yield is only learned when it runs: it runs at least this often. */
+#define MODEL_RETRY_EVERY 16
+
+typedef struct member {
+    specd_spec_type type;
+    specd_drafter drafter;
+    specd_token_tree candidate;  /* this step's proposal (model-free members) */
+    specd_draft_length *cal;     /* acceptance by confidence: the engine's, per type */
+    specd_drafter_stats *stats;
+    int32_t depth;               /* this step: where to cut the proposal */
+    double value;                /* this step: rate (adaptive) or expected accepted tokens */
+} member;
+
+typedef struct drafter_chain {
+    specd_engine *e;
+    specd_drafter_memory *memory;
+    member m[SPECD_SPEC_MAX_TYPES];
+    int32_t n;
+    int32_t model;     /* index of the draft-model member, or -1 */
+    int32_t chosen;    /* member whose tree is being verified, or -1 */
+    int32_t steps_without_model; /* steps since the draft model last ran */
+    double *p_node;    /* scratch: P per candidate node (-1: not kept) */
+    int32_t p_cap;
+    double *e_depth;   /* scratch: sum of P by depth */
+    int32_t *n_depth;  /* scratch: kept nodes by depth */
+    int32_t depth_cap;
+} drafter_chain;
+
+/* ---- which types, and are they valid ------------------------------------------------------- */
+
+/* The request's drafters in order (AUTO resolved); returns how many. */
+static int32_t listed_types(const specd_spec_params *sp, bool has_draft, specd_spec_type *out) {
+    if (sp->n_types <= 0) {
+        out[0] = sp->type == SPECD_SPEC_AUTO ? (has_draft ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE) : sp->type;
+        return out[0] == SPECD_SPEC_NONE ? 0 : 1;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < sp->n_types && i < SPECD_SPEC_MAX_TYPES; i++)
+        if (sp->types[i] != SPECD_SPEC_NONE) out[n++] = sp->types[i];
+    return n;
+}
+
+bool specd_drafter_chain_wanted(const specd_spec_params *sp) {
+    if (sp->n_types > 0) return true;
+    return sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT;
+}
+
+static bool is_drafter_type(specd_spec_type t) { return t >= SPECD_SPEC_DRAFT && t <= SPECD_SPEC_SUFFIX; }
+
+specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spec_params *sp, char **error) {
+    if (sp->n_types < 0 || sp->n_types > SPECD_SPEC_MAX_TYPES) {
+        specd_set_error(error, "speculative types: %d listed, at most %d allowed", sp->n_types, SPECD_SPEC_MAX_TYPES);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_spec_type types[SPECD_SPEC_MAX_TYPES];
+    int32_t n = listed_types(sp, e->draft.ctx != NULL, types);
+    for (int32_t i = 0; i < n; i++) {
+        if (!is_drafter_type(types[i])) {
+            specd_set_error(error, "unknown speculative type %d in the list (use none, draft, ngram-simple, "
+                            "ngram-map, ngram-cache or suffix)", (int)types[i]);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+        for (int32_t j = 0; j < i; j++) {
+            if (types[j] == types[i]) {
+                specd_set_error(error, "speculative type '%s' is listed twice", specd_spec_type_name(types[i]));
+                return SPECD_ERR_INVALID_ARGUMENT;
+            }
+        }
+        if (types[i] == SPECD_SPEC_DRAFT && !e->draft.ctx) {
+            specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or leave "
+                            "'draft' out of the list");
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    if (sp->ngram_n < 1 || sp->ngram_n > 64) {
+        specd_set_error(error, "ngram_n must be between 1 and 64 (got %d)", sp->ngram_n);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (sp->ngram_min_hits < 1) {
+        specd_set_error(error, "ngram_min_hits must be at least 1 (got %d)", sp->ngram_min_hits);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    return SPECD_OK;
+}
+
+/* ---- valuing proposals ---------------------------------------------------------------------- */
+
+static bool reserve_scratch(drafter_chain *c, int32_t n_nodes, int32_t depth) {
+    if (n_nodes > c->p_cap) {
+        double *p = specd_grow_array(c->p_node, (size_t)n_nodes, sizeof *p);
+        if (!p) return false;
+        c->p_node = p;
+        c->p_cap = n_nodes;
+    }
+    if (depth + 1 > c->depth_cap) {
+        double *ed = specd_grow_array(c->e_depth, (size_t)depth + 1, sizeof *ed);
+        if (ed) c->e_depth = ed;
+        int32_t *nd = specd_grow_array(c->n_depth, (size_t)depth + 1, sizeof *nd);
+        if (nd) c->n_depth = nd;
+        if (!ed || !nd) return false;
+        c->depth_cap = depth + 1;
+    }
+    return true;
+}
+
+/* Fills p_node for the nodes a proposal may keep (confidence >= p_min, parent kept, at most
+ * max_len nodes in array order) and sums them by depth; returns the deepest kept depth. */
+static int32_t sum_by_depth(drafter_chain *c, const member *m, const specd_draft_request *req) {
+    const specd_token_tree *t = &m->candidate;
+    int32_t kept = 0, deepest = 0;
+    c->p_node[0] = 1.0;
+    for (int32_t d = 0; d <= req->max_len; d++) c->e_depth[d] = 0.0, c->n_depth[d] = 0;
+    for (int32_t i = 1; i < t->n_nodes; i++) {
+        const specd_tree_node *node = &t->nodes[i];
+        double parent_p = c->p_node[node->parent];
+        bool keep = parent_p >= 0.0 && node->confidence >= req->p_min && kept < req->max_len &&
+                    node->depth <= req->max_len;
+        c->p_node[i] = keep ? parent_p * specd_draft_length_acceptance(m->cal, node->confidence) : -1.0;
+        if (!keep) continue;
+        kept++;
+        c->e_depth[node->depth] += c->p_node[i];
+        c->n_depth[node->depth]++;
+        if (node->depth > deepest) deepest = node->depth;
+    }
+    return deepest;
+}
+
+/* Chooses m->depth and m->value for a model-free member's proposal. */
+static bool value_candidate(drafter_chain *c, member *m, const specd_draft_request *req) {
+    m->depth = 0;
+    m->value = -1.0;
+    if (m->candidate.n_nodes <= 1) return true;
+    if (!reserve_scratch(c, m->candidate.n_nodes, req->max_len)) return false;
+    int32_t deepest = sum_by_depth(c, m, req);
+    double expected = 0.0;
+    int32_t nodes = 0;
+    int32_t min_depth = req->min_len < deepest ? req->min_len : deepest;
+    for (int32_t k = 1; k <= deepest; k++) {
+        expected += c->e_depth[k];
+        nodes += c->n_depth[k];
+        double value = req->length ? (1.0 + expected) / specd_draft_length_verify_cost(&c->e->costs, nodes + 1)
+                                   : expected;
+        if (k >= min_depth && (value > m->value || !req->length)) {
+            m->value = value;
+            m->depth = k;
+        }
+    }
+    return true;
+}
+
+/* The draft model's expected value from its recent calls. Its cost per call is the measured cost
+ * of a draft token times the tokens it drafts: the wall time of a call also holds catching up on
+ * tokens the model-free drafters proposed, a one-off that would make the model look slow. */
+static double model_value(const drafter_chain *c, const specd_draft_request *req) {
+    const specd_drafter_memory *mem = c->memory;
+    if (c->steps_without_model >= MODEL_RETRY_EVERY) return INFINITY;
+    if (!req->length) return mem->model_accepted;
+    double draft_ms = mem->model_drafted * c->e->costs.draft_ms;
+    int32_t n = (int32_t)lround(mem->model_drafted) + 1;
+    return (1.0 + mem->model_accepted) / (specd_draft_length_verify_cost(&c->e->costs, n) + draft_ms);
+}
+
+/* ---- drafting ------------------------------------------------------------------------------- */
+
+static specd_status propose_all(drafter_chain *c, const specd_draft_request *req, specd_token root, char **error) {
+    for (int32_t i = 0; i < c->n; i++) {
+        member *m = &c->m[i];
+        if (i == c->model) continue;
+        if (!specd_tree_reset(&m->candidate, root)) goto oom;
+        double t0 = specd_now_ms();
+        specd_status st = m->drafter.ops->draft(m->drafter.self, req, &m->candidate, error);
+        m->stats->draft_ms += specd_now_ms() - t0;
+        m->stats->n_calls++;
+        if (st != SPECD_OK) return st;
+        if (!value_candidate(c, m, req)) goto oom;
+    }
+    return SPECD_OK;
+oom:
+    specd_set_error(error, "out of memory while comparing drafts");
+    return SPECD_ERR_NO_MEMORY;
+}
+
+/* Copies the chosen proposal's kept nodes of depth <= m->depth into the tree. */
+static bool copy_candidate(drafter_chain *c, const member *m, specd_token_tree *tree) {
+    const specd_token_tree *t = &m->candidate;
+    int32_t *index = (int32_t *)specd_alloc_array((size_t)t->n_nodes, sizeof *index);
+    if (!index) return false;
+    index[0] = 0;
+    bool ok = true;
+    for (int32_t i = 1; i < t->n_nodes && ok; i++) {
+        const specd_tree_node *node = &t->nodes[i];
+        index[i] = -1;
+        if (c->p_node[i] < 0.0 || node->depth > m->depth || index[node->parent] < 0) continue;
+        index[i] = specd_tree_add(tree, index[node->parent], node->token, &node->q, node->confidence);
+        ok = index[i] >= 0;
+    }
+    free(index);
+    return ok;
+}
+
+static specd_status run_model(drafter_chain *c, const specd_draft_request *req, specd_token_tree *tree,
+                              char **error) {
+    member *m = &c->m[c->model];
+    double t0 = specd_now_ms();
+    specd_status st = m->drafter.ops->draft(m->drafter.self, req, tree, error);
+    m->stats->draft_ms += specd_now_ms() - t0;
+    m->stats->n_calls++;
+    return st;
+}
+
+static specd_status chain_draft(void *self, const specd_draft_request *req, specd_token_tree *tree, char **error) {
+    drafter_chain *c = self;
+    c->chosen = -1;
+    specd_status st = propose_all(c, req, tree->nodes[0].token, error);
+    if (st != SPECD_OK) return st;
+    /* Drafting nothing is worth one token per single-token pass; a forced draft (min_len) is not
+     * allowed to choose it. */
+    bool may_skip = req->min_len <= 0;
+    double best = may_skip ? (req->length ? 1.0 / specd_draft_length_verify_cost(&c->e->costs, 1) : 0.0) : -1.0;
+    for (int32_t i = 0; i < c->n; i++) {
+        double value = i == c->model ? model_value(c, req) : c->m[i].depth > 0 ? c->m[i].value : -1.0;
+        if (value > best) {
+            best = value;
+            c->chosen = i;
+        }
+    }
+    c->steps_without_model = c->chosen == c->model ? 0 : c->steps_without_model + 1;
+    if (c->chosen < 0) return SPECD_OK;
+    member *m = &c->m[c->chosen];
+    tree->drafter = c->chosen;
+    if (c->chosen == c->model) st = run_model(c, req, tree, error);
+    else if (!copy_candidate(c, m, tree)) {
+        specd_set_error(error, "out of memory while drafting");
+        st = SPECD_ERR_NO_MEMORY;
+    }
+    if (specd_tree_n_drafted(tree) > 0) m->stats->n_chosen++;
+    return st;
+}
+
+/* ---- learning from the verdict --------------------------------------------------------------- */
+
+static void chain_observe(void *self, const specd_token_tree *tree, const specd_verify_result *vr) {
+    drafter_chain *c = self;
+    if (c->chosen < 0 || tree->drafter != c->chosen) return;
+    member *m = &c->m[c->chosen];
+    int32_t n_drafted = specd_tree_n_drafted(tree);
+    m->stats->n_drafted += n_drafted;
+    m->stats->n_accepted += vr->n_accepted;
+    /* The draft model's outcomes calibrate the engine's length controller, as without a chain. */
+    specd_draft_length *cal = c->chosen == c->model ? &c->e->costs : m->cal;
+    for (int32_t i = 1; i < tree->n_nodes; i++) {
+        const specd_tree_node *node = &tree->nodes[i];
+        bool accepted = node->depth <= vr->n_accepted && vr->path[node->depth - 1] == i;
+        bool rejected = node->depth == vr->n_accepted + 1 && node->parent == vr->last_node;
+        if (accepted || rejected) specd_draft_length_record_outcome(cal, node->confidence, accepted);
+    }
+    if (c->chosen == c->model) {
+        specd_drafter_memory *mem = c->memory;
+        mem->model_drafted = (1.0 - MODEL_EMA) * mem->model_drafted + MODEL_EMA * n_drafted;
+        mem->model_accepted = (1.0 - MODEL_EMA) * mem->model_accepted + MODEL_EMA * vr->n_accepted;
+    }
+    if (m->drafter.ops->observe) m->drafter.ops->observe(m->drafter.self, tree, vr);
+}
+
+static specd_status chain_prepare(void *self, const specd_token *tokens, int32_t n, char **error) {
+    drafter_chain *c = self;
+    for (int32_t i = 0; i < c->n; i++) {
+        specd_status st = c->m[i].drafter.ops->prepare(c->m[i].drafter.self, tokens, n, error);
+        if (st != SPECD_OK) return st;
+    }
+    return SPECD_OK;
+}
+
+static void chain_destroy(void *self) {
+    drafter_chain *c = self;
+    if (!c) return;
+    for (int32_t i = 0; i < c->n; i++) {
+        if (c->m[i].drafter.ops) c->m[i].drafter.ops->destroy(c->m[i].drafter.self);
+        specd_tree_free(&c->m[i].candidate);
+    }
+    free(c->p_node);
+    free(c->e_depth);
+    free(c->n_depth);
+    free(c);
+}
+
+static const specd_drafter_ops chain_ops = {
+    .name = "chain",
+    .prepare = chain_prepare,
+    .draft = chain_draft,
+    .destroy = chain_destroy,
+    .observe = chain_observe,
+};
+
+/* ---- construction --------------------------------------------------------------------------- */
+
+static specd_status new_ngram_cache(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
+                                    specd_drafter *out, char **error) {
+    const specd_ngram_counts *statics = NULL;
+    specd_status st = specd_drafter_memory_statics(mem, e->n_vocab, sp->ngram_cache_path, &statics, error);
+    return st == SPECD_OK ? specd_ngram_cache_new(&mem->dynamic, statics, out, error) : st;
+}
+
+static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
+                                       specd_spec_type type, specd_drafter *out, char **error) {
+    switch (type) {
+    case SPECD_SPEC_DRAFT: return specd_draft_model_new(e, out, error);
+    case SPECD_SPEC_NGRAM_SIMPLE: return specd_ngram_simple_new(sp->ngram_n, out, error);
+    case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
+    case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
+    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, SPECD_SUFFIX_ENGINE_BRANCHES, out, error);
+    default: break;
+    }
+    specd_set_error(error, "speculative type '%s' is not available in this build",
+                    specd_spec_type_name(type) ? specd_spec_type_name(type) : "?");
+    return SPECD_ERR_INVALID_ARGUMENT;
+}
+
+specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *sp, specd_stats *stats,
+                                     specd_drafter *out, char **error) {
+    specd_status st = specd_drafter_chain_validate(e, sp, error);
+    if (st != SPECD_OK) return st;
+    drafter_chain *c = calloc(1, sizeof *c);
+    specd_drafter_memory *mem = specd_drafter_memory_get(e, error);
+    if (!c || !mem) {
+        free(c);
+        if (mem) specd_set_error(error, "out of memory for the drafter chain");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    c->e = e;
+    c->memory = mem;
+    c->model = -1;
+    c->chosen = -1;
+    specd_spec_type types[SPECD_SPEC_MAX_TYPES];
+    int32_t n = listed_types(sp, e->draft.ctx != NULL, types);
+    stats->n_drafters = n;
+    for (int32_t i = 0; i < n && st == SPECD_OK; i++) {
+        member *m = &c->m[i];
+        m->type = types[i];
+        m->cal = &mem->calibration[types[i]];
+        m->stats = &stats->drafters[i];
+        m->stats->type = types[i];
+        st = new_member_drafter(e, mem, sp, types[i], &m->drafter, error);
+        if (st == SPECD_OK) c->n++;
+        if (types[i] == SPECD_SPEC_DRAFT) c->model = i;
+    }
+    if (st != SPECD_OK) {
+        chain_destroy(c);
+        return st;
+    }
+    out->ops = &chain_ops;
+    out->self = c;
+    return SPECD_OK;
+}

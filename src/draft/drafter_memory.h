@@ -1,0 +1,44 @@
+/* drafter_memory.h - what the drafters keep across requests, owned by the engine: per-drafter
+ * acceptance calibration (so a chain knows from the first step which drafter to trust) and the
+ * draft model's recent yield. Created on first use, bounded in size, freed with the engine. */
+#ifndef SPECD_DRAFTER_MEMORY_H
+#define SPECD_DRAFTER_MEMORY_H
+
+#include "../session/draft_length.h"
+#include "ngram_counts.h"
+#include "specd.h"
+#include "suffix_tree.h"
+
+#define SPECD_N_SPEC_TYPES (SPECD_SPEC_SUFFIX + 1)
+/* Bounds of what is kept across requests: about 12 MB for the suffix tree, 24 MB for the cache. */
+#define SPECD_SUFFIX_MAX_NODES (1 << 18)
+#define SPECD_SUFFIX_DEPTH 24
+#define SPECD_DYNAMIC_CACHE_MAX_PAIRS (1 << 19)
+/* Before the draft model has run in this engine: a guess that makes it worth trying. Its moving
+ * averages start from it, so one unlucky first call does not write the model off. */
+#define SPECD_MODEL_PRIOR_DRAFTED 4.0
+#define SPECD_MODEL_PRIOR_ACCEPTED 2.0
+
+typedef struct specd_drafter_memory {
+    /* Acceptance by confidence, per drafter type (only the calibration half of the struct). */
+    specd_draft_length calibration[SPECD_N_SPEC_TYPES];
+    /* The draft model's moving averages per call: tokens drafted and accepted. */
+    double model_drafted, model_accepted;
+    /* suffix: prompts and outputs of every request (bounded by SPECD_SUFFIX_MAX_NODES). */
+    specd_suffix_tree suffix;
+    /* ngram-cache: statistics of earlier requests (bounded), and the static file last asked for. */
+    specd_ngram_counts dynamic;
+    specd_ngram_counts statics;
+    char *statics_path;  /* NULL: none loaded */
+} specd_drafter_memory;
+
+struct specd_engine;
+
+/* The engine's memory, created on first use; NULL (with *error set) when out of memory. */
+specd_drafter_memory *specd_drafter_memory_get(struct specd_engine *engine, char **error);
+void specd_drafter_memory_free(specd_drafter_memory *memory);
+/* The static n-gram cache at `path`, loaded once and kept while requests name the same file. */
+specd_status specd_drafter_memory_statics(specd_drafter_memory *memory, int32_t n_vocab, const char *path,
+                                          const specd_ngram_counts **out, char **error);
+
+#endif

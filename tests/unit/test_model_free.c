@@ -1,0 +1,293 @@
+/* test_model_free.c - model-free drafters and drafter chains end to end on the tiny generated
+ * models: greedy output equals target-only output (with drafts both accepted and rejected),
+ * per-drafter statistics add up, sampling stays exact with deterministic drafts (q one-hot), and
+ * what the drafters keep across requests stays bounded.
+ *
+ *   test_model_free MODELS_DIR */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "chi_square.h"
+#include "llama.h"
+#include "sample/sampler.h"
+#include "specd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char target_path[1024], draft_path[1024];
+static specd_engine *engine; /* target + draft */
+
+/* The second half repeats the first, so a continuation that copies earlier text is likely. */
+static const char *prompts[] = {
+    "the little girl saw a big red ball the little girl saw a big red ball the little girl",
+    "one day the dog ran to the park with his mom and one day the dog ran to the",
+    "she was happy",
+};
+
+static const specd_spec_type model_free_types[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_NGRAM_MAP,
+                                                   SPECD_SPEC_NGRAM_CACHE, SPECD_SPEC_SUFFIX};
+#define N_MODEL_FREE ((int)(sizeof model_free_types / sizeof *model_free_types))
+
+static specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
+    specd_engine_params p = specd_engine_default_params();
+    p.target_path = target;
+    p.draft_path = draft;
+    p.n_ctx = n_ctx;
+    p.n_threads = 1; /* tiny models: a second thread only spins against the other tests */
+    specd_engine *e = NULL;
+    char *err = NULL;
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    return e;
+}
+
+static int setup(void **state) {
+    (void)state;
+    engine = open_engine(target_path, draft_path, 512);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    specd_engine_free(engine);
+    return 0;
+}
+
+static specd_generation_params greedy_list(const specd_spec_type *types, int32_t n_types, int32_t draft_max,
+                                           bool adaptive) {
+    specd_generation_params g = specd_generation_default_params();
+    g.n_predict = 64;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    g.sampling.seed = 1;
+    g.speculative.n_types = n_types;
+    for (int32_t i = 0; i < n_types; i++) g.speculative.types[i] = types[i];
+    if (n_types == 0) g.speculative.type = SPECD_SPEC_NONE;
+    g.speculative.draft_max = draft_max;
+    g.speculative.adaptive = adaptive;
+    return g;
+}
+
+static specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    char *err = NULL;
+    assert_int_equal(specd_tokenize(e, text, true, &prompt, &n, &err), SPECD_OK);
+    specd_result r;
+    if (specd_generate(e, prompt, n, g, &r, &err) != SPECD_OK) fail_msg("generate: %s", err);
+    specd_free(prompt);
+    return r;
+}
+
+static void assert_same_tokens(const specd_result *a, const specd_result *b, const char *what) {
+    if (a->n_tokens != b->n_tokens) fail_msg("%s: %d tokens vs %d", what, a->n_tokens, b->n_tokens);
+    for (int32_t i = 0; i < a->n_tokens; i++)
+        if (a->tokens[i] != b->tokens[i])
+            fail_msg("%s: token %d differs (%d vs %d)", what, i, a->tokens[i], b->tokens[i]);
+}
+
+/* The per-drafter statistics add up to the totals. */
+static void assert_drafter_stats_add_up(const specd_stats *s) {
+    int32_t drafted = 0, accepted = 0;
+    for (int32_t i = 0; i < s->n_drafters; i++) {
+        drafted += s->drafters[i].n_drafted;
+        accepted += s->drafters[i].n_accepted;
+        assert_true(s->drafters[i].n_chosen <= s->drafters[i].n_calls);
+    }
+    assert_int_equal(drafted, s->n_drafted);
+    assert_int_equal(accepted, s->n_accepted);
+}
+
+typedef struct outcome {
+    int64_t drafted, accepted;
+} outcome;
+
+/* Every prompt, fixed and adaptive length: speculative output equals target-only output. */
+static outcome check_lossless(const specd_spec_type *types, int32_t n_types) {
+    outcome o = {0, 0};
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+        specd_generation_params base = greedy_list(NULL, 0, 0, false);
+        specd_result want = generate_text(engine, prompts[p], &base);
+        for (int adaptive = 0; adaptive <= 1; adaptive++) {
+            specd_generation_params g = greedy_list(types, n_types, 6, adaptive);
+            specd_result got = generate_text(engine, prompts[p], &g);
+            char what[128];
+            snprintf(what, sizeof what, "%s%s, prompt %zu, %s", specd_spec_type_name(types[0]),
+                     n_types > 1 ? ",..." : "", p, adaptive ? "adaptive" : "fixed");
+            assert_same_tokens(&got, &want, what);
+            assert_int_equal(got.stats.n_drafters, n_types);
+            assert_drafter_stats_add_up(&got.stats);
+            o.drafted += got.stats.n_drafted;
+            o.accepted += got.stats.n_accepted;
+            specd_result_clear(&got);
+        }
+        specd_result_clear(&want);
+    }
+    return o;
+}
+
+static void test_greedy_model_free_equals_target_alone(void **state) {
+    (void)state;
+    for (int i = 0; i < N_MODEL_FREE; i++) {
+        outcome o = check_lossless(&model_free_types[i], 1);
+        print_message("%s: %lld drafted, %lld accepted\n", specd_spec_type_name(model_free_types[i]),
+                      (long long)o.drafted, (long long)o.accepted);
+        /* Both verification outcomes happened, so the comparison covered rejections too. */
+        assert_true(o.accepted > 0 && o.accepted < o.drafted);
+    }
+}
+
+static void test_greedy_chains_equal_target_alone(void **state) {
+    (void)state;
+    specd_spec_type with_model[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_DRAFT};
+    outcome o = check_lossless(with_model, 2);
+    print_message("ngram-simple,draft: %lld drafted, %lld accepted\n", (long long)o.drafted, (long long)o.accepted);
+    assert_true(o.accepted > 0 && o.accepted < o.drafted);
+    outcome all = check_lossless(model_free_types, N_MODEL_FREE);
+    assert_true(all.accepted > 0);
+}
+
+/* ---- exact sampling with deterministic drafts ----------------------------------------------- */
+
+typedef struct exact_pairs {
+    int32_t n_vocab;
+    double *prob; /* prob[a * n_vocab + b] = p(a) p(b | a) */
+} exact_pairs;
+
+/* The target's exact distribution of the first two tokens under `sp`, from its logits. */
+static exact_pairs exact_first_two(const specd_token *prompt, int32_t n, const specd_sampling_params *sp) {
+    struct llama_model *m = llama_model_load_from_file(target_path, llama_model_default_params());
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = cp.n_threads_batch = 1;
+    struct llama_context *ctx = llama_init_from_model(m, cp);
+    int32_t nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    exact_pairs ex = {nv, calloc((size_t)nv * nv, sizeof(double))};
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, sp, nv, NULL, 0, NULL));
+    specd_dist p1 = {0}, p2 = {0};
+    specd_token hist[256];
+    memcpy(hist, prompt, (size_t)n * sizeof *prompt);
+    assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist, n)), 0);
+    assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n, &p1));
+    for (int32_t i = 0; i < p1.n; i++) {
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
+        hist[n] = p1.ids[i];
+        assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist + n, 1)), 0);
+        assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, &p2));
+        for (int32_t j = 0; j < p2.n; j++) ex.prob[(size_t)p1.ids[i] * nv + p2.ids[j]] = (double)p1.probs[i] * p2.probs[j];
+    }
+    specd_dist_free(&p1);
+    specd_dist_free(&p2);
+    specd_sampler_free(&s);
+    llama_free(ctx);
+    llama_model_free(m);
+    return ex;
+}
+
+/* A prompt P + G + P, where G is the target's greedy continuation of P: prompt lookup then
+ * drafts G after it, which the target at temperature 1 accepts often but not always. */
+static int32_t repeating_prompt(specd_token *out, int32_t cap) {
+    specd_token *p = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, prompts[2], true, &p, &n, NULL), SPECD_OK);
+    specd_generation_params g = greedy_list(NULL, 0, 0, false);
+    g.n_predict = 6;
+    specd_result r;
+    assert_int_equal(specd_generate(engine, p, n, &g, &r, NULL), SPECD_OK);
+    int32_t len = 0;
+    assert_true(2 * n + r.n_tokens <= cap);
+    for (int32_t i = 0; i < n; i++) out[len++] = p[i];
+    for (int32_t i = 0; i < r.n_tokens; i++) out[len++] = r.tokens[i];
+    for (int32_t i = 1; i < n; i++) out[len++] = p[i]; /* P again, without BOS */
+    specd_result_clear(&r);
+    specd_free(p);
+    return len;
+}
+
+static void test_sampling_with_prompt_lookup_is_exact(void **state) {
+    (void)state;
+    specd_token prompt[128];
+    int32_t n = repeating_prompt(prompt, 128);
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    exact_pairs ex = exact_first_two(prompt, n, &sp);
+    int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
+    int64_t drafted = 0, accepted = 0;
+    specd_spec_type types[] = {SPECD_SPEC_NGRAM_SIMPLE};
+    specd_generation_params g = greedy_list(types, 1, 3, false);
+    g.sampling = sp;
+    g.n_predict = 2;
+    g.speculative.draft_min = 3;
+    const int n_samples = 10000;
+    for (int i = 0; i < n_samples; i++) {
+        g.sampling.seed = (uint64_t)i + 1;
+        specd_result r;
+        assert_int_equal(specd_generate(engine, prompt, n, &g, &r, NULL), SPECD_OK);
+        assert_int_equal(r.n_tokens, 2);
+        counts[(size_t)r.tokens[0] * ex.n_vocab + r.tokens[1]]++;
+        drafted += r.stats.n_drafted;
+        accepted += r.stats.n_accepted;
+        specd_result_clear(&r);
+    }
+    chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
+    print_message("ngram-simple sampling: chi2 %.1f df %d z %.2f, acceptance %.3f\n", c.statistic, c.df, c.z,
+                  (double)accepted / (double)drafted);
+    assert_true(accepted > 0 && accepted < drafted);
+    assert_true(c.df >= 10);
+    assert_true(c.z < CHI_SQUARE_MAX_Z);
+    free(counts);
+    free(ex.prob);
+}
+
+static void test_bad_lists_are_refused(void **state) {
+    (void)state;
+    specd_token prompt[] = {1, 300, 301};
+    specd_result r;
+    char *err = NULL;
+    specd_spec_type twice[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_NGRAM_SIMPLE};
+    specd_generation_params g = greedy_list(twice, 2, 4, true);
+    assert_int_equal(specd_generate(engine, prompt, 3, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "listed twice"));
+    specd_free(err);
+    specd_spec_type unknown[] = {(specd_spec_type)42};
+    g = greedy_list(unknown, 1, 4, true);
+    assert_int_equal(specd_generate(engine, prompt, 3, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "unknown speculative type 42"));
+    specd_free(err);
+    specd_engine *no_draft = open_engine(target_path, NULL, 64);
+    specd_spec_type with_model[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_DRAFT};
+    g = greedy_list(with_model, 2, 4, true);
+    assert_int_equal(specd_generate(no_draft, prompt, 3, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "needs a draft model"));
+    specd_free(err);
+    /* model-free drafters need no draft model */
+    specd_spec_type alone[] = {SPECD_SPEC_NGRAM_SIMPLE};
+    g = greedy_list(alone, 1, 4, true);
+    assert_int_equal(specd_generate(no_draft, prompt, 3, &g, &r, &err), SPECD_OK);
+    specd_result_clear(&r);
+    specd_engine_free(no_draft);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_model_free MODELS_DIR\n");
+        return 2;
+    }
+    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
+    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_model_free_equals_target_alone),
+        cmocka_unit_test(test_greedy_chains_equal_target_alone),
+        cmocka_unit_test(test_sampling_with_prompt_lookup_is_exact),
+        cmocka_unit_test(test_bad_lists_are_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
