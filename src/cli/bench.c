@@ -159,6 +159,19 @@ static void run_group(const bench_options *o, bench_group *g, char prompts[][102
     }
 }
 
+/* mkdir -p: the results folder and its parents. */
+static bool make_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && access(buf, W_OK) != 0) return false;
+        *p = '/';
+    }
+    return (mkdir(buf, 0755) == 0 || access(buf, W_OK) == 0);
+}
+
 static int run_benchmark(bench_options *o) {
     char prompts[MAX_PROMPTS][1024];
     int n_prompts = read_prompts(o->prompts_file, prompts, o->n_prompts);
@@ -182,7 +195,6 @@ static int run_benchmark(bench_options *o) {
         }
     for (int i = 0; i < n_groups; i++) run_group(o, &groups[i], prompts, n_prompts, &done, total);
     char err[512];
-    mkdir(o->out_dir, 0755);
     bool ok = bench_write_report(o->out_dir, groups, n_groups, &o->s, n_prompts, err, sizeof err);
     for (int i = 0; i < n_groups; i++) {
         for (int c = 0; c < groups[i].n_configs; c++) free(groups[i].configs[c].samples);
@@ -236,6 +248,11 @@ int cli_bench(int argc, char **argv, const char *self) {
     }
     if (o.n_pairs == 0) default_pairs(&o, pair_paths);
     char err[512];
+    /* The folder is made first: a long run must not end unable to write its report. */
+    if (!make_dirs(o.out_dir)) {
+        fprintf(stderr, "specd: error: cannot create the results folder '%s'\n", o.out_dir);
+        return CLI_EXIT_USAGE;
+    }
     if (!check_setup(&o, err, sizeof err)) {
         fprintf(stderr, "specd: error: %s\n", err);
         return CLI_EXIT_USAGE;

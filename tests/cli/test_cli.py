@@ -112,7 +112,7 @@ def bench(specd, target, draft):
         prompts = os.path.join(tmp, "prompts.txt")
         with open(prompts, "w") as f:
             f.write("the little girl\nthe dog ran to the park\n")
-        out = os.path.join(tmp, "out")
+        out = os.path.join(tmp, "results", "out")  # parents are created too
         r = run([specd, "bench", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
                  "--temps", "0", "--out", out])
         report = open(os.path.join(out, "benchmarks.md")).read() if os.path.exists(os.path.join(out, "benchmarks.md")) else ""
