@@ -193,7 +193,7 @@ static void plot_group(const char *dir, const char *prefix, const bench_group *g
     if (!gp) return;
     fprintf(gp, "set terminal png size 900,420\nset output '%s/%s-tps.png'\n", dir, prefix);
     fprintf(gp, "set title '%s, temperature %g: median tokens/s'\nset style fill solid 0.6\nset boxwidth 0.7\n"
-                "set xtics rotate by -30 font ',8'\nset yrange [0:*]\nunset key\n$d << EOD\n", g->pair, g->temp);
+                "set xtics rotate by -30 font ',8'\nset rmargin 14\nset bmargin 12\nset yrange [0:*]\nunset key\n$d << EOD\n", g->pair, g->temp);
     for (int i = 0; i < g->n_configs; i++)
         fprintf(gp, "\"%s\" %.2f\n", g->configs[i].name, bench_median_tokens_per_s(&g->configs[i]));
     fputs("EOD\nplot $d using 0:2:xtic(1) with boxes\n", gp);
