@@ -69,6 +69,43 @@ static specd_spec_type effective_spec(const completion_request *req, specd_engin
     return req->gen.speculative.draft_max > 0 ? t : SPECD_SPEC_NONE;
 }
 
+/* The drafters a request uses, by name: its list, or its one effective type. */
+static json_t *spec_types_json(const completion_request *req, specd_engine *e) {
+    const specd_spec_params *sp = &req->gen.speculative;
+    json_t *a = json_array();
+    if (sp->n_types > 0 && sp->draft_max > 0) {
+        for (int32_t i = 0; a && i < sp->n_types; i++) json_array_append_new(a, json_string(specd_spec_type_name(sp->types[i])));
+    } else if (a) {
+        json_array_append_new(a, json_string(specd_spec_type_name(effective_spec(req, e))));
+    }
+    return a;
+}
+
+/* The same as one string, "ngram-simple,draft" (as `specd run --json` reports it). */
+static json_t *spec_types_string(const completion_request *req, specd_engine *e) {
+    json_t *list = spec_types_json(req, e);
+    char buf[256] = "";
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+        if (i) strncat(buf, ",", sizeof buf - strlen(buf) - 1);
+        strncat(buf, json_string_value(v), sizeof buf - strlen(buf) - 1);
+    }
+    json_decref(list);
+    return json_string(buf);
+}
+
+static json_t *drafters_json(const specd_stats *s) {
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < s->n_drafters; i++) {
+        const specd_drafter_stats *d = &s->drafters[i];
+        json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:i, s:i, s:f}", "type", specd_spec_type_name(d->type),
+                                           "calls", d->n_calls, "chosen", d->n_chosen, "drafted", d->n_drafted,
+                                           "accepted", d->n_accepted, "draft_ms", d->draft_ms));
+    }
+    return a;
+}
+
 /* A float setting as the user wrote it (0.95, not 0.949999988079071). */
 static double decimal(float v) {
     char text[32];
@@ -79,8 +116,7 @@ static double decimal(float v) {
 json_t *completion_settings_json(const completion_request *req, specd_engine *e) {
     const specd_sampling_params *s = &req->gen.sampling;
     const specd_spec_params *sp = &req->gen.speculative;
-    json_t *spec = json_pack("{s:[s], s:i, s:i, s:f}", "type",
-                             effective_spec(req, e) == SPECD_SPEC_DRAFT ? "draft" : "none", "n_max", sp->draft_max,
+    json_t *spec = json_pack("{s:o, s:i, s:i, s:f}", "type", spec_types_json(req, e), "n_max", sp->draft_max,
                              "n_min", sp->draft_min, "p_min", decimal(sp->draft_p_min));
     json_t *settings = json_pack(
         "{s:o, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:i, s:b, s:i, s:I, s:b, s:i}",
@@ -115,8 +151,8 @@ static json_t *timings_json(const specd_stats *s) {
                      "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
 }
 
-static json_t *speculative_json(specd_spec_type type, const specd_stats *s) {
-    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "type", type == SPECD_SPEC_DRAFT ? "draft" : "none",
+static json_t *speculative_json(json_t *type, const specd_stats *s) {
+    return json_pack("{s:o, s:o, s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "type", type, "drafters", drafters_json(s),
                      "steps", s->n_steps, "drafted", s->n_drafted, "accepted", s->n_accepted, "acceptance_rate",
                      specd_stats_acceptance_rate(s), "mean_accepted_per_step", specd_stats_mean_accepted_per_step(s),
                      "draft_ms", s->draft_ms, "verify_ms", s->verify_ms);
@@ -146,7 +182,7 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         "stopped_word", word, "stopped_limit", strcmp(type, "limit") == 0 || strcmp(type, "context") == 0,
         "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
         r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
-        completion_prompt_stats(req), "speculative", speculative_json(effective_spec(req, rs->engine), &r->stats));
+        completion_prompt_stats(req), "speculative", speculative_json(spec_types_string(req, rs->engine), &r->stats));
     return resp;
 }
 

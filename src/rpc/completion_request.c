@@ -142,17 +142,35 @@ static bool parse_stop(rpc_params *rp, completion_request *req) {
 
 /* ---- speculation ----------------------------------------------------------------------------- */
 
+/* speculative.type: ["none"], ["draft"], or a list of drafters such as ["ngram-simple", "draft"]
+ * (the same as `specd run --spec`): one entry sets the plain type, several make a drafter list. */
 static bool parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool has_draft) {
     json_t *type = rpc_get_value(sp, "type");
     if (!type) return true;
-    const char *name = json_array_size(type) == 1 ? json_string_value(json_array_get(type, 0)) : NULL;
-    if (!json_is_array(type) || !name || (strcmp(name, "draft") && strcmp(name, "none")))
+    size_t n = json_array_size(type);
+    if (!json_is_array(type) || n == 0 || n > SPECD_SPEC_MAX_TYPES)
         return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
-                        "completion params: 'speculative.type' must be [\"draft\"] or [\"none\"]");
-    spec->type = strcmp(name, "draft") == 0 ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
-    if (spec->type == SPECD_SPEC_DRAFT && !has_draft)
+                        "completion params: 'speculative.type' must be a list of 1 to %d of \"none\", \"draft\", "
+                        "\"ngram-simple\", \"ngram-map\", \"ngram-cache\", \"suffix\"", SPECD_SPEC_MAX_TYPES);
+    bool lists_draft = false;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = json_string_value(json_array_get(type, i));
+        specd_spec_type t;
+        if (!name || !specd_spec_type_from_name(name, &t) || t == SPECD_SPEC_AUTO)
+            return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
+                            "completion params: speculative.type[%zu] is not one of \"none\", \"draft\", "
+                            "\"ngram-simple\", \"ngram-map\", \"ngram-cache\", \"suffix\"", i);
+        if (t == SPECD_SPEC_NONE && n > 1)
+            return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
+                            "completion params: \"none\" cannot be part of a speculative.type list");
+        lists_draft |= t == SPECD_SPEC_DRAFT;
+        spec->types[i] = t;
+    }
+    spec->n_types = n > 1 ? (int32_t)n : 0;
+    if (n == 1) spec->type = spec->types[0];
+    if (lists_draft && !has_draft)
         return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
-                        "completion params: speculative.type [\"draft\"] needs a draft model: init with -md FILE");
+                        "completion params: speculative.type \"draft\" needs a draft model: init with -md FILE");
     return true;
 }
 

@@ -254,6 +254,16 @@ static void completion_fields_and_lossless_speculation(void **state) {
     assert_string_equal(json_string_value(json_object_get(spec, "prompt")), "one day the dog ran");
     json_t *ps = json_object_get(spec, "prompt_stats");
     assert_true(json_integer_value(json_object_get(ps, "cached")) > 0); /* same prompt as before */
+    /* A drafter list per request: still lossless, and reported per drafter. */
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"ngram-simple\",\"draft\"]}}", base);
+    json_t *listed = complete(params);
+    assert_string_equal(content_of(plain), content_of(listed));
+    json_t *lsp = json_object_get(listed, "speculative");
+    assert_string_equal(json_string_value(json_object_get(lsp, "type")), "ngram-simple,draft");
+    assert_int_equal(json_array_size(json_object_get(lsp, "drafters")), 2);
+    json_t *lset = json_object_get(json_object_get(listed, "generation_settings"), "speculative");
+    assert_int_equal(json_array_size(json_object_get(lset, "type")), 2);
+    json_decref(listed);
     json_decref(plain);
     json_decref(spec);
 }
@@ -360,8 +370,9 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"logit_bias\":[[99999,1]]}", "logit_bias", "logit_bias[0] must be"},
         {"{\"prompt\":\"a\",\"logit_bias\":{\"1\":2}}", "logit_bias", "array of [token id, bias]"},
         {"{\"prompt\":\"a\",\"speculative\":[]}", "speculative", "must be an object"},
-        {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"magic\"]}}", "speculative.type", "[\"draft\"] or [\"none\"]"},
-        {"{\"prompt\":\"a\",\"speculative\":{\"type\":\"draft\"}}", "speculative.type", "[\"draft\"] or [\"none\"]"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"magic\"]}}", "speculative.type", "type[0] is not one of"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"type\":\"draft\"}}", "speculative.type", "must be a list of 1 to 8"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"none\",\"suffix\"]}}", "speculative.type", "cannot be part of"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_max\":1000}}", "speculative.n_max", "from 0 to 16"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_min\":5,\"n_max\":2}}", "speculative.n_min", "larger than"},
         {"{\"prompt\":\"a\",\"speculative\":{\"nmax\":2}}", "speculative.nmax", "unknown field 'speculative.nmax'"},
