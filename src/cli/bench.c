@@ -31,6 +31,7 @@ typedef struct bench_options {
     int sweep[MAX_SWEEP];
     int n_sweep;
     const char *out_dir;
+    bool ngram;               /* compare model-free drafters instead of draft models */
 } bench_options;
 
 static void bench_usage(FILE *out) {
@@ -46,6 +47,8 @@ static void bench_usage(FILE *out) {
           "  --sweep LIST          draft lengths for llama.cpp's tools (default 2,3,4,5,6,8)\n"
           "  --llama-bin DIR       llama.cpp tools (default deps/llama/build-tools/bin)\n"
           "  --no-llama            measure specd only\n"
+          "  --ngram               model-free drafters: llama.cpp's ngram-simple, ngram-map-k, ngram-mod\n"
+          "                        against specd's ngram-simple, suffix and their list (no draft model)\n"
           "  --out DIR             results folder (default results/bench)\n",
           out);
 }
@@ -85,6 +88,7 @@ static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
         for (int k = 0; ok && k < o->n_sweep; k++) o->sweep[k] = (int)v[k];
     } else if (!strcmp(f, "--llama-bin")) ok = (o->s.llama_bin = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--no-llama")) o->s.with_llama = false;
+    else if (!strcmp(f, "--ngram")) o->ngram = true;
     else if (!strcmp(f, "--out")) ok = (o->out_dir = cli_value(a, f)) != NULL;
     else return 0;
     return ok ? 1 : -1;
@@ -124,9 +128,36 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
+/* Model-free drafting: llama.cpp's n-gram types against specd's, no draft model anywhere. */
+static int make_ngram_configs(const bench_options *o, bench_config *c) {
+    static const char *llama_types[] = {"ngram-simple", "ngram-map-k", "ngram-mod"};
+    int n = 0;
+    if (o->s.with_llama) {
+        c[n++] = (bench_config){.name = "llama-completion (no speculation)", .tool = TOOL_LLAMA_COMPLETION};
+        for (int i = 0; i < 3; i++) {
+            c[n] = (bench_config){.tool = TOOL_LLAMA_NGRAM, .spec_type = llama_types[i]};
+            snprintf(c[n++].name, sizeof c->name, "llama-speculative-simple, %s", llama_types[i]);
+        }
+    }
+    c[n++] = (bench_config){.name = "specd, speculation off", .tool = TOOL_SPECD, .specd_args = "--spec none", .no_draft = true};
+    c[n++] = (bench_config){.name = "specd ngram-simple", .tool = TOOL_SPECD, .specd_args = "--spec ngram-simple", .no_draft = true};
+    c[n++] = (bench_config){.name = "specd suffix", .tool = TOOL_SPECD, .specd_args = "--spec suffix", .no_draft = true};
+    c[n++] = (bench_config){.name = "specd ngram-simple,ngram-map,ngram-cache,suffix", .tool = TOOL_SPECD,
+                            .specd_args = "--spec ngram-simple,ngram-map,ngram-cache,suffix", .no_draft = true};
+    return n;
+}
+
 /* The configurations measured for one pair and temperature. */
 static int make_configs(const bench_options *o, bench_config *c, int n_prompts) {
     int n = 0;
+    if (o->ngram) {
+        n = make_ngram_configs(o, c);
+        for (int i = 0; i < n; i++) {
+            c[i].samples = calloc((size_t)n_prompts, sizeof *c[i].samples);
+            c[i].n_samples = n_prompts;
+        }
+        return n;
+    }
     if (o->s.with_llama) {
         c[n++] = (bench_config){.name = "llama-completion (no speculation)", .tool = TOOL_LLAMA_COMPLETION};
         for (int k = 0; k < o->n_sweep; k++) {

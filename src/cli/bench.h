@@ -23,7 +23,13 @@ typedef struct bench_sample {
     char error[256];
 } bench_sample;
 
-typedef enum bench_tool { TOOL_LLAMA_COMPLETION, TOOL_LLAMA_SPEC_SIMPLE, TOOL_LLAMA_SPEC, TOOL_SPECD } bench_tool;
+typedef enum bench_tool {
+    TOOL_LLAMA_COMPLETION,
+    TOOL_LLAMA_SPEC_SIMPLE,
+    TOOL_LLAMA_SPEC,
+    TOOL_LLAMA_NGRAM, /* llama-speculative-simple with a model-free --spec-type, no draft model */
+    TOOL_SPECD,
+} bench_tool;
 
 /* One configuration: a tool with its settings, measured on every prompt. */
 typedef struct bench_config {
@@ -31,6 +37,8 @@ typedef struct bench_config {
     bench_tool tool;
     int draft_max;            /* llama tools and specd fixed: draft length; 0 = none/adaptive */
     const char *specd_args;   /* extra specd run flags, e.g. "--spec none" */
+    const char *spec_type;    /* TOOL_LLAMA_NGRAM: llama.cpp's --spec-type */
+    bool no_draft;            /* run without the pair's draft model */
     bench_sample *samples;    /* one per prompt */
     int n_samples;
 } bench_config;

@@ -186,9 +186,13 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
         add(a, "--spec-draft-n-max"), addf(a, "%.0f", c->draft_max);
         if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, "draft-simple");
         break;
+    case TOOL_LLAMA_NGRAM:
+        tool_path(path, path_size, s, "llama-speculative-simple");
+        add(a, path), add_common(a, s, target, prompt, temp), add(a, "--spec-type"), add(a, c->spec_type);
+        break;
     case TOOL_SPECD:
-        add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp);
-        add(a, "-md"), add(a, draft), add(a, "--json");
+        add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp), add(a, "--json");
+        if (!c->no_draft) add(a, "-md"), add(a, draft);
         if (c->specd_args) {
             snprintf(extra, 256, "%s", c->specd_args);
             add_split(a, extra);
@@ -212,6 +216,7 @@ bool bench_run_config(const bench_settings *s, const bench_config *c, const char
     bool parsed = c->tool == TOOL_SPECD ? parse_specd(cap.text, out)
                   : c->tool == TOOL_LLAMA_COMPLETION ? parse_completion(cap.text, out)
                                                      : parse_speculative(cap.text, out);
+    /* llama.cpp prints "accept = -nan%" when an n-gram type drafted nothing: no acceptance. */
     out->max_rss_mb = cap.max_rss_mb;
     out->ok = parsed && WIFEXITED(cap.status) && WEXITSTATUS(cap.status) == 0;
     if (!out->ok) {

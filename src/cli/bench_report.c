@@ -168,6 +168,8 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
     double base = completion ? bench_median_tokens_per_s(completion) : 0.0, llama_best = base;
     if (simple && bench_median_tokens_per_s(simple) > llama_best) llama_best = bench_median_tokens_per_s(simple);
     if (spec && bench_median_tokens_per_s(spec) > llama_best) llama_best = bench_median_tokens_per_s(spec);
+    const bench_config *ngram = best_of(g, TOOL_LLAMA_NGRAM);
+    if (ngram && bench_median_tokens_per_s(ngram) > llama_best) llama_best = bench_median_tokens_per_s(ngram);
     const bench_config *probe = find_specd(g, "specd draft, fixed 8");
     int best_k = 0;
     double limit = probe ? bench_chain_limit(probe, &best_k) : 0.0;
@@ -177,6 +179,8 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
     write_row(f, completion, base, llama_best, limit);
     write_row(f, simple, base, llama_best, limit);
     write_row(f, spec, base, llama_best, limit);
+    for (int i = 0; i < g->n_configs; i++)
+        if (g->configs[i].tool == TOOL_LLAMA_NGRAM) write_row(f, &g->configs[i], base, llama_best, limit);
     for (int i = 0; i < g->n_configs; i++)
         if (g->configs[i].tool == TOOL_SPECD) write_row(f, &g->configs[i], base, llama_best, limit);
     if (limit > 0.0)

@@ -120,6 +120,12 @@ def bench(specd, target, draft):
               and "| specd, speculation off |" in report and "Chain limit:" in report and "failed" not in report,
               r.stderr[-500:] + report[:500])
         check("bench shows progress", "[1/6]" in r.stderr and "[6/6]" in r.stderr, r.stderr[-300:])
+        ngram_out = os.path.join(tmp, "ngram")
+        r = run([specd, "bench", "--ngram", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
+                 "--temps", "0", "--out", ngram_out])
+        report = open(os.path.join(ngram_out, "benchmarks.md")).read() if r.returncode == 0 else ""
+        check("bench --ngram measures the model-free drafters", "| specd ngram-simple |" in report
+              and "| specd suffix |" in report and "failed" not in report, r.stderr[-500:] + report[:300])
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
     check("bench without llama tools says what to do", r.returncode == 2 and "make bench-deps" in r.stderr, r.stderr)
 
