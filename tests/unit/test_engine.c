@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "chi_square.h"
+#include "exact_pairs.h"
 #include "llama.h"
 #include "sample/sampler.h"
 #include "specd.h"
@@ -196,47 +197,13 @@ static void test_n_predict_is_exact(void **state) {
 
 /* ---- exact sampling ------------------------------------------------------------------------- */
 
-typedef struct exact_pairs {
-    int32_t n_vocab;
-    double *prob; /* prob[a * n_vocab + b] = p(a) p(b | a) */
-} exact_pairs;
-
-/* The target's exact distribution of the first two tokens under `sp`, from its logits. */
-static exact_pairs exact_first_two(const specd_token *prompt, int32_t n, const specd_sampling_params *sp) {
-    struct llama_model *m = llama_model_load_from_file(target_path, llama_model_default_params());
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = cp.n_threads_batch = 1;
-    struct llama_context *ctx = llama_init_from_model(m, cp);
-    int32_t nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
-    exact_pairs ex = {nv, calloc((size_t)nv * nv, sizeof(double))};
-    specd_sampler s;
-    assert_true(specd_sampler_init(&s, sp, nv, NULL, 0, NULL));
-    specd_dist p1 = {0}, p2 = {0};
-    specd_token hist[300];
-    memcpy(hist, prompt, (size_t)n * sizeof *prompt);
-    assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist, n)), 0);
-    assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n, &p1));
-    for (int32_t i = 0; i < p1.n; i++) {
-        llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
-        hist[n] = p1.ids[i];
-        assert_int_equal(llama_decode(ctx, llama_batch_get_one(hist + n, 1)), 0);
-        assert_true(specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, &p2));
-        for (int32_t j = 0; j < p2.n; j++) ex.prob[(size_t)p1.ids[i] * nv + p2.ids[j]] = (double)p1.probs[i] * p2.probs[j];
-    }
-    specd_dist_free(&p1);
-    specd_dist_free(&p2);
-    specd_sampler_free(&s);
-    llama_free(ctx);
-    llama_model_free(m);
-    return ex;
-}
 
 static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
     specd_token *prompt = NULL;
     int32_t n = 0;
     assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
-    exact_pairs ex = exact_first_two(prompt, n, &sp);
+    exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
+    assert_non_null(ex.prob);
     int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
     int64_t drafted = 0, accepted = 0;
     specd_generation_params g = specd_generation_default_params();
