@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "chi_square.h"
+#include "engine_helpers.h"
 #include "exact_pairs.h"
 #include "llama.h"
 #include "sample/sampler.h"
@@ -29,18 +30,6 @@ static const char *prompts[] = {
     "one day the dog ran to the park with his mom",
     "she was happy",
 };
-
-static specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
-    specd_engine_params p = specd_engine_default_params();
-    p.target_path = target;
-    p.draft_path = draft;
-    p.n_ctx = n_ctx;
-    p.n_threads = 1; /* ggml threads spin at barriers: on a busy CI machine two would crawl */
-    specd_engine *e = NULL;
-    char *err = NULL;
-    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
-    return e;
-}
 
 static int setup(void **state) {
     (void)state;
@@ -65,24 +54,6 @@ static specd_generation_params greedy_params(specd_spec_type type, int32_t draft
     g.speculative.adaptive = adaptive;
     if (!adaptive) g.speculative.draft_min = draft_max;
     return g;
-}
-
-static specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {
-    specd_token *prompt = NULL;
-    int32_t n = 0;
-    char *err = NULL;
-    assert_int_equal(specd_tokenize(e, text, true, &prompt, &n, &err), SPECD_OK);
-    specd_result r;
-    if (specd_generate(e, prompt, n, g, &r, &err) != SPECD_OK) fail_msg("generate: %s", err);
-    specd_free(prompt);
-    return r;
-}
-
-static void assert_same_tokens(const specd_result *a, const specd_result *b, const char *what) {
-    if (a->n_tokens != b->n_tokens) fail_msg("%s: %d tokens vs %d", what, a->n_tokens, b->n_tokens);
-    for (int32_t i = 0; i < a->n_tokens; i++)
-        if (a->tokens[i] != b->tokens[i])
-            fail_msg("%s: token %d differs (%d vs %d)", what, i, a->tokens[i], b->tokens[i]);
 }
 
 /* ---- lossless greedy ------------------------------------------------------------------------ */

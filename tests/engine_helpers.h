@@ -1,0 +1,39 @@
+/* engine_helpers.h - what the end-to-end engine tests share: opening an engine on the tiny models,
+ * generating from text, and comparing outputs token by token. Header-only; include after
+ * <cmocka.h>. */
+#ifndef SPECD_TEST_ENGINE_HELPERS_H
+#define SPECD_TEST_ENGINE_HELPERS_H
+
+#include "specd.h"
+
+static inline specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
+    specd_engine_params p = specd_engine_default_params();
+    p.target_path = target;
+    p.draft_path = draft;
+    p.n_ctx = n_ctx;
+    p.n_threads = 1; /* ggml threads spin at barriers: on a busy CI machine two would crawl */
+    specd_engine *e = NULL;
+    char *err = NULL;
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    return e;
+}
+
+static inline specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    char *err = NULL;
+    assert_int_equal(specd_tokenize(e, text, true, &prompt, &n, &err), SPECD_OK);
+    specd_result r;
+    if (specd_generate(e, prompt, n, g, &r, &err) != SPECD_OK) fail_msg("generate: %s", err);
+    specd_free(prompt);
+    return r;
+}
+
+static inline void assert_same_tokens(const specd_result *a, const specd_result *b, const char *what) {
+    if (a->n_tokens != b->n_tokens) fail_msg("%s: %d tokens vs %d", what, a->n_tokens, b->n_tokens);
+    for (int32_t i = 0; i < a->n_tokens; i++)
+        if (a->tokens[i] != b->tokens[i])
+            fail_msg("%s: token %d differs (%d vs %d)", what, i, a->tokens[i], b->tokens[i]);
+}
+
+#endif
