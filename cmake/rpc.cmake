@@ -10,11 +10,8 @@ set(SPECD_RPC_SOURCES
   src/rpc/async.c
   src/rpc/abi.c
 )
-add_library(specd_rpc_objects OBJECT ${SPECD_RPC_SOURCES})
-set_target_properties(specd_rpc_objects PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
-target_include_directories(specd_rpc_objects PUBLIC include PRIVATE src)
-target_compile_options(specd_rpc_objects PRIVATE ${SPECD_WARNINGS})
-target_link_libraries(specd_rpc_objects PUBLIC PkgConfig::JANSSON Threads::Threads)
+target_sources(specd_objects PRIVATE ${SPECD_RPC_SOURCES})
+target_link_libraries(specd_objects PUBLIC PkgConfig::JANSSON)
 
 # libspecd-rpcserver.so: the old names (include/rpcserver.h) over a private copy of libspecd, so
 # an app relinks without code changes. A version script exports those names and nothing else:
