@@ -169,6 +169,12 @@ static const char *stop_type(const run_state *rs, const specd_result *r) {
     return "unknown";
 }
 
+/* As llama-server reports it: the context ran out, so the prompt was cut, the context shifted, or
+ * generation stopped at its end. */
+static bool truncated(const completion_request *req, const specd_result *r) {
+    return req->truncated || r->stats.n_context_shifts > 0 || r->stop_reason == SPECD_STOP_CONTEXT;
+}
+
 static json_t *final_response(const completion_request *req, run_state *rs, const specd_result *r) {
     size_t len = 0;
     const char *text = rs->stream ? specd_text_stream_take(&rs->text, true, &len) : specd_text_stream_text(&rs->text, &len);
@@ -178,7 +184,7 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         "{s:o, s:b, s:o, s:i, s:i, s:o, s:O, s:b, s:b, s:b, s:b, s:s, s:s, s:i, s:o, s:i, s:o, s:o}", "content",
         sanitized_string(text, len), "stop", 1, "model", rpc_state_model_name(), "tokens_predicted", r->n_tokens,
         "tokens_evaluated", req->n_tokens, "generation_settings", completion_settings_json(req, rs->engine),
-        "prompt", req->prompt, "truncated", req->truncated || r->stats.n_context_shifts > 0, "stopped_eos", strcmp(type, "eos") == 0,
+        "prompt", req->prompt, "truncated", truncated(req, r), "stopped_eos", strcmp(type, "eos") == 0,
         "stopped_word", word, "stopped_limit", strcmp(type, "limit") == 0 || strcmp(type, "context") == 0,
         "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
         r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
