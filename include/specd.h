@@ -70,6 +70,9 @@ SPECD_API void specd_engine_free(specd_engine *engine);
 SPECD_API bool specd_engine_has_draft(const specd_engine *engine);
 SPECD_API int32_t specd_engine_n_ctx(const specd_engine *engine);
 SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
+/* Whether the target's KV cache can move positions (llama_memory_can_shift), which
+ * specd_generation_params.context_shift needs. False for e.g. recurrent models. */
+SPECD_API bool specd_engine_can_shift_context(const specd_engine *engine);
 
 /* ---- text <-> tokens ------------------------------------------------------------------------ */
 
@@ -160,6 +163,24 @@ typedef struct specd_generation_params {
     specd_spec_params speculative;
     specd_token_callback on_tokens; /* may be NULL */
     void *user_data;
+    /* Context shift (llama.cpp's server and its old completion API do this). When prompt +
+     * output fill the context, instead of stopping with SPECD_STOP_CONTEXT, keep the first
+     * n_keep tokens, drop half of those after them (the oldest), and move the rest back: the KV
+     * caches of target and draft are shifted in place (a RoPE shift, nothing is re-evaluated), so
+     * generation goes on past n_ctx tokens. stats.n_context_shifts counts the shifts.
+     *  - Only with n_predict >= 0: an unlimited generation (n_predict < 0) still stops at the end
+     *    of the context, so a model that never ends its text cannot run forever (the rule
+     *    llama-server used: "n_predict = -1 is limited to the context").
+     *  - Generation also stops (SPECD_STOP_CONTEXT) when a shift would free nothing.
+     *  - Speculation stays exact: a step never drafts past the point where the shift happens, so
+     *    the output equals that of the target alone with the same shifts.
+     *  - Needs specd_engine_can_shift_context(); specd_generate refuses the request otherwise.
+     * Default false. */
+    bool context_shift;
+    /* Tokens at the start of the history a shift keeps: 0 = none (a leading BOS is kept anyway),
+     * -1 = the whole prompt. As in llama-server, a BOS the model adds is not counted (one more
+     * token is kept), and at most n_ctx - 4 are kept. Default 0. */
+    int32_t n_keep;
 } specd_generation_params;
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
@@ -167,7 +188,7 @@ SPECD_API specd_generation_params specd_generation_default_params(void);
 typedef enum specd_stop_reason {
     SPECD_STOP_LIMIT = 0,    /* n_predict tokens generated */
     SPECD_STOP_EOG = 1,      /* the target produced an end-of-generation token */
-    SPECD_STOP_CONTEXT = 2,  /* the context is full */
+    SPECD_STOP_CONTEXT = 2,  /* the context is full (and context_shift is off or cannot apply) */
     SPECD_STOP_CALLBACK = 3, /* on_tokens returned false, or specd_engine_request_stop */
 } specd_stop_reason;
 
@@ -210,6 +231,12 @@ typedef struct specd_stats {
     /* Per drafter when several are listed (or a model-free one): drafters[i] for types[i]. */
     int32_t n_drafters;
     specd_drafter_stats drafters[SPECD_SPEC_MAX_TYPES];
+    /* Context shifts (specd_generation_params.context_shift): how many happened, the tokens they
+     * dropped in all, and the tokens each kept at the start (the effective n_keep; 0 when none
+     * happened). After shifts the KV cache holds those first tokens, not the whole prompt. */
+    int32_t n_context_shifts;
+    int32_t n_context_discarded;
+    int32_t n_context_kept;
 } specd_stats;
 
 SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);

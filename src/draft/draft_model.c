@@ -103,6 +103,16 @@ static specd_status dm_draft(void *self, const specd_draft_request *req, specd_t
     return SPECD_OK;
 }
 
+/* The draft's cache moves with the history (see specd_slot_shift), so the next sync finds it
+ * in step instead of re-decoding everything after n_keep. */
+static specd_status dm_shift(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens, int32_t n,
+                             char **error) {
+    (void)tokens, (void)n, (void)error;
+    draft_model *dm = self;
+    specd_slot_shift(&dm->engine->draft, n_keep, n_discard);
+    return SPECD_OK;
+}
+
 static void dm_destroy(void *self) {
     draft_model *dm = self;
     if (!dm) return;
@@ -115,6 +125,7 @@ static const specd_drafter_ops draft_model_ops = {
     .prepare = dm_prepare,
     .draft = dm_draft,
     .destroy = dm_destroy,
+    .shift = dm_shift,
 };
 
 specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, char **error) {

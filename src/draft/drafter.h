@@ -36,11 +36,32 @@ typedef struct specd_drafter_ops {
      * with observe calibrates its own confidence: the loop then leaves the engine's draft-model
      * calibration alone. */
     void (*observe)(void *self, const specd_token_tree *tree, const specd_verify_result *vr);
+    /* Optional: a context shift cut history positions [n_keep, n_keep + n_discard) out and moved
+     * the rest back; tokens[0..n) is the history now, without the root (as prepare gets it). A
+     * drafter whose state holds history positions must follow. NULL: prepare(tokens, n) is called
+     * instead, so the drafter starts over on the new history. */
+    specd_status (*shift)(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens, int32_t n,
+                          char **error);
 } specd_drafter_ops;
 
 typedef struct specd_drafter {
     const specd_drafter_ops *ops;
     void *self;
 } specd_drafter;
+
+/* Tells a drafter about a context shift: its shift op, or prepare when it has none. */
+static inline specd_status specd_drafter_shift(const specd_drafter *d, int32_t n_keep, int32_t n_discard,
+                                               const specd_token *tokens, int32_t n, char **error) {
+    if (d->ops->shift) return d->ops->shift(d->self, n_keep, n_discard, tokens, n, error);
+    return d->ops->prepare(d->self, tokens, n, error);
+}
+
+/* Where history position `pos` is after a shift that cut [n_keep, n_keep + n_discard): a count
+ * of tokens processed ("the first pos are indexed") stays a count of the same tokens; one that
+ * ended inside the cut ends at n_keep (what it had not reached yet of the cut is gone). */
+static inline int32_t specd_shifted_count(int32_t pos, int32_t n_keep, int32_t n_discard) {
+    if (pos <= n_keep) return pos;
+    return pos >= n_keep + n_discard ? pos - n_discard : n_keep;
+}
 
 #endif

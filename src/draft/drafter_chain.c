@@ -297,6 +297,16 @@ static specd_status chain_prepare(void *self, const specd_token *tokens, int32_t
     return SPECD_OK;
 }
 
+static specd_status chain_shift(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens,
+                                int32_t n, char **error) {
+    drafter_chain *c = self;
+    for (int32_t i = 0; i < c->n; i++) {
+        specd_status st = specd_drafter_shift(&c->m[i].drafter, n_keep, n_discard, tokens, n, error);
+        if (st != SPECD_OK) return st;
+    }
+    return SPECD_OK;
+}
+
 static void chain_destroy(void *self) {
     drafter_chain *c = self;
     if (!c) return;
@@ -316,6 +326,7 @@ static const specd_drafter_ops chain_ops = {
     .draft = chain_draft,
     .destroy = chain_destroy,
     .observe = chain_observe,
+    .shift = chain_shift,
 };
 
 /* ---- construction --------------------------------------------------------------------------- */

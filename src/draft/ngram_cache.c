@@ -90,6 +90,16 @@ oom:
     return SPECD_ERR_NO_MEMORY;
 }
 
+/* The counts hold no positions and stay (they describe text that was seen); only the count of
+ * indexed tokens moves with the history, so nothing is counted twice. */
+static specd_status nc_shift(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens, int32_t n,
+                             char **error) {
+    (void)tokens, (void)n, (void)error;
+    ngram_cache *nc = self;
+    nc->n_indexed = specd_shifted_count(nc->n_indexed, n_keep, n_discard);
+    return SPECD_OK;
+}
+
 static void nc_destroy(void *self) {
     ngram_cache *nc = self;
     if (!nc) return;
@@ -105,6 +115,7 @@ static const specd_drafter_ops ngram_cache_ops = {
     .prepare = nc_prepare,
     .draft = nc_draft,
     .destroy = nc_destroy,
+    .shift = nc_shift,
 };
 
 specd_status specd_ngram_cache_new(specd_ngram_counts *dynamic, const specd_ngram_counts *statics,

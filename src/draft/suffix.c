@@ -125,6 +125,16 @@ oom:
     return SPECD_ERR_NO_MEMORY;
 }
 
+/* The tree and the cursor describe the text as it was produced, which a shift does not change:
+ * only the count of inserted tokens moves with the history, so nothing is inserted twice. */
+static specd_status sx_shift(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens, int32_t n,
+                             char **error) {
+    (void)tokens, (void)n, (void)error;
+    suffix_drafter *s = self;
+    s->n_inserted = specd_shifted_count(s->n_inserted, n_keep, n_discard);
+    return SPECD_OK;
+}
+
 static void sx_destroy(void *self) { free(self); }
 
 static const specd_drafter_ops suffix_ops = {
@@ -132,6 +142,7 @@ static const specd_drafter_ops suffix_ops = {
     .prepare = sx_prepare,
     .draft = sx_draft,
     .destroy = sx_destroy,
+    .shift = sx_shift,
 };
 
 specd_status specd_suffix_new(specd_suffix_tree *tree, int32_t max_branches, specd_drafter *out, char **error) {

@@ -55,5 +55,12 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);
+/* Whether the slot's KV cache can move positions (llama_memory_can_shift). */
+bool specd_slot_can_shift(const specd_model_slot *slot);
+/* Context shift: drops positions [n_keep, n_keep + n_discard) and moves those after them back
+ * by n_discard (RoPE shift, nothing re-evaluated), so the slot holds the history with those
+ * tokens cut out. A slot that cannot shift is truncated to n_keep instead (the next sync
+ * re-decodes the rest). */
+void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard);
 
 #endif

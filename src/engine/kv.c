@@ -76,3 +76,21 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     slot->kv_tokens[slot->n_kv++] = token;
     return SPECD_OK;
 }
+
+bool specd_slot_can_shift(const specd_model_slot *slot) {
+    return slot->ctx && llama_memory_can_shift(llama_get_memory(slot->ctx));
+}
+
+void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard) {
+    int32_t end = n_keep + n_discard;
+    if (slot->n_kv <= end || !specd_slot_can_shift(slot)) {
+        /* Nothing cached after the dropped tokens (or it cannot move): the next sync decodes it. */
+        specd_slot_truncate(slot, n_keep);
+        return;
+    }
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    llama_memory_seq_rm(mem, 0, n_keep, end);
+    llama_memory_seq_add(mem, 0, end, -1, -n_discard);
+    memmove(slot->kv_tokens + n_keep, slot->kv_tokens + end, (size_t)(slot->n_kv - end) * sizeof *slot->kv_tokens);
+    slot->n_kv -= n_discard;
+}

@@ -169,6 +169,12 @@ static const char *stop_type(const run_state *rs, const specd_result *r) {
     return "unknown";
 }
 
+/* As llama-server reports it: the context ran out, so the prompt was cut, the context shifted, or
+ * generation stopped at its end. */
+static bool truncated(const completion_request *req, const specd_result *r) {
+    return req->truncated || r->stats.n_context_shifts > 0 || r->stop_reason == SPECD_STOP_CONTEXT;
+}
+
 static json_t *final_response(const completion_request *req, run_state *rs, const specd_result *r) {
     size_t len = 0;
     const char *text = rs->stream ? specd_text_stream_take(&rs->text, true, &len) : specd_text_stream_text(&rs->text, &len);
@@ -178,7 +184,7 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         "{s:o, s:b, s:o, s:i, s:i, s:o, s:O, s:b, s:b, s:b, s:b, s:s, s:s, s:i, s:o, s:i, s:o, s:o}", "content",
         sanitized_string(text, len), "stop", 1, "model", rpc_state_model_name(), "tokens_predicted", r->n_tokens,
         "tokens_evaluated", req->n_tokens, "generation_settings", completion_settings_json(req, rs->engine),
-        "prompt", req->prompt, "truncated", req->truncated, "stopped_eos", strcmp(type, "eos") == 0,
+        "prompt", req->prompt, "truncated", truncated(req, r), "stopped_eos", strcmp(type, "eos") == 0,
         "stopped_word", word, "stopped_limit", strcmp(type, "limit") == 0 || strcmp(type, "context") == 0,
         "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
         r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
@@ -187,6 +193,18 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
 }
 
 /* ---- running --------------------------------------------------------------------------------- */
+
+/* What the engine's cache starts with after the generation: prompt and output, or after context
+ * shifts only the tokens they kept (what followed them has moved). */
+static void remember_history(const completion_request *req, const specd_result *r) {
+    int32_t n_prompt = req->n_tokens, n_out = r->n_tokens;
+    if (r->stats.n_context_shifts > 0) {
+        int32_t kept = r->stats.n_context_kept;
+        if (n_prompt > kept) n_prompt = kept;
+        if (n_out > kept - n_prompt) n_out = kept - n_prompt;
+    }
+    rpc_state_remember_history(req->tokens, n_prompt, r->tokens, n_out);
+}
 
 static void fail_job(rpc_job *job, const rpc_error *err) {
     pthread_mutex_lock(&job->lock);
@@ -230,7 +248,7 @@ json_t *completion_run(rpc_job *job, bool stream) {
                  "completion: %s", message ? message : "out of memory for the generated text");
         fail_job(job, &err);
     } else {
-        rpc_state_remember_history(req->tokens, req->n_tokens, r.tokens, r.n_tokens);
+        remember_history(req, &r);
         resp = final_response(req, &rs, &r);
         debug_log(req, "response", resp);
     }

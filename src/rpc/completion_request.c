@@ -1,7 +1,8 @@
 /* completion_request.c - a completion request from JSON: every field of the old API checked
  * (type, range, no unknown fields), samplers the engine cannot verify exactly refused with a clear
  * message, the prompt (text, or strings mixed with token ids) tokenized and truncated to the
- * context keeping n_keep tokens, as the old API did. */
+ * context keeping n_keep tokens, as the old API did (which also shifts the context during
+ * generation, keeping the same n_keep). */
 #include "completion.h"
 
 #include <math.h>
@@ -289,5 +290,8 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     }
     req->prompt = json_incref(prompt);
     req->n_cached = rpc_state_cached_prefix(req->tokens, req->n_tokens);
+    /* The old API shifted the context during generation (when the model's cache can). */
+    req->gen.context_shift = specd_engine_can_shift_context(e);
+    req->gen.n_keep = req->n_keep;
     return req;
 }

@@ -11,6 +11,7 @@
 #include "../util/util.h"
 #include "../verify/verify.h"
 #include "calibrate.h"
+#include "context_shift.h"
 #include "draft_length.h"
 
 #include <stdlib.h>
@@ -168,7 +169,7 @@ static void free_generation(generation *g) {
 
 static int32_t draft_budget(const generation *g) {
     int32_t k = draft_budget_limit(g->e, &g->params->speculative);
-    int32_t room = g->e->n_ctx - g->n_history; /* the root sits at n_history - 1 */
+    int32_t room = specd_context_room(g->e, g->params, g->n_history); /* the root sits at n_history - 1 */
     if (k > room) k = room;
     if (g->params->n_predict >= 0) {
         int32_t remaining = g->params->n_predict - g->result->n_tokens;
@@ -433,10 +434,9 @@ static specd_status decode_loop(generation *g, char **error) {
             g->result->stop_reason = SPECD_STOP_CALLBACK;
             break;
         }
-        if (g->n_history >= g->e->n_ctx) {
-            g->result->stop_reason = SPECD_STOP_CONTEXT;
+        if (g->n_history >= g->e->n_ctx && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
+                                                                    &g->drafter, g->result, &st, error))
             break;
-        }
         st = run_step(g, &done, error);
         if (st != SPECD_OK) break;
     }
@@ -456,6 +456,7 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     }
     specd_status st = validate_prompt(e, prompt, n_prompt, error);
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
+    if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);
     if (st != SPECD_OK) return st;
     atomic_store(&e->stop_requested, false);
     generation g;

@@ -279,6 +279,79 @@ static void test_suffix_tree_remembers_earlier_requests(void **state) {
     specd_suffix_tree_free(&t);
 }
 
+/* ---- following a context shift --------------------------------------------------------------- */
+
+/* A history of 14 tokens, drafted after (so indexed); then a shift keeping 1 and dropping 4
+ * (1 2 3 4); then 4 new tokens, so the history is 14 long again: a drafter that kept its old
+ * positions would see nothing new to index. */
+static const specd_token before_shift[] = {50, 1, 2, 3, 4, 60, 61, 62, 63, 7, 8, 9, 70, 71};
+static const specd_token after_shift[] = {50, 60, 61, 62, 63, 7, 8, 9, 70, 71, 72, 73, 74, 75};
+#define SHIFT_KEEP 1
+#define SHIFT_DISCARD 4
+
+static void draft_then_shift(specd_drafter *d) {
+    specd_token_tree tree = {0};
+    draft_into(d, before_shift, N_OF(before_shift), 4, &tree);
+    specd_tree_free(&tree);
+    /* the history right after the shift, without the root (as the generation passes it) */
+    int32_t n = N_OF(before_shift) - SHIFT_DISCARD - 1;
+    assert_int_equal(specd_drafter_shift(d, SHIFT_KEEP, SHIFT_DISCARD, after_shift, n, NULL), SPECD_OK);
+}
+
+static void test_ngram_simple_after_a_shift_drafts_from_the_moved_text(void **state) {
+    (void)state;
+    specd_drafter d;
+    assert_int_equal(specd_ngram_simple_new(2, &d, NULL), SPECD_OK);
+    draft_then_shift(&d);
+    specd_token h[N_OF(after_shift)];
+    memcpy(h, after_shift, sizeof h);
+    h[12] = 8, h[13] = 9; /* ... 73 8 9: the earlier 8 9 (moved to end at 8) was followed by 70 71 72 */
+    const specd_token want[] = {70, 71, 72};
+    expect_chain(&d, h, N_OF(h), 3, want, N_OF(want));
+    d.ops->destroy(d.self);
+}
+
+static void test_ngram_cache_after_a_shift_counts_nothing_twice(void **state) {
+    (void)state;
+    specd_ngram_counts dynamic;
+    specd_ngram_counts_init(&dynamic, 1000);
+    specd_drafter a, b;
+    assert_int_equal(specd_ngram_cache_new(&dynamic, NULL, &a, NULL), SPECD_OK);
+    draft_then_shift(&a);
+    specd_token_tree tree = {0};
+    draft_into(&a, after_shift, N_OF(after_shift), 4, &tree); /* counts 72..75 only */
+    specd_tree_free(&tree);
+    a.ops->destroy(a.self); /* its counts join the dynamic level, which drafts what it saw twice */
+    assert_int_equal(specd_ngram_cache_new(&dynamic, NULL, &b, NULL), SPECD_OK);
+    const specd_token seen_once[] = {80, 7, 8}; /* (7 8) -> 9 happened once: counted again, it would draft */
+    expect_chain(&b, seen_once, N_OF(seen_once), 4, NULL, 0);
+    b.ops->destroy(b.self);
+    specd_ngram_counts_free(&dynamic);
+}
+
+static int32_t suffix_count(const specd_suffix_tree *t, const specd_token *path, int32_t n) {
+    int32_t node = 0;
+    for (int32_t i = 0; i < n && node >= 0; i++) node = specd_suffix_child(t, node, path[i]);
+    return node >= 0 ? t->nodes[node].count : 0;
+}
+
+static void test_suffix_after_a_shift_inserts_each_token_once(void **state) {
+    (void)state;
+    specd_suffix_tree t;
+    assert_true(specd_suffix_tree_init(&t, 10000, 24));
+    specd_drafter d;
+    assert_int_equal(specd_suffix_new(&t, 1, &d, NULL), SPECD_OK);
+    draft_then_shift(&d);
+    specd_token_tree tree = {0};
+    draft_into(&d, after_shift, N_OF(after_shift), 4, &tree);
+    specd_tree_free(&tree);
+    const specd_token kept_text[] = {7, 8, 9}, new_text[] = {71, 72, 73};
+    assert_int_equal(suffix_count(&t, kept_text, 3), 1); /* not inserted again */
+    assert_int_equal(suffix_count(&t, new_text, 3), 1);  /* the new tokens were inserted */
+    d.ops->destroy(d.self);
+    specd_suffix_tree_free(&t);
+}
+
 /* ---- bounded memory over many requests ------------------------------------------------------ */
 
 static uint32_t lcg(uint32_t *s) { return (*s = *s * 1664525u + 1013904223u) >> 8; }
@@ -369,6 +442,9 @@ int main(void) {
         cmocka_unit_test(test_ngram_simple_repeats_a_period_into_the_future),
         cmocka_unit_test(test_ngram_simple_without_a_match_drafts_nothing),
         cmocka_unit_test(test_ngram_simple_follows_a_growing_history),
+        cmocka_unit_test(test_ngram_simple_after_a_shift_drafts_from_the_moved_text),
+        cmocka_unit_test(test_ngram_cache_after_a_shift_counts_nothing_twice),
+        cmocka_unit_test(test_suffix_after_a_shift_inserts_each_token_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -352,6 +352,50 @@ static void completion_truncates_long_prompts(void **state) {
     expect_error("completion", params, -32602, "n_keep", "leaves nothing to drop");
 }
 
+static int64_t int_of(json_t *obj, const char *key) { return json_integer_value(json_object_get(obj, key)); }
+
+/* A 64-token context and 150 tokens to generate: the context shifts (as llama-server's did),
+ * speculation stays lossless, truncated says so; n_predict -1 stops at the context end. */
+static void completion_shifts_the_context(void **state) {
+    (void)state;
+    char params[4096];
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' -md '%s' -c 64 -t 1\"}", target, draft);
+    json_decref(result_of("init", params));
+    const char *base = "\"prompt\":\"one day the dog ran\",\"temperature\":0,\"ignore_eos\":true,\"n_keep\":3";
+    const char *types[] = {"[\"none\"]", "[\"draft\"]", "[\"ngram-simple\",\"draft\"]"};
+    json_t *plain = NULL;
+    for (int i = 0; i < 3; i++) {
+        snprintf(params, sizeof params, "{%s,\"n_predict\":150,\"speculative\":{\"type\":%s}}", base, types[i]);
+        json_t *r = complete(params);
+        assert_int_equal(int_of(r, "tokens_predicted"), 150);
+        assert_true(int_of(r, "tokens_predicted") > 64);
+        assert_true(json_is_true(json_object_get(r, "truncated")));
+        assert_false(json_is_true(json_object_get(json_object_get(r, "prompt_stats"), "truncated"))); /* fits */
+        assert_string_equal(json_string_value(json_object_get(r, "stop_type")), "limit");
+        assert_int_equal(int_of(json_object_get(r, "generation_settings"), "n_keep"), 3);
+        if (plain) assert_string_equal(content_of(r), content_of(plain));
+        if (i > 0) assert_true(int_of(json_object_get(r, "speculative"), "drafted") > 0);
+        if (!plain) plain = r;
+        else json_decref(r);
+    }
+    /* The next request sees only the kept tokens as cached: what followed them moved. */
+    snprintf(params, sizeof params, "{%s,\"n_predict\":4}", base);
+    json_t *next = complete(params);
+    int64_t reused = int_of(next, "tokens_evaluated") - int_of(json_object_get(next, "timings"), "prompt_n");
+    assert_int_equal(reused, 4); /* BOS + n_keep */
+    assert_int_equal(int_of(json_object_get(next, "prompt_stats"), "cached"), reused);
+    assert_false(json_is_true(json_object_get(next, "truncated")));
+    json_decref(next);
+    snprintf(params, sizeof params, "{%s,\"n_predict\":-1}", base);
+    json_t *unlimited = complete(params);
+    assert_string_equal(json_string_value(json_object_get(unlimited, "stop_type")), "context");
+    assert_true(json_is_true(json_object_get(unlimited, "truncated")));
+    assert_true(int_of(unlimited, "tokens_predicted") < 64);
+    json_decref(unlimited);
+    json_decref(plain);
+    init_models(true); /* back to the context the other tests expect */
+}
+
 static void completion_param_errors(void **state) {
     (void)state;
     struct { const char *params, *field, *needle; } cases[] = {
@@ -611,6 +655,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(completion_stop_string),
         cmocka_unit_test(completion_logit_bias_and_token_prompt),
         cmocka_unit_test(completion_truncates_long_prompts),
+        cmocka_unit_test(completion_shifts_the_context),
         cmocka_unit_test(completion_param_errors),
         cmocka_unit_test(async_chunks_equal_blocking),
         cmocka_unit_test(async_cancel_and_busy),
