@@ -148,12 +148,14 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:o, s:o}",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o}",
                              "text", text,
                              "n_prompt", s->n_prompt,
                              "n_prompt_cached", s->n_prompt_cached,
                              "n_predicted", s->n_predicted,
                              "stop_reason", specd_stop_reason_name(r->stop_reason),
+                             "context_shift", "n_shifts", s->n_context_shifts, "n_discarded",
+                             s->n_context_discarded,
                              "speculative", speculative_json(s, spec),
                              "timings", timings_json(s));
     free(text);

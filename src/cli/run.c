@@ -34,6 +34,10 @@ static void run_usage(FILE *out) {
           "  --presence-penalty X     (default 0)         --frequency-penalty X (default 0)\n"
           "  --seed S                 random seed (default: from the clock)\n"
           "  --ignore-eos             do not stop at end-of-generation tokens\n"
+          "  --context-shift          when the context is full, drop the older half of what follows\n"
+          "                           the first --keep tokens and go on (as llama-server)\n"
+          "  --keep N                 tokens kept at the start on a context shift (-1: the prompt;\n"
+          "                           default 0)\n"
           "  --spec LIST              speculation: none, or a comma-separated list of draft,\n"
           "                           ngram-simple, ngram-map, ngram-cache, suffix; each step uses\n"
           "                           the one expected to pay most (default: draft when -md is given)\n"
@@ -104,6 +108,8 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -100.0, 100.0, &d); s->frequency_penalty = (float)d; }
     else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
+    else if (!strcmp(f, "--context-shift")) o->gen.context_shift = true;
+    else if (!strcmp(f, "--keep")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_keep = (int32_t)i; }
     else if (!strcmp(f, "--spec")) ok = parse_spec(a, sp);
     else if (!strcmp(f, "--draft-max")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_max = (int32_t)i; }
     else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_min = (int32_t)i; }

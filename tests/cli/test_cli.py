@@ -55,6 +55,7 @@ def errors(specd, models):
     expect_usage_error(specd, "missing value", ["-m", target, "-p"], "-p needs a value")
     expect_usage_error(specd, "missing file", ["-m", "/no/such.gguf", "-p", "x"], "/no/such.gguf")
     expect_usage_error(specd, "spec without draft", ["-m", target, "-p", "x", "--spec", "draft"], "needs a draft model")
+    expect_usage_error(specd, "bad keep", ["-m", target, "-p", "x", "--keep", "-2"], "--keep")
     expect_usage_error(specd, "bad spec", ["-m", target, "-p", "x", "--spec", "magic"], "--spec must be")
     expect_usage_error(specd, "draft min > max", ["-m", target, "-md", draft, "-p", "x", "--draft-min", "5",
                                                   "--draft-max", "2"], "--draft-min (5) is larger")
@@ -93,6 +94,22 @@ def errors(specd, models):
               and [d.get("type") for d in drafters] == ["ngram-simple", "draft"]
               and all(k in drafters[0] for k in ("n_calls", "n_chosen", "n_drafted", "n_accepted", "draft_ms"))
               and sum(d["n_drafted"] for d in drafters) == chained["speculative"]["n_drafted"], r3.stdout + r3.stderr)
+        shifted = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "100", "-c", "48",
+                       "--temp", "0", "--ignore-eos", "--context-shift", "--keep", "2", "--json"])
+        shifted_plain = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "100", "-c", "48",
+                             "--temp", "0", "--ignore-eos", "--context-shift", "--keep", "2", "--spec", "none", "--json"])
+        so = json.loads(shifted.stdout) if shifted.returncode == 0 else {}
+        sp = json.loads(shifted_plain.stdout) if shifted_plain.returncode == 0 else {}
+        check("--context-shift goes past the context, same text with and without speculation",
+              so.get("n_predicted") == 100 and so.get("context_shift", {}).get("n_shifts", 0) > 0
+              and so.get("text") == sp.get("text") and so.get("stop_reason") == "limit",
+              shifted.stdout + shifted.stderr)
+        unshifted = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "100", "-c", "48",
+                         "--temp", "0", "--ignore-eos", "--json"])
+        uo = json.loads(unshifted.stdout) if unshifted.returncode == 0 else {}
+        check("without --context-shift a full context stops", uo.get("stop_reason") == "context"
+              and uo.get("n_predicted", 100) < 100 and uo.get("context_shift", {}).get("n_shifts") == 0,
+              unshifted.stdout + unshifted.stderr)
     expect_usage_error(specd, "none in a list", ["-m", target, "-p", "x", "--spec", "none,ngram-simple"],
                        "cannot be part of a list")
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],
