@@ -150,8 +150,18 @@ typedef struct specd_spec_params {
 } specd_spec_params;
 
 /* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
- * Return false to stop generation after this step. */
+ * Return false to stop generation after this step.
+ * The result passed to specd_generate is already filled up to these tokens when the callback runs:
+ * they are the last n_tokens of result->tokens, and with n_probs > 0 their probabilities are the
+ * last n_tokens * result->n_probs entries of result->probs. Keep a pointer to the result in
+ * user_data to stream them (read them during the callback only: the arrays grow later). */
 typedef bool (*specd_token_callback)(const specd_token *tokens, int32_t n_tokens, void *user_data);
+
+/* One candidate of a position's probability list (specd_result.probs). */
+typedef struct specd_token_prob {
+    specd_token token; /* -1: padding, when fewer than n_probs tokens have a non-zero probability */
+    float prob;
+} specd_token_prob;
 
 typedef struct specd_generation_params {
     int32_t n_predict; /* tokens to generate; < 0 = until end of generation or context end */
@@ -160,6 +170,17 @@ typedef struct specd_generation_params {
     specd_spec_params speculative;
     specd_token_callback on_tokens; /* may be NULL */
     void *user_data;
+    /* The target's probabilities for every emitted token, drafted ones included (as llama-server's
+     * n_probs): the n_probs most probable candidates at that position, sorted by probability
+     * (descending; the lower id first on ties), in specd_result.probs. Default 0: off, and then
+     * nothing is computed. Capped at the vocabulary size.
+     * By default they are the softmax of the target's raw logits at temperature 1, before any
+     * sampling transform (bias, penalties, top-k/p, min-p, temperature): the model's own view,
+     * the same whether the token was drafted or not, and the same with speculation on or off.
+     * With post_sampling_probs they are the distribution the token was drawn from instead, after
+     * the request's transforms (greedy: 1 for the chosen token; lists may be shorter, padded). */
+    int32_t n_probs;
+    bool post_sampling_probs;
 } specd_generation_params;
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
@@ -221,6 +242,11 @@ typedef struct specd_result {
     int32_t n_tokens;
     specd_stop_reason stop_reason;
     specd_stats stats;
+    /* With specd_generation_params.n_probs > 0: n_probs (the request's, capped at the vocabulary
+     * size) entries per generated token, token i's list at probs + i * n_probs; owned, released by
+     * specd_result_clear (NULL while there are no tokens). Without: NULL and 0. */
+    specd_token_prob *probs;
+    int32_t n_probs;
 } specd_result;
 
 /* Generates from `prompt` (tokens, e.g. from specd_tokenize). The KV cache keeps the longest

@@ -5,6 +5,7 @@
 #include "completion.h"
 
 #include "../session/text_stream.h"
+#include "completion_probs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@ typedef struct run_state {
     specd_text_stream text;
     bool stream;
     bool out_of_memory;
+    const specd_result *result;  /* the one being generated: the probabilities of each step */
+    completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -47,8 +50,11 @@ static bool push_token(run_state *rs, specd_token token) {
  * or the job was cancelled (both take effect after this step). */
 static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     run_state *rs = user_data;
+    bool with_probs = rs->result->n_probs > 0;
     for (int32_t i = 0; i < n && !specd_text_stream_stopped(&rs->text); i++) {
-        if (!push_token(rs, tokens[i])) {
+        size_t start = rs->text.len;
+        if (!push_token(rs, tokens[i]) ||
+            (with_probs && !completion_probs_record(&rs->probs, start, rs->text.len > start ? rs->text.len : start))) {
             rs->out_of_memory = true;
             return false;
         }
@@ -56,7 +62,17 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     if (rs->stream) {
         size_t len = 0;
         const char *chunk = specd_text_stream_take(&rs->text, false, &len);
-        if (len > 0) publish(rs->job, json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0));
+        json_t *probs = with_probs ? completion_probs_take(&rs->probs, rs->engine, rs->result, &rs->text, false) : NULL;
+        if (with_probs && !probs) {
+            rs->out_of_memory = true;
+            return false;
+        }
+        if (len > 0 || json_array_size(probs) > 0) {
+            json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0);
+            if (probs) json_object_set(update, "completion_probabilities", probs);
+            publish(rs->job, update);
+        }
+        json_decref(probs);
     }
     return !specd_text_stream_stopped(&rs->text) && !atomic_load(&rs->job->cancel);
 }
@@ -125,11 +141,12 @@ json_t *completion_settings_json(const completion_request *req, specd_engine *e)
         "typical_p", 1.0, "tfs_z", 1.0, "repeat_penalty", decimal(s->repeat_penalty), "repeat_last_n", s->repeat_last_n,
         "presence_penalty", decimal(s->presence_penalty), "frequency_penalty", decimal(s->frequency_penalty),
         "mirostat_tau", 5.0, "mirostat", 0, "ignore_eos", req->gen.ignore_eos, "n_keep", req->n_keep, "seed",
-        (json_int_t)req->seed_requested, "stream", req->stream, "n_probs", 0);
+        (json_int_t)req->seed_requested, "stream", req->stream, "n_probs", req->gen.n_probs);
     if (!settings) return NULL;
     json_object_set_new(settings, "stop", req->stop_list ? json_incref(req->stop_list) : json_array());
     json_object_set_new(settings, "logit_bias", req->logit_bias_json ? json_incref(req->logit_bias_json) : json_array());
     json_object_set_new(settings, "grammar", json_string(""));
+    json_object_set_new(settings, "post_sampling_probs", json_boolean(req->gen.post_sampling_probs));
     json_object_set_new(settings, "speculative", spec);
     return settings;
 }
@@ -183,6 +200,9 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
         r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
         completion_prompt_stats(req), "speculative", speculative_json(spec_types_string(req, rs->engine), &r->stats));
+    if (resp && req->gen.n_probs > 0)
+        json_object_set_new(resp, "completion_probabilities",
+                            completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
     return resp;
 }
 
@@ -217,9 +237,10 @@ json_t *completion_run(rpc_job *job, bool stream) {
         return NULL;
     }
     specd_text_stream_init(&rs.text, req->stops, req->n_stops);
+    specd_result r = {0};
+    rs.result = &r;
     req->gen.on_tokens = on_tokens;
     req->gen.user_data = &rs;
-    specd_result r;
     char *message = NULL;
     set_generating(job, rs.engine);
     specd_status st = specd_generate(rs.engine, req->tokens, req->n_tokens, &req->gen, &r, &message);
@@ -236,6 +257,7 @@ json_t *completion_run(rpc_job *job, bool stream) {
     }
     rpc_state_release_engine();
     specd_text_stream_free(&rs.text);
+    completion_probs_free(&rs.probs);
     specd_result_clear(&r);
     specd_free(message);
     return resp;

@@ -85,12 +85,11 @@ static bool parse_sampling(rpc_params *rp, completion_request *req) {
            rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_unsupported_samplers(rp, s);
 }
 
-static bool parse_n_probs(rpc_params *rp) {
-    int64_t n_probs = 0;
-    if (rpc_get_int(rp, "n_probs", 0, 100, &n_probs) < 0) return false;
-    if (n_probs > 0)
-        return not_supported(rp, "n_probs", "the target's probabilities are not reported yet; use 0");
-    return true;
+/* n_probs: the target's top-n probabilities for every token (raw logits, temperature 1, as
+ * llama-server); post_sampling_probs: those of the distribution it was drawn from instead. */
+static bool parse_n_probs(rpc_params *rp, completion_request *req) {
+    return get_int32(rp, "n_probs", 0, 100, &req->gen.n_probs) &&
+           rpc_get_bool(rp, "post_sampling_probs", &req->gen.post_sampling_probs) >= 0;
 }
 
 /* logit_bias: [[token, bias], ...], bias a number or false (never sample the token). */
@@ -280,7 +279,7 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     rpc_params rp;
     rpc_params_open(&rp, params, "completion params", "", err);
     json_t *prompt = rpc_get_value(&rp, "prompt");
-    bool ok = parse_sampling(&rp, req) && parse_n_probs(&rp) && parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
+    bool ok = parse_sampling(&rp, req) && parse_n_probs(&rp, req) && parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
               rpc_params_finish(&rp) && tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
     if (!ok) {
