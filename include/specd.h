@@ -96,7 +96,8 @@ typedef struct specd_logit_bias {
 
 /* The request's sampling transforms, applied in llama.cpp's order: logit bias, penalties,
  * top-k, top-p, min-p, temperature. temperature <= 0 means greedy (argmax after bias and
- * penalties). Target and draft see the same transforms; verification is exact for all of them. */
+ * penalties). Target and draft see the same transforms; verification is exact for all of them.
+ * Mirostat is the exception, see below. */
 typedef struct specd_sampling_params {
     float temperature;       /* default 0.8 */
     int32_t top_k;           /* <= 0: off; default 40 */
@@ -109,6 +110,17 @@ typedef struct specd_sampling_params {
     const specd_logit_bias *logit_bias; /* borrowed for the duration of the call */
     int32_t n_logit_bias;
     uint64_t seed;           /* SPECD_SEED_RANDOM = from the clock */
+    /* Mirostat (llama.cpp's, as the old llama-server applied it): bias, penalties, temperature,
+     * then mirostat's truncation instead of top-k/top-p/min-p. 1 = v1 (a top-k from a Zipf fit
+     * of the 100 most probable tokens), 2 = v2 (the tokens whose surprise -log2 p is at most mu);
+     * mu starts at 2 tau and moves by eta (surprise - tau) after each drawn token. Because mu
+     * follows the tokens drawn, drafts cannot be verified exactly: specd_generate runs a request
+     * with mirostat != 0 and temperature > 0 without speculation (one target pass per token,
+     * stats.n_drafted = 0), whatever `speculative` says. With temperature <= 0 it is greedy and
+     * mirostat has no effect. Same seed, same output (our generator, not llama.cpp's mt19937). */
+    int32_t mirostat;        /* 0 = off (default), 1 or 2 */
+    float mirostat_tau;      /* target surprise in bits, >= 0; default 5 */
+    float mirostat_eta;      /* learning rate, >= 0; default 0.1 */
 } specd_sampling_params;
 
 #define SPECD_SEED_RANDOM UINT64_MAX

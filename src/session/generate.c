@@ -150,7 +150,8 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     if (type == SPECD_SPEC_AUTO) type = e->draft.ctx ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
     bool chain = specd_drafter_chain_wanted(&params->speculative);
-    bool speculate = (chain || type == SPECD_SPEC_DRAFT) && params->speculative.draft_max > 0;
+    bool speculate = (chain || type == SPECD_SPEC_DRAFT) && params->speculative.draft_max > 0 &&
+                     !specd_sampler_needs_target_alone(&g->sampler);
     if (!speculate) return SPECD_OK;
     st = chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
                : specd_draft_model_new(e, &g->drafter, error);
@@ -428,6 +429,7 @@ static specd_status run_step(generation *g, bool *done, char **error) {
     if (st != SPECD_OK) return st;
     keep_accepted_path(g, &vr);
     record_step(g, &vr);
+    specd_sampler_observe(&g->sampler, vr.next_token); /* after step_probs: it reports the drawn-from dist */
     specd_token *out = g->step_tokens;
     int32_t n = 0;
     for (int32_t i = 0; i < vr.n_accepted; i++) out[n++] = g->tree.nodes[vr.path[i]].token;

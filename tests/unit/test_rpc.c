@@ -376,7 +376,10 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"speculative\":{\"n_max\":1000}}", "speculative.n_max", "from 0 to 16"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_min\":5,\"n_max\":2}}", "speculative.n_min", "larger than"},
         {"{\"prompt\":\"a\",\"speculative\":{\"nmax\":2}}", "speculative.nmax", "unknown field 'speculative.nmax'"},
-        {"{\"prompt\":\"a\",\"mirostat\":2}", "mirostat", "'mirostat' is not supported yet"},
+        {"{\"prompt\":\"a\",\"mirostat\":3}", "mirostat", "an integer from 0 to 2"},
+        {"{\"prompt\":\"a\",\"mirostat\":1.5}", "mirostat", "an integer from 0 to 2"},
+        {"{\"prompt\":\"a\",\"mirostat\":2,\"mirostat_tau\":-1}", "mirostat_tau", "a number from 0"},
+        {"{\"prompt\":\"a\",\"mirostat\":1,\"mirostat_eta\":\"fast\"}", "mirostat_eta", "a number from 0"},
         {"{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"a\\\"\"}", "grammar", "'grammar' is not supported yet"},
         {"{\"prompt\":\"a\",\"n_probs\":101}", "n_probs", "an integer from 0 to 100"},
         {"{\"prompt\":\"a\",\"n_probs\":-1}", "n_probs", "an integer from 0 to 100"},
@@ -392,6 +395,45 @@ static void completion_param_errors(void **state) {
     json_t *r = complete("{\"prompt\":\"a\",\"n_predict\":2,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,"
                          "\"grammar\":\"\",\"n_probs\":0,\"penalize_nl\":false,\"stream\":false,\"__debug\":false}");
     json_decref(r);
+}
+
+/* ---- mirostat -------------------------------------------------------------------------------- */
+
+static void completion_mirostat_turns_speculation_off(void **state) {
+    (void)state;
+    const char *params = "{\"prompt\":\"one day the dog ran\",\"n_predict\":24,\"temperature\":0.8,\"seed\":5,"
+                         "\"ignore_eos\":true,\"mirostat\":2,\"mirostat_tau\":3,\"mirostat_eta\":0.2,"
+                         "\"speculative\":{\"type\":[\"draft\"],\"n_max\":4}}";
+    json_t *a = complete(params);
+    json_t *b = complete(params);
+    assert_int_equal(json_integer_value(json_object_get(a, "tokens_predicted")), 24);
+    assert_string_equal(content_of(a), content_of(b)); /* same seed, same output */
+    json_t *sp = json_object_get(a, "speculative");
+    assert_true(json_is_false(json_object_get(sp, "enabled")));
+    assert_non_null(strstr(json_string_value(json_object_get(sp, "reason")), "mirostat cannot be verified exactly"));
+    assert_int_equal(json_integer_value(json_object_get(sp, "drafted")), 0);
+    assert_int_equal(json_integer_value(json_object_get(sp, "steps")), 24); /* one target pass per token */
+    assert_string_equal(json_string_value(json_object_get(sp, "type")), "none");
+    json_t *settings = json_object_get(a, "generation_settings");
+    assert_int_equal(json_integer_value(json_object_get(settings, "mirostat")), 2);
+    assert_true(json_real_value(json_object_get(settings, "mirostat_tau")) == 3.0);
+    assert_true(json_real_value(json_object_get(settings, "mirostat_eta")) == 0.2);
+    /* mirostat 1 as well; and a plain request speculates, saying so */
+    json_t *v1 = complete("{\"prompt\":\"she\",\"n_predict\":8,\"mirostat\":1,\"speculative\":{\"n_max\":4}}");
+    assert_true(json_is_false(json_object_get(json_object_get(v1, "speculative"), "enabled")));
+    json_t *plain = complete("{\"prompt\":\"she\",\"n_predict\":8,\"speculative\":{\"n_max\":4,\"n_min\":4}}");
+    json_t *psp = json_object_get(plain, "speculative");
+    assert_true(json_is_true(json_object_get(psp, "enabled")));
+    assert_null(json_object_get(psp, "reason"));
+    assert_true(json_integer_value(json_object_get(psp, "drafted")) > 0);
+    json_t *off = complete("{\"prompt\":\"she\",\"n_predict\":2,\"speculative\":{\"type\":[\"none\"]}}");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(off, "speculative"), "reason")),
+                        "speculative.type is none");
+    json_decref(off);
+    json_decref(plain);
+    json_decref(v1);
+    json_decref(a);
+    json_decref(b);
 }
 
 /* ---- n_probs --------------------------------------------------------------------------------- */
@@ -751,6 +793,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(completion_logit_bias_and_token_prompt),
         cmocka_unit_test(completion_truncates_long_prompts),
         cmocka_unit_test(completion_param_errors),
+        cmocka_unit_test(completion_mirostat_turns_speculation_off),
         cmocka_unit_test(completion_probabilities_per_token),
         cmocka_unit_test(completion_probabilities_stream_and_stop),
         cmocka_unit_test(async_chunks_equal_blocking),
