@@ -69,10 +69,12 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
         }
         if (len > 0 || json_array_size(probs) > 0) {
             json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0);
-            if (probs) json_object_set(update, "completion_probabilities", probs);
+            /* the update owns the list: once published, pollers on other threads free it */
+            if (probs) json_object_set_new(update, "completion_probabilities", probs);
             publish(rs->job, update);
+        } else {
+            json_decref(probs);
         }
-        json_decref(probs);
     }
     return !specd_text_stream_stopped(&rs->text) && !atomic_load(&rs->job->cancel);
 }
