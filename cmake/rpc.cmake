@@ -7,6 +7,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/state.c
   src/rpc/completion_request.c
   src/rpc/completion.c
+  src/rpc/completion_probs.c
   src/rpc/async.c
   src/rpc/abi.c
 )

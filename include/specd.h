@@ -99,7 +99,8 @@ typedef struct specd_logit_bias {
 
 /* The request's sampling transforms, applied in llama.cpp's order: logit bias, penalties,
  * top-k, top-p, min-p, temperature. temperature <= 0 means greedy (argmax after bias and
- * penalties). Target and draft see the same transforms; verification is exact for all of them. */
+ * penalties). Target and draft see the same transforms; verification is exact for all of them.
+ * Mirostat is the exception, see below. */
 typedef struct specd_sampling_params {
     float temperature;       /* default 0.8 */
     int32_t top_k;           /* <= 0: off; default 40 */
@@ -112,6 +113,17 @@ typedef struct specd_sampling_params {
     const specd_logit_bias *logit_bias; /* borrowed for the duration of the call */
     int32_t n_logit_bias;
     uint64_t seed;           /* SPECD_SEED_RANDOM = from the clock */
+    /* Mirostat (llama.cpp's, as the old llama-server applied it): bias, penalties, temperature,
+     * then mirostat's truncation instead of top-k/top-p/min-p. 1 = v1 (a top-k from a Zipf fit
+     * of the 100 most probable tokens), 2 = v2 (the tokens whose surprise -log2 p is at most mu);
+     * mu starts at 2 tau and moves by eta (surprise - tau) after each drawn token. Because mu
+     * follows the tokens drawn, drafts cannot be verified exactly: specd_generate runs a request
+     * with mirostat != 0 and temperature > 0 without speculation (one target pass per token,
+     * stats.n_drafted = 0), whatever `speculative` says. With temperature <= 0 it is greedy and
+     * mirostat has no effect. Same seed, same output (our generator, not llama.cpp's mt19937). */
+    int32_t mirostat;        /* 0 = off (default), 1 or 2 */
+    float mirostat_tau;      /* target surprise in bits, >= 0; default 5 */
+    float mirostat_eta;      /* learning rate, >= 0; default 0.1 */
 } specd_sampling_params;
 
 #define SPECD_SEED_RANDOM UINT64_MAX
@@ -153,8 +165,18 @@ typedef struct specd_spec_params {
 } specd_spec_params;
 
 /* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
- * Return false to stop generation after this step. */
+ * Return false to stop generation after this step.
+ * The result passed to specd_generate is already filled up to these tokens when the callback runs:
+ * they are the last n_tokens of result->tokens, and with n_probs > 0 their probabilities are the
+ * last n_tokens * result->n_probs entries of result->probs. Keep a pointer to the result in
+ * user_data to stream them (read them during the callback only: the arrays grow later). */
 typedef bool (*specd_token_callback)(const specd_token *tokens, int32_t n_tokens, void *user_data);
+
+/* One candidate of a position's probability list (specd_result.probs). */
+typedef struct specd_token_prob {
+    specd_token token; /* -1: padding, when fewer than n_probs tokens have a non-zero probability */
+    float prob;
+} specd_token_prob;
 
 typedef struct specd_generation_params {
     int32_t n_predict; /* tokens to generate; < 0 = until end of generation or context end */
@@ -181,6 +203,17 @@ typedef struct specd_generation_params {
      * -1 = the whole prompt. As in llama-server, a BOS the model adds is not counted (one more
      * token is kept), and at most n_ctx - 4 are kept. Default 0. */
     int32_t n_keep;
+    /* The target's probabilities for every emitted token, drafted ones included (as llama-server's
+     * n_probs): the n_probs most probable candidates at that position, sorted by probability
+     * (descending; the lower id first on ties), in specd_result.probs. Default 0: off, and then
+     * nothing is computed. Capped at the vocabulary size.
+     * By default they are the softmax of the target's raw logits at temperature 1, before any
+     * sampling transform (bias, penalties, top-k/p, min-p, temperature): the model's own view,
+     * the same whether the token was drafted or not, and the same with speculation on or off.
+     * With post_sampling_probs they are the distribution the token was drawn from instead, after
+     * the request's transforms (greedy: 1 for the chosen token; lists may be shorter, padded). */
+    int32_t n_probs;
+    bool post_sampling_probs;
 } specd_generation_params;
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
@@ -248,6 +281,11 @@ typedef struct specd_result {
     int32_t n_tokens;
     specd_stop_reason stop_reason;
     specd_stats stats;
+    /* With specd_generation_params.n_probs > 0: n_probs (the request's, capped at the vocabulary
+     * size) entries per generated token, token i's list at probs + i * n_probs; owned, released by
+     * specd_result_clear (NULL while there are no tokens). Without: NULL and 0. */
+    specd_token_prob *probs;
+    int32_t n_probs;
 } specd_result;
 
 /* Generates from `prompt` (tokens, e.g. from specd_tokenize). The KV cache keeps the longest

@@ -5,6 +5,7 @@
 #include "completion.h"
 
 #include "../session/text_stream.h"
+#include "completion_probs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@ typedef struct run_state {
     specd_text_stream text;
     bool stream;
     bool out_of_memory;
+    const specd_result *result;  /* the one being generated: the probabilities of each step */
+    completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -47,8 +50,11 @@ static bool push_token(run_state *rs, specd_token token) {
  * or the job was cancelled (both take effect after this step). */
 static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     run_state *rs = user_data;
+    bool with_probs = rs->result->n_probs > 0;
     for (int32_t i = 0; i < n && !specd_text_stream_stopped(&rs->text); i++) {
-        if (!push_token(rs, tokens[i])) {
+        size_t start = rs->text.len;
+        if (!push_token(rs, tokens[i]) ||
+            (with_probs && !completion_probs_record(&rs->probs, start, rs->text.len > start ? rs->text.len : start))) {
             rs->out_of_memory = true;
             return false;
         }
@@ -56,14 +62,44 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     if (rs->stream) {
         size_t len = 0;
         const char *chunk = specd_text_stream_take(&rs->text, false, &len);
-        if (len > 0) publish(rs->job, json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0));
+        json_t *probs = with_probs ? completion_probs_take(&rs->probs, rs->engine, rs->result, &rs->text, false) : NULL;
+        if (with_probs && !probs) {
+            rs->out_of_memory = true;
+            return false;
+        }
+        if (len > 0 || json_array_size(probs) > 0) {
+            json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0);
+            /* the update owns the list: once published, pollers on other threads free it */
+            if (probs) json_object_set_new(update, "completion_probabilities", probs);
+            publish(rs->job, update);
+        } else {
+            json_decref(probs);
+        }
     }
     return !specd_text_stream_stopped(&rs->text) && !atomic_load(&rs->job->cancel);
 }
 
 /* ---- the response ---------------------------------------------------------------------------- */
 
+/* Mirostat while sampling: the engine runs the request without speculation (specd.h). */
+static bool mirostat_forces_target_alone(const completion_request *req) {
+    return req->gen.sampling.mirostat != 0 && req->gen.sampling.temperature > 0.0f;
+}
+
+/* Why the request ran without speculation, or NULL when it speculated. */
+static const char *spec_off_reason(const completion_request *req, specd_engine *e) {
+    const specd_spec_params *sp = &req->gen.speculative;
+    if (mirostat_forces_target_alone(req))
+        return "mirostat cannot be verified exactly; speculation was off for this request";
+    if (sp->draft_max == 0) return "speculative.n_max is 0";
+    if (sp->n_types == 0 && sp->type == SPECD_SPEC_NONE) return "speculative.type is none";
+    if (sp->n_types == 0 && sp->type == SPECD_SPEC_AUTO && !specd_engine_has_draft(e))
+        return "no draft model is loaded (init with -md FILE) and no model-free drafter was asked for";
+    return NULL;
+}
+
 static specd_spec_type effective_spec(const completion_request *req, specd_engine *e) {
+    if (mirostat_forces_target_alone(req)) return SPECD_SPEC_NONE;
     specd_spec_type t = req->gen.speculative.type;
     if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
     return req->gen.speculative.draft_max > 0 ? t : SPECD_SPEC_NONE;
@@ -73,7 +109,7 @@ static specd_spec_type effective_spec(const completion_request *req, specd_engin
 static json_t *spec_types_json(const completion_request *req, specd_engine *e) {
     const specd_spec_params *sp = &req->gen.speculative;
     json_t *a = json_array();
-    if (sp->n_types > 0 && sp->draft_max > 0) {
+    if (sp->n_types > 0 && sp->draft_max > 0 && !mirostat_forces_target_alone(req)) {
         for (int32_t i = 0; a && i < sp->n_types; i++) json_array_append_new(a, json_string(specd_spec_type_name(sp->types[i])));
     } else if (a) {
         json_array_append_new(a, json_string(specd_spec_type_name(effective_spec(req, e))));
@@ -124,12 +160,14 @@ json_t *completion_settings_json(const completion_request *req, specd_engine *e)
         decimal(s->temperature), "top_k", s->top_k, "top_p", decimal(s->top_p), "min_p", decimal(s->min_p),
         "typical_p", 1.0, "tfs_z", 1.0, "repeat_penalty", decimal(s->repeat_penalty), "repeat_last_n", s->repeat_last_n,
         "presence_penalty", decimal(s->presence_penalty), "frequency_penalty", decimal(s->frequency_penalty),
-        "mirostat_tau", 5.0, "mirostat", 0, "ignore_eos", req->gen.ignore_eos, "n_keep", req->n_keep, "seed",
-        (json_int_t)req->seed_requested, "stream", req->stream, "n_probs", 0);
+        "mirostat_tau", decimal(s->mirostat_tau), "mirostat", s->mirostat, "ignore_eos", req->gen.ignore_eos, "n_keep", req->n_keep, "seed",
+        (json_int_t)req->seed_requested, "stream", req->stream, "n_probs", req->gen.n_probs);
     if (!settings) return NULL;
     json_object_set_new(settings, "stop", req->stop_list ? json_incref(req->stop_list) : json_array());
     json_object_set_new(settings, "logit_bias", req->logit_bias_json ? json_incref(req->logit_bias_json) : json_array());
     json_object_set_new(settings, "grammar", json_string(""));
+    json_object_set_new(settings, "mirostat_eta", json_real(decimal(s->mirostat_eta)));
+    json_object_set_new(settings, "post_sampling_probs", json_boolean(req->gen.post_sampling_probs));
     json_object_set_new(settings, "speculative", spec);
     return settings;
 }
@@ -151,11 +189,14 @@ static json_t *timings_json(const specd_stats *s) {
                      "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
 }
 
-static json_t *speculative_json(json_t *type, const specd_stats *s) {
-    return json_pack("{s:o, s:o, s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "type", type, "drafters", drafters_json(s),
-                     "steps", s->n_steps, "drafted", s->n_drafted, "accepted", s->n_accepted, "acceptance_rate",
-                     specd_stats_acceptance_rate(s), "mean_accepted_per_step", specd_stats_mean_accepted_per_step(s),
-                     "draft_ms", s->draft_ms, "verify_ms", s->verify_ms);
+/* `enabled`, and when it is false the `reason`, before the statistics. */
+static json_t *speculative_json(json_t *type, const char *off_reason, const specd_stats *s) {
+    json_t *sp = json_pack("{s:b, s:o, s:o, s:i, s:i, s:i, s:f, s:f, s:f, s:f}", "enabled", off_reason == NULL, "type",
+                           type, "drafters", drafters_json(s), "steps", s->n_steps, "drafted", s->n_drafted, "accepted",
+                           s->n_accepted, "acceptance_rate", specd_stats_acceptance_rate(s), "mean_accepted_per_step",
+                           specd_stats_mean_accepted_per_step(s), "draft_ms", s->draft_ms, "verify_ms", s->verify_ms);
+    if (sp && off_reason) json_object_set_new(sp, "reason", json_string(off_reason));
+    return sp;
 }
 
 static const char *stop_type(const run_state *rs, const specd_result *r) {
@@ -188,7 +229,10 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         "stopped_word", word, "stopped_limit", strcmp(type, "limit") == 0 || strcmp(type, "context") == 0,
         "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
         r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
-        completion_prompt_stats(req), "speculative", speculative_json(spec_types_string(req, rs->engine), &r->stats));
+        completion_prompt_stats(req), "speculative", speculative_json(spec_types_string(req, rs->engine), spec_off_reason(req, rs->engine), &r->stats));
+    if (resp && req->gen.n_probs > 0)
+        json_object_set_new(resp, "completion_probabilities",
+                            completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
     return resp;
 }
 
@@ -235,9 +279,10 @@ json_t *completion_run(rpc_job *job, bool stream) {
         return NULL;
     }
     specd_text_stream_init(&rs.text, req->stops, req->n_stops);
+    specd_result r = {0};
+    rs.result = &r;
     req->gen.on_tokens = on_tokens;
     req->gen.user_data = &rs;
-    specd_result r;
     char *message = NULL;
     set_generating(job, rs.engine);
     specd_status st = specd_generate(rs.engine, req->tokens, req->n_tokens, &req->gen, &r, &message);
@@ -254,6 +299,7 @@ json_t *completion_run(rpc_job *job, bool stream) {
     }
     rpc_state_release_engine();
     specd_text_stream_free(&rs.text);
+    completion_probs_free(&rs.probs);
     specd_result_clear(&r);
     specd_free(message);
     return resp;

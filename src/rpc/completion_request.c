@@ -1,5 +1,5 @@
 /* completion_request.c - a completion request from JSON: every field of the old API checked
- * (type, range, no unknown fields), samplers the engine cannot verify exactly refused with a clear
+ * (type, range, no unknown fields), samplers the engine does not have refused with a clear
  * message, the prompt (text, or strings mixed with token ids) tokenized and truncated to the
  * context keeping n_keep tokens, as the old API did (which also shifts the context during
  * generation, keeping the same n_keep). */
@@ -41,22 +41,22 @@ static bool get_int32(rpc_params *rp, const char *name, int64_t min, int64_t max
     return got >= 0;
 }
 
+/* mirostat 1 or 2 runs on the target alone (the engine turns speculation off; the response says so). */
+static bool parse_mirostat(rpc_params *rp, specd_sampling_params *s) {
+    return get_int32(rp, "mirostat", 0, 2, &s->mirostat) && get_float(rp, "mirostat_tau", 0.0, 1e9, &s->mirostat_tau) &&
+           get_float(rp, "mirostat_eta", 0.0, 1e9, &s->mirostat_eta);
+}
+
 /* Fields whose only supported value is "off": refusing anything else beats ignoring it. */
 static bool parse_unsupported_samplers(rpc_params *rp, const specd_sampling_params *s) {
-    double typical_p = 1.0, tfs_z = 1.0, tau = 5.0, eta = 0.1;
-    int64_t mirostat = 0;
+    double typical_p = 1.0, tfs_z = 1.0;
     bool penalize_nl = false;
     const char *grammar = NULL;
     if (rpc_get_number(rp, "typical_p", 0.0, 1.0, &typical_p) < 0 || rpc_get_number(rp, "tfs_z", 0.0, 1e9, &tfs_z) < 0 ||
-        rpc_get_int(rp, "mirostat", 0, 2, &mirostat) < 0 || rpc_get_number(rp, "mirostat_tau", 0.0, 1e9, &tau) < 0 ||
-        rpc_get_number(rp, "mirostat_eta", 0.0, 1e9, &eta) < 0 || rpc_get_bool(rp, "penalize_nl", &penalize_nl) < 0 ||
-        rpc_get_string(rp, "grammar", &grammar) < 0)
+        rpc_get_bool(rp, "penalize_nl", &penalize_nl) < 0 || rpc_get_string(rp, "grammar", &grammar) < 0)
         return false;
     if (typical_p < 1.0) return not_supported(rp, "typical_p", "use 1 (off)");
     if (tfs_z != 1.0) return not_supported(rp, "tfs_z", "tail-free sampling is gone from llama.cpp; use 1 (off)");
-    if (mirostat != 0)
-        return not_supported(rp, "mirostat", "mirostat cannot be verified exactly by speculation and has no "
-                             "speculation-off path yet; use 0");
     if (penalize_nl && s->repeat_penalty != 1.0f)
         return not_supported(rp, "penalize_nl", "newlines are never penalized; use false");
     if (grammar && grammar[0]) return not_supported(rp, "grammar", "send the request without a grammar");
@@ -83,15 +83,14 @@ static bool parse_sampling(rpc_params *rp, completion_request *req) {
            get_float(rp, "frequency_penalty", -100.0, 100.0, &s->frequency_penalty) && parse_seed(rp, req) &&
            rpc_get_bool(rp, "ignore_eos", &req->gen.ignore_eos) >= 0 &&
            get_int32(rp, "n_keep", -1, INT32_MAX, &req->n_keep) && rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
-           rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_unsupported_samplers(rp, s);
+           rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_mirostat(rp, s) && parse_unsupported_samplers(rp, s);
 }
 
-static bool parse_n_probs(rpc_params *rp) {
-    int64_t n_probs = 0;
-    if (rpc_get_int(rp, "n_probs", 0, 100, &n_probs) < 0) return false;
-    if (n_probs > 0)
-        return not_supported(rp, "n_probs", "the target's probabilities are not reported yet; use 0");
-    return true;
+/* n_probs: the target's top-n probabilities for every token (raw logits, temperature 1, as
+ * llama-server); post_sampling_probs: those of the distribution it was drawn from instead. */
+static bool parse_n_probs(rpc_params *rp, completion_request *req) {
+    return get_int32(rp, "n_probs", 0, 100, &req->gen.n_probs) &&
+           rpc_get_bool(rp, "post_sampling_probs", &req->gen.post_sampling_probs) >= 0;
 }
 
 /* logit_bias: [[token, bias], ...], bias a number or false (never sample the token). */
@@ -281,7 +280,7 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     rpc_params rp;
     rpc_params_open(&rp, params, "completion params", "", err);
     json_t *prompt = rpc_get_value(&rp, "prompt");
-    bool ok = parse_sampling(&rp, req) && parse_n_probs(&rp) && parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
+    bool ok = parse_sampling(&rp, req) && parse_n_probs(&rp, req) && parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
               rpc_params_finish(&rp) && tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
     if (!ok) {

@@ -10,11 +10,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* mirostat 0..2; tau and eta finite and >= 0 (ignored when mirostat is off). */
+static bool valid_mirostat(const specd_sampling_params *p, char **error) {
+    if (p->mirostat < 0 || p->mirostat > 2) {
+        specd_set_error(error, "mirostat must be 0 (off), 1 or 2 (got %d)", p->mirostat);
+        return false;
+    }
+    if (p->mirostat != 0 && !(p->mirostat_tau >= 0.0f && isfinite(p->mirostat_tau))) {
+        specd_set_error(error, "mirostat_tau must be a finite number >= 0 (got %g)", (double)p->mirostat_tau);
+        return false;
+    }
+    if (p->mirostat != 0 && !(p->mirostat_eta >= 0.0f && isfinite(p->mirostat_eta))) {
+        specd_set_error(error, "mirostat_eta must be a finite number >= 0 (got %g)", (double)p->mirostat_eta);
+        return false;
+    }
+    return true;
+}
+
 bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, int32_t n_vocab,
                         const specd_token *forbidden, int32_t n_forbidden, char **error) {
     memset(s, 0, sizeof *s);
     s->params = *params;
     s->n_vocab = n_vocab;
+    if (!valid_mirostat(params, error)) return false;
     for (int32_t i = 0; i < params->n_logit_bias; i++) {
         specd_token t = params->logit_bias[i].token;
         if (t < 0 || t >= n_vocab) {
@@ -28,7 +46,9 @@ bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, i
     s->logits = specd_alloc_array((size_t)n_vocab, sizeof *s->logits);
     s->counts = specd_alloc_array((size_t)n_vocab, sizeof *s->counts);
     s->cand = specd_alloc_array((size_t)n_vocab, sizeof *s->cand);
-    if ((n_bias > 0 && !s->bias) || !s->logits || !s->counts || !s->cand) {
+    bool mirostat_ok = specd_mirostat_init(&s->mirostat, params->mirostat, params->mirostat_tau,
+                                           params->mirostat_eta, n_vocab);
+    if ((n_bias > 0 && !s->bias) || !s->logits || !s->counts || !s->cand || !mirostat_ok) {
         specd_sampler_free(s);
         specd_set_error(error, "out of memory for a sampler over %d tokens", n_vocab);
         return false;
@@ -48,10 +68,15 @@ void specd_sampler_free(specd_sampler *s) {
     free(s->logits);
     free(s->counts);
     free(s->cand);
+    specd_mirostat_free(&s->mirostat);
     memset(s, 0, sizeof *s);
 }
 
 bool specd_sampler_is_greedy(const specd_sampler *s) { return s->params.temperature <= 0.0f; }
+
+bool specd_sampler_needs_target_alone(const specd_sampler *s) {
+    return s->mirostat.version != 0 && !specd_sampler_is_greedy(s);
+}
 
 static bool penalties_active(const specd_sampling_params *p) {
     return p->repeat_last_n != 0 &&
@@ -193,12 +218,22 @@ static int32_t drop_forbidden(specd_sampler *s, int32_t n) {
     return kept;
 }
 
+/* Mirostat replaces top-k/top-p/min-p: it sees every token, sorted by adjusted logit. */
+static bool mirostat_dist(specd_sampler *s, specd_dist *out) {
+    for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = i;
+    sort_desc(s->cand, s->n_vocab, s->logits);
+    return specd_mirostat_dist(&s->mirostat, s->logits, s->cand, s->params.temperature, out);
+}
+
+void specd_sampler_observe(specd_sampler *s, specd_token token) { specd_mirostat_observe(&s->mirostat, token); }
+
 bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
                         int32_t n_history, specd_dist *out) {
     if (specd_sampler_is_greedy(s))
         return specd_dist_set_one_hot(out, specd_sampler_argmax(s, logits, history, n_history));
     adjust_logits(s, logits, history, n_history);
     const specd_sampling_params *p = &s->params;
+    if (s->mirostat.version != 0) return mirostat_dist(s, out);
     int32_t n;
     if (p->top_k > 0 && p->top_k < s->n_vocab) {
         n = select_top_k(s, p->top_k);

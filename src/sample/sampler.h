@@ -1,13 +1,15 @@
 /* sampler.h - turns raw logits into the distribution a request samples from.
  *
  * The transforms are llama.cpp's, in its order: logit bias, repetition/presence/frequency
- * penalties over the recent history, top-k, top-p, min-p, temperature, softmax. The same sampler
+ * penalties over the recent history, top-k, top-p, min-p, temperature, softmax. With mirostat:
+ * bias, penalties, temperature, then mirostat's truncation (mirostat.h) instead of the rest. The same sampler
  * serves the draft model (q) and the target (p), so both see identical transforms, which is what
  * makes verification exact. Greedy (temperature <= 0) yields a one-hot distribution. */
 #ifndef SPECD_SAMPLER_H
 #define SPECD_SAMPLER_H
 
 #include "dist.h"
+#include "mirostat.h"
 #include "specd.h"
 
 typedef struct specd_sampler {
@@ -18,20 +20,29 @@ typedef struct specd_sampler {
     float *logits;                /* scratch: logits after bias and penalties */
     int32_t *counts;              /* scratch: token counts in the penalty window */
     specd_token *cand;            /* scratch: candidate ids */
+    specd_mirostat mirostat;      /* version 0: off */
 } specd_sampler;
 
 /* `forbidden` tokens (e.g. end-of-generation with ignore_eos) get a -INFINITY bias. Returns false
- * with *error set when out of memory or a logit_bias token is outside the vocabulary. */
+ * with *error set when out of memory, a logit_bias token is outside the vocabulary, or the
+ * mirostat settings are out of range. */
 bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, int32_t n_vocab,
                         const specd_token *forbidden, int32_t n_forbidden, char **error);
 void specd_sampler_free(specd_sampler *s);
 
 bool specd_sampler_is_greedy(const specd_sampler *s);
 
+/* True when drafts cannot be verified exactly (mirostat while sampling): run without speculation. */
+bool specd_sampler_needs_target_alone(const specd_sampler *s);
+
 /* The processed distribution for the next token given `logits` and the token history (prompt and
  * generated so far, including draft tokens before this position). */
 bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
                         int32_t n_history, specd_dist *out);
+
+/* With mirostat, the distribution is truncated by mirostat instead of top-k/top-p/min-p, and
+ * depends on the tokens drawn before: call specd_sampler_observe with each drawn token. */
+void specd_sampler_observe(specd_sampler *s, specd_token token);
 
 /* Greedy choice: argmax after bias and penalties (lowest id on ties). */
 specd_token specd_sampler_argmax(specd_sampler *s, const float *logits, const specd_token *history,

@@ -13,6 +13,7 @@
 #include "calibrate.h"
 #include "context_shift.h"
 #include "draft_length.h"
+#include "probs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ typedef struct generation {
     int32_t n_history;
     int32_t *path;            /* scratch for verification */
     specd_token *step_tokens; /* scratch: the tokens one step emits */
+    specd_probs probs;        /* n_probs lists of the step's tokens (off: n == 0) */
     int32_t steps_without_draft;
     specd_result *result;
     int32_t result_cap;
@@ -135,18 +137,22 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->history = specd_alloc_array((size_t)room, sizeof *g->history);
     g->path = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->path);
     g->step_tokens = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->step_tokens);
-    if (!g->history || !g->path || !g->step_tokens || !specd_tree_reset(&g->tree, prompt[n_prompt - 1])) {
+    if (!g->history || !g->path || !g->step_tokens || !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
+        !specd_probs_init(&g->probs, params->n_probs, params->post_sampling_probs, e->n_vocab,
+                          e->params.draft_max + 2)) {
         specd_set_error(error, "out of memory for a generation of up to %d tokens", e->n_ctx);
         return SPECD_ERR_NO_MEMORY;
     }
     memcpy(g->history, prompt, (size_t)n_prompt * sizeof *prompt);
     g->n_history = n_prompt;
+    result->n_probs = g->probs.n; /* set even when no token comes: the stride is known up front */
     g->length = &e->costs;
     specd_spec_type type = params->speculative.type;
     if (type == SPECD_SPEC_AUTO) type = e->draft.ctx ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
     bool chain = specd_drafter_chain_wanted(&params->speculative);
-    bool speculate = (chain || type == SPECD_SPEC_DRAFT) && params->speculative.draft_max > 0;
+    bool speculate = (chain || type == SPECD_SPEC_DRAFT) && params->speculative.draft_max > 0 &&
+                     !specd_sampler_needs_target_alone(&g->sampler);
     if (!speculate) return SPECD_OK;
     st = chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
                : specd_draft_model_new(e, &g->drafter, error);
@@ -163,6 +169,7 @@ static void free_generation(generation *g) {
     free(g->history);
     free(g->path);
     free(g->step_tokens);
+    specd_probs_free(&g->probs);
 }
 
 /* ---- one step -------------------------------------------------------------------------------- */
@@ -316,16 +323,30 @@ static void keep_accepted_path(generation *g, const specd_verify_result *vr) {
 
 /* ---- emitting and statistics ----------------------------------------------------------------- */
 
-static bool append_result(generation *g, specd_token t) {
+/* The tokens, and their probability lists when asked for, grow together. */
+static bool grow_result(generation *g) {
     specd_result *r = g->result;
-    if (r->n_tokens == g->result_cap) {
-        int32_t cap = g->result_cap ? g->result_cap * 2 : 256;
-        specd_token *grown = specd_grow_array(r->tokens, (size_t)cap, sizeof *grown);
-        if (!grown) return false;
-        r->tokens = grown;
-        g->result_cap = cap;
+    int32_t cap = g->result_cap ? g->result_cap * 2 : 256;
+    specd_token *grown = specd_grow_array(r->tokens, (size_t)cap, sizeof *grown);
+    if (!grown) return false;
+    r->tokens = grown;
+    if (g->probs.n > 0) {
+        specd_token_prob *probs = specd_grow_array(r->probs, (size_t)cap * (size_t)g->probs.n, sizeof *probs);
+        if (!probs) return false;
+        r->probs = probs;
     }
-    r->tokens[r->n_tokens++] = t;
+    g->result_cap = cap;
+    return true;
+}
+
+/* Appends the step's token j (and its probability list). */
+static bool append_result(generation *g, const specd_token *tokens, int32_t j) {
+    specd_result *r = g->result;
+    if (r->n_tokens == g->result_cap && !grow_result(g)) return false;
+    if (g->probs.n > 0)
+        memcpy(r->probs + (size_t)r->n_tokens * (size_t)g->probs.n, g->probs.step + (size_t)j * (size_t)g->probs.n,
+               (size_t)g->probs.n * sizeof *r->probs);
+    r->tokens[r->n_tokens++] = tokens[j];
     return true;
 }
 
@@ -342,7 +363,7 @@ static bool emit_tokens(generation *g, const specd_token *tokens, int32_t n, cha
             stop = true;
             break;
         }
-        if (!append_result(g, tokens[i])) {
+        if (!append_result(g, tokens, i)) {
             specd_set_error(error, "out of memory for the output");
             *st = SPECD_ERR_NO_MEMORY;
             return true;
@@ -385,14 +406,31 @@ static void record_step(generation *g, const specd_verify_result *vr) {
     if (self_calibrating) g->drafter.ops->observe(g->drafter.self, &g->tree, vr);
 }
 
+/* The probability lists of the step's tokens: token j's position is the tree's root for j = 0,
+ * else the accepted node before it, so drafted tokens get the target's real probabilities. */
+static specd_status step_probs(generation *g, const specd_verify_result *vr, char **error) {
+    for (int32_t j = 0; g->probs.n > 0 && j <= vr->n_accepted; j++) {
+        int32_t node = j == 0 ? 0 : vr->path[j - 1];
+        int32_t n_history = history_through(g, &g->tree, node);
+        if (!specd_probs_fill(&g->probs, j, llama_get_logits_ith(g->e->target.ctx, node), g->e->n_vocab,
+                              &g->sampler, g->history, n_history)) {
+            specd_set_error(error, "out of memory for the token probabilities");
+            return SPECD_ERR_NO_MEMORY;
+        }
+    }
+    return SPECD_OK;
+}
+
 static specd_status run_step(generation *g, bool *done, char **error) {
     specd_status st = draft_step(g, error);
     if (st == SPECD_OK) st = target_pass(g, error);
     specd_verify_result vr = {0};
     if (st == SPECD_OK) st = verify_step(g, &vr, error);
+    if (st == SPECD_OK) st = step_probs(g, &vr, error);
     if (st != SPECD_OK) return st;
     keep_accepted_path(g, &vr);
     record_step(g, &vr);
+    specd_sampler_observe(&g->sampler, vr.next_token); /* after step_probs: it reports the drawn-from dist */
     specd_token *out = g->step_tokens;
     int32_t n = 0;
     for (int32_t i = 0; i < vr.n_accepted; i++) out[n++] = g->tree.nodes[vr.path[i]].token;
@@ -457,6 +495,10 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     specd_status st = validate_prompt(e, prompt, n_prompt, error);
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
     if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);
+    if (st == SPECD_OK && params->n_probs < 0) {
+        specd_set_error(error, "n_probs must be 0 (off) or more (got %d)", params->n_probs);
+        st = SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (st != SPECD_OK) return st;
     atomic_store(&e->stop_requested, false);
     generation g;
@@ -471,5 +513,6 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
 void specd_result_clear(specd_result *result) {
     if (!result) return;
     free(result->tokens);
+    free(result->probs);
     memset(result, 0, sizeof *result);
 }

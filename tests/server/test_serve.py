@@ -73,6 +73,12 @@ def run_checks(port):
     check("SSE stream: chunks then a final event, same text",
           code == 200 and len(events) > 1 and events[-1]["stop"] and not any(e["stop"] for e in events[:-1])
           and "".join(e["content"] for e in events) == blocking["content"], (code, text[:500]))
+    code, text = curl(port, "/completion", dict(request, stream=True, n_probs=2), extra=["-N"])
+    events = sse_events(text)
+    entries = [p for e in events for p in e.get("completion_probabilities", [])]
+    check("SSE with n_probs: each event carries its tokens' probabilities, one entry per token",
+          code == 200 and all("completion_probabilities" in e for e in events) and len(entries) == 24
+          and all(len(p["probs"]) == 2 for p in entries), (code, text[:500]))
     code, text = curl(port, "/completion", {"prompt": "x", "temperature": "hot"})
     check("bad field: 400 naming it", code == 400 and json.loads(text)["error"]["data"]["field"] == "temperature",
           (code, text))

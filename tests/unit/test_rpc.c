@@ -420,9 +420,14 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"speculative\":{\"n_max\":1000}}", "speculative.n_max", "from 0 to 16"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_min\":5,\"n_max\":2}}", "speculative.n_min", "larger than"},
         {"{\"prompt\":\"a\",\"speculative\":{\"nmax\":2}}", "speculative.nmax", "unknown field 'speculative.nmax'"},
-        {"{\"prompt\":\"a\",\"mirostat\":2}", "mirostat", "'mirostat' is not supported yet"},
+        {"{\"prompt\":\"a\",\"mirostat\":3}", "mirostat", "an integer from 0 to 2"},
+        {"{\"prompt\":\"a\",\"mirostat\":1.5}", "mirostat", "an integer from 0 to 2"},
+        {"{\"prompt\":\"a\",\"mirostat\":2,\"mirostat_tau\":-1}", "mirostat_tau", "a number from 0"},
+        {"{\"prompt\":\"a\",\"mirostat\":1,\"mirostat_eta\":\"fast\"}", "mirostat_eta", "a number from 0"},
         {"{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"a\\\"\"}", "grammar", "'grammar' is not supported yet"},
-        {"{\"prompt\":\"a\",\"n_probs\":3}", "n_probs", "'n_probs' is not supported yet"},
+        {"{\"prompt\":\"a\",\"n_probs\":101}", "n_probs", "an integer from 0 to 100"},
+        {"{\"prompt\":\"a\",\"n_probs\":-1}", "n_probs", "an integer from 0 to 100"},
+        {"{\"prompt\":\"a\",\"post_sampling_probs\":1}", "post_sampling_probs", "true or false"},
         {"{\"prompt\":\"a\",\"typical_p\":0.5}", "typical_p", "not supported yet"},
         {"{\"prompt\":\"a\",\"tfs_z\":0.5}", "tfs_z", "not supported yet"},
         {"{\"prompt\":\"a\",\"repeat_penalty\":1.1,\"penalize_nl\":true}", "penalize_nl", "not supported yet"},
@@ -434,6 +439,182 @@ static void completion_param_errors(void **state) {
     json_t *r = complete("{\"prompt\":\"a\",\"n_predict\":2,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,"
                          "\"grammar\":\"\",\"n_probs\":0,\"penalize_nl\":false,\"stream\":false,\"__debug\":false}");
     json_decref(r);
+}
+
+/* ---- mirostat -------------------------------------------------------------------------------- */
+
+static void completion_mirostat_turns_speculation_off(void **state) {
+    (void)state;
+    const char *params = "{\"prompt\":\"one day the dog ran\",\"n_predict\":24,\"temperature\":0.8,\"seed\":5,"
+                         "\"ignore_eos\":true,\"mirostat\":2,\"mirostat_tau\":3,\"mirostat_eta\":0.2,"
+                         "\"speculative\":{\"type\":[\"draft\"],\"n_max\":4}}";
+    json_t *a = complete(params);
+    json_t *b = complete(params);
+    assert_int_equal(json_integer_value(json_object_get(a, "tokens_predicted")), 24);
+    assert_string_equal(content_of(a), content_of(b)); /* same seed, same output */
+    json_t *sp = json_object_get(a, "speculative");
+    assert_true(json_is_false(json_object_get(sp, "enabled")));
+    assert_non_null(strstr(json_string_value(json_object_get(sp, "reason")), "mirostat cannot be verified exactly"));
+    assert_int_equal(json_integer_value(json_object_get(sp, "drafted")), 0);
+    assert_int_equal(json_integer_value(json_object_get(sp, "steps")), 24); /* one target pass per token */
+    assert_string_equal(json_string_value(json_object_get(sp, "type")), "none");
+    json_t *settings = json_object_get(a, "generation_settings");
+    assert_int_equal(json_integer_value(json_object_get(settings, "mirostat")), 2);
+    assert_true(json_real_value(json_object_get(settings, "mirostat_tau")) == 3.0);
+    assert_true(json_real_value(json_object_get(settings, "mirostat_eta")) == 0.2);
+    /* mirostat 1 as well; and a plain request speculates, saying so */
+    json_t *v1 = complete("{\"prompt\":\"she\",\"n_predict\":8,\"mirostat\":1,\"speculative\":{\"n_max\":4}}");
+    assert_true(json_is_false(json_object_get(json_object_get(v1, "speculative"), "enabled")));
+    json_t *plain = complete("{\"prompt\":\"she\",\"n_predict\":8,\"speculative\":{\"n_max\":4,\"n_min\":4}}");
+    json_t *psp = json_object_get(plain, "speculative");
+    assert_true(json_is_true(json_object_get(psp, "enabled")));
+    assert_null(json_object_get(psp, "reason"));
+    assert_true(json_integer_value(json_object_get(psp, "drafted")) > 0);
+    json_t *off = complete("{\"prompt\":\"she\",\"n_predict\":2,\"speculative\":{\"type\":[\"none\"]}}");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(off, "speculative"), "reason")),
+                        "speculative.type is none");
+    json_decref(off);
+    json_decref(plain);
+    json_decref(v1);
+    json_decref(a);
+    json_decref(b);
+}
+
+/* ---- n_probs --------------------------------------------------------------------------------- */
+
+/* The entries' pieces joined (at most `size` bytes). */
+static void join_pieces(json_t *entries, char *out, size_t size) {
+    size_t i;
+    json_t *e;
+    out[0] = '\0';
+    json_array_foreach(entries, i, e) {
+        const char *piece = content_of(e);
+        assert_non_null(piece);
+        if (strlen(out) + strlen(piece) < size) strcat(out, piece);
+    }
+}
+
+/* Each entry: n lists of {tok_str, prob}, sorted by probability, summing to at most 1. */
+static void assert_prob_lists(json_t *entries, size_t n) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        json_t *probs = json_object_get(e, "probs");
+        assert_int_equal(json_array_size(probs), n);
+        double sum = 0.0, last = 1.0;
+        for (size_t k = 0; k < n; k++) {
+            json_t *p = json_array_get(probs, k);
+            double prob = json_real_value(json_object_get(p, "prob"));
+            assert_true(json_is_string(json_object_get(p, "tok_str")));
+            assert_true(prob > 0.0 && prob <= last);
+            last = prob;
+            sum += prob;
+        }
+        assert_true(sum <= 1.0 + 1e-5);
+    }
+}
+
+/* The same lists (pieces equal, probabilities within the noise of differently shaped passes). */
+static void assert_same_prob_lists(json_t *a, json_t *b) {
+    assert_int_equal(json_array_size(a), json_array_size(b));
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *pa = json_object_get(json_array_get(a, i), "probs"), *pb = json_object_get(json_array_get(b, i), "probs");
+        assert_int_equal(json_array_size(pa), json_array_size(pb));
+        for (size_t k = 0; k < json_array_size(pa); k++) {
+            json_t *x = json_array_get(pa, k), *y = json_array_get(pb, k);
+            assert_string_equal(json_string_value(json_object_get(x, "tok_str")),
+                                json_string_value(json_object_get(y, "tok_str")));
+            double dx = json_real_value(json_object_get(x, "prob")), dy = json_real_value(json_object_get(y, "prob"));
+            if (dx - dy > 1e-4 || dy - dx > 1e-4) fail_msg("token %zu entry %zu: %.7f vs %.7f", i, k, dx, dy);
+        }
+    }
+}
+
+static void completion_probabilities_per_token(void **state) {
+    (void)state;
+    const char *base = "\"prompt\":\"one day the dog ran\",\"n_predict\":30,\"temperature\":0,\"ignore_eos\":true,"
+                       "\"n_probs\":3";
+    char params[1024];
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"draft\"],\"n_max\":4,\"n_min\":4}}", base);
+    json_t *spec = complete(params);
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"none\"]}}", base);
+    json_t *plain = complete(params);
+    json_t *entries = json_object_get(spec, "completion_probabilities");
+    assert_int_equal(json_array_size(entries), json_integer_value(json_object_get(spec, "tokens_predicted")));
+    assert_prob_lists(entries, 3);
+    char joined[4096];
+    join_pieces(entries, joined, sizeof joined);
+    assert_string_equal(joined, content_of(spec));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "generation_settings"), "n_probs")), 3);
+    /* Drafted tokens get the target's own probabilities: the same as without speculation, not 1. */
+    assert_true(json_integer_value(json_object_get(json_object_get(spec, "speculative"), "accepted")) > 0);
+    assert_same_prob_lists(entries, json_object_get(plain, "completion_probabilities"));
+    size_t i, certain = 0;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        json_t *top = json_array_get(json_object_get(e, "probs"), 0);
+        assert_string_equal(json_string_value(json_object_get(top, "tok_str")), content_of(e)); /* greedy */
+        certain += json_real_value(json_object_get(top, "prob")) > 0.9999;
+    }
+    assert_true(certain < json_array_size(entries));
+    /* Without n_probs there is no list. */
+    json_t *none = complete("{\"prompt\":\"she\",\"n_predict\":2}");
+    assert_null(json_object_get(none, "completion_probabilities"));
+    json_decref(none);
+    json_decref(plain);
+    json_decref(spec);
+}
+
+static void completion_probabilities_stream_and_stop(void **state) {
+    (void)state;
+    const char *params = "{\"prompt\":\"one day the dog ran\",\"n_predict\":40,\"temperature\":0,"
+                         "\"ignore_eos\":true,\"n_probs\":2,\"speculative\":{\"n_max\":4,\"n_min\":4}}";
+    json_t *blocking = complete(params);
+    json_t *start = result_of("completion.start", params);
+    char poll[64], text[4096] = "";
+    snprintf(poll, sizeof poll, "{\"id\":%lld,\"wait_ms\":200}", (long long)json_integer_value(json_object_get(start, "id")));
+    json_t *streamed = json_array();
+    int chunks_with_probs = 0;
+    for (bool done = false; !done;) {
+        json_t *r = result_of("completion.poll", poll);
+        size_t i;
+        json_t *u;
+        json_array_foreach(json_object_get(r, "completion_updates"), i, u) {
+            json_t *probs = json_object_get(u, "completion_probabilities");
+            assert_non_null(probs); /* every chunk carries its tokens' probabilities */
+            chunks_with_probs += json_array_size(probs) > 0;
+            json_array_extend(streamed, probs);
+            if (strlen(text) + strlen(content_of(u)) < sizeof text) strcat(text, content_of(u));
+        }
+        done = json_is_true(json_object_get(r, "finished"));
+        json_decref(r);
+    }
+    assert_string_equal(text, content_of(blocking));
+    assert_true(chunks_with_probs > 1);
+    assert_same_prob_lists(streamed, json_object_get(blocking, "completion_probabilities"));
+    /* A stop string (three ASCII letters of the text): no entries for tokens wholly inside the cut
+     * text; the pieces begin with the content. */
+    const char *content = content_of(blocking);
+    char stop[8] = {0}, with_stop[1024];
+    size_t from = 6;
+    while (content[from + 3] && !(isalpha((unsigned char)content[from]) && isalpha((unsigned char)content[from + 1]) &&
+                                  isalpha((unsigned char)content[from + 2])))
+        from++;
+    if (!content[from + 3]) skip();
+    memcpy(stop, content + from, 3);
+    snprintf(with_stop, sizeof with_stop, "%.*s,\"stop\":[\"%s\"]}", (int)strlen(params) - 1, params, stop);
+    json_t *cut = complete(with_stop);
+    assert_true(json_is_true(json_object_get(cut, "stopped_word")));
+    json_t *entries = json_object_get(cut, "completion_probabilities");
+    char joined[4096];
+    join_pieces(entries, joined, sizeof joined);
+    assert_memory_equal(joined, content_of(cut), strlen(content_of(cut)));
+    assert_true(strlen(joined) < strlen(content_of(cut)) + 3 + 16);
+    assert_true(json_array_size(entries) < json_array_size(json_object_get(blocking, "completion_probabilities")));
+    json_decref(cut);
+    json_decref(streamed);
+    json_decref(start);
+    json_decref(blocking);
 }
 
 /* ---- async ----------------------------------------------------------------------------------- */
@@ -657,6 +838,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(completion_truncates_long_prompts),
         cmocka_unit_test(completion_shifts_the_context),
         cmocka_unit_test(completion_param_errors),
+        cmocka_unit_test(completion_mirostat_turns_speculation_off),
+        cmocka_unit_test(completion_probabilities_per_token),
+        cmocka_unit_test(completion_probabilities_stream_and_stop),
         cmocka_unit_test(async_chunks_equal_blocking),
         cmocka_unit_test(async_cancel_and_busy),
         cmocka_unit_test(old_abi_wrappers),

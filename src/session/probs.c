@@ -1,0 +1,98 @@
+/* probs.c - top-n probability lists (see probs.h). */
+#include "probs.h"
+
+#include "../util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a ranks below b: a lower logit, or the same logit and a higher id. */
+static bool ranks_below(const float *logits, specd_token a, specd_token b) {
+    return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
+}
+
+/* Min-heap on rank: heap[0] is the weakest of the n best so far. */
+static void sift_down(specd_token *heap, int32_t n, int32_t i, const float *logits) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_below(logits, heap[l], heap[m])) m = l;
+        if (r < n && ranks_below(logits, heap[r], heap[m])) m = r;
+        if (m == i) return;
+        specd_token t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+void specd_top_probs_logits(const float *logits, int32_t n_vocab, int32_t n, specd_token_prob *out,
+                            specd_token *heap) {
+    float max = -INFINITY;
+    for (int32_t t = 0; t < n_vocab; t++)
+        if (logits[t] > max) max = logits[t];
+    double sum = 0.0;
+    for (int32_t t = 0; t < n_vocab; t++) sum += exp((double)logits[t] - max);
+    for (int32_t i = 0; i < n; i++) heap[i] = i;
+    for (int32_t i = n / 2 - 1; i >= 0; i--) sift_down(heap, n, i, logits);
+    for (specd_token t = n; t < n_vocab; t++) {
+        if (ranks_below(logits, heap[0], t)) {
+            heap[0] = t;
+            sift_down(heap, n, 0, logits);
+        }
+    }
+    /* Popping the weakest first fills the list from its end. */
+    for (int32_t k = n; k > 0; k--) {
+        specd_token t = heap[0];
+        out[k - 1] = (specd_token_prob){t, (float)(exp((double)logits[t] - max) / sum)};
+        heap[0] = heap[k - 1];
+        sift_down(heap, k - 1, 0, logits);
+    }
+}
+
+static int compare_prob_desc(const void *a, const void *b) {
+    const specd_token_prob *x = a, *y = b;
+    if (x->prob != y->prob) return x->prob < y->prob ? 1 : -1;
+    return (x->token > y->token) - (x->token < y->token);
+}
+
+void specd_top_probs_dist(const specd_dist *dist, int32_t n, specd_token_prob *out, specd_token_prob *scratch) {
+    int32_t nonzero = 0;
+    for (int32_t i = 0; i < dist->n; i++)
+        if (dist->probs[i] > 0.0f) scratch[nonzero++] = (specd_token_prob){dist->ids[i], dist->probs[i]};
+    qsort(scratch, (size_t)nonzero, sizeof *scratch, compare_prob_desc);
+    int32_t kept = nonzero < n ? nonzero : n;
+    memcpy(out, scratch, (size_t)kept * sizeof *out);
+    for (int32_t i = kept; i < n; i++) out[i] = (specd_token_prob){-1, 0.0f};
+}
+
+bool specd_probs_init(specd_probs *p, int32_t n_probs, bool post_sampling, int32_t n_vocab, int32_t max_step) {
+    memset(p, 0, sizeof *p);
+    if (n_probs <= 0) return true;
+    p->n = n_probs < n_vocab ? n_probs : n_vocab;
+    p->post_sampling = post_sampling;
+    p->step = specd_alloc_array((size_t)p->n * (size_t)max_step, sizeof *p->step);
+    p->heap = specd_alloc_array((size_t)p->n, sizeof *p->heap);
+    p->pairs = post_sampling ? specd_alloc_array((size_t)n_vocab, sizeof *p->pairs) : NULL;
+    return p->step && p->heap && (!post_sampling || p->pairs);
+}
+
+void specd_probs_free(specd_probs *p) {
+    free(p->step);
+    free(p->heap);
+    free(p->pairs);
+    specd_dist_free(&p->dist);
+    memset(p, 0, sizeof *p);
+}
+
+bool specd_probs_fill(specd_probs *p, int32_t j, const float *logits, int32_t n_vocab, specd_sampler *sampler,
+                      const specd_token *history, int32_t n_history) {
+    specd_token_prob *out = p->step + (size_t)j * (size_t)p->n;
+    if (!p->post_sampling) {
+        specd_top_probs_logits(logits, n_vocab, p->n, out, p->heap);
+        return true;
+    }
+    if (!specd_sampler_dist(sampler, logits, history, n_history, &p->dist)) return false;
+    specd_top_probs_dist(&p->dist, p->n, out, p->pairs);
+    return true;
+}
