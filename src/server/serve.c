@@ -291,7 +291,8 @@ static void request_done(void *cls, struct MHD_Connection *c, void **state, enum
 static void serve_usage(FILE *out) {
     fputs("usage: specd serve -m TARGET [-md DRAFT] [options]\n"
           "\n"
-          "  --host ADDR       IPv4 address to listen on (default 127.0.0.1; 0.0.0.0 = everywhere)\n"
+          "  --host ADDR       IPv4 or IPv6 address to listen on (default 127.0.0.1; 0.0.0.0 or :: =\n"
+          "                    everywhere)\n"
           "  --port N          port (default 8080; 0 = any free port, printed at start)\n"
           "  --api-key KEY     require 'Authorization: Bearer KEY' (or X-Api-Key) except on /health\n"
           "  --max-body BYTES  largest request body (default 1048576)\n"
@@ -330,21 +331,40 @@ static int load_models(json_t *args) {
     return rc;
 }
 
+/* Fills `addr` from --host (an IPv4 or IPv6 literal); returns its size, or 0 when it is neither. */
+static socklen_t host_address(const serve_options *o, struct sockaddr_storage *addr) {
+    memset(addr, 0, sizeof *addr);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
+    if (inet_pton(AF_INET, o->host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)o->port);
+        return sizeof *v4;
+    }
+    if (inet_pton(AF_INET6, o->host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)o->port);
+        return sizeof *v6;
+    }
+    return 0;
+}
+
 static struct MHD_Daemon *start_daemon(serve_options *o) {
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)o->port);
-    if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "specd: error: --host must be an IPv4 address such as 127.0.0.1, got '%s'\n", o->host);
+    struct sockaddr_storage addr;
+    socklen_t len = host_address(o, &addr);
+    if (len == 0) {
+        fprintf(stderr, "specd: error: --host must be an IPv4 or IPv6 address such as 127.0.0.1 or ::1, "
+                "got '%s'\n", o->host);
         return NULL;
     }
+    /* libmicrohttpd needs to be told that the address it is given is an IPv6 one. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG |
+                     (addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, (uint16_t)o->port, NULL,
-        NULL, handle, o, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, request_done,
-        NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
-    if (!d) fprintf(stderr, "specd: error: cannot listen on %s:%lld (in use, or not an address of this machine?)\n",
-                    o->host, (long long)o->port);
+        flags, (uint16_t)o->port, NULL, NULL, handle, o, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    if (!d) fprintf(stderr, "specd: error: cannot listen on %s port %lld (in use, or not an address of this "
+                    "machine?)\n", o->host, (long long)o->port);
     return d;
 }
 
@@ -379,7 +399,9 @@ int cli_serve(int argc, char **argv) {
     struct MHD_Daemon *d = rc == 0 ? start_daemon(&o) : NULL;
     if (d) {
         const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        printf("specd: listening on http://%s:%u\n", o.host, info ? (unsigned)info->port : (unsigned)o.port);
+        bool v6 = strchr(o.host, ':') != NULL; /* URLs put IPv6 literals in brackets */
+        printf("specd: listening on http://%s%s%s:%u\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
+               info ? (unsigned)info->port : (unsigned)o.port);
         fflush(stdout);
         wait_for_signal();
         json_decref(rpc_call("completion.cancel", NULL)); /* open streams end after this step */

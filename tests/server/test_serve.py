@@ -7,6 +7,7 @@ The server listens on a free port (--port 0, read from its first line) and is st
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -90,11 +91,39 @@ def run_checks(port):
     check("GET /rpc: 405", code == 405, code)
 
 
+def ipv6_available():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def check_ipv6(specd, target):
+    """--host ::1 listens on IPv6 loopback (skipped where the machine has no IPv6)."""
+    if not ipv6_available():
+        print("skip IPv6: this machine cannot bind ::1")
+        return
+    server = subprocess.Popen([specd, "serve", "--host", "::1", "--port", "0", "-m", target, "-t", "1"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        check("listens on [::1]", line.startswith("specd: listening on http://[::1]:"), line)
+        port = line.rsplit(":", 1)[1].strip() if line.startswith("specd: listening on") else "0"
+        out = subprocess.run(["curl", "-s", "-m", "30", "-o", "-", "-w", "\n%{http_code}", f"http://[::1]:{port}/health"],
+                             capture_output=True, text=True, timeout=60).stdout
+        check("health over IPv6", out.endswith("\n200"), out)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     code = subprocess.run([specd, "serve", "--host", "example.com", "-m", target], capture_output=True, text=True,
                           timeout=60)
-    check("--host must be an address", code.returncode == 2 and "--host must be an IPv4 address" in code.stderr,
+    check("--host must be an address", code.returncode == 2 and "--host must be an IPv4 or IPv6 address" in code.stderr,
           code.stderr)
     code = subprocess.run([specd, "serve", "-m", target, "--bogus"], capture_output=True, text=True, timeout=60)
     check("unknown option is refused", code.returncode == 2 and "--bogus" in code.stderr, code.stderr)
@@ -113,6 +142,7 @@ def main(specd, models):
             server.kill()
             rc = -9
     check("stops cleanly on SIGTERM", rc == 0, rc)
+    check_ipv6(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
