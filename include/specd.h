@@ -174,8 +174,9 @@ typedef struct specd_generation_params {
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
 
-/* Checks that `grammar` (GBNF) parses for the engine's vocabulary, as specd_generate would.
- * Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why. */
+/* Checks that `grammar` (GBNF) parses for the engine's vocabulary, as specd_generate would ("" is
+ * no grammar: fine). Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why
+ * (llama.cpp prints its own parse diagnostics to stderr). */
 SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const char *grammar, char **error);
 
 typedef enum specd_stop_reason {
