@@ -214,9 +214,23 @@ typedef struct specd_generation_params {
      * the request's transforms (greedy: 1 for the chosen token; lists may be shorter, padded). */
     int32_t n_probs;
     bool post_sampling_probs;
+    /* GBNF grammar the output must match (llama.cpp's format, start symbol "root"); NULL or "" =
+     * none. Borrowed for the duration of the call. It constrains the generated text only, never
+     * the prompt. The next token is chosen as llama.cpp's sampler does by default: a draw from
+     * the transformed distribution is kept when the grammar allows it, otherwise the draw is
+     * repeated over the allowed tokens only (greedy: the argmax over allowed tokens). Drafts are
+     * cut at their first token the grammar refuses, and verification stays exact. When the
+     * grammar allows nothing more (it is complete and end-of-generation is refused, e.g. by
+     * ignore_eos), generation stops with SPECD_STOP_EOG. */
+    const char *grammar;
 } specd_generation_params;
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
+
+/* Checks that `grammar` (GBNF) parses for the engine's vocabulary, as specd_generate would ("" is
+ * no grammar: fine). Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why
+ * (llama.cpp prints its own parse diagnostics to stderr). */
+SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const char *grammar, char **error);
 
 typedef enum specd_stop_reason {
     SPECD_STOP_LIMIT = 0,    /* n_predict tokens generated */

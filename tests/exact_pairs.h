@@ -7,52 +7,102 @@
 #include "llama.h"
 #include "sample/sampler.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct exact_pairs {
     int32_t n_vocab;
     double *prob; /* prob[a * n_vocab + b] = p(a) p(b | a); free with free() */
+    specd_token eos; /* the model's end-of-sequence token */
 } exact_pairs;
 
+/* llama.cpp's grammar sampling written out, independently of the engine's filter code: llama's
+ * grammar sampler marks every token of the vocabulary; c = the transforms over all tokens, g = the
+ * transforms over allowed ones; dense[t] = c(t) [t allowed] + m g(t), m = c's refused mass.
+ * Without a grammar state, dense = c. */
+static inline bool exact_dist_dense(specd_sampler *s, const float *logits, const specd_token *hist, int32_t n,
+                                    struct llama_sampler *grammar, double *dense) {
+    int32_t nv = s->n_vocab;
+    specd_dist c = {0}, g = {0};
+    float *masked = calloc((size_t)nv, sizeof *masked);
+    llama_token_data *cand = calloc((size_t)nv, sizeof *cand);
+    bool ok = masked && cand && specd_sampler_dist(s, logits, hist, n, &c);
+    for (int32_t t = 0; ok && t < nv; t++) {
+        cand[t] = (llama_token_data){t, logits[t], 0.0f};
+        dense[t] = 0.0;
+    }
+    if (ok && grammar) {
+        llama_token_data_array arr = {cand, (size_t)nv, -1, false};
+        llama_sampler_apply(grammar, &arr);
+        for (int32_t t = 0; t < nv; t++) masked[t] = cand[t].logit == -INFINITY ? -INFINITY : logits[t];
+        ok = specd_sampler_dist(s, masked, hist, n, &g);
+    }
+    double refused = 0.0;
+    for (int32_t i = 0; ok && i < c.n; i++) {
+        if (grammar && masked[c.ids[i]] == -INFINITY) refused += c.probs[i];
+        else dense[c.ids[i]] += c.probs[i];
+    }
+    for (int32_t i = 0; ok && grammar && i < g.n; i++) dense[g.ids[i]] += refused * g.probs[i];
+    specd_dist_free(&c);
+    specd_dist_free(&g);
+    free(masked);
+    free(cand);
+    return ok;
+}
+
 /* p(a) p(b | a) for every pair, from the model at `model_path` (one thread: tests run side by
- * side). `prompt` has at most 254 tokens. Returns prob == NULL on failure. */
-static inline exact_pairs exact_first_two(const char *model_path, const specd_token *prompt, int32_t n,
-                                          const specd_sampling_params *sp) {
-    exact_pairs ex = {0, NULL};
+ * side), under `grammar` (GBNF, or NULL). `prompt` has at most 254 tokens. Returns prob == NULL
+ * on failure. */
+static inline exact_pairs exact_first_two_grammar(const char *model_path, const specd_token *prompt, int32_t n,
+                                                  const specd_sampling_params *sp, const char *grammar) {
+    exact_pairs ex = {0, NULL, -1};
     struct llama_model *m = llama_model_load_from_file(model_path, llama_model_default_params());
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 256;
     cp.n_threads = cp.n_threads_batch = 1;
     struct llama_context *ctx = m ? llama_init_from_model(m, cp) : NULL;
+    const struct llama_vocab *vocab = m ? llama_model_get_vocab(m) : NULL;
+    struct llama_sampler *g1 = grammar && vocab ? llama_sampler_init_grammar(vocab, grammar, "root") : NULL;
     specd_sampler s;
-    int32_t nv = m ? llama_vocab_n_tokens(llama_model_get_vocab(m)) : 0;
+    int32_t nv = m ? llama_vocab_n_tokens(vocab) : 0;
     specd_token hist[256];
-    if (!ctx || n > 254 || !specd_sampler_init(&s, sp, nv, NULL, 0, NULL)) goto done;
+    if (!ctx || n > 254 || (grammar && !g1) || !specd_sampler_init(&s, sp, nv, NULL, 0, NULL)) goto done;
     ex.n_vocab = nv;
+    ex.eos = llama_vocab_eos(vocab);
     ex.prob = calloc((size_t)nv * nv, sizeof(double));
-    specd_dist p1 = {0}, p2 = {0};
+    double *p1 = calloc((size_t)nv, sizeof *p1), *p2 = calloc((size_t)nv, sizeof *p2);
     memcpy(hist, prompt, (size_t)n * sizeof *prompt);
-    bool ok = ex.prob && llama_decode(ctx, llama_batch_get_one(hist, n)) == 0 &&
-              specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n, &p1);
-    for (int32_t i = 0; ok && i < p1.n; i++) {
+    bool ok = ex.prob && p1 && p2 && llama_decode(ctx, llama_batch_get_one(hist, n)) == 0 &&
+              exact_dist_dense(&s, llama_get_logits_ith(ctx, -1), hist, n, g1, p1);
+    for (specd_token a = 0; ok && a < nv; a++) {
+        if (p1[a] == 0.0) continue;
         llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
-        hist[n] = p1.ids[i];
+        hist[n] = a;
+        struct llama_sampler *g2 = g1 ? llama_sampler_clone(g1) : NULL;
+        if (g2) llama_sampler_accept(g2, a);
         ok = llama_decode(ctx, llama_batch_get_one(hist + n, 1)) == 0 &&
-             specd_sampler_dist(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, &p2);
-        for (int32_t j = 0; ok && j < p2.n; j++) ex.prob[(size_t)p1.ids[i] * nv + p2.ids[j]] = (double)p1.probs[i] * p2.probs[j];
+             exact_dist_dense(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, g2, p2);
+        if (g2) llama_sampler_free(g2);
+        for (specd_token b = 0; ok && b < nv; b++) ex.prob[(size_t)a * nv + b] = p1[a] * p2[b];
     }
     if (!ok) {
         free(ex.prob);
         ex.prob = NULL;
     }
-    specd_dist_free(&p1);
-    specd_dist_free(&p2);
+    free(p1);
+    free(p2);
     specd_sampler_free(&s);
 done:
+    if (g1) llama_sampler_free(g1);
     if (ctx) llama_free(ctx);
     if (m) llama_model_free(m);
     return ex;
+}
+
+static inline exact_pairs exact_first_two(const char *model_path, const specd_token *prompt, int32_t n,
+                                          const specd_sampling_params *sp) {
+    return exact_first_two_grammar(model_path, prompt, n, sp, NULL);
 }
 
 #endif

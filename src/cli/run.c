@@ -12,6 +12,7 @@ typedef struct run_options {
     specd_generation_params gen;
     const char *prompt;
     const char *prompt_file;
+    const char *grammar_file;
     bool json;
 } run_options;
 
@@ -38,6 +39,8 @@ static void run_usage(FILE *out) {
           "                           the first --keep tokens and go on (as llama-server)\n"
           "  --keep N                 tokens kept at the start on a context shift (-1: the prompt;\n"
           "                           default 0)\n"
+          "  --grammar TEXT           GBNF grammar the output must match (start symbol root)\n"
+          "  --grammar-file FILE      read the grammar from FILE\n"
           "  --spec LIST              speculation: none, or a comma-separated list of draft,\n"
           "                           ngram-simple, ngram-map, ngram-cache, suffix; each step uses\n"
           "                           the one expected to pay most (default: draft when -md is given)\n"
@@ -110,6 +113,8 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
     else if (!strcmp(f, "--context-shift")) o->gen.context_shift = true;
     else if (!strcmp(f, "--keep")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_keep = (int32_t)i; }
+    else if (!strcmp(f, "--grammar")) ok = (o->gen.grammar = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--grammar-file")) ok = (o->grammar_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--spec")) ok = parse_spec(a, sp);
     else if (!strcmp(f, "--draft-max")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_max = (int32_t)i; }
     else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_min = (int32_t)i; }
@@ -152,6 +157,8 @@ static int parse_run_options(cli_args *a, run_options *o) {
     if (!o->engine.target_path) return cli_fail(a, "no target model: pass -m FILE") ? 0 : -1;
     if (!o->prompt && !o->prompt_file) return cli_fail(a, "no prompt: pass -p TEXT or -f FILE") ? 0 : -1;
     if (o->prompt && o->prompt_file) return cli_fail(a, "give either -p or -f, not both") ? 0 : -1;
+    if (o->gen.grammar && o->grammar_file)
+        return cli_fail(a, "give either --grammar or --grammar-file, not both") ? 0 : -1;
     if (o->gen.speculative.draft_min > o->gen.speculative.draft_max)
         return cli_fail(a, "--draft-min (%d) is larger than --draft-max (%d)", o->gen.speculative.draft_min,
                         o->gen.speculative.draft_max) ? 0 : -1;
@@ -160,10 +167,10 @@ static int parse_run_options(cli_args *a, run_options *o) {
     return 0;
 }
 
-static char *read_file(const char *path, char *error, size_t error_size) {
+static char *read_file(const char *path, const char *what, char *error, size_t error_size) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(error, error_size, "cannot read the prompt file '%s'", path);
+        snprintf(error, error_size, "cannot read the %s file '%s'", what, path);
         return NULL;
     }
     size_t cap = 4096, len = 0;
@@ -269,16 +276,16 @@ int cli_run(int argc, char **argv) {
         fprintf(stderr, "specd: error: %s\n", a.error);
         return CLI_EXIT_USAGE;
     }
-    char *file_text = NULL;
-    if (o.prompt_file) {
-        char err[512];
-        file_text = read_file(o.prompt_file, err, sizeof err);
-        if (!file_text) {
-            fprintf(stderr, "specd: error: %s\n", err);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    char *file_text = NULL, *grammar_text = NULL, err[512] = "";
+    if (o.prompt_file && !(file_text = read_file(o.prompt_file, "prompt", err, sizeof err))) goto fail;
+    if (o.grammar_file && !(grammar_text = read_file(o.grammar_file, "grammar", err, sizeof err))) goto fail;
+    if (grammar_text) o.gen.grammar = grammar_text;
     int rc = execute(&o, file_text ? file_text : o.prompt);
     free(file_text);
+    free(grammar_text);
     return rc;
+fail:
+    fprintf(stderr, "specd: error: %s\n", err);
+    free(file_text);
+    return CLI_EXIT_USAGE;
 }

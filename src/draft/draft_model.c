@@ -5,6 +5,7 @@
  * one or two new tokens), then decodes each drafted token it needs logits after. */
 #include "draft_model.h"
 
+#include "../session/grammar.h"
 #include "../util/util.h"
 
 #include <math.h>
@@ -30,17 +31,18 @@ static float softmax_prob(const float *logits, int32_t n_vocab, specd_token toke
     return (float)(exp((double)(logits[token] - max)) / sum);
 }
 
-/* Draws the next draft token and its q. Returns the token, or -1 when out of memory. */
+/* Draws the next draft token and its q (under `filter`, the grammar at this depth, when not NULL).
+ * Returns the token, or -1 when out of memory. */
 static specd_token draw_token(draft_model *dm, const specd_draft_request *req, const float *logits,
-                              int32_t n_history, float *confidence) {
+                              int32_t n_history, const specd_token_filter *filter, float *confidence) {
     specd_sampler *s = req->sampler;
     if (specd_sampler_is_greedy(s)) {
-        specd_token t = specd_sampler_argmax(s, logits, req->history, n_history);
+        specd_token t = specd_sampler_argmax_filtered(s, logits, req->history, n_history, filter);
         if (!specd_dist_set_one_hot(&dm->q, t)) return -1;
         *confidence = softmax_prob(s->logits, s->n_vocab, t);
         return t;
     }
-    if (!specd_sampler_dist(s, logits, req->history, n_history, &dm->q)) return -1;
+    if (!specd_sampler_dist_filtered(s, logits, req->history, n_history, filter, &dm->q)) return -1;
     specd_token t = specd_dist_sample(&dm->q, req->rng);
     *confidence = specd_dist_prob(&dm->q, t);
     return t;
@@ -67,23 +69,27 @@ static bool draft_more(const specd_draft_request *req, int32_t depth) {
     return true;
 }
 
-static specd_status dm_draft(void *self, const specd_draft_request *req, specd_token_tree *tree,
-                             char **error) {
-    draft_model *dm = self;
+/* The chain: one token per depth, each drawn under the grammar state `gs` (NULL: no grammar),
+ * which follows the chain. */
+static specd_status draft_chain(draft_model *dm, const specd_draft_request *req, specd_token_tree *tree,
+                                struct llama_sampler *gs, char **error) {
     specd_engine *e = dm->engine;
-    if (!draft_more(req, 0)) return SPECD_OK;
     int32_t idx = 0;
     specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
     if (st != SPECD_OK) return st;
+    specd_token_filter filter;
+    if (gs) filter = specd_grammar_filter(req->grammar, gs);
     int32_t parent = 0, n_history = req->n_history;
     for (int32_t depth = 0;; depth++) {
         const float *logits = llama_get_logits_ith(e->draft.ctx, idx);
         float confidence = 0.0f;
-        specd_token t = draw_token(dm, req, logits, n_history, &confidence);
+        specd_token t = draw_token(dm, req, logits, n_history, gs ? &filter : NULL, &confidence);
         if (t < 0) {
             specd_set_error(error, "out of memory while drafting");
             return SPECD_ERR_NO_MEMORY;
         }
+        /* Refused only when the grammar allows nothing here (t is then its end token). */
+        if (gs && !specd_grammar_advance(req->grammar, gs, t)) break;
         if (!keep_token(req, depth, confidence)) break;
         parent = specd_tree_add(tree, parent, t, &dm->q, confidence);
         if (parent < 0) {
@@ -111,6 +117,22 @@ static specd_status dm_shift(void *self, int32_t n_keep, int32_t n_discard, cons
     draft_model *dm = self;
     specd_slot_shift(&dm->engine->draft, n_keep, n_discard);
     return SPECD_OK;
+}
+
+static specd_status dm_draft(void *self, const specd_draft_request *req, specd_token_tree *tree,
+                             char **error) {
+    draft_model *dm = self;
+    if (!draft_more(req, 0)) return SPECD_OK;
+    if (!req->grammar) return draft_chain(dm, req, tree, NULL, error);
+    /* The grammar state follows the chain in a fork; the request's stays at the root. */
+    struct llama_sampler *gs = specd_grammar_fork(req->grammar->state);
+    if (!gs) {
+        specd_set_error(error, "out of memory for the grammar state of a draft");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    specd_status st = draft_chain(dm, req, tree, gs, error);
+    llama_sampler_free(gs);
+    return st;
 }
 
 static void dm_destroy(void *self) {

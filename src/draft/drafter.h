@@ -22,6 +22,10 @@ typedef struct specd_draft_request {
     specd_sampler *sampler;   /* the request's transforms: q uses the same ones as p */
     specd_rng *rng;
     specd_draft_length *length; /* NULL: no adaptive length, only the bounds above */
+    /* The request's grammar (NULL: none), at the root in grammar->state. A drafter that samples
+     * (the draft model) draws from q under it; the loop cuts every draft at its first token the
+     * grammar refuses, so model-free drafters may ignore it. */
+    struct specd_grammar *grammar;
 } specd_draft_request;
 
 typedef struct specd_drafter_ops {

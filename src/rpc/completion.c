@@ -165,7 +165,7 @@ json_t *completion_settings_json(const completion_request *req, specd_engine *e)
     if (!settings) return NULL;
     json_object_set_new(settings, "stop", req->stop_list ? json_incref(req->stop_list) : json_array());
     json_object_set_new(settings, "logit_bias", req->logit_bias_json ? json_incref(req->logit_bias_json) : json_array());
-    json_object_set_new(settings, "grammar", json_string(""));
+    json_object_set_new(settings, "grammar", json_string(req->grammar ? req->grammar : ""));
     json_object_set_new(settings, "mirostat_eta", json_real(decimal(s->mirostat_eta)));
     json_object_set_new(settings, "post_sampling_probs", json_boolean(req->gen.post_sampling_probs));
     json_object_set_new(settings, "speculative", spec);

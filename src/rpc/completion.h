@@ -19,6 +19,7 @@ struct completion_request {
     int n_stops;
     json_t *stop_list;             /* owned ref */
     json_t *logit_bias_json;       /* owned ref, for the settings echo */
+    char *grammar;                 /* GBNF text (owned; gen.grammar points to it), NULL for none */
     int32_t n_keep;
     int64_t seed_requested;        /* -1: random */
     bool stream;

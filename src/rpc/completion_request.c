@@ -17,6 +17,7 @@ void completion_request_free(completion_request *req) {
     free(req->tokens);
     free(req->bias);
     free(req->stops);
+    free(req->grammar);
     free(req);
 }
 
@@ -51,15 +52,13 @@ static bool parse_mirostat(rpc_params *rp, specd_sampling_params *s) {
 static bool parse_unsupported_samplers(rpc_params *rp, const specd_sampling_params *s) {
     double typical_p = 1.0, tfs_z = 1.0;
     bool penalize_nl = false;
-    const char *grammar = NULL;
     if (rpc_get_number(rp, "typical_p", 0.0, 1.0, &typical_p) < 0 || rpc_get_number(rp, "tfs_z", 0.0, 1e9, &tfs_z) < 0 ||
-        rpc_get_bool(rp, "penalize_nl", &penalize_nl) < 0 || rpc_get_string(rp, "grammar", &grammar) < 0)
+        rpc_get_bool(rp, "penalize_nl", &penalize_nl) < 0)
         return false;
     if (typical_p < 1.0) return not_supported(rp, "typical_p", "use 1 (off)");
     if (tfs_z != 1.0) return not_supported(rp, "tfs_z", "tail-free sampling is gone from llama.cpp; use 1 (off)");
     if (penalize_nl && s->repeat_penalty != 1.0f)
         return not_supported(rp, "penalize_nl", "newlines are never penalized; use false");
-    if (grammar && grammar[0]) return not_supported(rp, "grammar", "send the request without a grammar");
     return true;
 }
 
@@ -84,6 +83,25 @@ static bool parse_sampling(rpc_params *rp, completion_request *req) {
            rpc_get_bool(rp, "ignore_eos", &req->gen.ignore_eos) >= 0 &&
            get_int32(rp, "n_keep", -1, INT32_MAX, &req->n_keep) && rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
            rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_mirostat(rp, s) && parse_unsupported_samplers(rp, s);
+}
+
+/* grammar: GBNF text ("" = none), checked against the vocabulary now rather than when it runs. */
+static bool parse_grammar(rpc_params *rp, completion_request *req, specd_engine *e) {
+    const char *grammar = NULL;
+    int got = rpc_get_string(rp, "grammar", &grammar);
+    if (got < 0) return false; /* not a string */
+    if (got == 0 || !grammar[0]) return true; /* none */
+    char *message = NULL;
+    if (specd_grammar_check(e, grammar, &message) != SPECD_OK) {
+        rpc_fail(rp->err, RPC_INVALID_PARAMS, "grammar", "completion params: %s", message ? message : "bad grammar");
+        specd_free(message);
+        return false;
+    }
+    size_t len = strlen(grammar) + 1;
+    if (!(req->grammar = malloc(len))) return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "grammar", "out of memory");
+    memcpy(req->grammar, grammar, len);
+    req->gen.grammar = req->grammar;
+    return true;
 }
 
 /* n_probs: the target's top-n probabilities for every token (raw logits, temperature 1, as
@@ -280,7 +298,8 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     rpc_params rp;
     rpc_params_open(&rp, params, "completion params", "", err);
     json_t *prompt = rpc_get_value(&rp, "prompt");
-    bool ok = parse_sampling(&rp, req) && parse_n_probs(&rp, req) && parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
+    bool ok = parse_sampling(&rp, req) && parse_grammar(&rp, req, e) && parse_n_probs(&rp, req) &&
+              parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
               rpc_params_finish(&rp) && tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
     if (!ok) {

@@ -69,6 +69,7 @@ void specd_sampler_free(specd_sampler *s) {
     free(s->counts);
     free(s->cand);
     specd_mirostat_free(&s->mirostat);
+    specd_dist_free(&s->masked);
     memset(s, 0, sizeof *s);
 }
 
@@ -121,6 +122,32 @@ specd_token specd_sampler_argmax(specd_sampler *s, const float *logits, const sp
                                  int32_t n_history) {
     adjust_logits(s, logits, history, n_history);
     return argmax_logits(s->logits, s->n_vocab);
+}
+
+/* ---- token filters (grammars) ------------------------------------------------------------- */
+
+/* Masks every token not already forbidden, so later transforms see only allowed ones. */
+static void mask_all(specd_sampler *s, const specd_token_filter *f) {
+    int32_t n = 0;
+    for (specd_token t = 0; t < s->n_vocab; t++)
+        if (s->logits[t] != -INFINITY) s->cand[n++] = t;
+    f->mask(f->ctx, f->state, s->cand, n, s->logits);
+}
+
+/* The argmax over allowed tokens, given the unconstrained one: like llama.cpp, only that one token
+ * is checked unless the filter refuses it. */
+static specd_token filtered_argmax(specd_sampler *s, const specd_token_filter *f, specd_token best) {
+    f->mask(f->ctx, f->state, &best, 1, s->logits);
+    if (s->logits[best] != -INFINITY) return best;
+    mask_all(s, f);
+    best = argmax_logits(s->logits, s->n_vocab);
+    return s->logits[best] != -INFINITY ? best : f->none_valid;
+}
+
+specd_token specd_sampler_argmax_filtered(specd_sampler *s, const float *logits, const specd_token *history,
+                                          int32_t n_history, const specd_token_filter *filter) {
+    specd_token best = specd_sampler_argmax(s, logits, history, n_history);
+    return filter ? filtered_argmax(s, filter, best) : best;
 }
 
 /* ---- top-k with a min-heap of size k (ties: the lower id wins, as a stable sort would) ------- */
@@ -227,13 +254,11 @@ static bool mirostat_dist(specd_sampler *s, specd_dist *out) {
 
 void specd_sampler_observe(specd_sampler *s, specd_token token) { specd_mirostat_observe(&s->mirostat, token); }
 
-bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
-                        int32_t n_history, specd_dist *out) {
-    if (specd_sampler_is_greedy(s))
-        return specd_dist_set_one_hot(out, specd_sampler_argmax(s, logits, history, n_history));
-    adjust_logits(s, logits, history, n_history);
+/* Top-k, top-p, min-p and temperature over s->logits (bias and penalties applied) into `out`.
+ * Returns the support size: 0 when every token is forbidden, -1 when out of memory. */
+static int32_t transform(specd_sampler *s, specd_dist *out) {
     const specd_sampling_params *p = &s->params;
-    if (s->mirostat.version != 0) return mirostat_dist(s, out);
+    if (s->mirostat.version != 0) return mirostat_dist(s, out) ? out->n : -1;
     int32_t n;
     if (p->top_k > 0 && p->top_k < s->n_vocab) {
         n = select_top_k(s, p->top_k);
@@ -242,12 +267,78 @@ bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token
         for (int32_t i = 0; i < n; i++) s->cand[i] = i;
     }
     n = drop_forbidden(s, n);
-    if (n == 0) return specd_dist_set_one_hot(out, argmax_logits(s->logits, s->n_vocab));
-    if (!specd_dist_reserve(out, n)) return false;
+    if (n == 0) return 0;
+    if (!specd_dist_reserve(out, n)) return -1;
     if (p->top_p < 1.0f) n = apply_top_p(s, n, out->probs);
     if (p->min_p > 0.0f) n = apply_min_p(s, n);
     memcpy(out->ids, s->cand, (size_t)n * sizeof *out->ids);
     softmax_into(s->logits, out->ids, n, p->temperature, out->probs);
     out->n = n;
+    return n;
+}
+
+/* Drops the tokens of c (in out) that the filter refuses; returns their mass m. */
+static double drop_refused(specd_sampler *s, const specd_token_filter *f, specd_dist *out) {
+    f->mask(f->ctx, f->state, out->ids, out->n, s->logits);
+    double refused = 0.0;
+    int32_t kept = 0;
+    for (int32_t i = 0; i < out->n; i++) {
+        if (s->logits[out->ids[i]] == -INFINITY) {
+            refused += out->probs[i];
+            continue;
+        }
+        out->ids[kept] = out->ids[i];
+        out->probs[kept++] = out->probs[i];
+    }
+    out->n = kept;
+    return refused;
+}
+
+/* out <- out + m * g, out holding c's allowed part. s->counts (zero between uses) maps a token to
+ * its index in out, plus one. */
+static bool add_scaled(specd_sampler *s, specd_dist *out, const specd_dist *g, double m) {
+    if (!specd_dist_reserve(out, out->n + g->n)) return false;
+    for (int32_t i = 0; i < out->n; i++) s->counts[out->ids[i]] = i + 1;
+    for (int32_t i = 0; i < g->n; i++) {
+        int32_t at = s->counts[g->ids[i]];
+        if (at > 0) {
+            out->probs[at - 1] += (float)(m * g->probs[i]);
+            continue;
+        }
+        out->ids[out->n] = g->ids[i];
+        out->probs[out->n++] = (float)(m * g->probs[i]);
+    }
+    for (int32_t i = 0; i < out->n; i++) s->counts[out->ids[i]] = 0;
     return true;
+}
+
+/* c (in out) -> P = c [allowed] + m g (see sampler.h). */
+static bool apply_filter(specd_sampler *s, const specd_token_filter *f, specd_dist *out) {
+    double refused = drop_refused(s, f, out);
+    if (refused == 0.0) return true;
+    mask_all(s, f);
+    int32_t n = transform(s, &s->masked);
+    if (n < 0) return false;
+    /* Nothing allowed at all: then c had nothing allowed either (m = 1). */
+    if (n == 0) return specd_dist_set_one_hot(out, f->none_valid);
+    return add_scaled(s, out, &s->masked, refused);
+}
+
+bool specd_sampler_dist_filtered(specd_sampler *s, const float *logits, const specd_token *history,
+                                 int32_t n_history, const specd_token_filter *filter, specd_dist *out) {
+    if (specd_sampler_is_greedy(s))
+        return specd_dist_set_one_hot(out, specd_sampler_argmax_filtered(s, logits, history, n_history, filter));
+    adjust_logits(s, logits, history, n_history);
+    int32_t n = transform(s, out);
+    if (n < 0) return false;
+    if (n == 0) { /* everything forbidden: the argmax, as without a filter; the filter then decides */
+        specd_token t = argmax_logits(s->logits, s->n_vocab);
+        return specd_dist_set_one_hot(out, filter ? filter->none_valid : t);
+    }
+    return filter ? apply_filter(s, filter, out) : true;
+}
+
+bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
+                        int32_t n_history, specd_dist *out) {
+    return specd_sampler_dist_filtered(s, logits, history, n_history, NULL, out);
 }

@@ -4,13 +4,31 @@
  * penalties over the recent history, top-k, top-p, min-p, temperature, softmax. With mirostat:
  * bias, penalties, temperature, then mirostat's truncation (mirostat.h) instead of the rest. The same sampler
  * serves the draft model (q) and the target (p), so both see identical transforms, which is what
- * makes verification exact. Greedy (temperature <= 0) yields a one-hot distribution. */
+ * makes verification exact. Greedy (temperature <= 0) yields a one-hot distribution.
+ *
+ * A token filter (a grammar at some position) restricts the next token the way llama.cpp's
+ * common_sampler_sample does by default (grammar_first = false, what llama-server and llama-cli
+ * use): draw x from the transformed distribution c; keep x when the grammar allows it; otherwise
+ * mask the logits with the grammar and draw again from g, the same transforms over the allowed
+ * tokens only. The distribution of the result, which the filtered functions compute exactly, is
+ *     P(x) = c(x) [x allowed] + m g(x),   m = the mass c puts on refused tokens.
+ * When the grammar allows every token c can produce, P = c and only c's support is checked. Greedy
+ * is the argmax over allowed tokens either way. */
 #ifndef SPECD_SAMPLER_H
 #define SPECD_SAMPLER_H
 
 #include "dist.h"
 #include "mirostat.h"
 #include "specd.h"
+
+/* A constraint on the next token: a grammar (ctx) at some position in it (state). */
+typedef struct specd_token_filter {
+    /* Sets logits[ids[i]] to -INFINITY for every candidate ids[i] that may not come next. */
+    void (*mask)(void *ctx, void *state, const specd_token *ids, int32_t n, float *logits);
+    void *ctx;
+    void *state;
+    specd_token none_valid; /* the result when no token may come next: an end-of-generation token */
+} specd_token_filter;
 
 typedef struct specd_sampler {
     specd_sampling_params params; /* logit_bias points into bias below */
@@ -21,6 +39,7 @@ typedef struct specd_sampler {
     int32_t *counts;              /* scratch: token counts in the penalty window */
     specd_token *cand;            /* scratch: candidate ids */
     specd_mirostat mirostat;      /* version 0: off */
+    specd_dist masked;            /* scratch: g, the distribution over allowed tokens (filters) */
 } specd_sampler;
 
 /* `forbidden` tokens (e.g. end-of-generation with ignore_eos) get a -INFINITY bias. Returns false
@@ -47,5 +66,11 @@ void specd_sampler_observe(specd_sampler *s, specd_token token);
 /* Greedy choice: argmax after bias and penalties (lowest id on ties). */
 specd_token specd_sampler_argmax(specd_sampler *s, const float *logits, const specd_token *history,
                                  int32_t n_history);
+
+/* The same under `filter` (NULL: none, exactly the functions above); see the top of this file. */
+bool specd_sampler_dist_filtered(specd_sampler *s, const float *logits, const specd_token *history,
+                                 int32_t n_history, const specd_token_filter *filter, specd_dist *out);
+specd_token specd_sampler_argmax_filtered(specd_sampler *s, const float *logits, const specd_token *history,
+                                          int32_t n_history, const specd_token_filter *filter);
 
 #endif

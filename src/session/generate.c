@@ -14,6 +14,7 @@
 #include "context_shift.h"
 #include "draft_length.h"
 #include "probs.h"
+#include "grammar.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,8 @@ typedef struct generation {
     int32_t *path;            /* scratch for verification */
     specd_token *step_tokens; /* scratch: the tokens one step emits */
     specd_probs probs;        /* n_probs lists of the step's tokens (off: n == 0) */
+    specd_grammar *grammar;   /* NULL: the request has none; else points to grammar_state */
+    specd_grammar grammar_state;
     int32_t steps_without_draft;
     specd_result *result;
     int32_t result_cap;
@@ -121,7 +124,10 @@ static specd_status init_sampling(generation *g, char **error) {
         specd_set_error(error, "out of memory for the verifier");
         return SPECD_ERR_NO_MEMORY;
     }
-    return SPECD_OK;
+    const char *grammar = g->params->grammar;
+    if (!grammar || !grammar[0]) return SPECD_OK;
+    g->grammar = &g->grammar_state; /* set first: free_generation frees it even when init fails */
+    return specd_grammar_init(g->grammar, g->e->vocab, grammar, error);
 }
 
 static specd_status init_generation(generation *g, specd_engine *e, const specd_token *prompt,
@@ -166,6 +172,7 @@ static void free_generation(generation *g) {
     specd_verifier_free(&g->verifier);
     specd_tree_free(&g->tree);
     if (g->drafter.ops) g->drafter.ops->destroy(g->drafter.self);
+    if (g->grammar) specd_grammar_free(g->grammar);
     free(g->history);
     free(g->path);
     free(g->step_tokens);
@@ -199,11 +206,16 @@ static specd_status draft_step(generation *g, char **error) {
         .sampler = &g->sampler,
         .rng = &g->rng,
         .length = sp->adaptive ? g->length : NULL,
+        .grammar = g->grammar,
     };
     if (req.min_len > budget) req.min_len = budget;
     specd_draft_length_begin(g->length);
     double t0 = specd_now_ms();
     specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
+    if (st == SPECD_OK && g->grammar && !specd_grammar_prune(g->grammar, &g->tree)) {
+        specd_set_error(error, "out of memory for the grammar states of a draft");
+        st = SPECD_ERR_NO_MEMORY;
+    }
     double ms = specd_now_ms() - t0;
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
@@ -272,16 +284,27 @@ static int32_t history_through(generation *g, const specd_token_tree *tree, int3
     return g->n_history - 1 + len;
 }
 
+/* The grammar after `node` (the drafts were pruned to what it allows), or NULL without one. */
+static const specd_token_filter *node_filter(generation *g, int32_t node, specd_token_filter *f) {
+    if (!g->grammar) return NULL;
+    *f = specd_grammar_node_filter(g->grammar, node);
+    return f;
+}
+
 static bool target_dist_cb(void *ctx, const specd_token_tree *tree, int32_t node, specd_dist *out) {
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
-    return specd_sampler_dist(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history, n, out);
+    specd_token_filter f;
+    return specd_sampler_dist_filtered(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history, n,
+                                       node_filter(g, node, &f), out);
 }
 
 static specd_token target_argmax_cb(void *ctx, const specd_token_tree *tree, int32_t node) {
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
-    return specd_sampler_argmax(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history, n);
+    specd_token_filter f;
+    return specd_sampler_argmax_filtered(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history,
+                                         n, node_filter(g, node, &f));
 }
 
 static specd_status verify_step(generation *g, specd_verify_result *vr, char **error) {
@@ -358,10 +381,19 @@ static bool emit_tokens(generation *g, const specd_token *tokens, int32_t n, cha
     int32_t first = r->n_tokens, emitted = 0;
     bool stop = false;
     for (int32_t i = 0; i < n && !stop; i++) {
-        if (!p->ignore_eos && llama_vocab_is_eog(g->e->vocab, tokens[i])) {
+        /* With a grammar, ignore_eos forbids end-of-generation tokens: one comes only when the
+         * grammar allows nothing else, and then generation is over. */
+        if ((!p->ignore_eos || g->grammar) && llama_vocab_is_eog(g->e->vocab, tokens[i])) {
             r->stop_reason = SPECD_STOP_EOG;
             stop = true;
             break;
+        }
+        if (g->grammar && !specd_grammar_advance(g->grammar, g->grammar->state, tokens[i])) {
+            specd_set_error(error, "grammar: token %d is not allowed after the output so far: the grammar "
+                            "allows nothing more and the model has no end-of-generation token to end with",
+                            tokens[i]);
+            *st = SPECD_ERR_INVALID_ARGUMENT;
+            return true;
         }
         if (!append_result(g, tokens, i)) {
             specd_set_error(error, "out of memory for the output");
@@ -412,8 +444,9 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
     for (int32_t j = 0; g->probs.n > 0 && j <= vr->n_accepted; j++) {
         int32_t node = j == 0 ? 0 : vr->path[j - 1];
         int32_t n_history = history_through(g, &g->tree, node);
+        specd_token_filter f; /* post-sampling lists are the grammar's distribution too */
         if (!specd_probs_fill(&g->probs, j, llama_get_logits_ith(g->e->target.ctx, node), g->e->n_vocab,
-                              &g->sampler, g->history, n_history)) {
+                              &g->sampler, g->history, n_history, node_filter(g, node, &f))) {
             specd_set_error(error, "out of memory for the token probabilities");
             return SPECD_ERR_NO_MEMORY;
         }

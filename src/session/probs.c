@@ -86,13 +86,13 @@ void specd_probs_free(specd_probs *p) {
 }
 
 bool specd_probs_fill(specd_probs *p, int32_t j, const float *logits, int32_t n_vocab, specd_sampler *sampler,
-                      const specd_token *history, int32_t n_history) {
+                      const specd_token *history, int32_t n_history, const specd_token_filter *filter) {
     specd_token_prob *out = p->step + (size_t)j * (size_t)p->n;
     if (!p->post_sampling) {
         specd_top_probs_logits(logits, n_vocab, p->n, out, p->heap);
         return true;
     }
-    if (!specd_sampler_dist(sampler, logits, history, n_history, &p->dist)) return false;
+    if (!specd_sampler_dist_filtered(sampler, logits, history, n_history, filter, &p->dist)) return false;
     specd_top_probs_dist(&p->dist, p->n, out, p->pairs);
     return true;
 }

@@ -33,8 +33,9 @@ bool specd_probs_init(specd_probs *p, int32_t n_probs, bool post_sampling, int32
 void specd_probs_free(specd_probs *p);
 
 /* The list of the step's token j, from the target's logits at its position (and, with
- * post_sampling, the request's sampler over `history`). False when out of memory. */
+ * post_sampling, the request's sampler over `history` under `filter`, the grammar at that position,
+ * or NULL). False when out of memory. */
 bool specd_probs_fill(specd_probs *p, int32_t j, const float *logits, int32_t n_vocab, specd_sampler *sampler,
-                      const specd_token *history, int32_t n_history);
+                      const specd_token *history, int32_t n_history, const specd_token_filter *filter);
 
 #endif

@@ -74,6 +74,28 @@ bool specd_tree_assign_branches(specd_token_tree *tree) {
     return true;
 }
 
+int32_t specd_tree_keep(specd_token_tree *tree, int32_t *index) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < tree->n_nodes; i++) {
+        if (!index[i]) {
+            index[i] = -1;
+            continue;
+        }
+        index[i] = n;
+        if (n != i) { /* swap, not copy: each slot keeps owning exactly one q buffer */
+            specd_tree_node moved = tree->nodes[i];
+            tree->nodes[i] = tree->nodes[n];
+            tree->nodes[n] = moved;
+        }
+        specd_tree_node *node = &tree->nodes[n];
+        if (node->parent >= 0) node->parent = index[node->parent]; /* parents come first: mapped */
+        n++;
+    }
+    tree->n_nodes = n;
+    tree->n_branches = 0;
+    return n;
+}
+
 int32_t specd_tree_path(const specd_token_tree *tree, int32_t node, specd_token *out) {
     int32_t len = tree->nodes[node].depth + 1;
     for (int32_t k = node, i = len - 1; k >= 0; k = tree->nodes[k].parent, i--) out[i] = tree->nodes[k].token;

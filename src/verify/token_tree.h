@@ -49,6 +49,10 @@ int32_t specd_tree_n_drafted(const specd_token_tree *tree);
 /* Tags every node with the branches (leaves) below it. Returns false when the tree has more
  * leaves than SPECD_TREE_MAX_BRANCHES. */
 bool specd_tree_assign_branches(specd_token_tree *tree);
+/* Keeps the nodes with index[i] != 0 (a kept node's parent must be kept, and the root always is),
+ * in their order. On return index[i] is node i's new index, or -1 when it was dropped. Returns the
+ * new node count; branches must be assigned again. */
+int32_t specd_tree_keep(specd_token_tree *tree, int32_t *index);
 /* The tokens on the path root..node (inclusive), root first; returns its length. */
 int32_t specd_tree_path(const specd_token_tree *tree, int32_t node, specd_token *out);
 

@@ -8,6 +8,10 @@
         with ../shared/models: `specd run --spec none` greedy text equals llama.cpp's own
         llama-simple, and stories260K vs aidreams260K is refused. Exits 77 (skipped) when the
         shared models or llama-simple are missing.
+    test_cli.py grammar SPECD SHARED_MODELS_DIR LLAMA_COMPLETION
+        --grammar: greedy text under a GBNF grammar equals llama.cpp's llama-completion --grammar,
+        with speculation off and with model-free drafters. Exits 77 (skipped) when stories260K or
+        llama-completion (make bench-deps) is missing.
 """
 import json
 import os
@@ -61,6 +65,13 @@ def errors(specd, models):
                                                   "--draft-max", "2"], "--draft-min (5) is larger")
     expect_usage_error(specd, "different vocab", ["-m", target, "-md", other, "-p", "x"], "differs from the target's at token")
     expect_usage_error(specd, "prompt too long", ["-m", target, "-p", "the " * 200, "-c", "64"], "context holds 64")
+    expect_usage_error(specd, "grammar without root", ["-m", target, "-p", "x", "--grammar", "word ::= [a-z]+"],
+                       "grammar: no 'root' rule")
+    expect_usage_error(specd, "missing grammar file", ["-m", target, "-p", "x", "--grammar-file", "/no/such.gbnf"],
+                       "cannot read the grammar file '/no/such.gbnf'")
+    expect_usage_error(specd, "grammar twice", ["-m", target, "-p", "x", "--grammar", "root ::= \"a\"",
+                                                "--grammar-file", "g.gbnf"], "either --grammar or --grammar-file")
+    grammar_file(specd, target, draft)
 
     r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
              "--ignore-eos", "--draft-fixed", "--draft-max", "3", "--json"])
@@ -122,6 +133,24 @@ def errors(specd, models):
           and "acceptance" not in r.stdout and "accepted" in r.stderr and "tokens/s" in r.stderr, r.stderr)
 
 
+def grammar_file(specd, target, draft):
+    """--grammar-file: the output matches the grammar, with and without speculation."""
+    import re
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".gbnf", delete=False) as f:
+        f.write('# words of the letters a to e\nroot ::= (" " [a-e]+)*\n')
+    try:
+        outs = []
+        for spec in ("none", "draft"):
+            r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+                     "--ignore-eos", "--spec", spec, "--grammar-file", f.name, "--json"])
+            outs.append(json.loads(r.stdout)["text"] if r.returncode == 0 else r.stderr)
+        check("grammar file constrains the output", all(re.fullmatch(r"( [a-e]+)* ?", o) for o in outs)
+              and outs[0] == outs[1], str(outs))
+    finally:
+        os.unlink(f.name)
+
+
 def bench(specd, target, draft):
     """specd bench end to end on the tiny pair (specd only): the report has every row and the limit."""
     import tempfile
@@ -173,9 +202,44 @@ def reference(specd, shared, llama_simple):
     return 0
 
 
+def llama_text(stdout):
+    """llama-completion's stdout: the prompt, the text, and ' [end of text]' when it ended."""
+    text = stdout.strip()
+    return text[:-len("[end of text]")].strip() if text.endswith("[end of text]") else text
+
+
+def grammar(specd, shared, llama_completion):
+    stories = os.path.join(shared, "stories260K.gguf")
+    if not os.path.exists(stories):
+        print(f"SKIP: {stories} is absent (the shared models are not beside this checkout)")
+        return SKIP
+    if not os.access(llama_completion, os.X_OK):
+        print(f"SKIP: {llama_completion} is missing (make bench-deps builds it)")
+        return SKIP
+    cases = [("Once upon a time", 'root ::= [a-z ,.]+'),
+             ("Lily had a toy car.", 'root ::= (" " [a-z]+){3} "."'),
+             ("Zoo", 'root ::= " {\\"name\\": \\"" [A-Za-z ]+ "\\"}"')]
+    for prompt, gbnf in cases:
+        ref = run([llama_completion, "-m", stories, "-p", prompt, "-n", "80", "--temp", "0", "-t", "1", "-no-cnv",
+                   "--grammar", gbnf])
+        want = llama_text(ref.stdout)
+        for spec in ("none", "ngram-simple", "suffix"):
+            r = run([specd, "run", "-m", stories, "-p", prompt, "-n", "80", "--temp", "0", "--spec", spec,
+                     "--grammar", gbnf, "--json"])
+            ours = (prompt + json.loads(r.stdout)["text"]).strip() if r.returncode == 0 else r.stderr
+            check(f"llama-completion agrees under {gbnf[:24]!r} ({spec})", ref.returncode == 0 and ours == want,
+                  f"\nllama: {want!r}\nspecd: {ours!r}")
+    return 0
+
+
 def main():
     mode = sys.argv[1]
-    rc = errors(*sys.argv[2:4]) if mode == "errors" else reference(*sys.argv[2:5])
+    if mode == "errors":
+        rc = errors(*sys.argv[2:4])
+    elif mode == "grammar":
+        rc = grammar(*sys.argv[2:5])
+    else:
+        rc = reference(*sys.argv[2:5])
     if rc == SKIP:
         return SKIP
     print(f"{passed} passed, {len(failures)} failed")

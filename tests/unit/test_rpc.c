@@ -268,6 +268,43 @@ static void completion_fields_and_lossless_speculation(void **state) {
     json_decref(spec);
 }
 
+/* Is `text` a prefix of (" " [a-e]+)*? */
+static bool is_words_a_to_e_prefix(const char *text) {
+    for (size_t i = 0; text[i]; i++) {
+        bool letter = text[i] >= 'a' && text[i] <= 'e';
+        if (text[i] == ' ' ? i > 0 && text[i - 1] == ' ' : !letter || i == 0) return false;
+    }
+    return true;
+}
+
+static void completion_grammar(void **state) {
+    (void)state;
+    const char *base = "\"prompt\":\"one day the dog ran\",\"n_predict\":30,\"temperature\":0,\"ignore_eos\":true,"
+                       "\"grammar\":\"root ::= (\\\" \\\" [a-e]+)*\"";
+    char params[1024];
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"none\"]}}", base);
+    json_t *plain = complete(params);
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"draft\"],\"n_max\":4,\"n_min\":4}}", base);
+    json_t *spec = complete(params);
+    const char *text = content_of(spec);
+    if (!is_words_a_to_e_prefix(text)) fail_msg("output '%s' does not match the grammar", text);
+    assert_string_equal(content_of(plain), text);
+    assert_int_equal(json_integer_value(json_object_get(spec, "tokens_predicted")), 30);
+    assert_true(json_integer_value(json_object_get(json_object_get(spec, "speculative"), "accepted")) > 0);
+    json_t *settings = json_object_get(spec, "generation_settings");
+    assert_string_equal(json_string_value(json_object_get(settings, "grammar")), "root ::= (\" \" [a-e]+)*");
+    /* A grammar that ends: the generation stops there, reported as eos. */
+    json_t *done = complete("{\"prompt\":\"she was happy\",\"n_predict\":30,\"temperature\":0,\"ignore_eos\":true,"
+                            "\"grammar\":\"root ::= \\\" a\\\" [b-e]\"}");
+    const char *short_text = content_of(done);
+    assert_int_equal(strlen(short_text), 3);
+    assert_memory_equal(short_text, " a", 2);
+    assert_string_equal(json_string_value(json_object_get(done, "stop_type")), "eos");
+    json_decref(done);
+    json_decref(plain);
+    json_decref(spec);
+}
+
 static void completion_stop_string(void **state) {
     (void)state;
     const char *base = "\"prompt\":\"she was happy\",\"n_predict\":40,\"temperature\":0,\"ignore_eos\":true";
@@ -424,10 +461,12 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"mirostat\":1.5}", "mirostat", "an integer from 0 to 2"},
         {"{\"prompt\":\"a\",\"mirostat\":2,\"mirostat_tau\":-1}", "mirostat_tau", "a number from 0"},
         {"{\"prompt\":\"a\",\"mirostat\":1,\"mirostat_eta\":\"fast\"}", "mirostat_eta", "a number from 0"},
-        {"{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"a\\\"\"}", "grammar", "'grammar' is not supported yet"},
         {"{\"prompt\":\"a\",\"n_probs\":101}", "n_probs", "an integer from 0 to 100"},
         {"{\"prompt\":\"a\",\"n_probs\":-1}", "n_probs", "an integer from 0 to 100"},
         {"{\"prompt\":\"a\",\"post_sampling_probs\":1}", "post_sampling_probs", "true or false"},
+        {"{\"prompt\":\"a\",\"grammar\":\"word ::= [a-z]+\"}", "grammar", "grammar: no 'root' rule"},
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= (\\\"a\\\"\"}", "grammar", "llama.cpp cannot parse it as GBNF"},
+        {"{\"prompt\":\"a\",\"grammar\":[\"root\"]}", "grammar", "a string"},
         {"{\"prompt\":\"a\",\"typical_p\":0.5}", "typical_p", "not supported yet"},
         {"{\"prompt\":\"a\",\"tfs_z\":0.5}", "tfs_z", "not supported yet"},
         {"{\"prompt\":\"a\",\"repeat_penalty\":1.1,\"penalize_nl\":true}", "penalize_nl", "not supported yet"},
@@ -833,6 +872,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(init_async_then_ready),
         cmocka_unit_test(tokenize_and_detokenize),
         cmocka_unit_test(completion_fields_and_lossless_speculation),
+        cmocka_unit_test(completion_grammar),
         cmocka_unit_test(completion_stop_string),
         cmocka_unit_test(completion_logit_bias_and_token_prompt),
         cmocka_unit_test(completion_truncates_long_prompts),

@@ -218,6 +218,141 @@ static void test_sampling_follows_the_distribution(void **state) {
     specd_dist_free(&d);
 }
 
+/* ---- token filters (grammars) ------------------------------------------------------------- */
+
+/* A filter that allows the tokens with allowed[t] and counts the candidates it was shown. */
+typedef struct test_filter {
+    bool allowed[NV];
+    int n_checked;
+} test_filter;
+
+static void test_mask(void *ctx, void *state, const specd_token *ids, int32_t n, float *logits) {
+    test_filter *f = ctx;
+    (void)state;
+    f->n_checked += n;
+    for (int32_t i = 0; i < n; i++)
+        if (!f->allowed[ids[i]]) logits[ids[i]] = -INFINITY;
+}
+
+static specd_token_filter make_filter(test_filter *f) {
+    return (specd_token_filter){test_mask, f, NULL, 61};
+}
+
+/* llama.cpp's grammar sampling, written out: c(x) [x allowed] + m g(x), g the transforms over the
+ * allowed tokens only, m the mass c gives refused tokens. */
+static void filtered_reference(const specd_sampling_params *p, const float *raw, const specd_token *hist,
+                               int n_hist, const test_filter *f, double *out) {
+    double c[NV], g[NV], m = 0.0;
+    float masked[NV];
+    reference(p, raw, hist, n_hist, c);
+    for (int t = 0; t < NV; t++) {
+        masked[t] = f->allowed[t] ? raw[t] : -INFINITY;
+        if (!f->allowed[t]) m += c[t];
+    }
+    reference(p, masked, hist, n_hist, g);
+    for (int t = 0; t < NV; t++) out[t] = (f->allowed[t] ? c[t] : 0.0) + m * g[t];
+}
+
+static void check_filtered(const specd_sampling_params *p, test_filter *f, uint64_t seed) {
+    float logits[NV];
+    random_logits(logits, seed);
+    specd_token hist[] = {3, 5, 3, 9, 60, 3};
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, p, NV, NULL, 0, NULL));
+    specd_dist d = {0};
+    specd_token_filter filter = make_filter(f);
+    assert_true(specd_sampler_dist_filtered(&s, logits, hist, 6, &filter, &d));
+    double want[NV], got[NV] = {0}, total = 0;
+    filtered_reference(p, logits, hist, 6, f, want);
+    for (int i = 0; i < d.n; i++) {
+        if (!f->allowed[d.ids[i]]) fail_msg("refused token %d has probability %g", d.ids[i], d.probs[i]);
+        got[d.ids[i]] += d.probs[i];
+        total += d.probs[i];
+    }
+    assert_true(fabs(total - 1.0) < 1e-5);
+    for (int t = 0; t < NV; t++)
+        if (fabs(got[t] - want[t]) > 1e-5) fail_msg("token %d: got %g, want %g (seed %llu)", t, got[t], want[t], (unsigned long long)seed);
+    specd_dist_free(&d);
+    specd_sampler_free(&s);
+}
+
+static void test_filter_gives_llama_cpp_grammar_distribution(void **state) {
+    (void)state;
+    const int ks[] = {0, 3, 12};
+    const float ps[] = {1.0f, 0.7f};
+    const float mins[] = {0.0f, 0.1f};
+    uint64_t seed = 40;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 2; c++) {
+                specd_sampling_params p = base_params();
+                p.top_k = ks[a];
+                p.top_p = ps[b];
+                p.min_p = mins[c];
+                p.temperature = 0.9f;
+                test_filter f = {.n_checked = 0};
+                for (int t = 0; t < NV; t++) f.allowed[t] = t % 3 == 0; /* refuses most of c's mass */
+                check_filtered(&p, &f, seed++);
+            }
+}
+
+static void test_filter_allowing_c_checks_only_its_support(void **state) {
+    (void)state;
+    specd_sampling_params p = base_params();
+    p.top_k = 5;
+    test_filter f = {.n_checked = 0};
+    for (int t = 0; t < NV; t++) f.allowed[t] = true;
+    check_filtered(&p, &f, 77);
+    assert_int_equal(f.n_checked, 5); /* no pass over the whole vocabulary */
+}
+
+static void test_filtered_greedy_is_argmax_over_allowed(void **state) {
+    (void)state;
+    float logits[NV];
+    random_logits(logits, 11);
+    specd_sampling_params p = base_params();
+    p.temperature = 0.0f;
+    specd_sampler s;
+    assert_true(specd_sampler_init(&s, &p, NV, NULL, 0, NULL));
+    specd_token best = specd_sampler_argmax(&s, logits, NULL, 0);
+    test_filter f = {.n_checked = 0};
+    for (int t = 0; t < NV; t++) f.allowed[t] = true;
+    specd_token_filter filter = make_filter(&f);
+    assert_int_equal(specd_sampler_argmax_filtered(&s, logits, NULL, 0, &filter), best);
+    assert_int_equal(f.n_checked, 1); /* the unconstrained choice passes: only it is checked */
+    f.allowed[best] = false;
+    specd_token want = best == 0 ? 1 : 0;
+    for (int t = 0; t < NV; t++)
+        if (t != best && logits[t] > logits[want]) want = t;
+    assert_int_equal(specd_sampler_argmax_filtered(&s, logits, NULL, 0, &filter), want);
+    specd_dist d = {0};
+    assert_true(specd_sampler_dist_filtered(&s, logits, NULL, 0, &filter, &d));
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.ids[0], want);
+    specd_dist_free(&d);
+    specd_sampler_free(&s);
+}
+
+static void test_filter_allowing_nothing_gives_its_end_token(void **state) {
+    (void)state;
+    float logits[NV];
+    random_logits(logits, 12);
+    test_filter f = {.n_checked = 0}; /* allows nothing */
+    specd_token_filter filter = make_filter(&f);
+    specd_sampling_params p = base_params();
+    specd_sampler s;
+    specd_dist d = {0};
+    for (int greedy = 0; greedy < 2; greedy++) {
+        p.temperature = greedy ? 0.0f : 1.0f;
+        assert_true(specd_sampler_init(&s, &p, NV, NULL, 0, NULL));
+        assert_true(specd_sampler_dist_filtered(&s, logits, NULL, 0, &filter, &d));
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.ids[0], filter.none_valid);
+        specd_sampler_free(&s);
+    }
+    specd_dist_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_softmax_at_temperatures),
@@ -227,6 +362,10 @@ int main(void) {
         cmocka_unit_test(test_forbidden_tokens_never_appear),
         cmocka_unit_test(test_bias_outside_vocabulary_is_an_error),
         cmocka_unit_test(test_sampling_follows_the_distribution),
+        cmocka_unit_test(test_filter_gives_llama_cpp_grammar_distribution),
+        cmocka_unit_test(test_filter_allowing_c_checks_only_its_support),
+        cmocka_unit_test(test_filtered_greedy_is_argmax_over_allowed),
+        cmocka_unit_test(test_filter_allowing_nothing_gives_its_end_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

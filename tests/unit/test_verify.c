@@ -226,6 +226,36 @@ static void test_branches_are_tagged_by_leaf(void **state) {
     specd_tree_free(&tree);
 }
 
+static void test_keep_drops_nodes_and_renumbers_parents(void **state) {
+    (void)state;
+    specd_token_tree tree = {0};
+    specd_tree_reset(&tree, 0);
+    int32_t a = specd_tree_add(&tree, 0, 1, NULL, 1.0f);
+    int32_t b = specd_tree_add(&tree, 0, 2, NULL, 1.0f);
+    specd_tree_add(&tree, a, 3, NULL, 1.0f);
+    int32_t d = specd_tree_add(&tree, b, 4, NULL, 0.5f);
+    specd_dist q = {0};
+    assert_true(specd_dist_set_one_hot(&q, 9)); /* unlike any token: shows q moves with its node */
+    specd_tree_add(&tree, d, 5, &q, 0.25f);
+    int32_t index[6] = {1, 0, 1, 0, 1, 1}; /* drop a and its child */
+    assert_int_equal(specd_tree_keep(&tree, index), 4);
+    int32_t want_index[6] = {0, -1, 1, -1, 2, 3};
+    for (int i = 0; i < 6; i++) assert_int_equal(index[i], want_index[i]);
+    const specd_token want_token[4] = {0, 2, 4, 5};
+    const int32_t want_parent[4] = {-1, 0, 1, 2};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(tree.nodes[i].token, want_token[i]);
+        assert_int_equal(tree.nodes[i].parent, want_parent[i]);
+        assert_int_equal(tree.nodes[i].depth, i);
+    }
+    assert_true(tree.nodes[3].confidence == 0.25f);
+    assert_int_equal(specd_dist_argmax(&tree.nodes[3].q), 9);
+    assert_true(specd_tree_assign_branches(&tree));
+    assert_int_equal(tree.n_branches, 1);
+    specd_dist_free(&q);
+    specd_tree_free(&tree); /* every q buffer is still owned once: ASan checks */
+}
+
 int main(void) {
     make_world();
     const struct CMUnitTest tests[] = {
@@ -236,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_always_accepting_verifier_is_caught),
         cmocka_unit_test(test_greedy_follows_target_argmax_through_tree),
         cmocka_unit_test(test_branches_are_tagged_by_leaf),
+        cmocka_unit_test(test_keep_drops_nodes_and_renumbers_parents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

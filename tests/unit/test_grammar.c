@@ -1,0 +1,323 @@
+/* test_grammar.c - GBNF grammars end to end on the tiny generated models: greedy speculation under
+ * a grammar equals target-only decoding under it (draft model, model-free drafters, trees), the
+ * output always matches the grammar, sampling under a grammar is exact (llama.cpp's grammar
+ * distribution, computed independently through llama's grammar sampler), a complete grammar ends
+ * the generation, and bad grammars are refused with clear messages.
+ *
+ *   test_grammar MODELS_DIR */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "chi_square.h"
+#include "engine_helpers.h"
+#include "exact_pairs.h"
+#include "llama.h"
+#include "sample/sampler.h"
+#include "specd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char target_path[1024], draft_path[1024];
+static specd_engine *engine; /* target + draft */
+
+/* Words of the letters a to e, each after one space: far from what the tiny target writes
+ * unconstrained (see test_grammar_constrains_the_output). */
+static const char *const WORDS_A_TO_E = "root ::= (\" \" [a-e]+)*";
+
+static const char *prompts[] = {
+    "the little girl saw a big red ball",
+    "one day the dog ran to the park with his mom",
+    /* Text the grammar allows, repeated: prompt lookup and suffix drafts are often valid. */
+    "she was happy a bad cab a bad cab a bad cab a bad cab a bad",
+};
+
+static int setup(void **state) {
+    (void)state;
+    engine = open_engine(target_path, draft_path, 512);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    specd_engine_free(engine);
+    return 0;
+}
+
+static specd_generation_params greedy(const specd_spec_type *types, int32_t n_types, const char *grammar) {
+    specd_generation_params g = specd_generation_default_params();
+    g.n_predict = 48;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    g.sampling.seed = 1;
+    g.speculative.type = SPECD_SPEC_NONE;
+    if (n_types == 1) g.speculative.type = types[0];
+    if (n_types > 1) {
+        g.speculative.n_types = n_types;
+        for (int32_t i = 0; i < n_types; i++) g.speculative.types[i] = types[i];
+    }
+    g.speculative.draft_max = 6;
+    g.speculative.draft_min = 6; /* draft every step, so rejections and pruning happen */
+    g.speculative.adaptive = false;
+    g.grammar = grammar;
+    return g;
+}
+
+/* The output's text, token by token as the grammar sees it (heap; free()). */
+static char *output_text(const specd_result *r) {
+    size_t cap = 16 * (size_t)r->n_tokens + 1, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    for (int32_t i = 0; i < r->n_tokens; i++) {
+        int32_t n = specd_token_to_piece(engine, r->tokens[i], text + len, (int32_t)(cap - len - 1));
+        assert_true(n >= 0);
+        len += (size_t)n;
+    }
+    text[len] = '\0';
+    return text;
+}
+
+/* Does `text` match a prefix of (" " [a-e]+)* ? Written out by hand, independent of llama.cpp. */
+static bool is_words_a_to_e_prefix(const char *text) {
+    for (size_t i = 0; text[i]; i++) {
+        char c = text[i];
+        bool letter = c >= 'a' && c <= 'e';
+        if (c == ' ' ? i > 0 && text[i - 1] == ' ' : !letter || i == 0) return false;
+    }
+    return true;
+}
+
+static void assert_words_a_to_e(const specd_result *r, const char *what) {
+    char *text = output_text(r);
+    if (!is_words_a_to_e_prefix(text)) fail_msg("%s: output '%s' does not match the grammar", what, text);
+    free(text);
+}
+
+/* ---- lossless greedy ------------------------------------------------------------------------ */
+
+static void test_grammar_constrains_the_output(void **state) {
+    (void)state;
+    for (size_t p = 0; p < 2; p++) {
+        specd_generation_params free_run = greedy(NULL, 0, NULL);
+        specd_result r = generate_text(engine, prompts[p], &free_run);
+        char *text = output_text(&r);
+        /* Without the grammar the target writes other text: the grammar does something below. */
+        assert_false(is_words_a_to_e_prefix(text));
+        free(text);
+        specd_result_clear(&r);
+        specd_generation_params constrained = greedy(NULL, 0, WORDS_A_TO_E);
+        r = generate_text(engine, prompts[p], &constrained);
+        assert_int_equal(r.n_tokens, 48);
+        assert_words_a_to_e(&r, "target alone");
+        specd_result_clear(&r);
+    }
+}
+
+typedef struct outcome {
+    int64_t drafted, accepted, steps;
+} outcome;
+
+/* Every prompt: speculative output under the grammar equals target-only output under it. */
+static outcome check_lossless(const specd_spec_type *types, int32_t n_types, const char *what) {
+    outcome o = {0, 0, 0};
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+        specd_generation_params base = greedy(NULL, 0, WORDS_A_TO_E);
+        specd_result want = generate_text(engine, prompts[p], &base);
+        specd_generation_params g = greedy(types, n_types, WORDS_A_TO_E);
+        specd_result got = generate_text(engine, prompts[p], &g);
+        char label[128];
+        snprintf(label, sizeof label, "%s, prompt %zu", what, p);
+        assert_same_tokens(&got, &want, label);
+        assert_words_a_to_e(&got, label);
+        o.drafted += got.stats.n_drafted;
+        o.accepted += got.stats.n_accepted;
+        o.steps += got.stats.n_steps;
+        specd_result_clear(&got);
+        specd_result_clear(&want);
+    }
+    print_message("%s under the grammar: %lld drafted, %lld accepted\n", what, (long long)o.drafted,
+                  (long long)o.accepted);
+    return o;
+}
+
+static void test_greedy_draft_model_under_grammar_is_lossless(void **state) {
+    (void)state;
+    specd_spec_type draft[] = {SPECD_SPEC_DRAFT};
+    outcome o = check_lossless(draft, 1, "draft");
+    assert_true(o.accepted > 0 && o.accepted < o.drafted);
+    /* The draft model drafts under the grammar: its 6-token drafts survive pruning whole, but for
+     * the last steps, whose budget is what remains of n_predict. Drafting without the grammar,
+     * most drafts would lose their first token. */
+    assert_true(o.drafted >= 4 * o.steps);
+}
+
+static void test_greedy_model_free_drafters_under_grammar_are_lossless(void **state) {
+    (void)state;
+    specd_spec_type ngram[] = {SPECD_SPEC_NGRAM_SIMPLE};
+    outcome o = check_lossless(ngram, 1, "ngram-simple");
+    assert_true(o.drafted > 0);
+    specd_spec_type suffix[] = {SPECD_SPEC_SUFFIX}; /* trees: pruning keeps branches apart */
+    o = check_lossless(suffix, 1, "suffix");
+    assert_true(o.drafted > 0);
+    specd_spec_type list[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_SUFFIX, SPECD_SPEC_DRAFT};
+    o = check_lossless(list, 3, "ngram-simple,suffix,draft");
+    assert_true(o.accepted > 0);
+}
+
+/* ---- exact sampling ------------------------------------------------------------------------- */
+
+/* Lower-case words after a space. With top_k 8 the target's top tokens at the first two positions
+ * include refused ones, so the grammar's distribution c [allowed] + m g differs from g alone (the
+ * allowed tokens' transforms) by a total variation of about 0.04, which 10000 samples show. */
+static const char *const WORDS = "root ::= (\" \" [a-z]+)+";
+
+/* A prompt P + G + P, where G is the target's greedy continuation of P under the grammar: prompt
+ * lookup then drafts G after it, which the target at temperature 1 accepts often but not always. */
+static int32_t repeating_prompt(specd_token *out, int32_t cap) {
+    specd_token *p = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, prompts[0], true, &p, &n, NULL), SPECD_OK);
+    specd_generation_params g = greedy(NULL, 0, WORDS);
+    g.n_predict = 6;
+    specd_result r;
+    assert_int_equal(specd_generate(engine, p, n, &g, &r, NULL), SPECD_OK);
+    int32_t len = 0;
+    assert_true(2 * n + r.n_tokens <= cap);
+    for (int32_t i = 0; i < n; i++) out[len++] = p[i];
+    for (int32_t i = 0; i < r.n_tokens; i++) out[len++] = r.tokens[i];
+    for (int32_t i = 1; i < n; i++) out[len++] = p[i]; /* P again, without BOS */
+    specd_result_clear(&r);
+    specd_free(p);
+    return len;
+}
+
+/* Without a truncating transform (top_k 0) the grammar's distribution is c renormalized over
+ * allowed tokens, which masking before the transforms gives as well; top_k tells them apart. */
+static void check_sampling_under_grammar_is_exact(specd_spec_type type, const specd_token *prompt, int32_t n,
+                                                  int32_t top_k, int n_samples) {
+    const char *grammar = WORDS;
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = top_k;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    exact_pairs ex = exact_first_two_grammar(target_path, prompt, n, &sp, grammar);
+    assert_non_null(ex.prob);
+    int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
+    int64_t drafted = 0, accepted = 0;
+    specd_generation_params g = greedy(&type, 1, grammar);
+    g.sampling = sp;
+    g.n_predict = 2;
+    /* End-of-generation stays possible once the grammar is complete (after one word), as in the
+     * reference; a second token that ends the generation counts as the end token. */
+    g.ignore_eos = false;
+    g.speculative.draft_max = g.speculative.draft_min = 3;
+    for (int i = 0; i < n_samples; i++) {
+        g.sampling.seed = (uint64_t)i + 1;
+        specd_result r;
+        assert_int_equal(specd_generate(engine, prompt, n, &g, &r, NULL), SPECD_OK);
+        assert_int_equal(r.n_tokens, r.stop_reason == SPECD_STOP_EOG ? 1 : 2);
+        counts[(size_t)r.tokens[0] * ex.n_vocab + (r.n_tokens == 2 ? r.tokens[1] : ex.eos)]++;
+        drafted += r.stats.n_drafted;
+        accepted += r.stats.n_accepted;
+        specd_result_clear(&r);
+    }
+    chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
+    print_message("%s sampling under a grammar (top_k %d): chi2 %.1f df %d z %.2f, acceptance %.3f\n",
+                  specd_spec_type_name(type), top_k, c.statistic, c.df, c.z, (double)accepted / (double)drafted);
+    assert_true(accepted > 0 && accepted < drafted);
+    assert_true(c.df >= 10);
+    assert_true(c.z < CHI_SQUARE_MAX_Z);
+    free(counts);
+    free(ex.prob);
+}
+
+static void test_sampling_with_draft_model_under_grammar_is_exact(void **state) {
+    (void)state;
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, "she was happy", true, &prompt, &n, NULL), SPECD_OK);
+    check_sampling_under_grammar_is_exact(SPECD_SPEC_DRAFT, prompt, n, 0, 10000);
+    check_sampling_under_grammar_is_exact(SPECD_SPEC_DRAFT, prompt, n, 8, 10000);
+    specd_free(prompt);
+}
+
+static void test_sampling_with_prompt_lookup_under_grammar_is_exact(void **state) {
+    (void)state;
+    specd_token prompt[128];
+    int32_t n = repeating_prompt(prompt, 128);
+    check_sampling_under_grammar_is_exact(SPECD_SPEC_NGRAM_SIMPLE, prompt, n, 8, 10000);
+}
+
+/* ---- grammars that end ------------------------------------------------------------------- */
+
+static void test_complete_grammar_ends_generation(void **state) {
+    (void)state;
+    const char *grammar = "root ::= \" a\" [b-e] \" ba\"";
+    specd_spec_type types[] = {SPECD_SPEC_NONE, SPECD_SPEC_DRAFT, SPECD_SPEC_NGRAM_SIMPLE};
+    for (int ignore_eos = 0; ignore_eos <= 1; ignore_eos++) {
+        for (int t = 0; t < 3; t++) {
+            specd_generation_params g = greedy(&types[t], 1, grammar);
+            g.ignore_eos = ignore_eos;
+            specd_result r = generate_text(engine, prompts[2], &g);
+            char *text = output_text(&r);
+            /* " a", one letter of b-e, " ba": then the grammar allows only the end. */
+            if (strlen(text) != 6 || strncmp(text, " a", 2) != 0 || text[2] < 'b' || text[2] > 'e' ||
+                strcmp(text + 3, " ba") != 0)
+                fail_msg("%s, ignore_eos %d: output '%s'", specd_spec_type_name(types[t]), ignore_eos, text);
+            assert_int_equal(r.stop_reason, SPECD_STOP_EOG);
+            free(text);
+            specd_result_clear(&r);
+        }
+    }
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static void expect_grammar_error(const char *grammar, const char *needle) {
+    char *err = NULL;
+    assert_int_equal(specd_grammar_check(engine, grammar, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, needle)) fail_msg("grammar '%s': error '%s' lacks '%s'", grammar, err, needle);
+    specd_free(err);
+    specd_token prompt[] = {1, 300};
+    specd_generation_params g = greedy(NULL, 0, grammar);
+    specd_result r;
+    assert_int_equal(specd_generate(engine, prompt, 2, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, needle)) fail_msg("generate with '%s': error '%s' lacks '%s'", grammar, err, needle);
+    assert_int_equal(r.n_tokens, 0);
+    specd_free(err);
+}
+
+static void test_bad_grammars_are_refused_with_clear_messages(void **state) {
+    (void)state;
+    expect_grammar_error("word ::= [a-z]+", "no 'root' rule");
+    expect_grammar_error("root ::= (\" \" [a-e]+", "grammar: llama.cpp cannot parse it");
+    expect_grammar_error("root ::= undefined-rule", "grammar: llama.cpp cannot parse it");
+    expect_grammar_error("root ::= root \"a\"", "grammar: llama.cpp cannot parse it");
+    char *err = NULL;
+    assert_int_equal(specd_grammar_check(engine, WORDS_A_TO_E, &err), SPECD_OK);
+    assert_null(err);
+    assert_int_equal(specd_grammar_check(engine, "", &err), SPECD_OK); /* empty: no grammar */
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_grammar MODELS_DIR\n");
+        return 2;
+    }
+    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
+    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grammar_constrains_the_output),
+        cmocka_unit_test(test_greedy_draft_model_under_grammar_is_lossless),
+        cmocka_unit_test(test_greedy_model_free_drafters_under_grammar_are_lossless),
+        cmocka_unit_test(test_sampling_with_draft_model_under_grammar_is_exact),
+        cmocka_unit_test(test_sampling_with_prompt_lookup_under_grammar_is_exact),
+        cmocka_unit_test(test_complete_grammar_ends_generation),
+        cmocka_unit_test(test_bad_grammars_are_refused_with_clear_messages),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
