@@ -98,7 +98,7 @@ typedef struct specd_logit_bias {
 } specd_logit_bias;
 
 /* The request's sampling transforms, applied in llama.cpp's order: logit bias, penalties,
- * top-k, top-p, min-p, temperature. temperature <= 0 means greedy (argmax after bias and
+ * top-k, typical-p, top-p, min-p, temperature. temperature <= 0 means greedy (argmax after bias and
  * penalties). Target and draft see the same transforms; verification is exact for all of them.
  * Mirostat is the exception, see below. */
 typedef struct specd_sampling_params {
@@ -124,6 +124,9 @@ typedef struct specd_sampling_params {
     int32_t mirostat;        /* 0 = off (default), 1 or 2 */
     float mirostat_tau;      /* target surprise in bits, >= 0; default 5 */
     float mirostat_eta;      /* learning rate, >= 0; default 0.1 */
+    /* Locally typical sampling (llama.cpp's typical sampler, after top-k): keep the tokens whose
+     * surprise is closest to the entropy, up to this much probability. >= 1: off (default 1). */
+    float typical_p;
 } specd_sampling_params;
 
 #define SPECD_SEED_RANDOM UINT64_MAX

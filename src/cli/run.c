@@ -31,6 +31,7 @@ static void run_usage(FILE *out) {
           "  --top-k K                (default 40; 0 = off)\n"
           "  --top-p P                (default 0.95; 1 = off)\n"
           "  --min-p P                (default 0.05; 0 = off)\n"
+          "  --typical P              locally typical sampling (default 1 = off)\n"
           "  --repeat-penalty X       (default 1 = off)   --repeat-last-n N (default 64)\n"
           "  --presence-penalty X     (default 0)         --frequency-penalty X (default 0)\n"
           "  --seed S                 random seed (default: from the clock)\n"
@@ -105,6 +106,7 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--top-k")) { ok = cli_int(a, f, 0, INT32_MAX, &i); s->top_k = (int32_t)i; }
     else if (!strcmp(f, "--top-p")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->top_p = (float)d; }
     else if (!strcmp(f, "--min-p")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->min_p = (float)d; }
+    else if (!strcmp(f, "--typical")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->typical_p = (float)d; }
     else if (!strcmp(f, "--repeat-penalty")) { ok = cli_float(a, f, 0.0, 100.0, &d); s->repeat_penalty = (float)d; }
     else if (!strcmp(f, "--repeat-last-n")) { ok = cli_int(a, f, -1, INT32_MAX, &i); s->repeat_last_n = (int32_t)i; }
     else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -100.0, 100.0, &d); s->presence_penalty = (float)d; }

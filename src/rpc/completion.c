@@ -158,7 +158,7 @@ json_t *completion_settings_json(const completion_request *req, specd_engine *e)
         "{s:o, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:i, s:b, s:i, s:I, s:b, s:i}",
         "model", rpc_state_model_name(), "n_ctx", req->n_ctx, "n_predict", req->gen.n_predict, "temperature",
         decimal(s->temperature), "top_k", s->top_k, "top_p", decimal(s->top_p), "min_p", decimal(s->min_p),
-        "typical_p", 1.0, "tfs_z", 1.0, "repeat_penalty", decimal(s->repeat_penalty), "repeat_last_n", s->repeat_last_n,
+        "typical_p", decimal(s->typical_p), "tfs_z", 1.0, "repeat_penalty", decimal(s->repeat_penalty), "repeat_last_n", s->repeat_last_n,
         "presence_penalty", decimal(s->presence_penalty), "frequency_penalty", decimal(s->frequency_penalty),
         "mirostat_tau", decimal(s->mirostat_tau), "mirostat", s->mirostat, "ignore_eos", req->gen.ignore_eos, "n_keep", req->n_keep, "seed",
         (json_int_t)req->seed_requested, "stream", req->stream, "n_probs", req->gen.n_probs);

@@ -50,12 +50,11 @@ static bool parse_mirostat(rpc_params *rp, specd_sampling_params *s) {
 
 /* Fields whose only supported value is "off": refusing anything else beats ignoring it. */
 static bool parse_unsupported_samplers(rpc_params *rp, const specd_sampling_params *s) {
-    double typical_p = 1.0, tfs_z = 1.0;
+    double tfs_z = 1.0;
     bool penalize_nl = false;
-    if (rpc_get_number(rp, "typical_p", 0.0, 1.0, &typical_p) < 0 || rpc_get_number(rp, "tfs_z", 0.0, 1e9, &tfs_z) < 0 ||
+    if (rpc_get_number(rp, "tfs_z", 0.0, 1e9, &tfs_z) < 0 ||
         rpc_get_bool(rp, "penalize_nl", &penalize_nl) < 0)
         return false;
-    if (typical_p < 1.0) return not_supported(rp, "typical_p", "use 1 (off)");
     if (tfs_z != 1.0) return not_supported(rp, "tfs_z", "tail-free sampling is gone from llama.cpp; use 1 (off)");
     if (penalize_nl && s->repeat_penalty != 1.0f)
         return not_supported(rp, "penalize_nl", "newlines are never penalized; use false");
@@ -75,7 +74,7 @@ static bool parse_sampling(rpc_params *rp, completion_request *req) {
     return get_int32(rp, "n_predict", -1, INT32_MAX, &req->gen.n_predict) &&
            get_float(rp, "temperature", 0.0, 100.0, &s->temperature) &&
            get_int32(rp, "top_k", 0, INT32_MAX, &s->top_k) && get_float(rp, "top_p", 0.0, 1.0, &s->top_p) &&
-           get_float(rp, "min_p", 0.0, 1.0, &s->min_p) &&
+           get_float(rp, "min_p", 0.0, 1.0, &s->min_p) && get_float(rp, "typical_p", 0.0, 1.0, &s->typical_p) &&
            get_int32(rp, "repeat_last_n", -1, INT32_MAX, &s->repeat_last_n) &&
            get_float(rp, "repeat_penalty", 0.0, 100.0, &s->repeat_penalty) &&
            get_float(rp, "presence_penalty", -100.0, 100.0, &s->presence_penalty) &&

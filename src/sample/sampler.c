@@ -33,6 +33,10 @@ bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, i
     s->params = *params;
     s->n_vocab = n_vocab;
     if (!valid_mirostat(params, error)) return false;
+    if (!(params->typical_p >= 0.0f)) { /* NaN too */
+        specd_set_error(error, "typical_p must be a number >= 0, 1 or more for off (got %g)", (double)params->typical_p);
+        return false;
+    }
     for (int32_t i = 0; i < params->n_logit_bias; i++) {
         specd_token t = params->logit_bias[i].token;
         if (t < 0 || t >= n_vocab) {
@@ -46,9 +50,15 @@ bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, i
     s->logits = specd_alloc_array((size_t)n_vocab, sizeof *s->logits);
     s->counts = specd_alloc_array((size_t)n_vocab, sizeof *s->counts);
     s->cand = specd_alloc_array((size_t)n_vocab, sizeof *s->cand);
+    bool typical = params->typical_p < 1.0f; /* its scratch only when asked for */
+    if (typical) {
+        s->typical_scores = specd_alloc_array((size_t)n_vocab, sizeof *s->typical_scores);
+        s->typical_order = specd_alloc_array((size_t)n_vocab, sizeof *s->typical_order);
+    }
     bool mirostat_ok = specd_mirostat_init(&s->mirostat, params->mirostat, params->mirostat_tau,
                                            params->mirostat_eta, n_vocab);
-    if ((n_bias > 0 && !s->bias) || !s->logits || !s->counts || !s->cand || !mirostat_ok) {
+    if ((n_bias > 0 && !s->bias) || !s->logits || !s->counts || !s->cand || !mirostat_ok ||
+        (typical && (!s->typical_scores || !s->typical_order))) {
         specd_sampler_free(s);
         specd_set_error(error, "out of memory for a sampler over %d tokens", n_vocab);
         return false;
@@ -68,6 +78,8 @@ void specd_sampler_free(specd_sampler *s) {
     free(s->logits);
     free(s->counts);
     free(s->cand);
+    free(s->typical_scores);
+    free(s->typical_order);
     specd_mirostat_free(&s->mirostat);
     specd_dist_free(&s->masked);
     memset(s, 0, sizeof *s);
@@ -225,6 +237,46 @@ static int32_t apply_top_p(specd_sampler *s, int32_t n, float *scratch_probs) {
     return n;
 }
 
+/* Ranks by typicality score, then by the earlier (logit) order: qsort's context, per thread. */
+static _Thread_local const float *g_typical_scores;
+
+static int compare_typical(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float sx = g_typical_scores[x], sy = g_typical_scores[y];
+    if (sx != sy) return sx < sy ? -1 : 1;
+    return x - y;
+}
+
+/* Locally typical sampling (Meister et al.), as llama.cpp's typical sampler: rank the candidates by
+ * how far their surprise -log p is from the entropy, and keep the shortest prefix of that ranking
+ * whose probability (at temperature 1) exceeds typical_p. The kept candidates stay in that order. */
+static int32_t apply_typical(specd_sampler *s, int32_t n, float *scratch_probs) {
+    sort_desc(s->cand, n, s->logits);
+    softmax_into(s->logits, s->cand, n, 1.0f, scratch_probs);
+    float entropy = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        if (scratch_probs[i] > 0.0f) entropy -= scratch_probs[i] * logf(scratch_probs[i]);
+    int32_t *order = s->typical_order;
+    for (int32_t i = 0; i < n; i++) {
+        s->typical_scores[i] = fabsf(-logf(scratch_probs[i]) - entropy);
+        order[i] = i;
+    }
+    g_typical_scores = s->typical_scores;
+    qsort(order, (size_t)n, sizeof *order, compare_typical);
+    float cum = 0.0f;
+    int32_t keep = n;
+    for (int32_t i = 0; i < n; i++) {
+        cum += scratch_probs[order[i]];
+        if (cum > s->params.typical_p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    for (int32_t i = 0; i < keep; i++) order[i] = s->cand[order[i]]; /* positions -> token ids */
+    memcpy(s->cand, order, (size_t)keep * sizeof *s->cand);
+    return keep;
+}
+
 /* Keeps tokens whose probability is at least min_p times the largest one. */
 static int32_t apply_min_p(specd_sampler *s, int32_t n) {
     float max = -INFINITY;
@@ -269,6 +321,7 @@ static int32_t transform(specd_sampler *s, specd_dist *out) {
     n = drop_forbidden(s, n);
     if (n == 0) return 0;
     if (!specd_dist_reserve(out, n)) return -1;
+    if (p->typical_p < 1.0f) n = apply_typical(s, n, out->probs);
     if (p->top_p < 1.0f) n = apply_top_p(s, n, out->probs);
     if (p->min_p > 0.0f) n = apply_min_p(s, n);
     memcpy(out->ids, s->cand, (size_t)n * sizeof *out->ids);

@@ -38,6 +38,8 @@ typedef struct specd_sampler {
     float *logits;                /* scratch: logits after bias and penalties */
     int32_t *counts;              /* scratch: token counts in the penalty window */
     specd_token *cand;            /* scratch: candidate ids */
+    float *typical_scores;        /* scratch for typical_p < 1 (else NULL) */
+    int32_t *typical_order;
     specd_mirostat mirostat;      /* version 0: off */
     specd_dist masked;            /* scratch: g, the distribution over allowed tokens (filters) */
 } specd_sampler;

@@ -196,8 +196,8 @@ static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
         specd_result_clear(&r);
     }
     chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
-    print_message("sampling (top_k %d top_p %.2f): chi2 %.1f df %d z %.2f, acceptance %.3f\n", sp.top_k,
-                  sp.top_p, c.statistic, c.df, c.z, (double)accepted / (double)drafted);
+    print_message("sampling (top_k %d top_p %.2f typical_p %.2f): chi2 %.1f df %d z %.2f, acceptance %.3f\n", sp.top_k,
+                  sp.top_p, sp.typical_p, c.statistic, c.df, c.z, (double)accepted / (double)drafted);
     assert_true(accepted > 0 && accepted < drafted);
     assert_true(c.df >= 10);
     assert_true(c.z < CHI_SQUARE_MAX_Z);
@@ -223,6 +223,13 @@ static void test_sampling_at_temperature_one_is_exact(void **state) {
 static void test_sampling_with_top_k_top_p_is_exact(void **state) {
     (void)state;
     check_sampling_is_exact(temperature_one(8, 0.8f), 8000);
+}
+
+static void test_sampling_with_typical_p_is_exact(void **state) {
+    (void)state;
+    specd_sampling_params sp = temperature_one(0, 1.0f);
+    sp.typical_p = 0.7f;
+    check_sampling_is_exact(sp, 8000);
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -305,6 +312,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_n_predict_is_exact),
         cmocka_unit_test(test_sampling_at_temperature_one_is_exact),
         cmocka_unit_test(test_sampling_with_top_k_top_p_is_exact),
+        cmocka_unit_test(test_sampling_with_typical_p_is_exact),
         cmocka_unit_test(test_bad_models_are_refused_with_clear_messages),
         cmocka_unit_test(test_bad_requests_are_refused_with_clear_messages),
     };

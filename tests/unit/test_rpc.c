@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -467,7 +468,7 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"grammar\":\"word ::= [a-z]+\"}", "grammar", "grammar: no 'root' rule"},
         {"{\"prompt\":\"a\",\"grammar\":\"root ::= (\\\"a\\\"\"}", "grammar", "llama.cpp cannot parse it as GBNF"},
         {"{\"prompt\":\"a\",\"grammar\":[\"root\"]}", "grammar", "a string"},
-        {"{\"prompt\":\"a\",\"typical_p\":0.5}", "typical_p", "not supported yet"},
+        {"{\"prompt\":\"a\",\"typical_p\":1.5}", "typical_p", "a number from 0 to 1"},
         {"{\"prompt\":\"a\",\"tfs_z\":0.5}", "tfs_z", "not supported yet"},
         {"{\"prompt\":\"a\",\"repeat_penalty\":1.1,\"penalize_nl\":true}", "penalize_nl", "not supported yet"},
         {"{\"prompt\":\"a\",\"temprature\":0}", "temprature", "unknown field 'temprature'"},
@@ -477,6 +478,13 @@ static void completion_param_errors(void **state) {
     /* the harmless "off" values of unsupported samplers are fine */
     json_t *r = complete("{\"prompt\":\"a\",\"n_predict\":2,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,"
                          "\"grammar\":\"\",\"n_probs\":0,\"penalize_nl\":false,\"stream\":false,\"__debug\":false}");
+    json_decref(r);
+    /* typical_p is a transform like top-p: taken, echoed, and sampled with speculation on */
+    r = complete("{\"prompt\":\"one day\",\"n_predict\":8,\"temperature\":1,\"typical_p\":0.5,\"seed\":3,"
+                 "\"ignore_eos\":true,\"speculative\":{\"type\":[\"draft\"],\"n_max\":3}}");
+    json_t *settings = json_object_get(r, "generation_settings");
+    assert_true(fabs(json_real_value(json_object_get(settings, "typical_p")) - 0.5) < 1e-9);
+    assert_int_equal(int_of(r, "tokens_predicted"), 8);
     json_decref(r);
 }
 

@@ -7,8 +7,10 @@
 
 #include "sample/rng.h"
 #include "sample/sampler.h"
+#include "llama.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,31 @@ static int ref_desc(const void *a, const void *b) {
     return x - y;
 }
 
+/* Typical-p on idx[0..n) (sorted by logit): keep, in logit order again, the tokens with the
+ * smallest |surprise - entropy| until their probability exceeds typical_p. */
+static int reference_typical(const float *l, int *idx, int n, float typical_p) {
+    double prob[NV], score[NV], z = 0, entropy = 0;
+    for (int i = 0; i < n; i++) z += exp(l[idx[i]] - l[idx[0]]);
+    for (int i = 0; i < n; i++) {
+        prob[i] = exp(l[idx[i]] - l[idx[0]]) / z;
+        entropy -= prob[i] * log(prob[i]);
+    }
+    for (int i = 0; i < n; i++) score[i] = fabs(-log(prob[i]) - entropy);
+    bool kept[NV] = {false};
+    double cum = 0;
+    for (int taken = 0; taken < n && !(cum > typical_p); taken++) { /* selection: the next best score */
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!kept[i] && (best < 0 || score[i] < score[best])) best = i;
+        kept[best] = true;
+        cum += prob[best];
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (kept[i]) idx[m++] = idx[i];
+    return m;
+}
+
 static void reference(const specd_sampling_params *p, const float *raw, const specd_token *hist, int n_hist,
                       double *out) {
     float l[NV];
@@ -49,6 +76,7 @@ static void reference(const specd_sampling_params *p, const float *raw, const sp
     qsort(idx, NV, sizeof *idx, ref_desc);
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     while (n > 0 && isinf(l[idx[n - 1]]) && l[idx[n - 1]] < 0) n--;
+    if (p->typical_p < 1.0f) n = reference_typical(l, idx, n, p->typical_p);
     if (p->top_p < 1.0f) {
         double z = 0, cum = 0;
         for (int i = 0; i < n; i++) z += exp(l[idx[i]] - l[idx[0]]);
@@ -126,6 +154,84 @@ static void test_top_k_top_p_min_p(void **state) {
                 p.temperature = 0.8f;
                 check_against_reference(&p, seed++);
             }
+}
+
+static void test_typical_p(void **state) {
+    (void)state;
+    const float typical[] = {0.0f, 0.2f, 0.5f, 0.9f, 0.99f};
+    uint64_t seed = 300;
+    for (int a = 0; a < 5; a++)
+        for (int k = 0; k < 2; k++) {
+            specd_sampling_params p = base_params();
+            p.typical_p = typical[a];
+            p.top_k = k ? 20 : 0;
+            p.top_p = k ? 0.8f : 1.0f;
+            p.min_p = k ? 0.05f : 0.0f;
+            p.temperature = 0.8f;
+            check_against_reference(&p, seed++);
+        }
+}
+
+/* The same chain through llama.cpp's own samplers: the distribution we verify against is the one
+ * llama.cpp samples from (same support, same probabilities). */
+static void test_chain_equals_llama_cpp_samplers(void **state) {
+    (void)state;
+    const float typical[] = {1.0f, 0.3f, 0.7f};
+    const int32_t ks[] = {0, 12};
+    const float ps[] = {1.0f, 0.85f};
+    uint64_t seed = 400;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 2; c++) {
+                specd_sampling_params p = base_params();
+                p.typical_p = typical[a];
+                p.top_k = ks[b];
+                p.top_p = ps[c];
+                p.min_p = 0.05f;
+                p.temperature = 0.7f;
+                float logits[NV];
+                random_logits(logits, seed++);
+                struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+                llama_sampler_chain_add(chain, llama_sampler_init_top_k(p.top_k));
+                llama_sampler_chain_add(chain, llama_sampler_init_typical(p.typical_p, 0));
+                llama_sampler_chain_add(chain, llama_sampler_init_top_p(p.top_p, 0));
+                llama_sampler_chain_add(chain, llama_sampler_init_min_p(p.min_p, 0));
+                llama_sampler_chain_add(chain, llama_sampler_init_temp(p.temperature));
+                llama_token_data data[NV];
+                for (int i = 0; i < NV; i++) data[i] = (llama_token_data){i, logits[i], 0.0f};
+                llama_token_data_array arr = {data, NV, -1, false};
+                llama_sampler_apply(chain, &arr);
+                llama_sampler_free(chain);
+                double want[NV] = {0}, z = 0, max = -INFINITY;
+                for (size_t i = 0; i < arr.size; i++) max = fmax(max, arr.data[i].logit);
+                for (size_t i = 0; i < arr.size; i++) z += exp(arr.data[i].logit - max);
+                for (size_t i = 0; i < arr.size; i++) want[arr.data[i].id] = exp(arr.data[i].logit - max) / z;
+                specd_sampler s;
+                assert_true(specd_sampler_init(&s, &p, NV, NULL, 0, NULL));
+                specd_dist d = {0};
+                assert_true(specd_sampler_dist(&s, logits, NULL, 0, &d));
+                double got[NV] = {0};
+                for (int i = 0; i < d.n; i++) got[d.ids[i]] = d.probs[i];
+                assert_int_equal(d.n, (int)arr.size);
+                for (int t = 0; t < NV; t++)
+                    if (fabs(got[t] - want[t]) > 1e-5)
+                        fail_msg("typical %g top_k %d top_p %g: token %d got %g, llama.cpp %g", (double)p.typical_p,
+                                 p.top_k, (double)p.top_p, t, got[t], want[t]);
+                specd_dist_free(&d);
+                specd_sampler_free(&s);
+            }
+}
+
+static void test_typical_p_out_of_range_is_an_error(void **state) {
+    (void)state;
+    specd_sampling_params p = base_params();
+    p.typical_p = -0.5f;
+    specd_sampler s;
+    char *err = NULL;
+    assert_false(specd_sampler_init(&s, &p, NV, NULL, 0, &err));
+    assert_non_null(err);
+    assert_non_null(strstr(err, "typical_p"));
+    specd_free(err);
 }
 
 static void test_penalties_and_bias(void **state) {
@@ -357,6 +463,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_softmax_at_temperatures),
         cmocka_unit_test(test_top_k_top_p_min_p),
+        cmocka_unit_test(test_typical_p),
+        cmocka_unit_test(test_chain_equals_llama_cpp_samplers),
+        cmocka_unit_test(test_typical_p_out_of_range_is_an_error),
         cmocka_unit_test(test_penalties_and_bias),
         cmocka_unit_test(test_greedy_is_one_hot_on_adjusted_argmax),
         cmocka_unit_test(test_forbidden_tokens_never_appear),
