@@ -162,6 +162,39 @@ static void write_sweep(FILE *f, const bench_group *g) {
     fputs("\n", f);
 }
 
+/* specd's best configuration at default settings: speculative, not the fixed-length probe. */
+static const bench_config *best_specd_default(const bench_group *g) {
+    const bench_config *best = NULL;
+    for (int i = 0; i < g->n_configs; i++) {
+        const bench_config *c = &g->configs[i];
+        if (c->tool != TOOL_SPECD || strstr(c->name, "speculation off") || strstr(c->name, "fixed")) continue;
+        if (!best || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(best)) best = c;
+    }
+    return best;
+}
+
+/* The comparisons the targets are stated in: best speculative against best speculative, and
+ * plain decoding against plain decoding. */
+static void write_summary(FILE *f, const bench_group *g, const bench_config *completion) {
+    const bench_config *llama = NULL;
+    for (int i = 0; i < g->n_configs; i++) {
+        const bench_config *c = &g->configs[i];
+        if (c->tool == TOOL_LLAMA_COMPLETION || c->tool == TOOL_SPECD) continue;
+        if (!llama || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(llama)) llama = c;
+    }
+    const bench_config *specd = best_specd_default(g), *off = find_specd(g, "specd, speculation off");
+    if (specd && llama)
+        fprintf(f, "\nspecd's best default speculative configuration (%s, %.1f tokens/s) is %.2fx llama.cpp's best "
+                   "speculative tool (%s, %.1f tokens/s).",
+                specd->name, bench_median_tokens_per_s(specd),
+                bench_median_tokens_per_s(specd) / bench_median_tokens_per_s(llama), llama->name,
+                bench_median_tokens_per_s(llama));
+    if (off && completion)
+        fprintf(f, " specd without speculation is %.2fx llama-completion.",
+                bench_median_tokens_per_s(off) / bench_median_tokens_per_s(completion));
+    fputs("\n", f);
+}
+
 static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) {
     const bench_config *completion = best_of(g, TOOL_LLAMA_COMPLETION);
     const bench_config *simple = best_of(g, TOOL_LLAMA_SPEC_SIMPLE), *spec = best_of(g, TOOL_LLAMA_SPEC);
@@ -186,6 +219,7 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
     if (limit > 0.0)
         fprintf(f, "\nChain limit: %.1f tokens/s (best fixed chain: %d drafts), from specd's measured acceptance "
                    "by position and pass costs.\n", limit, best_k);
+    write_summary(f, g, completion);
     write_sweep(f, g);
     fprintf(f, "\n![tokens/s](%s-tps.png) ![acceptance by position](%s-accept.png)\n", plot_prefix, plot_prefix);
 }

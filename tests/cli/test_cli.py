@@ -172,8 +172,48 @@ def bench(specd, target, draft):
         report = open(os.path.join(ngram_out, "benchmarks.md")).read() if r.returncode == 0 else ""
         check("bench --ngram measures the model-free drafters", "| specd ngram-simple |" in report
               and "| specd suffix |" in report and "failed" not in report, r.stderr[-500:] + report[:300])
+        bench_against_fake_llama(specd, target, draft, tmp, prompts)
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
     check("bench without llama tools says what to do", r.returncode == 2 and "make bench-deps" in r.stderr, r.stderr)
+
+
+FAKE_TOOLS = {
+    # llama-completion prints its decode speed in the perf summary; the speculative tools print the
+    # "decoded ... speed" line and their draft counts. Fixed figures, so the report's ratios are known.
+    "llama-completion": 'echo "common_perf_print:        eval time =  3000.00 ms /   127 runs   '
+                        '(   25.00 ms per token,    40.00 tokens per second)" >&2',
+    "llama-speculative": 'echo "decoded  128 tokens in    2.000 seconds, speed:   50.000 t/s" >&2; '
+                         'echo "n_drafted = 100" >&2; echo "n_accept  = 70" >&2',
+    "llama-speculative-simple": 'echo "decoded  128 tokens in    2.000 seconds, speed:   45.000 t/s" >&2; '
+                                'echo "n_drafted = 100" >&2; echo "n_accept  = 60" >&2',
+}
+
+
+def bench_against_fake_llama(specd, target, draft, tmp, prompts):
+    """The llama.cpp rows, their parsing and the summary ratios, with stand-ins for llama.cpp's tools."""
+    bin_dir = os.path.join(tmp, "fake-llama")
+    os.makedirs(bin_dir)
+    for name, body in FAKE_TOOLS.items():
+        path = os.path.join(bin_dir, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(path, 0o755)
+    out = os.path.join(tmp, "fake-out")
+    r = run([specd, "bench", "--pair", target, draft, "--llama-bin", bin_dir, "--prompts", prompts, "-n", "12",
+             "--temps", "0", "--sweep", "3", "--out", out])
+    report = open(os.path.join(out, "benchmarks.md")).read() if r.returncode == 0 else ""
+    check("bench parses llama.cpp's tools", "| llama-completion (no speculation) | 40.0 |" in report
+          and "| llama-speculative, draft 3 | 50.0 |" in report and "| 70% |" in report
+          and "| llama-speculative-simple, draft 3 | 45.0 |" in report, r.stderr[-500:] + report[:800])
+    summary = [line for line in report.splitlines() if line.startswith("specd's best default")]
+    adaptive = [line for line in report.splitlines() if line.startswith("| specd draft (default: adaptive) |")]
+    tail = "x llama.cpp's best speculative tool (llama-speculative, draft 3, 50.0 tokens/s)"
+    ratio_ok = False
+    if len(summary) == 1 and adaptive and tail in summary[0]:
+        stated = float(summary[0].split(tail)[0].rsplit(" ", 1)[1])
+        ratio_ok = abs(stated - float(adaptive[0].split("|")[2]) / 50.0) < 0.011  # the row is rounded
+    check("bench summary compares best with best", ratio_ok and "without speculation is" in summary[0],
+          "\n".join(summary) + report[:300])
 
 
 def reference(specd, shared, llama_simple):
