@@ -287,7 +287,13 @@ bool bench_write_report(const char *dir, const bench_group *groups, int n_groups
           "llama-speculative-simple (llama-server's sample-and-match verification) and llama-speculative (exact "
           "rejection sampling), built from the same llama.cpp release as specd, each at its best draft length "
           "of the sweep; specd with speculation off, with its defaults (adaptive draft length), and drafting a "
-          "fixed 8 tokens (the probe that measures acceptance by position for the chain limit).\n\n", f);
+          "fixed 8 tokens (the probe that measures acceptance by position for the chain limit).\n\n"
+          "At temperature > 0 llama-speculative is not exact: it drafts the draft model's most likely token but "
+          "accepts it with probability p/q as if it had been sampled from q (examples/speculative/speculative.cpp), "
+          "so its acceptance is higher than exact rejection sampling allows and its output distribution is not the "
+          "target's. specd samples drafts from q, and its output distribution is the target's (chi-square tests in "
+          "tests/unit/test_engine.c). Where the time goes, and why chains cannot go much faster on this pair: "
+          "docs/performance.md.\n\n", f);
     write_machine(f, s, n_prompts);
     for (int i = 0; i < n_groups; i++) {
         char prefix[64];
