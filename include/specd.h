@@ -165,6 +165,10 @@ typedef struct specd_spec_params {
     int32_t ngram_n;              /* n-gram length of ngram-simple and ngram-map; default 3 */
     int32_t ngram_min_hits;       /* ngram-map drafts continuations seen this often; default 2 */
     const char *ngram_cache_path; /* static cache file for ngram-cache (build_ngram_cache), or NULL */
+    /* Most branches of a suffix draft (1..8): above 1 the suffix drafter may propose a small tree of
+     * its best continuations, verified in one target pass. Default 1 (chains): on the benchmark
+     * set trees cost as much as chains but gained nothing (docs/performance.md). */
+    int32_t suffix_branches;
 } specd_spec_params;
 
 /* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
@@ -287,6 +291,8 @@ typedef struct specd_stats {
     int32_t n_context_shifts;
     int32_t n_context_discarded;
     int32_t n_context_kept;
+    /* Steps whose draft was a tree of several branches (suffix_branches > 1), not a chain. */
+    int32_t n_tree_steps;
 } specd_stats;
 
 SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);

@@ -88,9 +88,10 @@ static json_t *drafters_json(const specd_stats *s) {
 static json_t *speculative_json(const specd_stats *s, const char *spec) {
     int n_pos = 0;
     while (n_pos < SPECD_STATS_MAX_DRAFT && s->drafted_at[n_pos]) n_pos++;
-    return json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}",
                      "type", spec,
                      "n_steps", s->n_steps,
+                     "n_tree_steps", s->n_tree_steps,
                      "n_drafted", s->n_drafted,
                      "n_accepted", s->n_accepted,
                      "acceptance_rate", specd_stats_acceptance_rate(s),

@@ -48,6 +48,7 @@ static void run_usage(FILE *out) {
           "  --spec-ngram-n N         n-gram length of ngram-simple and ngram-map (default 3)\n"
           "  --spec-ngram-min-hits N  ngram-map drafts continuations seen N times (default 2)\n"
           "  --spec-ngram-cache FILE  static n-gram cache for ngram-cache (tools/build_ngram_cache)\n"
+          "  --spec-suffix-branches N suffix drafts may be trees of up to N branches (1-8; default 1)\n"
           "  --draft-max N            longest draft per step (default 8)\n"
           "  --draft-min N            shortest draft per step (default 0)\n"
           "  --draft-p-min P          stop drafting below this draft confidence (default 0)\n"
@@ -125,6 +126,7 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--spec-ngram-n")) { ok = cli_int(a, f, 1, 64, &i); sp->ngram_n = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-min-hits")) { ok = cli_int(a, f, 1, INT32_MAX, &i); sp->ngram_min_hits = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-cache")) ok = (sp->ngram_cache_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--spec-suffix-branches")) { ok = cli_int(a, f, 1, 8, &i); sp->suffix_branches = (int32_t)i; }
     else return 0;
     return ok ? 1 : -1;
 }

@@ -98,6 +98,11 @@ specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spe
             return SPECD_ERR_INVALID_ARGUMENT;
         }
     }
+    if (sp->suffix_branches < 1 || sp->suffix_branches > SPECD_TREE_MAX_BRANCHES) {
+        specd_set_error(error, "suffix_branches must be between 1 and %d (got %d)", SPECD_TREE_MAX_BRANCHES,
+                        sp->suffix_branches);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (sp->ngram_n < 1 || sp->ngram_n > 64) {
         specd_set_error(error, "ngram_n must be between 1 and 64 (got %d)", sp->ngram_n);
         return SPECD_ERR_INVALID_ARGUMENT;
@@ -345,7 +350,7 @@ static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *me
     case SPECD_SPEC_NGRAM_SIMPLE: return specd_ngram_simple_new(sp->ngram_n, out, error);
     case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
     case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
-    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, SPECD_SUFFIX_ENGINE_BRANCHES, out, error);
+    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, sp->suffix_branches, out, error);
     default: break;
     }
     specd_set_error(error, "speculative type '%s' is not available in this build",

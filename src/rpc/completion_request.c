@@ -196,13 +196,14 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
     if (!obj) return true;
     if (!json_is_object(obj))
         return rpc_fail(rp->err, RPC_INVALID_PARAMS, "speculative", "completion params: 'speculative' must be an "
-                        "object {type, n_max, n_min, p_min}");
+                        "object {type, n_max, n_min, p_min, suffix_branches}");
     specd_spec_params *spec = &req->gen.speculative;
     rpc_params sp;
     rpc_params_open(&sp, obj, "completion params", "speculative.", rp->err);
     int32_t max = rpc_state_draft_max();
     if (!parse_spec_type(&sp, spec, has_draft) || !get_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
         !get_int32(&sp, "n_min", 0, max, &spec->draft_min) || !get_float(&sp, "p_min", 0.0, 1.0, &spec->draft_p_min) ||
+        !get_int32(&sp, "suffix_branches", 1, 8, &spec->suffix_branches) ||
         !rpc_params_finish(&sp))
         return false;
     if (spec->draft_min > spec->draft_max)

@@ -420,6 +420,7 @@ static void record_step(generation *g, const specd_verify_result *vr) {
     /* A drafter that observes its verdicts calibrates itself (see drafter.h). */
     bool self_calibrating = g->drafter.ops && g->drafter.ops->observe;
     s->n_steps++;
+    s->n_tree_steps += g->tree.n_branches > 1;
     s->n_drafted += n_drafted;
     s->n_accepted += vr->n_accepted;
     s->draft_len_hist[n_drafted < SPECD_STATS_MAX_DRAFT ? n_drafted : SPECD_STATS_MAX_DRAFT - 1]++;

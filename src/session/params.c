@@ -1,6 +1,8 @@
 /* params.c - default parameters, names and derived statistics of the public API. */
 #include "specd.h"
 
+#include "../draft/suffix.h"
+
 #include <string.h>
 
 specd_generation_params specd_generation_default_params(void) {
@@ -25,6 +27,7 @@ specd_generation_params specd_generation_default_params(void) {
     p.speculative.adaptive = true;
     p.speculative.ngram_n = 3;
     p.speculative.ngram_min_hits = 2;
+    p.speculative.suffix_branches = SPECD_SUFFIX_DEFAULT_BRANCHES;
     return p;
 }
 

@@ -123,6 +123,69 @@ static void test_greedy_chains_equal_target_alone(void **state) {
     assert_true(all.accepted > 0);
 }
 
+/* Suffix drafts as trees (several branches verified in one pass, the accepted one kept in the
+ * KV cache as sequence 0): still the target's greedy output, and trees were really drafted. The
+ * crafted prompt ends with a 3-gram that occurred six times before, followed by two different
+ * continuations equally often, so the suffix tree offers two branches at once. */
+static int32_t suffix_tree_steps(const specd_token *prompt, int32_t n, int32_t branches) {
+    specd_spec_type suffix = SPECD_SPEC_SUFFIX;
+    specd_generation_params base = greedy_list(NULL, 0, 0, false);
+    base.n_predict = 24;
+    specd_result want, got;
+    assert_int_equal(specd_generate(engine, prompt, n, &base, &want, NULL), SPECD_OK);
+    specd_generation_params g = greedy_list(&suffix, 1, 6, false);
+    g.n_predict = 24;
+    g.speculative.suffix_branches = branches;
+    assert_int_equal(specd_generate(engine, prompt, n, &g, &got, NULL), SPECD_OK);
+    char what[64];
+    snprintf(what, sizeof what, "suffix with %d branches", branches);
+    assert_same_tokens(&got, &want, what);
+    int32_t trees = got.stats.n_tree_steps;
+    specd_result_clear(&got);
+    specd_result_clear(&want);
+    return trees;
+}
+
+static void test_greedy_suffix_trees_equal_target_alone(void **state) {
+    (void)state;
+    const specd_token prompt[] = {1,   300, 301, 302, 310, 311, 50, 300, 301, 302, 320, 321, 51,
+                                  300, 301, 302, 310, 311, 52, 300, 301, 302, 320, 321, 53,
+                                  300, 301, 302, 310, 311, 54, 300, 301, 302, 320, 321, 55, 300, 301, 302};
+    int32_t n = (int32_t)(sizeof prompt / sizeof *prompt);
+    /* Trees first: afterwards the engine's suffix memory holds this text, and its long match has
+     * one continuation only. */
+    int32_t trees = suffix_tree_steps(prompt, n, 4), chains = suffix_tree_steps(prompt, n, 1);
+    print_message("suffix: %d tree steps with 1 branch allowed, %d with 4\n", chains, trees);
+    assert_int_equal(chains, 0);
+    assert_true(trees > 0);
+    /* and the text prompts, with the engine's suffix memory of everything before */
+    specd_spec_type suffix = SPECD_SPEC_SUFFIX;
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+        specd_generation_params base = greedy_list(NULL, 0, 0, false);
+        specd_result want = generate_text(engine, prompts[p], &base);
+        specd_generation_params g = greedy_list(&suffix, 1, 6, false);
+        g.speculative.suffix_branches = 4;
+        specd_result got = generate_text(engine, prompts[p], &g);
+        assert_same_tokens(&got, &want, "suffix trees on a text prompt");
+        specd_result_clear(&got);
+        specd_result_clear(&want);
+    }
+}
+
+static void test_suffix_branches_out_of_range_is_refused(void **state) {
+    (void)state;
+    specd_spec_type suffix = SPECD_SPEC_SUFFIX;
+    specd_generation_params g = greedy_list(&suffix, 1, 6, false);
+    g.speculative.suffix_branches = 9;
+    specd_token t = 1;
+    specd_result r;
+    char *err = NULL;
+    assert_int_equal(specd_generate(engine, &t, 1, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "suffix_branches must be between 1 and 8 (got 9)"));
+    specd_free(err);
+}
+
 /* ---- exact sampling with deterministic drafts ----------------------------------------------- */
 
 
@@ -224,6 +287,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_model_free_equals_target_alone),
         cmocka_unit_test(test_greedy_chains_equal_target_alone),
+        cmocka_unit_test(test_greedy_suffix_trees_equal_target_alone),
+        cmocka_unit_test(test_suffix_branches_out_of_range_is_refused),
         cmocka_unit_test(test_sampling_with_prompt_lookup_is_exact),
         cmocka_unit_test(test_bad_lists_are_refused),
     };

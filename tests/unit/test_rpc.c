@@ -457,6 +457,8 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"none\",\"suffix\"]}}", "speculative.type", "cannot be part of"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_max\":1000}}", "speculative.n_max", "from 0 to 16"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_min\":5,\"n_max\":2}}", "speculative.n_min", "larger than"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"suffix_branches\":9}}", "speculative.suffix_branches",
+         "an integer from 1 to 8"},
         {"{\"prompt\":\"a\",\"speculative\":{\"nmax\":2}}", "speculative.nmax", "unknown field 'speculative.nmax'"},
         {"{\"prompt\":\"a\",\"mirostat\":3}", "mirostat", "an integer from 0 to 2"},
         {"{\"prompt\":\"a\",\"mirostat\":1.5}", "mirostat", "an integer from 0 to 2"},
