@@ -3,6 +3,7 @@
  * Cost per position: one pass over the vocabulary for bias/penalties, a size-k heap for top-k
  * (no full sort), a sort only of what survives top-k when top-p needs it, one softmax. */
 #include "sampler.h"
+#include "top_k.h"
 
 #include "../util/util.h"
 
@@ -162,37 +163,11 @@ specd_token specd_sampler_argmax_filtered(specd_sampler *s, const float *logits,
     return filter ? filtered_argmax(s, filter, best) : best;
 }
 
-/* ---- top-k with a min-heap of size k (ties: the lower id wins, as a stable sort would) ------- */
-
-static bool ranks_below(const float *logits, specd_token a, specd_token b) {
-    return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
-}
-
-static void heap_sift_down(specd_token *heap, int32_t n, int32_t i, const float *logits) {
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && ranks_below(logits, heap[l], heap[m])) m = l;
-        if (r < n && ranks_below(logits, heap[r], heap[m])) m = r;
-        if (m == i) return;
-        specd_token t = heap[i];
-        heap[i] = heap[m];
-        heap[m] = t;
-        i = m;
-    }
-}
+/* ---- top-k: the k highest-ranked tokens (top_k.h; ties: the lower id wins) ------------------ */
 
 /* Puts the k highest-ranked tokens (unordered) into s->cand; returns k. */
 static int32_t select_top_k(specd_sampler *s, int32_t k) {
-    const float *logits = s->logits;
-    specd_token *heap = s->cand;
-    for (int32_t i = 0; i < k; i++) heap[i] = i;
-    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift_down(heap, k, i, logits);
-    for (specd_token t = k; t < s->n_vocab; t++) {
-        if (ranks_below(logits, heap[0], t)) {
-            heap[0] = t;
-            heap_sift_down(heap, k, 0, logits);
-        }
-    }
+    specd_top_k_heap(s->logits, s->n_vocab, k, s->cand);
     return k;
 }
 
@@ -201,8 +176,8 @@ static _Thread_local const float *g_sort_logits;
 
 static int compare_desc(const void *a, const void *b) {
     specd_token x = *(const specd_token *)a, y = *(const specd_token *)b;
-    if (ranks_below(g_sort_logits, x, y)) return 1;
-    if (ranks_below(g_sort_logits, y, x)) return -1;
+    if (specd_token_ranks_below(g_sort_logits, x, y)) return 1;
+    if (specd_token_ranks_below(g_sort_logits, y, x)) return -1;
     return 0;
 }
 

@@ -1,30 +1,13 @@
 /* probs.c - top-n probability lists (see probs.h). */
 #include "probs.h"
 
+#include "../sample/top_k.h"
+
 #include "../util/util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* a ranks below b: a lower logit, or the same logit and a higher id. */
-static bool ranks_below(const float *logits, specd_token a, specd_token b) {
-    return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
-}
-
-/* Min-heap on rank: heap[0] is the weakest of the n best so far. */
-static void sift_down(specd_token *heap, int32_t n, int32_t i, const float *logits) {
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && ranks_below(logits, heap[l], heap[m])) m = l;
-        if (r < n && ranks_below(logits, heap[r], heap[m])) m = r;
-        if (m == i) return;
-        specd_token t = heap[i];
-        heap[i] = heap[m];
-        heap[m] = t;
-        i = m;
-    }
-}
 
 void specd_top_probs_logits(const float *logits, int32_t n_vocab, int32_t n, specd_token_prob *out,
                             specd_token *heap) {
@@ -33,20 +16,11 @@ void specd_top_probs_logits(const float *logits, int32_t n_vocab, int32_t n, spe
         if (logits[t] > max) max = logits[t];
     double sum = 0.0;
     for (int32_t t = 0; t < n_vocab; t++) sum += exp((double)logits[t] - max);
-    for (int32_t i = 0; i < n; i++) heap[i] = i;
-    for (int32_t i = n / 2 - 1; i >= 0; i--) sift_down(heap, n, i, logits);
-    for (specd_token t = n; t < n_vocab; t++) {
-        if (ranks_below(logits, heap[0], t)) {
-            heap[0] = t;
-            sift_down(heap, n, 0, logits);
-        }
-    }
+    specd_top_k_heap(logits, n_vocab, n, heap);
     /* Popping the weakest first fills the list from its end. */
     for (int32_t k = n; k > 0; k--) {
-        specd_token t = heap[0];
+        specd_token t = specd_top_k_pop(heap, k, logits);
         out[k - 1] = (specd_token_prob){t, (float)(exp((double)logits[t] - max) / sum)};
-        heap[0] = heap[k - 1];
-        sift_down(heap, k - 1, 0, logits);
     }
 }
 
