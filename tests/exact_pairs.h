@@ -1,9 +1,10 @@
 /* exact_pairs.h - the target's exact distribution of the first two generated tokens, computed
  * from its logits with the request's transforms: what the exact-sampling tests compare against.
- * Header-only, for the test programs. */
+ * Header-only, for the test programs; include after <cmocka.h> (assert_first_two_follow asserts). */
 #ifndef SPECD_TEST_EXACT_PAIRS_H
 #define SPECD_TEST_EXACT_PAIRS_H
 
+#include "chi_square.h"
 #include "llama.h"
 #include "sample/sampler.h"
 
@@ -103,6 +104,37 @@ done:
 static inline exact_pairs exact_first_two(const char *model_path, const specd_token *prompt, int32_t n,
                                           const specd_sampling_params *sp) {
     return exact_first_two_grammar(model_path, prompt, n, sp, NULL);
+}
+
+/* The exact-sampling check: generates the first two tokens n_samples times with `g` (seeds 1, 2,
+ * ...), counts each pair, and asserts that the counts follow ex->prob (chi-square) and that drafts
+ * were both accepted and rejected, so both verification outcomes were exercised. Without
+ * ignore_eos a generation may end after one token; its second token then counts as ex->eos. */
+static inline void assert_first_two_follow(specd_engine *e, const specd_token *prompt, int32_t n,
+                                           specd_generation_params g, const exact_pairs *ex, int n_samples,
+                                           const char *label) {
+    int64_t *counts = calloc((size_t)ex->n_vocab * ex->n_vocab, sizeof *counts);
+    assert_non_null(counts);
+    int64_t drafted = 0, accepted = 0;
+    g.n_predict = 2;
+    for (int i = 0; i < n_samples; i++) {
+        g.sampling.seed = (uint64_t)i + 1;
+        specd_result r;
+        assert_int_equal(specd_generate(e, prompt, n, &g, &r, NULL), SPECD_OK);
+        bool ended = !g.ignore_eos && r.stop_reason == SPECD_STOP_EOG;
+        assert_int_equal(r.n_tokens, ended ? 1 : 2);
+        counts[(size_t)r.tokens[0] * ex->n_vocab + (ended ? ex->eos : r.tokens[1])]++;
+        drafted += r.stats.n_drafted;
+        accepted += r.stats.n_accepted;
+        specd_result_clear(&r);
+    }
+    chi_square_result c = chi_square_test(ex->prob, counts, ex->n_vocab * ex->n_vocab, n_samples);
+    print_message("%s: chi2 %.1f df %d z %.2f, acceptance %.3f\n", label, c.statistic, c.df, c.z,
+                  (double)accepted / (double)drafted);
+    assert_true(accepted > 0 && accepted < drafted);
+    assert_true(c.df >= 10);
+    assert_true(c.z < CHI_SQUARE_MAX_Z);
+    free(counts);
 }
 
 #endif

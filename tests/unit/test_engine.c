@@ -175,33 +175,17 @@ static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
     assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
     exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
     assert_non_null(ex.prob);
-    int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
-    int64_t drafted = 0, accepted = 0;
     specd_generation_params g = specd_generation_default_params();
     g.sampling = sp;
-    g.n_predict = 2;
     g.ignore_eos = true;
     g.speculative.type = SPECD_SPEC_DRAFT;
     g.speculative.draft_max = 3;
     g.speculative.draft_min = 3;
     g.speculative.adaptive = false;
-    for (int i = 0; i < n_samples; i++) {
-        g.sampling.seed = (uint64_t)i + 1;
-        specd_result r;
-        assert_int_equal(specd_generate(engine, prompt, n, &g, &r, NULL), SPECD_OK);
-        assert_int_equal(r.n_tokens, 2);
-        counts[(size_t)r.tokens[0] * ex.n_vocab + r.tokens[1]]++;
-        drafted += r.stats.n_drafted;
-        accepted += r.stats.n_accepted;
-        specd_result_clear(&r);
-    }
-    chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
-    print_message("sampling (top_k %d top_p %.2f typical_p %.2f): chi2 %.1f df %d z %.2f, acceptance %.3f\n", sp.top_k,
-                  sp.top_p, sp.typical_p, c.statistic, c.df, c.z, (double)accepted / (double)drafted);
-    assert_true(accepted > 0 && accepted < drafted);
-    assert_true(c.df >= 10);
-    assert_true(c.z < CHI_SQUARE_MAX_Z);
-    free(counts);
+    char label[96];
+    snprintf(label, sizeof label, "sampling (top_k %d top_p %.2f typical_p %.2f)", sp.top_k, sp.top_p,
+             sp.typical_p);
+    assert_first_two_follow(engine, prompt, n, g, &ex, n_samples, label);
     free(ex.prob);
     specd_free(prompt);
 }

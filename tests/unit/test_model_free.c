@@ -220,31 +220,11 @@ static void test_sampling_with_prompt_lookup_is_exact(void **state) {
     sp.min_p = 0.0f;
     exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
     assert_non_null(ex.prob);
-    int64_t *counts = calloc((size_t)ex.n_vocab * ex.n_vocab, sizeof *counts);
-    int64_t drafted = 0, accepted = 0;
     specd_spec_type types[] = {SPECD_SPEC_NGRAM_SIMPLE};
     specd_generation_params g = greedy_list(types, 1, 3, false);
     g.sampling = sp;
-    g.n_predict = 2;
     g.speculative.draft_min = 3;
-    const int n_samples = 10000;
-    for (int i = 0; i < n_samples; i++) {
-        g.sampling.seed = (uint64_t)i + 1;
-        specd_result r;
-        assert_int_equal(specd_generate(engine, prompt, n, &g, &r, NULL), SPECD_OK);
-        assert_int_equal(r.n_tokens, 2);
-        counts[(size_t)r.tokens[0] * ex.n_vocab + r.tokens[1]]++;
-        drafted += r.stats.n_drafted;
-        accepted += r.stats.n_accepted;
-        specd_result_clear(&r);
-    }
-    chi_square_result c = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, n_samples);
-    print_message("ngram-simple sampling: chi2 %.1f df %d z %.2f, acceptance %.3f\n", c.statistic, c.df, c.z,
-                  (double)accepted / (double)drafted);
-    assert_true(accepted > 0 && accepted < drafted);
-    assert_true(c.df >= 10);
-    assert_true(c.z < CHI_SQUARE_MAX_Z);
-    free(counts);
+    assert_first_two_follow(engine, prompt, n, g, &ex, 10000, "ngram-simple sampling");
     free(ex.prob);
 }
 
