@@ -28,24 +28,11 @@ static bool not_supported(rpc_params *rp, const char *field, const char *why) {
 
 /* ---- sampling -------------------------------------------------------------------------------- */
 
-static bool get_float(rpc_params *rp, const char *name, double min, double max, float *slot) {
-    double v = 0;
-    int got = rpc_get_number(rp, name, min, max, &v);
-    if (got > 0) *slot = (float)v;
-    return got >= 0;
-}
-
-static bool get_int32(rpc_params *rp, const char *name, int64_t min, int64_t max, int32_t *slot) {
-    int64_t v = 0;
-    int got = rpc_get_int(rp, name, min, max, &v);
-    if (got > 0) *slot = (int32_t)v;
-    return got >= 0;
-}
-
 /* mirostat 1 or 2 runs on the target alone (the engine turns speculation off; the response says so). */
 static bool parse_mirostat(rpc_params *rp, specd_sampling_params *s) {
-    return get_int32(rp, "mirostat", 0, 2, &s->mirostat) && get_float(rp, "mirostat_tau", 0.0, 1e9, &s->mirostat_tau) &&
-           get_float(rp, "mirostat_eta", 0.0, 1e9, &s->mirostat_eta);
+    return rpc_read_int32(rp, "mirostat", 0, 2, &s->mirostat) &&
+           rpc_read_float(rp, "mirostat_tau", 0.0, 1e9, &s->mirostat_tau) &&
+           rpc_read_float(rp, "mirostat_eta", 0.0, 1e9, &s->mirostat_eta);
 }
 
 /* Fields whose only supported value is "off": refusing anything else beats ignoring it. */
@@ -71,16 +58,17 @@ static bool parse_seed(rpc_params *rp, completion_request *req) {
 
 static bool parse_sampling(rpc_params *rp, completion_request *req) {
     specd_sampling_params *s = &req->gen.sampling;
-    return get_int32(rp, "n_predict", -1, INT32_MAX, &req->gen.n_predict) &&
-           get_float(rp, "temperature", 0.0, 100.0, &s->temperature) &&
-           get_int32(rp, "top_k", 0, INT32_MAX, &s->top_k) && get_float(rp, "top_p", 0.0, 1.0, &s->top_p) &&
-           get_float(rp, "min_p", 0.0, 1.0, &s->min_p) && get_float(rp, "typical_p", 0.0, 1.0, &s->typical_p) &&
-           get_int32(rp, "repeat_last_n", -1, INT32_MAX, &s->repeat_last_n) &&
-           get_float(rp, "repeat_penalty", 0.0, 100.0, &s->repeat_penalty) &&
-           get_float(rp, "presence_penalty", -100.0, 100.0, &s->presence_penalty) &&
-           get_float(rp, "frequency_penalty", -100.0, 100.0, &s->frequency_penalty) && parse_seed(rp, req) &&
+    return rpc_read_int32(rp, "n_predict", -1, INT32_MAX, &req->gen.n_predict) &&
+           rpc_read_float(rp, "temperature", 0.0, 100.0, &s->temperature) &&
+           rpc_read_int32(rp, "top_k", 0, INT32_MAX, &s->top_k) && rpc_read_float(rp, "top_p", 0.0, 1.0, &s->top_p) &&
+           rpc_read_float(rp, "min_p", 0.0, 1.0, &s->min_p) &&
+           rpc_read_float(rp, "typical_p", 0.0, 1.0, &s->typical_p) &&
+           rpc_read_int32(rp, "repeat_last_n", -1, INT32_MAX, &s->repeat_last_n) &&
+           rpc_read_float(rp, "repeat_penalty", 0.0, 100.0, &s->repeat_penalty) &&
+           rpc_read_float(rp, "presence_penalty", -100.0, 100.0, &s->presence_penalty) &&
+           rpc_read_float(rp, "frequency_penalty", -100.0, 100.0, &s->frequency_penalty) && parse_seed(rp, req) &&
            rpc_get_bool(rp, "ignore_eos", &req->gen.ignore_eos) >= 0 &&
-           get_int32(rp, "n_keep", -1, INT32_MAX, &req->n_keep) && rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
+           rpc_read_int32(rp, "n_keep", -1, INT32_MAX, &req->n_keep) && rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
            rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_mirostat(rp, s) && parse_unsupported_samplers(rp, s);
 }
 
@@ -106,7 +94,7 @@ static bool parse_grammar(rpc_params *rp, completion_request *req, specd_engine 
 /* n_probs: the target's top-n probabilities for every token (raw logits, temperature 1, as
  * llama-server); post_sampling_probs: those of the distribution it was drawn from instead. */
 static bool parse_n_probs(rpc_params *rp, completion_request *req) {
-    return get_int32(rp, "n_probs", 0, 100, &req->gen.n_probs) &&
+    return rpc_read_int32(rp, "n_probs", 0, 100, &req->gen.n_probs) &&
            rpc_get_bool(rp, "post_sampling_probs", &req->gen.post_sampling_probs) >= 0;
 }
 
@@ -201,9 +189,10 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
     rpc_params sp;
     rpc_params_open(&sp, obj, "completion params", "speculative.", rp->err);
     int32_t max = rpc_state_draft_max();
-    if (!parse_spec_type(&sp, spec, has_draft) || !get_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
-        !get_int32(&sp, "n_min", 0, max, &spec->draft_min) || !get_float(&sp, "p_min", 0.0, 1.0, &spec->draft_p_min) ||
-        !get_int32(&sp, "suffix_branches", 1, 8, &spec->suffix_branches) ||
+    if (!parse_spec_type(&sp, spec, has_draft) || !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
+        !rpc_read_int32(&sp, "n_min", 0, max, &spec->draft_min) ||
+        !rpc_read_float(&sp, "p_min", 0.0, 1.0, &spec->draft_p_min) ||
+        !rpc_read_int32(&sp, "suffix_branches", 1, 8, &spec->suffix_branches) ||
         !rpc_params_finish(&sp))
         return false;
     if (spec->draft_min > spec->draft_max)

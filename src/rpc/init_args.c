@@ -134,21 +134,15 @@ static bool copy_string_field(rpc_params *rp, const char *name, char **slot) {
     return got == 0 || set_string(slot, v, rp->err, name);
 }
 
-static bool int_field(rpc_params *rp, const char *name, int64_t min, int64_t max, int32_t *slot) {
-    int64_t v = 0;
-    int got = rpc_get_int(rp, name, min, max, &v);
-    if (got > 0) *slot = (int32_t)v;
-    return got >= 0;
-}
-
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     int64_t port = 0;
     const char *host = NULL;
     return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
-           copy_string_field(rp, "model_alias", &s->alias) && int_field(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
-           int_field(rp, "n_threads", 1, 1024, &p->n_threads) && int_field(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
-           int_field(rp, "draft_max", 1, 256, &p->draft_max) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
+           copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
+           rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
+           rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
+           rpc_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }

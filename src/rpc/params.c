@@ -72,6 +72,20 @@ int rpc_get_number(rpc_params *p, const char *name, double min, double max, doub
     return 1;
 }
 
+bool rpc_read_int32(rpc_params *p, const char *name, int64_t min, int64_t max, int32_t *slot) {
+    int64_t v = 0;
+    int got = rpc_get_int(p, name, min, max, &v);
+    if (got > 0) *slot = (int32_t)v;
+    return got >= 0;
+}
+
+bool rpc_read_float(rpc_params *p, const char *name, double min, double max, float *slot) {
+    double v = 0;
+    int got = rpc_get_number(p, name, min, max, &v);
+    if (got > 0) *slot = (float)v;
+    return got >= 0;
+}
+
 int rpc_get_bool(rpc_params *p, const char *name, bool *out) {
     json_t *v = rpc_get_value(p, name);
     if (!v) return 0;

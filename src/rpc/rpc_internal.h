@@ -59,6 +59,10 @@ json_t *rpc_get_value(rpc_params *p, const char *name); /* borrowed, marks the f
 int rpc_get_int(rpc_params *p, const char *name, int64_t min, int64_t max, int64_t *out);
 int rpc_get_number(rpc_params *p, const char *name, double min, double max, double *out);
 int rpc_get_bool(rpc_params *p, const char *name, bool *out);
+/* The same into a field of a params struct: left as it is when absent; false (error set) when
+ * present but of the wrong type or out of range. */
+bool rpc_read_int32(rpc_params *p, const char *name, int64_t min, int64_t max, int32_t *slot);
+bool rpc_read_float(rpc_params *p, const char *name, double min, double max, float *slot);
 int rpc_get_string(rpc_params *p, const char *name, const char **out);
 bool rpc_params_finish(rpc_params *p);
 /* "prefix" + name, for messages about a field */
