@@ -5,6 +5,7 @@
  * one or two new tokens), then decodes each drafted token it needs logits after. */
 #include "draft_model.h"
 
+#include "../sample/softmax.h"
 #include "../session/grammar.h"
 #include "../util/util.h"
 
@@ -23,12 +24,9 @@ static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n,
 
 /* Probability of `token` under the softmax of raw logits: the confidence of a greedy draft. */
 static float softmax_prob(const float *logits, int32_t n_vocab, specd_token token) {
-    float max = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - max));
-    return (float)(exp((double)(logits[token] - max)) / sum);
+    float max;
+    double sum = specd_softmax_denominator(logits, n_vocab, &max);
+    return (float)(exp((double)logits[token] - max) / sum);
 }
 
 /* Draws the next draft token and its q (under `filter`, the grammar at this depth, when not NULL).

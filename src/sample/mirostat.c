@@ -1,6 +1,7 @@
 /* mirostat.c - mirostat v1 and v2 (see mirostat.h), with llama.cpp's formulas so the same
  * settings truncate alike; the draw itself uses the generation's generator. */
 #include "mirostat.h"
+#include "softmax.h"
 
 #include "../util/util.h"
 
@@ -32,17 +33,10 @@ void specd_mirostat_free(specd_mirostat *m) {
 /* Softmax of the sorted logits at `temp` into m->probs; returns how many are non-zero (a
  * prefix, as they are sorted). */
 static int32_t sorted_softmax(specd_mirostat *m, const float *logits, const specd_token *sorted, float temp) {
-    float max = logits[sorted[0]];
-    double sum = 0.0;
-    for (int32_t i = 0; i < m->n_vocab; i++) {
-        m->probs[i] = expf((logits[sorted[i]] - max) / temp);
-        sum += m->probs[i];
-    }
+    specd_softmax_ids(logits, sorted, m->n_vocab, temp, m->probs);
     int32_t nonzero = 0;
-    for (int32_t i = 0; i < m->n_vocab; i++) {
-        m->probs[i] = (float)(m->probs[i] / sum);
+    for (int32_t i = 0; i < m->n_vocab; i++)
         if (m->probs[i] > 0.0f) nonzero = i + 1;
-    }
     return nonzero;
 }
 

@@ -3,6 +3,7 @@
  * Cost per position: one pass over the vocabulary for bias/penalties, a size-k heap for top-k
  * (no full sort), a sort only of what survives top-k when top-p needs it, one softmax. */
 #include "sampler.h"
+#include "softmax.h"
 #include "top_k.h"
 
 #include "../util/util.h"
@@ -186,24 +187,10 @@ static void sort_desc(specd_token *ids, int32_t n, const float *logits) {
     qsort(ids, (size_t)n, sizeof *ids, compare_desc);
 }
 
-/* Softmax of logits[ids[i]] / temp into probs; returns nothing, probs sum to 1. */
-static void softmax_into(const float *logits, const specd_token *ids, int32_t n, float temp,
-                         float *probs) {
-    float max = -INFINITY;
-    for (int32_t i = 0; i < n; i++)
-        if (logits[ids[i]] > max) max = logits[ids[i]];
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        probs[i] = expf((logits[ids[i]] - max) / temp);
-        sum += probs[i];
-    }
-    for (int32_t i = 0; i < n; i++) probs[i] = (float)(probs[i] / sum);
-}
-
 /* Keeps the shortest sorted prefix whose probability (at temperature 1) reaches top_p. */
 static int32_t apply_top_p(specd_sampler *s, int32_t n, float *scratch_probs) {
     sort_desc(s->cand, n, s->logits);
-    softmax_into(s->logits, s->cand, n, 1.0f, scratch_probs);
+    specd_softmax_ids(s->logits, s->cand, n, 1.0f, scratch_probs);
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         cum += scratch_probs[i];
@@ -227,7 +214,7 @@ static int compare_typical(const void *a, const void *b) {
  * whose probability (at temperature 1) exceeds typical_p. The kept candidates stay in that order. */
 static int32_t apply_typical(specd_sampler *s, int32_t n, float *scratch_probs) {
     sort_desc(s->cand, n, s->logits);
-    softmax_into(s->logits, s->cand, n, 1.0f, scratch_probs);
+    specd_softmax_ids(s->logits, s->cand, n, 1.0f, scratch_probs);
     float entropy = 0.0f;
     for (int32_t i = 0; i < n; i++)
         if (scratch_probs[i] > 0.0f) entropy -= scratch_probs[i] * logf(scratch_probs[i]);
@@ -300,7 +287,7 @@ static int32_t transform(specd_sampler *s, specd_dist *out) {
     if (p->top_p < 1.0f) n = apply_top_p(s, n, out->probs);
     if (p->min_p > 0.0f) n = apply_min_p(s, n);
     memcpy(out->ids, s->cand, (size_t)n * sizeof *out->ids);
-    softmax_into(s->logits, out->ids, n, p->temperature, out->probs);
+    specd_softmax_ids(s->logits, out->ids, n, p->temperature, out->probs);
     out->n = n;
     return n;
 }

@@ -1,6 +1,7 @@
 /* probs.c - top-n probability lists (see probs.h). */
 #include "probs.h"
 
+#include "../sample/softmax.h"
 #include "../sample/top_k.h"
 
 #include "../util/util.h"
@@ -11,11 +12,8 @@
 
 void specd_top_probs_logits(const float *logits, int32_t n_vocab, int32_t n, specd_token_prob *out,
                             specd_token *heap) {
-    float max = -INFINITY;
-    for (int32_t t = 0; t < n_vocab; t++)
-        if (logits[t] > max) max = logits[t];
-    double sum = 0.0;
-    for (int32_t t = 0; t < n_vocab; t++) sum += exp((double)logits[t] - max);
+    float max;
+    double sum = specd_softmax_denominator(logits, n_vocab, &max);
     specd_top_k_heap(logits, n_vocab, n, heap);
     /* Popping the weakest first fills the list from its end. */
     for (int32_t k = n; k > 0; k--) {
