@@ -119,15 +119,41 @@ static void write_machine(FILE *f, const bench_settings *s, int n_prompts) {
             s->n_threads, s->n_ctx, s->n_predict, s->seed, n_prompts);
 }
 
-/* The best configuration of a llama.cpp tool (over its draft-length sweep), or NULL. */
-static const bench_config *best_of(const bench_group *g, bench_tool tool) {
+/* Which configurations a "best of" looks at; `tool` is the one asked for, where that matters. */
+typedef bool (*config_filter)(const bench_config *c, bench_tool tool);
+
+static bool is_tool(const bench_config *c, bench_tool tool) { return c->tool == tool; }
+
+/* Any llama.cpp tool, with or without speculation. */
+static bool is_llama(const bench_config *c, bench_tool tool) {
+    (void)tool;
+    return c->tool != TOOL_SPECD;
+}
+
+/* llama.cpp with speculation: its draft-model tools and n-gram types. */
+static bool is_llama_speculative(const bench_config *c, bench_tool tool) {
+    (void)tool;
+    return c->tool != TOOL_LLAMA_COMPLETION && c->tool != TOOL_SPECD;
+}
+
+/* specd at default settings with speculation: not speculation off, not the fixed-length probe. */
+static bool is_specd_default(const bench_config *c, bench_tool tool) {
+    (void)tool;
+    return c->tool == TOOL_SPECD && !strstr(c->name, "speculation off") && !strstr(c->name, "fixed");
+}
+
+/* The fastest configuration (median tokens/s) that `keep` accepts, or NULL. */
+static const bench_config *best_where(const bench_group *g, config_filter keep, bench_tool tool) {
     const bench_config *best = NULL;
     for (int i = 0; i < g->n_configs; i++) {
         const bench_config *c = &g->configs[i];
-        if (c->tool == tool && (!best || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(best))) best = c;
+        if (keep(c, tool) && (!best || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(best))) best = c;
     }
     return best;
 }
+
+/* The best configuration of a llama.cpp tool (over its draft-length sweep), or NULL. */
+static const bench_config *best_of(const bench_group *g, bench_tool tool) { return best_where(g, is_tool, tool); }
 
 static const bench_config *find_specd(const bench_group *g, const char *name) {
     for (int i = 0; i < g->n_configs; i++)
@@ -162,27 +188,12 @@ static void write_sweep(FILE *f, const bench_group *g) {
     fputs("\n", f);
 }
 
-/* specd's best configuration at default settings: speculative, not the fixed-length probe. */
-static const bench_config *best_specd_default(const bench_group *g) {
-    const bench_config *best = NULL;
-    for (int i = 0; i < g->n_configs; i++) {
-        const bench_config *c = &g->configs[i];
-        if (c->tool != TOOL_SPECD || strstr(c->name, "speculation off") || strstr(c->name, "fixed")) continue;
-        if (!best || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(best)) best = c;
-    }
-    return best;
-}
-
 /* The comparisons the targets are stated in: best speculative against best speculative, and
  * plain decoding against plain decoding. */
 static void write_summary(FILE *f, const bench_group *g, const bench_config *completion) {
-    const bench_config *llama = NULL;
-    for (int i = 0; i < g->n_configs; i++) {
-        const bench_config *c = &g->configs[i];
-        if (c->tool == TOOL_LLAMA_COMPLETION || c->tool == TOOL_SPECD) continue;
-        if (!llama || bench_median_tokens_per_s(c) > bench_median_tokens_per_s(llama)) llama = c;
-    }
-    const bench_config *specd = best_specd_default(g), *off = find_specd(g, "specd, speculation off");
+    const bench_config *llama = best_where(g, is_llama_speculative, TOOL_SPECD);
+    const bench_config *specd = best_where(g, is_specd_default, TOOL_SPECD);
+    const bench_config *off = find_specd(g, "specd, speculation off");
     if (specd && llama)
         fprintf(f, "\nspecd's best default speculative configuration (%s, %.1f tokens/s) is %.2fx llama.cpp's best "
                    "speculative tool (%s, %.1f tokens/s).",
@@ -198,11 +209,9 @@ static void write_summary(FILE *f, const bench_group *g, const bench_config *com
 static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) {
     const bench_config *completion = best_of(g, TOOL_LLAMA_COMPLETION);
     const bench_config *simple = best_of(g, TOOL_LLAMA_SPEC_SIMPLE), *spec = best_of(g, TOOL_LLAMA_SPEC);
-    double base = completion ? bench_median_tokens_per_s(completion) : 0.0, llama_best = base;
-    if (simple && bench_median_tokens_per_s(simple) > llama_best) llama_best = bench_median_tokens_per_s(simple);
-    if (spec && bench_median_tokens_per_s(spec) > llama_best) llama_best = bench_median_tokens_per_s(spec);
-    const bench_config *ngram = best_of(g, TOOL_LLAMA_NGRAM);
-    if (ngram && bench_median_tokens_per_s(ngram) > llama_best) llama_best = bench_median_tokens_per_s(ngram);
+    const bench_config *llama = best_where(g, is_llama, TOOL_SPECD);
+    double base = completion ? bench_median_tokens_per_s(completion) : 0.0;
+    double llama_best = llama ? bench_median_tokens_per_s(llama) : 0.0;
     const bench_config *probe = find_specd(g, "specd draft, fixed 8");
     int best_k = 0;
     double limit = probe ? bench_chain_limit(probe, &best_k) : 0.0;
