@@ -71,18 +71,23 @@ static double extra_verify_cost(const specd_draft_length *dl, int32_t depth) {
 }
 
 /* The best tokens-per-ms reachable from a chain of `depth` kept drafts by drafting m more
- * (m = 0..LOOKAHEAD), each accepted with the mean rate. Looking ahead, not one token at a time,
- * matters: on CPU T(n) is not convex (a pass of 5 tokens can cost much more than one of 4 while 8
- * costs little more than 5), so one more token may not pay while three more do. */
+ * (m = 0..LOOKAHEAD), each accepted with the mean rate; the best m goes to *best_m when not NULL.
+ * Looking ahead, not one token at a time, matters: on CPU T(n) is not convex (a pass of 5 tokens
+ * can cost much more than one of 4 while 8 costs little more than 5), so one more token may not
+ * pay while three more do. */
 static double best_rate_from(const specd_draft_length *dl, int32_t depth, double expected, double cost,
-                             double p_all, bool allow_stop) {
+                             double p_all, bool allow_stop, int32_t *best_m) {
     double a = mean_acceptance(dl), best = allow_stop ? expected / cost : 0.0;
     double base_verify = specd_draft_length_verify_cost(dl, depth + 1);
+    if (best_m) *best_m = 0;
     for (int32_t m = 1; m <= LOOKAHEAD; m++) {
         p_all *= a;
         expected += p_all;
         double c = cost + m * draft_cost(dl) + specd_draft_length_verify_cost(dl, depth + 1 + m) - base_verify;
-        if (expected / c > best) best = expected / c;
+        if (expected / c > best) {
+            best = expected / c;
+            if (best_m) *best_m = m;
+        }
     }
     return best;
 }
@@ -97,7 +102,8 @@ bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth
     /* The token is drawn: its draft cost is spent. Keeping it adds one token to the target pass,
      * and maybe more drafts after it. */
     double p = dl->p_all * specd_draft_length_acceptance(dl, confidence);
-    double with = best_rate_from(dl, depth + 1, dl->expected + p, dl->cost + extra_verify_cost(dl, depth), p, true);
+    double with =
+        best_rate_from(dl, depth + 1, dl->expected + p, dl->cost + extra_verify_cost(dl, depth), p, true, NULL);
     return with > dl->expected / dl->cost;
 }
 
@@ -113,20 +119,14 @@ void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confide
  * the confidence buckets are too noisy to bet a jump on. Measured on the benchmark pair (8 prompts,
  * interleaved): temperature 1 46.1 -> 49.4 tokens/s, temperature 0 50.4 -> 52.3. */
 static int32_t best_fixed_length(const specd_draft_length *dl) {
-    double a = mean_acceptance(dl), p_all = 1.0, expected = 1.0, best = expected / specd_draft_length_verify_cost(dl, 1);
-    int32_t best_k = 0;
-    for (int32_t k = 1; k <= LOOKAHEAD; k++) {
-        p_all *= a;
-        expected += p_all;
-        double rate = expected / (specd_draft_length_verify_cost(dl, k + 1) + k * draft_cost(dl));
-        if (rate > best) best = rate, best_k = k;
-    }
-    return best_k;
+    int32_t k = 0; /* from an empty chain: one pass over the root, nothing drafted yet */
+    best_rate_from(dl, 0, 1.0, specd_draft_length_verify_cost(dl, 1), 1.0, true, &k);
+    return k;
 }
 
 bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t depth) {
     if (depth >= best_fixed_length(dl)) return false;
-    return best_rate_from(dl, depth, dl->expected, dl->cost, dl->p_all, false) > dl->expected / dl->cost;
+    return best_rate_from(dl, depth, dl->expected, dl->cost, dl->p_all, false, NULL) > dl->expected / dl->cost;
 }
 
 void specd_draft_length_add_draft_decode(specd_draft_length *dl) { dl->cost += draft_cost(dl); }
