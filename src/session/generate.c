@@ -76,9 +76,7 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
     if (specd_drafter_chain_wanted(sp)) {
         specd_status st = specd_drafter_chain_validate(e, sp, error);
         if (st != SPECD_OK) return st;
-    }
-    if (!specd_drafter_chain_wanted(sp) && sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE &&
-        sp->type != SPECD_SPEC_DRAFT) {
+    } else if (sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT) {
         specd_set_error(error, "unknown speculative type %d", (int)sp->type);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
