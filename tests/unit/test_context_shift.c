@@ -17,6 +17,7 @@
 #include "llama.h"
 #include "specd.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +121,25 @@ static void decode_one(struct llama_context *ctx, specd_token token, int32_t pos
     llama_batch_free(b);
 }
 
+/* What the reference loop produced: its tokens, how far each led the runner-up, and when it
+ * shifted. */
+typedef struct reference_output {
+    specd_token tokens[N_PREDICT];
+    float lead[N_PREDICT];   /* logit of the token chosen minus the best other one */
+    int32_t shifts;
+    int32_t second_shift_at; /* the token generated right after the second shift */
+} reference_output;
+
+static float lead_over_runner_up(const float *logits, int32_t n_vocab, specd_token best) {
+    const struct llama_vocab *vocab = llama_model_get_vocab(reference->target.model);
+    float runner_up = -INFINITY;
+    for (specd_token t = 0; t < n_vocab; t++)
+        if (t != best && !llama_vocab_is_eog(vocab, t) && logits[t] > runner_up) runner_up = logits[t];
+    return logits[best] - runner_up;
+}
+
 /* Greedy decoding one token at a time, shifting as llama-server does: the reference output. */
-static specd_token *reference_run(const specd_token *prompt, int32_t n_prompt, int32_t keep, int32_t *shifts) {
+static void reference_run(const specd_token *prompt, int32_t n_prompt, int32_t keep, reference_output *out) {
     struct llama_context *ctx = reference->target.ctx;
     llama_memory_t mem = llama_get_memory(ctx);
     llama_memory_clear(mem, true);
@@ -139,7 +157,7 @@ static specd_token *reference_run(const specd_token *prompt, int32_t n_prompt, i
     llama_batch_free(b);
     replay r;
     replay_history(&r, prompt, n_prompt, NULL, 0, keep);
-    specd_token *out = calloc(N_PREDICT, sizeof *out);
+    out->second_shift_at = N_PREDICT;
     for (int32_t i = 0; i < N_PREDICT; i++) {
         if (r.n >= N_CTX) {
             int32_t before = r.discarded;
@@ -147,13 +165,35 @@ static specd_token *reference_run(const specd_token *prompt, int32_t n_prompt, i
             int32_t discard = r.discarded - before;
             llama_memory_seq_rm(mem, 0, keep, keep + discard);
             llama_memory_seq_add(mem, 0, keep + discard, -1, -discard);
+            if (r.shifts == 2) out->second_shift_at = i;
         }
         decode_one(ctx, r.h[r.n - 1], r.n - 1);
-        out[i] = argmax_not_eog(llama_get_logits_ith(ctx, 0), specd_engine_n_vocab(reference));
-        r.h[r.n++] = out[i];
+        const float *logits = llama_get_logits_ith(ctx, 0);
+        int32_t n_vocab = specd_engine_n_vocab(reference);
+        out->tokens[i] = argmax_not_eog(logits, n_vocab);
+        out->lead[i] = lead_over_runner_up(logits, n_vocab, out->tokens[i]);
+        r.h[r.n++] = out->tokens[i];
     }
-    *shifts = r.shifts;
-    return out;
+    out->shifts = r.shifts;
+}
+
+/* A target pass over several tokens rounds differently from single-token passes (logits differ
+ * by up to about 4e-5), so where the reference's best two tokens are that close either may win
+ * with speculation. The outputs may part there, and only there; the part compared must cover two
+ * shifts. */
+#define NEAR_TIE 1e-3f
+
+static void assert_follows_reference(const specd_result *got, const reference_output *want, const char *what) {
+    for (int32_t t = 0; t < N_PREDICT; t++) {
+        if (got->tokens[t] == want->tokens[t]) continue;
+        if (want->lead[t] < NEAR_TIE && t > want->second_shift_at) {
+            print_message("%s: parts from the reference at token %d, a near tie (lead %.1e)\n", what, t,
+                          (double)want->lead[t]);
+            return;
+        }
+        fail_msg("%s, token %d: specd %d, llama.cpp loop %d (which led by %.1e)", what, t, got->tokens[t],
+                 want->tokens[t], (double)want->lead[t]);
+    }
 }
 
 /* ---- checks ---------------------------------------------------------------------------------- */
@@ -208,12 +248,13 @@ static void test_target_alone_equals_a_plain_llama_loop_with_shifts(void **state
     assert_int_equal(prompt[0], llama_vocab_bos(engine->vocab)); /* so n_keep 0 keeps the BOS */
     specd_generation_params g = shift_params(SPECD_SPEC_NONE, 0, false);
     specd_result got = generate_shifted(&g, 1);
-    int32_t ref_shifts = 0;
-    specd_token *want = reference_run(prompt, n_prompt, 1, &ref_shifts);
+    reference_output want;
+    reference_run(prompt, n_prompt, 1, &want);
+    /* The same single-token passes: equal to the last token, near ties included. */
     for (int32_t i = 0; i < N_PREDICT; i++)
-        if (got.tokens[i] != want[i]) fail_msg("token %d: specd %d, llama.cpp loop %d", i, got.tokens[i], want[i]);
-    assert_int_equal(got.stats.n_context_shifts, ref_shifts);
-    free(want);
+        if (got.tokens[i] != want.tokens[i])
+            fail_msg("token %d: specd %d, llama.cpp loop %d", i, got.tokens[i], want.tokens[i]);
+    assert_int_equal(got.stats.n_context_shifts, want.shifts);
     specd_free(prompt);
     specd_result_clear(&got);
 }
@@ -294,13 +335,12 @@ static void test_n_keep_sets_what_each_shift_keeps(void **state) {
         specd_generation_params g = shift_params(SPECD_SPEC_DRAFT, 4, true);
         g.n_keep = cases[i].n_keep;
         specd_result got = generate_shifted(&g, cases[i].kept);
-        int32_t ref_shifts = 0;
-        specd_token *want = reference_run(prompt, n_prompt, cases[i].kept, &ref_shifts);
-        for (int32_t t = 0; t < N_PREDICT; t++)
-            if (got.tokens[t] != want[t])
-                fail_msg("n_keep %d, token %d: specd %d, llama.cpp loop %d", cases[i].n_keep, t, got.tokens[t], want[t]);
-        assert_int_equal(got.stats.n_context_shifts, ref_shifts);
-        free(want);
+        reference_output want;
+        reference_run(prompt, n_prompt, cases[i].kept, &want);
+        char what[32];
+        snprintf(what, sizeof what, "n_keep %d", cases[i].n_keep);
+        assert_follows_reference(&got, &want, what);
+        assert_int_equal(got.stats.n_context_shifts, want.shifts);
         specd_result_clear(&got);
     }
     specd_generation_params bad = shift_params(SPECD_SPEC_NONE, 0, false);
