@@ -60,7 +60,8 @@ static double max_rss(const bench_config *c) {
  * (one target pass over k+1 tokens, k draft tokens). The best of E(k) / cost(k) over k is the most
  * any fixed-length chain can reach with this pair on this machine. a_i come from the probe (specd
  * drafting a fixed 8 tokens, so every position is measured without selection); T and d are
- * specd's calibrated costs, medians over prompts. */
+ * specd's cost estimates at the end of each probe run (the calibrated shape of T at the level its
+ * passes measured), means over prompts. */
 double bench_chain_limit(const bench_config *probe, int *best_k) {
     long drafted[BENCH_MAX_POS] = {0}, accepted[BENCH_MAX_POS] = {0};
     double verify[BENCH_MAX_POS] = {0}, draft = 0.0;

@@ -37,14 +37,14 @@ specd_status specd_calibrate_costs(specd_engine *e, int32_t max_tokens, char **e
     if (max_tokens > e->batch_cap) max_tokens = e->batch_cap;
     bool warmed = false;
     for (int32_t n = 1; n <= max_tokens; n++) {
-        if (costs->verify_ms[n] > 0.0) continue;
+        if (costs->base_ms[n] > 0.0) continue;
         /* The first pass of a process or of a new size pays one-time set-up: time the second. */
         if (!warmed && time_pass(e, &e->target, n) < 0.0) return calibrate_slot_failed(error, "target", n);
         warmed = true;
         /* The faster of two passes: a single one is easily slowed by the rest of the machine. */
         double ms1 = time_pass(e, &e->target, n), ms2 = time_pass(e, &e->target, n);
         if (ms1 < 0.0 || ms2 < 0.0) return calibrate_slot_failed(error, "target", n);
-        specd_draft_length_record_verify(costs, n, ms1 < ms2 ? ms1 : ms2);
+        specd_draft_length_record_calibration(costs, n, ms1 < ms2 ? ms1 : ms2);
     }
     if (e->draft.ctx && costs->draft_ms <= 0.0) {
         if (time_pass(e, &e->draft, 1) < 0.0) return calibrate_slot_failed(error, "draft", 1);

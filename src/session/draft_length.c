@@ -47,18 +47,27 @@ double specd_draft_length_acceptance(const specd_draft_length *dl, float confide
 
 static double prior_ratio(int32_t n) { return 1.0 + PRIOR_SLOPE * (n - 1); }
 
+static double drift_of(const specd_draft_length *dl) { return dl->drift > 0.0 ? dl->drift : 1.0; }
+
+/* The base of size n: timed, or scaled from the nearest timed size by the prior's shape; 0 when no
+ * size is timed. */
+static double base_cost(const specd_draft_length *dl, int32_t n) {
+    if (dl->base_ms[n] > 0.0) return dl->base_ms[n];
+    for (int32_t d = 1; d < SPECD_DL_MAX_BATCH; d++) {
+        int32_t lo = n - d, hi = n + d;
+        if (lo >= 1 && dl->base_ms[lo] > 0.0) return dl->base_ms[lo] * prior_ratio(n) / prior_ratio(lo);
+        if (hi <= SPECD_DL_MAX_BATCH && dl->base_ms[hi] > 0.0)
+            return dl->base_ms[hi] * prior_ratio(n) / prior_ratio(hi);
+    }
+    return 0.0;
+}
+
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
     if (n > SPECD_DL_MAX_BATCH) n = SPECD_DL_MAX_BATCH;
-    if (dl->verify_ms[n] > 0.0) return dl->verify_ms[n];
-    /* Not measured: scale the nearest measured size by the prior's shape. */
-    for (int32_t d = 1; d < SPECD_DL_MAX_BATCH; d++) {
-        int32_t lo = n - d, hi = n + d;
-        if (lo >= 1 && dl->verify_ms[lo] > 0.0) return dl->verify_ms[lo] * prior_ratio(n) / prior_ratio(lo);
-        if (hi <= SPECD_DL_MAX_BATCH && dl->verify_ms[hi] > 0.0)
-            return dl->verify_ms[hi] * prior_ratio(n) / prior_ratio(hi);
-    }
-    return prior_ratio(n); /* nothing measured: in units of one target token */
+    double base = base_cost(dl, n);
+    /* Nothing timed: in units of one target token. */
+    return base > 0.0 ? base * drift_of(dl) : prior_ratio(n);
 }
 
 static double draft_cost(const specd_draft_length *dl) {
@@ -131,11 +140,21 @@ bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t d
 
 void specd_draft_length_add_draft_decode(specd_draft_length *dl) { dl->cost += draft_cost(dl); }
 
+void specd_draft_length_record_calibration(specd_draft_length *dl, int32_t n, double ms) {
+    if (n >= 1 && n <= SPECD_DL_MAX_BATCH && ms > 0.0) dl->base_ms[n] = ms;
+}
+
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double ms) {
-    if (n < 1 || n > SPECD_DL_MAX_BATCH) return;
-    /* A pass far slower than its average is an outlier (the machine was busy): skip it. */
-    if (dl->verify_ms[n] > 0.0 && ms > 3.0 * dl->verify_ms[n]) return;
-    moving_average(&dl->verify_ms[n], ms);
+    if (n < 1 || n > SPECD_DL_MAX_BATCH || ms <= 0.0) return;
+    if (dl->base_ms[n] <= 0.0) {
+        /* A size calibration did not time: its first pass, brought to the empty-cache level. */
+        dl->base_ms[n] = ms / drift_of(dl);
+        return;
+    }
+    double ratio = ms / dl->base_ms[n];
+    /* A pass far slower than expected is an outlier (the machine was busy): skip it. */
+    if (dl->drift > 0.0 && ratio > 3.0 * dl->drift) return;
+    moving_average(&dl->drift, ratio);
 }
 
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms) {

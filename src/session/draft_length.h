@@ -17,10 +17,15 @@
 typedef struct specd_draft_length {
     double accepted[SPECD_DL_BINS]; /* decayed counts by confidence bucket */
     double drafted[SPECD_DL_BINS];
-    /* Moving average of T(n), the cost of a target pass over n tokens; 0 = not measured. The
-     * curve is far from linear on CPU (on the benchmark pair T(5) is 1.6x T(4)), so every size is
-     * measured: specd_calibrate_costs times each once, then real passes keep them current. */
-    double verify_ms[SPECD_DL_MAX_BATCH + 1];
+    /* T(n), the cost of a target pass over n tokens, is base_ms[n] x drift. The curve's shape is
+     * far from linear on CPU (on the benchmark pair T(5) is 1.5x T(4)), so every size gets its own
+     * base: specd_calibrate_costs times each once on an empty cache (0 = not timed). The level
+     * changes as the cache fills (attention reads every cached token: T(8) is 53 ms on an empty
+     * cache and 74 ms with 300 tokens) and with the machine's load, and a generation only passes
+     * the sizes it chooses, so one factor learnt from every real pass moves all sizes together;
+     * a per-size average would keep a stale, too-cheap T(n) for sizes not chosen lately. */
+    double base_ms[SPECD_DL_MAX_BATCH + 1];
+    double drift; /* moving average of measured / base over real passes; 0 = none yet (1) */
     double draft_ms;                          /* moving average cost of one draft token */
     /* the step being drafted */
     double p_all;     /* chance that every draft kept so far is accepted */
@@ -39,6 +44,8 @@ void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confide
 bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t depth);
 /* One more draft decode is spent. */
 void specd_draft_length_add_draft_decode(specd_draft_length *dl);
+/* A calibration pass over n tokens on an empty cache: sets the base of that size. */
+void specd_draft_length_record_calibration(specd_draft_length *dl, int32_t n_tokens, double ms);
 /* Measurements after a step. */
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n_tokens, double ms);
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms);

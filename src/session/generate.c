@@ -479,7 +479,7 @@ static specd_status run_step(generation *g, bool *done, char **error) {
 
 static void report_costs(const specd_draft_length *costs, specd_stats *s) {
     for (int32_t n = 1; n <= SPECD_STATS_MAX_DRAFT; n++)
-        s->verify_cost_ms[n - 1] = costs->verify_ms[n < SPECD_DL_MAX_BATCH ? n : SPECD_DL_MAX_BATCH];
+        s->verify_cost_ms[n - 1] = specd_draft_length_verify_cost(costs, n);
     s->draft_token_ms = costs->draft_ms;
 }
 

@@ -1,0 +1,118 @@
+/* test_draft_length.c - the draft length controller's cost model and its choice of length.
+ *
+ * The costs are those measured on the benchmark pair (2 cores): on an empty cache T(4) = 34 ms,
+ * T(5) = 50 ms, T(8) = 53 ms; with about 150 tokens cached every pass costs some 18% more
+ * (attention reads the whole cache). A generation that drafts 3 tokens per step only ever times
+ * passes of 4, so the model must carry what those passes show to the sizes it does not choose. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "session/draft_length.h"
+
+static const double EMPTY_CACHE_MS[] = {0, 22, 27, 31, 34, 50, 51, 52, 53, 57};
+#define N_SIZES 9
+#define DRAFT_MS 3.4
+
+static void calibrate(specd_draft_length *dl) {
+    specd_draft_length_init(dl);
+    for (int32_t n = 1; n <= N_SIZES; n++) specd_draft_length_record_calibration(dl, n, EMPTY_CACHE_MS[n]);
+    specd_draft_length_record_draft(dl, 1, DRAFT_MS);
+}
+
+/* Drafts of confidence 0.9 accepted 9 times in 10. */
+static void learn_acceptance(specd_draft_length *dl) {
+    for (int i = 0; i < 200; i++) specd_draft_length_record_outcome(dl, 0.9f, i % 10 != 0);
+}
+
+static void test_uncalibrated_costs_follow_the_prior(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), 1.0, 1e-9);
+    assert_true(specd_draft_length_verify_cost(&dl, 4) > specd_draft_length_verify_cost(&dl, 2));
+}
+
+static void test_calibrated_costs_are_used_as_timed(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate(&dl);
+    for (int32_t n = 1; n <= N_SIZES; n++)
+        assert_float_equal(specd_draft_length_verify_cost(&dl, n), EMPTY_CACHE_MS[n], 1e-9);
+}
+
+static void test_passes_of_one_size_move_every_size(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate(&dl);
+    for (int i = 0; i < 40; i++) specd_draft_length_record_verify(&dl, 4, 40.0);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 4), 40.0, 0.5);
+    /* Never timed since calibration, yet as much dearer as the passes of 4 became. */
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 8), 53.0 * 40.0 / 34.0, 0.5);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), 22.0 * 40.0 / 34.0, 0.5);
+}
+
+static void test_a_much_slower_pass_is_ignored(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate(&dl);
+    specd_draft_length_record_verify(&dl, 4, 34.0);
+    specd_draft_length_record_verify(&dl, 4, 34.0 * 5.0); /* the machine was busy */
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 4), 34.0, 1e-9);
+}
+
+static void test_an_untimed_size_joins_at_the_current_level(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate(&dl);
+    for (int i = 0; i < 40; i++) specd_draft_length_record_verify(&dl, 4, 68.0); /* level x2 */
+    specd_draft_length_record_verify(&dl, 20, 200.0);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 20), 200.0, 1.0);
+}
+
+/* Drafts `depth` tokens of confidence 0.9 into a fresh step. */
+static void draft_chain(specd_draft_length *dl, int32_t depth) {
+    specd_draft_length_begin(dl);
+    for (int32_t d = 0; d < depth; d++) {
+        specd_draft_length_add_draft_decode(dl);
+        specd_draft_length_add(dl, d, 0.9f);
+    }
+}
+
+static void test_on_an_empty_cache_three_drafts_are_best(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate(&dl);
+    learn_acceptance(&dl);
+    draft_chain(&dl, 2);
+    assert_true(specd_draft_length_worth_continuing(&dl, 2));
+    draft_chain(&dl, 3);
+    assert_false(specd_draft_length_worth_continuing(&dl, 3));
+}
+
+/* The failure this model fixes: with only passes of 4 re-timed as the cache grew, T(8) stayed at
+ * its empty-cache 53 ms against T(4) at 40, and the controller drafted 7 tokens into passes that
+ * really cost 62 ms or more. */
+static void test_a_growing_cache_does_not_make_long_drafts_look_cheap(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate(&dl);
+    learn_acceptance(&dl);
+    for (int i = 0; i < 40; i++) specd_draft_length_record_verify(&dl, 4, 40.0);
+    draft_chain(&dl, 3);
+    assert_false(specd_draft_length_worth_continuing(&dl, 3));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uncalibrated_costs_follow_the_prior),
+        cmocka_unit_test(test_calibrated_costs_are_used_as_timed),
+        cmocka_unit_test(test_passes_of_one_size_move_every_size),
+        cmocka_unit_test(test_a_much_slower_pass_is_ignored),
+        cmocka_unit_test(test_an_untimed_size_joins_at_the_current_level),
+        cmocka_unit_test(test_on_an_empty_cache_three_drafts_are_best),
+        cmocka_unit_test(test_a_growing_cache_does_not_make_long_drafts_look_cheap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
