@@ -48,6 +48,30 @@ typedef enum specd_status {
 
 typedef struct specd_engine specd_engine;
 
+/* Whether llama.cpp's flash attention kernel computes attention. specd runs both models on the
+ * CPU, where that kernel reads the whole cache once per query token, while the plain path reads
+ * it once per pass: a verification pass of several tokens pays the difference over again. On
+ * the benchmark pair a pass of 4 tokens costs 56 ms with it and 48 without at 300 cached tokens,
+ * 95 and 60 at 1000; with an empty cache they are equal. So it is off unless asked for. */
+typedef enum specd_flash_attn {
+    SPECD_FLASH_ATTN_OFF = 0,
+    SPECD_FLASH_ATTN_ON = 1,
+    SPECD_FLASH_ATTN_AUTO = 2, /* llama.cpp decides (on where the backend supports it) */
+} specd_flash_attn;
+
+/* The type of the V cache (values). With flash attention off, llama.cpp multiplies the attention
+ * weights by V in V's type: in f16 the weights are rounded, and differently for a pass over one
+ * token than for a pass over several (target logits differ by up to 0.25 on the benchmark pair),
+ * so greedy speculation parts from the target alone at near ties more often. In f32 a
+ * verification pass over 4 tokens gives the benchmark target's logits of single-token passes bit
+ * for bit (stories260K: within 2e-4, against 6e-3 in f16), and is no slower. It costs twice the V
+ * memory: n_ctx x layers x V width x 4 bytes. */
+typedef enum specd_cache_type {
+    SPECD_CACHE_TYPE_DEFAULT = 0, /* f32 with flash attention off, f16 with it on */
+    SPECD_CACHE_TYPE_F16 = 1,
+    SPECD_CACHE_TYPE_F32 = 2,
+} specd_cache_type;
+
 typedef struct specd_engine_params {
     const char *target_path; /* GGUF of the target model (required) */
     const char *draft_path;  /* GGUF of the draft model, or NULL for none */
@@ -56,9 +80,15 @@ typedef struct specd_engine_params {
     int32_t n_threads;       /* threads for both models (they run one after the other); 0 = all cores */
     int32_t draft_max;       /* largest draft the engine will ever verify (sizes buffers); 0 = 16 */
     bool verbose;            /* let llama.cpp log to stderr */
+    specd_flash_attn flash_attn; /* both models; default SPECD_FLASH_ATTN_OFF (see above) */
+    specd_cache_type cache_type_v; /* both models; default: see specd_cache_type */
 } specd_engine_params;
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
+/* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
+SPECD_API bool specd_flash_attn_parse(const char *name, specd_flash_attn *out);
+/* "f16" or "f32" (llama.cpp's --cache-type-v values that specd takes) into *out. */
+SPECD_API bool specd_cache_type_parse(const char *name, specd_cache_type *out);
 
 /* Loads the models, checks that the draft's vocabulary matches the target's (as llama.cpp does:
  * vocab type, add-BOS/EOS flags, BOS/EOS ids, sizes within 128, token texts equal from id 5 on),

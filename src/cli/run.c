@@ -27,6 +27,12 @@ static void run_usage(FILE *out) {
           "  -c, --ctx-size N         context size (default: the model's)\n"
           "  -b, --batch-size N       prompt batch size (default 512)\n"
           "  -t, --threads N          threads for both models (default: all cores)\n"
+          "  -fa, --flash-attn on|off|auto\n"
+          "                           llama.cpp's flash attention (default off: on the CPU it makes\n"
+          "                           passes over several tokens slower as the context fills)\n"
+          "  -ctv, --cache-type-v f16|f32\n"
+          "                           V cache type (default f32 with flash attention off, so that\n"
+          "                           verification passes give single-token logits bit for bit)\n"
           "  --temp T                 temperature; 0 = greedy (default 0.8)\n"
           "  --top-k K                (default 40; 0 = off)\n"
           "  --top-p P                (default 0.95; 1 = off)\n"
@@ -131,6 +137,18 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     return ok ? 1 : -1;
 }
 
+static bool parse_flash_attn(cli_args *a, const char *flag, specd_flash_attn *out) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    return specd_flash_attn_parse(v, out) || cli_fail(a, "%s expects on, off or auto, got '%s'", flag, v);
+}
+
+static bool parse_cache_type(cli_args *a, const char *flag, specd_cache_type *out) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    return specd_cache_type_parse(v, out) || cli_fail(a, "%s expects f16 or f32, got '%s'", flag, v);
+}
+
 static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     specd_engine_params *e = &o->engine;
     int64_t i = 0;
@@ -140,6 +158,8 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { ok = cli_int(a, f, 0, 1 << 24, &i); e->n_ctx = (int32_t)i; }
     else if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) { ok = cli_int(a, f, 1, 1 << 20, &i); e->n_batch = (int32_t)i; }
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { ok = cli_int(a, f, 1, 1024, &i); e->n_threads = (int32_t)i; }
+    else if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn")) ok = parse_flash_attn(a, f, &e->flash_attn);
+    else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) ok = parse_cache_type(a, f, &e->cache_type_v);
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--json")) o->json = true;

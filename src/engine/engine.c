@@ -31,6 +31,26 @@ specd_engine_params specd_engine_default_params(void) {
     return p;
 }
 
+bool specd_cache_type_parse(const char *name, specd_cache_type *out) {
+    if (name && !strcmp(name, "f16")) *out = SPECD_CACHE_TYPE_F16;
+    else if (name && !strcmp(name, "f32")) *out = SPECD_CACHE_TYPE_F32;
+    else return false;
+    return true;
+}
+
+bool specd_flash_attn_parse(const char *name, specd_flash_attn *out) {
+    static const struct {
+        const char *name;
+        specd_flash_attn value;
+    } names[] = {{"off", SPECD_FLASH_ATTN_OFF}, {"on", SPECD_FLASH_ATTN_ON}, {"auto", SPECD_FLASH_ATTN_AUTO}};
+    for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i].name)) {
+            *out = names[i].value;
+            return true;
+        }
+    return false;
+}
+
 static int32_t default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int32_t)n : 1;
@@ -63,6 +83,22 @@ static specd_status load_model(const char *path, const char *role, struct llama_
     return SPECD_OK;
 }
 
+static enum llama_flash_attn_type llama_flash_attn_of(specd_flash_attn f) {
+    switch (f) {
+    case SPECD_FLASH_ATTN_ON: return LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    case SPECD_FLASH_ATTN_AUTO: return LLAMA_FLASH_ATTN_TYPE_AUTO;
+    default: return LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
+}
+
+static enum ggml_type v_cache_type_of(const specd_engine_params *p) {
+    switch (p->cache_type_v) {
+    case SPECD_CACHE_TYPE_F16: return GGML_TYPE_F16;
+    case SPECD_CACHE_TYPE_F32: return GGML_TYPE_F32;
+    default: return p->flash_attn == SPECD_FLASH_ATTN_OFF ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    }
+}
+
 static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_seq_max,
                                    const char *role, char **error) {
     struct llama_context_params cp = llama_context_default_params();
@@ -74,6 +110,8 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
+    cp.flash_attn_type = llama_flash_attn_of(e->params.flash_attn);
+    cp.type_v = v_cache_type_of(&e->params);
     slot->ctx = llama_init_from_model(slot->model, cp);
     if (!slot->ctx) {
         specd_set_error(error, "cannot create the %s context (n_ctx=%d): out of memory? try a smaller -c",
@@ -94,6 +132,17 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
 static specd_status validate_params(const specd_engine_params *p, char **error) {
     if (!p || !p->target_path || !*p->target_path) {
         specd_set_error(error, "no target model given: pass its GGUF path (-m)");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (p->flash_attn != SPECD_FLASH_ATTN_OFF && p->flash_attn != SPECD_FLASH_ATTN_ON &&
+        p->flash_attn != SPECD_FLASH_ATTN_AUTO) {
+        specd_set_error(error, "flash_attn must be SPECD_FLASH_ATTN_OFF, _ON or _AUTO (got %d)", (int)p->flash_attn);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (p->cache_type_v != SPECD_CACHE_TYPE_DEFAULT && p->cache_type_v != SPECD_CACHE_TYPE_F16 &&
+        p->cache_type_v != SPECD_CACHE_TYPE_F32) {
+        specd_set_error(error, "cache_type_v must be SPECD_CACHE_TYPE_DEFAULT, _F16 or _F32 (got %d)",
+                        (int)p->cache_type_v);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->draft_max < 0) {

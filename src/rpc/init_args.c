@@ -89,6 +89,17 @@ static bool set_string(char **slot, const char *value, rpc_error *err, const cha
     return *slot ? true : rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
 }
 
+static bool flash_attn_value(const char *v, specd_flash_attn *out, rpc_error *err, const char *field) {
+    if (specd_flash_attn_parse(v, out)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"on\", \"off\" or \"auto\", got '%s'",
+                    field, v);
+}
+
+static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *err, const char *field) {
+    if (specd_cache_type_parse(v, out)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f16\" or \"f32\", got '%s'", field, v);
+}
+
 /* Flags that only matter to a GPU build or a server; accepted so existing command lines work. */
 static bool is_ignored_flag_with_value(const char *f) {
     return !strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--host") ||
@@ -109,9 +120,13 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
     if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft")) return next_int(c, f, 1, 256, &p->draft_max);
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
+    if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn"))
+        return (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
+    if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v"))
+        return (v = next_value(c, f)) && cache_type_value(v, &p->cache_type_v, c->err, f);
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
-                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, --verbose)", f);
+                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, --verbose)", f);
 }
 
 static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
@@ -134,11 +149,27 @@ static bool copy_string_field(rpc_params *rp, const char *name, char **slot) {
     return got == 0 || set_string(slot, v, rp->err, name);
 }
 
+/* "flash_attn": "on" | "off" | "auto", or true / false. */
+static bool read_flash_attn(rpc_params *rp, specd_flash_attn *out) {
+    json_t *v = rpc_get_value(rp, "flash_attn");
+    if (!v) return true;
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v) ? SPECD_FLASH_ATTN_ON : SPECD_FLASH_ATTN_OFF;
+        return true;
+    }
+    if (json_is_string(v)) return flash_attn_value(json_string_value(v), out, rp->err, "flash_attn");
+    return rpc_fail(rp->err, RPC_INVALID_PARAMS, "flash_attn",
+                    "init: flash_attn must be \"on\", \"off\", \"auto\" or a boolean");
+}
+
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     int64_t port = 0;
     const char *host = NULL;
-    return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
+    const char *ctv = NULL;
+    int got_ctv = 0;
+    return read_flash_attn(rp, &p->flash_attn) && (got_ctv = rpc_get_string(rp, "cache_type_v", &ctv)) >= 0 &&
+           (got_ctv == 0 || cache_type_value(ctv, &p->cache_type_v, rp->err, "cache_type_v")) && copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
            copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
            rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
            rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&

@@ -296,7 +296,8 @@ static void serve_usage(FILE *out) {
           "  --port N          port (default 8080; 0 = any free port, printed at start)\n"
           "  --api-key KEY     require 'Authorization: Bearer KEY' (or X-Api-Key) except on /health\n"
           "  --max-body BYTES  largest request body (default 1048576)\n"
-          "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -a ALIAS, --verbose\n"
+          "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto,\n"
+          "                    -ctv f16|f32, -a ALIAS, --verbose\n"
           "\n"
           "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health\n",
           out);

@@ -55,6 +55,10 @@ def errors(specd, models):
     expect_usage_error(specd, "no prompt", ["-m", target], "no prompt")
     expect_usage_error(specd, "unknown option", ["-m", target, "-p", "x", "--bogus"], "unknown option '--bogus'")
     expect_usage_error(specd, "bad number", ["-m", target, "-p", "x", "--temp", "hot"], "--temp expects a number")
+    expect_usage_error(specd, "bad flash attention", ["-m", target, "-p", "x", "-fa", "yes"],
+                       "-fa expects on, off or auto, got 'yes'")
+    expect_usage_error(specd, "bad V cache type", ["-m", target, "-p", "x", "--cache-type-v", "q4_0"],
+                       "--cache-type-v expects f16 or f32, got 'q4_0'")
     expect_usage_error(specd, "out of range", ["-m", target, "-p", "x", "--top-p", "2"], "--top-p must be between")
     expect_usage_error(specd, "missing value", ["-m", target, "-p"], "-p needs a value")
     expect_usage_error(specd, "missing file", ["-m", "/no/such.gguf", "-p", "x"], "/no/such.gguf")

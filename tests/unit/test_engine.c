@@ -231,6 +231,77 @@ static void expect_engine_error(const char *target, const char *draft, specd_sta
     specd_free(err);
 }
 
+/* ---- flash attention ------------------------------------------------------------------------- */
+
+static specd_engine *open_engine_with_attention(specd_flash_attn fa, specd_cache_type v) {
+    specd_engine_params p = specd_engine_default_params();
+    p.target_path = target_path;
+    p.draft_path = draft_path;
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.flash_attn = fa;
+    p.cache_type_v = v;
+    specd_engine *e = NULL;
+    char *err = NULL;
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    return e;
+}
+
+/* Largest difference between the probability lists of the same greedy generation. */
+static double largest_prob_difference(const specd_result *a, const specd_result *b) {
+    double max_diff = 0.0;
+    assert_int_equal(a->n_tokens * a->n_probs, b->n_tokens * b->n_probs);
+    for (int32_t i = 0; i < a->n_tokens * a->n_probs; i++) {
+        assert_int_equal(a->probs[i].token, b->probs[i].token);
+        double d = fabs((double)a->probs[i].prob - (double)b->probs[i].prob);
+        if (d > max_diff) max_diff = d;
+    }
+    return max_diff;
+}
+
+/* The settings reach llama.cpp (other kernels or cache types round differently, so the target's
+ * probabilities differ a little, by about 1e-3, and no more), and speculation stays lossless
+ * with flash attention on. */
+static void test_attention_settings_are_used_and_stay_lossless(void **state) {
+    (void)state;
+    specd_flash_attn fa = SPECD_FLASH_ATTN_OFF;
+    assert_true(specd_flash_attn_parse("on", &fa) && fa == SPECD_FLASH_ATTN_ON);
+    assert_true(specd_flash_attn_parse("auto", &fa) && fa == SPECD_FLASH_ATTN_AUTO);
+    assert_true(specd_flash_attn_parse("off", &fa) && fa == SPECD_FLASH_ATTN_OFF);
+    assert_false(specd_flash_attn_parse("yes", &fa) || specd_flash_attn_parse(NULL, &fa));
+    specd_cache_type ctv = SPECD_CACHE_TYPE_DEFAULT;
+    assert_true(specd_cache_type_parse("f16", &ctv) && ctv == SPECD_CACHE_TYPE_F16);
+    assert_true(specd_cache_type_parse("f32", &ctv) && ctv == SPECD_CACHE_TYPE_F32);
+    assert_false(specd_cache_type_parse("q8_0", &ctv));
+    assert_int_equal(specd_engine_default_params().flash_attn, SPECD_FLASH_ATTN_OFF);
+    assert_int_equal(specd_engine_default_params().cache_type_v, SPECD_CACHE_TYPE_DEFAULT);
+
+    specd_generation_params base = greedy_params(SPECD_SPEC_NONE, 0, false);
+    base.n_probs = 4;
+    specd_result plain = generate_text(engine, prompts[1], &base);
+    specd_engine *v_f16 = open_engine_with_attention(SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_F16);
+    specd_result half = generate_text(v_f16, prompts[1], &base);
+    double d_half = largest_prob_difference(&half, &plain);
+    specd_result_clear(&half);
+    specd_engine_free(v_f16);
+    specd_engine *with_fa = open_engine_with_attention(SPECD_FLASH_ATTN_ON, SPECD_CACHE_TYPE_DEFAULT);
+    specd_result want = generate_text(with_fa, prompts[1], &base);
+    double d_fa = largest_prob_difference(&want, &plain);
+    print_message("against the defaults, probabilities differ by up to %.2e (V cache f16), %.2e (flash "
+                  "attention)\n", d_half, d_fa);
+    assert_true(d_half > 0.0 && d_half < 1e-2);
+    assert_true(d_fa > 0.0 && d_fa < 1e-2);
+
+    specd_generation_params spec = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    specd_result got = generate_text(with_fa, prompts[1], &spec);
+    assert_same_tokens(&got, &want, "flash attention on, draft 4");
+    assert_true(got.stats.n_accepted > 0 && got.stats.n_accepted < got.stats.n_drafted);
+    specd_result_clear(&got);
+    specd_result_clear(&want);
+    specd_result_clear(&plain);
+    specd_engine_free(with_fa);
+}
+
 static void test_bad_models_are_refused_with_clear_messages(void **state) {
     (void)state;
     expect_engine_error("/nonexistent/model.gguf", NULL, SPECD_ERR_MODEL_LOAD, "/nonexistent/model.gguf");
@@ -239,6 +310,20 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     expect_engine_error(target_path, other_vocab_path, SPECD_ERR_INCOMPATIBLE, "differs from the target's at token");
     /* a file that is not GGUF */
     expect_engine_error(self_path, NULL, SPECD_ERR_MODEL_LOAD, "not a GGUF model");
+    specd_engine_params p = specd_engine_default_params();
+    p.target_path = target_path;
+    p.flash_attn = (specd_flash_attn)7;
+    specd_engine *e = NULL;
+    char *err = NULL;
+    assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, "flash_attn")) fail_msg("error '%s' does not mention flash_attn", err);
+    specd_free(err);
+    p.flash_attn = SPECD_FLASH_ATTN_OFF;
+    p.cache_type_v = (specd_cache_type)9;
+    err = NULL;
+    assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, "cache_type_v")) fail_msg("error '%s' does not mention cache_type_v", err);
+    specd_free(err);
 }
 
 static void expect_generate_error(const specd_token *prompt, int32_t n, const specd_generation_params *g,
@@ -297,6 +382,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sampling_at_temperature_one_is_exact),
         cmocka_unit_test(test_sampling_with_top_k_top_p_is_exact),
         cmocka_unit_test(test_sampling_with_typical_p_is_exact),
+        cmocka_unit_test(test_attention_settings_are_used_and_stay_lossless),
         cmocka_unit_test(test_bad_models_are_refused_with_clear_messages),
         cmocka_unit_test(test_bad_requests_are_refused_with_clear_messages),
     };

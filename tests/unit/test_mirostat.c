@@ -130,6 +130,9 @@ static specd_token *reference_generate(const specd_token *prompt, int32_t n_prom
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 256;
     cp.n_threads = cp.n_threads_batch = 1;
+    /* the engine's attention settings (specd_engine_default_params), so logits agree exactly */
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_v = GGML_TYPE_F32;
     struct llama_context *ctx = llama_init_from_model(m, cp);
     assert_non_null(ctx);
     const struct llama_vocab *vocab = llama_model_get_vocab(m);

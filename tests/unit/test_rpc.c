@@ -70,7 +70,7 @@ static void expect_error(const char *method, const char *params, int code, const
 
 static void init_models(bool with_draft) {
     char params[4096];
-    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' %s%s%s -c 256 -t 1\"}", target, with_draft ? "-md '" : "",
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' %s%s%s -c 256 -t 1 -fa off -ctv f32\"}", target, with_draft ? "-md '" : "",
              with_draft ? draft : "", with_draft ? "'" : "");
     json_t *r = result_of("init", params);
     assert_string_equal(json_string_value(json_object_get(r, "state")), "ready");
@@ -155,6 +155,12 @@ static void init_errors(void **state) {
     expect_error("init", "{\"cmd\":\"-c 64\"}", -32602, "model", "no target model");
     expect_error("init", "{\"cmd\":\"-m x.gguf --bogus\"}", -32602, "--bogus", "unknown option '--bogus'");
     expect_error("init", "{\"cmd\":\"-m x.gguf -c lots\"}", -32602, "-c", "-c expects an integer");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -fa sometimes\"}", -32602, "-fa",
+                 "-fa expects \"on\", \"off\" or \"auto\", got 'sometimes'");
+    expect_error("init", "{\"model\":\"x\",\"flash_attn\":\"sometimes\"}", -32602, "flash_attn", "got 'sometimes'");
+    expect_error("init", "{\"model\":\"x\",\"flash_attn\":1}", -32602, "flash_attn", "or a boolean");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -ctv q8_0\"}", -32602, "-ctv", "expects \"f16\" or \"f32\"");
+    expect_error("init", "{\"model\":\"x\",\"cache_type_v\":\"q4\"}", -32602, "cache_type_v", "got 'q4'");
     expect_error("init", "{\"cmd\":\"-m 'x.gguf\"}", -32602, "cmd", "unclosed ' quote");
     expect_error("init", "{\"cmd\":\"-m\"}", -32602, "-m", "-m needs a value");
     expect_error("init", "{\"model\":5}", -32602, "model", "'model' must be a string");
