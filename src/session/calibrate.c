@@ -40,6 +40,7 @@ static specd_status calibrate_slot_failed(char **error, const char *role, int32_
  * 1.36 s -> 0.66-0.84 s of a 128-token `specd run`. */
 static specd_status time_target_sizes(specd_engine *e, int32_t max_tokens, char **error) {
     specd_draft_length *costs = &e->costs;
+    bool timed_now[SPECD_DL_MAX_BATCH + 1] = {false}; /* sizes timed earlier are not touched again */
     bool warmed = false;
     for (int32_t n = 1; n <= max_tokens; n++) {
         if (costs->base_ms[n] > 0.0) continue;
@@ -48,9 +49,10 @@ static specd_status time_target_sizes(specd_engine *e, int32_t max_tokens, char 
         double ms = time_pass(e, &e->target, n);
         if (ms < 0.0) return calibrate_slot_failed(error, "target", n);
         specd_draft_length_record_calibration(costs, n, ms);
+        timed_now[n] = true;
     }
     for (int32_t n = 1; n < max_tokens; n++) {
-        if (costs->base_ms[n] <= costs->base_ms[n + 1]) continue;
+        if (!timed_now[n] || costs->base_ms[n] <= costs->base_ms[n + 1]) continue;
         double ms = time_pass(e, &e->target, n);
         if (ms < 0.0) return calibrate_slot_failed(error, "target", n);
         if (ms < costs->base_ms[n]) specd_draft_length_record_calibration(costs, n, ms);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "chi_square.h"
+#include "engine/engine_internal.h"
 #include "engine_helpers.h"
 #include "exact_pairs.h"
 #include "llama.h"
@@ -119,6 +120,21 @@ static void test_prompt_cache_reuses_prefix(void **state) {
     specd_result again = generate_text(engine, prompts[1], &g);
     assert_int_equal(again.stats.n_prompt_cached, again.stats.n_prompt - 1);
     assert_same_tokens(&again, &first, "cached prompt");
+    specd_result_clear(&first);
+    specd_result_clear(&again);
+}
+
+/* Calibration times each pass size once per engine: a later request, even one whose calibrated
+ * costs look odd (a size dearer than the next, which calibration re-times while it runs), must
+ * not time passes again, which would clear the caches and lose the prompt cache. */
+static void test_calibration_does_not_come_back(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, true);
+    specd_result first = generate_text(engine, prompts[2], &g);
+    engine->costs.base_ms[2] = engine->costs.base_ms[3] * 2.0;
+    specd_result again = generate_text(engine, prompts[2], &g);
+    assert_int_equal(again.stats.n_prompt_cached, again.stats.n_prompt - 1);
+    assert_float_equal(engine->costs.base_ms[2], engine->costs.base_ms[3] * 2.0, 1e-9);
     specd_result_clear(&first);
     specd_result_clear(&again);
 }
@@ -376,6 +392,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_greedy_with_penalties_is_lossless),
         cmocka_unit_test(test_draft_equal_to_target_accepts_everything),
         cmocka_unit_test(test_prompt_cache_reuses_prefix),
+        cmocka_unit_test(test_calibration_does_not_come_back),
         cmocka_unit_test(test_callback_can_stop),
         cmocka_unit_test(test_stops_at_context_end),
         cmocka_unit_test(test_n_predict_is_exact),
