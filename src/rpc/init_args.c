@@ -162,18 +162,24 @@ static bool read_flash_attn(rpc_params *rp, specd_flash_attn *out) {
                     "init: flash_attn must be \"on\", \"off\", \"auto\" or a boolean");
 }
 
+/* "cache_type_v": "f16" | "f32". */
+static bool read_cache_type(rpc_params *rp, specd_cache_type *out) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, "cache_type_v", &v);
+    if (got < 0) return false;
+    return got == 0 || cache_type_value(v, out, rp->err, "cache_type_v");
+}
+
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     int64_t port = 0;
     const char *host = NULL;
-    const char *ctv = NULL;
-    int got_ctv = 0;
-    return read_flash_attn(rp, &p->flash_attn) && (got_ctv = rpc_get_string(rp, "cache_type_v", &ctv)) >= 0 &&
-           (got_ctv == 0 || cache_type_value(ctv, &p->cache_type_v, rp->err, "cache_type_v")) && copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
+    return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
            copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
            rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
            rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
-           rpc_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
+           rpc_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && read_flash_attn(rp, &p->flash_attn) &&
+           read_cache_type(rp, &p->cache_type_v) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }
