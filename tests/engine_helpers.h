@@ -6,16 +6,25 @@
 
 #include "specd.h"
 
-static inline specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
+static inline specd_engine_params test_engine_params(const char *target, const char *draft, int32_t n_ctx) {
     specd_engine_params p = specd_engine_default_params();
     p.target_path = target;
     p.draft_path = draft;
     p.n_ctx = n_ctx;
     p.n_threads = 1; /* ggml threads spin at barriers: on a busy CI machine two would crawl */
+    return p;
+}
+
+static inline specd_engine *open_engine_with(const specd_engine_params *p) {
     specd_engine *e = NULL;
     char *err = NULL;
-    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    if (specd_engine_new(p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
     return e;
+}
+
+static inline specd_engine *open_engine(const char *target, const char *draft, int32_t n_ctx) {
+    specd_engine_params p = test_engine_params(target, draft, n_ctx);
+    return open_engine_with(&p);
 }
 
 static inline specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {

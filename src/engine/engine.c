@@ -99,6 +99,11 @@ static enum ggml_type v_cache_type_of(const specd_engine_params *p) {
     }
 }
 
+void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp) {
+    cp->flash_attn_type = llama_flash_attn_of(p->flash_attn);
+    cp->type_v = v_cache_type_of(p);
+}
+
 static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_seq_max,
                                    const char *role, char **error) {
     struct llama_context_params cp = llama_context_default_params();
@@ -110,8 +115,7 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
-    cp.flash_attn_type = llama_flash_attn_of(e->params.flash_attn);
-    cp.type_v = v_cache_type_of(&e->params);
+    specd_apply_attention_settings(&e->params, &cp);
     slot->ctx = llama_init_from_model(slot->model, cp);
     if (!slot->ctx) {
         specd_set_error(error, "cannot create the %s context (n_ctx=%d): out of memory? try a smaller -c",

@@ -39,6 +39,10 @@ struct specd_engine {
     struct specd_drafter_memory *drafter_memory;
 };
 
+/* engine.c: flash attention and the V cache type of both contexts, from the engine's params
+ * (tests give their reference contexts the same, so logits compare exactly). */
+void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp);
+
 /* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */
 specd_status specd_check_vocab_compatible(const struct llama_model *target,
                                           const struct llama_model *draft, char **error);

@@ -250,17 +250,10 @@ static void expect_engine_error(const char *target, const char *draft, specd_sta
 /* ---- flash attention ------------------------------------------------------------------------- */
 
 static specd_engine *open_engine_with_attention(specd_flash_attn fa, specd_cache_type v) {
-    specd_engine_params p = specd_engine_default_params();
-    p.target_path = target_path;
-    p.draft_path = draft_path;
-    p.n_ctx = 256;
-    p.n_threads = 1;
+    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
     p.flash_attn = fa;
     p.cache_type_v = v;
-    specd_engine *e = NULL;
-    char *err = NULL;
-    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
-    return e;
+    return open_engine_with(&p);
 }
 
 /* Largest difference between the probability lists of the same greedy generation. */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "engine/engine_internal.h"
 #include "engine_helpers.h"
 #include "llama.h"
 #include "sample/rng.h"
@@ -130,9 +131,8 @@ static specd_token *reference_generate(const specd_token *prompt, int32_t n_prom
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 256;
     cp.n_threads = cp.n_threads_batch = 1;
-    /* the engine's attention settings (specd_engine_default_params), so logits agree exactly */
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_v = GGML_TYPE_F32;
+    specd_engine_params defaults = specd_engine_default_params(); /* the engine's attention settings */
+    specd_apply_attention_settings(&defaults, &cp);
     struct llama_context *ctx = llama_init_from_model(m, cp);
     assert_non_null(ctx);
     const struct llama_vocab *vocab = llama_model_get_vocab(m);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "engine/engine_internal.h"
 #include "engine_helpers.h"
 #include "llama.h"
 #include "specd.h"
@@ -115,9 +116,8 @@ static int check_against_reference(const specd_token *prompt, int32_t n_prompt, 
     cp.n_ctx = 256;
     cp.n_batch = cp.n_ubatch = 256;
     cp.n_threads = cp.n_threads_batch = 1;
-    /* the engine's attention settings (specd_engine_default_params), so logits agree exactly */
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_v = GGML_TYPE_F32;
+    specd_engine_params defaults = specd_engine_default_params(); /* the engine's attention settings */
+    specd_apply_attention_settings(&defaults, &cp);
     struct llama_context *ctx = llama_init_from_model(m, cp);
     assert_non_null(ctx);
     int32_t n = n_prompt + r->n_tokens - 1; /* the last token's logits are not needed */
