@@ -6,6 +6,22 @@
 
 #include "specd.h"
 
+#include <stdbool.h>
+#include <stdio.h>
+
+/* The test's one argument is MODELS_DIR (tests/CMakeLists.txt): the paths of the tiny target and
+ * draft in it go to target and draft (each `size` bytes). False, with the usage on stderr, when
+ * the argument is missing. */
+static inline bool tiny_model_paths(int argc, char **argv, char *target, char *draft, size_t size) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
+        return false;
+    }
+    snprintf(target, size, "%s/target.gguf", argv[1]);
+    snprintf(draft, size, "%s/draft.gguf", argv[1]);
+    return true;
+}
+
 static inline specd_engine_params test_engine_params(const char *target, const char *draft, int32_t n_ctx) {
     specd_engine_params p = specd_engine_default_params();
     p.target_path = target;

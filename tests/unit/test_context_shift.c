@@ -375,12 +375,7 @@ static void test_stops_at_context_end_without_shifting(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_context_shift MODELS_DIR\n");
-        return 2;
-    }
-    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
-    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_target_alone_equals_a_plain_llama_loop_with_shifts),
         cmocka_unit_test(test_draft_model_with_shifts_equals_target_alone),

@@ -372,13 +372,8 @@ static void test_bad_requests_are_refused_with_clear_messages(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_engine MODELS_DIR\n");
-        return 2;
-    }
+    if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     self_path = argv[0];
-    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
-    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
     snprintf(other_vocab_path, sizeof other_vocab_path, "%s/other-vocab.gguf", argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_speculation_equals_target_alone),

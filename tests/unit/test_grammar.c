@@ -287,12 +287,7 @@ static void test_bad_grammars_are_refused_with_clear_messages(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_grammar MODELS_DIR\n");
-        return 2;
-    }
-    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
-    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grammar_constrains_the_output),
         cmocka_unit_test(test_greedy_draft_model_under_grammar_is_lossless),

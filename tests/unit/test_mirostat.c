@@ -274,12 +274,7 @@ static void test_bad_mirostat_settings_are_refused(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_mirostat MODELS_DIR\n");
-        return 2;
-    }
-    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
-    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mirostat_equals_reference_without_speculation),
         cmocka_unit_test(test_same_seed_same_output),

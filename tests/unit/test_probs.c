@@ -302,12 +302,7 @@ static void test_n_probs_off_large_and_invalid(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_probs MODELS_DIR\n");
-        return 2;
-    }
-    snprintf(target_path, sizeof target_path, "%s/target.gguf", argv[1]);
-    snprintf(draft_path, sizeof draft_path, "%s/draft.gguf", argv[1]);
+    if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_probs_are_the_same_with_speculation),
         cmocka_unit_test(test_probs_equal_an_independent_softmax),

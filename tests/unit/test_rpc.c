@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "engine_helpers.h"
+
 #include "specd_rpc.h"
 
 #include <ctype.h>
@@ -873,12 +875,7 @@ static void shutdown_frees_everything(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_rpc MODELS_DIR\n");
-        return 2;
-    }
-    snprintf(target, sizeof target, "%s/target.gguf", argv[1]);
-    snprintf(draft, sizeof draft, "%s/draft.gguf", argv[1]);
+    if (!tiny_model_paths(argc, argv, target, draft, sizeof target)) return 2;
     snprintf(other_vocab, sizeof other_vocab, "%s/other-vocab.gguf", argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(framing_errors),
