@@ -54,6 +54,26 @@ static inline specd_result generate_text(specd_engine *e, const char *text, cons
     return r;
 }
 
+/* A prompt P + G + P (at most cap tokens into out; returns the count), where G is the greedy
+ * continuation of `text` under `g` (its n_predict tokens): prompt lookup then drafts G after it,
+ * which the target at temperature 1 accepts often but not always. */
+static inline int32_t repeating_prompt(specd_engine *e, const char *text, const specd_generation_params *g,
+                                       specd_token *out, int32_t cap) {
+    specd_token *p = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(e, text, true, &p, &n, NULL), SPECD_OK);
+    specd_result r;
+    assert_int_equal(specd_generate(e, p, n, g, &r, NULL), SPECD_OK);
+    int32_t len = 0;
+    assert_true(2 * n + r.n_tokens <= cap);
+    for (int32_t i = 0; i < n; i++) out[len++] = p[i];
+    for (int32_t i = 0; i < r.n_tokens; i++) out[len++] = r.tokens[i];
+    for (int32_t i = 1; i < n; i++) out[len++] = p[i]; /* P again, without BOS */
+    specd_result_clear(&r);
+    specd_free(p);
+    return len;
+}
+
 static inline void assert_same_tokens(const specd_result *a, const specd_result *b, const char *what) {
     if (a->n_tokens != b->n_tokens) fail_msg("%s: %d tokens vs %d", what, a->n_tokens, b->n_tokens);
     for (int32_t i = 0; i < a->n_tokens; i++)

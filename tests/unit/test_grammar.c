@@ -174,26 +174,6 @@ static void test_greedy_model_free_drafters_under_grammar_are_lossless(void **st
  * allowed tokens' transforms) by a total variation of about 0.04, which 10000 samples show. */
 static const char *const WORDS = "root ::= (\" \" [a-z]+)+";
 
-/* A prompt P + G + P, where G is the target's greedy continuation of P under the grammar: prompt
- * lookup then drafts G after it, which the target at temperature 1 accepts often but not always. */
-static int32_t repeating_prompt(specd_token *out, int32_t cap) {
-    specd_token *p = NULL;
-    int32_t n = 0;
-    assert_int_equal(specd_tokenize(engine, prompts[0], true, &p, &n, NULL), SPECD_OK);
-    specd_generation_params g = greedy(NULL, 0, WORDS);
-    g.n_predict = 6;
-    specd_result r;
-    assert_int_equal(specd_generate(engine, p, n, &g, &r, NULL), SPECD_OK);
-    int32_t len = 0;
-    assert_true(2 * n + r.n_tokens <= cap);
-    for (int32_t i = 0; i < n; i++) out[len++] = p[i];
-    for (int32_t i = 0; i < r.n_tokens; i++) out[len++] = r.tokens[i];
-    for (int32_t i = 1; i < n; i++) out[len++] = p[i]; /* P again, without BOS */
-    specd_result_clear(&r);
-    specd_free(p);
-    return len;
-}
-
 /* Without a truncating transform (top_k 0) the grammar's distribution is c renormalized over
  * allowed tokens, which masking before the transforms gives as well; top_k tells them apart. */
 static void check_sampling_under_grammar_is_exact(specd_spec_type type, const specd_token *prompt, int32_t n,
@@ -231,7 +211,9 @@ static void test_sampling_with_draft_model_under_grammar_is_exact(void **state) 
 static void test_sampling_with_prompt_lookup_under_grammar_is_exact(void **state) {
     (void)state;
     specd_token prompt[128];
-    int32_t n = repeating_prompt(prompt, 128);
+    specd_generation_params lead = greedy(NULL, 0, WORDS); /* G: 6 greedy tokens */
+    lead.n_predict = 6;
+    int32_t n = repeating_prompt(engine, prompts[0], &lead, prompt, 128);
     check_sampling_under_grammar_is_exact(SPECD_SPEC_NGRAM_SIMPLE, prompt, n, 8, 10000);
 }
 

@@ -188,31 +188,12 @@ static void test_suffix_branches_out_of_range_is_refused(void **state) {
 
 /* ---- exact sampling with deterministic drafts ----------------------------------------------- */
 
-
-/* A prompt P + G + P, where G is the target's greedy continuation of P: prompt lookup then
- * drafts G after it, which the target at temperature 1 accepts often but not always. */
-static int32_t repeating_prompt(specd_token *out, int32_t cap) {
-    specd_token *p = NULL;
-    int32_t n = 0;
-    assert_int_equal(specd_tokenize(engine, prompts[2], true, &p, &n, NULL), SPECD_OK);
-    specd_generation_params g = greedy_list(NULL, 0, 0, false);
-    g.n_predict = 6;
-    specd_result r;
-    assert_int_equal(specd_generate(engine, p, n, &g, &r, NULL), SPECD_OK);
-    int32_t len = 0;
-    assert_true(2 * n + r.n_tokens <= cap);
-    for (int32_t i = 0; i < n; i++) out[len++] = p[i];
-    for (int32_t i = 0; i < r.n_tokens; i++) out[len++] = r.tokens[i];
-    for (int32_t i = 1; i < n; i++) out[len++] = p[i]; /* P again, without BOS */
-    specd_result_clear(&r);
-    specd_free(p);
-    return len;
-}
-
 static void test_sampling_with_prompt_lookup_is_exact(void **state) {
     (void)state;
     specd_token prompt[128];
-    int32_t n = repeating_prompt(prompt, 128);
+    specd_generation_params lead = greedy_list(NULL, 0, 0, false); /* G: 6 greedy tokens */
+    lead.n_predict = 6;
+    int32_t n = repeating_prompt(engine, prompts[2], &lead, prompt, 128);
     specd_sampling_params sp = specd_generation_default_params().sampling;
     sp.temperature = 1.0f;
     sp.top_k = 0;
