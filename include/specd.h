@@ -26,6 +26,17 @@
 extern "C" {
 #endif
 
+/* The version of this header. libspecd follows semantic versioning: while MAJOR is 0, every MINOR
+ * release may change the ABI (structs, enums), and the shared library's SONAME carries both
+ * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
+ * time to catch a header and a library that do not match. */
+#define SPECD_VERSION_MAJOR 0
+#define SPECD_VERSION_MINOR 2
+#define SPECD_VERSION_PATCH 0
+#define SPECD_VERSION_STRING "0.2.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 200 for 0.2.0. */
+#define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
+
 #if defined(__GNUC__)
 #define SPECD_API __attribute__((visibility("default")))
 #else
@@ -43,6 +54,11 @@ typedef enum specd_status {
     SPECD_ERR_DECODE = 5,           /* llama_decode failed */
     SPECD_ERR_NO_MEMORY = 6,
 } specd_status;
+
+/* A short, constant English name for a status ("ok", "invalid argument", ...); never NULL
+ * ("unknown status" for a value this version does not know). The error message a failing call
+ * returns says more: what failed, which input, what to do. */
+SPECD_API const char *specd_status_str(specd_status status);
 
 /* ---- engine: models and contexts ------------------------------------------------------------ */
 
@@ -356,7 +372,12 @@ SPECD_API void specd_engine_request_stop(specd_engine *engine);
 /* Frees memory that libspecd returned (strings, token arrays, error messages). NULL is fine. */
 SPECD_API void specd_free(void *ptr);
 
+/* The library's version as "MAJOR.MINOR.PATCH" (SPECD_VERSION_STRING of the build), and as
+ * SPECD_VERSION_NUMBER. A program built against this header can check at start-up that it runs
+ * with the library it was built for: specd_version_number() / 100 == SPECD_VERSION_NUMBER / 100
+ * (same MAJOR.MINOR). */
 SPECD_API const char *specd_version(void);
+SPECD_API int specd_version_number(void);
 
 #ifdef __cplusplus
 }

@@ -242,3 +242,5 @@ int32_t specd_engine_n_vocab(const specd_engine *e) { return e->n_vocab; }
 void specd_engine_request_stop(specd_engine *e) { atomic_store(&e->stop_requested, true); }
 
 const char *specd_version(void) { return SPECD_VERSION_STRING; }
+
+int specd_version_number(void) { return SPECD_VERSION_NUMBER; }

@@ -43,3 +43,16 @@ void *specd_grow_array(void *ptr, size_t count, size_t size) {
 }
 
 void specd_free(void *ptr) { free(ptr); }
+
+const char *specd_status_str(specd_status status) {
+    switch (status) {
+    case SPECD_OK: return "ok";
+    case SPECD_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case SPECD_ERR_MODEL_LOAD: return "model load failed";
+    case SPECD_ERR_INCOMPATIBLE: return "incompatible models";
+    case SPECD_ERR_CONTEXT: return "context error";
+    case SPECD_ERR_DECODE: return "decode failed";
+    case SPECD_ERR_NO_MEMORY: return "out of memory";
+    }
+    return "unknown status";
+}
