@@ -6,7 +6,7 @@
 #include "draft_model.h"
 
 #include "../sample/softmax.h"
-#include "../session/grammar.h"
+#include "../sample/grammar.h"
 #include "../util/util.h"
 
 #include <math.h>

@@ -14,7 +14,7 @@
 #include "context_shift.h"
 #include "draft_length.h"
 #include "probs.h"
-#include "grammar.h"
+#include "../sample/grammar.h"
 
 #include <stdlib.h>
 #include <string.h>
