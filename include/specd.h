@@ -280,6 +280,17 @@ typedef struct specd_generation_params {
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
 
+/* Checks every field of `params` that has a range (NaN and infinities too), as specd_generate
+ * does first: SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error = "FIELD DETAIL", e.g.
+ * "sampling.repeat_penalty must be a finite number > 0, 1 for off (got 0)", and *field (when not
+ * NULL) pointing to a static string naming the first bad field as in the struct
+ * ("sampling.repeat_penalty", "speculative.draft_max", "n_probs", ...), so a front end can name
+ * it in its own terms (the message after the field name and one space reads on its own).
+ * Checks that need an engine (a draft model for 'draft', logit-bias tokens inside the vocabulary,
+ * a context that can shift) are specd_generate's. */
+SPECD_API specd_status specd_generation_params_validate(const specd_generation_params *params,
+                                                        const char **field, char **error);
+
 /* Checks that `grammar` (GBNF) parses for the engine's vocabulary, as specd_generate would ("" is
  * no grammar: fine). Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why
  * (llama.cpp prints its own parse diagnostics to stderr). */

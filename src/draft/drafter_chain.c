@@ -71,45 +71,17 @@ bool specd_drafter_chain_wanted(const specd_spec_params *sp) {
     return sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT;
 }
 
-static bool is_drafter_type(specd_spec_type t) { return t >= SPECD_SPEC_DRAFT && t <= SPECD_SPEC_SUFFIX; }
 
 specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spec_params *sp, char **error) {
-    if (sp->n_types < 0 || sp->n_types > SPECD_SPEC_MAX_TYPES) {
-        specd_set_error(error, "speculative types: %d listed, at most %d allowed", sp->n_types, SPECD_SPEC_MAX_TYPES);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
+    /* Ranges, unknown and repeated types: specd_generation_params_validate. What needs the engine: */
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
     int32_t n = listed_types(sp, e->draft.ctx != NULL, types);
     for (int32_t i = 0; i < n; i++) {
-        if (!is_drafter_type(types[i])) {
-            specd_set_error(error, "unknown speculative type %d in the list (use none, draft, ngram-simple, "
-                            "ngram-map, ngram-cache or suffix)", (int)types[i]);
-            return SPECD_ERR_INVALID_ARGUMENT;
-        }
-        for (int32_t j = 0; j < i; j++) {
-            if (types[j] == types[i]) {
-                specd_set_error(error, "speculative type '%s' is listed twice", specd_spec_type_name(types[i]));
-                return SPECD_ERR_INVALID_ARGUMENT;
-            }
-        }
         if (types[i] == SPECD_SPEC_DRAFT && !e->draft.ctx) {
             specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or leave "
                             "'draft' out of the list");
             return SPECD_ERR_INVALID_ARGUMENT;
         }
-    }
-    if (sp->suffix_branches < 1 || sp->suffix_branches > SPECD_TREE_MAX_BRANCHES) {
-        specd_set_error(error, "suffix_branches must be between 1 and %d (got %d)", SPECD_TREE_MAX_BRANCHES,
-                        sp->suffix_branches);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
-    if (sp->ngram_n < 1 || sp->ngram_n > 64) {
-        specd_set_error(error, "ngram_n must be between 1 and 64 (got %d)", sp->ngram_n);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
-    if (sp->ngram_min_hits < 1) {
-        specd_set_error(error, "ngram_min_hits must be at least 1 (got %d)", sp->ngram_min_hits);
-        return SPECD_ERR_INVALID_ARGUMENT;
     }
     return SPECD_OK;
 }

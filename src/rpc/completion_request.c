@@ -28,11 +28,15 @@ static bool not_supported(rpc_params *rp, const char *field, const char *why) {
 
 /* ---- sampling -------------------------------------------------------------------------------- */
 
+/* Ranges are the library's to decide (specd_generation_params_validate, called once everything is
+ * read): the readers here check types, and only the API's own limits (n_predict, n_probs, the
+ * engine's draft_max) besides. */
+
 /* mirostat 1 or 2 runs on the target alone (the engine turns speculation off; the response says so). */
 static bool parse_mirostat(rpc_params *rp, specd_sampling_params *s) {
-    return rpc_read_int32(rp, "mirostat", 0, 2, &s->mirostat) &&
-           rpc_read_float(rp, "mirostat_tau", 0.0, 1e9, &s->mirostat_tau) &&
-           rpc_read_float(rp, "mirostat_eta", 0.0, 1e9, &s->mirostat_eta);
+    return rpc_read_any_int32(rp, "mirostat", &s->mirostat) &&
+           rpc_read_any_float(rp, "mirostat_tau", &s->mirostat_tau) &&
+           rpc_read_any_float(rp, "mirostat_eta", &s->mirostat_eta);
 }
 
 /* Fields whose only supported value is "off": refusing anything else beats ignoring it. */
@@ -59,16 +63,18 @@ static bool parse_seed(rpc_params *rp, completion_request *req) {
 static bool parse_sampling(rpc_params *rp, completion_request *req) {
     specd_sampling_params *s = &req->gen.sampling;
     return rpc_read_int32(rp, "n_predict", -1, INT32_MAX, &req->gen.n_predict) &&
-           rpc_read_float(rp, "temperature", 0.0, 100.0, &s->temperature) &&
-           rpc_read_int32(rp, "top_k", 0, INT32_MAX, &s->top_k) && rpc_read_float(rp, "top_p", 0.0, 1.0, &s->top_p) &&
-           rpc_read_float(rp, "min_p", 0.0, 1.0, &s->min_p) &&
-           rpc_read_float(rp, "typical_p", 0.0, 1.0, &s->typical_p) &&
-           rpc_read_int32(rp, "repeat_last_n", -1, INT32_MAX, &s->repeat_last_n) &&
-           rpc_read_float(rp, "repeat_penalty", 0.0, 100.0, &s->repeat_penalty) &&
-           rpc_read_float(rp, "presence_penalty", -100.0, 100.0, &s->presence_penalty) &&
-           rpc_read_float(rp, "frequency_penalty", -100.0, 100.0, &s->frequency_penalty) && parse_seed(rp, req) &&
-           rpc_get_bool(rp, "ignore_eos", &req->gen.ignore_eos) >= 0 &&
-           rpc_read_int32(rp, "n_keep", -1, INT32_MAX, &req->n_keep) && rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
+           rpc_read_any_float(rp, "temperature", &s->temperature) &&
+           rpc_read_any_int32(rp, "top_k", &s->top_k) &&
+           rpc_read_any_float(rp, "top_p", &s->top_p) &&
+           rpc_read_any_float(rp, "min_p", &s->min_p) &&
+           rpc_read_any_float(rp, "typical_p", &s->typical_p) &&
+           rpc_read_any_int32(rp, "repeat_last_n", &s->repeat_last_n) &&
+           rpc_read_any_float(rp, "repeat_penalty", &s->repeat_penalty) &&
+           rpc_read_any_float(rp, "presence_penalty", &s->presence_penalty) &&
+           rpc_read_any_float(rp, "frequency_penalty", &s->frequency_penalty) &&
+           parse_seed(rp, req) && rpc_get_bool(rp, "ignore_eos", &req->gen.ignore_eos) >= 0 &&
+           rpc_read_any_int32(rp, "n_keep", &req->n_keep) &&
+           rpc_get_bool(rp, "stream", &req->stream) >= 0 &&
            rpc_get_bool(rp, "__debug", &req->debug) >= 0 && parse_mirostat(rp, s) && parse_unsupported_samplers(rp, s);
 }
 
@@ -191,14 +197,40 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
     int32_t max = rpc_state_draft_max();
     if (!parse_spec_type(&sp, spec, has_draft) || !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
         !rpc_read_int32(&sp, "n_min", 0, max, &spec->draft_min) ||
-        !rpc_read_float(&sp, "p_min", 0.0, 1.0, &spec->draft_p_min) ||
-        !rpc_read_int32(&sp, "suffix_branches", 1, 8, &spec->suffix_branches) ||
-        !rpc_params_finish(&sp))
+        !rpc_read_any_float(&sp, "p_min", &spec->draft_p_min) ||
+        !rpc_read_any_int32(&sp, "suffix_branches", &spec->suffix_branches))
         return false;
-    if (spec->draft_min > spec->draft_max)
-        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "speculative.n_min", "completion params: speculative.n_min "
-                        "(%d) is larger than speculative.n_max (%d)", spec->draft_min, spec->draft_max);
-    return true;
+    return rpc_params_finish(&sp);
+}
+
+/* The library's names for the fields (specd_generation_params_validate) -> this API's names. */
+static const char *api_field_name(const char *field) {
+    static const struct {
+        const char *library, *api;
+    } names[] = {
+        {"speculative.draft_max", "speculative.n_max"},
+        {"speculative.draft_min", "speculative.n_min"},
+        {"speculative.draft_p_min", "speculative.p_min"},
+        {"speculative.types", "speculative.type"},
+        {"speculative.n_types", "speculative.type"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(field, names[i].library) == 0) return names[i].api;
+    const char *sampling = "sampling.";
+    return strncmp(field, sampling, strlen(sampling)) == 0 ? field + strlen(sampling) : field;
+}
+
+/* Every range, decided by the library; the error names the field as this API spells it. */
+static bool validate_ranges(completion_request *req, rpc_error *err) {
+    req->gen.n_keep = req->n_keep;
+    const char *field = NULL;
+    char *message = NULL;
+    if (specd_generation_params_validate(&req->gen, &field, &message) == SPECD_OK) return true;
+    const char *name = field ? api_field_name(field) : "";
+    const char *detail = message && field ? message + strlen(field) : " is out of range";
+    rpc_fail(err, RPC_INVALID_PARAMS, name, "completion params: '%s'%s", name, detail);
+    specd_free(message);
+    return false;
 }
 
 /* ---- prompt ---------------------------------------------------------------------------------- */
@@ -290,7 +322,8 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     bool ok = parse_sampling(&rp, req) && parse_grammar(&rp, req, e) && parse_n_probs(&rp, req) &&
               parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
-              rpc_params_finish(&rp) && tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
+              rpc_params_finish(&rp) && validate_ranges(req, err) && tokenize_prompt(req, prompt, e, err) &&
+              truncate_prompt(req, err);
     if (!ok) {
         completion_request_free(req);
         return NULL;

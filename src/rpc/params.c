@@ -2,6 +2,7 @@
  * error that names the field and says what it expects. */
 #include "rpc_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,6 +78,24 @@ bool rpc_read_int32(rpc_params *p, const char *name, int64_t min, int64_t max, i
     int got = rpc_get_int(p, name, min, max, &v);
     if (got > 0) *slot = (int32_t)v;
     return got >= 0;
+}
+
+bool rpc_read_any_int32(rpc_params *p, const char *name, int32_t *slot) {
+    json_t *v = rpc_get_value(p, name);
+    if (!v) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX)
+        return type_error(p, name, "an integer") == 0;
+    *slot = (int32_t)json_integer_value(v);
+    return true;
+}
+
+bool rpc_read_any_float(rpc_params *p, const char *name, float *slot) {
+    json_t *v = rpc_get_value(p, name);
+    if (!v) return true;
+    double d = json_number_value(v);
+    if (!json_is_number(v) || !(fabs(d) <= FLT_MAX)) return type_error(p, name, "a number") == 0;
+    *slot = (float)d;
+    return true;
 }
 
 bool rpc_read_float(rpc_params *p, const char *name, double min, double max, float *slot) {

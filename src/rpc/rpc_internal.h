@@ -63,6 +63,10 @@ int rpc_get_bool(rpc_params *p, const char *name, bool *out);
  * present but of the wrong type or out of range. */
 bool rpc_read_int32(rpc_params *p, const char *name, int64_t min, int64_t max, int32_t *slot);
 bool rpc_read_float(rpc_params *p, const char *name, double min, double max, float *slot);
+/* Type only (an integer that fits int32 / a number that fits a float): for fields whose range
+ * the library decides (specd_generation_params_validate). */
+bool rpc_read_any_int32(rpc_params *p, const char *name, int32_t *slot);
+bool rpc_read_any_float(rpc_params *p, const char *name, float *slot);
 int rpc_get_string(rpc_params *p, const char *name, const char **out);
 bool rpc_params_finish(rpc_params *p);
 /* "prefix" + name, for messages about a field */

@@ -12,33 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* mirostat 0..2; tau and eta finite and >= 0 (ignored when mirostat is off). */
-static bool valid_mirostat(const specd_sampling_params *p, char **error) {
-    if (p->mirostat < 0 || p->mirostat > 2) {
-        specd_set_error(error, "mirostat must be 0 (off), 1 or 2 (got %d)", p->mirostat);
-        return false;
-    }
-    if (p->mirostat != 0 && !(p->mirostat_tau >= 0.0f && isfinite(p->mirostat_tau))) {
-        specd_set_error(error, "mirostat_tau must be a finite number >= 0 (got %g)", (double)p->mirostat_tau);
-        return false;
-    }
-    if (p->mirostat != 0 && !(p->mirostat_eta >= 0.0f && isfinite(p->mirostat_eta))) {
-        specd_set_error(error, "mirostat_eta must be a finite number >= 0 (got %g)", (double)p->mirostat_eta);
-        return false;
-    }
-    return true;
-}
-
 bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, int32_t n_vocab,
                         const specd_token *forbidden, int32_t n_forbidden, char **error) {
     memset(s, 0, sizeof *s);
     s->params = *params;
     s->n_vocab = n_vocab;
-    if (!valid_mirostat(params, error)) return false;
-    if (!(params->typical_p >= 0.0f)) { /* NaN too */
-        specd_set_error(error, "typical_p must be a number >= 0, 1 or more for off (got %g)", (double)params->typical_p);
-        return false;
-    }
+    /* Ranges were checked by specd_generation_params_validate; only the vocabulary is new here. */
     for (int32_t i = 0; i < params->n_logit_bias; i++) {
         specd_token t = params->logit_bias[i].token;
         if (t < 0 || t >= n_vocab) {

@@ -23,10 +23,6 @@ bool specd_engine_can_shift_context(const specd_engine *e) { return e && specd_s
 specd_status specd_context_shift_validate(const specd_engine *e, const specd_generation_params *params,
                                           char **error) {
     if (!params->context_shift) return SPECD_OK;
-    if (params->n_keep < -1) {
-        specd_set_error(error, "n_keep must be -1 (the whole prompt) or at least 0 (got %d)", params->n_keep);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
     if (specd_context_shift_on(params) && !specd_slot_can_shift(&e->target)) {
         specd_set_error(error, "context_shift: the target model's KV cache cannot shift positions (e.g. a "
                         "recurrent model): turn context_shift off, or raise the context size (-c)");

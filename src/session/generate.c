@@ -76,14 +76,6 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
     if (specd_drafter_chain_wanted(sp)) {
         specd_status st = specd_drafter_chain_validate(e, sp, error);
         if (st != SPECD_OK) return st;
-    } else if (sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT) {
-        specd_set_error(error, "unknown speculative type %d", (int)sp->type);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
-    if (sp->draft_min < 0 || sp->draft_max < 0 || sp->draft_min > sp->draft_max) {
-        specd_set_error(error, "draft lengths must satisfy 0 <= draft_min <= draft_max (got %d, %d)",
-                        sp->draft_min, sp->draft_max);
-        return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (sp->type == SPECD_SPEC_DRAFT && sp->draft_max > 0 && !e->draft.ctx) {
         specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or use "
@@ -524,13 +516,10 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
         specd_set_error(error, "specd_generate needs an engine and parameters");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_status st = validate_prompt(e, prompt, n_prompt, error);
+    specd_status st = specd_generation_params_validate(params, NULL, error);
+    if (st == SPECD_OK) st = validate_prompt(e, prompt, n_prompt, error);
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
     if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);
-    if (st == SPECD_OK && params->n_probs < 0) {
-        specd_set_error(error, "n_probs must be 0 (off) or more (got %d)", params->n_probs);
-        st = SPECD_ERR_INVALID_ARGUMENT;
-    }
     if (st != SPECD_OK) return st;
     atomic_store(&e->stop_requested, false);
     generation g;

@@ -359,7 +359,7 @@ static void test_bad_requests_are_refused_with_clear_messages(void **state) {
     free(long_prompt);
     g.speculative.draft_min = 5;
     g.speculative.draft_max = 2;
-    expect_generate_error(ok, 3, &g, engine, "draft_min <= draft_max");
+    expect_generate_error(ok, 3, &g, engine, "draft_min must not exceed the draft maximum (got 5 > 2)");
     specd_engine *no_draft = open_engine(target_path, NULL, 64);
     g = greedy_params(SPECD_SPEC_DRAFT, 3, true);
     expect_generate_error(ok, 3, &g, no_draft, "needs a draft model");

@@ -182,7 +182,7 @@ static void test_suffix_branches_out_of_range_is_refused(void **state) {
     char *err = NULL;
     assert_int_equal(specd_generate(engine, &t, 1, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
     assert_non_null(err);
-    assert_non_null(strstr(err, "suffix_branches must be between 1 and 8 (got 9)"));
+    assert_non_null(strstr(err, "speculative.suffix_branches must be from 1 to 8 (got 9)"));
     specd_free(err);
 }
 
@@ -222,7 +222,7 @@ static void test_bad_lists_are_refused(void **state) {
     specd_spec_type unknown[] = {(specd_spec_type)42};
     g = greedy_list(unknown, 1, 4, true);
     assert_int_equal(specd_generate(engine, prompt, 3, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(err, "unknown speculative type 42"));
+    assert_non_null(strstr(err, "speculative.types entry 0 is 42, not a drafter"));
     specd_free(err);
     specd_engine *no_draft = open_engine(target_path, NULL, 64);
     specd_spec_type with_model[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_DRAFT};

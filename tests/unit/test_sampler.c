@@ -222,18 +222,6 @@ static void test_chain_equals_llama_cpp_samplers(void **state) {
             }
 }
 
-static void test_typical_p_out_of_range_is_an_error(void **state) {
-    (void)state;
-    specd_sampling_params p = base_params();
-    p.typical_p = -0.5f;
-    specd_sampler s;
-    char *err = NULL;
-    assert_false(specd_sampler_init(&s, &p, NV, NULL, 0, &err));
-    assert_non_null(err);
-    assert_non_null(strstr(err, "typical_p"));
-    specd_free(err);
-}
-
 static void test_penalties_and_bias(void **state) {
     (void)state;
     specd_logit_bias bias[] = {{4, 2.5f}, {11, -INFINITY}};
@@ -465,7 +453,6 @@ int main(void) {
         cmocka_unit_test(test_top_k_top_p_min_p),
         cmocka_unit_test(test_typical_p),
         cmocka_unit_test(test_chain_equals_llama_cpp_samplers),
-        cmocka_unit_test(test_typical_p_out_of_range_is_an_error),
         cmocka_unit_test(test_penalties_and_bias),
         cmocka_unit_test(test_greedy_is_one_hot_on_adjusted_argmax),
         cmocka_unit_test(test_forbidden_tokens_never_appear),
