@@ -197,6 +197,17 @@ SPECD_API const char *specd_spec_type_name(specd_spec_type type);
 /* The type with this name; returns false when there is none. */
 SPECD_API bool specd_spec_type_from_name(const char *name, specd_spec_type *type);
 
+/* Sets sp->type / sp->types from drafter names: one name sets `type` ("none", "draft", a
+ * model-free type; n_types = 0), several set the list ("ngram-simple", "draft"); "auto" is not a
+ * name here and "none" cannot be part of a list. SPECD_ERR_INVALID_ARGUMENT with a message
+ * naming the bad entry otherwise. specd_spec_params_parse_types takes the same as one
+ * comma-separated string ("ngram-simple,draft", as `specd run --spec`). */
+struct specd_spec_params;
+SPECD_API specd_status specd_spec_params_set_types(struct specd_spec_params *sp, const char *const *names,
+                                                   int32_t n_names, char **error);
+SPECD_API specd_status specd_spec_params_parse_types(struct specd_spec_params *sp, const char *list,
+                                                     char **error);
+
 typedef struct specd_spec_params {
     specd_spec_type type; /* default SPECD_SPEC_AUTO */
     int32_t draft_max;    /* longest draft per step; default 8 (capped by the engine's draft_max) */
@@ -290,6 +301,21 @@ SPECD_API specd_generation_params specd_generation_default_params(void);
  * a context that can shift) are specd_generate's. */
 SPECD_API specd_status specd_generation_params_validate(const specd_generation_params *params,
                                                         const char **field, char **error);
+
+/* Why a request runs on the target alone (specd_generation_drafters). */
+typedef enum specd_spec_off {
+    SPECD_SPEC_ON = 0,            /* it speculates */
+    SPECD_SPEC_OFF_NONE = 1,      /* speculative.type is none */
+    SPECD_SPEC_OFF_NO_DRAFT = 2,  /* AUTO on an engine without a draft model */
+    SPECD_SPEC_OFF_DRAFT_MAX = 3, /* speculative.draft_max is 0 */
+    SPECD_SPEC_OFF_MIROSTAT = 4,  /* mirostat while sampling cannot be verified exactly */
+} specd_spec_off;
+
+/* The drafters specd_generate will use for `params` on `engine`, in order, AUTO resolved (the one
+ * place that decides it): writes up to SPECD_SPEC_MAX_TYPES types to out and returns how many; 0
+ * when the request runs on the target alone, and then *why (when not NULL) says why. */
+SPECD_API int32_t specd_generation_drafters(const specd_engine *engine, const specd_generation_params *params,
+                                            specd_spec_type out[SPECD_SPEC_MAX_TYPES], specd_spec_off *why);
 
 /* Checks that `grammar` (GBNF) parses for the engine's vocabulary, as specd_generate would ("" is
  * no grammar: fine). Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why

@@ -10,6 +10,7 @@
  * recent yield: moving averages of accepted and drafted tokens per call, at the measured cost of
  * a draft token; it runs at least every MODEL_RETRY_EVERY steps to keep that estimate current. */
 #include "drafter_chain.h"
+#include "spec_types.h"
 
 #include "../util/util.h"
 #include "draft_model.h"
@@ -54,18 +55,6 @@ typedef struct drafter_chain {
 
 /* ---- which types, and are they valid ------------------------------------------------------- */
 
-/* The request's drafters in order (AUTO resolved); returns how many. */
-static int32_t listed_types(const specd_spec_params *sp, bool has_draft, specd_spec_type *out) {
-    if (sp->n_types <= 0) {
-        out[0] = sp->type == SPECD_SPEC_AUTO ? (has_draft ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE) : sp->type;
-        return out[0] == SPECD_SPEC_NONE ? 0 : 1;
-    }
-    int32_t n = 0;
-    for (int32_t i = 0; i < sp->n_types && i < SPECD_SPEC_MAX_TYPES; i++)
-        if (sp->types[i] != SPECD_SPEC_NONE) out[n++] = sp->types[i];
-    return n;
-}
-
 bool specd_drafter_chain_wanted(const specd_spec_params *sp) {
     if (sp->n_types > 0) return true;
     return sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT;
@@ -75,7 +64,7 @@ bool specd_drafter_chain_wanted(const specd_spec_params *sp) {
 specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spec_params *sp, char **error) {
     /* Ranges, unknown and repeated types: specd_generation_params_validate. What needs the engine: */
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
-    int32_t n = listed_types(sp, e->draft.ctx != NULL, types);
+    int32_t n = specd_spec_resolve_types(sp, e->draft.ctx != NULL, types);
     for (int32_t i = 0; i < n; i++) {
         if (types[i] == SPECD_SPEC_DRAFT && !e->draft.ctx) {
             specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or leave "
@@ -346,7 +335,7 @@ specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *s
     c->model = -1;
     c->chosen = -1;
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
-    int32_t n = listed_types(sp, e->draft.ctx != NULL, types);
+    int32_t n = specd_spec_resolve_types(sp, e->draft.ctx != NULL, types);
     stats->n_drafters = n;
     for (int32_t i = 0; i < n && st == SPECD_OK; i++) {
         member *m = &c->m[i];

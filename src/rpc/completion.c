@@ -81,39 +81,30 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
 
 /* ---- the response ---------------------------------------------------------------------------- */
 
-/* Mirostat while sampling: the engine runs the request without speculation (specd.h). */
-static bool mirostat_forces_target_alone(const completion_request *req) {
-    return req->gen.sampling.mirostat != 0 && req->gen.sampling.temperature > 0.0f;
-}
-
-/* Why the request ran without speculation, or NULL when it speculated. */
+/* Why the request ran without speculation (the library decides: specd_generation_drafters), in
+ * this API's terms, or NULL when it speculated. */
 static const char *spec_off_reason(const completion_request *req, specd_engine *e) {
-    const specd_spec_params *sp = &req->gen.speculative;
-    if (mirostat_forces_target_alone(req))
-        return "mirostat cannot be verified exactly; speculation was off for this request";
-    if (sp->draft_max == 0) return "speculative.n_max is 0";
-    if (sp->n_types == 0 && sp->type == SPECD_SPEC_NONE) return "speculative.type is none";
-    if (sp->n_types == 0 && sp->type == SPECD_SPEC_AUTO && !specd_engine_has_draft(e))
+    specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
+    specd_spec_off why;
+    specd_generation_drafters(e, &req->gen, drafters, &why);
+    switch (why) {
+    case SPECD_SPEC_ON: return NULL;
+    case SPECD_SPEC_OFF_MIROSTAT: return "mirostat cannot be verified exactly; speculation was off for this request";
+    case SPECD_SPEC_OFF_DRAFT_MAX: return "speculative.n_max is 0";
+    case SPECD_SPEC_OFF_NONE: return "speculative.type is none";
+    case SPECD_SPEC_OFF_NO_DRAFT:
         return "no draft model is loaded (init with -md FILE) and no model-free drafter was asked for";
+    }
     return NULL;
 }
 
-static specd_spec_type effective_spec(const completion_request *req, specd_engine *e) {
-    if (mirostat_forces_target_alone(req)) return SPECD_SPEC_NONE;
-    specd_spec_type t = req->gen.speculative.type;
-    if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
-    return req->gen.speculative.draft_max > 0 ? t : SPECD_SPEC_NONE;
-}
-
-/* The drafters a request uses, by name: its list, or its one effective type. */
+/* The drafters a request uses, by name: ["none"] when it runs on the target alone. */
 static json_t *spec_types_json(const completion_request *req, specd_engine *e) {
-    const specd_spec_params *sp = &req->gen.speculative;
+    specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
+    int32_t n = specd_generation_drafters(e, &req->gen, drafters, NULL);
     json_t *a = json_array();
-    if (sp->n_types > 0 && sp->draft_max > 0 && !mirostat_forces_target_alone(req)) {
-        for (int32_t i = 0; a && i < sp->n_types; i++) json_array_append_new(a, json_string(specd_spec_type_name(sp->types[i])));
-    } else if (a) {
-        json_array_append_new(a, json_string(specd_spec_type_name(effective_spec(req, e))));
-    }
+    for (int32_t i = 0; a && i < n; i++) json_array_append_new(a, json_string(specd_spec_type_name(drafters[i])));
+    if (a && n == 0) json_array_append_new(a, json_string("none"));
     return a;
 }
 

@@ -163,22 +163,21 @@ static bool parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool has_dr
         return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
                         "completion params: 'speculative.type' must be a list of 1 to %d of \"none\", \"draft\", "
                         "\"ngram-simple\", \"ngram-map\", \"ngram-cache\", \"suffix\"", SPECD_SPEC_MAX_TYPES);
+    const char *names[SPECD_SPEC_MAX_TYPES];
     bool lists_draft = false;
     for (size_t i = 0; i < n; i++) {
-        const char *name = json_string_value(json_array_get(type, i));
-        specd_spec_type t;
-        if (!name || !specd_spec_type_from_name(name, &t) || t == SPECD_SPEC_AUTO)
+        names[i] = json_string_value(json_array_get(type, i));
+        if (!names[i])
             return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
-                            "completion params: speculative.type[%zu] is not one of \"none\", \"draft\", "
-                            "\"ngram-simple\", \"ngram-map\", \"ngram-cache\", \"suffix\"", i);
-        if (t == SPECD_SPEC_NONE && n > 1)
-            return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
-                            "completion params: \"none\" cannot be part of a speculative.type list");
-        lists_draft |= t == SPECD_SPEC_DRAFT;
-        spec->types[i] = t;
+                            "completion params: speculative.type[%zu] must be a string", i);
+        lists_draft |= strcmp(names[i], "draft") == 0;
     }
-    spec->n_types = n > 1 ? (int32_t)n : 0;
-    if (n == 1) spec->type = spec->types[0];
+    char *message = NULL;
+    if (specd_spec_params_set_types(spec, names, (int32_t)n, &message) != SPECD_OK) {
+        rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type", "completion params: %s", message ? message : "");
+        specd_free(message);
+        return false;
+    }
     if (lists_draft && !has_draft)
         return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
                         "completion params: speculative.type \"draft\" needs a draft model: init with -md FILE");

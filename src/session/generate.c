@@ -143,13 +143,10 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->n_history = n_prompt;
     result->n_probs = g->probs.n; /* set even when no token comes: the stride is known up front */
     g->length = &e->costs;
-    specd_spec_type type = params->speculative.type;
-    if (type == SPECD_SPEC_AUTO) type = e->draft.ctx ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
+    specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
+    if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
     bool chain = specd_drafter_chain_wanted(&params->speculative);
-    bool speculate = (chain || type == SPECD_SPEC_DRAFT) && params->speculative.draft_max > 0 &&
-                     !specd_sampler_needs_target_alone(&g->sampler);
-    if (!speculate) return SPECD_OK;
     st = chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
                : specd_draft_model_new(e, &g->drafter, error);
     /* Fixed-length runs calibrate too: their statistics report the cost model. */

@@ -1,6 +1,7 @@
 /* params.c - default parameters, names and derived statistics of the public API. */
 #include "specd.h"
 
+#include "../draft/spec_types.h"
 #include "../draft/suffix.h"
 
 #include <string.h>
@@ -80,4 +81,17 @@ double specd_stats_mean_accepted_per_step(const specd_stats *s) {
 
 double specd_stats_decode_tokens_per_s(const specd_stats *s) {
     return s->decode_ms > 0.0 ? s->n_predicted * 1000.0 / s->decode_ms : 0.0;
+}
+
+int32_t specd_generation_drafters(const specd_engine *e, const specd_generation_params *p,
+                                  specd_spec_type out[SPECD_SPEC_MAX_TYPES], specd_spec_off *why) {
+    const specd_spec_params *sp = &p->speculative;
+    specd_spec_off off = SPECD_SPEC_ON;
+    int32_t n = specd_spec_resolve_types(sp, specd_engine_has_draft(e), out);
+    /* Mirostat's mu follows the tokens drawn, so drafts cannot be verified exactly (specd.h). */
+    if (p->sampling.mirostat != 0 && p->sampling.temperature > 0.0f) off = SPECD_SPEC_OFF_MIROSTAT;
+    else if (sp->draft_max == 0) off = SPECD_SPEC_OFF_DRAFT_MAX;
+    else if (n == 0) off = sp->type == SPECD_SPEC_AUTO ? SPECD_SPEC_OFF_NO_DRAFT : SPECD_SPEC_OFF_NONE;
+    if (why) *why = off;
+    return off == SPECD_SPEC_ON ? n : 0;
 }

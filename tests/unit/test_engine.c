@@ -371,6 +371,74 @@ static void test_bad_requests_are_refused_with_clear_messages(void **state) {
     expect_generate_error(ok, 3, &g, engine, "logit_bias token 12345");
 }
 
+/* specd_generation_drafters is the one rule for which drafters a request uses (AUTO resolved,
+ * mirostat and draft_max 0 turning speculation off), and generation follows it. */
+static void test_generation_drafters_decides_the_speculation(void **state) {
+    (void)state;
+    specd_engine *no_draft = open_engine(target_path, NULL, 64);
+    specd_generation_params g = specd_generation_default_params();
+    specd_spec_type d[SPECD_SPEC_MAX_TYPES];
+    specd_spec_off why = SPECD_SPEC_ON;
+    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 1); /* AUTO with a draft model */
+    assert_int_equal(d[0], SPECD_SPEC_DRAFT);
+    assert_int_equal(why, SPECD_SPEC_ON);
+    assert_int_equal(specd_generation_drafters(no_draft, &g, d, &why), 0);
+    assert_int_equal(why, SPECD_SPEC_OFF_NO_DRAFT);
+    assert_int_equal(specd_spec_params_parse_types(&g.speculative, "ngram-simple,none,suffix", NULL),
+                     SPECD_ERR_INVALID_ARGUMENT); /* none is not part of a list */
+    assert_int_equal(specd_spec_params_parse_types(&g.speculative, "suffix,draft", NULL), SPECD_OK);
+    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 2);
+    assert_int_equal(d[0], SPECD_SPEC_SUFFIX);
+    assert_int_equal(d[1], SPECD_SPEC_DRAFT);
+    g.sampling.mirostat = 2;
+    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 0);
+    assert_int_equal(why, SPECD_SPEC_OFF_MIROSTAT);
+    g.sampling.temperature = 0.0f; /* greedy: mirostat has no effect, speculation stays */
+    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 2);
+    g.speculative.draft_max = 0;
+    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 0);
+    assert_int_equal(why, SPECD_SPEC_OFF_DRAFT_MAX);
+    g = specd_generation_default_params();
+    assert_int_equal(specd_spec_params_parse_types(&g.speculative, "none", NULL), SPECD_OK);
+    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 0);
+    assert_int_equal(why, SPECD_SPEC_OFF_NONE);
+    /* and the generation does what it says: no draft with "none", drafts with AUTO */
+    specd_token prompt[] = {1, 300, 301};
+    g.n_predict = 8;
+    g.sampling.temperature = 0.0f;
+    specd_result r;
+    assert_int_equal(specd_generate(engine, prompt, 3, &g, &r, NULL), SPECD_OK);
+    assert_int_equal(r.stats.n_drafted, 0);
+    specd_result_clear(&r);
+    g.speculative.type = SPECD_SPEC_AUTO;
+    assert_int_equal(specd_generate(engine, prompt, 3, &g, &r, NULL), SPECD_OK);
+    assert_true(r.stats.n_drafted > 0);
+    specd_result_clear(&r);
+    specd_engine_free(no_draft);
+}
+
+static void test_spec_type_names_parse_strictly(void **state) {
+    (void)state;
+    specd_spec_params sp = specd_generation_default_params().speculative;
+    char *err = NULL;
+    assert_int_equal(specd_spec_params_parse_types(&sp, "draft", &err), SPECD_OK);
+    assert_int_equal(sp.type, SPECD_SPEC_DRAFT);
+    assert_int_equal(sp.n_types, 0);
+    assert_int_equal(specd_spec_params_parse_types(&sp, "ngram-simple,magic", &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "speculative type 1 is 'magic', not one of"));
+    specd_free(err);
+    assert_int_equal(specd_spec_params_parse_types(&sp, "auto", &err), SPECD_ERR_INVALID_ARGUMENT);
+    specd_free(err);
+    assert_int_equal(specd_spec_params_parse_types(&sp, "suffix,,draft", &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "an empty or overlong entry"));
+    specd_free(err);
+    assert_int_equal(specd_spec_params_parse_types(&sp, "", &err), SPECD_ERR_INVALID_ARGUMENT);
+    specd_free(err);
+    assert_int_equal(specd_spec_params_parse_types(&sp, "ngram-map,suffix,draft", &err), SPECD_OK);
+    assert_int_equal(sp.n_types, 3);
+    assert_int_equal(sp.types[2], SPECD_SPEC_DRAFT);
+}
+
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     self_path = argv[0];
@@ -390,6 +458,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_attention_settings_are_used_and_stay_lossless),
         cmocka_unit_test(test_bad_models_are_refused_with_clear_messages),
         cmocka_unit_test(test_bad_requests_are_refused_with_clear_messages),
+        cmocka_unit_test(test_generation_drafters_decides_the_speculation),
+        cmocka_unit_test(test_spec_type_names_parse_strictly),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

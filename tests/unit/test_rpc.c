@@ -461,7 +461,7 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"logit_bias\":[[99999,1]]}", "logit_bias", "logit_bias[0] must be"},
         {"{\"prompt\":\"a\",\"logit_bias\":{\"1\":2}}", "logit_bias", "array of [token id, bias]"},
         {"{\"prompt\":\"a\",\"speculative\":[]}", "speculative", "must be an object"},
-        {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"magic\"]}}", "speculative.type", "type[0] is not one of"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"magic\"]}}", "speculative.type", "type 0 is 'magic', not one of none"},
         {"{\"prompt\":\"a\",\"speculative\":{\"type\":\"draft\"}}", "speculative.type", "must be a list of 1 to 8"},
         {"{\"prompt\":\"a\",\"speculative\":{\"type\":[\"none\",\"suffix\"]}}", "speculative.type", "cannot be part of"},
         {"{\"prompt\":\"a\",\"speculative\":{\"n_max\":1000}}", "speculative.n_max", "from 0 to 16"},

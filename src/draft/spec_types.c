@@ -1,0 +1,64 @@
+/* spec_types.c - see spec_types.h; and the public parsers of drafter names. */
+#include "spec_types.h"
+
+#include "../util/util.h"
+
+#include <string.h>
+
+int32_t specd_spec_resolve_types(const specd_spec_params *sp, bool has_draft,
+                                 specd_spec_type out[SPECD_SPEC_MAX_TYPES]) {
+    if (sp->n_types <= 0) {
+        out[0] = sp->type == SPECD_SPEC_AUTO ? (has_draft ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE) : sp->type;
+        return out[0] == SPECD_SPEC_NONE ? 0 : 1;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < sp->n_types && i < SPECD_SPEC_MAX_TYPES; i++)
+        if (sp->types[i] != SPECD_SPEC_NONE) out[n++] = sp->types[i];
+    return n;
+}
+
+specd_status specd_spec_params_set_types(specd_spec_params *sp, const char *const *names, int32_t n_names,
+                                         char **error) {
+    if (n_names < 1 || n_names > SPECD_SPEC_MAX_TYPES) {
+        specd_set_error(error, "speculative types: give 1 to %d of none, draft, ngram-simple, ngram-map, "
+                        "ngram-cache, suffix (got %d)", SPECD_SPEC_MAX_TYPES, n_names);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_spec_type types[SPECD_SPEC_MAX_TYPES];
+    for (int32_t i = 0; i < n_names; i++) {
+        if (!specd_spec_type_from_name(names[i], &types[i]) || types[i] == SPECD_SPEC_AUTO) {
+            specd_set_error(error, "speculative type %d is '%s', not one of none, draft, ngram-simple, "
+                            "ngram-map, ngram-cache, suffix", i, names[i] ? names[i] : "(null)");
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+        if (types[i] == SPECD_SPEC_NONE && n_names > 1) {
+            specd_set_error(error, "speculative types: 'none' cannot be part of a list");
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    /* One type: the plain field, so 'none' and 'draft' keep their plain meaning. */
+    sp->n_types = n_names > 1 ? n_names : 0;
+    if (n_names == 1) sp->type = types[0];
+    else memcpy(sp->types, types, (size_t)n_names * sizeof *types);
+    return SPECD_OK;
+}
+
+specd_status specd_spec_params_parse_types(specd_spec_params *sp, const char *list, char **error) {
+    char names[SPECD_SPEC_MAX_TYPES][32];
+    const char *ptrs[SPECD_SPEC_MAX_TYPES];
+    int32_t n = 0;
+    for (const char *p = list ? list : ""; *p || n == 0;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof names[0] || n == SPECD_SPEC_MAX_TYPES) {
+            specd_set_error(error, "speculative types '%s': %s", list ? list : "", n == SPECD_SPEC_MAX_TYPES
+                            ? "too many entries" : "an empty or overlong entry");
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+        memcpy(names[n], p, len);
+        names[n][len] = '\0';
+        ptrs[n] = names[n];
+        n++;
+        p += len + (p[len] == ',');
+    }
+    return specd_spec_params_set_types(sp, ptrs, n, error);
+}
