@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,19 +84,24 @@ static void add(arglist *a, const char *s) {
     a->argv[a->n] = NULL;
 }
 
-static void addf(arglist *a, const char *fmt, double v) {
+/* Variadic so that the compiler checks each caller's format against its arguments. */
+static void addf(arglist *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(arglist *a, const char *fmt, ...) {
     if (a->n >= MAX_ARGS - 1) return;
-    snprintf(a->owned[a->n], sizeof a->owned[a->n], fmt, v);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->owned[a->n], sizeof a->owned[a->n], fmt, ap);
+    va_end(ap);
     add(a, a->owned[a->n]);
 }
 
 static void add_common(arglist *a, const bench_settings *s, const char *target, const char *prompt, double temp) {
     add(a, "-m"), add(a, target), add(a, "-p"), add(a, prompt);
-    add(a, "-n"), addf(a, "%.0f", s->n_predict);
-    add(a, "-c"), addf(a, "%.0f", s->n_ctx);
-    add(a, "-t"), addf(a, "%.0f", s->n_threads);
+    add(a, "-n"), addf(a, "%d", s->n_predict);
+    add(a, "-c"), addf(a, "%d", s->n_ctx);
+    add(a, "-t"), addf(a, "%d", s->n_threads);
     add(a, "--temp"), addf(a, "%g", temp);
-    add(a, "--seed"), addf(a, "%.0f", s->seed);
+    add(a, "--seed"), addf(a, "%d", s->seed);
     add(a, "--ignore-eos");
 }
 
@@ -183,7 +189,7 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
     case TOOL_LLAMA_SPEC:
         tool_path(path, path_size, s, c->tool == TOOL_LLAMA_SPEC ? "llama-speculative" : "llama-speculative-simple");
         add(a, path), add_common(a, s, target, prompt, temp), add(a, "-md"), add(a, draft);
-        add(a, "--spec-draft-n-max"), addf(a, "%.0f", c->draft_max);
+        add(a, "--spec-draft-n-max"), addf(a, "%d", c->draft_max);
         if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, "draft-simple");
         break;
     case TOOL_LLAMA_NGRAM:

@@ -93,10 +93,13 @@ static void print_ratio(FILE *f, double x, double base) {
     else fputs(" – |", f);
 }
 
-static void print_optional(FILE *f, const char *fmt, double v) {
-    if (v >= 0.0) fprintf(f, fmt, v);
-    else fputs(" – |", f);
-}
+/* fmt has one double conversion; the checked fprintf call sits with each caller's literal. */
+#define print_optional(f, fmt, v)                                                                             \
+    do {                                                                                                      \
+        double v_ = (v);                                                                                      \
+        if (v_ >= 0.0) fprintf((f), fmt, v_);                                                                 \
+        else fputs(" – |", (f));                                                                              \
+    } while (0)
 
 static void write_machine(FILE *f, const bench_settings *s, int n_prompts) {
     struct utsname u;
