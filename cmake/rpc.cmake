@@ -1,18 +1,35 @@
-# The JSON-RPC layer of libspecd (src/rpc): built into libspecd itself, and into the drop-in
-# compatibility library libspecd-rpcserver.so that exports the users' old C names.
+# The JSON API (src/rpc, include/specd_rpc.h) as its own library on top of libspecd, so the core
+# needs no JSON library: libspecd-rpc (static for the specd program and the tests, shared for
+# apps), and the drop-in compatibility library libspecd-rpcserver.so with the users' old C names.
+# The rpc layer uses libspecd's public API only (specd.h).
 set(SPECD_RPC_SOURCES
   src/rpc/params.c
   src/rpc/rpc.c
   src/rpc/init_args.c
   src/rpc/state.c
+  src/rpc/text_stream.c
   src/rpc/completion_request.c
   src/rpc/completion.c
   src/rpc/completion_probs.c
   src/rpc/async.c
   src/rpc/abi.c
 )
-target_sources(specd_objects PRIVATE ${SPECD_RPC_SOURCES})
-target_link_libraries(specd_objects PUBLIC PkgConfig::JANSSON)
+add_library(specd_rpc_objects OBJECT ${SPECD_RPC_SOURCES})
+set_target_properties(specd_rpc_objects PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+target_include_directories(specd_rpc_objects PUBLIC include PRIVATE src)
+target_compile_options(specd_rpc_objects PRIVATE ${SPECD_WARNINGS})
+target_link_libraries(specd_rpc_objects PUBLIC PkgConfig::JANSSON Threads::Threads)
+
+add_library(specd_rpc_static STATIC $<TARGET_OBJECTS:specd_rpc_objects>)
+set_target_properties(specd_rpc_static PROPERTIES OUTPUT_NAME specd-rpc)
+target_include_directories(specd_rpc_static PUBLIC include)
+target_link_libraries(specd_rpc_static PUBLIC specd_static PkgConfig::JANSSON Threads::Threads)
+
+add_library(specd_rpc_shared SHARED $<TARGET_OBJECTS:specd_rpc_objects>)
+set_target_properties(specd_rpc_shared PROPERTIES OUTPUT_NAME specd-rpc VERSION ${PROJECT_VERSION}
+  SOVERSION ${SPECD_SOVERSION})
+target_include_directories(specd_rpc_shared PUBLIC include)
+target_link_libraries(specd_rpc_shared PUBLIC specd_shared PRIVATE PkgConfig::JANSSON Threads::Threads)
 
 # libspecd-rpcserver.so: the old names (include/rpcserver.h) over a private copy of libspecd, so
 # an app relinks without code changes. A version script exports those names and nothing else:
@@ -22,6 +39,6 @@ set_target_properties(specd_rpcserver PROPERTIES OUTPUT_NAME specd-rpcserver LIN
   C_VISIBILITY_PRESET hidden)
 target_include_directories(specd_rpcserver PRIVATE include)
 target_compile_options(specd_rpcserver PRIVATE ${SPECD_WARNINGS})
-target_link_libraries(specd_rpcserver PRIVATE specd_static
+target_link_libraries(specd_rpcserver PRIVATE specd_rpc_static
   "-Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/rpcserver.map")
 set_target_properties(specd_rpcserver PROPERTIES LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cmake/rpcserver.map)

@@ -4,7 +4,7 @@
  * chunks concatenate to exactly the blocking content. Also the blocking `completion` method. */
 #include "completion.h"
 
-#include "../session/text_stream.h"
+#include "text_stream.h"
 #include "completion_probs.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #ifndef SPECD_RPC_COMPLETION_PROBS_H
 #define SPECD_RPC_COMPLETION_PROBS_H
 
-#include "../session/text_stream.h"
+#include "text_stream.h"
 #include "specd.h"
 
 #include <jansson.h>

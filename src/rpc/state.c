@@ -3,7 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "state.h"
 
-#include "../session/text_stream.h"
+#include "text_stream.h"
 
 #include <stdlib.h>
 #include <string.h>

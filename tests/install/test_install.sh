@@ -34,4 +34,20 @@ spec=$("$prefix/generate" "$models/target.gguf" "$models/draft.gguf" "one day th
 [ -n "$alone" ] && [ "$alone" = "$spec" ] || { echo "FAIL speculative text differs: '$alone' vs '$spec'"; exit 1; }
 grep -q "drafts accepted" "$prefix/stats" || { echo "FAIL no statistics line"; exit 1; }
 echo "ok   the installed library generates; greedy speculation equals the target alone"
-echo "5 passed, 0 failed"
+
+# The JSON API is its own library on top of libspecd; the core needs no JSON library.
+! objdump -p "$libdir/libspecd.so" | grep -q 'NEEDED.*jansson' || { echo "FAIL libspecd.so needs jansson"; exit 1; }
+cat > "$prefix/rpc.c" <<'C'
+#include <specd_rpc.h>
+#include <stdio.h>
+int main(void) {
+    const char *answer = specd_rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}");
+    puts(answer ? answer : "(null)");
+    specd_free((void *)answer);
+    return 0;
+}
+C
+cc -std=c11 -Wall -Werror "$prefix/rpc.c" $(pkg-config --cflags --libs specd-rpc) -Wl,-rpath,"$libdir" -o "$prefix/rpc"
+"$prefix/rpc" | grep -q '"state": *"uninitialized"' || { echo "FAIL specd_rpc status through libspecd-rpc: $("$prefix/rpc")"; exit 1; }
+echo "ok   libspecd-rpc: specd_rpc built with pkg-config specd-rpc answers status; libspecd.so needs no jansson"
+echo "6 passed, 0 failed"
