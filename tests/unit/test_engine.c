@@ -411,6 +411,8 @@ static void test_generation_drafters_decides_the_speculation(void **state) {
     assert_int_equal(r.stats.n_drafted, 0);
     specd_result_clear(&r);
     g.speculative.type = SPECD_SPEC_AUTO;
+    g.speculative.adaptive = false; /* a fixed length: the cost model may find drafts do not pay here */
+    g.speculative.draft_min = g.speculative.draft_max = 4;
     assert_int_equal(specd_generate(engine, prompt, 3, &g, &r, NULL), SPECD_OK);
     assert_true(r.stats.n_drafted > 0);
     specd_result_clear(&r);
