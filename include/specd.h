@@ -7,7 +7,12 @@
  *
  * Conventions (as in llama.h and SQLite):
  *  - Opaque handles (specd_engine). Every *_new has one *_free.
- *  - Parameter structs come from *_default_params(), so new fields never break callers.
+ *  - Parameter structs come from *_default_params(), so new fields never break callers. Their
+ *    first field, struct_size, is set there to the struct's size in this header; a call given a
+ *    struct of another size (a program built against another specd.h) fails with a message
+ *    instead of reading past it.
+ *  - Results (specd_result) are filled by the library and owned by the caller until
+ *    specd_result_clear(); clear a result before passing it again, or its arrays leak.
  *  - Functions that can fail return a specd_status and, when `error` is not NULL, store a
  *    heap-allocated message in *error (what failed, which input, what to do). The caller frees
  *    it with specd_free(). On success *error is set to NULL.
@@ -89,6 +94,7 @@ typedef enum specd_cache_type {
 } specd_cache_type;
 
 typedef struct specd_engine_params {
+    uint32_t struct_size;    /* sizeof(specd_engine_params), set by specd_engine_default_params() */
     const char *target_path; /* GGUF of the target model (required) */
     const char *draft_path;  /* GGUF of the draft model, or NULL for none */
     int32_t n_ctx;           /* context length in tokens; 0 = the model's training context */
@@ -243,6 +249,7 @@ typedef struct specd_token_prob {
 } specd_token_prob;
 
 typedef struct specd_generation_params {
+    uint32_t struct_size; /* sizeof(specd_generation_params), set by specd_generation_default_params() */
     int32_t n_predict; /* tokens to generate; < 0 = until end of generation or context end */
     bool ignore_eos;   /* keep going past end-of-generation tokens (they are then not sampled) */
     specd_sampling_params sampling;

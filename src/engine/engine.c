@@ -28,6 +28,7 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *user_da
 specd_engine_params specd_engine_default_params(void) {
     specd_engine_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = (uint32_t)sizeof p;
     return p;
 }
 
@@ -136,6 +137,12 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
 static specd_status validate_params(const specd_engine_params *p, char **error) {
     if (!p || !p->target_path || !*p->target_path) {
         specd_set_error(error, "no target model given: pass its GGUF path (-m)");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (p->struct_size != sizeof *p) {
+        specd_set_error(error, "specd_engine_params.struct_size is %u, this libspecd %s expects %zu: start "
+                        "from specd_engine_default_params() and build against the specd.h of the library "
+                        "you link", p->struct_size, SPECD_VERSION_STRING, sizeof *p);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (p->flash_attn != SPECD_FLASH_ATTN_OFF && p->flash_attn != SPECD_FLASH_ATTN_ON &&

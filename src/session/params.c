@@ -9,6 +9,7 @@
 specd_generation_params specd_generation_default_params(void) {
     specd_generation_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = (uint32_t)sizeof p;
     p.n_predict = -1;
     /* llama.cpp's defaults, so the same request samples the same distribution. */
     p.sampling.temperature = 0.8f;

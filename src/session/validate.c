@@ -130,6 +130,10 @@ specd_status specd_generation_params_validate(const specd_generation_params *p, 
     checker c = {.field = NULL, .error = error};
     if (!p) {
         fail(&c, "params", "must not be NULL: start from specd_generation_default_params()");
+    } else if (p->struct_size != sizeof *p) {
+        fail(&c, "struct_size", "is %u, this libspecd %s expects %zu: start from "
+             "specd_generation_default_params() and build against the specd.h of the library you link",
+             p->struct_size, SPECD_VERSION_STRING, sizeof *p);
     } else {
         check_sampling(&c, &p->sampling);
         check_speculative(&c, &p->speculative);

@@ -152,6 +152,29 @@ static void test_defaults_and_meaningful_boundaries_pass(void **state) {
     assert_int_equal(specd_generation_params_validate(&p, NULL, NULL), SPECD_OK);
 }
 
+/* A struct from another specd.h (another size) is refused before any field is read. */
+static void test_struct_size_from_another_header_is_refused(void **state) {
+    (void)state;
+    specd_generation_params p = specd_generation_default_params();
+    assert_int_equal(p.struct_size, sizeof p);
+    p.struct_size -= 8;
+    const char *field = NULL;
+    char *err = NULL;
+    assert_int_equal(specd_generation_params_validate(&p, &field, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_string_equal(field, "struct_size");
+    assert_non_null(strstr(err, "specd_generation_default_params()"));
+    specd_free(err);
+    specd_engine_params ep = specd_engine_default_params();
+    assert_int_equal(ep.struct_size, sizeof ep);
+    ep.target_path = "any.gguf";
+    ep.struct_size = 4;
+    specd_engine *e = (specd_engine *)&ep;
+    assert_int_equal(specd_engine_new(&ep, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_null(e);
+    assert_non_null(strstr(err, "specd_engine_params.struct_size is 4"));
+    specd_free(err);
+}
+
 static void test_null_params_is_an_error(void **state) {
     (void)state;
     char *err = NULL;
@@ -181,6 +204,7 @@ int main(void) {
         cmocka_unit_test(test_each_bad_value_is_refused_naming_its_field),
         cmocka_unit_test(test_defaults_and_meaningful_boundaries_pass),
         cmocka_unit_test(test_null_params_is_an_error),
+        cmocka_unit_test(test_struct_size_from_another_header_is_refused),
         cmocka_unit_test(test_generate_refuses_what_the_validator_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
