@@ -10,6 +10,10 @@ set(SPECD_RPC_SOURCES
   src/rpc/completion_probs.c
   src/rpc/async.c
   src/rpc/abi.c
+  src/rpc/json_schema.c
+  src/rpc/json_schema_object.c
+  src/rpc/json_schema_rules.c
+  src/rpc/json_schema_int.c
 )
 target_sources(specd_objects PRIVATE ${SPECD_RPC_SOURCES})
 target_link_libraries(specd_objects PUBLIC PkgConfig::JANSSON)
