@@ -731,6 +731,7 @@ static void conv_free(js_conv *c) {
     for (size_t i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
     free(c->refs);
     js_map_free(&c->rule_index);
+    js_map_free(&c->body_index);
     js_map_free(&c->ref_index);
     js_buf_free(&c->path);
 }

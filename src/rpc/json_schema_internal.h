@@ -64,7 +64,8 @@ typedef struct js_conv {
     char **names;
     char **bodies; /* NULL while a $ref target is being converted */
     size_t n_rules, cap_rules;
-    js_map rule_index;
+    js_map rule_index; /* name -> index */
+    js_map body_index; /* body -> index of the first rule with it (bodies set at creation only) */
     js_ref *refs;
     size_t n_refs, cap_refs;
     js_map ref_index;

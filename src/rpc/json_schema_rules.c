@@ -240,23 +240,32 @@ static char *unique_name(js_conv *c, const char *hint) {
     return js_buf_take(&b);
 }
 
-const char *js_add_rule(js_conv *c, const char *name_hint, char *body, int *index) {
+/* reuse: a rule already written with the same body serves instead (a rule means its body only, so
+ * repeated property types, enum lists, ... stay one rule each). Builtins are never replaced so:
+ * other builtins refer to them by name. */
+static const char *add_rule(js_conv *c, const char *name_hint, char *body, int *index, bool reuse) {
+    int same = body && reuse ? js_map_get(&c->body_index, body) : -1;
+    if (same >= 0) {
+        free(body);
+        if (index) *index = same;
+        return c->names[same];
+    }
     char *name = c->failed ? NULL : unique_name(c, name_hint);
     if (!name || !reserve_rules(c)) {
         free(name);
         free(body);
         return js_oom(c);
     }
-    c->names[c->n_rules] = name;
-    c->bodies[c->n_rules] = body;
-    if (!js_map_put(&c->rule_index, name, (int)c->n_rules)) {
-        free(name);
-        free(body);
-        return js_oom(c);
-    }
-    if (index) *index = (int)c->n_rules;
-    c->n_rules++;
+    int i = (int)c->n_rules++; /* owned by the table from here on, failure or not */
+    c->names[i] = name;
+    c->bodies[i] = body;
+    if (!js_map_put(&c->rule_index, name, i) || (body && !js_map_put(&c->body_index, body, i))) return js_oom(c);
+    if (index) *index = i;
     return name;
+}
+
+const char *js_add_rule(js_conv *c, const char *name_hint, char *body, int *index) {
+    return add_rule(c, name_hint, body, index, true);
 }
 
 void js_set_body(js_conv *c, int index, char *body) {
@@ -322,7 +331,7 @@ const char *js_primitive(js_conv *c, const char *name) {
     if (!rule) return js_fail(c, "internal error: no builtin rule '%s'", name);
     char *body = strdup(rule->body);
     if (!body) return js_oom(c);
-    const char *added = js_add_rule(c, name, body, NULL);
+    const char *added = add_rule(c, name, body, NULL, false);
     if (!added) return NULL;
     for (size_t i = 0; i < 6 && rule->uses[i]; i++)
         if (!js_primitive(c, rule->uses[i])) return NULL;

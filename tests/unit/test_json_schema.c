@@ -216,6 +216,12 @@ static void test_type_lists(void **state) {
           DOCS("\"abc\"", "1", "false"));
     CHECK("{\"type\": [\"integer\", \"boolean\"], \"minimum\": 3}", DOCS("3", "70", "true"), DOCS("2", "-3", "1.5", "null"));
     CHECK("{\"type\": [\"number\", \"integer\"]}", DOCS("1", "1.5"), DOCS("\"1\""));
+    /* All six: the same body as the builtin "value", which other builtins name: it must stay. */
+    CHECK("{\"type\": \"array\", \"items\": {\"type\": [\"object\", \"array\", \"string\", \"number\", \"boolean\", \"null\"]}}",
+          DOCS("[{\"a\":[1,{\"b\":null}]},\"s\",true]"), DOCS("[{\"a\":}]"));
+    /* Two properties of one type share a rule; each is still checked. */
+    CHECK("{\"properties\": {\"a\": {\"type\": \"string\", \"maxLength\": 1}, \"b\": {\"type\": \"string\", \"maxLength\": 1}}}",
+          DOCS("{\"a\":\"x\",\"b\":\"y\"}"), DOCS("{\"a\":\"x\",\"b\":\"yy\"}", "{\"a\":\"xx\"}"));
 }
 
 static void test_any_value(void **state) {
