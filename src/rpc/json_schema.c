@@ -385,13 +385,27 @@ static char *visit_array(js_conv *c, json_t *schema, const char *hint) {
         free(item_hint);
     }
     if (!item) return NULL;
-    js_buf b = {0};
-    js_buf_appendf(&b, "\"[\" ws %s%s", lo == 0 ? "( " : "", item);
+    js_buf list = {0};
+    js_buf_append(&list, item);
     if (hi < 0 || hi > 1) {
-        js_buf_appendf(&b, " ( \",\" ws %s )", item);
-        append_repeat(&b, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+        js_buf_appendf(&list, " ( \",\" ws %s )", item);
+        append_repeat(&list, lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
     }
-    js_buf_append(&b, lo == 0 ? " ws )? \"]\"" : " ws \"]\"");
+    if (lo > 0) {
+        js_buf b = {0};
+        js_buf_appendf(&b, "\"[\" ws %s ws \"]\"", list.oom ? "" : list.data);
+        if (list.oom) b.oom = true;
+        js_buf_free(&list);
+        return js_take_expr(c, &b);
+    }
+    /* An optional list gets a rule of its own: llama.cpp refuses a repetition (the "?") of a group
+     * in which more than 2000 rules first appear, and "{0,1999}" makes that many. */
+    char *list_hint = js_hint(hint, "list");
+    const char *list_rule = list_hint ? as_rule(c, list_hint, js_take_expr(c, &list)) : (js_buf_free(&list), js_oom(c));
+    free(list_hint);
+    if (!list_rule) return NULL;
+    js_buf b = {0};
+    js_buf_appendf(&b, "\"[\" ws ( %s ws )? \"]\"", list_rule);
     return js_take_expr(c, &b);
 }
 
@@ -715,12 +729,6 @@ const char *js_visit_rule(js_conv *c, json_t *schema, const char *hint) { return
 
 /* ---- entry points ----------------------------------------------------------------------------- */
 
-static char *format_rules(js_conv *c) {
-    js_buf out = {0};
-    for (size_t i = 0; i < c->n_rules; i++) js_buf_appendf(&out, "%s ::= %s\n", c->names[i], c->bodies[i]);
-    return js_buf_take(&out);
-}
-
 static void conv_free(js_conv *c) {
     for (size_t i = 0; i < c->n_rules; i++) {
         free(c->names[i]);
@@ -748,7 +756,7 @@ bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf
         if (ref >= 0) convert_target(&c, ref, schema, &where);
     }
     js_buf_free(&where);
-    char *out = c.failed ? NULL : format_rules(&c);
+    char *out = c.failed ? NULL : js_format_rules(&c);
     if (!c.failed && !out) js_oom(&c);
     conv_free(&c);
     *gbnf_out = out;

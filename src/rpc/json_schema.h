@@ -29,7 +29,7 @@
  * if/then/else, multipleOf, bounds on `number`, other formats, ... So are combinations the
  * grammar cannot express: $ref, anyOf or oneOf beside constraints of their own, a keyword that
  * applies to none of the schema's types, `required` naming an undeclared property, left recursion,
- * counts above 2000 (llama.cpp's repetition limit). Without `type`, the keywords present decide
+ * counts above 2000 (llama.cpp's repetition limit), more than 1000 properties in one object. Without `type`, the keywords present decide
  * it (properties -> object, items -> array, minLength -> string, ...); with none, any value. */
 #ifndef SPECD_JSON_SCHEMA_H
 #define SPECD_JSON_SCHEMA_H

@@ -101,6 +101,10 @@ const char *js_primitive(js_conv *c, const char *name);
 /* Adds a rule for the buffer's text (taken). Returns its name or NULL. */
 const char *js_add_rule_buf(js_conv *c, const char *name_hint, js_buf *body);
 
+/* The grammar text: root first, then each rule before the ones it names first, unused rules left
+ * out (heap; NULL when out of memory). */
+char *js_format_rules(js_conv *c);
+
 /* A rule name hint "PARENT-PART" with PART cut down to GBNF name characters. Heap; NULL on OOM. */
 char *js_hint(const char *parent, const char *part);
 
@@ -127,6 +131,8 @@ void js_integer_range(js_buf *b, int64_t lo, int64_t hi);
 /* Largest count of items or characters a bound may give: llama.cpp's grammar parser refuses
  * repetitions above 2000 (and would quietly drop a larger maximum). */
 #define JS_MAX_REPEAT 2000
+/* Most properties one object schema may declare (json_schema_object.c says why). */
+#define JS_MAX_PROPERTIES 1000
 /* Integers have at most 16 digits (as in llama.cpp's converter), so a model cannot write digits
  * forever; integer bounds must lie within that. */
 #define JS_MAX_INTEGER_DIGITS 16

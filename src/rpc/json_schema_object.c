@@ -2,14 +2,14 @@
  * every required one present, each optional one present or not, and (with additionalProperties
  * true or a schema) further keys after them that are none of the declared names.
  *
- * The items (properties, then the extra keys) are written with two families of rules, so the
- * grammar stays linear in the number of properties:
+ * The items (properties, then the extra keys) are written with one rule per item, so the grammar
+ * stays linear in the number of properties:
  *   rest-i: what may follow once something was written, from item i on: each required item as
- *           "," kv, each optional one as ( "," kv )?, the extra keys as ( "," kv )*;
- *   from-i: the first item written is item i or a later optional-skipping one: kv_i rest-(i+1),
- *           or (item i being optional) from-(i+1).
- * The object is "{" ws from-0 ws "}", with from-0 optional when no item is required. */
-#define _POSIX_C_SOURCE 200809L /* strdup */
+ *           "," kv, each optional one as ( "," kv )?, the extra keys as ( "," kv )*.
+ * The object is "{" ws first ws "}" with first ::= kv_0 rest-1 | kv_1 rest-2 | ...: the first
+ * item written is one of those up to the first required one (first is optional when none is).
+ * A run of optional items makes a chain of rest rules that llama.cpp's left-recursion check
+ * follows recursively, one stack frame per item: hence at most JS_MAX_PROPERTIES per object. */
 #include "json_schema_internal.h"
 
 #include <stdio.h>
@@ -26,7 +26,6 @@ typedef struct obj_rules {
     obj_item *items;
     size_t n;
     const char **rest; /* rest[i], i in 1..n-1 */
-    const char **from; /* from[i], i in 1..n-1, where item i-1 is optional */
 } obj_rules;
 
 /* ---- keys that are none of the declared names: a trie of their characters ----------------------
@@ -242,16 +241,12 @@ static void append_piece(js_buf *b, const obj_item *item) {
     else js_buf_appendf(b, "( \",\" ws %s )?", item->kv);
 }
 
-/* from-i's expression into b. */
+/* The items from i on, item i written first. */
 static void append_first(js_buf *b, const obj_rules *r, size_t i) {
     const obj_item *item = &r->items[i];
-    if (item->repeated) {
-        js_buf_appendf(b, "%s ( \",\" ws %s )*", item->kv, item->kv);
-        return;
-    }
-    js_buf_append(b, item->kv);
-    if (i + 1 < r->n) js_buf_appendf(b, " %s", r->rest[i + 1]);
-    if (!item->required && i + 1 < r->n) js_buf_appendf(b, " | %s", r->from[i + 1]);
+    if (item->repeated) js_buf_appendf(b, "%s ( \",\" ws %s )*", item->kv, item->kv);
+    else if (i + 1 < r->n) js_buf_appendf(b, "%s %s", item->kv, r->rest[i + 1]);
+    else js_buf_append(b, item->kv);
 }
 
 static const char *add_numbered_rule(js_conv *c, const char *hint, const char *family, size_t i, js_buf *body) {
@@ -270,12 +265,6 @@ static bool add_sequence_rules(js_conv *c, obj_rules *r, const char *hint) {
         if (i + 1 < r->n) js_buf_appendf(&b, " %s", r->rest[i + 1]);
         if (!(r->rest[i] = add_numbered_rule(c, hint, "rest", i, &b))) return false;
     }
-    for (size_t i = r->n; i-- > 1;) {
-        if (r->items[i - 1].required) continue;
-        js_buf b = {0};
-        append_first(&b, r, i);
-        if (!(r->from[i] = add_numbered_rule(c, hint, "from", i, &b))) return false;
-    }
     return true;
 }
 
@@ -286,12 +275,22 @@ static char *object_expr(js_conv *c, obj_rules *r, const char *hint) {
         return js_take_expr(c, &b);
     }
     if (!add_sequence_rules(c, r, hint)) return NULL;
-    bool any_required = false;
-    for (size_t i = 0; i < r->n; i++) any_required = any_required || r->items[i].required;
+    size_t first_required = 0;
+    while (first_required < r->n && !r->items[first_required].required) first_required++;
+    bool any_required = first_required < r->n;
+    /* The first item's alternatives form a rule of their own: llama.cpp refuses a repetition
+     * (the "?") of a group in which more than 2000 rules first appear. */
+    js_buf first = {0};
+    for (size_t i = 0; i <= first_required && i < r->n; i++) {
+        if (i) js_buf_append(&first, " | ");
+        append_first(&first, r, i);
+    }
+    char *first_hint = js_hint(hint, "first");
+    const char *first_rule = first_hint ? js_add_rule_buf(c, first_hint, &first) : (js_buf_free(&first), js_oom(c));
+    free(first_hint);
+    if (!first_rule) return NULL;
     js_buf b = {0};
-    js_buf_append(&b, any_required ? "\"{\" ws ( " : "\"{\" ws ( ( ");
-    append_first(&b, r, 0);
-    js_buf_append(&b, any_required ? " ) ws \"}\"" : " ) ws )? \"}\"");
+    js_buf_appendf(&b, any_required ? "\"{\" ws %s ws \"}\"" : "\"{\" ws ( %s ws )? \"}\"", first_rule);
     return js_take_expr(c, &b);
 }
 
@@ -325,6 +324,9 @@ char *js_visit_object(js_conv *c, json_t *schema, const char *hint) {
     json_t *required = json_object_get(schema, "required");
     json_t *additional = json_object_get(schema, "additionalProperties");
     if (props && !json_is_object(props)) return js_fail(c, "'properties' must be an object"), NULL;
+    if (json_object_size(props) > JS_MAX_PROPERTIES)
+        return js_fail(c, "'properties' with %zu entries is not supported (at most %d per object)", json_object_size(props),
+                       JS_MAX_PROPERTIES), NULL;
     if (additional && !json_is_boolean(additional) && !json_is_object(additional))
         return js_fail(c, "'additionalProperties' must be a boolean or a schema"), NULL;
     /* As llama.cpp: without additionalProperties, the declared properties only, or any object
@@ -336,9 +338,9 @@ char *js_visit_object(js_conv *c, json_t *schema, const char *hint) {
         return js_primitive_expr(c, "object");
     if (!js_primitive(c, "ws")) return NULL;
     size_t n_max = json_object_size(props) + 1;
-    obj_rules r = {calloc(n_max, sizeof *r.items), 0, calloc(n_max, sizeof *r.rest), calloc(n_max, sizeof *r.from)};
+    obj_rules r = {calloc(n_max, sizeof *r.items), 0, calloc(n_max, sizeof *r.rest)};
     char *expr = NULL;
-    if (!r.items || !r.rest || !r.from) js_oom(c);
+    if (!r.items || !r.rest) js_oom(c);
     else {
         c->consumed++; /* everything here follows "{" */
         if (collect_items(c, &r, props, required, additional, extra, hint)) expr = object_expr(c, &r, hint);
@@ -346,6 +348,5 @@ char *js_visit_object(js_conv *c, json_t *schema, const char *hint) {
     }
     free(r.items);
     free(r.rest);
-    free(r.from);
     return expr;
 }

@@ -337,3 +337,79 @@ const char *js_primitive(js_conv *c, const char *name) {
         if (!js_primitive(c, rule->uses[i])) return NULL;
     return added;
 }
+
+/* ---- output ----------------------------------------------------------------------------------- */
+
+typedef struct int_list {
+    int *v;
+    size_t n, cap;
+} int_list;
+
+static bool int_push(int_list *l, int x) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        int *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return true;
+}
+
+static bool name_char(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
+}
+
+/* The rules `body` names, in order (words outside its literals and classes). */
+static bool collect_refs(const js_conv *c, const char *body, int_list *out) {
+    for (const char *p = body; *p;) {
+        if (*p == '"' || *p == '[') {
+            char close = *p == '"' ? '"' : ']';
+            for (p++; *p && *p != close; p++)
+                if (*p == '\\' && p[1]) p++;
+            if (*p) p++;
+        } else if (name_char(*p)) {
+            const char *start = p;
+            while (name_char(*p)) p++;
+            char name[256]; /* rule names stay far below: js_hint keeps 200 characters */
+            size_t len = (size_t)(p - start);
+            if (len >= sizeof name) continue;
+            memcpy(name, start, len);
+            name[len] = '\0';
+            int index = js_map_get(&c->rule_index, name);
+            if (index >= 0 && !int_push(out, index)) return false;
+        } else {
+            p++;
+        }
+    }
+    return true;
+}
+
+/* The grammar text, rules in depth-first order from root, each before the rules it names first
+ * (rules root does not reach are left out: they cannot matter).
+ * llama.cpp numbers rules in the order the text first names them, and its left-recursion check
+ * walks every leftmost chain again from each rule it has not yet visited: with a chain's tail
+ * written first (as the converter creates rules, children before parents) that check took
+ * quadratic time. */
+char *js_format_rules(js_conv *c) {
+    bool *done = calloc(c->n_rules, sizeof *done);
+    int_list stack = {0}, kids = {0};
+    js_buf out = {0};
+    bool ok = done && int_push(&stack, 0);
+    while (ok && stack.n) {
+        int r = stack.v[--stack.n];
+        if (done[r]) continue;
+        done[r] = true;
+        js_buf_appendf(&out, "%s ::= %s\n", c->names[r], c->bodies[r]);
+        kids.n = 0;
+        ok = collect_refs(c, c->bodies[r], &kids);
+        for (size_t k = kids.n; ok && k-- > 0;)
+            if (!done[kids.v[k]]) ok = int_push(&stack, kids.v[k]);
+    }
+    free(done);
+    free(stack.v);
+    free(kids.v);
+    if (!ok) out.oom = true;
+    return js_buf_take(&out);
+}

@@ -276,32 +276,38 @@ static void test_object_additional_properties(void **state) {
           DOCS("{\"name\":\"n\"}", "{\"id\":1,\"name\":2}", "{\"id\":\"1\"}"));
 }
 
-static void test_object_many_properties(void **state) {
-    (void)state;
-    char schema[32768], valid[4096], invalid[4096];
+/* The most properties an object may have (1000), with every 7th and p150 in a document, then an
+ * extra key; the same without p150. */
+static void check_many_properties(bool p150_required) {
+    enum { N = 1000 };
+    static char schema[64 * N], valid[16 * N], invalid[16 * N];
     size_t len = (size_t)snprintf(schema, sizeof schema, "{\"additionalProperties\": true, \"properties\": {");
-    for (int i = 0; i < 300; i++)
+    for (int i = 0; i < N; i++)
         len += (size_t)snprintf(schema + len, sizeof schema - len, "%s\"p%d\": {\"type\": \"integer\"}", i ? ", " : "", i);
-    snprintf(schema + len, sizeof schema - len, "}, \"required\": [\"p150\"]}");
-    /* Every 7th property and p150 (required), then an extra key; the same without p150. */
+    snprintf(schema + len, sizeof schema - len, "}, \"required\": [%s]}", p150_required ? "\"p150\"" : "");
     size_t n_valid = (size_t)snprintf(valid, sizeof valid, "{"), n_invalid = n_valid;
     snprintf(invalid, sizeof invalid, "{");
-    for (int i = 0; i < 300; i++) {
+    for (int i = 0; i < N; i++) {
         if (i % 7 != 0 && i != 150) continue;
         n_valid += (size_t)snprintf(valid + n_valid, sizeof valid - n_valid, "\"p%d\":%d,", i, i);
         if (i != 150) n_invalid += (size_t)snprintf(invalid + n_invalid, sizeof invalid - n_invalid, "\"p%d\":%d,", i, i);
     }
     snprintf(valid + n_valid, sizeof valid - n_valid, "\"p3000\":\"x\"}");
     snprintf(invalid + n_invalid, sizeof invalid - n_invalid, "\"p3000\":\"x\"}");
-    static const char *docs[2][3];
-    docs[0][0] = valid;
-    docs[0][1] = "{\"p150\":1}";
-    docs[1][0] = invalid;
-    docs[1][1] = "{\"p150\":1,\"p7\":\"x\"}";
-    check_schema(schema, docs[0], docs[1]);
+    const char *const valid_docs[] = {valid, "{\"p150\":1}", "{\"p150\":1,\"p999\":2,\"zz\":[]}", p150_required ? END : "{}", END};
+    /* Without p150 (when required), a wrong type for a declared name, even after extra keys. */
+    const char *const invalid_docs[] = {"{\"p150\":\"x\"}", "{\"p150\":1,\"zz\":1,\"p7\":\"x\"}",
+                                        p150_required ? invalid : END, END};
+    check_schema(schema, valid_docs, invalid_docs);
     char *gbnf = convert(schema);
-    assert_true(strlen(gbnf) < 200000); /* linear in the properties, not quadratic */
+    assert_true(strlen(gbnf) < 300000); /* linear in the properties, not quadratic */
     free(gbnf);
+}
+
+static void test_object_many_properties(void **state) {
+    (void)state;
+    check_many_properties(true);
+    check_many_properties(false);
 }
 
 /* ---- arrays ----------------------------------------------------------------------------------- */
@@ -315,6 +321,14 @@ static void test_arrays(void **state) {
     CHECK("{\"type\": \"array\", \"items\": false}", DOCS("[]", "[ ]"), DOCS("[1]"));
     CHECK("{\"type\": \"array\", \"maxItems\": 1}", DOCS("[]", "[{}]"), DOCS("[1,2]"));
     CHECK("{\"type\": \"array\", \"minItems\": 2}", DOCS("[1,2]", "[1,2,3,4,5]"), DOCS("[]", "[1]"));
+    /* Up to llama.cpp's repetition limit, with and without a minimum. */
+    static char full[4200], over[4300];
+    size_t n = (size_t)snprintf(full, sizeof full, "[0");
+    for (int i = 1; i < 2000; i++) n += (size_t)snprintf(full + n, sizeof full - n, ",%d", i % 10);
+    snprintf(over, sizeof over, "%s,1]", full);
+    snprintf(full + n, sizeof full - n, "]");
+    CHECK("{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"maxItems\": 2000}", DOCS("[]", full), DOCS(over));
+    CHECK("{\"type\": \"array\", \"minItems\": 2000, \"maxItems\": 2000}", DOCS(full), DOCS(over, "[1]"));
     CHECK("{\"type\": \"array\", \"items\": {\"type\": \"array\", \"items\": {\"type\": \"boolean\"}, \"maxItems\": 2}}",
           DOCS("[[true],[],[false,true]]"), DOCS("[[true,true,true]]", "[[1]]"));
 }
@@ -465,6 +479,11 @@ static void test_impossible_or_ambiguous_schemas_are_refused(void **state) {
     expect_refusal("{\"type\": \"integer\", \"exclusiveMinimum\": true}", "as a boolean (draft 4)");
     expect_refusal("{\"properties\": {\"a\\\"b\": {}}, \"additionalProperties\": true}", "property name 'a\"b' is not supported");
     expect_refusal("{\"properties\": {\"a\": {\"$id\": \"x\"}}}", "'$id' is supported at the root only");
+    char many[40000];
+    size_t n_many = (size_t)snprintf(many, sizeof many, "{\"properties\": {");
+    for (int i = 0; i < 1001; i++) n_many += (size_t)snprintf(many + n_many, sizeof many - n_many, "%s\"p%d\": {}", i ? "," : "", i);
+    snprintf(many + n_many, sizeof many - n_many, "}}");
+    expect_refusal(many, "'properties' with 1001 entries is not supported (at most 1000 per object) at $");
     /* Deeper than the converter goes: refused, not a stack overflow. */
     char deep[4096];
     size_t len = 0;
