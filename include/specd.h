@@ -142,6 +142,33 @@ SPECD_API int32_t specd_token_to_piece(const specd_engine *engine, specd_token t
 SPECD_API char *specd_detokenize(const specd_engine *engine, const specd_token *tokens,
                                  int32_t n_tokens);
 
+/* ---- chat templates ------------------------------------------------------------------------- */
+
+/* One message of a conversation; both strings are borrowed for the duration of the call. */
+typedef struct specd_chat_message {
+    const char *role;    /* "system", "user", "assistant", ... */
+    const char *content;
+} specd_chat_message;
+
+/* Formats a conversation into prompt text with llama.cpp's chat templates (llama_chat_apply_template,
+ * which knows llama.cpp's built-in formats and recognizes a model's Jinja template as one of them;
+ * it runs no Jinja itself).
+ *  - template_name NULL or "": the target model's own template (GGUF tokenizer.chat_template);
+ *    an error when the model has none, or when llama.cpp does not recognize it.
+ *  - otherwise one of llama.cpp's built-in templates ("chatml", "llama3", "mistral-v7", ...), or a
+ *    template the model stores under that name (tokenizer.chat_template.NAME); an unknown name is an
+ *    error that lists the built-in ones.
+ * With add_assistant the text ends with the opening of an assistant turn, for the model to write.
+ * On success *out is heap text (free with specd_free); on failure SPECD_ERR_INVALID_ARGUMENT and
+ * *error. Safe from any thread (it reads the model's metadata only). */
+SPECD_API specd_status specd_chat_apply_template(const specd_engine *engine, const specd_chat_message *messages,
+                                                 size_t n_messages, const char *template_name,
+                                                 bool add_assistant, char **out, char **error);
+
+/* The target model's own chat template text (tokenizer.chat_template), or NULL when it has none.
+ * Owned by the engine. */
+SPECD_API const char *specd_engine_chat_template(const specd_engine *engine);
+
 /* ---- generation ----------------------------------------------------------------------------- */
 
 typedef struct specd_logit_bias {

@@ -15,7 +15,7 @@
  *   make_tiny_model --out FILE [--vocab normal|different] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0]
- *       [--name NAME]
+ *       [--name NAME] [--chat-template NAME_OR_TEXT]
  *
  *   --noise EPS       adds EPS times an independent approx-normal value (from
  *                     --noise-seed) to every element of every weight matrix,
@@ -24,6 +24,11 @@
  *   --logit-scale S   multiplies output.weight; logits have roughly unit
  *                     spread at S = 1, so larger S gives peakier
  *                     distributions without changing the greedy choice.
+ *   --chat-template T stores T as tokenizer.chat_template, as a real model
+ *                     carries its Jinja template: either the template text
+ *                     or a name llama.cpp knows ("chatml", "llama3", ...),
+ *                     which llama_chat_apply_template accepts as well.
+ *                     Without it the model has no chat template.
  *
  * On success one summary line goes to stderr. Errors are reported as one
  * line on stderr and exit status 2.
@@ -76,6 +81,7 @@ typedef struct {
     uint64_t noise_seed;
     double noise;
     double logit_scale;
+    const char *chat_template; /* NULL: none */
 } model_options;
 
 typedef struct {
@@ -117,7 +123,8 @@ static void print_usage(FILE *stream) {
             "usage: " PROGRAM_NAME " --out FILE [--vocab normal|different]"
             " [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
-            " [--noise-seed 7] [--logit-scale 1.0] [--name NAME]\n");
+            " [--noise-seed 7] [--logit-scale 1.0] [--name NAME]"
+            " [--chat-template NAME_OR_TEXT]\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -181,6 +188,7 @@ static model_options default_options(void) {
         .noise_seed = 7,
         .noise = 0.0,
         .logit_scale = 1.0,
+        .chat_template = NULL,
     };
     return opts;
 }
@@ -223,6 +231,8 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->noise = parse_double(flag, value);
     } else if (strcmp(flag, "--logit-scale") == 0) {
         opts->logit_scale = parse_double(flag, value);
+    } else if (strcmp(flag, "--chat-template") == 0) {
+        opts->chat_template = value;
     } else {
         return false;
     }
@@ -236,6 +246,9 @@ static void validate_options(const model_options *opts) {
     }
     if (opts->name[0] == '\0') {
         fail("--name must not be empty");
+    }
+    if (opts->chat_template != NULL && opts->chat_template[0] == '\0') {
+        fail("--chat-template must not be empty (leave it out for a model without one)");
     }
     if (opts->n_embd % opts->n_head != 0) {
         fail("--n-embd (%d) must be a multiple of --n-head (%d)", opts->n_embd, opts->n_head);
@@ -654,7 +667,8 @@ static void set_model_metadata(struct gguf_context *gguf, const model_options *o
     gguf_set_val_u32(gguf, "llama.vocab_size", (uint32_t)n_vocab);
 }
 
-static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *vocab) {
+static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *vocab,
+                                   const char *chat_template) {
     const char *texts[MAX_VOCAB];
     for (int i = 0; i < vocab->count; i++) {
         texts[i] = vocab->text[i];
@@ -671,6 +685,9 @@ static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *
     gguf_set_val_bool(gguf, "tokenizer.ggml.add_bos_token", true);
     gguf_set_val_bool(gguf, "tokenizer.ggml.add_eos_token", false);
     gguf_set_val_bool(gguf, "tokenizer.ggml.add_space_prefix", true);
+    if (chat_template != NULL) {
+        gguf_set_val_str(gguf, "tokenizer.chat_template", chat_template);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -703,7 +720,7 @@ int main(int argc, char **argv) {
     struct ggml_context *ctx = create_weight_context(&opts, vocab->count, &weight_buffer);
     struct gguf_context *gguf = gguf_init_empty();
     set_model_metadata(gguf, &opts, vocab->count);
-    set_tokenizer_metadata(gguf, vocab);
+    set_tokenizer_metadata(gguf, vocab, opts.chat_template);
     add_all_tensors(gguf, ctx, &opts, vocab->count);
     write_gguf_file(gguf, opts.out_path);
 
