@@ -16,7 +16,7 @@
 #include "engine/engine_internal.h"
 #include "engine_helpers.h"
 #include "rpc/json_schema.h"
-#include "session/grammar.h"
+#include "sample/grammar.h"
 #include "specd.h"
 
 #include <stdio.h>
