@@ -10,6 +10,7 @@
 #include "specd_rpc.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -44,6 +45,23 @@ static void stop_signals(sigset_t *set) {
     sigaddset(set, SIGTERM);
 }
 
+/* True when one of `set` arrives within `seconds`. An interrupted wait goes on (the leak checker
+ * of a sanitizer build interrupts it while the process exits). */
+static bool second_signal_within(const sigset_t *set, int seconds) {
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += seconds;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left_ns = (int64_t)(end.tv_sec - now.tv_sec) * 1000000000 + (end.tv_nsec - now.tv_nsec);
+        if (left_ns <= 0) return false;
+        struct timespec left = {.tv_sec = left_ns / 1000000000, .tv_nsec = left_ns % 1000000000};
+        siginfo_t info;
+        if (sigtimedwait(set, &info, &left) > 0) return true;
+        if (errno != EINTR) return false;
+    }
+}
+
 /* The first SIGINT/SIGTERM asks for a graceful stop; then a second signal, or WATCHDOG_S seconds
  * without the stop finishing (a model load that does not end, a stuck call), exit at once. */
 static void *signal_thread_main(void *arg) {
@@ -56,9 +74,7 @@ static void *signal_thread_main(void *arg) {
     atomic_store(&S.stopping, true);
     pthread_cond_broadcast(&S.asked);
     pthread_mutex_unlock(&S.lock);
-    struct timespec limit = {.tv_sec = WATCHDOG_S, .tv_nsec = 0};
-    siginfo_t info;
-    if (sigtimedwait(&set, &info, &limit) > 0)
+    if (second_signal_within(&set, WATCHDOG_S))
         fprintf(stderr, "specd: a second stop signal: exiting at once\n");
     else
         fprintf(stderr, "specd: the stop did not finish within %d s (a model load or a call that does not "
