@@ -1,6 +1,7 @@
 /* rpc.c - the one JSON-RPC 2.0 dispatcher every transport goes through (C functions, HTTP):
- * framing (single requests, batches, notifications, id echo), the error objects, and the table of
- * methods. The methods themselves live in state.c, completion.c and async.c. */
+ * framing (single requests, batches, notifications, id echo), the error objects, the table of
+ * methods, and the caller's rights (admin methods, the models directory). The methods themselves
+ * live in state.c, completion.c and async.c. */
 #include "specd_rpc.h"
 
 #include "rpc_internal.h"
@@ -10,20 +11,26 @@
 
 typedef json_t *(*rpc_method_fn)(json_t *params, rpc_error *err);
 
+/* `admin`: the method loads, replaces or unloads the models, so a caller needs admin rights
+ * (any future model-loading method must be marked so too). */
 static const struct {
     const char *name;
     rpc_method_fn fn;
+    bool admin;
 } methods[] = {
-    {"init", rpc_method_init},
-    {"status", rpc_method_status},
-    {"tokenize", rpc_method_tokenize},
-    {"detokenize", rpc_method_detokenize},
-    {"completion", rpc_method_completion},
-    {"completion.start", rpc_method_completion_start},
-    {"completion.poll", rpc_method_completion_poll},
-    {"completion.cancel", rpc_method_completion_cancel},
-    {"shutdown", rpc_method_shutdown},
+    {"init", rpc_method_init, true},
+    {"status", rpc_method_status, false},
+    {"tokenize", rpc_method_tokenize, false},
+    {"detokenize", rpc_method_detokenize, false},
+    {"completion", rpc_method_completion, false},
+    {"completion.start", rpc_method_completion_start, false},
+    {"completion.poll", rpc_method_completion_poll, false},
+    {"completion.cancel", rpc_method_completion_cancel, false},
+    {"shutdown", rpc_method_shutdown, true},
 };
+
+static const rpc_caller full_rights = {.admin = true, .models_dir = NULL};
+static const rpc_caller least_rights = {.admin = false, .models_dir = NULL};
 
 static json_t *error_response(json_t *id, const rpc_error *err) {
     json_t *r = json_pack("{s:s, s:o}", "jsonrpc", "2.0", "error", rpc_error_object(err));
@@ -64,14 +71,35 @@ static bool validate_request(json_t *req, rpc_error *err) {
     return true;
 }
 
-static json_t *call_method(const char *name, json_t *params, rpc_error *err) {
+/* init for a caller confined to a models directory: the same call on params whose model paths
+ * are checked and pinned to their real paths. */
+static json_t *call_init_confined(json_t *params, const char *models_dir, rpc_error *err) {
+    json_t *confined = rpc_init_params_confine(params, models_dir, err);
+    if (!confined) return NULL;
+    json_t *result = rpc_method_init(confined, err);
+    json_decref(confined);
+    return result;
+}
+
+static json_t *call_method(const char *name, json_t *params, const rpc_caller *caller, rpc_error *err) {
     if (json_is_array(params)) {
         rpc_fail(err, RPC_INVALID_PARAMS, "params",
                  "%s: params must be an object with named fields, not an array", name);
         return NULL;
     }
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (strcmp(methods[i].name, name) == 0) return methods[i].fn(params, err);
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+        if (strcmp(methods[i].name, name) != 0) continue;
+        if (methods[i].admin && !caller->admin) {
+            rpc_fail(err, RPC_FORBIDDEN, "method",
+                     "forbidden: '%s' loads or unloads models and needs admin rights (over HTTP: the "
+                     "admin key that specd serve was started with, --admin-api-key)", name);
+            return NULL;
+        }
+        /* A future model-loading method needs its paths confined here too. */
+        if (methods[i].fn == rpc_method_init && caller->models_dir)
+            return call_init_confined(params, caller->models_dir, err);
+        return methods[i].fn(params, err);
+    }
     rpc_fail(err, RPC_METHOD_NOT_FOUND, "method",
              "method not found: '%s' (methods: init, status, tokenize, detokenize, completion, "
              "completion.start, completion.poll, completion.cancel, shutdown)", name);
@@ -79,14 +107,14 @@ static json_t *call_method(const char *name, json_t *params, rpc_error *err) {
 }
 
 /* One request object; NULL when it is a notification (no id member). */
-static json_t *dispatch_one(json_t *req) {
+static json_t *dispatch_one(json_t *req, const rpc_caller *caller) {
     if (!json_is_object(req))
         return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: a request must be a JSON object");
     json_t *id = json_object_get(req, "id");
     rpc_error err;
     if (!validate_request(req, &err)) return error_response(id && valid_id(id) ? id : NULL, &err);
     json_t *result = call_method(json_string_value(json_object_get(req, "method")),
-                                 json_object_get(req, "params"), &err);
+                                 json_object_get(req, "params"), caller, &err);
     if (!id) { /* a notification: done, whatever happened */
         json_decref(result);
         return NULL;
@@ -97,14 +125,14 @@ static json_t *dispatch_one(json_t *req) {
     return r;
 }
 
-static json_t *dispatch_batch(json_t *batch) {
+static json_t *dispatch_batch(json_t *batch, const rpc_caller *caller) {
     if (json_array_size(batch) == 0)
         return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: an empty batch");
     json_t *responses = json_array();
     size_t i;
     json_t *req;
     json_array_foreach(batch, i, req) {
-        json_t *r = dispatch_one(req);
+        json_t *r = dispatch_one(req, caller);
         if (r) json_array_append_new(responses, r);
     }
     if (json_array_size(responses) == 0) { /* only notifications: nothing at all is returned */
@@ -114,9 +142,12 @@ static json_t *dispatch_batch(json_t *batch) {
     return responses;
 }
 
-json_t *rpc_dispatch(json_t *request) {
-    return json_is_array(request) ? dispatch_batch(request) : dispatch_one(request);
+json_t *rpc_dispatch_as(json_t *request, const rpc_caller *caller) {
+    if (!caller) caller = &least_rights; /* forgetting the caller must not grant anything */
+    return json_is_array(request) ? dispatch_batch(request, caller) : dispatch_one(request, caller);
 }
+
+json_t *rpc_dispatch(json_t *request) { return rpc_dispatch_as(request, &full_rights); }
 
 static char *dump(json_t *value) {
     char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;

@@ -22,6 +22,7 @@ enum {
     RPC_MODEL_LOAD = -32002,  /* the model files could not be loaded */
     RPC_GENERATION = -32003,  /* generation failed at run time */
     RPC_UNKNOWN_JOB = -32004, /* completion.poll/cancel with an id that is not the current one */
+    RPC_FORBIDDEN = -32005,   /* an admin method (init, shutdown) from a caller without admin rights */
 };
 
 typedef struct rpc_error {
@@ -85,6 +86,14 @@ typedef struct rpc_engine_settings {
 bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *out, rpc_error *err);
 void rpc_engine_settings_free(rpc_engine_settings *s);
 
+/* init's params for a caller confined to `models_dir` (a real path: absolute, no symlinks, no
+ * trailing slash): a copy of `params` (new reference) in which the target and draft paths init
+ * would load, whichever of init's forms named them, are pinned to their real paths, each checked
+ * to be a regular file under models_dir; a relative path is taken relative to models_dir. NULL
+ * with *err set otherwise: RPC_INVALID_PARAMS with one message for every refused path, so it never
+ * tells whether a path outside the directory exists. */
+json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_error *err);
+
 /* ---- the methods (state.c, completion.c, async.c) -------------------------------------------- */
 /* Each returns the result (new reference) or NULL with *err set. `params` may be NULL. */
 json_t *rpc_method_init(json_t *params, rpc_error *err);
@@ -97,8 +106,18 @@ json_t *rpc_method_completion_start(json_t *params, rpc_error *err);
 json_t *rpc_method_completion_poll(json_t *params, rpc_error *err);
 json_t *rpc_method_completion_cancel(json_t *params, rpc_error *err);
 
-/* The dispatcher on a parsed request (object or batch): the response, or NULL when there is
- * nothing to answer (notifications only). Used by specd_rpc and the C ABI wrappers alike. */
+/* Who is calling the dispatcher. A library user (specd_rpc, the C ABI) is trusted: full rights.
+ * `specd serve` gives an HTTP client admin rights only when it sends the admin key. */
+typedef struct rpc_caller {
+    bool admin;             /* may call the admin methods, which load or unload models (init, shutdown) */
+    const char *models_dir; /* when not NULL: init may load only regular files under this directory
+                             * (a real path, see rpc_init_params_confine) */
+} rpc_caller;
+
+/* The dispatcher on a parsed request (object or batch, borrowed): the response, or NULL when
+ * there is nothing to answer (notifications only). rpc_dispatch calls with full rights; it is
+ * what specd_rpc and the C ABI wrappers use. */
+json_t *rpc_dispatch_as(json_t *request, const rpc_caller *caller);
 json_t *rpc_dispatch(json_t *request);
 
 #endif

@@ -1,306 +1,172 @@
-/* serve.c - `specd serve`: the JSON API over HTTP with libmicrohttpd. Every route goes through
- * the one JSON-RPC dispatcher (specd_rpc):
- *   POST /rpc         JSON-RPC 2.0 (single, batch); notifications only -> 204 without a body
- *   POST /completion  a completion request; with "stream": true, Server-Sent Events
- *   GET  / , /health  readiness (no API key needed)
- * Binds to 127.0.0.1 by default; bodies over --max-body are refused (413); with --api-key,
- * other routes need "Authorization: Bearer KEY" or "X-Api-Key: KEY" (401 otherwise). */
-#define _POSIX_C_SOURCE 200809L
+/* serve.c - `specd serve`: the JSON API over HTTP with libmicrohttpd (routes and who may call what:
+ * routes.c). This file is the command: options, start-up (open-file limit, keys, models directory,
+ * the model load), the daemon (epoll, a thread pool, connection limits), and the stop: SIGINT or
+ * SIGTERM refuse new work, cancel what runs, let open streams and calls end, resume every suspended
+ * connection and stop the daemon; a watchdog exits anyway when that has not finished in time. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "../cli/args.h"
 #include "../cli/cli.h"
+#include "server.h"
 #include "specd_rpc.h"
 
 #include <arpa/inet.h>
-#include <jansson.h>
-#include <microhttpd.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-typedef struct serve_options {
-    const char *host;
-    int64_t port;
-    const char *api_key;
-    int64_t max_body;
-    json_t *init_args; /* everything else, for init (owned) */
-} serve_options;
+#define WATCHDOG_S 10           /* a graceful stop that takes longer ends with _exit */
+#define DRAIN_MS 3000           /* how long the stop waits for running calls and streams to end */
+#define CALL_WORKERS 8          /* threads for slow calls (completions, loads, waiting polls) */
+#define DEFAULT_MAX_CONNS 4096
+#define DEFAULT_MAX_CONNS_PER_IP 256
+#define FDS_KEPT 64             /* descriptors kept for models, logs and the listening socket */
 
-/* One HTTP request: its body as it arrives. */
-typedef struct request_state {
-    char *body;
-    size_t len;
-    bool too_large;
-} request_state;
+/* ---- the stop -------------------------------------------------------------------------------- */
 
-/* ---- calling the dispatcher ------------------------------------------------------------------ */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t asked;
+    atomic_bool stopping;
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .asked = PTHREAD_COND_INITIALIZER};
 
-/* Calls `method` with `params` (borrowed); returns the whole JSON-RPC response object. */
-static json_t *rpc_call(const char *method, json_t *params) {
-    json_t *req = json_pack("{s:s, s:i, s:s}", "jsonrpc", "2.0", "id", 1, "method", method);
-    if (params) json_object_set(req, "params", params);
-    char *text = json_dumps(req, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    json_decref(req);
-    const char *answer = text ? specd_rpc(text) : NULL;
-    free(text);
-    json_t *response = answer ? json_loads(answer, 0, NULL) : NULL;
-    specd_free((void *)answer);
-    return response;
+bool serve_stopping(void) { return atomic_load(&S.stopping); }
+
+static void stop_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
 }
 
-/* HTTP status for a JSON-RPC error code on the plain (non-/rpc) routes. */
-static unsigned http_status_for(json_int_t code) {
-    if (code == -32700 || code == -32600 || code == -32602) return MHD_HTTP_BAD_REQUEST;
-    if (code == -32000 || code == -32001) return MHD_HTTP_SERVICE_UNAVAILABLE;
-    if (code == -32601 || code == -32004) return MHD_HTTP_NOT_FOUND;
-    return MHD_HTTP_INTERNAL_SERVER_ERROR;
-}
-
-/* ---- responses ------------------------------------------------------------------------------- */
-
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, const char *text) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-    json_decref(value);
-    enum MHD_Result ok = send_text(c, text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json",
-                                   text ? text : "{\"error\":{\"code\":-32603,\"message\":\"out of memory\"}}");
-    free(text);
-    return ok;
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message) {
-    return send_json(c, status, json_pack("{s:{s:i, s:s}}", "error", "code", code, "message", message));
-}
-
-/* ---- routes ---------------------------------------------------------------------------------- */
-
-static enum MHD_Result route_health(struct MHD_Connection *c) {
-    json_t *response = rpc_call("status", NULL);
-    json_t *status = json_incref(json_object_get(response, "result"));
-    json_decref(response);
-    bool ready = status && json_integer_value(json_object_get(status, "init_success")) == 1;
-    if (status) json_object_set_new(status, "status", json_string(ready ? "ok" : "unavailable"));
-    return send_json(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, status);
-}
-
-static enum MHD_Result route_rpc(struct MHD_Connection *c, const request_state *rs) {
-    const char *answer = specd_rpc(rs->body ? rs->body : "");
-    if (!answer) { /* notifications only: nothing to say */
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
-        MHD_destroy_response(r);
-        return ok;
+/* True when one of `set` arrives within `seconds`. An interrupted wait goes on (the leak checker
+ * of a sanitizer build interrupts it while the process exits). */
+static bool second_signal_within(const sigset_t *set, int seconds) {
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += seconds;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left_ns = (int64_t)(end.tv_sec - now.tv_sec) * 1000000000 + (end.tv_nsec - now.tv_nsec);
+        if (left_ns <= 0) return false;
+        struct timespec left = {.tv_sec = left_ns / 1000000000, .tv_nsec = left_ns % 1000000000};
+        siginfo_t info;
+        if (sigtimedwait(set, &info, &left) > 0) return true;
+        if (errno != EINTR) return false;
     }
-    enum MHD_Result ok = send_text(c, MHD_HTTP_OK, "application/json", answer);
-    specd_free((void *)answer);
-    return ok;
 }
 
-/* A plain route's answer: the result with 200, or the error object with a matching status. */
-static enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response) {
-    json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
-    if (result) {
-        enum MHD_Result ok = send_json(c, MHD_HTTP_OK, json_incref(result));
-        json_decref(response);
-        return ok;
-    }
-    unsigned status = http_status_for(json_integer_value(json_object_get(error, "code")));
-    json_t *body = json_pack("{s:O}", "error", error ? error : json_null());
-    json_decref(response);
-    return send_json(c, status, body);
+/* The first SIGINT/SIGTERM asks for a graceful stop; then a second signal, or WATCHDOG_S seconds
+ * without the stop finishing (a model load that does not end, a stuck call), exit at once. */
+static void *signal_thread_main(void *arg) {
+    (void)arg;
+    sigset_t set;
+    stop_signals(&set);
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return NULL;
+    pthread_mutex_lock(&S.lock);
+    atomic_store(&S.stopping, true);
+    pthread_cond_broadcast(&S.asked);
+    pthread_mutex_unlock(&S.lock);
+    if (second_signal_within(&set, WATCHDOG_S))
+        fprintf(stderr, "specd: a second stop signal: exiting at once\n");
+    else
+        fprintf(stderr, "specd: the stop did not finish within %d s (a model load or a call that does not "
+                "end); exiting anyway\n", WATCHDOG_S);
+    _exit(1);
 }
 
-/* Server-Sent Events for one async completion: each poll's updates become "data: {...}" events. */
-typedef struct sse_stream {
-    json_int_t id;
-    char *pending; /* formatted events not sent yet (owned) */
-    size_t len, sent;
-    bool finished;
-} sse_stream;
-
-static void sse_append(sse_stream *s, json_t *event) {
-    char *text = json_dumps(event, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    if (!text) return;
-    size_t n = strlen(text);
-    char *grown = realloc(s->pending, s->len + n + 9);
-    if (grown) {
-        s->pending = grown;
-        memcpy(s->pending + s->len, "data: ", 6);
-        memcpy(s->pending + s->len + 6, text, n);
-        memcpy(s->pending + s->len + 6 + n, "\n\n", 3);
-        s->len += n + 8;
+/* Waits until a stop is asked for or `ms` pass; true when it was asked for. */
+static bool wait_for_stop(int64_t ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
     }
-    free(text);
+    pthread_mutex_lock(&S.lock);
+    while (!atomic_load(&S.stopping))
+        if (pthread_cond_timedwait(&S.asked, &S.lock, &until) != 0) break;
+    bool asked = atomic_load(&S.stopping);
+    pthread_mutex_unlock(&S.lock);
+    return asked;
 }
 
-static void sse_poll(sse_stream *s) {
-    json_t *params = json_pack("{s:I, s:i}", "id", s->id, "wait_ms", 500);
-    json_t *response = rpc_call("completion.poll", params);
-    json_decref(params);
-    json_t *result = json_object_get(response, "result");
-    size_t i;
-    json_t *update;
-    json_array_foreach(json_object_get(result, "completion_updates"), i, update) sse_append(s, update);
-    json_t *error = result ? json_object_get(result, "error") : json_object_get(response, "error");
-    if (error) {
-        json_t *event = json_pack("{s:O}", "error", error);
-        sse_append(s, event);
-        json_decref(event);
+static void cancel_running_completion(void) { json_decref(serve_rpc("completion.cancel", NULL, &serve_self)); }
+
+/* Graceful stop of a running daemon; every step is bounded except joining a worker stuck in a
+ * call (a model load), which is the watchdog's case. */
+static void stop_daemon(struct MHD_Daemon *d) {
+    MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
+    calls_close_intake();
+    /* Let running calls and streams end by themselves, with their final answers; the cancel is
+     * repeated in case a call that was already on a worker starts a completion after it. */
+    for (int waited = 0; waited < DRAIN_MS && (calls_pending() > 0 || sse_live() > 0); waited += 20) {
+        cancel_running_completion();
+        struct timespec t = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
+        nanosleep(&t, NULL);
     }
-    s->finished = !result || json_is_true(json_object_get(result, "finished"));
-    json_decref(response);
+    /* What is left is ended: no connection may stay suspended when the daemon stops. */
+    calls_abandon();
+    sse_end_all();
+    MHD_stop_daemon(d);
+    conn_deadlines_stop();
+    calls_join();
+    for (int waited = 0; waited < 2000 && sse_live() > 0; waited += 20) { /* pumps notice within 200 ms */
+        struct timespec t = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
+        nanosleep(&t, NULL);
+    }
 }
 
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    sse_stream *s = cls;
-    while (s->sent == s->len && !s->finished) sse_poll(s); /* blocks this connection's thread only */
-    if (s->sent == s->len) return MHD_CONTENT_READER_END_OF_STREAM;
-    size_t n = s->len - s->sent < max ? s->len - s->sent : max;
-    memcpy(buf, s->pending + s->sent, n);
-    s->sent += n;
-    return (ssize_t)n;
-}
-
-/* The client went away (or the stream ended): a completion still running is cancelled. */
-static void sse_free(void *cls) {
-    sse_stream *s = cls;
-    if (!s->finished) {
-        json_t *params = json_pack("{s:I}", "id", s->id);
-        json_decref(rpc_call("completion.cancel", params));
-        json_decref(params);
-    }
-    free(s->pending);
-    free(s);
-}
-
-static enum MHD_Result route_completion(struct MHD_Connection *c, const request_state *rs) {
-    json_error_t jerr;
-    json_t *params = json_loads(rs->body ? rs->body : "", JSON_REJECT_DUPLICATES, &jerr);
-    if (!params) {
-        char message[300];
-        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, -32700, message);
-    }
-    bool stream = json_is_true(json_object_get(params, "stream"));
-    json_t *response = rpc_call(stream ? "completion.start" : "completion", params);
-    json_decref(params);
-    json_t *result = json_object_get(response, "result");
-    if (!stream || !result) return send_rpc_outcome(c, response);
-    sse_stream *s = calloc(1, sizeof *s);
-    if (!s) {
-        json_decref(response);
-        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "out of memory");
-    }
-    s->id = json_integer_value(json_object_get(result, "id"));
-    json_decref(response);
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
-    if (!r) {
-        sse_free(s);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-/* ---- the request handler --------------------------------------------------------------------- */
-
-static bool authorized(struct MHD_Connection *c, const char *key) {
-    if (!key) return true;
-    const char *bearer = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    const char *plain = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
-    if (plain && strcmp(plain, key) == 0) return true;
-    return bearer && strncmp(bearer, "Bearer ", 7) == 0 && strcmp(bearer + 7, key) == 0;
-}
-
-/* Collects the body; false once it is over the limit (the rest is read and dropped). */
-static void collect_body(request_state *rs, const char *data, size_t n, int64_t limit) {
-    if (rs->too_large || rs->len + n > (size_t)limit) {
-        rs->too_large = true;
-        return;
-    }
-    char *grown = realloc(rs->body, rs->len + n + 1);
-    if (!grown) {
-        rs->too_large = true;
-        return;
-    }
-    rs->body = grown;
-    memcpy(rs->body + rs->len, data, n);
-    rs->len += n;
-    rs->body[rs->len] = '\0';
-}
-
-static enum MHD_Result route(struct MHD_Connection *c, const serve_options *o, const char *url, const char *method,
-                             const request_state *rs) {
-    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c);
-    if (!authorized(c, o->api_key))
-        return send_error(c, MHD_HTTP_UNAUTHORIZED, -32000, "unauthorized: send the API key as 'Authorization: "
-                          "Bearer KEY' or 'X-Api-Key: KEY'");
-    if (rs->too_large) {
-        char message[160];
-        snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)", (long long)o->max_body);
-        return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, message);
-    }
-    bool known = strcmp(url, "/rpc") == 0 || strcmp(url, "/completion") == 0;
-    if (known && !post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "use POST");
-    if (!known) return send_error(c, MHD_HTTP_NOT_FOUND, -32601, "not found: POST /rpc, POST /completion, GET /health");
-    return strcmp(url, "/rpc") == 0 ? route_rpc(c, rs) : route_completion(c, rs);
-}
-
-static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                              const char *version, const char *upload, size_t *upload_size, void **state) {
-    (void)version;
-    const serve_options *o = cls;
-    if (!*state) { /* first call: headers only */
-        *state = calloc(1, sizeof(request_state));
-        return *state ? MHD_YES : MHD_NO;
-    }
-    request_state *rs = *state;
-    if (*upload_size > 0) {
-        collect_body(rs, upload, *upload_size, o->max_body);
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    return route(c, o, url, method, rs);
-}
-
-static void request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
-    (void)cls;
-    (void)c;
-    (void)why;
-    request_state *rs = *state;
-    if (rs) free(rs->body);
-    free(rs);
-    *state = NULL;
-}
-
-/* ---- the command ----------------------------------------------------------------------------- */
+/* ---- options --------------------------------------------------------------------------------- */
 
 static void serve_usage(FILE *out) {
     fputs("usage: specd serve -m TARGET [-md DRAFT] [options]\n"
           "\n"
-          "  --host ADDR       IPv4 or IPv6 address to listen on (default 127.0.0.1; 0.0.0.0 or :: =\n"
-          "                    everywhere)\n"
-          "  --port N          port (default 8080; 0 = any free port, printed at start)\n"
-          "  --api-key KEY     require 'Authorization: Bearer KEY' (or X-Api-Key) except on /health\n"
-          "  --max-body BYTES  largest request body (default 1048576)\n"
+          "  --host ADDR            IPv4 or IPv6 address to listen on (default 127.0.0.1; 0.0.0.0 or\n"
+          "                         :: = everywhere)\n"
+          "  --port N               port (default 8080; 0 = any free port, printed at start)\n"
+          "  --api-key KEY          /rpc and /completion need 'Authorization: Bearer KEY' (or\n"
+          "                         X-Api-Key: KEY); /health answers anyone with readiness only\n"
+          "  --admin-api-key KEY    the key for the admin methods (init, shutdown: load or unload\n"
+          "                         models); without it they are refused over HTTP. It also grants\n"
+          "                         everything --api-key does. Must differ from --api-key\n"
+          "  --models-dir DIR       init over HTTP may load only regular files under DIR (after\n"
+          "                         resolving symlinks and '..'; relative paths are taken in DIR).\n"
+          "                         Without it the admin key may load any file the process can read\n"
+          "  --max-body BYTES       largest request body (default 1048576); larger: 413\n"
+          "  --request-timeout S    a request's headers and body must arrive within S seconds of\n"
+          "                         the connection opening (or of the previous answer), however\n"
+          "                         they trickle in; also the idle limit (default 10)\n"
+          "  --max-conns N          open connections at most (default 4096, less if the open-file\n"
+          "                         limit is lower)\n"
+          "  --max-conns-per-ip N   open connections per client address (default 256; 0 = no limit)\n"
+          "  --http-threads N       threads serving connections (default 4); completions and model\n"
+          "                         loads run on their own threads and never hold these\n"
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto,\n"
           "                    -ctv f16|f32, -a ALIAS, --verbose\n"
           "\n"
-          "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health\n",
+          "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health\n"
+          "SIGINT/SIGTERM stop it: running completions are cancelled and streams end; after 10 s\n"
+          "(or a second signal) it exits anyway.\n",
           out);
+}
+
+static bool key_value(cli_args *a, const char *flag, const char **slot) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    if (!*v) return cli_fail(a, "%s must not be empty: an empty key would be easy to guess", flag);
+    *slot = v;
+    return true;
 }
 
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
@@ -312,24 +178,96 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
         if (!strcmp(f, "--host")) ok = (o->host = cli_value(a, f)) != NULL;
         else if (!strcmp(f, "--port")) ok = cli_int(a, f, 0, 65535, &o->port);
-        else if (!strcmp(f, "--api-key")) ok = (o->api_key = cli_value(a, f)) != NULL;
+        else if (!strcmp(f, "--api-key")) ok = key_value(a, f, &o->api_key);
+        else if (!strcmp(f, "--admin-api-key")) ok = key_value(a, f, &o->admin_key);
+        else if (!strcmp(f, "--models-dir")) ok = (o->models_dir_arg = cli_value(a, f)) != NULL;
         else if (!strcmp(f, "--max-body")) ok = cli_int(a, f, 1, INT32_MAX, &o->max_body);
+        else if (!strcmp(f, "--request-timeout")) ok = cli_int(a, f, 1, 3600, &o->request_timeout_s);
+        else if (!strcmp(f, "--max-conns")) ok = cli_int(a, f, 1, 1 << 20, &o->max_conns);
+        else if (!strcmp(f, "--max-conns-per-ip")) ok = cli_int(a, f, 0, 1 << 20, &o->max_conns_per_ip);
+        else if (!strcmp(f, "--http-threads")) ok = cli_int(a, f, 1, 256, &o->http_threads);
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
+    if (o->api_key && o->admin_key && strcmp(o->api_key, o->admin_key) == 0) {
+        cli_fail(a, "--admin-api-key must differ from --api-key: every client with the API key would be an admin");
+        return -1;
+    }
     return 0;
 }
 
+/* The real path of --models-dir, which must be a directory. */
+static bool resolve_models_dir(serve_options *o, cli_args *a) {
+    if (!o->models_dir_arg) return true;
+    o->models_dir = realpath(o->models_dir_arg, NULL);
+    struct stat st;
+    if (!o->models_dir || stat(o->models_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_fail(a, "--models-dir '%s' is not a directory", o->models_dir_arg);
+    return true;
+}
+
+/* Connection limits that fit the open-file limit (raised to its hard limit first). */
+static void fit_connection_limits(serve_options *o) {
+    int64_t fds = conn_raise_fd_limit();
+    int64_t room = fds > FDS_KEPT + 16 ? fds - FDS_KEPT : 16;
+    if (o->max_conns == 0) o->max_conns = DEFAULT_MAX_CONNS < room ? DEFAULT_MAX_CONNS : room;
+    else if (o->max_conns > room)
+        fprintf(stderr, "specd: warning: --max-conns %lld is more than the open-file limit (%lld) allows; "
+                "connections past about %lld will fail\n", (long long)o->max_conns, (long long)fds, (long long)room);
+}
+
+/* ---- start-up -------------------------------------------------------------------------------- */
+
+/* Loads the models (on init's own thread, so that a stop signal is seen meanwhile). Returns 0
+ * when ready, 1 when a stop was asked for first, CLI_EXIT_USAGE on an error (printed). */
 static int load_models(json_t *args) {
-    json_t *params = json_pack("{s:O}", "args", args);
-    json_t *response = rpc_call("init", params);
+    json_t *params = json_pack("{s:O, s:b}", "args", args, "async", 1);
+    json_t *response = serve_rpc("init", params, &serve_self);
     json_decref(params);
     json_t *error = json_object_get(response, "error");
-    if (error) fprintf(stderr, "specd: error: %s\n", json_string_value(json_object_get(error, "message")));
-    int rc = response && !error ? 0 : CLI_EXIT_USAGE;
+    if (!response || error) {
+        fprintf(stderr, "specd: error: %s\n", error ? json_string_value(json_object_get(error, "message")) : "out of memory");
+        json_decref(response);
+        return CLI_EXIT_USAGE;
+    }
     json_decref(response);
-    return rc;
+    for (;;) {
+        if (wait_for_stop(20)) return 1;
+        json_t *status = serve_rpc("status", NULL, &serve_self);
+        json_t *result = json_object_get(status, "result");
+        const char *state = json_string_value(json_object_get(result, "state"));
+        int rc = !state || !strcmp(state, "loading") ? -1 : !strcmp(state, "ready") ? 0 : CLI_EXIT_USAGE;
+        if (rc == CLI_EXIT_USAGE) {
+            const char *why = json_string_value(json_object_get(result, "error"));
+            fprintf(stderr, "specd: error: init: %s\n", why ? why : "loading failed");
+        }
+        json_decref(status);
+        if (rc >= 0) return rc;
+    }
+}
+
+/* libmicrohttpd's messages, at most one a second: under a flood of bad clients it would write a
+ * line per connection (each one the deadline closes, each one over a limit). */
+static void log_http(void *cls, const char *format, va_list ap) {
+    (void)cls;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static time_t last;
+    static long dropped;
+    pthread_mutex_lock(&lock);
+    time_t now = time(NULL);
+    if (now == last) {
+        dropped++;
+    } else {
+        char line[400];
+        vsnprintf(line, sizeof line, format, ap);
+        line[strcspn(line, "\n")] = '\0';
+        if (dropped) fprintf(stderr, "specd: http: %s (%ld more such messages in the second before)\n", line, dropped);
+        else fprintf(stderr, "specd: http: %s\n", line);
+        last = now;
+        dropped = 0;
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 /* Fills `addr` from --host (an IPv4 or IPv6 literal); returns its size, or 0 when it is neither. */
@@ -352,65 +290,85 @@ static socklen_t host_address(const serve_options *o, struct sockaddr_storage *a
 
 static struct MHD_Daemon *start_daemon(serve_options *o) {
     struct sockaddr_storage addr;
-    socklen_t len = host_address(o, &addr);
-    if (len == 0) {
+    if (host_address(o, &addr) == 0) {
         fprintf(stderr, "specd: error: --host must be an IPv4 or IPv6 address such as 127.0.0.1 or ::1, "
                 "got '%s'\n", o->host);
         return NULL;
     }
-    /* libmicrohttpd needs to be told that the address it is given is an IPv6 one. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG |
+    /* epoll with a pool of threads; suspend/resume so that slow calls wait off those threads.
+     * libmicrohttpd needs to be told that the address it is given is an IPv6 one. */
+    unsigned polling = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL_INTERNAL_THREAD
+                                                                             : MHD_USE_AUTO_INTERNAL_THREAD;
+    unsigned flags = polling | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      (addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, handle, o, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    struct MHD_OptionItem options[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)log_http, NULL}, /* first, or some go to the default one */
+        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->max_conns, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)o->max_conns_per_ip, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->request_timeout_s, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)routes_request_done, NULL},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_notify, NULL},
+        /* with one thread, the daemon's own polling thread serves alone: no pool (of 1) */
+        {o->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)o->http_threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, routes_handle, o,
+                                            MHD_OPTION_ARRAY, options, MHD_OPTION_END);
     if (!d) fprintf(stderr, "specd: error: cannot listen on %s port %lld (in use, or not an address of this "
                     "machine?)\n", o->host, (long long)o->port);
     return d;
 }
 
-/* Serves until SIGINT or SIGTERM. */
-static void wait_for_signal(void) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
+/* Serves until a stop is asked for, then stops gracefully. Returns the exit status. */
+static int serve(serve_options *o) {
+    if (!conn_deadlines_start(o->request_timeout_s) || !calls_start(CALL_WORKERS)) {
+        fprintf(stderr, "specd: error: could not start the server's threads\n");
+        return CLI_EXIT_RUNTIME;
+    }
+    struct MHD_Daemon *d = start_daemon(o);
+    if (!d) {
+        conn_deadlines_stop();
+        calls_join();
+        return CLI_EXIT_USAGE;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    bool v6 = strchr(o->host, ':') != NULL; /* URLs put IPv6 literals in brackets */
+    printf("specd: listening on http://%s%s%s:%u\n", v6 ? "[" : "", o->host, v6 ? "]" : "",
+           info ? (unsigned)info->port : (unsigned)o->port);
+    fflush(stdout);
+    while (!wait_for_stop(60000)) continue;
+    stop_daemon(d);
+    return 0;
 }
 
 int cli_serve(int argc, char **argv) {
-    serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20};
+    serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10,
+                       .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
+    if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;
     if (parsed != 0) {
         if (parsed == 1) serve_usage(stdout);
         else fprintf(stderr, "specd: error: %s\n", a.error);
         json_decref(o.init_args);
+        free(o.models_dir);
         return parsed == 1 ? 0 : CLI_EXIT_USAGE;
     }
-    /* Block the stop signals before any thread starts, so only sigwait sees them. */
+    fit_connection_limits(&o);
+    /* Block the stop signals before any thread starts, so only the signal thread sees them. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
+    stop_signals(&set);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int rc = load_models(o.init_args);
-    struct MHD_Daemon *d = rc == 0 ? start_daemon(&o) : NULL;
-    if (d) {
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        bool v6 = strchr(o.host, ':') != NULL; /* URLs put IPv6 literals in brackets */
-        printf("specd: listening on http://%s%s%s:%u\n", v6 ? "[" : "", o.host, v6 ? "]" : "",
-               info ? (unsigned)info->port : (unsigned)o.port);
-        fflush(stdout);
-        wait_for_signal();
-        json_decref(rpc_call("completion.cancel", NULL)); /* open streams end after this step */
-        MHD_stop_daemon(d);
-    } else if (rc == 0) {
-        rc = CLI_EXIT_USAGE;
-    }
+    pthread_t signal_thread;
+    int rc = pthread_create(&signal_thread, NULL, signal_thread_main, NULL) == 0 ? 0 : CLI_EXIT_RUNTIME;
+    if (rc == 0) pthread_detach(signal_thread);
+    if (rc == 0) rc = load_models(o.init_args);
+    if (rc == 0) rc = serve(&o);
+    else if (rc == 1) rc = 0; /* stopped while loading */
     specd_deinit();
     json_decref(o.init_args);
+    free(o.models_dir);
     return rc;
 }

@@ -1,22 +1,32 @@
 #!/usr/bin/env python3
-"""`specd serve` through curl, on 127.0.0.1 only: health, API key, JSON-RPC over HTTP (batch,
-notification -> 204), /completion blocking and as Server-Sent Events, body limit, bad routes.
+"""`specd serve` on 127.0.0.1 only: health, keys (API and admin), admin methods and the models
+directory, JSON-RPC over HTTP (batch, notification -> 204), /completion blocking and as Server-Sent
+Events, body limits (413 from the header, NUL bytes), bad routes, slow calls off the HTTP threads,
+the per-IP limit, 1,500 slow connections (serve_slow.py), SIGTERM during a stream, IPv6.
 
     test_serve.py SPECD MODELS_DIR
-The server listens on a free port (--port 0, read from its first line) and is stopped at the end.
+Each server listens on a free port (--port 0, read from its first line) and is stopped at the end.
 """
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+
+import serve_slow
 
 failures = []
 KEY = "test-key"
+ADMIN = "admin-key"
 
 
 def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
     if not ok:
         failures.append(name)
 
@@ -35,22 +45,93 @@ def curl(port, path, body=None, key=KEY, extra=()):
     return int(code or 0), text
 
 
+def rpc(port, method, params=None, key=KEY):
+    """One JSON-RPC call over /rpc: (HTTP status, parsed response or the text)."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        request["params"] = params
+    code, text = curl(port, "/rpc", request, key=key)
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, text
+
+
+def raw_http(port, data, wait=5.0):
+    """Sends raw bytes on a fresh connection; returns what the server answers before it closes or
+    `wait` seconds pass."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        try:
+            s.sendall(data)
+        except OSError:  # refused (closed at once)
+            return ""
+        got = b""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            got += chunk
+            if b"\r\n\r\n" in got and b"Content-Length" in got:
+                head, _, body = got.partition(b"\r\n\r\n")
+                length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0]
+                             .split(b":")[1])
+                if len(body) >= length:
+                    break
+        return got.decode("utf-8", "replace")
+
+
 def sse_events(text):
     return [json.loads(line[len("data: "):]) for line in text.splitlines() if line.startswith("data: ")]
 
 
-def run_checks(port):
+def start_server(specd, args):
+    """Starts `specd serve --port 0 ARGS`; returns (process, port) or (process, None)."""
+    server = subprocess.Popen([specd, "serve", "--port", "0"] + args, stdout=subprocess.PIPE, text=True)
+    line = server.stdout.readline()
+    server.first_line = line
+    port = int(line.rsplit(":", 1)[1]) if line.startswith("specd: listening on http://") else None
+    if port is None:
+        print(f"server did not start: {line!r}")
+    return server, port
+
+
+def stop_server(server, timeout=30):
+    server.send_signal(signal.SIGTERM)
+    try:
+        return server.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+        return -9
+
+
+# ---- the main server: API key, admin key, models directory ---------------------------------------
+
+def run_checks(port, target):
     code, text = curl(port, "/health", key=None)
-    check("health without a key", code == 200 and json.loads(text)["status"] == "ok", (code, text))
-    code, _ = curl(port, "/", key=None)
-    check("GET / answers", code == 200, code)
+    check("health without a key: readiness only", code == 200 and json.loads(text) == {"status": "ok"}, (code, text))
+    code, text = curl(port, "/health")
+    check("health with the key: the full status", code == 200 and json.loads(text)["status"] == "ok"
+          and json.loads(text)["model"] == target, (code, text))
+    code, text = curl(port, "/", key=None)
+    check("GET / answers readiness only", code == 200 and json.loads(text) == {"status": "ok"}, (code, text))
     code, text = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key=None)
     check("401 without the key", code == 401 and "unauthorized" in text, (code, text))
     code, _ = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key="wrong")
     check("401 with a wrong key", code == 401, code)
+    code, _ = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key=KEY[:-1])
+    check("401 with a prefix of the key", code == 401, code)
     code, text = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key=None,
                       extra=["-H", f"X-Api-Key: {KEY}"])
     check("X-Api-Key works too", code == 200 and json.loads(text)["result"]["state"] == "ready", (code, text))
+    code, text = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key=None,
+                      extra=["-H", f"authorization: bEARER {KEY}"])
+    check("the Bearer scheme in any case", code == 200 and json.loads(text)["result"]["state"] == "ready",
+          (code, text))
 
     code, text = curl(port, "/rpc", [{"jsonrpc": "2.0", "id": "a", "method": "tokenize", "params": {"text": "she"}},
                                      {"jsonrpc": "2.0", "method": "status"},
@@ -60,6 +141,9 @@ def run_checks(port):
           and batch[0]["id"] == "a" and batch[1]["error"]["code"] == -32601, (code, text))
     code, text = curl(port, "/rpc", {"jsonrpc": "2.0", "method": "status"})
     check("notification: 204 without a body", code == 204 and text == "", (code, text))
+    code, text = curl(port, "/rpc", [{"jsonrpc": "2.0", "method": "completion",
+                                      "params": {"prompt": "x", "n_predict": 2}}])
+    check("a slow notification (on a worker): 204 too", code == 204 and text == "", (code, text))
     code, text = curl(port, "/rpc", "{not json")
     check("parse error", code == 200 and json.loads(text)["error"]["code"] == -32700, (code, text))
 
@@ -85,24 +169,216 @@ def run_checks(port):
           (code, text))
     code, text = curl(port, "/completion", {"prompt": "x" * 5000})
     check("body over --max-body: 413", code == 413 and "larger than 4096" in text, (code, text))
+    code, text = curl(port, "/completion", None, extra=["-H", "Transfer-Encoding: chunked", "--data-binary",
+                                                         "x" * 5000])
+    check("chunked body over --max-body: 413", code == 413 and "larger than 4096" in text, (code, text))
     code, _ = curl(port, "/nowhere", {})
     check("unknown route: 404", code == 404, code)
     code, _ = curl(port, "/rpc")
     check("GET /rpc: 405", code == 405, code)
+    check_bodies(port)
 
 
-def ipv6_available():
+def check_bodies(port):
+    """NUL bytes and a Content-Length over the limit."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"status"}\x00garbage'
+    answer = raw_http(port, b"POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    check("/rpc: a NUL byte is refused with 400 naming its offset",
+          answer.startswith("HTTP/1.1 400") and f"NUL byte at offset {body.index(0)}" in answer, answer[:400])
+    body = b'{"prompt": "a\x00b", "n_predict": 1}'
+    answer = raw_http(port, b"POST /completion HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + KEY.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    check("/completion: a NUL byte is refused with 400 naming its offset",
+          answer.startswith("HTTP/1.1 400") and f"NUL byte at offset {body.index(0)}" in answer, answer[:400])
+    start = time.monotonic()
+    answer = raw_http(port, b"POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                      b"\r\nContent-Length: 100000000\r\n\r\n", wait=5)
+    check("Content-Length over --max-body: 413 from the header alone, before the body",
+          answer.startswith("HTTP/1.1 413") and "larger than 4096" in answer and time.monotonic() - start < 4,
+          answer[:400])
+    answer = raw_http(port, b"POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n", wait=5)
+    check("without the key: 401 from the header alone", answer.startswith("HTTP/1.1 401"), answer[:200])
+
+
+def check_admin(port, models, confined_dir):
+    """init and shutdown need the admin key; with --models-dir, init's paths must lie under it."""
+    code, r = rpc(port, "init", {"cmd": "-m target.gguf"})
+    check("init with the API key: forbidden (-32005)", code == 200 and r["error"]["code"] == -32005
+          and "admin" in r["error"]["message"], (code, r))
+    code, r = rpc(port, "shutdown")
+    check("shutdown with the API key: forbidden", code == 200 and r["error"]["code"] == -32005, (code, r))
+    code, r = rpc(port, "status")
+    check("... and the model is still loaded", r["result"]["state"] == "ready", r)
+    code, r = rpc(port, "init", {"cmd": "-m target.gguf"}, key=None)
+    check("init without any key: 401", code == 401, (code, r))
+
+    def refused(params):
+        code, r = rpc(port, "init", params, key=ADMIN)
+        return r.get("error", {}) if isinstance(r, dict) else {"message": r}
+
+    shadow, missing = refused({"model": "/etc/shadow"}), refused({"model": "/nonexistent/x.gguf"})
+    check("a path outside --models-dir: refused, same message whether it exists or not",
+          shadow.get("code") == -32602 and shadow.get("data", {}).get("field") == "model"
+          and "not a file under the models directory" in shadow.get("message", "")
+          and shadow["message"].replace("/etc/shadow", "P") == missing.get("message", "").replace("/nonexistent/x.gguf", "P"),
+          (shadow, missing))
+    outside = os.path.join(models, "target.gguf")
+    cases = {
+        "an existing model outside (absolute path)": {"model": outside},
+        "'..' out of the directory": {"model": os.path.relpath(outside, confined_dir)},
+        "a symlink in the directory to a file outside": {"model": "escape.gguf"},
+        "the directory itself": {"model": "."},
+        "cmd form": {"cmd": f"-m {outside} -c 256"},
+        "args form": {"args": ["-m", outside]},
+        "a draft outside (args form)": {"args": ["-m", "target.gguf", "-md", "/etc/passwd"]},
+    }
+    for name, params in cases.items():
+        e = refused(params)
+        check(f"init refuses {name}", e.get("code") == -32602 and "not a file under the models directory"
+              in e.get("message", ""), e)
+    code, r = rpc(port, "status")
+    check("... and none of them changed the loaded model", r["result"]["state"] == "ready"
+          and r["result"]["model"] == outside, r)
+
+    code, r = rpc(port, "init", {"cmd": "-m target.gguf -md draft.gguf -c 256 -t 1"}, key=ADMIN)
+    real = os.path.realpath(os.path.join(confined_dir, "target.gguf"))
+    check("init with the admin key and a path under --models-dir (relative, cmd form) loads it",
+          code == 200 and r.get("result", {}).get("state") == "ready" and r["result"]["model"] == real, r)
+    code, r = rpc(port, "init", {"args": ["-m", os.path.join(confined_dir, "sub", "..", "target.gguf"), "-c", "256",
+                                          "-t", "1"]}, key=ADMIN)
+    check("init: '..' that stays inside the directory is fine (args form)",
+          r.get("result", {}).get("model") == real, r)
+    code, text = curl(port, "/completion", {"prompt": "once", "n_predict": 4})
+    check("completions work on the model loaded over HTTP", code == 200 and json.loads(text)["tokens_predicted"] == 4,
+          (code, text))
+    code, r = rpc(port, "shutdown", key=ADMIN)
+    check("shutdown with the admin key", r.get("result", {}).get("was_loaded") is True, r)
+    code, text = curl(port, "/health", key=None)
+    check("health after shutdown: 503 unavailable, nothing more", code == 503 and json.loads(text) == {"status": "unavailable"},
+          (code, text))
+    code, r = rpc(port, "init", {"model": "target.gguf", "n_ctx": 256, "n_threads": 1}, key=ADMIN)
+    check("init again (settings object form)", r.get("result", {}).get("state") == "ready", r)
+
+
+def check_startup_refusals(specd, target, models):
+    def fails(args, words):
+        r = subprocess.run([specd, "serve"] + args + ["-m", target], capture_output=True, text=True, timeout=60)
+        return r.returncode == 2 and all(w in r.stderr for w in words), r.stderr
+    check("--host must be an address", *fails(["--host", "example.com"], ["--host must be an IPv4 or IPv6 address"]))
+    check("unknown option is refused", *fails(["--bogus"], ["--bogus"]))
+    check("an empty --api-key is refused", *fails(["--api-key", ""], ["--api-key must not be empty"]))
+    check("an empty --admin-api-key is refused", *fails(["--admin-api-key", ""], ["--admin-api-key must not be empty"]))
+    check("the admin key must differ from the API key", *fails(["--api-key", "k", "--admin-api-key", "k"],
+                                                              ["must differ"]))
+    check("--models-dir must be a directory", *fails(["--models-dir", target], ["is not a directory"]))
+    check("a model that cannot be loaded is an error", *fails(["-md", os.path.join(models, "nope.gguf")],
+                                                              ["specd: error: init:"]))
+
+
+# ---- slow calls off the HTTP threads, limits, stopping ------------------------------------------
+
+def timed(fn):
+    start = time.monotonic()
+    result = fn()
+    return time.monotonic() - start, result
+
+
+def check_no_blocking(specd, target, draft):
+    """With one HTTP thread: a long blocking completion and an open stream do not hold it."""
+    server, port = start_server(specd, ["--http-threads", "1", "-m", target, "-md", draft, "-c", "256", "-t", "1"])
     try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
+        if not port:
+            check("server with one HTTP thread starts", False)
+            return
+        long_request = {"prompt": "once", "n_predict": 1000000, "ignore_eos": True}
+        blocking = threading.Thread(target=lambda: curl(port, "/completion", long_request, key=None))
+        blocking.start()
+        time.sleep(0.5)
+        latency, (code, text) = timed(lambda: curl(port, "/health", key=None))
+        check(f"during a blocking completion /health answers ({latency * 1000:.0f} ms)", code == 200 and latency < 1.0,
+              (code, text, latency))
+        latency, (code, r) = timed(lambda: rpc(port, "status", key=None))
+        check(f"... and a status call ({latency * 1000:.0f} ms, busy)", r["result"]["busy"] is True and latency < 1.0,
+              (r, latency))
+        code, r = rpc(port, "init", {"cmd": "-m x"}, key=None)
+        check("no --admin-api-key: init is forbidden to everyone", r["error"]["code"] == -32005, r)
+        code, r = rpc(port, "completion.cancel", key=None)
+        blocking.join(timeout=30)
+        check("the blocking completion is cancelled and answers", not blocking.is_alive() and r["result"]["cancelled"],
+              r)
+    finally:
+        stop_server(server)
+
+
+def check_per_ip_limit(specd, target):
+    """--max-conns-per-ip N: the N+1-th connection from one address is refused."""
+    server, port = start_server(specd, ["--max-conns-per-ip", "3", "-m", target, "-t", "1"])
+    held = []
+    try:
+        if not port:
+            check("server with a per-IP limit starts", False)
+            return
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+        time.sleep(0.3)
+        answer = raw_http(port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", wait=3)
+        check("the 4th connection from 127.0.0.1 is refused (limit 3)", answer == "", answer[:200])
+        for s in held:
+            s.close()
+        held = []
+        time.sleep(0.3)
+        answer = raw_http(port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", wait=3)
+        check("... and served once the others closed", answer.startswith("HTTP/1.1 200"), answer[:200])
+    finally:
+        for s in held:
+            s.close()
+        stop_server(server)
+
+
+def check_sigterm_during_stream(specd, target, draft):
+    """SIGTERM during a long streamed completion: the stream ends and the server exits 0 quickly."""
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "256", "-t", "1"])
+    if not port:
+        check("server for the SIGTERM test starts", False)
+        stop_server(server)
+        return
+    body = json.dumps({"prompt": "once", "n_predict": 1000000, "ignore_eos": True, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() +
+                  b"\r\n\r\n" + body)
+        got = b""
+        while got.count(b"data: ") < 3:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        start = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        try:
+            rc = server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            rc = server.wait()
+        took = time.monotonic() - start
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except OSError:
+            pass
+    text = got.decode("utf-8", "replace")
+    check(f"SIGTERM during a stream: exit status 0 within 5 s ({took:.2f} s)", rc == 0 and took < 5, (rc, took))
+    check("... the stream had started and was ended", text.count("data: ") >= 3, text[:300])
 
 
 def check_ipv6(specd, target):
     """--host ::1 listens on IPv6 loopback (skipped where the machine has no IPv6)."""
-    if not ipv6_available():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
         print("skip IPv6: this machine cannot bind ::1")
         return
     server = subprocess.Popen([specd, "serve", "--host", "::1", "--port", "0", "-m", target, "-t", "1"],
@@ -115,33 +391,35 @@ def check_ipv6(specd, target):
                              capture_output=True, text=True, timeout=60).stdout
         check("health over IPv6", out.endswith("\n200"), out)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_server(server)
 
 
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
-    code = subprocess.run([specd, "serve", "--host", "example.com", "-m", target], capture_output=True, text=True,
-                          timeout=60)
-    check("--host must be an address", code.returncode == 2 and "--host must be an IPv4 or IPv6 address" in code.stderr,
-          code.stderr)
-    code = subprocess.run([specd, "serve", "-m", target, "--bogus"], capture_output=True, text=True, timeout=60)
-    check("unknown option is refused", code.returncode == 2 and "--bogus" in code.stderr, code.stderr)
-    server = subprocess.Popen([specd, "serve", "--port", "0", "--api-key", KEY, "--max-body", "4096", "-m", target,
-                               "-md", draft, "-c", "256", "-t", "1"], stdout=subprocess.PIPE, text=True)
+    check_startup_refusals(specd, target, models)
+    confined = tempfile.mkdtemp(prefix="specd-models-")
     try:
-        line = server.stdout.readline()
-        check("listens on 127.0.0.1 by default", line.startswith("specd: listening on http://127.0.0.1:"), line)
-        if line.startswith("specd: listening on"):
-            run_checks(int(line.rsplit(":", 1)[1]))
-    finally:
-        server.terminate()
+        for name in ("target.gguf", "draft.gguf"):
+            shutil.copy(os.path.join(models, name), confined)
+        os.mkdir(os.path.join(confined, "sub"))
+        os.symlink(target, os.path.join(confined, "escape.gguf"))
+        server, port = start_server(specd, ["--api-key", KEY, "--admin-api-key", ADMIN, "--models-dir", confined,
+                                            "--max-body", "4096", "-m", target, "-md", draft, "-c", "256", "-t", "1"])
         try:
-            rc = server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            rc = -9
-    check("stops cleanly on SIGTERM", rc == 0, rc)
+            check("listens on 127.0.0.1 by default", server.first_line.startswith("specd: listening on http://127.0.0.1:"),
+                  server.first_line)
+            if port:
+                run_checks(port, target)
+                check_admin(port, models, confined)
+        finally:
+            rc = stop_server(server)
+        check("stops cleanly on SIGTERM", rc == 0, rc)
+    finally:
+        shutil.rmtree(confined, ignore_errors=True)
+    check_no_blocking(specd, target, draft)
+    check_per_ip_limit(specd, target)
+    serve_slow.run(specd, target, draft, check, start_server, stop_server)
+    check_sigterm_during_stream(specd, target, draft)
     check_ipv6(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0

@@ -1,0 +1,235 @@
+/* calls.c - calling the dispatcher in-process (parsed JSON, no text round trip), and running the
+ * calls that can take long (a blocking completion, init, shutdown, a poll that waits) on a small
+ * pool of worker threads while the HTTP connection waits suspended, so that libmicrohttpd's pool
+ * threads only ever do quick work. The queue is bounded: past it a request gets 503 at once.
+ *
+ * Locks: a call's own lock, then the pool lock (call_defer); never the other way round. */
+#define _POSIX_C_SOURCE 200809L
+#include "server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define CALL_QUEUE_MAX 64
+
+const rpc_caller serve_self = {.admin = true, .models_dir = NULL};
+
+json_t *serve_rpc(const char *method, json_t *params, const rpc_caller *caller) {
+    json_t *request = json_pack("{s:s, s:i, s:s}", "jsonrpc", "2.0", "id", 1, "method", method);
+    if (!request) return NULL;
+    if (params) json_object_set(request, "params", params);
+    json_t *response = rpc_dispatch_as(request, caller);
+    json_decref(request);
+    return response;
+}
+
+struct deferred_call {
+    pthread_mutex_t lock;
+    int refs;                  /* under pool.lock: the handler's and the worker's */
+    json_t *request;           /* owned until the worker takes it */
+    rpc_caller caller;
+    struct MHD_Connection *connection;
+    bool suspended;            /* the connection waits for this answer */
+    bool answered;
+    json_t *response;          /* owned until call_result */
+    unsigned http_status;      /* 0: the dispatcher's answer */
+    deferred_call *next_queued;
+    deferred_call *prev, *next; /* the live calls */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    deferred_call *head, *tail; /* the queue */
+    int queued;
+    deferred_call *live;        /* every call not released yet */
+    bool intake_closed, quit;
+    atomic_int unanswered;
+    pthread_t *workers;
+    int n_workers;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
+
+static json_t *refusal(const char *message) {
+    return json_pack("{s:{s:i, s:s}}", "error", "code", RPC_BUSY, "message", message);
+}
+
+static void call_unref(deferred_call *call) {
+    pthread_mutex_lock(&pool.lock);
+    bool last = --call->refs == 0;
+    if (last) {
+        if (call->prev) call->prev->next = call->next;
+        else pool.live = call->next;
+        if (call->next) call->next->prev = call->prev;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    if (!last) return;
+    json_decref(call->request);
+    json_decref(call->response);
+    pthread_mutex_destroy(&call->lock);
+    free(call);
+}
+
+void call_release(deferred_call *call) {
+    if (call) call_unref(call);
+}
+
+/* Stores the answer once and wakes the connection; a later answer (from a worker whose call was
+ * abandoned at the stop) is dropped. Called with call->lock held. */
+static void answer_locked(deferred_call *call, json_t *response, unsigned http_status) {
+    if (call->answered) {
+        json_decref(response);
+        return;
+    }
+    call->answered = true;
+    atomic_fetch_sub(&pool.unanswered, 1);
+    call->response = response;
+    call->http_status = http_status;
+    if (call->suspended) {
+        call->suspended = false;
+        MHD_resume_connection(call->connection);
+    }
+}
+
+/* The next call to run; NULL when the workers should quit. */
+static deferred_call *next_call(void) {
+    for (;;) {
+        pthread_mutex_lock(&pool.lock);
+        while (!pool.head && !pool.quit) pthread_cond_wait(&pool.work, &pool.lock);
+        deferred_call *call = pool.head;
+        if (call) {
+            pool.head = call->next_queued;
+            if (!pool.head) pool.tail = NULL;
+            pool.queued--;
+        }
+        bool refuse = pool.intake_closed; /* stopping: what still waits is refused, not run */
+        pthread_mutex_unlock(&pool.lock);
+        if (!call || !refuse) return call;
+        pthread_mutex_lock(&call->lock);
+        answer_locked(call, refusal("the server is stopping"), MHD_HTTP_SERVICE_UNAVAILABLE);
+        pthread_mutex_unlock(&call->lock);
+        call_unref(call);
+    }
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    deferred_call *call;
+    while ((call = next_call()) != NULL) {
+        pthread_mutex_lock(&call->lock);
+        json_t *request = call->answered ? NULL : call->request;
+        call->request = NULL;
+        pthread_mutex_unlock(&call->lock);
+        json_t *response = request ? rpc_dispatch_as(request, &call->caller) : NULL;
+        json_decref(request);
+        pthread_mutex_lock(&call->lock);
+        answer_locked(call, response, 0);
+        pthread_mutex_unlock(&call->lock);
+        call_unref(call);
+    }
+    return NULL;
+}
+
+bool calls_start(int n_workers) {
+    pool.workers = calloc((size_t)n_workers, sizeof *pool.workers);
+    if (!pool.workers) return false;
+    for (; pool.n_workers < n_workers; pool.n_workers++)
+        if (pthread_create(&pool.workers[pool.n_workers], NULL, worker_main, NULL) != 0) break;
+    return pool.n_workers == n_workers;
+}
+
+deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_caller *caller, const char **why) {
+    deferred_call *call = calloc(1, sizeof *call);
+    if (!call) {
+        json_decref(request);
+        *why = "out of memory";
+        return NULL;
+    }
+    pthread_mutex_init(&call->lock, NULL);
+    call->refs = 2;
+    call->request = request;
+    call->caller = *caller;
+    call->connection = c;
+    /* Hold the call's lock until the connection is suspended, so that a worker that finishes
+     * first cannot resume a connection that is not suspended yet. */
+    pthread_mutex_lock(&call->lock);
+    pthread_mutex_lock(&pool.lock);
+    bool ok = !pool.intake_closed && pool.queued < CALL_QUEUE_MAX;
+    if (ok) {
+        if (pool.tail) pool.tail->next_queued = call;
+        else pool.head = call;
+        pool.tail = call;
+        pool.queued++;
+        call->next = pool.live;
+        if (pool.live) pool.live->prev = call;
+        pool.live = call;
+        atomic_fetch_add(&pool.unanswered, 1);
+        pthread_cond_signal(&pool.work);
+    }
+    pthread_mutex_unlock(&pool.lock);
+    if (!ok) {
+        pthread_mutex_unlock(&call->lock);
+        *why = pool.intake_closed ? "the server is stopping"
+                                  : "the server is busy: too many calls are waiting; try again later";
+        json_decref(call->request);
+        pthread_mutex_destroy(&call->lock);
+        free(call);
+        return NULL;
+    }
+    MHD_suspend_connection(c);
+    call->suspended = true;
+    pthread_mutex_unlock(&call->lock);
+    return call;
+}
+
+bool call_result(deferred_call *call, json_t **response, unsigned *http_status) {
+    pthread_mutex_lock(&call->lock);
+    bool answered = call->answered;
+    if (answered) {
+        *response = call->response;
+        *http_status = call->http_status;
+        call->response = NULL;
+    }
+    pthread_mutex_unlock(&call->lock);
+    return answered;
+}
+
+void calls_close_intake(void) {
+    pthread_mutex_lock(&pool.lock);
+    pool.intake_closed = true;
+    pthread_mutex_unlock(&pool.lock);
+}
+
+int calls_pending(void) { return atomic_load(&pool.unanswered); }
+
+void calls_abandon(void) {
+    /* Collect references under the pool lock, answer each under its own lock only. */
+    pthread_mutex_lock(&pool.lock);
+    int n = 0;
+    for (deferred_call *call = pool.live; call; call = call->next) n++;
+    deferred_call **calls = calloc((size_t)n + 1, sizeof *calls);
+    n = 0;
+    for (deferred_call *call = pool.live; call && calls; call = call->next) {
+        call->refs++;
+        calls[n++] = call;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&calls[i]->lock);
+        answer_locked(calls[i], refusal("the server is stopping"), MHD_HTTP_SERVICE_UNAVAILABLE);
+        pthread_mutex_unlock(&calls[i]->lock);
+        call_unref(calls[i]);
+    }
+    free(calls);
+}
+
+void calls_join(void) {
+    pthread_mutex_lock(&pool.lock);
+    pool.quit = true;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < pool.n_workers; i++) pthread_join(pool.workers[i], NULL);
+    free(pool.workers);
+    pool.workers = NULL;
+    pool.n_workers = 0;
+}

@@ -1,0 +1,339 @@
+/* routes.c - the request handler of `specd serve`:
+ *   POST /rpc         JSON-RPC 2.0 (single, batch); notifications only -> 204 without a body
+ *   POST /completion  a completion request; with "stream": true, Server-Sent Events
+ *   GET  / , /health  readiness for anyone; the full status with a valid key
+ * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
+ * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
+ * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
+ * What can be decided from the headers is (401, 404, 405, 413 on Content-Length), before any of
+ * the body is read. Quick calls run inline; completions, loads and waiting polls run on a worker
+ * (calls.c) while the connection waits suspended. */
+#define _POSIX_C_SOURCE 200809L
+#include "server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION } route_id;
+
+/* One HTTP request on /rpc or /completion. */
+typedef struct request_state {
+    route_id route;
+    rpc_caller caller;
+    char *body;           /* what arrived so far (owned), NUL-terminated */
+    size_t len, cap;
+    bool too_large;       /* over --max-body: the rest is read and dropped */
+    int64_t nul_at;       /* offset of the first NUL byte in the body, -1: none */
+    bool stream;          /* /completion with "stream": true */
+    deferred_call *call;  /* while a call runs on a worker */
+} request_state;
+
+/* ---- responses ------------------------------------------------------------------------------- */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, const char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value) {
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(value);
+    enum MHD_Result ok = send_text(c, text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json",
+                                   text ? text : "{\"error\":{\"code\":-32603,\"message\":\"out of memory\"}}");
+    free(text);
+    return ok;
+}
+
+enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message) {
+    return send_json(c, status, json_pack("{s:{s:i, s:s}}", "error", "code", code, "message", message));
+}
+
+static enum MHD_Result send_no_content(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* HTTP status for a JSON-RPC error code on the plain (non-/rpc) routes. */
+static unsigned http_status_for(json_int_t code) {
+    if (code == RPC_PARSE_ERROR || code == RPC_INVALID_REQUEST || code == RPC_INVALID_PARAMS)
+        return MHD_HTTP_BAD_REQUEST;
+    if (code == RPC_NO_MODEL || code == RPC_BUSY) return MHD_HTTP_SERVICE_UNAVAILABLE;
+    if (code == RPC_METHOD_NOT_FOUND || code == RPC_UNKNOWN_JOB) return MHD_HTTP_NOT_FOUND;
+    if (code == RPC_FORBIDDEN) return MHD_HTTP_FORBIDDEN;
+    return MHD_HTTP_INTERNAL_SERVER_ERROR;
+}
+
+/* A plain route's answer: the result with 200, or the error object with a matching status. */
+static enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response) {
+    json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
+    if (result) {
+        enum MHD_Result ok = send_json(c, MHD_HTTP_OK, json_incref(result));
+        json_decref(response);
+        return ok;
+    }
+    unsigned status = http_status_for(json_integer_value(json_object_get(error, "code")));
+    json_t *body = json_pack("{s:O}", "error", error ? error : json_null());
+    json_decref(response);
+    return send_json(c, status, body);
+}
+
+/* /rpc's answer: the JSON-RPC response with 200, or 204 when there is nothing to answer. */
+static enum MHD_Result send_rpc_response(struct MHD_Connection *c, json_t *response) {
+    return response ? send_json(c, MHD_HTTP_OK, response) : send_no_content(c);
+}
+
+/* ---- keys ------------------------------------------------------------------------------------ */
+
+/* Compares in time that depends on the lengths only, not on where the first difference is. */
+static bool key_equal(const char *given, const char *key) {
+    size_t n = strlen(given), m = strlen(key); /* m > 0: empty keys are refused at start-up */
+    volatile unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)given[i] ^ (unsigned char)key[i % m];
+    return diff == 0;
+}
+
+/* The token of "Authorization: Bearer TOKEN" (the scheme in any case), or NULL. */
+static const char *bearer_token(const char *authorization) {
+    if (!authorization) return NULL;
+    while (*authorization == ' ' || *authorization == '\t') authorization++;
+    if (strncasecmp(authorization, "Bearer", 6) != 0 || (authorization[6] != ' ' && authorization[6] != '\t'))
+        return NULL;
+    const char *token = authorization + 6;
+    while (*token == ' ' || *token == '\t') token++;
+    return token;
+}
+
+typedef struct http_caller {
+    bool keyed; /* sent a valid key (the API key or the admin key) */
+    bool user;  /* may use the API: a valid key, or no --api-key at all */
+    bool admin; /* sent the admin key */
+} http_caller;
+
+static http_caller identify(struct MHD_Connection *c, const serve_options *o) {
+    const char *keys[2] = {
+        bearer_token(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key"),
+    };
+    bool api = false, admin = false;
+    for (int i = 0; i < 2; i++) {
+        if (!keys[i]) continue;
+        if (o->admin_key && key_equal(keys[i], o->admin_key)) admin = true;
+        if (o->api_key && key_equal(keys[i], o->api_key)) api = true;
+    }
+    return (http_caller){.keyed = api || admin, .user = api || admin || !o->api_key, .admin = admin};
+}
+
+/* ---- routes ---------------------------------------------------------------------------------- */
+
+/* Readiness for anyone ({"status": "ok" | "loading" | "unavailable"}); the full status (model,
+ * last load error, ...) only for a caller with a valid key. */
+static enum MHD_Result route_health(struct MHD_Connection *c, bool detailed) {
+    json_t *response = serve_rpc("status", NULL, &serve_self);
+    json_t *status = json_object_get(response, "result");
+    const char *state = json_string_value(json_object_get(status, "state"));
+    const char *word = !state ? "unavailable" : !strcmp(state, "ready") ? "ok"
+                                              : !strcmp(state, "loading") ? "loading" : "unavailable";
+    json_t *body = detailed && status ? json_incref(status) : json_object();
+    json_decref(response);
+    if (body) json_object_set_new(body, "status", json_string(word));
+    return send_json(c, strcmp(word, "ok") == 0 ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
+}
+
+/* Calls that can take long: a completion, a load, a shutdown, a poll that waits. They run on a
+ * worker; the rest (status, tokenize, detokenize, cancel, a poll that does not wait, anything the
+ * dispatcher refuses at once) inline. */
+static bool slow_request(json_t *req) {
+    const char *m = json_string_value(json_object_get(req, "method"));
+    if (!m) return false;
+    if (!strcmp(m, "completion.poll")) {
+        json_t *wait = json_object_get(json_object_get(req, "params"), "wait_ms");
+        return json_is_integer(wait) && json_integer_value(wait) > 0;
+    }
+    return !strcmp(m, "completion") || !strcmp(m, "completion.start") || !strcmp(m, "init") ||
+           !strcmp(m, "shutdown");
+}
+
+static bool slow_call(json_t *request) {
+    if (!json_is_array(request)) return slow_request(request);
+    size_t i;
+    json_t *req;
+    json_array_foreach(request, i, req) if (slow_request(req)) return true;
+    return false;
+}
+
+/* Runs `request` (taken) on a worker, the connection suspended until the answer is there. */
+static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, json_t *request) {
+    const char *why = NULL;
+    rs->call = call_defer(c, request, &rs->caller, &why);
+    return rs->call ? MHD_YES : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
+}
+
+static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
+    json_error_t jerr;
+    json_t *request = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!request) { /* a JSON-RPC parse error: 200, as the dispatcher answers it over any transport */
+        rpc_error err;
+        rpc_fail(&err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:n, s:o}", "jsonrpc", "2.0", "id", "error",
+                                                   rpc_error_object(&err)));
+    }
+    if (slow_call(request)) return defer(c, rs, request);
+    json_t *response = rpc_dispatch_as(request, &rs->caller);
+    json_decref(request);
+    return send_rpc_response(c, response);
+}
+
+static enum MHD_Result route_completion(struct MHD_Connection *c, request_state *rs) {
+    json_error_t jerr;
+    json_t *params = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!params) {
+        char message[300];
+        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+    }
+    rs->stream = json_is_true(json_object_get(params, "stream"));
+    json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method",
+                                rs->stream ? "completion.start" : "completion", "params", params);
+    if (!request) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
+    return defer(c, rs, request);
+}
+
+/* The handler is called again once the worker has answered: send that answer. */
+static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *rs) {
+    json_t *response = NULL;
+    unsigned http_status = 0;
+    if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
+    call_release(rs->call);
+    rs->call = NULL;
+    if (http_status) return send_json(c, http_status, response);
+    if (rs->route == ROUTE_RPC) return send_rpc_response(c, response);
+    json_t *result = json_object_get(response, "result");
+    if (!rs->stream || !result) return send_rpc_outcome(c, response);
+    json_int_t id = json_integer_value(json_object_get(result, "id"));
+    json_decref(response);
+    return sse_respond(c, id);
+}
+
+/* ---- the handler ----------------------------------------------------------------------------- */
+
+static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const serve_options *o) {
+    char message[160];
+    snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)", (long long)o->max_body);
+    return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
+}
+
+/* A Content-Length over the limit, seen before any of the body is read. */
+static bool declared_too_large(struct MHD_Connection *c, int64_t limit) {
+    const char *value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!value) return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long n = strtoull(value, &end, 10);
+    return end != value && (errno == ERANGE || n > (unsigned long long)limit);
+}
+
+/* The first call, with the headers only: everything that can be refused is, before the body. */
+static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_options *o, const char *url,
+                                     const char *method, void **state) {
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    http_caller who = identify(c, o);
+    /* Answers from the headers keep the request's deadline: they are sent at once, and a body
+     * that a client trickles after them does not hold the connection past it. */
+    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, who.keyed);
+    if (!who.user)
+        return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
+                          "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
+    bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0;
+    if (!rpc && !completion)
+        return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
+                          "GET /health");
+    if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
+    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o);
+    if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
+    request_state *rs = calloc(1, sizeof *rs);
+    if (!rs) return MHD_NO;
+    rs->route = rpc ? ROUTE_RPC : ROUTE_COMPLETION;
+    rs->caller = (rpc_caller){.admin = who.admin, .models_dir = o->models_dir};
+    rs->nul_at = -1;
+    *state = rs;
+    return MHD_YES;
+}
+
+/* Collects the body; past the limit it is dropped (the answer is 413). */
+static void collect_body(request_state *rs, const char *data, size_t n, int64_t limit) {
+    if (rs->too_large) return;
+    if (rs->len + n > (size_t)limit) {
+        rs->too_large = true;
+        free(rs->body);
+        rs->body = NULL;
+        rs->len = rs->cap = 0;
+        return;
+    }
+    const char *nul = memchr(data, '\0', n);
+    if (nul && rs->nul_at < 0) rs->nul_at = (int64_t)(rs->len + (size_t)(nul - data));
+    if (rs->len + n + 1 > rs->cap) {
+        size_t cap = rs->cap ? rs->cap : 4096;
+        while (cap < rs->len + n + 1) cap *= 2;
+        char *grown = realloc(rs->body, cap);
+        if (!grown) {
+            rs->too_large = true; /* out of memory: refused as too large */
+            return;
+        }
+        rs->body = grown;
+        rs->cap = cap;
+    }
+    memcpy(rs->body + rs->len, data, n);
+    rs->len += n;
+    rs->body[rs->len] = '\0';
+}
+
+/* The whole body is in. */
+static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options *o, request_state *rs) {
+    conn_request_arrived(c); /* in time: from here on the deadline no longer applies */
+    if (rs->too_large) return refuse_too_large(c, o);
+    if (rs->nul_at >= 0) {
+        char message[200];
+        snprintf(message, sizeof message, "the request body has a NUL byte at offset %lld: JSON text cannot "
+                 "contain one", (long long)rs->nul_at);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+    }
+    return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
+}
+
+enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state) {
+    (void)version;
+    const serve_options *o = cls;
+    request_state *rs = *state;
+    if (!rs) return begin_request(c, o, url, method, state);
+    if (rs->call) return finish_deferred(c, rs);
+    if (*upload_size > 0) {
+        collect_body(rs, upload, *upload_size, o->max_body);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return run_request(c, o, rs);
+}
+
+void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
+    (void)cls;
+    (void)why;
+    request_state *rs = *state;
+    if (rs) {
+        call_release(rs->call);
+        free(rs->body);
+        free(rs);
+    }
+    *state = NULL;
+    conn_request_finished(c);
+}

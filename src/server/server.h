@@ -1,0 +1,100 @@
+/* server.h - what the files of `specd serve` share:
+ *   serve.c   the command: options, start-up, signals, the graceful stop and its watchdog
+ *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
+ *   calls.c   dispatcher calls, and slow ones run on worker threads while the connection waits
+ *             suspended (no libmicrohttpd pool thread ever blocks on a completion or a load)
+ *   sse.c     Server-Sent Events streams, fed by a pump thread per stream
+ *   conn.c    per-connection request deadlines that a byte trickle cannot extend
+ * Threads: libmicrohttpd's epoll pool (the handler, readers, notifications), the call workers, the
+ * stream pumps, the deadline sweeper, the signal thread. */
+#ifndef SPECD_SERVER_H
+#define SPECD_SERVER_H
+
+#include "../rpc/rpc_internal.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct serve_options {
+    const char *host;
+    int64_t port;
+    const char *api_key;   /* NULL: every client may use the API (not the admin methods) */
+    const char *admin_key; /* NULL: no client may call init or shutdown over HTTP */
+    const char *models_dir_arg;
+    char *models_dir;      /* real path of --models-dir (owned), NULL when not given */
+    int64_t max_body;
+    int64_t max_conns, max_conns_per_ip; /* per IP: 0 = no limit */
+    int64_t request_timeout_s;
+    int64_t http_threads;
+    json_t *init_args;     /* the model options, for init (owned) */
+} serve_options;
+
+/* ---- serve.c ---------------------------------------------------------------------------------- */
+/* True once a stop was asked for (SIGINT/SIGTERM): new requests are refused with 503. */
+bool serve_stopping(void);
+
+/* ---- calls.c ---------------------------------------------------------------------------------- */
+/* Calls `method` with `params` (borrowed, may be NULL) as `caller`; returns the whole JSON-RPC
+ * response object (new reference; NULL only when out of memory). */
+json_t *serve_rpc(const char *method, json_t *params, const rpc_caller *caller);
+/* Full rights: for the server's own calls (start-up load, health, stop). */
+extern const rpc_caller serve_self;
+
+/* A dispatcher call that runs on a worker while its connection waits suspended. */
+typedef struct deferred_call deferred_call;
+
+bool calls_start(int n_workers);
+/* Runs `request` (taken) as `caller` on a worker; connection `c` is suspended until the answer is
+ * there, then resumed, and the handler collects it with call_result. NULL when it cannot be
+ * queued (queue full, or stopping): *why says so and `c` is not suspended. Must be called from
+ * the handler of `c`. */
+deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_caller *caller, const char **why);
+/* False until answered. Then *response (taken) is the dispatcher's answer (NULL: notifications
+ * only) with *http_status 0, or the server's own refusal (a JSON body) with that HTTP status. */
+bool call_result(deferred_call *call, json_t **response, unsigned *http_status);
+void call_release(deferred_call *call);
+/* The stop: refuse new calls; calls still queued are answered with 503 instead of run. */
+void calls_close_intake(void);
+/* Calls not answered yet (queued or running). */
+int calls_pending(void);
+/* The stop, last step before MHD_stop_daemon: every call not answered yet is answered with 503
+ * and its connection resumed (a worker still running it drops its answer). */
+void calls_abandon(void);
+/* Joins the workers; blocks while one is stuck in a call (the watchdog's case). */
+void calls_join(void);
+
+/* ---- sse.c ------------------------------------------------------------------------------------ */
+/* Answers `c` with a stream of completion `id`'s updates; on failure the completion is cancelled
+ * and an error is sent instead. */
+enum MHD_Result sse_respond(struct MHD_Connection *c, json_int_t id);
+/* Streams whose client has not let go yet (or whose pump still runs). */
+int sse_live(void);
+/* The stop: every stream ends after what it holds; no connection stays suspended. */
+void sse_end_all(void);
+
+/* ---- conn.c ----------------------------------------------------------------------------------- */
+/* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
+int64_t conn_raise_fd_limit(void);
+bool conn_deadlines_start(int64_t request_timeout_s);
+void conn_deadlines_stop(void);
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks each connection's socket and deadline. */
+void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code);
+/* The request on `c` is in (headers and body): its deadline no longer applies. */
+void conn_request_arrived(struct MHD_Connection *c);
+/* The answer on `c` is done: the next request on this connection gets a fresh deadline. */
+void conn_request_finished(struct MHD_Connection *c);
+/* How many connections the deadline closed so far. */
+int64_t conn_closed_by_deadline(void);
+
+/* ---- routes.c --------------------------------------------------------------------------------- */
+/* MHD_AccessHandlerCallback (cls: the serve_options) and MHD_OPTION_NOTIFY_COMPLETED. */
+enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state);
+void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why);
+/* Response helpers (value taken). */
+enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value);
+enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message);
+
+#endif
