@@ -53,11 +53,12 @@ typedef int32_t specd_token;
 typedef enum specd_status {
     SPECD_OK = 0,
     SPECD_ERR_INVALID_ARGUMENT = 1, /* a parameter is out of range or missing */
-    SPECD_ERR_MODEL_LOAD = 2,       /* a model file is missing or unreadable */
+    SPECD_ERR_MODEL_LOAD = 2,       /* a model file is missing, unreadable, not a regular file, not GGUF */
     SPECD_ERR_INCOMPATIBLE = 3,     /* target and draft vocabularies differ */
     SPECD_ERR_CONTEXT = 4,          /* the prompt does not fit the context, or KV allocation failed */
     SPECD_ERR_DECODE = 5,           /* llama_decode failed */
     SPECD_ERR_NO_MEMORY = 6,
+    SPECD_ERR_CANCELLED = 7,        /* specd_engine_params.progress_callback stopped a model load */
 } specd_status;
 
 /* A short, constant English name for a status ("ok", "invalid argument", ...); never NULL
@@ -101,9 +102,22 @@ typedef struct specd_engine_params {
     int32_t n_batch;         /* largest prompt chunk per llama_decode; 0 = 512 */
     int32_t n_threads;       /* threads for both models (they run one after the other); 0 = all cores */
     int32_t draft_max;       /* largest draft the engine will ever verify (sizes buffers); 0 = 16 */
-    bool verbose;            /* let llama.cpp log to stderr */
+    /* Let llama.cpp (and ggml) log everything to stderr; false: only their errors, and errors
+     * while loading go into specd_engine_new's message instead. llama.cpp has one logger per
+     * process: libspecd installs its own once, at the first specd_engine_new, and each
+     * specd_engine_new sets this choice for the whole process (the latest call decides, for all
+     * engines). A program that calls llama_log_set itself replaces libspecd's logger. */
+    bool verbose;
     specd_flash_attn flash_attn; /* both models; default SPECD_FLASH_ATTN_OFF (see above) */
     specd_cache_type cache_type_v; /* both models; default: see specd_cache_type */
+    /* Called by llama.cpp while it reads each model's weights (the target's, then the draft's),
+     * on the thread running specd_engine_new, with that model's progress from 0 to 1 (several
+     * calls per model, one per tensor; never while a file is being opened or a context made).
+     * Return false to abort the load: specd_engine_new then frees what it loaded and returns
+     * SPECD_ERR_CANCELLED. It must be quick and must not call libspecd. NULL (default): none.
+     * The engine keeps no pointer to it after specd_engine_new returns. */
+    bool (*progress_callback)(float progress, void *user_data);
+    void *progress_user_data; /* passed to progress_callback */
 } specd_engine_params;
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
@@ -114,9 +128,28 @@ SPECD_API bool specd_cache_type_parse(const char *name, specd_cache_type *out);
 
 /* Loads the models, checks that the draft's vocabulary matches the target's (as llama.cpp does:
  * vocab type, add-BOS/EOS flags, BOS/EOS ids, sizes within 128, token texts equal from id 5 on),
- * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL. */
+ * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL.
+ * Only regular files (or symlinks to them) are opened as models: a FIFO, a device, a socket or a
+ * directory is refused at once (SPECD_ERR_MODEL_LOAD, "... is a FIFO, not a regular file"), so a
+ * load never blocks on a file that has no end. It blocks the calling thread for as long as the
+ * files take to read; progress_callback can abort it. Any thread; engines being made on several
+ * threads at once are independent (each needs its own memory: a reload beside a serving engine
+ * needs both in memory until the old one is freed). */
 SPECD_API specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out,
                                         char **error);
+
+/* Which input of specd_engine_params a failed specd_engine_new_v2 is about. */
+typedef enum specd_engine_input {
+    SPECD_INPUT_NONE = 0,   /* none in particular (a bad parameter, out of memory), or success */
+    SPECD_INPUT_TARGET = 1, /* target_path: missing, not a regular file, not loadable, its context */
+    SPECD_INPUT_DRAFT = 2,  /* draft_path: the same, or its vocabulary does not match the target's */
+} specd_engine_input;
+
+/* specd_engine_new that also says, when it fails, which input is at fault in *failed_input (may
+ * be NULL), e.g. to name the field of a request. A load cancelled by progress_callback is blamed
+ * on the model it was reading. */
+SPECD_API specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine **out,
+                                           specd_engine_input *failed_input, char **error);
 SPECD_API void specd_engine_free(specd_engine *engine);
 
 SPECD_API bool specd_engine_has_draft(const specd_engine *engine);

@@ -8,21 +8,77 @@
 #include "../util/util.h"
 #include "../verify/token_tree.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DEFAULT_N_BATCH 512
 #define DEFAULT_DRAFT_MAX 16
 
-static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
-static void init_backend(void) { llama_backend_init(); }
+/* ---- llama.cpp's log ---------------------------------------------------------------------------
+ * One logger for the whole process, installed once before anything else of llama.cpp or ggml
+ * runs (backend registration logs too). llama_log_set is not thread-safe (it writes the globals
+ * every log call reads), so it is never called again: the latest specd_engine_new's `verbose`
+ * goes to an atomic flag the logger reads. Quiet, it keeps only errors, and those of the thread
+ * that is loading a model go into the load's error message instead of stderr. */
 
-static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
+#define LOG_CAPTURE_SIZE 512
+
+/* What llama.cpp reported as errors on this thread during one load step (the first line is the
+ * cause; the lines after it are llama.cpp's "failed to load" echoes). */
+typedef struct log_capture {
+    char text[LOG_CAPTURE_SIZE];
+    size_t len;
+} log_capture;
+
+static atomic_bool log_verbose;
+static _Thread_local log_capture *thread_capture;
+static _Thread_local bool continuing_error; /* GGML_LOG_LEVEL_CONT continues the line before */
+
+static void capture_append(log_capture *c, const char *text) {
+    size_t n = strlen(text), room = sizeof c->text - 1 - c->len;
+    if (n > room) n = room;
+    memcpy(c->text + c->len, text, n);
+    c->len += n;
+    c->text[c->len] = '\0';
+}
+
+static void specd_log(enum ggml_log_level level, const char *text, void *user_data) {
     (void)user_data;
-    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+    if (atomic_load(&log_verbose)) {
+        fputs(text, stderr);
+        return;
+    }
+    if (level != GGML_LOG_LEVEL_CONT) continuing_error = level == GGML_LOG_LEVEL_ERROR;
+    if (!continuing_error) return;
+    if (thread_capture) capture_append(thread_capture, text);
+    else fputs(text, stderr);
+}
+
+static pthread_once_t llama_once = PTHREAD_ONCE_INIT;
+static void init_llama(void) {
+    llama_log_set(specd_log, NULL);
+    llama_backend_init();
+}
+
+/* Starts capturing this thread's llama.cpp errors into *c. */
+static void capture_begin(log_capture *c) {
+    c->len = 0;
+    c->text[0] = '\0';
+    thread_capture = c;
+}
+
+/* Stops capturing; returns the first line captured ("" when none), cut at the newline. */
+static const char *capture_end(log_capture *c) {
+    thread_capture = NULL;
+    char *newline = strchr(c->text, '\n');
+    if (newline) *newline = '\0';
+    return c->text;
 }
 
 specd_engine_params specd_engine_default_params(void) {
@@ -65,23 +121,82 @@ static char *copy_string(const char *s) {
     return c;
 }
 
-static specd_status load_model(const char *path, const char *role, struct llama_model **out,
-                               char **error) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        specd_set_error(error, "cannot open the %s model '%s': no such file or not readable", role, path);
-        return SPECD_ERR_MODEL_LOAD;
-    }
-    fclose(f);
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "a special file";
+}
+
+static specd_status open_failed(const char *path, const char *role, char **error) {
+    specd_set_error(error, "cannot open the %s model '%s': %s", role, path, strerror(errno));
+    return SPECD_ERR_MODEL_LOAD;
+}
+
+static specd_status not_regular(const char *path, const char *role, mode_t mode, char **error) {
+    specd_set_error(error, "the %s model '%s' is %s, not a regular file: pass the path of a GGUF file", role,
+                    path, file_kind(mode));
+    return SPECD_ERR_MODEL_LOAD;
+}
+
+/* Only a readable regular file (or a symlink to one) is a model: llama.cpp's open of a FIFO
+ * blocks until a writer comes, maybe never, and a load cannot be aborted there. stat() looks
+ * without opening (opening a device can have effects); the open that checks readability is
+ * non-blocking, and fstat checks again what it opened, in case the path changed in between. */
+static specd_status check_model_file(const char *path, const char *role, char **error) {
+    struct stat st;
+    if (stat(path, &st) != 0) return open_failed(path, role, error);
+    if (!S_ISREG(st.st_mode)) return not_regular(path, role, st.st_mode, error);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return open_failed(path, role, error);
+    bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    return regular ? SPECD_OK : not_regular(path, role, st.st_mode, error);
+}
+
+/* The caller's progress callback, and whether it asked to stop. */
+typedef struct load_progress {
+    const specd_engine_params *params;
+    bool cancelled;
+} load_progress;
+
+static bool on_load_progress(float progress, void *user_data) {
+    load_progress *lp = user_data;
+    if (lp->params->progress_callback(progress, lp->params->progress_user_data)) return true;
+    lp->cancelled = true;
+    return false;
+}
+
+static specd_status load_model(const specd_engine_params *params, const char *path, const char *role,
+                               struct llama_model **out, char **error) {
+    specd_status st = check_model_file(path, role, error);
+    if (st != SPECD_OK) return st;
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    load_progress lp = {.params = params};
+    if (params->progress_callback) { /* without one, llama.cpp's own prints dots in verbose mode */
+        mp.progress_callback = on_load_progress;
+        mp.progress_callback_user_data = &lp;
+    }
+    log_capture capture;
+    capture_begin(&capture);
     *out = llama_model_load_from_file(path, mp);
-    if (!*out) {
+    const char *reason = capture_end(&capture);
+    if (*out) return SPECD_OK;
+    if (lp.cancelled) {
+        specd_set_error(error, "loading the %s model '%s' was cancelled (the progress callback returned false)",
+                        role, path);
+        return SPECD_ERR_CANCELLED;
+    }
+    if (*reason)
+        specd_set_error(error, "cannot load the %s model '%s': not a GGUF model llama.cpp can read "
+                        "(llama.cpp: %s)", role, path, reason);
+    else
         specd_set_error(error, "cannot load the %s model '%s': not a GGUF model llama.cpp can read "
                         "(run with --verbose for llama.cpp's reason)", role, path);
-        return SPECD_ERR_MODEL_LOAD;
-    }
-    return SPECD_OK;
+    return SPECD_ERR_MODEL_LOAD;
 }
 
 static enum llama_flash_attn_type llama_flash_attn_of(specd_flash_attn f) {
@@ -117,10 +232,13 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
     specd_apply_attention_settings(&e->params, &cp);
+    log_capture capture;
+    capture_begin(&capture);
     slot->ctx = llama_init_from_model(slot->model, cp);
+    const char *reason = capture_end(&capture);
     if (!slot->ctx) {
-        specd_set_error(error, "cannot create the %s context (n_ctx=%d): out of memory? try a smaller -c",
-                        role, e->n_ctx);
+        specd_set_error(error, "cannot create the %s context (n_ctx=%d): out of memory? try a smaller -c%s%s%s",
+                        role, e->n_ctx, *reason ? " (llama.cpp: " : "", reason, *reason ? ")" : "");
         return SPECD_ERR_CONTEXT;
     }
     slot->n_seq_max = n_seq_max;
@@ -183,27 +301,58 @@ static specd_status size_engine(specd_engine *e, char **error) {
     return SPECD_OK;
 }
 
-static specd_status engine_load(specd_engine *e, char **error) {
-    specd_status st = load_model(e->target_path, "target", &e->target.model, error);
-    if (st == SPECD_OK && e->draft_path) st = load_model(e->draft_path, "draft", &e->draft.model, error);
-    if (st == SPECD_OK && e->draft.model)
-        st = specd_check_vocab_compatible(e->target.model, e->draft.model, error);
-    if (st != SPECD_OK) return st;
-    e->vocab = llama_model_get_vocab(e->target.model);
-    e->n_vocab = llama_vocab_n_tokens(e->vocab);
-    st = size_engine(e, error);
-    if (st == SPECD_OK) st = create_context(e, &e->target, SPECD_TREE_MAX_BRANCHES, "target", error);
-    if (st == SPECD_OK && e->draft.model) st = create_context(e, &e->draft, 1, "draft", error);
+/* The draft's vocabulary must match the target's; the message names both files. */
+static specd_status check_pair(const specd_engine *e, char **error) {
+    char *why = NULL;
+    specd_status st = specd_check_vocab_compatible(e->target.model, e->draft.model, error ? &why : NULL);
+    if (st != SPECD_OK)
+        specd_set_error(error, "the draft model '%s' cannot draft for the target model '%s': %s", e->draft_path,
+                        e->target_path, why ? why : "their vocabularies differ");
+    free(why);
     return st;
 }
 
-specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out, char **error) {
+/* Records which input a failure is about; returns st. */
+static specd_status blame(specd_engine_input *failed, specd_engine_input input, specd_status st) {
+    if (st != SPECD_OK) *failed = input;
+    return st;
+}
+
+/* Loads both models (params: the caller's, for the progress callback) and creates their
+ * contexts; on failure *failed names the input at fault. */
+static specd_status engine_load(specd_engine *e, const specd_engine_params *params, specd_engine_input *failed,
+                                char **error) {
+    specd_status st = load_model(params, e->target_path, "target", &e->target.model, error);
+    if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
+    if (e->draft_path) {
+        st = load_model(params, e->draft_path, "draft", &e->draft.model, error);
+        if (st == SPECD_OK) st = check_pair(e, error);
+        if (st != SPECD_OK) return blame(failed, SPECD_INPUT_DRAFT, st);
+    }
+    e->vocab = llama_model_get_vocab(e->target.model);
+    e->n_vocab = llama_vocab_n_tokens(e->vocab);
+    st = size_engine(e, error);
+    if (st != SPECD_OK) return st;
+    st = create_context(e, &e->target, SPECD_TREE_MAX_BRANCHES, "target", error);
+    if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
+    if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, 1, "draft", error));
+    return st;
+}
+
+specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine **out,
+                                 specd_engine_input *failed_input, char **error) {
+    specd_engine_input failed = SPECD_INPUT_NONE;
+    if (failed_input) *failed_input = SPECD_INPUT_NONE;
     if (error) *error = NULL;
     *out = NULL;
     specd_status st = validate_params(params, error);
-    if (st != SPECD_OK) return st;
-    pthread_once(&backend_once, init_backend);
-    if (!params->verbose) llama_log_set(quiet_log, NULL);
+    if (st != SPECD_OK) {
+        bool no_target = !params || !params->target_path || !*params->target_path;
+        if (failed_input && no_target) *failed_input = SPECD_INPUT_TARGET;
+        return st;
+    }
+    pthread_once(&llama_once, init_llama);
+    atomic_store(&log_verbose, params->verbose);
     specd_engine *e = calloc(1, sizeof *e);
     if (!e) {
         specd_set_error(error, "out of memory for the engine");
@@ -214,15 +363,24 @@ specd_status specd_engine_new(const specd_engine_params *params, specd_engine **
     e->draft_path = params->draft_path && *params->draft_path ? copy_string(params->draft_path) : NULL;
     e->params.target_path = e->target_path;
     e->params.draft_path = e->draft_path;
+    e->params.progress_callback = NULL; /* only the load calls it: the engine keeps no caller's pointer */
+    e->params.progress_user_data = NULL;
     atomic_init(&e->stop_requested, false);
     specd_draft_length_init(&e->costs);
-    st = engine_load(e, error);
+    bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path);
+    if (!copied) specd_set_error(error, "out of memory for the model paths");
+    st = copied ? engine_load(e, params, &failed, error) : SPECD_ERR_NO_MEMORY;
     if (st != SPECD_OK) {
+        if (failed_input) *failed_input = failed;
         specd_engine_free(e);
         return st;
     }
     *out = e;
     return SPECD_OK;
+}
+
+specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out, char **error) {
+    return specd_engine_new_v2(params, out, NULL, error);
 }
 
 static void free_slot(specd_model_slot *slot) {

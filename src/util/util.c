@@ -53,6 +53,7 @@ const char *specd_status_str(specd_status status) {
     case SPECD_ERR_CONTEXT: return "context error";
     case SPECD_ERR_DECODE: return "decode failed";
     case SPECD_ERR_NO_MEMORY: return "out of memory";
+    case SPECD_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }

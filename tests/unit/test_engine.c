@@ -4,6 +4,7 @@
  *   test_engine MODELS_DIR
  * MODELS_DIR holds target.gguf, draft.gguf (the target plus noise: agrees often, not always),
  * and other-vocab.gguf. */
+#define _DEFAULT_SOURCE /* mkdtemp, mkfifo, symlink, pread */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char target_path[1024], draft_path[1024], other_vocab_path[1024];
 static const char *self_path; /* this test program: a file that exists but is no model */
@@ -335,6 +338,178 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     specd_free(err);
 }
 
+/* ---- loading: only regular files, progress and cancellation, llama.cpp's log -------------------- */
+
+/* specd_engine_new_v2 fails with `want`, a message containing both needles, and blames `input`. */
+static void expect_load_error(const char *target, const char *draft, specd_status want, specd_engine_input input,
+                              const char *needle, const char *needle2) {
+    specd_engine_params p = test_engine_params(target, draft, 64);
+    specd_engine *e = (specd_engine *)1;
+    specd_engine_input failed = (specd_engine_input)-1;
+    char *err = NULL;
+    assert_int_equal(specd_engine_new_v2(&p, &e, &failed, &err), want);
+    assert_null(e);
+    assert_int_equal(failed, input);
+    if (!err || !strstr(err, needle) || !strstr(err, needle2))
+        fail_msg("error '%s' does not mention '%s' and '%s'", err, needle, needle2);
+    specd_free(err);
+}
+
+static void test_only_regular_files_are_models(void **state) {
+    (void)state;
+    char dir[] = "/tmp/specd_test_engine_XXXXXX", fifo[64], link[64], expect[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
+    snprintf(link, sizeof link, "%s/link.gguf", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    char *absolute = realpath(target_path, NULL);
+    assert_non_null(absolute);
+    assert_int_equal(symlink(absolute, link), 0);
+    free(absolute);
+    alarm(60); /* before the check, opening a FIFO blocked forever: fail instead of hanging */
+    snprintf(expect, sizeof expect, "'%s' is a FIFO, not a regular file", fifo);
+    expect_load_error(fifo, NULL, SPECD_ERR_MODEL_LOAD, SPECD_INPUT_TARGET, expect, "target model");
+    expect_load_error(target_path, fifo, SPECD_ERR_MODEL_LOAD, SPECD_INPUT_DRAFT, expect, "draft model");
+    snprintf(expect, sizeof expect, "'%s' is a directory, not a regular file", dir);
+    expect_load_error(dir, NULL, SPECD_ERR_MODEL_LOAD, SPECD_INPUT_TARGET, expect, "target model");
+    expect_load_error("/dev/null", NULL, SPECD_ERR_MODEL_LOAD, SPECD_INPUT_TARGET, "'/dev/null' is a character device",
+                      "not a regular file");
+    alarm(0);
+    /* the other failures name their input too */
+    expect_load_error("/nonexistent/t.gguf", NULL, SPECD_ERR_MODEL_LOAD, SPECD_INPUT_TARGET, "/nonexistent/t.gguf",
+                      "No such file");
+    expect_load_error(target_path, "/nonexistent/d.gguf", SPECD_ERR_MODEL_LOAD, SPECD_INPUT_DRAFT, "/nonexistent/d.gguf",
+                      "draft model");
+    expect_load_error(target_path, other_vocab_path, SPECD_ERR_INCOMPATIBLE, SPECD_INPUT_DRAFT, other_vocab_path,
+                      target_path);
+    expect_load_error(NULL, NULL, SPECD_ERR_INVALID_ARGUMENT, SPECD_INPUT_TARGET, "no target model", "-m");
+    /* a symlink to a regular file is fine */
+    specd_engine *e = open_engine(link, NULL, 64);
+    assert_int_equal(specd_engine_n_vocab(e), specd_engine_n_vocab(engine));
+    specd_engine_free(e);
+    unlink(link);
+    unlink(fifo);
+    rmdir(dir);
+}
+
+typedef struct progress_log {
+    int calls;
+    int models;        /* times progress went back down: a new model started */
+    int cancel_at;     /* return false on this call (0: never) */
+    float last;
+    bool all_in_range; /* every value in [0, 1] */
+    int reached_one;   /* calls with progress 1 */
+} progress_log;
+
+static bool log_progress(float progress, void *user_data) {
+    progress_log *log = user_data;
+    log->calls++;
+    if (log->calls == 1 || progress < log->last) log->models++;
+    if (progress < 0.0f || progress > 1.0f) log->all_in_range = false;
+    if (progress == 1.0f) log->reached_one++;
+    log->last = progress;
+    return log->calls != log->cancel_at;
+}
+
+static specd_status load_with_progress(progress_log *log, specd_engine_input *failed, char **err) {
+    specd_engine_params p = test_engine_params(target_path, draft_path, 64);
+    p.progress_callback = log_progress;
+    p.progress_user_data = log;
+    specd_engine *e = NULL;
+    specd_status st = specd_engine_new_v2(&p, &e, failed, err);
+    if (st == SPECD_OK) assert_non_null(e);
+    else assert_null(e);
+    specd_engine_free(e);
+    return st;
+}
+
+static void test_progress_callback_reports_and_cancels(void **state) {
+    (void)state;
+    progress_log full = {.all_in_range = true};
+    specd_engine_input failed;
+    char *err = NULL;
+    assert_int_equal(load_with_progress(&full, &failed, &err), SPECD_OK);
+    assert_null(err);
+    print_message("%d progress calls for target + draft\n", full.calls);
+    assert_int_equal(full.models, 2);
+    assert_int_equal(full.reached_one, 2);
+    assert_true(full.all_in_range);
+    assert_true(full.calls >= 6);
+    /* false during the target's load: it stops there, blamed on the target */
+    progress_log early = {.cancel_at = 2, .all_in_range = true};
+    assert_int_equal(load_with_progress(&early, &failed, &err), SPECD_ERR_CANCELLED);
+    assert_int_equal(early.calls, 2);
+    assert_int_equal(failed, SPECD_INPUT_TARGET);
+    if (!err || !strstr(err, "cancelled") || !strstr(err, target_path)) fail_msg("error '%s'", err);
+    specd_free(err);
+    /* false during the draft's load */
+    progress_log late = {.cancel_at = full.calls - 1, .all_in_range = true};
+    assert_int_equal(load_with_progress(&late, &failed, &err), SPECD_ERR_CANCELLED);
+    assert_int_equal(late.calls, full.calls - 1);
+    assert_int_equal(failed, SPECD_INPUT_DRAFT);
+    if (!err || !strstr(err, "draft model") || !strstr(err, "cancelled")) fail_msg("error '%s'", err);
+    specd_free(err);
+}
+
+/* What the process writes to stderr while `fn` runs. */
+static void capture_stderr(void (*fn)(void *), void *arg, char *out, size_t size) {
+    char path[] = "/tmp/specd_test_stderr_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    ssize_t n = pread(fd, out, size - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+}
+
+typedef struct load_try {
+    const char *target;
+    bool verbose;
+    specd_status status;
+    char message[1024];
+} load_try;
+
+static void try_load(void *arg) {
+    load_try *t = arg;
+    specd_engine_params p = test_engine_params(t->target, NULL, 64);
+    p.verbose = t->verbose;
+    specd_engine *e = NULL;
+    char *err = NULL;
+    t->status = specd_engine_new(&p, &e, &err);
+    snprintf(t->message, sizeof t->message, "%s", err ? err : "");
+    specd_free(err);
+    specd_engine_free(e);
+}
+
+static void test_quiet_loads_print_nothing(void **state) {
+    (void)state;
+    char out[8192];
+    load_try good = {.target = target_path};
+    capture_stderr(try_load, &good, out, sizeof out);
+    assert_int_equal(good.status, SPECD_OK);
+    assert_string_equal(out, "");
+    /* llama.cpp's reason for refusing a file goes into the message, not onto stderr */
+    load_try bad = {.target = self_path};
+    capture_stderr(try_load, &bad, out, sizeof out);
+    assert_int_equal(bad.status, SPECD_ERR_MODEL_LOAD);
+    assert_string_equal(out, "");
+    if (!strstr(bad.message, "(llama.cpp: ") || !strstr(bad.message, "magic")) fail_msg("message: %s", bad.message);
+    /* verbose: llama.cpp's log, for the whole process (then quiet again for the tests after) */
+    load_try loud = {.target = target_path, .verbose = true};
+    capture_stderr(try_load, &loud, out, sizeof out);
+    assert_int_equal(loud.status, SPECD_OK);
+    assert_non_null(strstr(out, "llama_model_loader"));
+    capture_stderr(try_load, &good, out, sizeof out);
+    assert_string_equal(out, "");
+}
+
 static void expect_generate_error(const specd_token *prompt, int32_t n, const specd_generation_params *g,
                                   specd_engine *e, const char *needle) {
     specd_result r;
@@ -462,6 +637,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bad_requests_are_refused_with_clear_messages),
         cmocka_unit_test(test_generation_drafters_decides_the_speculation),
         cmocka_unit_test(test_spec_type_names_parse_strictly),
+        cmocka_unit_test(test_only_regular_files_are_models),
+        cmocka_unit_test(test_progress_callback_reports_and_cancels),
+        cmocka_unit_test(test_quiet_loads_print_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
