@@ -1,10 +1,17 @@
 /* state.c - the global engine of the JSON API and the methods that manage it: init (blocking or
- * on a background thread), status, tokenize, detokenize, shutdown. Locking rules in state.h. */
+ * on a background thread), status, tokenize, detokenize, shutdown. Locking rules in state.h.
+ *
+ * init loads the new engine beside the serving one and swaps it in only once it has loaded: a
+ * failed load leaves the old model serving, and completions keep running on it during the load.
+ * The swap waits until no completion runs (none can start while it happens), then takes the
+ * engine write lock, which only short calls (tokenize, detokenize) can still hold. shutdown
+ * aborts a load through llama.cpp's progress callback, so it returns in bounded time. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "state.h"
 
 #include "text_stream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,14 +20,25 @@ typedef enum load_state { STATE_NONE, STATE_LOADING, STATE_READY, STATE_FAILED }
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t idle;          /* signalled when the running completion ends */
+    pthread_cond_t changed;       /* signalled when a load or a swap ends, and when shutdown ends */
     pthread_rwlock_t engine_lock; /* read: using the engine; write: replacing or freeing it */
+    /* the serving engine (NULL: none) and what describes it */
     specd_engine *engine;
-    load_state state;
-    char *model, *alias, *error;  /* owned: the loaded (or failed) model's path, alias, failure */
+    char *model, *alias;          /* owned */
     int32_t n_ctx, n_vocab, draft_max;
     bool has_draft;
+    /* the latest init */
+    bool loading;                 /* a load runs (beside the serving engine, if any) */
+    char *loading_model;          /* owned: its target path while it runs */
+    bool swapping;                /* its engine is being swapped in: claims and acquires wait */
+    char *last_init_error;        /* owned: why the latest init's load failed; NULL if it did not */
+    atomic_bool abort_load;       /* read by the load's progress callback: stop now */
+    bool shutting_down;
     pthread_t init_thread;
     bool has_init_thread;
+    rpc_state_load_hook load_hook; /* tests only */
+    void *load_hook_data;
+    /* completions */
     rpc_job *running;             /* referenced while a completion runs */
     rpc_job *async;               /* referenced: the latest async job */
     pthread_t worker;
@@ -31,9 +49,18 @@ static struct {
 } G = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
+    .changed = PTHREAD_COND_INITIALIZER,
     .engine_lock = PTHREAD_RWLOCK_INITIALIZER,
     .next_id = 1,
 };
+
+/* What serves (G.lock held): a model (also during a reload and after a failed one), none yet
+ * while the first loads, none after a failed load, or none at all. */
+static load_state current_state_locked(void) {
+    if (G.engine) return STATE_READY;
+    if (G.loading) return STATE_LOADING;
+    return G.last_init_error ? STATE_FAILED : STATE_NONE;
+}
 
 static const char *state_name(load_state s) {
     switch (s) {
@@ -43,6 +70,13 @@ static const char *state_name(load_state s) {
     case STATE_FAILED: return "failed";
     }
     return "unknown";
+}
+
+/* Why there is no engine to use (G.lock held). */
+static bool fail_no_engine_locked(rpc_error *err) {
+    if (G.shutting_down) return rpc_fail(err, RPC_NO_MODEL, "", "shutdown in progress: call init again after it");
+    if (G.loading) return rpc_fail(err, RPC_NO_MODEL, "", "the model is still loading: poll status");
+    return rpc_fail(err, RPC_NO_MODEL, "", "no model loaded: call init first");
 }
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
@@ -77,10 +111,9 @@ void rpc_job_unref(rpc_job *job) {
 
 bool rpc_state_claim(rpc_job *job, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
-    bool ok = G.state == STATE_READY && !G.running;
-    if (G.state != STATE_READY)
-        rpc_fail(err, RPC_NO_MODEL, "", G.state == STATE_LOADING ? "the model is still loading: poll status"
-                                                                 : "no model loaded: call init first");
+    while (G.swapping) pthread_cond_wait(&G.changed, &G.lock);
+    bool ok = G.engine && !G.shutting_down && !G.running;
+    if (!G.engine || G.shutting_down) fail_no_engine_locked(err);
     else if (G.running)
         rpc_fail(err, RPC_BUSY, "", "busy: completion %lld is running (one at a time); poll it, wait for "
                  "it to finish, or cancel it", (long long)G.running->id);
@@ -155,26 +188,26 @@ int32_t rpc_state_cached_prefix(const specd_token *prompt, int32_t n_prompt) {
 
 /* ---- the engine ------------------------------------------------------------------------------ */
 
-static load_state current_state(specd_engine **engine) {
-    pthread_mutex_lock(&G.lock);
-    load_state s = G.state;
-    *engine = G.engine;
-    pthread_mutex_unlock(&G.lock);
-    return s;
-}
-
 bool rpc_state_acquire_engine(specd_engine **engine, rpc_error *err) {
-    /* Look first, so a call during a load fails at once instead of waiting for the write lock;
-     * look again under the read lock, which is what keeps the engine alive. */
-    load_state s = current_state(engine);
-    if (s == STATE_READY) {
+    /* Look first, so a call without an engine fails at once instead of waiting for the lock; a
+     * swap about to happen is waited for (it only waits for short calls like this one). Look again
+     * under the read lock, which is what keeps the engine alive. */
+    pthread_mutex_lock(&G.lock);
+    while (G.swapping) pthread_cond_wait(&G.changed, &G.lock);
+    bool has = G.engine != NULL;
+    pthread_mutex_unlock(&G.lock);
+    if (has) {
         pthread_rwlock_rdlock(&G.engine_lock);
-        s = current_state(engine);
-        if (s == STATE_READY && *engine) return true;
+        pthread_mutex_lock(&G.lock);
+        *engine = G.engine;
+        pthread_mutex_unlock(&G.lock);
+        if (*engine) return true;
         pthread_rwlock_unlock(&G.engine_lock);
     }
-    if (s == STATE_LOADING) return rpc_fail(err, RPC_NO_MODEL, "", "the model is still loading: poll status");
-    return rpc_fail(err, RPC_NO_MODEL, "", "no model loaded: call init first");
+    pthread_mutex_lock(&G.lock);
+    fail_no_engine_locked(err);
+    pthread_mutex_unlock(&G.lock);
+    return false;
 }
 
 void rpc_state_release_engine(void) { pthread_rwlock_unlock(&G.engine_lock); }
@@ -198,32 +231,99 @@ static void replace_string(char **slot, const char *value) {
     *slot = value ? strdup(value) : NULL;
 }
 
-/* Loads the models described by `s` in place of the current ones (if any). */
-static bool load_engine(const rpc_engine_settings *s, rpc_error *err) {
-    pthread_rwlock_wrlock(&G.engine_lock);
-    specd_engine_free(G.engine);
-    G.engine = NULL;
-    specd_engine *engine = NULL;
-    char *message = NULL;
-    specd_status st = specd_engine_new(&s->params, &engine, &message);
+void rpc_state_set_load_hook(rpc_state_load_hook hook, void *user_data) {
     pthread_mutex_lock(&G.lock);
+    G.load_hook = hook;
+    G.load_hook_data = user_data;
+    pthread_mutex_unlock(&G.lock);
+}
+
+/* llama.cpp calls this per tensor while it reads the models: false stops the load. */
+static bool keep_loading(float progress, void *user_data) {
+    (void)user_data;
+    pthread_mutex_lock(&G.lock);
+    rpc_state_load_hook hook = G.load_hook;
+    void *hook_data = G.load_hook_data;
+    pthread_mutex_unlock(&G.lock);
+    if (hook) hook(progress, hook_data);
+    return !atomic_load(&G.abort_load);
+}
+
+/* The load is over without a new engine (G.lock held): the serving one, if any, stays. */
+static void end_load_failed_locked(const char *message) {
+    G.loading = false;
+    replace_string(&G.loading_model, NULL);
+    replace_string(&G.last_init_error, message);
+    pthread_cond_broadcast(&G.changed);
+}
+
+/* Describes the new serving engine (G.lock held). */
+static void describe_engine_locked(specd_engine *engine, const rpc_engine_settings *s) {
     G.engine = engine;
-    G.state = st == SPECD_OK ? STATE_READY : STATE_FAILED;
     replace_string(&G.model, s->model);
     replace_string(&G.alias, s->alias);
-    replace_string(&G.error, message);
-    G.n_ctx = engine ? specd_engine_n_ctx(engine) : 0;
-    G.n_vocab = engine ? specd_engine_n_vocab(engine) : 0;
-    G.has_draft = engine && specd_engine_has_draft(engine);
+    G.n_ctx = specd_engine_n_ctx(engine);
+    G.n_vocab = specd_engine_n_vocab(engine);
+    G.has_draft = specd_engine_has_draft(engine);
     G.draft_max = s->params.draft_max > 0 ? s->params.draft_max : 16; /* the engine's default */
-    free(G.history);
+    free(G.history); /* the new engine's cache holds nothing */
     G.history = NULL;
     G.n_history = 0;
+}
+
+/* Puts the loaded engine in place of the serving one once no completion runs, and frees the old
+ * one. False (engine freed) when shutdown aborted the load meanwhile. */
+static bool swap_in(specd_engine *engine, const rpc_engine_settings *s) {
+    pthread_mutex_lock(&G.lock);
+    while (G.running && !atomic_load(&G.abort_load)) pthread_cond_wait(&G.idle, &G.lock);
+    bool go = !atomic_load(&G.abort_load);
+    G.swapping = go;
+    pthread_mutex_unlock(&G.lock);
+    if (!go) {
+        specd_engine_free(engine);
+        return false;
+    }
+    pthread_rwlock_wrlock(&G.engine_lock); /* tokenize/detokenize calls already in finish first */
+    pthread_mutex_lock(&G.lock);
+    specd_engine *old = G.engine;
+    describe_engine_locked(engine, s);
+    G.loading = G.swapping = false;
+    replace_string(&G.loading_model, NULL);
+    replace_string(&G.last_init_error, NULL);
+    pthread_cond_broadcast(&G.changed);
     pthread_mutex_unlock(&G.lock);
     pthread_rwlock_unlock(&G.engine_lock);
-    if (st != SPECD_OK) rpc_fail(err, RPC_MODEL_LOAD, "model", "init: %s", message ? message : "loading failed");
+    specd_engine_free(old);
+    return true;
+}
+
+/* The request field of the input a load failed on. */
+static const char *failed_field(specd_engine_input input) {
+    return input == SPECD_INPUT_DRAFT ? "model_draft" : "model";
+}
+
+/* Loads the models described by `s` beside the serving ones and swaps them in (begin_loading has
+ * marked the load as running). */
+static bool load_engine(const rpc_engine_settings *s, rpc_error *err) {
+    specd_engine_params params = s->params;
+    params.progress_callback = keep_loading;
+    params.progress_user_data = NULL;
+    specd_engine *engine = NULL;
+    specd_engine_input failed = SPECD_INPUT_NONE;
+    char *message = NULL;
+    specd_status st = specd_engine_new_v2(&params, &engine, &failed, &message);
+    if (st == SPECD_OK && swap_in(engine, s)) return true;
+    char reason[sizeof err->message];
+    if (st == SPECD_OK || st == SPECD_ERR_CANCELLED)
+        snprintf(reason, sizeof reason, "loading '%s' was cancelled by shutdown", s->model);
+    else
+        snprintf(reason, sizeof reason, "%s", message ? message : "loading failed");
     specd_free(message);
-    return st == SPECD_OK;
+    rpc_fail(err, RPC_MODEL_LOAD, failed_field(failed), "init: %s", reason);
+    pthread_mutex_lock(&G.lock);
+    end_load_failed_locked(reason);
+    pthread_mutex_unlock(&G.lock);
+    return false;
 }
 
 static void *init_thread_main(void *arg) {
@@ -235,20 +335,23 @@ static void *init_thread_main(void *arg) {
     return NULL;
 }
 
-/* Marks a load as started; false (busy) while a load or a completion runs. */
-static bool begin_loading(rpc_error *err) {
+/* Marks a load of `model` as running; false (busy) while another load or a shutdown runs. */
+static bool begin_loading(const char *model, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
-    bool ok = G.state != STATE_LOADING && !G.running;
-    if (G.state == STATE_LOADING) rpc_fail(err, RPC_BUSY, "", "busy: a model is already loading; poll status");
-    else if (G.running)
-        rpc_fail(err, RPC_BUSY, "", "busy: completion %lld is running; cancel it or wait before init",
-                 (long long)G.running->id);
+    bool ok = !G.loading && !G.shutting_down;
+    if (G.shutting_down) rpc_fail(err, RPC_BUSY, "", "busy: shutdown in progress; call init after it");
+    else if (G.loading)
+        rpc_fail(err, RPC_BUSY, "", "busy: '%s' is already loading; poll status", G.loading_model ? G.loading_model : "");
+    bool join = ok && G.has_init_thread; /* the previous load's thread, finished or finishing */
+    pthread_t previous = G.init_thread;
     if (ok) {
-        if (G.has_init_thread) pthread_join(G.init_thread, NULL); /* finished: state is not loading */
         G.has_init_thread = false;
-        G.state = STATE_LOADING;
+        G.loading = true;
+        replace_string(&G.loading_model, model);
+        atomic_store(&G.abort_load, false);
     }
     pthread_mutex_unlock(&G.lock);
+    if (join) pthread_join(previous, NULL);
     return ok;
 }
 
@@ -258,7 +361,7 @@ static bool start_init_thread(rpc_engine_settings *settings, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
     bool ok = copy && pthread_create(&G.init_thread, NULL, init_thread_main, copy) == 0;
     G.has_init_thread = ok;
-    if (!ok) G.state = STATE_FAILED;
+    if (!ok) end_load_failed_locked("init: could not start the loading thread");
     pthread_mutex_unlock(&G.lock);
     if (ok) return true;
     if (copy) rpc_engine_settings_free(copy);
@@ -269,7 +372,7 @@ static bool start_init_thread(rpc_engine_settings *settings, rpc_error *err) {
 json_t *rpc_method_init(json_t *params, rpc_error *err) {
     rpc_engine_settings s;
     if (!rpc_engine_settings_parse(params, &s, err)) return NULL;
-    if (!begin_loading(err)) {
+    if (!begin_loading(s.model, err)) {
         rpc_engine_settings_free(&s);
         return NULL;
     }
@@ -283,12 +386,16 @@ json_t *rpc_method_status(json_t *params, rpc_error *err) {
     rpc_params_open(&rp, params, "status params", "", err);
     if (!rpc_params_finish(&rp)) return NULL;
     pthread_mutex_lock(&G.lock);
-    int init_success = G.state == STATE_READY ? 1 : G.state == STATE_FAILED ? -1 : 0;
-    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:b, s:b, s:i, s:i, s:s}", "state", state_name(G.state),
+    load_state state = current_state_locked();
+    /* the old API's field follows the latest init: a failed reload is -1 though a model serves */
+    int init_success = G.loading ? 0 : G.last_init_error ? -1 : G.engine ? 1 : 0;
+    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:b, s:b, s:i, s:i, s:s}", "state", state_name(state),
                           "init_success", init_success, "model", G.model ? G.model : "", "model_alias",
-                          G.alias ? G.alias : "", "busy", G.running != NULL, "has_draft", G.has_draft,
-                          "n_ctx", G.n_ctx, "n_vocab", G.n_vocab, "version", specd_version());
-    if (r && G.state == STATE_FAILED && G.error) json_object_set_new(r, "error", json_string(G.error));
+                          G.alias ? G.alias : "", "loading_model", G.loading_model ? G.loading_model : "",
+                          "busy", G.running != NULL, "has_draft", G.has_draft, "n_ctx", G.n_ctx, "n_vocab",
+                          G.n_vocab, "version", specd_version());
+    if (r && G.last_init_error) json_object_set_new(r, "last_init_error", json_string(G.last_init_error));
+    if (r && state == STATE_FAILED) json_object_set_new(r, "error", json_string(G.last_init_error));
     pthread_mutex_unlock(&G.lock);
     return r;
 }
@@ -385,38 +492,59 @@ static void cancel_job(rpc_job *job) {
     pthread_mutex_unlock(&job->lock);
 }
 
-json_t *rpc_method_shutdown(json_t *params, rpc_error *err) {
-    rpc_params rp;
-    rpc_params_open(&rp, params, "shutdown params", "", err);
-    if (!rpc_params_finish(&rp)) return NULL;
-    pthread_mutex_lock(&G.lock);
-    bool has_init = G.has_init_thread;
-    pthread_t init_thread = G.init_thread;
-    G.has_init_thread = false;
-    pthread_mutex_unlock(&G.lock);
-    if (has_init) pthread_join(init_thread, NULL); /* a load in progress finishes first */
-    pthread_mutex_lock(&G.lock);
+/* Stops what runs (G.lock held, released while waiting): aborts a load and waits for it to
+ * end, cancels the running completion and waits for it. The threads to join go to *init and
+ * *worker. */
+static void stop_everything_locked(pthread_t *init, bool *has_init, pthread_t *worker, bool *has_worker) {
+    atomic_store(&G.abort_load, true);
     cancel_job(G.running);
+    pthread_cond_broadcast(&G.idle); /* a load waiting to swap in sees the abort */
+    while (G.loading) pthread_cond_wait(&G.changed, &G.lock); /* until its next progress call */
     while (G.running) pthread_cond_wait(&G.idle, &G.lock);
-    if (G.has_worker) pthread_join(G.worker, NULL);
+    *init = G.init_thread;
+    *has_init = G.has_init_thread;
+    G.has_init_thread = false;
+    *worker = G.worker;
+    *has_worker = G.has_worker;
     G.has_worker = false;
-    rpc_job_unref(G.async);
-    G.async = NULL;
-    pthread_mutex_unlock(&G.lock);
-    pthread_rwlock_wrlock(&G.engine_lock);
-    pthread_mutex_lock(&G.lock);
-    bool was_loaded = G.engine != NULL;
+}
+
+/* Frees the engine and forgets everything about it and the latest init (G.lock held). */
+static void clear_locked(void) {
     specd_engine_free(G.engine);
     G.engine = NULL;
-    G.state = STATE_NONE;
     replace_string(&G.model, NULL);
     replace_string(&G.alias, NULL);
-    replace_string(&G.error, NULL);
+    replace_string(&G.last_init_error, NULL);
+    rpc_job_unref(G.async);
+    G.async = NULL;
     free(G.history);
     G.history = NULL;
     G.n_history = 0;
     G.n_ctx = G.n_vocab = 0;
     G.has_draft = false;
+}
+
+json_t *rpc_method_shutdown(json_t *params, rpc_error *err) {
+    rpc_params rp;
+    rpc_params_open(&rp, params, "shutdown params", "", err);
+    if (!rpc_params_finish(&rp)) return NULL;
+    pthread_mutex_lock(&G.lock);
+    while (G.shutting_down) pthread_cond_wait(&G.changed, &G.lock); /* one at a time */
+    G.shutting_down = true;
+    pthread_t init, worker;
+    bool has_init, has_worker;
+    stop_everything_locked(&init, &has_init, &worker, &has_worker);
+    pthread_mutex_unlock(&G.lock);
+    if (has_init) pthread_join(init, NULL);
+    if (has_worker) pthread_join(worker, NULL);
+    pthread_rwlock_wrlock(&G.engine_lock);
+    pthread_mutex_lock(&G.lock);
+    bool was_loaded = G.engine != NULL;
+    clear_locked();
+    atomic_store(&G.abort_load, false);
+    G.shutting_down = false;
+    pthread_cond_broadcast(&G.changed);
     pthread_mutex_unlock(&G.lock);
     pthread_rwlock_unlock(&G.engine_lock);
     return json_pack("{s:b}", "was_loaded", was_loaded);

@@ -1,9 +1,12 @@
 /* state.h - the one global engine behind the JSON API, and the completion that may be running.
  *
- * Locks: `lock` guards the fields below (held briefly, never while generating). The engine itself
- * is guarded by a read-write lock: tokenize/detokenize/completions hold it for reading while they
- * use the engine, init and shutdown hold it for writing while they replace or free it. One
- * completion at a time: claiming it while another runs is the busy error, not a queue. */
+ * Locks: `lock` guards the fields below (held briefly, never while generating or loading). The
+ * engine itself is guarded by a read-write lock: tokenize/detokenize/completions hold it for
+ * reading while they use the engine, init and shutdown hold it for writing while they replace or
+ * free it (init only for the swap: it loads the new engine without any lock). Order: the
+ * read-write lock before `lock`, never the other way. One completion at a time: claiming it while
+ * another runs is the busy error, not a queue. A claimed completion keeps one engine from claim
+ * to unclaim: a swap waits until no completion is claimed, and claims wait while it happens. */
 #ifndef SPECD_RPC_STATE_H
 #define SPECD_RPC_STATE_H
 
@@ -43,6 +46,12 @@ json_t *rpc_state_model_name(void);
 
 /* The engine's longest draft (its draft_max), the ceiling of a request's speculative.n_max. */
 int32_t rpc_state_draft_max(void);
+
+/* Test-only: called from llama.cpp's progress callback each time a load reads a tensor, before
+ * the callback checks for an abort (a test makes loads slow with it, as a slow disk would). NULL
+ * removes it. */
+typedef void (*rpc_state_load_hook)(float progress, void *user_data);
+void rpc_state_set_load_hook(rpc_state_load_hook hook, void *user_data);
 
 /* Makes `job` the running completion (busy error when one runs); assigns its id. */
 bool rpc_state_claim(rpc_job *job, rpc_error *err);

@@ -3,7 +3,7 @@
  * per request, stop strings, truncation, async poll/cancel from several threads, busy errors.
  *
  *   test_rpc MODELS_DIR   (target.gguf, draft.gguf, other-vocab.gguf) */
-#define _DEFAULT_SOURCE /* usleep */
+#define _DEFAULT_SOURCE /* usleep, mkdtemp, mkfifo */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,7 @@
 
 #include "engine_helpers.h"
 
+#include "rpc/state.h"
 #include "specd_rpc.h"
 
 #include <ctype.h>
@@ -20,6 +21,8 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char target[1024], draft[1024], other_vocab[1024];
@@ -176,7 +179,47 @@ static void init_errors(void **state) {
     assert_non_null(strstr(json_string_value(json_object_get(s, "error")), "/no/such.gguf"));
     json_decref(s);
     snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\"}", target, other_vocab);
-    expect_error("init", params, -32002, "model", "differs from the target's");
+    expect_error("init", params, -32002, "model_draft", "differs from the target's");
+    expect_error("init", params, -32002, "model_draft", other_vocab); /* both files named */
+    expect_error("init", params, -32002, "model_draft", target);
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"/no/draft.gguf\"}", target);
+    expect_error("init", params, -32002, "model_draft", "/no/draft.gguf");
+    s = result_of("status", "{}");
+    assert_string_equal(json_string_value(json_object_get(s, "state")), "failed");
+    assert_string_equal(json_string_value(json_object_get(s, "model")), ""); /* nothing serves */
+    assert_non_null(strstr(json_string_value(json_object_get(s, "last_init_error")), "/no/draft.gguf"));
+    json_decref(s);
+}
+
+/* A FIFO as a model is refused at once (it used to block the load, and with it shutdown, for
+ * good), as target or draft, blocking or async. */
+static void init_refuses_fifos(void **state) {
+    (void)state;
+    char dir[] = "/tmp/specd_test_rpc_XXXXXX", fifo[64], params[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(60); /* fail rather than hang */
+    snprintf(params, sizeof params, "{\"model\":\"%s\"}", fifo);
+    expect_error("init", params, -32002, "model", "is a FIFO, not a regular file");
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\"}", target, fifo);
+    expect_error("init", params, -32002, "model_draft", "is a FIFO, not a regular file");
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"async\":true}", fifo);
+    json_decref(result_of("init", params));
+    json_t *s = NULL;
+    for (int i = 0; i < 1000; i++) {
+        json_decref(s);
+        s = result_of("status", "{}");
+        if (strcmp(json_string_value(json_object_get(s, "state")), "loading") != 0) break;
+        usleep(10000);
+    }
+    assert_string_equal(json_string_value(json_object_get(s, "state")), "failed");
+    assert_non_null(strstr(json_string_value(json_object_get(s, "error")), "is a FIFO"));
+    json_decref(s);
+    json_decref(result_of("shutdown", "{}"));
+    alarm(0);
+    unlink(fifo);
+    rmdir(dir);
 }
 
 static void init_async_then_ready(void **state) {
@@ -763,7 +806,8 @@ static void async_cancel_and_busy(void **state) {
     int64_t id = json_integer_value(json_object_get(start, "id"));
     expect_error("completion", "{\"prompt\":\"a\"}", -32001, NULL, "busy");
     expect_error("completion.start", "{\"prompt\":\"a\"}", -32001, NULL, "busy");
-    expect_error("init", "{\"model\":\"x.gguf\"}", -32001, NULL, "busy");
+    /* init loads beside the running completion; one that fails leaves it running on its model */
+    expect_error("init", "{\"model\":\"x.gguf\"}", -32002, "model", "x.gguf");
     expect_error("completion.poll", "{\"id\":999}", -32004, "id", "no completion with id 999");
     expect_error("completion.poll", "{\"id\":\"1\"}", -32602, "id", "an integer");
     expect_error("completion.poll", "{\"wait_ms\":-1}", -32602, "wait_ms", "an integer from 0");
@@ -862,6 +906,219 @@ static void old_abi_wrappers(void **state) {
     assert_int_equal(specd_init("{\"model\":"), -32700);
 }
 
+/* ---- loading beside the serving model, aborting loads ------------------------------------------ */
+
+static const char *string_of(json_t *o, const char *key) { return json_string_value(json_object_get(o, key)); }
+
+/* Polls status until `key` is `want` (about 60 s at most); returns that status. */
+static json_t *wait_for_status(const char *key, const char *want) {
+    for (int i = 0; i < 6000; i++) {
+        json_t *s = result_of("status", "{}");
+        if (!strcmp(string_of(s, key), want)) return s;
+        json_decref(s);
+        usleep(10000);
+    }
+    fail_msg("status never had %s = '%s'", key, want);
+    return NULL;
+}
+
+static void expect_status(json_t *s, const char *state, int init_success, const char *model, const char *loading) {
+    char *dump = json_dumps(s, 0);
+    if (strcmp(string_of(s, "state"), state) || json_integer_value(json_object_get(s, "init_success")) != init_success ||
+        strcmp(string_of(s, "model"), model) || strcmp(string_of(s, "loading_model"), loading))
+        fail_msg("expected state %s, init_success %d, model '%s', loading_model '%s': %s", state, init_success, model,
+                 loading, dump);
+    free(dump);
+}
+
+static const char *short_request = "{\"prompt\":\"the little girl\",\"n_predict\":12,\"temperature\":0,\"ignore_eos\":true}";
+
+static void failed_reload_keeps_the_model_serving(void **state) {
+    (void)state;
+    init_models(false);
+    json_t *before = complete(short_request);
+    assert_string_equal(string_of(before, "model"), target);
+    expect_error("init", "{\"model\":\"/no/such.gguf\"}", -32002, "model", "/no/such.gguf");
+    json_t *s = result_of("status", "{}");
+    expect_status(s, "ready", -1, target, "");
+    assert_non_null(strstr(string_of(s, "last_init_error"), "/no/such.gguf"));
+    assert_null(json_object_get(s, "error")); /* "error" is for a failed state: nothing serves */
+    json_decref(s);
+    json_t *after = complete(short_request);
+    assert_string_equal(content_of(after), content_of(before));
+    char params[4096];
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\"}", target, other_vocab);
+    expect_error("init", params, -32002, "model_draft", "cannot draft for the target model");
+    s = result_of("status", "{}");
+    expect_status(s, "ready", -1, target, "");
+    json_decref(s);
+    init_models(false);
+    s = result_of("status", "{}");
+    expect_status(s, "ready", 1, target, "");
+    assert_null(json_object_get(s, "last_init_error"));
+    json_decref(s);
+    json_decref(after);
+    json_decref(before);
+}
+
+/* Makes loads slow, as a slow disk would, and counts llama.cpp's progress calls. */
+typedef struct slow_load {
+    int sleep_ms;
+    atomic_int calls;
+    atomic_int calls_after_stop; /* calls that began after stop_asked */
+    atomic_bool stop_asked;
+    atomic_bool read_all;        /* a call with progress 1: the weights are read */
+} slow_load;
+
+static void slow_hook(float progress, void *user_data) {
+    slow_load *s = user_data;
+    if (atomic_load(&s->stop_asked)) atomic_fetch_add(&s->calls_after_stop, 1);
+    atomic_fetch_add(&s->calls, 1);
+    if (progress >= 1.0f) atomic_store(&s->read_all, true);
+    usleep((useconds_t)s->sleep_ms * 1000);
+}
+
+static void wait_for_calls(slow_load *s, int n) {
+    for (int i = 0; i < 6000 && atomic_load(&s->calls) < n; i++) usleep(10000);
+    assert_true(atomic_load(&s->calls) >= n);
+}
+
+static void async_init(const char *model, const char *model_draft) {
+    char params[4096];
+    snprintf(params, sizeof params, "{\"model\":\"%s\"%s%s%s,\"n_ctx\":256,\"n_threads\":1,\"async\":true}", model,
+             model_draft ? ",\"model_draft\":\"" : "", model_draft ? model_draft : "", model_draft ? "\"" : "");
+    json_decref(result_of("init", params));
+}
+
+static void reload_serves_the_old_model_until_the_new_one_is_in(void **state) {
+    (void)state;
+    init_models(false);
+    json_t *before = complete(short_request);
+    slow_load slow = {.sleep_ms = 20};
+    rpc_state_set_load_hook(slow_hook, &slow);
+    async_init(draft, NULL); /* the draft model, alone, as the new target */
+    json_t *s = result_of("status", "{}");
+    expect_status(s, "ready", 0, target, draft); /* the path of each, never the wrong one */
+    json_decref(s);
+    expect_error("init", "{\"model\":\"x.gguf\"}", -32001, NULL, "already loading");
+    json_t *during = complete(short_request);
+    assert_string_equal(string_of(during, "model"), target);
+    assert_string_equal(content_of(during), content_of(before));
+    s = wait_for_status("loading_model", "");
+    expect_status(s, "ready", 1, draft, "");
+    json_decref(s);
+    rpc_state_set_load_hook(NULL, NULL);
+    json_t *after = complete(short_request);
+    assert_string_equal(string_of(after, "model"), draft);
+    print_message("%d progress calls for one model\n", atomic_load(&slow.calls));
+    json_decref(after);
+    json_decref(during);
+    json_decref(before);
+}
+
+static void the_swap_waits_for_the_running_completion(void **state) {
+    (void)state;
+    init_models(false);
+    /* runs until cancelled: the context shifts when it fills up */
+    json_t *start = result_of("completion.start", "{\"prompt\":\"she\",\"n_predict\":100000,\"temperature\":1,"
+                                                  "\"seed\":3,\"ignore_eos\":true}");
+    slow_load slow = {.sleep_ms = 0};
+    rpc_state_set_load_hook(slow_hook, &slow);
+    async_init(draft, NULL);
+    for (int i = 0; i < 6000 && !atomic_load(&slow.read_all); i++) usleep(10000);
+    assert_true(atomic_load(&slow.read_all));
+    usleep(300000); /* the context is made in a moment: the new engine now waits to swap in */
+    json_t *s = result_of("status", "{}");
+    expect_status(s, "ready", 0, target, draft);
+    assert_true(json_is_true(json_object_get(s, "busy")));
+    json_decref(s);
+    json_decref(result_of("tokenize", "{\"text\":\"short calls still run\"}"));
+    char params[64];
+    snprintf(params, sizeof params, "{\"id\":%lld}", (long long)json_integer_value(json_object_get(start, "id")));
+    json_decref(result_of("completion.cancel", params));
+    poller p = {.id = json_integer_value(json_object_get(start, "id"))};
+    poll_until_finished(&p);
+    assert_true(p.chunks > 0);
+    s = wait_for_status("model", draft);
+    expect_status(s, "ready", 1, draft, "");
+    json_decref(s);
+    rpc_state_set_load_hook(NULL, NULL);
+    json_decref(start);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void expect_clean_after_shutdown(void) {
+    json_t *s = result_of("status", "{}");
+    expect_status(s, "uninitialized", 0, "", "");
+    assert_null(json_object_get(s, "last_init_error"));
+    json_decref(s);
+}
+
+/* Stops the load that `slow` slows down: returns how long the stop took. */
+static double time_stop(slow_load *slow, void (*stop)(void)) {
+    wait_for_calls(slow, 1);
+    atomic_store(&slow->stop_asked, true);
+    double t0 = now_s();
+    stop();
+    return now_s() - t0;
+}
+
+static void shutdown_method(void) { json_decref(result_of("shutdown", "{}")); }
+
+static void *blocking_init(void *arg) {
+    (void)arg;
+    char params[4096];
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\",\"n_threads\":1}", target, draft);
+    return rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"init\",\"params\":%s}", params);
+}
+
+/* shutdown and specd_deinit during a load return at the load's next progress call. Each call here
+ * takes 150 ms and a pair has about 44 of them, so a load they waited for would take over 6 s. */
+static void shutdown_aborts_a_load(void **state) {
+    (void)state;
+    json_decref(result_of("shutdown", "{}"));
+    slow_load slow = {.sleep_ms = 150};
+    rpc_state_set_load_hook(slow_hook, &slow);
+    async_init(target, draft);
+    double took = time_stop(&slow, shutdown_method);
+    print_message("shutdown during an async load: %.3f s, after %d progress calls\n", took, atomic_load(&slow.calls));
+    assert_true(took < 3.0);
+    assert_true(atomic_load(&slow.calls_after_stop) <= 1);
+    expect_clean_after_shutdown();
+
+    slow_load again = {.sleep_ms = 150};
+    rpc_state_set_load_hook(slow_hook, &again);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "-m \"%s\" -md \"%s\" -t 1", target, draft);
+    specd_init_async(cmd);
+    took = time_stop(&again, specd_deinit);
+    print_message("specd_deinit during an async load: %.3f s\n", took);
+    assert_true(took < 3.0);
+    expect_clean_after_shutdown();
+
+    slow_load blocking = {.sleep_ms = 150};
+    rpc_state_set_load_hook(slow_hook, &blocking);
+    pthread_t loader;
+    pthread_create(&loader, NULL, blocking_init, NULL);
+    took = time_stop(&blocking, shutdown_method);
+    json_t *answer = NULL;
+    pthread_join(loader, (void **)&answer);
+    print_message("shutdown during a blocking init: %.3f s\n", took);
+    assert_true(took < 3.0);
+    expect_error_response(answer, -32002, "model", "cancelled by shutdown");
+    json_decref(answer);
+    expect_clean_after_shutdown();
+
+    rpc_state_set_load_hook(NULL, NULL);
+    init_models(true); /* and all is as before */
+    json_decref(complete(short_request));
+}
+
 static void shutdown_frees_everything(void **state) {
     (void)state;
     init_models(false);
@@ -898,6 +1155,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(async_chunks_equal_blocking),
         cmocka_unit_test(async_cancel_and_busy),
         cmocka_unit_test(old_abi_wrappers),
+        cmocka_unit_test(init_refuses_fifos),
+        cmocka_unit_test(failed_reload_keeps_the_model_serving),
+        cmocka_unit_test(reload_serves_the_old_model_until_the_new_one_is_in),
+        cmocka_unit_test(the_swap_waits_for_the_running_completion),
+        cmocka_unit_test(shutdown_aborts_a_load),
         cmocka_unit_test(shutdown_frees_everything),
     };
     /* -t 1 everywhere: the tiny models gain nothing from threads, and spinning threads on a
