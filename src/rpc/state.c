@@ -387,8 +387,8 @@ json_t *rpc_method_status(json_t *params, rpc_error *err) {
     if (!rpc_params_finish(&rp)) return NULL;
     pthread_mutex_lock(&G.lock);
     load_state state = current_state_locked();
-    /* the old API's field follows the latest init: a failed reload is -1 though a model serves */
-    int init_success = G.loading ? 0 : G.last_init_error ? -1 : G.engine ? 1 : 0;
+    /* the old API's field, as the state: a reload (and a failed one) is 1 while the old model serves */
+    int init_success = state == STATE_READY ? 1 : state == STATE_FAILED ? -1 : 0;
     json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:b, s:b, s:i, s:i, s:s}", "state", state_name(state),
                           "init_success", init_success, "model", G.model ? G.model : "", "model_alias",
                           G.alias ? G.alias : "", "loading_model", G.loading_model ? G.loading_model : "",

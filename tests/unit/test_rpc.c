@@ -230,6 +230,10 @@ static void init_async_then_ready(void **state) {
     json_t *r = result_of("init", params);
     const char *st = json_string_value(json_object_get(r, "state"));
     assert_true(strcmp(st, "loading") == 0 || strcmp(st, "ready") == 0);
+    if (!strcmp(st, "loading")) { /* nothing serves yet: no model, the one loading named apart */
+        assert_string_equal(json_string_value(json_object_get(r, "model")), "");
+        assert_string_equal(json_string_value(json_object_get(r, "loading_model")), target);
+    }
     json_decref(r);
     for (int i = 0; i < 600; i++) {
         json_t *s = result_of("status", "{}");
@@ -940,7 +944,7 @@ static void failed_reload_keeps_the_model_serving(void **state) {
     assert_string_equal(string_of(before, "model"), target);
     expect_error("init", "{\"model\":\"/no/such.gguf\"}", -32002, "model", "/no/such.gguf");
     json_t *s = result_of("status", "{}");
-    expect_status(s, "ready", -1, target, "");
+    expect_status(s, "ready", 1, target, "");
     assert_non_null(strstr(string_of(s, "last_init_error"), "/no/such.gguf"));
     assert_null(json_object_get(s, "error")); /* "error" is for a failed state: nothing serves */
     json_decref(s);
@@ -950,7 +954,7 @@ static void failed_reload_keeps_the_model_serving(void **state) {
     snprintf(params, sizeof params, "{\"model\":\"%s\",\"model_draft\":\"%s\"}", target, other_vocab);
     expect_error("init", params, -32002, "model_draft", "cannot draft for the target model");
     s = result_of("status", "{}");
-    expect_status(s, "ready", -1, target, "");
+    expect_status(s, "ready", 1, target, "");
     json_decref(s);
     init_models(false);
     s = result_of("status", "{}");
@@ -998,7 +1002,7 @@ static void reload_serves_the_old_model_until_the_new_one_is_in(void **state) {
     rpc_state_set_load_hook(slow_hook, &slow);
     async_init(draft, NULL); /* the draft model, alone, as the new target */
     json_t *s = result_of("status", "{}");
-    expect_status(s, "ready", 0, target, draft); /* the path of each, never the wrong one */
+    expect_status(s, "ready", 1, target, draft); /* the path of each, never the wrong one */
     json_decref(s);
     expect_error("init", "{\"model\":\"x.gguf\"}", -32001, NULL, "already loading");
     json_t *during = complete(short_request);
@@ -1016,6 +1020,12 @@ static void reload_serves_the_old_model_until_the_new_one_is_in(void **state) {
     json_decref(before);
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static void the_swap_waits_for_the_running_completion(void **state) {
     (void)state;
     init_models(false);
@@ -1029,27 +1039,36 @@ static void the_swap_waits_for_the_running_completion(void **state) {
     assert_true(atomic_load(&slow.read_all));
     usleep(300000); /* the context is made in a moment: the new engine now waits to swap in */
     json_t *s = result_of("status", "{}");
-    expect_status(s, "ready", 0, target, draft);
+    expect_status(s, "ready", 1, target, draft);
     assert_true(json_is_true(json_object_get(s, "busy")));
     json_decref(s);
+    /* short calls still run (a swap that did not wait would block them until the completion ends) */
     json_decref(result_of("tokenize", "{\"text\":\"short calls still run\"}"));
     char params[64];
     snprintf(params, sizeof params, "{\"id\":%lld}", (long long)json_integer_value(json_object_get(start, "id")));
     json_decref(result_of("completion.cancel", params));
-    poller p = {.id = json_integer_value(json_object_get(start, "id"))};
-    poll_until_finished(&p);
-    assert_true(p.chunks > 0);
+    json_t *last = NULL;
+    for (bool finished = false; !finished;) {
+        snprintf(params, sizeof params, "{\"id\":%lld,\"wait_ms\":200}",
+                 (long long)json_integer_value(json_object_get(start, "id")));
+        json_t *poll = result_of("completion.poll", params);
+        json_t *updates = json_object_get(poll, "completion_updates");
+        if (json_array_size(updates)) {
+            json_decref(last);
+            last = json_incref(json_array_get(updates, json_array_size(updates) - 1));
+        }
+        finished = json_is_true(json_object_get(poll, "finished"));
+        json_decref(poll);
+    }
+    /* it ran on the old model until our cancel */
+    assert_string_equal(string_of(last, "stop_type"), "cancelled");
+    assert_string_equal(string_of(last, "model"), target);
+    json_decref(last);
     s = wait_for_status("model", draft);
     expect_status(s, "ready", 1, draft, "");
     json_decref(s);
     rpc_state_set_load_hook(NULL, NULL);
     json_decref(start);
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static void expect_clean_after_shutdown(void) {
