@@ -23,9 +23,7 @@
  *   completion.poll    {"id"?, "wait_ms"?} -> {"id", "completion_updates": [...], "finished"}
  *   completion.cancel  {"id"?} -> {"id", "cancelled"}
  *   shutdown           cancels a running completion and frees the model
- * Error codes: -32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid
- * params (data.field names the field), -32603 internal, -32000 no model loaded, -32001 busy,
- * -32002 model load failed, -32003 generation failed, -32004 unknown completion id.
+ * Error codes: specd_rpc_error_code below (data.field names the offending parameter).
  */
 #ifndef SPECD_RPC_H
 #define SPECD_RPC_H
@@ -35,6 +33,22 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The "code" of a JSON-RPC error object: JSON-RPC 2.0's, then specd's own (the -32000..-32099
+ * range the specification leaves to servers). */
+typedef enum specd_rpc_error_code {
+    SPECD_RPC_PARSE_ERROR = -32700,
+    SPECD_RPC_INVALID_REQUEST = -32600,
+    SPECD_RPC_METHOD_NOT_FOUND = -32601,
+    SPECD_RPC_INVALID_PARAMS = -32602,    /* data.field names the parameter */
+    SPECD_RPC_INTERNAL_ERROR = -32603,
+    SPECD_RPC_NO_MODEL = -32000,          /* no model loaded (yet): call init, or wait for it */
+    SPECD_RPC_BUSY = -32001,              /* a completion or a model load is already running */
+    SPECD_RPC_MODEL_LOAD = -32002,        /* the model files could not be loaded */
+    SPECD_RPC_GENERATION = -32003,        /* generation failed at run time */
+    SPECD_RPC_UNKNOWN_JOB = -32004,       /* completion.poll/cancel with an id that is not known */
+    SPECD_RPC_FORBIDDEN = -32005,         /* an admin method (init, shutdown) without admin rights */
+} specd_rpc_error_code;
 
 /* Handles a JSON-RPC 2.0 request or batch; returns the response text, or NULL when there is
  * nothing to answer (a notification, or a batch of notifications only). */

@@ -5,24 +5,26 @@
 #define SPECD_RPC_INTERNAL_H
 
 #include "specd.h"
+#include "specd_rpc.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 /* JSON-RPC 2.0 codes, then ours (the -32000..-32099 range the specification leaves to servers). */
+/* Short names inside the rpc layer for the public codes (specd_rpc_error_code in specd_rpc.h). */
 enum {
-    RPC_PARSE_ERROR = -32700,
-    RPC_INVALID_REQUEST = -32600,
-    RPC_METHOD_NOT_FOUND = -32601,
-    RPC_INVALID_PARAMS = -32602,
-    RPC_INTERNAL_ERROR = -32603,
-    RPC_NO_MODEL = -32000,    /* no model loaded (yet): call init, or wait for it */
-    RPC_BUSY = -32001,        /* a completion or a model load is already running */
-    RPC_MODEL_LOAD = -32002,  /* the model files could not be loaded */
-    RPC_GENERATION = -32003,  /* generation failed at run time */
-    RPC_UNKNOWN_JOB = -32004, /* completion.poll/cancel with an id that is not the current one */
-    RPC_FORBIDDEN = -32005,   /* an admin method (init, shutdown) from a caller without admin rights */
+    RPC_PARSE_ERROR = SPECD_RPC_PARSE_ERROR,
+    RPC_INVALID_REQUEST = SPECD_RPC_INVALID_REQUEST,
+    RPC_METHOD_NOT_FOUND = SPECD_RPC_METHOD_NOT_FOUND,
+    RPC_INVALID_PARAMS = SPECD_RPC_INVALID_PARAMS,
+    RPC_INTERNAL_ERROR = SPECD_RPC_INTERNAL_ERROR,
+    RPC_NO_MODEL = SPECD_RPC_NO_MODEL,
+    RPC_BUSY = SPECD_RPC_BUSY,
+    RPC_MODEL_LOAD = SPECD_RPC_MODEL_LOAD,
+    RPC_GENERATION = SPECD_RPC_GENERATION,
+    RPC_UNKNOWN_JOB = SPECD_RPC_UNKNOWN_JOB,
+    RPC_FORBIDDEN = SPECD_RPC_FORBIDDEN,
 };
 
 typedef struct rpc_error {
