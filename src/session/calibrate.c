@@ -226,6 +226,7 @@ static void apply_costs(specd_engine *e, const parsed_costs *pc) {
         specd_draft_length_record_calibration(&e->costs, n, pc->target_ms[n]);
         e->costs.base_passes[n] = SPECD_DL_LEARN_PASSES - 2;
     }
+    specd_draft_length_bound_costs(&e->costs); /* a file written on a busy machine */
     if (pc->draft_ms > 0.0 && e->draft.ctx) e->costs.draft_ms = pc->draft_ms;
 }
 

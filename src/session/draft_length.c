@@ -147,11 +147,14 @@ void specd_draft_length_record_calibration(specd_draft_length *dl, int32_t n, do
     dl->n_learnt++;
 }
 
-/* A pass over n tokens costs at most n/m passes over m < n (it could be split into them), give or
- * take what one pass costs beyond its tokens: a base above that bound was learnt from a pass the
- * machine slowed down (when it was the first pass of all, nothing could be expected of it). */
+/* Bounds that real pass costs keep, give or take what the GEMM's tiling does (LINEAR_BOUND_SLACK):
+ * a pass over n tokens costs at most n/m passes over m < n (it could be split into them), and no
+ * more than a pass over more tokens. A base beyond them was learnt from a pass the machine slowed
+ * down (when it was the first pass of all, nothing could be expected of it), or read from a file
+ * written on a busy machine: such a size would look so dear that it was never chosen again, and
+ * nothing would correct it. */
 #define LINEAR_BOUND_SLACK 1.25
-static void bound_by_smaller_sizes(specd_draft_length *dl) {
+void specd_draft_length_bound_costs(specd_draft_length *dl) {
     double least_per_token = 0.0; /* the smallest base_ms[m] / m over the sizes below n */
     for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) {
         if (dl->base_ms[n] <= 0.0) continue;
@@ -159,6 +162,13 @@ static void bound_by_smaller_sizes(specd_draft_length *dl) {
         if (least_per_token > 0.0 && dl->base_ms[n] > bound) dl->base_ms[n] = bound;
         double per_token = dl->base_ms[n] / n;
         if (least_per_token <= 0.0 || per_token < least_per_token) least_per_token = per_token;
+    }
+    double least_above = 0.0; /* the cheapest base over the sizes above n */
+    for (int32_t n = SPECD_DL_MAX_BATCH; n >= 1; n--) {
+        if (dl->base_ms[n] <= 0.0) continue;
+        if (least_above > 0.0 && dl->base_ms[n] > LINEAR_BOUND_SLACK * least_above)
+            dl->base_ms[n] = LINEAR_BOUND_SLACK * least_above;
+        if (least_above <= 0.0 || dl->base_ms[n] < least_above) least_above = dl->base_ms[n];
     }
 }
 
@@ -171,7 +181,7 @@ static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, doubl
     int32_t k = ++dl->base_passes[n];
     dl->base_ms[n] += (level_ms - dl->base_ms[n]) / k;
     dl->n_learnt++;
-    bound_by_smaller_sizes(dl);
+    specd_draft_length_bound_costs(dl);
 }
 
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double ms) {

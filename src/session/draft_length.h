@@ -58,6 +58,10 @@ bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t d
 void specd_draft_length_add_draft_decode(specd_draft_length *dl);
 /* A known cost of a pass over n tokens (a calibration cache file): sets the base of that size. */
 void specd_draft_length_record_calibration(specd_draft_length *dl, int32_t n_tokens, double ms);
+/* Brings bases no real pass could have (a pass of n tokens dearer than n/m passes of m < n, or
+ * than a pass of more tokens, beyond some slack) back within those bounds. Learning applies it;
+ * so does reading a calibration cache file. */
+void specd_draft_length_bound_costs(specd_draft_length *dl);
 /* Measurements after a step. */
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n_tokens, double ms);
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms);

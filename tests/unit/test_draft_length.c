@@ -196,6 +196,11 @@ static void test_an_interrupted_very_first_pass_is_bounded_later(void **state) {
     specd_draft_length_record_verify(&dl, 4, 340.0);
     specd_draft_length_record_verify(&dl, 1, 22.0);
     assert_true(specd_draft_length_verify_cost(&dl, 4) <= 1.25 * 4 * 22.0 * (1 + 1e-9));
+    /* and a size dearer than a larger one */
+    specd_draft_length_init(&dl);
+    specd_draft_length_record_verify(&dl, 2, 1600.0);
+    specd_draft_length_record_verify(&dl, 4, 34.0);
+    assert_true(specd_draft_length_verify_cost(&dl, 2) <= 1.25 * 34.0 * (1 + 1e-9));
 }
 
 int main(void) {
