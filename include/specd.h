@@ -118,6 +118,16 @@ typedef struct specd_engine_params {
      * The engine keeps no pointer to it after specd_engine_new returns. */
     bool (*progress_callback)(float progress, void *user_data);
     void *progress_user_data; /* passed to progress_callback */
+    /* Where the measured costs of speculation (target passes by size, a draft token) are kept
+     * between processes, so that a new engine starts with this machine's costs: a file, or a
+     * directory (one that exists, or a path ending in '/') holding one file per models and
+     * settings. NULL or "" (the default): no file; the costs are learnt from the engine's own
+     * passes. Either way nothing is timed before the first request. The file is keyed by the
+     * model files (size, modification time, a hash of their header), threads, batch size,
+     * attention settings and CPU backend; a file made for anything else, or one that does not
+     * parse, is ignored (specd_engine_calibration says why) and replaced when the engine has
+     * learnt the costs. Copied: the string need not outlive the call. */
+    const char *calibration_cache;
 } specd_engine_params;
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
@@ -158,6 +168,29 @@ SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */
 SPECD_API bool specd_engine_can_shift_context(const specd_engine *engine);
+
+/* Where the engine's cost model came from (specd_engine_params.calibration_cache). */
+typedef enum specd_calibration_source {
+    SPECD_CALIBRATION_OFF = 0,    /* no cache file: learnt from the engine's own passes */
+    SPECD_CALIBRATION_LOADED = 1, /* read from the cache file */
+    SPECD_CALIBRATION_LEARNT = 2, /* no usable file: learnt from the passes, then written to it */
+} specd_calibration_source;
+
+typedef struct specd_calibration_info {
+    specd_calibration_source source;
+    const char *path; /* the cache file, or NULL (owned by the engine, valid until the next call on it) */
+    /* One line when the file was ignored (stale or corrupt) or could not be read or written;
+     * NULL when there is nothing to say. Owned by the engine, as path. */
+    const char *note;
+    double ms;            /* time spent on the cache so far: keying the models, reading, writing */
+    int32_t n_sizes_known; /* target pass sizes whose cost is known (read or learnt) */
+} specd_calibration_info;
+
+SPECD_API specd_calibration_info specd_engine_calibration(const specd_engine *engine);
+/* The cache directory `specd run` uses by default: "$XDG_CACHE_HOME/specd/calibration/", else
+ * "$HOME/.cache/specd/calibration/"; NULL when neither variable is set (or out of memory).
+ * Free with specd_free. */
+SPECD_API char *specd_default_calibration_cache(void);
 
 /* ---- text <-> tokens ------------------------------------------------------------------------ */
 

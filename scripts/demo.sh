@@ -1,35 +1,92 @@
 #!/usr/bin/env bash
-# The demo: one speculative generation and the same without speculation, with statistics.
+# The demo: the same greedy generation with speculation off and on, side by side (tokens/s and
+# the ratio), on a setting where speculation pays on this machine.
 #   scripts/demo.sh [BUILD_DIR]
-# Models, best first: the benchmark pair (shared/bench/make_pairs.sh output in
-# ~/.cache/specd-bench), else stories260K from ../shared/models (real TinyStories text; it drafts
-# for itself, so every draft is accepted), else tiny random models generated here.
+# What it runs, best first:
+#  1. the benchmark pair (348M target, 44M draft; ~/.cache/specd-bench, or SPECD_BENCH_DIR), made
+#     by ../shared/bench/make_pairs.sh when ../shared is there and the pair is not (about a minute,
+#     once);
+#  2. else model-free drafting (prompt lookup and suffix trees, no draft model) on a prompt whose
+#     text the model repeats: stories260K from ../shared/models, or a tiny model generated here.
+# A draft model as dear as the target (stories260K drafting for itself) is not shown: it can never
+# pay, and specd does not draft with it (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 specd=$build/bin/specd
 bench=${SPECD_BENCH_DIR:-$HOME/.cache/specd-bench}
-shared=$root/../shared/models
-prompt="Once upon a time, there was a little girl named Lily."
-extra=()
-if [ -s "$bench/target.gguf" ] && [ -s "$bench/draft.gguf" ]; then
-  target=$bench/target.gguf draft=$bench/draft.gguf
-  echo "demo: benchmark pair (348M target, 44M draft) from $bench"
-elif [ -s "$shared/stories260K.gguf" ]; then
-  target=$shared/stories260K.gguf draft=$shared/stories260K.gguf
-  extra=(--draft-fixed --draft-max 6)
-  echo "demo: stories260K as target and as its own draft (every draft is accepted)"
-else
-  mkdir -p "$build/demo-models"
-  target=$build/demo-models/target.gguf draft=$build/demo-models/draft.gguf
-  "$build/bin/make_tiny_model" --out "$target" --seed 1 --logit-scale 4
-  "$build/bin/make_tiny_model" --out "$draft" --seed 1 --noise 0.1 --logit-scale 4
-  prompt="the little girl saw a big red ball"
-  extra=(--draft-fixed --draft-max 4)
-  echo "demo: tiny random models generated in $build/demo-models (no ../shared/models here)"
+shared=$root/../shared
+n=128
+
+have_pair() { [ -s "$bench/target.gguf" ] && [ -s "$bench/draft.gguf" ]; }
+
+if ! have_pair && [ -x "$shared/bench/make_pairs.sh" ] && [ -d "$root/deps/llama/src/gguf-py" ]; then
+  echo "demo: making the benchmark pair in $bench (about a minute, once)"
+  "$shared/bench/make_pairs.sh" "$root/deps/llama/src" "$bench" >/dev/null || echo "demo: could not make it"
 fi
-common=(-m "$target" -p "$prompt" -n 96 -c 512 --temp 0 --ignore-eos)
-echo; echo "== speculative (draft model $(basename "$draft"))"
-"$specd" run "${common[@]}" -md "$draft" "${extra[@]}"
-echo; echo "== target alone"
-"$specd" run "${common[@]}" --spec none
+
+if have_pair; then
+  target=$bench/target.gguf
+  spec=(-md "$bench/draft.gguf")
+  prompt="Once upon a time, there was a little girl named Lily."
+  what="the benchmark pair (348M target, 44M draft model) from $bench"
+  threads=()
+else
+  if [ -s "$shared/models/stories260K.gguf" ]; then
+    target=$shared/models/stories260K.gguf
+    what="stories260K, no draft model: prompt lookup and suffix drafts on text that repeats"
+  else
+    mkdir -p "$build/demo-models"
+    target=$build/demo-models/target.gguf
+    [ -s "$target" ] || "$build/bin/make_tiny_model" --out "$target" --seed 1 --logit-scale 4
+    what="a tiny random model generated in $build/demo-models (no ../shared here), no draft model: prompt lookup and suffix drafts on text that repeats"
+  fi
+  # One thread: these models are too small for a second to help, and ggml's threads wait for each
+  # other at every operation, which on a busy machine costs more than the work.
+  spec=(--spec ngram-simple,suffix) threads=(-t 1)
+  # Text that repeats, as when a model quotes or edits a passage it was given: a story opening, the
+  # model's own greedy continuation of it, and the opening again. The model goes on much as it did,
+  # and the drafters propose that from the passage.
+  opening="Once upon a time, there was a little girl named Lily. She loved to play with her red ball in the park."
+  passage=$("$specd" run -m "$target" -p "$opening" -n 96 --temp 0 --ignore-eos --spec none -t 1 --json |
+            python3 -c 'import json, sys; print(json.load(sys.stdin)["text"], end="")')
+  prompt="$opening$passage $opening"
+fi
+
+echo "demo: $what"
+echo "      greedy, $n tokens, speculation off and on (run twice each, alternating; the faster run counts)"
+echo
+common=(-m "$target" -p "$prompt" -n "$n" -c 1024 --temp 0 --ignore-eos "${threads[@]}" --json)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for round in 1 2; do
+  "$specd" run "${common[@]}" --spec none > "$tmp/off-$round.json"
+  "$specd" run "${common[@]}" "${spec[@]}" > "$tmp/on-$round.json"
+done
+
+python3 - "$tmp" "$prompt" <<'EOF'
+import json, sys
+tmp, prompt = sys.argv[1], sys.argv[2]
+def best(mode):
+    runs = [json.load(open(f"{tmp}/{mode}-{r}.json")) for r in (1, 2)]
+    return max(runs, key=lambda o: o["timings"]["decode_tokens_per_s"])
+off, on = best("off"), best("on")
+if off["text"] != on["text"]:
+    sys.exit("demo: speculation changed the greedy output; this is a bug, please report it")
+print("prompt:", prompt)
+print("output (the same with speculation off and on):")
+print(on["text"].strip())
+print()
+s = on["speculative"]
+rows = [("speculation off", off, "-", "1.00"),
+        (f"speculation on ({s['type']})", on, f"{100 * s['acceptance_rate']:.0f}%",
+         f"{on['n_predicted'] / max(s['n_steps'], 1):.2f}")]
+print(f"{'':<36}{'tokens/s':>10}{'accepted':>10}{'tokens/pass':>13}")
+for name, o, acc, per in rows:
+    print(f"{name:<36}{o['timings']['decode_tokens_per_s']:>10.1f}{acc:>10}{per:>13}")
+ratio = on["timings"]["decode_tokens_per_s"] / off["timings"]["decode_tokens_per_s"]
+print(f"{'speedup':<36}{ratio:>9.2f}x")
+st = on["startup"]
+print(f"\nstart-up of the speculative run: load {st['load_ms']:.0f} ms, calibration {st['calibration_ms']:.1f} ms "
+      f"({st['calibration']}), prompt {st['prompt_ms']:.0f} ms")
+EOF

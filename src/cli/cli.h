@@ -16,9 +16,18 @@ int cli_bench(int argc, char **argv, const char *self);
 int cli_serve(int argc, char **argv); /* src/server/serve.c */
 
 /* output.c */
+/* Where the time before the first generated token went (specd run). */
+typedef struct cli_startup {
+    double load_ms;    /* models and contexts (specd_engine_new, less the calibration cache) */
+    double total_ms;   /* from the start of `run` to the report */
+    specd_calibration_info calibration;
+} cli_startup;
+
 /* `spec` names the speculation used: "none", "draft", or a list such as "ngram-simple,draft". */
-void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reason, const char *spec);
+void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reason, const char *spec,
+                     const cli_startup *startup);
 /* Prints the --json object; returns false when out of memory. */
-bool cli_print_json(FILE *out, const char *text, const specd_result *result, const char *spec);
+bool cli_print_json(FILE *out, const char *text, const specd_result *result, const char *spec,
+                    const cli_startup *startup);
 
 #endif

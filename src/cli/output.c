@@ -25,9 +25,30 @@ static void print_drafters(FILE *out, const specd_stats *s) {
     }
 }
 
-void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, const char *spec) {
+static const char *calibration_source_name(specd_calibration_source source) {
+    switch (source) {
+    case SPECD_CALIBRATION_LOADED: return "loaded";
+    case SPECD_CALIBRATION_LEARNT: return "learnt";
+    default: return "off";
+    }
+}
+
+/* Where the costs of the cost model came from, in words. */
+static const char *calibration_words(specd_calibration_source source) {
+    switch (source) {
+    case SPECD_CALIBRATION_LOADED: return "costs from the cache file";
+    case SPECD_CALIBRATION_LEARNT: return "costs learnt from the passes, saved";
+    default: return "costs learnt from the passes, no cache file";
+    }
+}
+
+void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, const char *spec,
+                     const cli_startup *startup) {
     fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", spec,
             specd_stop_reason_name(reason));
+    fprintf(out, "startup: load %.1f ms, calibration %.1f ms (%s), prompt %.1f ms; total %.1f ms\n",
+            startup->load_ms, startup->calibration.ms, calibration_words(startup->calibration.source), s->prompt_ms,
+            startup->total_ms);
     fprintf(out, "prompt: %d tokens (%d cached) in %.1f ms\n", s->n_prompt, s->n_prompt_cached, s->prompt_ms);
     fprintf(out, "decode: %d tokens in %.1f ms, %.2f tokens/s\n", s->n_predicted, s->decode_ms,
             specd_stats_decode_tokens_per_s(s));
@@ -145,11 +166,26 @@ static char *valid_utf8(const char *text) {
     return out;
 }
 
-bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, const char *spec) {
+/* Where the time before the first generated token went. */
+static json_t *startup_json(const cli_startup *st, const specd_stats *s) {
+    const specd_calibration_info *c = &st->calibration;
+    return json_pack("{s:f, s:f, s:s, s:s?, s:s?, s:i, s:f, s:f}",
+                     "load_ms", st->load_ms,
+                     "calibration_ms", c->ms,
+                     "calibration", calibration_source_name(c->source),
+                     "calibration_cache", c->path,
+                     "calibration_note", c->note,
+                     "calibration_sizes_known", c->n_sizes_known,
+                     "prompt_ms", s->prompt_ms,
+                     "total_ms", st->total_ms);
+}
+
+bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, const char *spec,
+                    const cli_startup *startup) {
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o}",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o}",
                              "text", text,
                              "n_prompt", s->n_prompt,
                              "n_prompt_cached", s->n_prompt_cached,
@@ -158,7 +194,8 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
                              "context_shift", "n_shifts", s->n_context_shifts, "n_discarded",
                              s->n_context_discarded,
                              "speculative", speculative_json(s, spec),
-                             "timings", timings_json(s));
+                             "timings", timings_json(s),
+                             "startup", startup_json(startup, s));
     free(text);
     if (!root) return false;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);

@@ -1,11 +1,19 @@
 /* run.c - `specd run`: one generation from the command line, streamed as text or as one JSON
  * object. */
+#define _POSIX_C_SOURCE 200809L
 #include "args.h"
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 typedef struct run_options {
     specd_engine_params engine;
@@ -13,6 +21,7 @@ typedef struct run_options {
     const char *prompt;
     const char *prompt_file;
     const char *grammar_file;
+    const char *calibration_cache; /* --calibration-cache: a path, "off", or NULL for the default */
     bool json;
 } run_options;
 
@@ -59,6 +68,10 @@ static void run_usage(FILE *out) {
           "  --draft-min N            shortest draft per step (default 0)\n"
           "  --draft-p-min P          stop drafting below this draft confidence (default 0)\n"
           "  --draft-fixed            always draft --draft-max tokens (no adaptive length)\n"
+          "  --calibration-cache PATH|off\n"
+          "                           file (or directory) keeping the measured costs of target\n"
+          "                           passes and draft tokens between runs (default: a file per\n"
+          "                           models and settings in $XDG_CACHE_HOME/specd/calibration/)\n"
           "  --json                   print one JSON object instead of streaming text\n"
           "  --verbose                show llama.cpp's log\n",
           out);
@@ -162,6 +175,7 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) ok = parse_cache_type(a, f, &e->cache_type_v);
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--json")) o->json = true;
     else if (!strcmp(f, "--verbose")) e->verbose = true;
     else return 0;
@@ -244,26 +258,41 @@ static const char *effective_spec(const run_options *o, const specd_engine *e, c
     return buf;
 }
 
-static int report(const run_options *o, specd_engine *engine, const specd_result *result) {
+static int report(const run_options *o, specd_engine *engine, const specd_result *result, cli_startup *startup) {
     char spec_buf[256];
     const char *type = effective_spec(o, engine, spec_buf, sizeof spec_buf);
+    startup->calibration = specd_engine_calibration(engine);
     if (!o->json) {
         fputc('\n', stdout);
-        cli_print_stats(stderr, &result->stats, result->stop_reason, type);
+        cli_print_stats(stderr, &result->stats, result->stop_reason, type, startup);
         return 0;
     }
     char *text = specd_detokenize(engine, result->tokens, result->n_tokens);
-    bool ok = text && cli_print_json(stdout, text, result, type);
+    bool ok = text && cli_print_json(stdout, text, result, type, startup);
     specd_free(text);
     if (!ok) fprintf(stderr, "specd: error: out of memory writing the JSON output\n");
     return ok ? 0 : CLI_EXIT_RUNTIME;
 }
 
+/* A note about the calibration cache (stale, corrupt, not writable), once: it never stops a run. */
+static void print_calibration_note(const specd_engine *engine, char *last, size_t size) {
+    const char *note = specd_engine_calibration(engine).note;
+    if (!note || !strcmp(note, last)) return;
+    fprintf(stderr, "specd: note: %s\n", note);
+    snprintf(last, size, "%s", note);
+}
+
 /* Loads, tokenizes, generates, reports. */
-static int execute(run_options *o, const char *prompt_text) {
+static int execute(run_options *o, const char *prompt_text, double t_start) {
     specd_engine *engine = NULL;
-    char *error = NULL;
+    char *error = NULL, note[1024] = "";
+    double t0 = now_ms();
     specd_status st = specd_engine_new(&o->engine, &engine, &error);
+    cli_startup startup = {.load_ms = now_ms() - t0};
+    if (st == SPECD_OK) {
+        startup.load_ms -= specd_engine_calibration(engine).ms;
+        print_calibration_note(engine, note, sizeof note);
+    }
     specd_token *prompt = NULL;
     int32_t n_prompt = 0;
     if (st == SPECD_OK) st = specd_tokenize(engine, prompt_text, true, &prompt, &n_prompt, &error);
@@ -279,7 +308,9 @@ static int execute(run_options *o, const char *prompt_text) {
         fprintf(stderr, "specd: error: %s\n", error ? error : "unknown failure");
         rc = st == SPECD_ERR_DECODE || st == SPECD_ERR_NO_MEMORY ? CLI_EXIT_RUNTIME : CLI_EXIT_USAGE;
     } else {
-        rc = report(o, engine, &result);
+        print_calibration_note(engine, note, sizeof note); /* a file that could not be written */
+        startup.total_ms = now_ms() - t_start;
+        rc = report(o, engine, &result, &startup);
     }
     specd_result_clear(&result);
     specd_free(prompt);
@@ -288,7 +319,19 @@ static int execute(run_options *o, const char *prompt_text) {
     return rc;
 }
 
+/* --calibration-cache: "off" is none; without the flag, the default directory. The result is
+ * owned by the caller (NULL: none). */
+static char *calibration_cache_path(const run_options *o) {
+    if (o->calibration_cache && !strcmp(o->calibration_cache, "off")) return NULL;
+    if (!o->calibration_cache) return specd_default_calibration_cache();
+    size_t n = strlen(o->calibration_cache) + 1;
+    char *copy = malloc(n);
+    if (copy) memcpy(copy, o->calibration_cache, n);
+    return copy;
+}
+
 int cli_run(int argc, char **argv) {
+    double t_start = now_ms();
     run_options o = {.engine = specd_engine_default_params(), .gen = specd_generation_default_params()};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_run_options(&a, &o);
@@ -304,7 +347,10 @@ int cli_run(int argc, char **argv) {
     if (o.prompt_file && !(file_text = read_file(o.prompt_file, "prompt", err, sizeof err))) goto fail;
     if (o.grammar_file && !(grammar_text = read_file(o.grammar_file, "grammar", err, sizeof err))) goto fail;
     if (grammar_text) o.gen.grammar = grammar_text;
-    int rc = execute(&o, file_text ? file_text : o.prompt);
+    char *calibration_cache = calibration_cache_path(&o);
+    o.engine.calibration_cache = calibration_cache;
+    int rc = execute(&o, file_text ? file_text : o.prompt, t_start);
+    free(calibration_cache);
     free(file_text);
     free(grammar_text);
     return rc;

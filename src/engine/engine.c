@@ -5,6 +5,7 @@
 #include "engine_internal.h"
 
 #include "../draft/drafter_memory.h"
+#include "../session/calibrate.h"
 #include "../util/util.h"
 #include "../verify/token_tree.h"
 
@@ -375,6 +376,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
         specd_engine_free(e);
         return st;
     }
+    specd_calibration_open(e);
     *out = e;
     return SPECD_OK;
 }
@@ -393,6 +395,7 @@ static void free_slot(specd_model_slot *slot) {
 void specd_engine_free(specd_engine *e) {
     if (!e) return;
     specd_drafter_memory_free(e->drafter_memory);
+    specd_calibration_close(e);
     free_slot(&e->draft);
     free_slot(&e->target);
     if (e->batch.token) llama_batch_free(e->batch);

@@ -14,6 +14,7 @@ void rpc_engine_settings_free(rpc_engine_settings *s) {
     free(s->model);
     free(s->model_draft);
     free(s->alias);
+    free(s->calibration_cache);
     memset(s, 0, sizeof *s);
 }
 
@@ -118,6 +119,12 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
         return (v = next_value(c, f)) && set_string(&s->model_draft, v, c->err, f);
     if (!strcmp(f, "-a") || !strcmp(f, "--alias"))
         return (v = next_value(c, f)) && set_string(&s->alias, v, c->err, f);
+    if (!strcmp(f, "--calibration-cache")) { /* a file or directory (specd_engine_params), or "off" */
+        if (!(v = next_value(c, f))) return false;
+        free(s->calibration_cache);
+        s->calibration_cache = NULL;
+        return !strcmp(v, "off") || set_string(&s->calibration_cache, v, c->err, f);
+    }
     if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) return next_int(c, f, 0, 1 << 24, &p->n_ctx);
     if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return next_int(c, f, 1, 1024, &p->n_threads);
     if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
@@ -129,7 +136,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
         return (v = next_value(c, f)) && cache_type_value(v, &p->cache_type_v, c->err, f);
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
-                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, --verbose)", f);
+                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, "
+                    "--calibration-cache, --verbose)", f);
 }
 
 static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
@@ -213,6 +221,7 @@ bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error
     }
     s->params.target_path = s->model;
     s->params.draft_path = s->model_draft;
+    s->params.calibration_cache = s->calibration_cache;
     return true;
 }
 

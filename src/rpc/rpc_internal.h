@@ -81,6 +81,7 @@ typedef struct rpc_engine_settings {
     char *model;                /* owned */
     char *model_draft;          /* owned, may be NULL */
     char *alias;                /* owned, may be NULL */
+    char *calibration_cache;    /* owned, may be NULL (--calibration-cache) */
     bool async;
 } rpc_engine_settings;
 

@@ -1,75 +1,376 @@
-/* calibrate.c - one timed pass per batch size, so the draft length controller starts from this
- * machine's real cost curve instead of a guess (see calibrate.h). */
+/* calibrate.c - the calibration cache file: keying the models and settings, reading it strictly,
+ * writing it atomically (see calibrate.h). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "calibrate.h"
 
 #include "../util/util.h"
 
-/* Decodes n copies of a token at positions 0..n-1 with logits for all (as verification does);
- * returns the time in ms, or a negative value when llama_decode fails. */
-static double time_pass(specd_engine *e, specd_model_slot *slot, int32_t n) {
-    struct llama_batch *b = &e->batch;
-    specd_token token = llama_vocab_bos(e->vocab) >= 0 ? llama_vocab_bos(e->vocab) : 0;
-    b->n_tokens = n;
-    for (int32_t i = 0; i < n; i++) {
-        b->token[i] = token;
-        b->pos[i] = i;
-        b->n_seq_id[i] = 1;
-        b->seq_id[i][0] = 0;
-        b->logits[i] = 1;
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FILE_MAGIC "specd-calibration 1"
+#define HEADER_BYTES (64 * 1024) /* hashed per model file: the GGUF header and metadata */
+#define MAX_FILE_BYTES (64 * 1024)
+#define MAX_MS 1e7 /* a pass or draft token dearer than this is not a measurement */
+
+/* ---- keys ------------------------------------------------------------------------------------ */
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
     }
-    llama_memory_seq_rm(llama_get_memory(slot->ctx), -1, 0, -1);
-    slot->n_kv = 0;
+    return h;
+}
+
+#define FNV_START 14695981039346656037ULL
+
+static uint64_t hash_string(const char *s) { return fnv1a(FNV_START, s, strlen(s)); }
+
+/* "size:mtime_ns:hash" of a model file; false when it cannot be read. */
+static bool describe_model(const char *path, char *out, size_t size) {
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return false;
+    }
+    unsigned char *head = malloc(HEADER_BYTES);
+    size_t n = head ? fread(head, 1, HEADER_BYTES, f) : 0;
+    bool ok = head && !ferror(f);
+    fclose(f);
+    uint64_t h = ok ? fnv1a(FNV_START, head, n) : 0;
+    free(head);
+    if (!ok) return false;
+    snprintf(out, size, "%lld:%lld%09ld:%016" PRIx64, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             (long)st.st_mtim.tv_nsec, h);
+    return true;
+}
+
+/* llama.cpp's system info names the backend and the CPU features its kernels use. */
+static uint64_t backend_hash(void) { return hash_string(llama_print_system_info()); }
+
+static const char *flash_attn_name(specd_flash_attn f) {
+    return f == SPECD_FLASH_ATTN_ON ? "on" : f == SPECD_FLASH_ATTN_AUTO ? "auto" : "off";
+}
+
+bool specd_calibration_key(const specd_calibration_identity *id, char *out, size_t size) {
+    char target[128], draft[128] = "none";
+    out[0] = '\0';
+    if (!describe_model(id->target_path, target, sizeof target)) return false;
+    if (id->draft_path && !describe_model(id->draft_path, draft, sizeof draft)) return false;
+    int len = snprintf(out, size, "target=%s;draft=%s;threads=%d;batch=%d;fa=%s;v=%s;backend=%016" PRIx64, target,
+                       draft, id->n_threads, id->n_batch, flash_attn_name(id->flash_attn),
+                       id->cache_type_v == SPECD_CACHE_TYPE_F16 ? "f16" : "f32", backend_hash());
+    if (len < 0 || (size_t)len >= size) {
+        out[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+static specd_calibration_identity identity_of(const specd_engine *e) {
+    specd_cache_type v = e->params.cache_type_v;
+    if (v == SPECD_CACHE_TYPE_DEFAULT) /* as engine.c resolves it */
+        v = e->params.flash_attn == SPECD_FLASH_ATTN_OFF ? SPECD_CACHE_TYPE_F32 : SPECD_CACHE_TYPE_F16;
+    return (specd_calibration_identity){e->target_path, e->draft_path, e->params.n_threads, e->n_batch,
+                                        e->params.flash_attn, v};
+}
+
+/* ---- where the file is ----------------------------------------------------------------------- */
+
+static bool names_directory(const char *path) {
+    struct stat st;
+    size_t n = strlen(path);
+    return path[n - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* In a directory, one file per models and settings: a hash of the absolute paths and settings. */
+static char *file_in_directory(const char *dir, const specd_calibration_identity *id) {
+    char target[PATH_MAX], draft[PATH_MAX] = "";
+    if (!realpath(id->target_path, target)) snprintf(target, sizeof target, "%s", id->target_path);
+    if (id->draft_path && !realpath(id->draft_path, draft)) snprintf(draft, sizeof draft, "%s", id->draft_path);
+    char settings[128];
+    snprintf(settings, sizeof settings, "%d;%d;%d;%d", id->n_threads, id->n_batch, (int)id->flash_attn,
+             (int)id->cache_type_v);
+    uint64_t h = fnv1a(hash_string(target), "\n", 1);
+    h = fnv1a(fnv1a(h, draft, strlen(draft)), "\n", 1);
+    h = fnv1a(h, settings, strlen(settings)) ^ backend_hash();
+    size_t n = strlen(dir) + 64;
+    char *path = malloc(n);
+    if (path) snprintf(path, n, "%s%scalibration-%016" PRIx64 ".txt", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", h);
+    return path;
+}
+
+char *specd_default_calibration_cache(void) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    /* The XDG spec: a relative XDG_CACHE_HOME is invalid and is ignored. */
+    bool use_xdg = xdg && xdg[0] == '/';
+    if (!use_xdg && (!home || !home[0])) return NULL;
+    const char *base = use_xdg ? xdg : home, *tail = use_xdg ? "/specd/calibration/" : "/.cache/specd/calibration/";
+    size_t n = strlen(base) + strlen(tail) + 1;
+    char *path = malloc(n);
+    if (path) snprintf(path, n, "%s%s", base, tail);
+    return path;
+}
+
+/* ---- notes ----------------------------------------------------------------------------------- */
+
+static void set_note(specd_calibration_state *c, const char *fmt, ...) SPECD_PRINTF(2, 3);
+static void set_note(specd_calibration_state *c, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' '; /* one line, whatever the path holds */
+    free(c->note);
+    size_t n = strlen(line) + 1;
+    c->note = malloc(n);
+    if (c->note) memcpy(c->note, line, n);
+}
+
+/* ---- reading --------------------------------------------------------------------------------- */
+
+typedef struct parsed_costs {
+    double target_ms[SPECD_DL_MAX_BATCH + 1]; /* 0: not in the file */
+    double draft_ms;
+    char key[1024];
+} parsed_costs;
+
+/* The whole file, NUL-terminated, or NULL (errno set; EFBIG when it is too large to be ours). */
+static char *read_small_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(MAX_FILE_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, MAX_FILE_BYTES + 1, f) : 0;
+    int failed = !buf ? ENOMEM : ferror(f) ? EIO : n > MAX_FILE_BYTES ? EFBIG : 0;
+    fclose(f);
+    if (failed) {
+        free(buf);
+        errno = failed;
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static bool parse_ms(const char *s, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v <= 0.0 || v > MAX_MS) return false;
+    *out = v;
+    return true;
+}
+
+/* One line after the key: a size's cost or the draft token's. */
+static bool parse_cost_line(char *line, parsed_costs *pc, int32_t *last_n, const char **why) {
+    if (!strncmp(line, "draft_ms ", 9)) {
+        if (pc->draft_ms > 0.0 || !parse_ms(line + 9, &pc->draft_ms)) return (*why = "bad draft_ms line"), false;
+        return true;
+    }
+    if (strncmp(line, "target_ms ", 10) != 0) return (*why = "unknown line"), false;
+    char *end = NULL;
+    long n = strtol(line + 10, &end, 10);
+    if (end == line + 10 || *end != ' ' || n <= *last_n || n > SPECD_DL_MAX_BATCH)
+        return (*why = "bad target_ms size"), false;
+    if (!parse_ms(end + 1, &pc->target_ms[n])) return (*why = "bad target_ms time"), false;
+    *last_n = (int32_t)n;
+    return true;
+}
+
+/* Checks and splits the text; false with *why when it is not a whole file of ours. */
+static bool parse_file(char *text, size_t len, parsed_costs *pc, const char **why) {
+    memset(pc, 0, sizeof *pc);
+    char *check = len > 0 && text[len - 1] == '\n' ? strstr(text, "\ncheck ") : NULL;
+    if (!check) return (*why = "no check line at its end"), false;
+    size_t body = (size_t)(check - text) + 1;
+    char expected[32];
+    snprintf(expected, sizeof expected, "check %016" PRIx64 "\n", fnv1a(FNV_START, text, body));
+    if (strcmp(check + 1, expected) != 0) return (*why = "its check sum does not match"), false;
+    text[body] = '\0';
+    int32_t line_no = 0, last_n = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        line_no++;
+        if (line_no == 1) {
+            if (strcmp(line, FILE_MAGIC) != 0) return (*why = "not a specd calibration file of this version"), false;
+        } else if (line_no == 2) {
+            if (strncmp(line, "key ", 4) != 0 || strlen(line + 4) >= sizeof pc->key) return (*why = "bad key line"), false;
+            strcpy(pc->key, line + 4);
+        } else if (!parse_cost_line(line, pc, &last_n, why)) {
+            return false;
+        }
+    }
+    if (last_n == 0) return (*why = "no target_ms line"), false;
+    return true;
+}
+
+/* The file's sizes count as two passes each: the next two passes of a size still refine it, so
+ * a cost learnt on a busy moment does not stay in the file for good. */
+static void apply_costs(specd_engine *e, const parsed_costs *pc) {
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) {
+        if (pc->target_ms[n] <= 0.0) continue;
+        specd_draft_length_record_calibration(&e->costs, n, pc->target_ms[n]);
+        e->costs.base_passes[n] = SPECD_DL_LEARN_PASSES - 2;
+    }
+    specd_draft_length_bound_costs(&e->costs); /* a file written on a busy machine */
+    if (pc->draft_ms > 0.0 && e->draft.ctx) e->costs.draft_ms = pc->draft_ms;
+}
+
+/* Reads the file into the engine's costs when it is whole and made for these models and settings. */
+static void load_file(specd_engine *e) {
+    specd_calibration_state *c = &e->calibration;
+    size_t len = 0;
+    char *text = read_small_file(c->path, &len);
+    if (!text) {
+        if (errno != ENOENT)
+            set_note(c, "cannot read the calibration cache '%s' (%s): costs are learnt from this run's passes",
+                     c->path, errno == EFBIG ? "too large to be one" : strerror(errno));
+        return;
+    }
+    parsed_costs pc;
+    const char *why = NULL;
+    if (!parse_file(text, len, &pc, &why))
+        set_note(c, "calibration cache '%s' is corrupt (%s): ignored; costs are learnt again and the file replaced",
+                 c->path, why);
+    else if (strcmp(pc.key, c->key) != 0)
+        set_note(c, "calibration cache '%s' is stale (made for other model files or settings): ignored; costs are "
+                 "learnt again and the file replaced", c->path);
+    else {
+        apply_costs(e, &pc);
+        c->source = SPECD_CALIBRATION_LOADED;
+    }
+    free(text);
+}
+
+static char *copy_string(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *c = malloc(n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+void specd_calibration_open(specd_engine *e) {
+    specd_calibration_state *c = &e->calibration;
+    const char *asked = e->params.calibration_cache;
+    e->params.calibration_cache = NULL; /* the caller's string: not kept */
+    if (!asked || !asked[0]) return;
     double t0 = specd_now_ms();
-    int32_t rc = llama_decode(slot->ctx, *b);
-    double ms = specd_now_ms() - t0;
-    llama_memory_seq_rm(llama_get_memory(slot->ctx), -1, 0, -1);
-    return rc == 0 ? ms : -1.0;
+    specd_calibration_identity id = identity_of(e);
+    char key[1024];
+    c->source = SPECD_CALIBRATION_LEARNT;
+    c->path = names_directory(asked) ? file_in_directory(asked, &id) : copy_string(asked);
+    if (!specd_calibration_key(&id, key, sizeof key)) {
+        set_note(c, "cannot key the calibration cache on the model files: costs are learnt from this run's passes");
+    } else if (c->path && (c->key = copy_string(key)) != NULL) {
+        load_file(e);
+    }
+    if (!c->path || !c->key) { /* nothing to read or write */
+        free(c->path);
+        c->path = NULL;
+        c->source = SPECD_CALIBRATION_OFF;
+    }
+    e->params.calibration_cache = c->path;
+    c->saved_learnt = e->costs.n_learnt;
+    c->ms += specd_now_ms() - t0;
 }
 
-static specd_status calibrate_slot_failed(char **error, const char *role, int32_t n) {
-    specd_set_error(error, "calibration pass of %d tokens failed in the %s model", n, role);
-    return SPECD_ERR_DECODE;
+/* ---- writing --------------------------------------------------------------------------------- */
+
+/* mkdir -p of the directories above `path`. */
+static bool make_parents(const char *path) {
+    char *dir = copy_string(path);
+    if (!dir) return false;
+    bool ok = true;
+    for (char *p = dir + 1; ok && (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) ok = false;
+        *p = '/';
+    }
+    free(dir);
+    return ok;
 }
 
-/* One pass for each size not timed yet; the first size of the run is timed on its second pass
- * (the first of a process pays one-time set-up). A single pass can be slowed by the rest of the
- * machine, but the level is corrected by every real pass (draft_length.h), and a slowed size
- * shows as a pass dearer than the next size's: that size is timed again and keeps the faster time.
- * (A size can really cost more than the next, when the GEMM tiles the larger one better; then the
- * second time confirms the first.) Measured on the benchmark pair: model loading and calibration
- * 1.36 s -> 0.66-0.84 s of a 128-token `specd run`. */
-static specd_status time_target_sizes(specd_engine *e, int32_t max_tokens, char **error) {
-    specd_draft_length *costs = &e->costs;
-    bool timed_now[SPECD_DL_MAX_BATCH + 1] = {false}; /* sizes timed earlier are not touched again */
-    bool warmed = false;
-    for (int32_t n = 1; n <= max_tokens; n++) {
-        if (costs->base_ms[n] > 0.0) continue;
-        if (!warmed && time_pass(e, &e->target, n) < 0.0) return calibrate_slot_failed(error, "target", n);
-        warmed = true;
-        double ms = time_pass(e, &e->target, n);
-        if (ms < 0.0) return calibrate_slot_failed(error, "target", n);
-        specd_draft_length_record_calibration(costs, n, ms);
-        timed_now[n] = true;
-    }
-    for (int32_t n = 1; n < max_tokens; n++) {
-        if (!timed_now[n] || costs->base_ms[n] <= costs->base_ms[n + 1]) continue;
-        double ms = time_pass(e, &e->target, n);
-        if (ms < 0.0) return calibrate_slot_failed(error, "target", n);
-        if (ms < costs->base_ms[n]) specd_draft_length_record_calibration(costs, n, ms);
-    }
-    return SPECD_OK;
+/* The file's text for the engine's costs; NULL when out of memory. */
+static char *format_file(const specd_engine *e) {
+    size_t cap = 4096 + strlen(e->calibration.key), len = 0;
+    char *text = malloc(cap);
+    if (!text) return NULL;
+    len += (size_t)snprintf(text + len, cap - len, "%s\nkey %s\n", FILE_MAGIC, e->calibration.key);
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
+        if (e->costs.base_ms[n] > 0.0)
+            len += (size_t)snprintf(text + len, cap - len, "target_ms %d %.6g\n", n, e->costs.base_ms[n]);
+    if (e->draft.ctx && e->costs.draft_ms > 0.0)
+        len += (size_t)snprintf(text + len, cap - len, "draft_ms %.6g\n", e->costs.draft_ms);
+    snprintf(text + len, cap - len, "check %016" PRIx64 "\n", fnv1a(FNV_START, text, len));
+    return text;
 }
 
-specd_status specd_calibrate_costs(specd_engine *e, int32_t max_tokens, char **error) {
-    if (max_tokens > SPECD_DL_MAX_BATCH) max_tokens = SPECD_DL_MAX_BATCH;
-    if (max_tokens > e->batch_cap) max_tokens = e->batch_cap;
-    specd_status st = time_target_sizes(e, max_tokens, error);
-    if (st != SPECD_OK) return st;
-    if (e->draft.ctx && e->costs.draft_ms <= 0.0) {
-        if (time_pass(e, &e->draft, 1) < 0.0) return calibrate_slot_failed(error, "draft", 1);
-        double ms = time_pass(e, &e->draft, 1);
-        if (ms < 0.0) return calibrate_slot_failed(error, "draft", 1);
-        specd_draft_length_record_draft(&e->costs, 1, ms);
-    }
-    return SPECD_OK;
+/* Writes beside the file and renames, so a reader never sees half a file. */
+static int write_atomically(const char *path, const char *text) {
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) return ENOMEM;
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int err = f ? 0 : errno;
+    if (f && fputs(text, f) < 0) err = errno ? errno : EIO;
+    if (f && fclose(f) != 0 && !err) err = errno ? errno : EIO;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) unlink(tmp);
+    free(tmp);
+    return err;
+}
+
+static bool knows_a_size(const specd_draft_length *costs) {
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
+        if (costs->base_ms[n] > 0.0) return true;
+    return false;
+}
+
+void specd_calibration_save(specd_engine *e) {
+    specd_calibration_state *c = &e->calibration;
+    if (!c->path || e->costs.n_learnt == c->saved_learnt || !knows_a_size(&e->costs)) return;
+    double t0 = specd_now_ms();
+    char *text = format_file(e);
+    int err = !text ? ENOMEM : !make_parents(c->path) ? errno : write_atomically(c->path, text);
+    free(text);
+    if (err)
+        set_note(c, "cannot write the calibration cache '%s' (%s): the costs learnt are not kept", c->path,
+                 strerror(err));
+    c->saved_learnt = e->costs.n_learnt; /* also after a failure: one note, not one per request */
+    c->ms += specd_now_ms() - t0;
+}
+
+void specd_calibration_close(specd_engine *e) {
+    specd_calibration_state *c = &e->calibration;
+    free(c->path);
+    free(c->key);
+    free(c->note);
+    memset(c, 0, sizeof *c);
+}
+
+specd_calibration_info specd_engine_calibration(const specd_engine *e) {
+    specd_calibration_info info = {0};
+    if (!e) return info;
+    const specd_calibration_state *c = &e->calibration;
+    info.source = c->source;
+    info.path = c->path;
+    info.note = c->note;
+    info.ms = c->ms;
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) info.n_sizes_known += e->costs.base_ms[n] > 0.0;
+    return info;
 }

@@ -1,13 +1,58 @@
-/* calibrate.h - measuring what speculation costs with these models on this machine. */
+/* calibrate.h - what speculation costs with these models on this machine, kept between processes.
+ *
+ * The draft length controller needs T(n), the cost of a target pass over n tokens, and the cost of
+ * a draft token (draft_length.h). Nothing is timed for its own sake: timed passes produce nothing,
+ * cost about 0.7 s before the first prompt token on the benchmark pair, and clear both KV caches
+ * (a request after them loses its prompt cache). Instead:
+ *  - an engine given a cache file (specd_engine_params.calibration_cache) starts with the costs an
+ *    earlier process measured with the same model files, threads, batch, attention settings and
+ *    CPU backend;
+ *  - without one, costs start from a prior shape and are learnt from the passes the generation
+ *    makes anyway (the first passes of each size, then one level factor for all sizes), and the
+ *    file is written when something new was learnt, for the next process.
+ * A file that does not parse, or was made for other model files or settings, is never trusted: it
+ * is ignored with a one-line note (specd_engine_calibration) and replaced.
+ *
+ * The file is text:
+ *     specd-calibration 1
+ *     key <the identity below>
+ *     target_ms <n> <ms>        one line per size known (1..SPECD_DL_MAX_BATCH), increasing n
+ *     draft_ms <ms>             when a draft model's token cost is known
+ *     check <16 hex digits>     FNV-1a 64 of every byte above
+ * The key: for each model, its size, modification time (ns) and an FNV-1a 64 hash of its first
+ * 64 KiB (the GGUF header and metadata); the threads, batch size, flash attention and V cache
+ * type; and a hash of llama.cpp's system info (the CPU backend and its features). A directory
+ * given as the cache holds one file per models and settings, named by a hash of the paths and
+ * settings, so switching between them keeps each one's costs. */
 #ifndef SPECD_CALIBRATE_H
 #define SPECD_CALIBRATE_H
 
 #include "../engine/engine_internal.h"
 
-/* Times one target pass for every batch size 1..max_tokens not measured yet, and one draft
- * token, into engine->costs. Clears both KV caches (the prompt cache starts over). Runs before
- * the first speculative generation of an engine and when a request drafts longer than any before;
- * on the benchmark pair it takes about half a second (nine sizes). */
-specd_status specd_calibrate_costs(specd_engine *engine, int32_t max_tokens, char **error);
+#include <stddef.h>
+
+/* What identifies a measurement: the models and the settings that change what a pass costs. */
+typedef struct specd_calibration_identity {
+    const char *target_path;
+    const char *draft_path; /* NULL: none */
+    int32_t n_threads;
+    int32_t n_batch;
+    specd_flash_attn flash_attn;
+    specd_cache_type cache_type_v; /* the effective type (F16 or F32) */
+} specd_calibration_identity;
+
+/* The key line of `id` into out (size bytes; 1024 is plenty). False, with out empty, when a model
+ * file cannot be read (the cache is then not used). */
+bool specd_calibration_key(const specd_calibration_identity *id, char *out, size_t size);
+
+/* Called by specd_engine_new once the models are loaded: copies the cache path, and when there is
+ * a usable file, puts its costs into engine->costs. Never fails the engine: a file that cannot be
+ * used only leaves a note. */
+void specd_calibration_open(specd_engine *engine);
+/* After a generation: writes the file when the costs learnt something since it was read or
+ * written (a write that fails leaves a note; the engine goes on). */
+void specd_calibration_save(specd_engine *engine);
+/* Frees the strings (specd_engine_free). */
+void specd_calibration_close(specd_engine *engine);
 
 #endif

@@ -141,24 +141,69 @@ bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t d
 void specd_draft_length_add_draft_decode(specd_draft_length *dl) { dl->cost += draft_cost(dl); }
 
 void specd_draft_length_record_calibration(specd_draft_length *dl, int32_t n, double ms) {
-    if (n >= 1 && n <= SPECD_DL_MAX_BATCH && ms > 0.0) dl->base_ms[n] = ms;
+    if (n < 1 || n > SPECD_DL_MAX_BATCH || !(ms > 0.0)) return;
+    dl->base_ms[n] = ms;
+    dl->base_passes[n] = SPECD_DL_LEARN_PASSES; /* known: only the level moves it from now on */
+    dl->n_learnt++;
+}
+
+/* Bounds that real pass costs keep, give or take what the GEMM's tiling does (LINEAR_BOUND_SLACK):
+ * a pass over n tokens costs at most n/m passes over m < n (it could be split into them), and no
+ * more than a pass over more tokens. A base beyond them was learnt from a pass the machine slowed
+ * down (when it was the first pass of all, nothing could be expected of it), or read from a file
+ * written on a busy machine: such a size would look so dear that it was never chosen again, and
+ * nothing would correct it. */
+#define LINEAR_BOUND_SLACK 1.25
+void specd_draft_length_bound_costs(specd_draft_length *dl) {
+    double least_per_token = 0.0; /* the smallest base_ms[m] / m over the sizes below n */
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) {
+        if (dl->base_ms[n] <= 0.0) continue;
+        double bound = LINEAR_BOUND_SLACK * least_per_token * n;
+        if (least_per_token > 0.0 && dl->base_ms[n] > bound) dl->base_ms[n] = bound;
+        double per_token = dl->base_ms[n] / n;
+        if (least_per_token <= 0.0 || per_token < least_per_token) least_per_token = per_token;
+    }
+    double least_above = 0.0; /* the cheapest base over the sizes above n */
+    for (int32_t n = SPECD_DL_MAX_BATCH; n >= 1; n--) {
+        if (dl->base_ms[n] <= 0.0) continue;
+        if (least_above > 0.0 && dl->base_ms[n] > LINEAR_BOUND_SLACK * least_above)
+            dl->base_ms[n] = LINEAR_BOUND_SLACK * least_above;
+        if (least_above <= 0.0 || dl->base_ms[n] < least_above) least_above = dl->base_ms[n];
+    }
+}
+
+/* A pass of a size still being learnt (fewer than SPECD_DL_LEARN_PASSES so far): its base is the
+ * mean of its passes, each brought to the empty-cache level by the drift of its moment and capped
+ * at twice what was expected (a pass the scheduler interrupted would otherwise make the size look
+ * so dear that it is never chosen again, and the cache file would keep it so). */
+static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, double expected) {
+    if (expected > 0.0 && level_ms > 2.0 * expected) level_ms = 2.0 * expected;
+    int32_t k = ++dl->base_passes[n];
+    dl->base_ms[n] += (level_ms - dl->base_ms[n]) / k;
+    dl->n_learnt++;
+    specd_draft_length_bound_costs(dl);
 }
 
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double ms) {
-    if (n < 1 || n > SPECD_DL_MAX_BATCH || ms <= 0.0) return;
-    if (dl->base_ms[n] <= 0.0) {
-        /* A size calibration did not time: its first pass, brought to the empty-cache level. */
-        dl->base_ms[n] = ms / drift_of(dl);
+    if (n < 1 || n > SPECD_DL_MAX_BATCH || !(ms > 0.0)) return;
+    double expected = base_cost(dl, n); /* known or scaled from the nearest known size; 0: none */
+    bool known = dl->base_ms[n] > 0.0;
+    if (known && dl->drift <= 0.0) {
+        dl->drift = ms / dl->base_ms[n]; /* the first level of this engine (bases from a cache file) */
         return;
     }
-    double ratio = ms / dl->base_ms[n];
-    /* A pass far slower than expected is an outlier (the machine was busy): skip it. */
-    if (dl->drift > 0.0 && ratio > 3.0 * dl->drift) return;
-    moving_average(&dl->drift, ratio);
+    double level_ms = ms / drift_of(dl);
+    /* Far slower than expected: the machine was busy, the pass says nothing about the model. */
+    if (expected > 0.0 && level_ms > 3.0 * expected) return;
+    if (!known) dl->base_passes[n] = 0;
+    if (dl->base_passes[n] < SPECD_DL_LEARN_PASSES) learn_base(dl, n, level_ms, expected);
+    if (known) moving_average(&dl->drift, ms / dl->base_ms[n]);
 }
 
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms) {
-    if (n_decodes > 0) moving_average(&dl->draft_ms, ms / n_decodes);
+    if (n_decodes <= 0 || !(ms > 0.0)) return;
+    if (dl->draft_ms <= 0.0) dl->n_learnt++; /* known from now on (its average moves, unsaved) */
+    moving_average(&dl->draft_ms, ms / n_decodes);
 }
 
 void specd_draft_length_record_outcome(specd_draft_length *dl, float confidence, bool accepted) {

@@ -13,20 +13,32 @@
 
 #define SPECD_DL_BINS 10
 #define SPECD_DL_MAX_BATCH 64
+#define SPECD_DL_LEARN_PASSES 4
 
 typedef struct specd_draft_length {
     double accepted[SPECD_DL_BINS]; /* decayed counts by confidence bucket */
     double drafted[SPECD_DL_BINS];
     /* T(n), the cost of a target pass over n tokens, is base_ms[n] x drift. The curve's shape is
      * far from linear on CPU (on the benchmark pair T(5) is 1.5x T(4)), so every size gets its own
-     * base: specd_calibrate_costs times each once on an empty cache (0 = not timed). The level
-     * changes as the cache fills (attention reads every cached token: T(8) is 53 ms on an empty
-     * cache and 74 ms with 300 tokens) and with the machine's load, and a generation only passes
+     * base (0 = not known yet): from the calibration cache file of an earlier process, else
+     * learnt from the first passes of that size the generation makes anyway, brought to the
+     * level of the moment (below); sizes not known yet are scaled from the nearest known one by
+     * a prior shape. Nothing is timed for its own sake: such passes produce nothing and would
+     * clear the KV caches a request relies on. The level changes as the cache fills (attention
+     * reads every cached token: T(8) is 53 ms on an empty cache and 74 ms with 300 tokens) and
+     * with the machine's load, and a generation only passes
      * the sizes it chooses, so one factor learnt from every real pass moves all sizes together;
      * a per-size average would keep a stale, too-cheap T(n) for sizes not chosen lately. */
     double base_ms[SPECD_DL_MAX_BATCH + 1];
+    /* Passes that made base_ms[n]: a size learnt from the generation's own passes (not given by
+     * specd_draft_length_record_calibration) averages its first SPECD_DL_LEARN_PASSES, so one
+     * pass slowed by the machine does not fix its cost for good. */
+    int32_t base_passes[SPECD_DL_MAX_BATCH + 1];
     double drift; /* moving average of measured / base over real passes; 0 = none yet (1) */
     double draft_ms;                          /* moving average cost of one draft token */
+    /* Counts every change to what a calibration cache keeps (base_ms, draft_ms known): the
+     * engine saves the cache when it moved (session/calibrate.h). */
+    uint32_t n_learnt;
     /* the step being drafted */
     double p_all;     /* chance that every draft kept so far is accepted */
     double expected;  /* expected tokens from this step */
@@ -44,8 +56,12 @@ void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confide
 bool specd_draft_length_worth_continuing(const specd_draft_length *dl, int32_t depth);
 /* One more draft decode is spent. */
 void specd_draft_length_add_draft_decode(specd_draft_length *dl);
-/* A calibration pass over n tokens on an empty cache: sets the base of that size. */
+/* A known cost of a pass over n tokens (a calibration cache file): sets the base of that size. */
 void specd_draft_length_record_calibration(specd_draft_length *dl, int32_t n_tokens, double ms);
+/* Brings bases no real pass could have (a pass of n tokens dearer than n/m passes of m < n, or
+ * than a pass of more tokens, beyond some slack) back within those bounds. Learning applies it;
+ * so does reading a calibration cache file. */
+void specd_draft_length_bound_costs(specd_draft_length *dl);
 /* Measurements after a step. */
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n_tokens, double ms);
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms);

@@ -147,11 +147,10 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
     bool chain = specd_drafter_chain_wanted(&params->speculative);
-    st = chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
-               : specd_draft_model_new(e, &g->drafter, error);
-    /* Fixed-length runs calibrate too: their statistics report the cost model. */
-    if (st == SPECD_OK) st = specd_calibrate_costs(e, draft_budget_limit(e, &params->speculative) + 1, error);
-    return st;
+    /* No timed calibration passes: the costs come from the calibration cache or are learnt from
+     * this generation's own passes (calibrate.h), so nothing clears the prompt cache. */
+    return chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
+                 : specd_draft_model_new(e, &g->drafter, error);
 }
 
 static void free_generation(generation *g) {
@@ -501,7 +500,10 @@ static specd_status decode_loop(generation *g, char **error) {
     }
     g->result->stats.decode_ms = specd_now_ms() - t0;
     g->result->stats.n_predicted = g->result->n_tokens;
-    if (g->drafter.ops) report_costs(g->length, &g->result->stats);
+    if (g->drafter.ops) {
+        report_costs(g->length, &g->result->stats);
+        specd_calibration_save(g->e); /* when this generation learnt a cost, for the next process */
+    }
     return st;
 }
 

@@ -1,0 +1,348 @@
+/* test_calibration_cache.c - the calibration cache file (session/calibrate.h) on the tiny models:
+ * written after a generation that learnt the costs, read back by the next engine, never trusted
+ * when stale or corrupt (a one-line note says so), keyed by the model files and the settings; and
+ * no timed pass clears a cache a request relies on.
+ *
+ *   test_calibration_cache MODELS_DIR
+ * Every file goes to a fresh temporary directory: the user's own cache is never touched. */
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "engine/engine_internal.h"
+#include "engine_helpers.h"
+#include "session/calibrate.h"
+#include "specd.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char target_path[1024], draft_path[1024];
+static char tmp_dir[256]; /* this test's directory, removed at the end */
+
+static void tmp_file(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", tmp_dir, name); }
+
+static specd_engine *open_cached(const char *cache, int32_t n_threads) {
+    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
+    p.n_threads = n_threads;
+    p.calibration_cache = cache;
+    return open_engine_with(&p);
+}
+
+static specd_generation_params speculative_params(void) {
+    specd_generation_params g = specd_generation_default_params();
+    g.n_predict = 24;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    g.speculative.type = SPECD_SPEC_DRAFT;
+    g.speculative.draft_max = 4;
+    return g;
+}
+
+/* Opens an engine on `cache`, generates once (which learns the costs and writes the file). */
+static void learn_into(const char *cache) {
+    specd_engine *e = open_cached(cache, 1);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "the little girl saw a big red ball", &g);
+    specd_result_clear(&r);
+    specd_engine_free(e);
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void assert_one_line_note(const specd_engine *e, const char *needle) {
+    const char *note = specd_engine_calibration(e).note;
+    if (!note) fail_msg("no note; expected one saying '%s'", needle);
+    if (!strstr(note, needle)) fail_msg("note '%s' does not say '%s'", note, needle);
+    assert_null(strchr(note, '\n'));
+}
+
+/* ---- written, then read back ----------------------------------------------------------------- */
+
+static void test_costs_learnt_are_written_and_read_back(void **state) {
+    (void)state;
+    char path[512];
+    tmp_file(path, sizeof path, "roundtrip.txt");
+    specd_engine *e = open_cached(path, 1);
+    assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LEARNT);
+    assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
+    assert_null(specd_engine_calibration(e).note); /* no file yet: nothing to say */
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
+    specd_result_clear(&r);
+    assert_non_null(read_text(path));
+    int32_t learnt = specd_engine_calibration(e).n_sizes_known;
+    assert_true(learnt > 0);
+    double t_ms[SPECD_DL_MAX_BATCH + 1], draft_ms = e->costs.draft_ms;
+    memcpy(t_ms, e->costs.base_ms, sizeof t_ms);
+    specd_engine_free(e);
+
+    specd_engine *again = open_cached(path, 1);
+    specd_calibration_info info = specd_engine_calibration(again);
+    assert_int_equal(info.source, SPECD_CALIBRATION_LOADED);
+    assert_null(info.note);
+    assert_int_equal(info.n_sizes_known, learnt);
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) assert_float_equal(again->costs.base_ms[n], t_ms[n], 1e-5 * t_ms[n]);
+    assert_float_equal(again->costs.draft_ms, draft_ms, 1e-5 * draft_ms);
+    specd_engine_free(again);
+}
+
+/* A directory holds one file per models and settings. */
+static void test_a_directory_holds_a_file_per_setting(void **state) {
+    (void)state;
+    char dir[512];
+    tmp_file(dir, sizeof dir, "by-setting/nested/"); /* created on the first write */
+    learn_into(dir);
+    specd_engine *one = open_cached(dir, 1), *two = open_cached(dir, 2);
+    assert_int_equal(specd_engine_calibration(one).source, SPECD_CALIBRATION_LOADED);
+    assert_int_equal(specd_engine_calibration(two).source, SPECD_CALIBRATION_LEARNT); /* other threads */
+    assert_null(specd_engine_calibration(two).note); /* not stale: another file */
+    assert_string_not_equal(specd_engine_calibration(one).path, specd_engine_calibration(two).path);
+    assert_true(strncmp(specd_engine_calibration(one).path, dir, strlen(dir)) == 0);
+    specd_engine_free(one);
+    specd_engine_free(two);
+}
+
+/* ---- never trusted when stale or corrupt ----------------------------------------------------- */
+
+/* Opens an engine on a file holding `text`: its costs must be untouched, with a note saying `why`;
+ * after a generation the file is replaced by one the next engine loads. */
+static void assert_ignored_then_replaced(const char *name, const char *text, const char *why) {
+    char path[512];
+    tmp_file(path, sizeof path, name);
+    write_text(path, text);
+    specd_engine *e = open_cached(path, 1);
+    assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LEARNT);
+    assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
+    assert_float_equal(e->costs.draft_ms, 0.0, 0.0);
+    assert_one_line_note(e, why);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "she was happy", &g);
+    specd_result_clear(&r);
+    specd_engine_free(e);
+    specd_engine *again = open_cached(path, 1);
+    assert_int_equal(specd_engine_calibration(again).source, SPECD_CALIBRATION_LOADED);
+    assert_null(specd_engine_calibration(again).note);
+    specd_engine_free(again);
+}
+
+/* A whole, well-formed file of these models and settings. */
+static void valid_file(char *out, size_t size) {
+    char path[512];
+    tmp_file(path, sizeof path, "valid.txt");
+    learn_into(path);
+    const char *text = read_text(path);
+    assert_non_null(text);
+    assert_true(strlen(text) < size);
+    memcpy(out, text, strlen(text) + 1);
+}
+
+static void test_a_corrupt_file_is_ignored(void **state) {
+    (void)state;
+    char good[8192], bad[8192];
+    valid_file(good, sizeof good);
+    assert_ignored_then_replaced("garbage.txt", "\x01\x02 not a calibration file\n", "corrupt");
+    assert_ignored_then_replaced("empty.txt", "", "corrupt");
+    /* cut in the middle, as by a full disk */
+    snprintf(bad, sizeof bad, "%.*s", (int)(strlen(good) / 2), good);
+    assert_ignored_then_replaced("truncated.txt", bad, "corrupt");
+    /* one cost changed by hand: the check line no longer matches */
+    snprintf(bad, sizeof bad, "%s", good);
+    char *digit = strstr(bad, "target_ms ");
+    assert_non_null(digit);
+    digit = strchr(digit + 10, ' ') + 1;
+    *digit = *digit == '9' ? '1' : '9';
+    assert_ignored_then_replaced("edited.txt", bad, "check sum");
+}
+
+static void test_a_file_for_other_settings_is_stale(void **state) {
+    (void)state;
+    char path[512];
+    tmp_file(path, sizeof path, "other-threads.txt");
+    learn_into(path); /* with one thread */
+    specd_engine *e = open_cached(path, 2);
+    assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
+    assert_one_line_note(e, "stale");
+    specd_engine_free(e);
+}
+
+/* ---- the key --------------------------------------------------------------------------------- */
+
+static void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;) assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    fclose(out);
+}
+
+static void key_of(const char *target, int32_t n_threads, char *out, size_t size) {
+    specd_calibration_identity id = {target, draft_path, n_threads, 512, SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_F32};
+    assert_true(specd_calibration_key(&id, out, size));
+}
+
+static void test_the_key_follows_the_model_file_and_threads(void **state) {
+    (void)state;
+    char model[512], k0[1024], k1[1024];
+    tmp_file(model, sizeof model, "model-copy.gguf");
+    copy_file(target_path, model);
+    key_of(model, 2, k0, sizeof k0);
+    key_of(model, 2, k1, sizeof k1);
+    assert_string_equal(k0, k1); /* the same file and settings: the same key */
+    key_of(model, 4, k1, sizeof k1);
+    assert_string_not_equal(k0, k1);
+    /* the same bytes, touched (a newer file under the same name) */
+    struct timespec times[2] = {{.tv_sec = 1000000000, .tv_nsec = 0}, {.tv_sec = 1000000000, .tv_nsec = 0}};
+    assert_int_equal(utimensat(AT_FDCWD, model, times, 0), 0);
+    key_of(model, 2, k1, sizeof k1);
+    assert_string_not_equal(k0, k1);
+    /* other contents, same size and time: the header's hash */
+    char before[1024];
+    key_of(model, 2, before, sizeof before);
+    FILE *f = fopen(model, "r+b");
+    assert_non_null(f);
+    fseek(f, 100, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(c ^ 0xff, f);
+    fclose(f);
+    assert_int_equal(utimensat(AT_FDCWD, model, times, 0), 0);
+    key_of(model, 2, k1, sizeof k1);
+    assert_string_not_equal(before, k1);
+    /* a file that cannot be read gives no key */
+    specd_calibration_identity missing = {"/nonexistent/model.gguf", NULL, 2, 512, SPECD_FLASH_ATTN_OFF,
+                                          SPECD_CACHE_TYPE_F32};
+    assert_false(specd_calibration_key(&missing, k1, sizeof k1));
+}
+
+/* A model file changed under the same path: its old costs are not trusted. */
+static void test_a_changed_model_makes_the_file_stale(void **state) {
+    (void)state;
+    char path[512];
+    tmp_file(path, sizeof path, "changed-model.txt");
+    learn_into(path);
+    struct timespec times[2] = {{.tv_sec = 1000000000, .tv_nsec = 0}, {.tv_sec = 1000000000, .tv_nsec = 0}};
+    char saved_draft[1024];
+    snprintf(saved_draft, sizeof saved_draft, "%s", draft_path);
+    tmp_file(draft_path, sizeof draft_path, "draft-copy.gguf");
+    copy_file(saved_draft, draft_path);
+    learn_into(path); /* keyed on the copy */
+    assert_int_equal(utimensat(AT_FDCWD, draft_path, times, 0), 0);
+    specd_engine *e = open_cached(path, 1);
+    assert_one_line_note(e, "stale");
+    assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
+    specd_engine_free(e);
+    snprintf(draft_path, sizeof draft_path, "%s", saved_draft);
+}
+
+static void test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on(void **state) {
+    (void)state;
+    specd_engine *e = open_cached("/proc/specd-cannot-write-here/calibration.txt", 1);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "she was happy", &g);
+    assert_int_equal(r.n_tokens, 24);
+    specd_result_clear(&r);
+    assert_one_line_note(e, "cannot write");
+    specd_engine_free(e);
+}
+
+static void test_off_means_no_file(void **state) {
+    (void)state;
+    specd_engine *e = open_cached(NULL, 1);
+    specd_calibration_info info = specd_engine_calibration(e);
+    assert_int_equal(info.source, SPECD_CALIBRATION_OFF);
+    assert_null(info.path);
+    specd_engine_free(e);
+}
+
+/* ---- nothing clears a cache a request relies on ---------------------------------------------- */
+
+/* The first speculative request of an engine used to time passes of every size first, which
+ * cleared both KV caches: a request without speculation before it lost its prompt cache. */
+static void test_the_first_speculative_request_keeps_the_prompt_cache(void **state) {
+    (void)state;
+    specd_engine *e = open_cached(NULL, 1);
+    specd_generation_params plain = speculative_params();
+    plain.speculative.type = SPECD_SPEC_NONE;
+    specd_result first = generate_text(e, "one day the dog ran to the park with his mom", &plain);
+    specd_generation_params g = speculative_params();
+    specd_result second = generate_text(e, "one day the dog ran to the park with his mom", &g);
+    assert_int_equal(second.stats.n_prompt_cached, second.stats.n_prompt - 1);
+    assert_true(second.stats.n_drafted > 0 || second.stats.n_steps > 0);
+    specd_result_clear(&first);
+    specd_result_clear(&second);
+    specd_engine_free(e);
+}
+
+/* ---- the default location -------------------------------------------------------------------- */
+
+static void test_the_default_is_under_the_xdg_cache(void **state) {
+    (void)state;
+    char *old_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    setenv("XDG_CACHE_HOME", "/somewhere/cache", 1);
+    char *p = specd_default_calibration_cache();
+    assert_string_equal(p, "/somewhere/cache/specd/calibration/");
+    specd_free(p);
+    setenv("XDG_CACHE_HOME", "relative/is/ignored", 1);
+    setenv("HOME", getenv("HOME") ? getenv("HOME") : "/home/x", 1);
+    p = specd_default_calibration_cache();
+    assert_non_null(strstr(p, "/.cache/specd/calibration/"));
+    specd_free(p);
+    if (old_xdg) setenv("XDG_CACHE_HOME", old_xdg, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    free(old_xdg);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int main(int argc, char **argv) {
+    if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/specd-calibration-XXXXXX", base);
+    if (!mkdtemp(tmp_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_costs_learnt_are_written_and_read_back),
+        cmocka_unit_test(test_a_directory_holds_a_file_per_setting),
+        cmocka_unit_test(test_a_corrupt_file_is_ignored),
+        cmocka_unit_test(test_a_file_for_other_settings_is_stale),
+        cmocka_unit_test(test_the_key_follows_the_model_file_and_threads),
+        cmocka_unit_test(test_a_changed_model_makes_the_file_stale),
+        cmocka_unit_test(test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on),
+        cmocka_unit_test(test_off_means_no_file),
+        cmocka_unit_test(test_the_first_speculative_request_keeps_the_prompt_cache),
+        cmocka_unit_test(test_the_default_is_under_the_xdg_cache),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return failed;
+}
