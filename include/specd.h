@@ -186,7 +186,7 @@ typedef struct specd_calibration_info {
     int32_t n_sizes_known; /* target pass sizes whose cost is known (read or learnt) */
 } specd_calibration_info;
 
-SPECD_API specd_calibration_info specd_engine_calibration(const specd_engine *engine);
+SPECD_API specd_calibration_info specd_engine_calibration(specd_engine *engine);
 /* The cache directory `specd run` uses by default: "$XDG_CACHE_HOME/specd/calibration/", else
  * "$HOME/.cache/specd/calibration/"; NULL when neither variable is set (or out of memory).
  * Free with specd_free. */
@@ -286,6 +286,9 @@ typedef enum specd_spec_type {
     SPECD_SPEC_NGRAM_CACHE = 4,  /* n-gram statistics: this context, earlier requests, a static file */
     SPECD_SPEC_SUFFIX = 5,       /* suffix tree over prompts and past outputs (SuffixDecoding) */
 } specd_spec_type;
+
+/* Most branches of a draft tree: each branch is one sequence in the target's context. */
+#define SPECD_TREE_MAX_BRANCHES 8
 
 /* Most drafters one request may list (specd_spec_params.types). */
 #define SPECD_SPEC_MAX_TYPES 8

@@ -4,7 +4,7 @@
  * Runs are interleaved prompt by prompt (every configuration on prompt 1, then on prompt 2, ...),
  * so a machine that gets slower or faster during the benchmark affects all configurations alike. */
 #define _DEFAULT_SOURCE
-#include "args.h"
+#include "../util/args.h"
 #include "bench.h"
 #include "cli.h"
 

@@ -6,14 +6,11 @@
 
 #include <stdio.h>
 
-/* Exit codes: 0 success, 1 generation failed at run time, 2 bad arguments or models. */
-#define CLI_EXIT_RUNTIME 1
-#define CLI_EXIT_USAGE 2
+#include "../util/args.h" /* the exit codes */
 
 int cli_run(int argc, char **argv);
 /* `self` is this program's path: the benchmark runs it as a child, like the other tools. */
 int cli_bench(int argc, char **argv, const char *self);
-int cli_serve(int argc, char **argv); /* src/server/serve.c */
 
 /* output.c */
 /* Where the time before the first generated token went (specd run). */

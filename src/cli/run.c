@@ -1,7 +1,7 @@
 /* run.c - `specd run`: one generation from the command line, streamed as text or as one JSON
  * object. */
 #define _POSIX_C_SOURCE 200809L
-#include "args.h"
+#include "../util/args.h"
 #include "cli.h"
 
 #include <stdio.h>
@@ -275,7 +275,7 @@ static int report(const run_options *o, specd_engine *engine, const specd_result
 }
 
 /* A note about the calibration cache (stale, corrupt, not writable), once: it never stops a run. */
-static void print_calibration_note(const specd_engine *engine, char *last, size_t size) {
+static void print_calibration_note(specd_engine *engine, char *last, size_t size) {
     const char *note = specd_engine_calibration(engine).note;
     if (!note || !strcmp(note, last)) return;
     fprintf(stderr, "specd: note: %s\n", note);

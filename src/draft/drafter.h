@@ -6,7 +6,7 @@
 
 #include "../sample/rng.h"
 #include "../sample/sampler.h"
-#include "../session/draft_length.h"
+#include "draft_length.h"
 #include "../verify/token_tree.h"
 #include "../verify/verify.h"
 #include "specd.h"

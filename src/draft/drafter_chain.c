@@ -10,6 +10,7 @@
  * recent yield: moving averages of accepted and drafted tokens per call, at the measured cost of
  * a draft token; it runs at least every MODEL_RETRY_EVERY steps to keep that estimate current. */
 #include "drafter_chain.h"
+#include "learned.h"
 #include "spec_types.h"
 
 #include "../util/util.h"
@@ -130,7 +131,7 @@ static bool value_candidate(drafter_chain *c, member *m, const specd_draft_reque
     for (int32_t k = 1; k <= deepest; k++) {
         expected += c->e_depth[k];
         nodes += c->n_depth[k];
-        double value = req->length ? (1.0 + expected) / specd_draft_length_verify_cost(&c->e->costs, nodes + 1)
+        double value = req->length ? (1.0 + expected) / specd_draft_length_verify_cost(&c->e->learned->costs, nodes + 1)
                                    : expected;
         if (k >= min_depth && (value > m->value || !req->length)) {
             m->value = value;
@@ -147,9 +148,9 @@ static double model_value(const drafter_chain *c, const specd_draft_request *req
     const specd_drafter_memory *mem = c->memory;
     if (c->steps_without_model >= MODEL_RETRY_EVERY) return INFINITY;
     if (!req->length) return mem->model_accepted;
-    double draft_ms = mem->model_drafted * c->e->costs.draft_ms;
+    double draft_ms = mem->model_drafted * c->e->learned->costs.draft_ms;
     int32_t n = (int32_t)lround(mem->model_drafted) + 1;
-    return (1.0 + mem->model_accepted) / (specd_draft_length_verify_cost(&c->e->costs, n) + draft_ms);
+    return (1.0 + mem->model_accepted) / (specd_draft_length_verify_cost(&c->e->learned->costs, n) + draft_ms);
 }
 
 /* ---- drafting ------------------------------------------------------------------------------- */
@@ -208,7 +209,7 @@ static specd_status chain_draft(void *self, const specd_draft_request *req, spec
     /* Drafting nothing is worth one token per single-token pass; a forced draft (min_len) is not
      * allowed to choose it. */
     bool may_skip = req->min_len <= 0;
-    double best = may_skip ? (req->length ? 1.0 / specd_draft_length_verify_cost(&c->e->costs, 1) : 0.0) : -1.0;
+    double best = may_skip ? (req->length ? 1.0 / specd_draft_length_verify_cost(&c->e->learned->costs, 1) : 0.0) : -1.0;
     for (int32_t i = 0; i < c->n; i++) {
         double value = i == c->model ? model_value(c, req) : c->m[i].depth > 0 ? c->m[i].value : -1.0;
         if (value > best) {
@@ -239,7 +240,7 @@ static void chain_observe(void *self, const specd_token_tree *tree, const specd_
     m->stats->n_drafted += n_drafted;
     m->stats->n_accepted += vr->n_accepted;
     /* The draft model's outcomes calibrate the engine's length controller, as without a chain. */
-    specd_draft_length *cal = c->chosen == c->model ? &c->e->costs : m->cal;
+    specd_draft_length *cal = c->chosen == c->model ? &c->e->learned->costs : m->cal;
     for (int32_t i = 1; i < tree->n_nodes; i++) {
         const specd_tree_node *node = &tree->nodes[i];
         bool accepted = node->depth <= vr->n_accepted && vr->path[node->depth - 1] == i;

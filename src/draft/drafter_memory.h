@@ -4,7 +4,7 @@
 #ifndef SPECD_DRAFTER_MEMORY_H
 #define SPECD_DRAFTER_MEMORY_H
 
-#include "../session/draft_length.h"
+#include "draft_length.h"
 #include "ngram_counts.h"
 #include "specd.h"
 #include "suffix_tree.h"

@@ -4,10 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
 
-#include "../draft/drafter_memory.h"
-#include "../session/calibrate.h"
 #include "../util/util.h"
-#include "../verify/token_tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -367,7 +364,6 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->params.progress_callback = NULL; /* only the load calls it: the engine keeps no caller's pointer */
     e->params.progress_user_data = NULL;
     atomic_init(&e->stop_requested, false);
-    specd_draft_length_init(&e->costs);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path);
     if (!copied) specd_set_error(error, "out of memory for the model paths");
     st = copied ? engine_load(e, params, &failed, error) : SPECD_ERR_NO_MEMORY;
@@ -376,7 +372,6 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
         specd_engine_free(e);
         return st;
     }
-    specd_calibration_open(e);
     *out = e;
     return SPECD_OK;
 }
@@ -394,8 +389,7 @@ static void free_slot(specd_model_slot *slot) {
 
 void specd_engine_free(specd_engine *e) {
     if (!e) return;
-    specd_drafter_memory_free(e->drafter_memory);
-    specd_calibration_close(e);
+    if (e->learned) e->free_learned(e->learned);
     free_slot(&e->draft);
     free_slot(&e->target);
     if (e->batch.token) llama_batch_free(e->batch);

@@ -3,7 +3,6 @@
 #ifndef SPECD_ENGINE_INTERNAL_H
 #define SPECD_ENGINE_INTERNAL_H
 
-#include "../session/draft_length.h"
 #include "llama.h"
 #include "specd.h"
 
@@ -20,16 +19,6 @@ typedef struct specd_model_slot {
     int32_t n_seq_max;
 } specd_model_slot;
 
-/* session/calibrate.c: the calibration cache of an engine. */
-typedef struct specd_calibration_state {
-    char *path;  /* the cache file; NULL: none */
-    char *key;   /* the key of these models and settings; NULL when they could not be keyed */
-    char *note;  /* the latest note about the file, or NULL */
-    specd_calibration_source source;
-    double ms;   /* spent keying, reading and writing */
-    uint32_t saved_learnt; /* costs.n_learnt when the file was last read or written */
-} specd_calibration_state;
-
 struct specd_engine {
     specd_engine_params params;
     char *target_path;
@@ -43,12 +32,11 @@ struct specd_engine {
     struct llama_batch batch; /* one batch, reused for every decode */
     int32_t batch_cap;
     atomic_bool stop_requested;
-    /* What speculation costs and how often drafts are accepted, learned across generations. */
-    specd_draft_length costs;
-    /* The file that keeps `costs` between processes (session/calibrate.h). */
-    specd_calibration_state calibration;
-    /* Model-free drafters' state kept across requests (draft/drafter_memory.h); NULL until used. */
-    struct specd_drafter_memory *drafter_memory;
+    /* What the layers above learn across requests (costs, drafters' memory: draft/learned.h),
+     * created by them on first use and freed through free_learned: the engine does not know its
+     * type, so it stays below them. NULL until used. */
+    struct specd_learned *learned;
+    void (*free_learned)(struct specd_learned *learned);
 };
 
 /* engine.c: flash attention and the V cache type of both contexts, from the engine's params

@@ -4,8 +4,8 @@
  * SIGTERM refuse new work, cancel what runs, let open streams and calls end, resume every suspended
  * connection and stop the daemon; a watchdog exits anyway when that has not finished in time. */
 #define _XOPEN_SOURCE 700 /* realpath */
-#include "../cli/args.h"
-#include "../cli/cli.h"
+#include "../util/args.h"
+#include "serve.h"
 #include "server.h"
 #include "specd_rpc.h"
 

@@ -10,9 +10,10 @@
 #include "../engine/engine_internal.h"
 #include "../util/util.h"
 #include "../verify/verify.h"
-#include "calibrate.h"
+#include "../draft/calibrate.h"
+#include "../draft/learned.h"
 #include "context_shift.h"
-#include "draft_length.h"
+#include "../draft/draft_length.h"
 #include "probs.h"
 #include "../sample/grammar.h"
 
@@ -142,7 +143,9 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     memcpy(g->history, prompt, (size_t)n_prompt * sizeof *prompt);
     g->n_history = n_prompt;
     result->n_probs = g->probs.n; /* set even when no token comes: the stride is known up front */
-    g->length = &e->costs;
+    specd_learned *learned = specd_learned_get(e, error);
+    if (!learned) return SPECD_ERR_NO_MEMORY;
+    g->length = &learned->costs;
     specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
     if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */

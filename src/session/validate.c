@@ -15,7 +15,6 @@
 /* Largest draft one step may ask for; the engine caps it further by its draft_max. */
 #define MAX_DRAFT 256
 #define MAX_NGRAM_N 64
-#define MAX_SUFFIX_BRANCHES 8
 
 typedef struct checker {
     const char *field; /* the first field out of range, or NULL */
@@ -121,7 +120,7 @@ static void check_speculative(checker *c, const specd_spec_params *sp) {
     number_between(c, "speculative.draft_p_min", sp->draft_p_min, 0.0, 1.0);
     int_between(c, "speculative.ngram_n", sp->ngram_n, 1, MAX_NGRAM_N);
     int_between(c, "speculative.ngram_min_hits", sp->ngram_min_hits, 1, INT32_MAX);
-    int_between(c, "speculative.suffix_branches", sp->suffix_branches, 1, MAX_SUFFIX_BRANCHES);
+    int_between(c, "speculative.suffix_branches", sp->suffix_branches, 1, SPECD_TREE_MAX_BRANCHES);
 }
 
 specd_status specd_generation_params_validate(const specd_generation_params *p, const char **field, char **error) {

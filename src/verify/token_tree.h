@@ -18,8 +18,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define SPECD_TREE_MAX_BRANCHES 8
-
 typedef struct specd_tree_node {
     specd_token token;
     int32_t parent;       /* -1 for the root */

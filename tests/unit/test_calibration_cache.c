@@ -1,4 +1,4 @@
-/* test_calibration_cache.c - the calibration cache file (session/calibrate.h) on the tiny models:
+/* test_calibration_cache.c - the calibration cache file (draft/calibrate.h) on the tiny models:
  * written after a generation that learnt the costs, read back by the next engine, never trusted
  * when stale or corrupt (a one-line note says so), keyed by the model files and the settings; and
  * no timed pass clears a cache a request relies on.
@@ -13,7 +13,8 @@
 
 #include "engine/engine_internal.h"
 #include "engine_helpers.h"
-#include "session/calibrate.h"
+#include "draft/calibrate.h"
+#include "draft/learned.h"
 #include "specd.h"
 
 #include <fcntl.h>
@@ -72,7 +73,7 @@ static void write_text(const char *path, const char *text) {
     fclose(f);
 }
 
-static void assert_one_line_note(const specd_engine *e, const char *needle) {
+static void assert_one_line_note(specd_engine *e, const char *needle) {
     const char *note = specd_engine_calibration(e).note;
     if (!note) fail_msg("no note; expected one saying '%s'", needle);
     if (!strstr(note, needle)) fail_msg("note '%s' does not say '%s'", note, needle);
@@ -95,8 +96,8 @@ static void test_costs_learnt_are_written_and_read_back(void **state) {
     assert_non_null(read_text(path));
     int32_t learnt = specd_engine_calibration(e).n_sizes_known;
     assert_true(learnt > 0);
-    double t_ms[SPECD_DL_MAX_BATCH + 1], draft_ms = e->costs.draft_ms;
-    memcpy(t_ms, e->costs.base_ms, sizeof t_ms);
+    double t_ms[SPECD_DL_MAX_BATCH + 1], draft_ms = e->learned->costs.draft_ms;
+    memcpy(t_ms, e->learned->costs.base_ms, sizeof t_ms);
     specd_engine_free(e);
 
     specd_engine *again = open_cached(path, 1);
@@ -104,8 +105,8 @@ static void test_costs_learnt_are_written_and_read_back(void **state) {
     assert_int_equal(info.source, SPECD_CALIBRATION_LOADED);
     assert_null(info.note);
     assert_int_equal(info.n_sizes_known, learnt);
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) assert_float_equal(again->costs.base_ms[n], t_ms[n], 1e-5 * t_ms[n]);
-    assert_float_equal(again->costs.draft_ms, draft_ms, 1e-5 * draft_ms);
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) assert_float_equal(again->learned->costs.base_ms[n], t_ms[n], 1e-5 * t_ms[n]);
+    assert_float_equal(again->learned->costs.draft_ms, draft_ms, 1e-5 * draft_ms);
     specd_engine_free(again);
 }
 
@@ -136,7 +137,7 @@ static void assert_ignored_then_replaced(const char *name, const char *text, con
     specd_engine *e = open_cached(path, 1);
     assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LEARNT);
     assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
-    assert_float_equal(e->costs.draft_ms, 0.0, 0.0);
+    assert_float_equal(e->learned->costs.draft_ms, 0.0, 0.0);
     assert_one_line_note(e, why);
     specd_generation_params g = speculative_params();
     specd_result r = generate_text(e, "she was happy", &g);

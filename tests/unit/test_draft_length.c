@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "session/draft_length.h"
+#include "draft/draft_length.h"
 
 static const double EMPTY_CACHE_MS[] = {0, 22, 27, 31, 34, 50, 51, 52, 53, 57};
 #define N_SIZES 9

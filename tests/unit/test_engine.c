@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "chi_square.h"
+#include "draft/learned.h"
 #include "engine/engine_internal.h"
 #include "engine_helpers.h"
 #include "exact_pairs.h"
@@ -134,10 +135,10 @@ static void test_calibration_does_not_come_back(void **state) {
     (void)state;
     specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, true);
     specd_result first = generate_text(engine, prompts[2], &g);
-    engine->costs.base_ms[2] = engine->costs.base_ms[3] * 2.0;
+    engine->learned->costs.base_ms[2] = engine->learned->costs.base_ms[3] * 2.0;
     specd_result again = generate_text(engine, prompts[2], &g);
     assert_int_equal(again.stats.n_prompt_cached, again.stats.n_prompt - 1);
-    assert_float_equal(engine->costs.base_ms[2], engine->costs.base_ms[3] * 2.0, 1e-9);
+    assert_float_equal(engine->learned->costs.base_ms[2], engine->learned->costs.base_ms[3] * 2.0, 1e-9);
     specd_result_clear(&first);
     specd_result_clear(&again);
 }

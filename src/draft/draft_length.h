@@ -37,7 +37,7 @@ typedef struct specd_draft_length {
     double drift; /* moving average of measured / base over real passes; 0 = none yet (1) */
     double draft_ms;                          /* moving average cost of one draft token */
     /* Counts every change to what a calibration cache keeps (base_ms, draft_ms known): the
-     * engine saves the cache when it moved (session/calibrate.h). */
+     * engine saves the cache when it moved (draft/calibrate.h). */
     uint32_t n_learnt;
     /* the step being drafted */
     double p_all;     /* chance that every draft kept so far is accepted */

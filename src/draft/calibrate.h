@@ -31,6 +31,16 @@
 
 #include <stddef.h>
 
+/* The calibration cache of an engine (kept in its learned state, learned.h). */
+typedef struct specd_calibration_state {
+    char *path;  /* the cache file; NULL: none */
+    char *key;   /* the key of these models and settings; NULL when they could not be keyed */
+    char *note;  /* the latest note about the file, or NULL */
+    specd_calibration_source source;
+    double ms;   /* spent keying, reading and writing */
+    uint32_t saved_learnt; /* costs.n_learnt when the file was last read or written */
+} specd_calibration_state;
+
 /* What identifies a measurement: the models and the settings that change what a pass costs. */
 typedef struct specd_calibration_identity {
     const char *target_path;
@@ -46,13 +56,13 @@ typedef struct specd_calibration_identity {
 bool specd_calibration_key(const specd_calibration_identity *id, char *out, size_t size);
 
 /* Called by specd_engine_new once the models are loaded: copies the cache path, and when there is
- * a usable file, puts its costs into engine->costs. Never fails the engine: a file that cannot be
+ * a usable file, puts its costs into the engine's learned costs. Never fails the engine: a file that cannot be
  * used only leaves a note. */
 void specd_calibration_open(specd_engine *engine);
 /* After a generation: writes the file when the costs learnt something since it was read or
  * written (a write that fails leaves a note; the engine goes on). */
 void specd_calibration_save(specd_engine *engine);
-/* Frees the strings (specd_engine_free). */
-void specd_calibration_close(specd_engine *engine);
+/* Frees the strings (when the engine frees its learned state). */
+void specd_calibration_close(specd_calibration_state *calibration);
 
 #endif

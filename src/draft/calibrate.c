@@ -2,6 +2,7 @@
  * writing it atomically (see calibrate.h). */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "calibrate.h"
+#include "learned.h"
 
 #include "../util/util.h"
 
@@ -223,16 +224,16 @@ static bool parse_file(char *text, size_t len, parsed_costs *pc, const char **wh
 static void apply_costs(specd_engine *e, const parsed_costs *pc) {
     for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) {
         if (pc->target_ms[n] <= 0.0) continue;
-        specd_draft_length_record_calibration(&e->costs, n, pc->target_ms[n]);
-        e->costs.base_passes[n] = SPECD_DL_LEARN_PASSES - 2;
+        specd_draft_length_record_calibration(&e->learned->costs, n, pc->target_ms[n]);
+        e->learned->costs.base_passes[n] = SPECD_DL_LEARN_PASSES - 2;
     }
-    specd_draft_length_bound_costs(&e->costs); /* a file written on a busy machine */
-    if (pc->draft_ms > 0.0 && e->draft.ctx) e->costs.draft_ms = pc->draft_ms;
+    specd_draft_length_bound_costs(&e->learned->costs); /* a file written on a busy machine */
+    if (pc->draft_ms > 0.0 && e->draft.ctx) e->learned->costs.draft_ms = pc->draft_ms;
 }
 
 /* Reads the file into the engine's costs when it is whole and made for these models and settings. */
 static void load_file(specd_engine *e) {
-    specd_calibration_state *c = &e->calibration;
+    specd_calibration_state *c = &e->learned->calibration;
     size_t len = 0;
     char *text = read_small_file(c->path, &len);
     if (!text) {
@@ -264,7 +265,7 @@ static char *copy_string(const char *s) {
 }
 
 void specd_calibration_open(specd_engine *e) {
-    specd_calibration_state *c = &e->calibration;
+    specd_calibration_state *c = &e->learned->calibration;
     const char *asked = e->params.calibration_cache;
     e->params.calibration_cache = NULL; /* the caller's string: not kept */
     if (!asked || !asked[0]) return;
@@ -284,7 +285,7 @@ void specd_calibration_open(specd_engine *e) {
         c->source = SPECD_CALIBRATION_OFF;
     }
     e->params.calibration_cache = c->path;
-    c->saved_learnt = e->costs.n_learnt;
+    c->saved_learnt = e->learned->costs.n_learnt;
     c->ms += specd_now_ms() - t0;
 }
 
@@ -306,15 +307,15 @@ static bool make_parents(const char *path) {
 
 /* The file's text for the engine's costs; NULL when out of memory. */
 static char *format_file(const specd_engine *e) {
-    size_t cap = 4096 + strlen(e->calibration.key), len = 0;
+    size_t cap = 4096 + strlen(e->learned->calibration.key), len = 0;
     char *text = malloc(cap);
     if (!text) return NULL;
-    len += (size_t)snprintf(text + len, cap - len, "%s\nkey %s\n", FILE_MAGIC, e->calibration.key);
+    len += (size_t)snprintf(text + len, cap - len, "%s\nkey %s\n", FILE_MAGIC, e->learned->calibration.key);
     for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
-        if (e->costs.base_ms[n] > 0.0)
-            len += (size_t)snprintf(text + len, cap - len, "target_ms %d %.6g\n", n, e->costs.base_ms[n]);
-    if (e->draft.ctx && e->costs.draft_ms > 0.0)
-        len += (size_t)snprintf(text + len, cap - len, "draft_ms %.6g\n", e->costs.draft_ms);
+        if (e->learned->costs.base_ms[n] > 0.0)
+            len += (size_t)snprintf(text + len, cap - len, "target_ms %d %.6g\n", n, e->learned->costs.base_ms[n]);
+    if (e->draft.ctx && e->learned->costs.draft_ms > 0.0)
+        len += (size_t)snprintf(text + len, cap - len, "draft_ms %.6g\n", e->learned->costs.draft_ms);
     snprintf(text + len, cap - len, "check %016" PRIx64 "\n", fnv1a(FNV_START, text, len));
     return text;
 }
@@ -342,8 +343,9 @@ static bool knows_a_size(const specd_draft_length *costs) {
 }
 
 void specd_calibration_save(specd_engine *e) {
-    specd_calibration_state *c = &e->calibration;
-    if (!c->path || e->costs.n_learnt == c->saved_learnt || !knows_a_size(&e->costs)) return;
+    if (!e->learned) return; /* nothing learnt yet */
+    specd_calibration_state *c = &e->learned->calibration;
+    if (!c->path || e->learned->costs.n_learnt == c->saved_learnt || !knows_a_size(&e->learned->costs)) return;
     double t0 = specd_now_ms();
     char *text = format_file(e);
     int err = !text ? ENOMEM : !make_parents(c->path) ? errno : write_atomically(c->path, text);
@@ -351,26 +353,25 @@ void specd_calibration_save(specd_engine *e) {
     if (err)
         set_note(c, "cannot write the calibration cache '%s' (%s): the costs learnt are not kept", c->path,
                  strerror(err));
-    c->saved_learnt = e->costs.n_learnt; /* also after a failure: one note, not one per request */
+    c->saved_learnt = e->learned->costs.n_learnt; /* also after a failure: one note, not one per request */
     c->ms += specd_now_ms() - t0;
 }
 
-void specd_calibration_close(specd_engine *e) {
-    specd_calibration_state *c = &e->calibration;
+void specd_calibration_close(specd_calibration_state *c) {
     free(c->path);
     free(c->key);
     free(c->note);
     memset(c, 0, sizeof *c);
 }
 
-specd_calibration_info specd_engine_calibration(const specd_engine *e) {
+specd_calibration_info specd_engine_calibration(specd_engine *e) {
     specd_calibration_info info = {0};
-    if (!e) return info;
-    const specd_calibration_state *c = &e->calibration;
+    if (!e || !specd_learned_get(e, NULL)) return info; /* the first call reads the file */
+    const specd_calibration_state *c = &e->learned->calibration;
     info.source = c->source;
     info.path = c->path;
     info.note = c->note;
     info.ms = c->ms;
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) info.n_sizes_known += e->costs.base_ms[n] > 0.0;
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) info.n_sizes_known += e->learned->costs.base_ms[n] > 0.0;
     return info;
 }

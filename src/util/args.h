@@ -6,6 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Exit codes of the specd program: 0 success, 1 failed at run time, 2 bad arguments or models. */
+#define CLI_EXIT_RUNTIME 1
+#define CLI_EXIT_USAGE 2
+
 typedef struct cli_args {
     int argc;
     char **argv;

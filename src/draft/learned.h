@@ -1,0 +1,26 @@
+/* learned.h - what an engine learns across requests: the cost model (draft_length.h) with the file
+ * that keeps it between processes (calibrate.h), and the drafters' memory (drafter_memory.h).
+ *
+ * The engine owns it but does not know what is in it: it holds an opaque pointer and the function
+ * that frees it, both set here on first use. So the engine layer stays below the drafters, and a
+ * new kind of learned state never touches the engine. */
+#ifndef SPECD_LEARNED_H
+#define SPECD_LEARNED_H
+
+#include "../engine/engine_internal.h"
+#include "calibrate.h"
+#include "draft_length.h"
+
+struct specd_drafter_memory;
+
+typedef struct specd_learned {
+    specd_draft_length costs;                    /* pass costs and acceptance, all requests */
+    specd_calibration_state calibration;         /* the file that keeps `costs` */
+    struct specd_drafter_memory *drafter_memory; /* NULL until a model-free drafter runs */
+} specd_learned;
+
+/* The engine's learned state, created on the first call (which also reads the calibration cache
+ * file named by the engine's params); NULL, with *error set, when out of memory. */
+specd_learned *specd_learned_get(specd_engine *engine, char **error);
+
+#endif
