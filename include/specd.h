@@ -506,6 +506,61 @@ SPECD_API specd_status specd_generate(specd_engine *engine, const specd_token *p
 
 SPECD_API void specd_result_clear(specd_result *result);
 
+/* ---- sessions: one generation, step by step --------------------------------------------------
+ *
+ * specd_generate is a loop over a session. A program that wants its own loop (to interleave
+ * several generations, schedule steps, or look at each step) drives a session itself; the
+ * output is the same as specd_generate's: greedy the very tokens of the target alone, sampling
+ * its exact distribution. A step is the C counterpart of llama.cpp's common_speculative_draft +
+ * common_sampler_sample_and_accept_n + common_speculative_accept:
+ *
+ *     specd_session *s;
+ *     specd_session_new(engine, prompt, n_prompt, &params, &s, &err);
+ *     while (!specd_session_done(s)) {
+ *         specd_session_draft(s, &n_drafted, &err);     // the drafters propose a token tree
+ *         if (specd_session_done(s)) break;             // stopped before the step (see below)
+ *         specd_session_verify(s, &n_accepted, &err);   // one target pass, exact verification
+ *         specd_session_accept(s, &n_emitted, &err);    // keep the accepted path, emit tokens
+ *     }                                                 // (or specd_session_step for all three)
+ *     specd_session_take_result(s, &result);
+ *     specd_session_free(s);
+ *
+ * Several sessions may exist against one engine and be stepped in turn from one thread: each
+ * step first makes the engine's caches hold that session's history (the longest common prefix
+ * stays; what differs is decoded again), so interleaving costs re-decoding but never changes an
+ * output. What sessions learn (costs, the drafters' memory) is shared through the engine.
+ * Threads: the rules of the engine apply (one call on an engine at a time);
+ * specd_engine_request_stop stops every session of the engine at its next draft (a session
+ * created afterwards is not stopped).
+ * `params` is copied, but what its pointers point to (logit_bias, grammar, user_data) must stay
+ * valid until the session is freed. Errors: a call out of order (verify before draft, ...) or
+ * after the end is SPECD_ERR_INVALID_ARGUMENT with a message; after a failed step the session
+ * can only be freed. */
+typedef struct specd_session specd_session;
+
+/* Validates the request (as specd_generate), ingests the prompt; *out owned by the caller. */
+SPECD_API specd_status specd_session_new(specd_engine *engine, const specd_token *prompt, int32_t n_prompt,
+                                         const specd_generation_params *params, specd_session **out,
+                                         char **error);
+/* Drafts this step's tree (*n_drafted tokens; 0 when nothing is worth verifying: the step then
+ * gives the target's own token). When the session stops before the step (stop requested, the
+ * context full without a shift) it is done and there is nothing to verify. */
+SPECD_API specd_status specd_session_draft(specd_session *s, int32_t *n_drafted, char **error);
+/* One target pass over the tree and exact verification: *n_accepted draft tokens accepted. */
+SPECD_API specd_status specd_session_verify(specd_session *s, int32_t *n_accepted, char **error);
+/* Keeps the accepted path in the caches and emits the step's tokens (accepted drafts plus the
+ * target's token, *n_emitted, fewer when a stop comes among them); on_tokens is called here. */
+SPECD_API specd_status specd_session_accept(specd_session *s, int32_t *n_emitted, char **error);
+/* draft + verify + accept; *done when the generation is over (or the step failed). */
+SPECD_API specd_status specd_session_step(specd_session *s, bool *done, char **error);
+SPECD_API bool specd_session_done(const specd_session *s);
+/* The result so far (tokens, probabilities, statistics, stop reason once done); owned by the
+ * session, valid until the next call on it. */
+SPECD_API const specd_result *specd_session_result(const specd_session *s);
+/* Moves the result out (clear it with specd_result_clear); the session keeps an empty one. */
+SPECD_API void specd_session_take_result(specd_session *s, specd_result *out);
+SPECD_API void specd_session_free(specd_session *s);
+
 /* Asks a running specd_generate to stop after its current step. Safe from any thread. */
 SPECD_API void specd_engine_request_stop(specd_engine *engine);
 

@@ -24,9 +24,15 @@
  * would never learn that drafting pays again. */
 #define EXPLORE_EVERY 16
 
-typedef struct generation {
+/* Where a session is in its step: draft, then verify, then accept. */
+typedef enum step_phase { PHASE_DRAFT, PHASE_VERIFY, PHASE_ACCEPT } step_phase;
+
+/* One generation (specd_session in specd.h): everything one request decodes with, so several can
+ * run against one engine. What outlives it (costs, drafters' memory) is the engine's learned state. */
+typedef struct specd_session {
     specd_engine *e;
-    const specd_generation_params *params;
+    const specd_generation_params *params; /* = &params_copy */
+    specd_generation_params params_copy;   /* its pointers (logit_bias, grammar) are the caller's */
     specd_sampler sampler;
     specd_verifier verifier;
     specd_rng rng;
@@ -41,8 +47,13 @@ typedef struct generation {
     specd_grammar *grammar;   /* NULL: the request has none; else points to grammar_state */
     specd_grammar grammar_state;
     int32_t steps_without_draft;
-    specd_result *result;
+    specd_result *result;                  /* = &own_result */
+    specd_result own_result;
     int32_t result_cap;
+    step_phase phase;
+    specd_verify_result vr;                /* the verified step, until it is accepted */
+    bool done;                             /* finished: result->stop_reason says why */
+    specd_status failed;                   /* a step failed: the session can go no further */
 } generation;
 
 /* ---- set-up and tear-down -------------------------------------------------------------------- */
@@ -123,11 +134,14 @@ static specd_status init_sampling(generation *g, char **error) {
 
 static specd_status init_generation(generation *g, specd_engine *e, const specd_token *prompt,
                                     int32_t n_prompt, const specd_generation_params *params,
-                                    specd_result *result, char **error) {
+                                    specd_result *result_out, char **error) {
     memset(g, 0, sizeof *g);
     g->e = e;
-    g->params = params;
-    g->result = result;
+    g->params_copy = *params;
+    g->params = &g->params_copy;
+    g->result = result_out ? result_out : &g->own_result;
+    params = g->params; /* the drafters may keep pointers into it: the session's own copy */
+    specd_result *result = g->result;
     specd_status st = init_sampling(g, error);
     if (st != SPECD_OK) return st;
     int32_t room = e->n_ctx + e->params.draft_max + 2;
@@ -444,28 +458,6 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
     return SPECD_OK;
 }
 
-static specd_status run_step(generation *g, bool *done, char **error) {
-    specd_status st = draft_step(g, error);
-    if (st == SPECD_OK) st = target_pass(g, error);
-    specd_verify_result vr = {0};
-    if (st == SPECD_OK) st = verify_step(g, &vr, error);
-    if (st == SPECD_OK) st = step_probs(g, &vr, error);
-    if (st != SPECD_OK) return st;
-    keep_accepted_path(g, &vr);
-    record_step(g, &vr);
-    specd_sampler_observe(&g->sampler, vr.next_token); /* after step_probs: it reports the drawn-from dist */
-    specd_token *out = g->step_tokens;
-    int32_t n = 0;
-    for (int32_t i = 0; i < vr.n_accepted; i++) out[n++] = g->tree.nodes[vr.path[i]].token;
-    out[n++] = vr.next_token;
-    *done = emit_tokens(g, out, n, error, &st);
-    if (!*done && !specd_tree_reset(&g->tree, vr.next_token)) {
-        specd_set_error(error, "out of memory for the draft tree");
-        return SPECD_ERR_NO_MEMORY;
-    }
-    return st;
-}
-
 /* ---- the loop ------------------------------------------------------------------------------- */
 
 static void report_costs(const specd_draft_length *costs, specd_stats *s) {
@@ -487,35 +479,134 @@ static specd_status ingest_prompt(generation *g, const specd_token *prompt, int3
     return st;
 }
 
-static specd_status decode_loop(generation *g, char **error) {
-    double t0 = specd_now_ms();
-    specd_status st = SPECD_OK;
-    for (bool done = g->params->n_predict == 0; !done;) {
-        if (atomic_load(&g->e->stop_requested)) {
-            g->result->stop_reason = SPECD_STOP_CALLBACK;
-            break;
-        }
-        if (g->n_history >= g->e->n_ctx && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
-                                                                    &g->drafter, g->result, &st, error))
-            break;
-        st = run_step(g, &done, error);
-        if (st != SPECD_OK) break;
-    }
-    g->result->stats.decode_ms = specd_now_ms() - t0;
+/* ---- a session, step by step ------------------------------------------------------------- */
+
+/* Ends the generation: final statistics, and the costs it learnt kept for the next process. */
+static void finish(generation *g) {
+    if (g->done) return;
+    g->done = true;
     g->result->stats.n_predicted = g->result->n_tokens;
     if (g->drafter.ops) {
         report_costs(g->length, &g->result->stats);
         specd_calibration_save(g->e); /* when this generation learnt a cost, for the next process */
     }
+}
+
+static specd_status fail(generation *g, specd_status st) {
+    if (st != SPECD_OK) g->failed = st;
     return st;
 }
 
-specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
-                            const specd_generation_params *params, specd_result *result, char **error) {
+/* Whether the session may take the given part of a step now; an error saying why not otherwise. */
+static bool may_run(const generation *g, step_phase phase, char **error) {
+    static const char *const names[] = {"specd_session_draft", "specd_session_verify", "specd_session_accept"};
+    if (g->failed != SPECD_OK) specd_set_error(error, "this session failed in an earlier step: free it");
+    else if (g->done) specd_set_error(error, "this session has finished (stop: %s)",
+                                      specd_stop_reason_name(g->result->stop_reason));
+    else if (g->phase != phase) specd_set_error(error, "%s now, not %s: a step is draft, verify, accept",
+                                                names[g->phase], names[phase]);
+    return g->failed == SPECD_OK && !g->done && g->phase == phase;
+}
+
+/* The engine's caches hold this session's history: another session may have run in between
+ * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
+static specd_status make_caches_ours(generation *g, char **error) {
+    specd_status st = specd_slot_sync(g->e, &g->e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
+    if (st != SPECD_OK) return st;
+    if (g->n_history >= g->e->n_ctx && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
+                                                                &g->drafter, g->result, &st, error))
+        finish(g); /* no room: stopped (reason set), or st says what failed */
+    return st;
+}
+
+specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **error) {
     if (error) *error = NULL;
-    memset(result, 0, sizeof *result);
-    if (!e || !params) {
-        specd_set_error(error, "specd_generate needs an engine and parameters");
+    if (n_drafted) *n_drafted = 0;
+    if (!g || !may_run(g, PHASE_DRAFT, error)) return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+    double t0 = specd_now_ms();
+    specd_status st = SPECD_OK;
+    if (atomic_load(&g->e->stop_requested)) {
+        g->result->stop_reason = SPECD_STOP_CALLBACK;
+        finish(g);
+    } else {
+        st = make_caches_ours(g, error);
+        if (st == SPECD_OK && !g->done) st = draft_step(g, error);
+    }
+    if (st == SPECD_OK && !g->done) g->phase = PHASE_VERIFY;
+    if (n_drafted) *n_drafted = specd_tree_n_drafted(&g->tree);
+    g->result->stats.decode_ms += specd_now_ms() - t0;
+    return fail(g, st);
+}
+
+specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **error) {
+    if (error) *error = NULL;
+    if (n_accepted) *n_accepted = 0;
+    if (!g || !may_run(g, PHASE_VERIFY, error)) return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+    double t0 = specd_now_ms();
+    memset(&g->vr, 0, sizeof g->vr);
+    specd_status st = target_pass(g, error);
+    if (st == SPECD_OK) st = verify_step(g, &g->vr, error);
+    if (st == SPECD_OK) st = step_probs(g, &g->vr, error);
+    if (st == SPECD_OK) g->phase = PHASE_ACCEPT;
+    if (n_accepted) *n_accepted = g->vr.n_accepted;
+    g->result->stats.decode_ms += specd_now_ms() - t0;
+    return fail(g, st);
+}
+
+specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **error) {
+    if (error) *error = NULL;
+    if (n_emitted) *n_emitted = 0;
+    if (!g || !may_run(g, PHASE_ACCEPT, error)) return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+    double t0 = specd_now_ms();
+    const specd_verify_result *vr = &g->vr;
+    keep_accepted_path(g, vr);
+    record_step(g, vr);
+    specd_sampler_observe(&g->sampler, vr->next_token); /* after step_probs: it reports the drawn-from dist */
+    specd_token *out = g->step_tokens;
+    int32_t n = 0, before = g->result->n_tokens;
+    for (int32_t i = 0; i < vr->n_accepted; i++) out[n++] = g->tree.nodes[vr->path[i]].token;
+    out[n++] = vr->next_token;
+    specd_status st = SPECD_OK;
+    bool stop = emit_tokens(g, out, n, error, &st);
+    if (n_emitted) *n_emitted = g->result->n_tokens - before;
+    g->phase = PHASE_DRAFT;
+    if (st == SPECD_OK && !stop && !specd_tree_reset(&g->tree, vr->next_token)) {
+        specd_set_error(error, "out of memory for the draft tree");
+        st = SPECD_ERR_NO_MEMORY;
+    }
+    g->result->stats.decode_ms += specd_now_ms() - t0;
+    if (st == SPECD_OK && stop) finish(g);
+    return fail(g, st);
+}
+
+specd_status specd_session_step(specd_session *s, bool *done, char **error) {
+    specd_status st = specd_session_draft(s, NULL, error);
+    if (st == SPECD_OK && !s->done) st = specd_session_verify(s, NULL, error);
+    if (st == SPECD_OK && !s->done) st = specd_session_accept(s, NULL, error);
+    if (done) *done = st != SPECD_OK || s->done;
+    return st;
+}
+
+bool specd_session_done(const specd_session *s) { return !s || s->done || s->failed != SPECD_OK; }
+
+const specd_result *specd_session_result(const specd_session *s) { return s ? s->result : NULL; }
+
+void specd_session_take_result(specd_session *s, specd_result *out) {
+    *out = *s->result;
+    memset(s->result, 0, sizeof *s->result);
+    s->result_cap = 0;
+    s->result->n_probs = s->probs.n;
+}
+
+/* A session writing into `result_out` (the caller's, so on_tokens sees it fill as documented for
+ * specd_generate), or into its own result when NULL. */
+static specd_status open_session(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
+                                 const specd_generation_params *params, specd_result *result_out,
+                                 specd_session **out, char **error) {
+    if (error) *error = NULL;
+    if (out) *out = NULL;
+    if (!e || !params || !out) {
+        specd_set_error(error, "specd_session_new needs an engine, parameters and a place for the session");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     specd_status st = specd_generation_params_validate(params, NULL, error);
@@ -523,12 +614,43 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
     if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);
     if (st != SPECD_OK) return st;
-    atomic_store(&e->stop_requested, false);
-    generation g;
-    st = init_generation(&g, e, prompt, n_prompt, params, result, error);
-    if (st == SPECD_OK) st = ingest_prompt(&g, prompt, n_prompt, error);
-    if (st == SPECD_OK) st = decode_loop(&g, error);
-    free_generation(&g);
+    generation *g = malloc(sizeof *g);
+    if (!g) {
+        specd_set_error(error, "out of memory for a session");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    atomic_store(&e->stop_requested, false); /* a stop asked before this session is not for it */
+    st = init_generation(g, e, prompt, n_prompt, params, result_out, error);
+    if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
+    if (st != SPECD_OK) {
+        specd_session_free(g);
+        return st;
+    }
+    if (params->n_predict == 0) finish(g);
+    *out = g;
+    return SPECD_OK;
+}
+
+specd_status specd_session_new(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
+                               const specd_generation_params *params, specd_session **out, char **error) {
+    return open_session(e, prompt, n_prompt, params, NULL, out, error);
+}
+
+void specd_session_free(specd_session *s) {
+    if (!s) return;
+    free_generation(s);
+    specd_result_clear(&s->own_result);
+    free(s);
+}
+
+specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
+                            const specd_generation_params *params, specd_result *result, char **error) {
+    if (error) *error = NULL;
+    memset(result, 0, sizeof *result);
+    specd_session *s = NULL;
+    specd_status st = open_session(e, prompt, n_prompt, params, result, &s, error);
+    for (bool done = st != SPECD_OK || specd_session_done(s); !done;) st = specd_session_step(s, &done, error);
+    specd_session_free(s);
     if (st != SPECD_OK) specd_result_clear(result);
     return st;
 }

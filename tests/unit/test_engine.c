@@ -617,6 +617,92 @@ static void test_spec_type_names_parse_strictly(void **state) {
     assert_int_equal(sp.types[2], SPECD_SPEC_DRAFT);
 }
 
+/* ---- sessions: several generations against one engine, step by step ------------------------ */
+
+static specd_session *open_session(const char *text, const specd_generation_params *g) {
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, text, true, &prompt, &n, NULL), SPECD_OK);
+    specd_session *s = NULL;
+    char *err = NULL;
+    specd_status st = specd_session_new(engine, prompt, n, g, &s, &err);
+    if (st != SPECD_OK) fail_msg("specd_session_new: %s", err ? err : "?");
+    specd_free(prompt);
+    return s;
+}
+
+/* Two generations (different prompts, one speculating with a fixed and one with an adaptive
+ * draft, one sampling with a seed) stepped in turn from one thread on one engine: each gives
+ * exactly what it gives alone, although every step finds the caches holding the other's history. */
+static void test_two_sessions_interleaved_equal_their_runs_alone(void **state) {
+    (void)state;
+    specd_generation_params ga = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    specd_generation_params gb = greedy_params(SPECD_SPEC_DRAFT, 6, true);
+    gb.sampling.temperature = 1.0f; /* seeded sampling: the same draws whatever runs beside it */
+    gb.sampling.seed = 42;
+    specd_result alone_a = generate_text(engine, prompts[0], &ga);
+    specd_result alone_b = generate_text(engine, prompts[1], &gb);
+    specd_session *a = open_session(prompts[0], &ga), *b = open_session(prompts[1], &gb);
+    int steps = 0;
+    while (!specd_session_done(a) || !specd_session_done(b)) {
+        bool done = false;
+        char *err = NULL;
+        if (!specd_session_done(a) && specd_session_step(a, &done, &err) != SPECD_OK) fail_msg("a: %s", err);
+        if (!specd_session_done(b) && specd_session_step(b, &done, &err) != SPECD_OK) fail_msg("b: %s", err);
+        assert_true(++steps < 1000);
+    }
+    specd_result ra, rb;
+    specd_session_take_result(a, &ra);
+    specd_session_take_result(b, &rb);
+    assert_same_tokens(&ra, &alone_a, "session a interleaved");
+    assert_same_tokens(&rb, &alone_b, "session b interleaved");
+    assert_true(ra.stats.n_drafted > 0 && rb.stats.n_steps > 1);
+    assert_int_equal(ra.stop_reason, SPECD_STOP_LIMIT);
+    specd_result_clear(&ra);
+    specd_result_clear(&rb);
+    specd_result_clear(&alone_a);
+    specd_result_clear(&alone_b);
+    specd_session_free(a);
+    specd_session_free(b);
+}
+
+/* The step in its three public parts equals specd_generate; parts out of order are refused. */
+static void test_session_step_parts_equal_generate(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, false);
+    specd_result want = generate_text(engine, prompts[2], &g);
+    specd_session *s = open_session(prompts[2], &g);
+    char *err = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_session_accept(s, &n, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "specd_session_draft now, not specd_session_accept"));
+    specd_free(err);
+    int32_t drafted = 0, accepted = 0, emitted = 0;
+    while (!specd_session_done(s)) {
+        int32_t d = 0, acc = 0, e = 0;
+        assert_int_equal(specd_session_draft(s, &d, NULL), SPECD_OK);
+        if (specd_session_done(s)) break;
+        assert_int_equal(specd_session_verify(s, &acc, NULL), SPECD_OK);
+        assert_true(acc >= 0 && acc <= d);
+        assert_int_equal(specd_session_accept(s, &e, NULL), SPECD_OK);
+        assert_true(e >= 1 && e <= acc + 1);
+        drafted += d, accepted += acc, emitted += e;
+        /* what the session shows so far grows with each step */
+        assert_int_equal(specd_session_result(s)->n_tokens, emitted);
+    }
+    assert_int_equal(specd_session_draft(s, NULL, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "has finished (stop: limit)"));
+    specd_free(err);
+    specd_result got;
+    specd_session_take_result(s, &got);
+    assert_same_tokens(&got, &want, "draft/verify/accept");
+    assert_int_equal(got.stats.n_drafted, drafted);
+    assert_int_equal(got.stats.n_accepted, accepted);
+    specd_result_clear(&got);
+    specd_result_clear(&want);
+    specd_session_free(s);
+}
+
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     self_path = argv[0];
@@ -638,6 +724,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bad_requests_are_refused_with_clear_messages),
         cmocka_unit_test(test_generation_drafters_decides_the_speculation),
         cmocka_unit_test(test_spec_type_names_parse_strictly),
+        cmocka_unit_test(test_two_sessions_interleaved_equal_their_runs_alone),
+        cmocka_unit_test(test_session_step_parts_equal_generate),
         cmocka_unit_test(test_only_regular_files_are_models),
         cmocka_unit_test(test_progress_callback_reports_and_cancels),
         cmocka_unit_test(test_quiet_loads_print_nothing),
