@@ -7,7 +7,9 @@ CMAKE_FLAGS ?=
 BENCH_MODELS ?= $(HOME)/.cache/specd-bench
 BENCH_ARGS ?=
 
-.PHONY: all deps build demo test asan tsan bench bench-deps bench-models clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build demo test asan tsan fuzz bench bench-deps bench-models clean
 
 all: build
 
@@ -37,6 +39,17 @@ tsan: deps
 	@cmake --build build-tsan -j $(JOBS) --target test_rpc make_tiny_model
 	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc' --output-on-failure
 
+# libFuzzer on the JSON-RPC dispatcher (tests/fuzz): FUZZ_SECONDS with no model, then as long
+# with the tiny models. Our code with clang + ASan + UBSan + coverage; llama.cpp is the gcc build.
+fuzz:
+	@scripts/deps.sh --fuzz
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECD_FUZZ=ON \
+		-DSPECD_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_rpc fuzz_rpc_model make_tiny_model
+	@ctest --test-dir build-fuzz -R make_tiny_models --output-on-failure >/dev/null
+	@tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 # llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple), gnuplot.
 bench-deps:
 	@scripts/deps.sh --bench-tools
@@ -55,4 +68,4 @@ bench: build bench-deps bench-models
 	@echo "bench: docs/benchmarks.md updated"
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

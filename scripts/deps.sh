@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what specd needs to build, on Debian 12 with only apt and npm reachable.
 #
-#   scripts/deps.sh [--bench-tools]
+#   scripts/deps.sh [--bench-tools | --fuzz]
 #
 # 1. apt packages we build and test with (only those missing; needs root or sudo).
 # 2. llama.cpp: the exact release node-llama-cpp@3.22.1 builds from (llama.cpp 0.5.0), taken
@@ -10,6 +10,8 @@
 #    llama-simple (llama.cpp's greedy reference) is built beside it for the tests.
 #    --bench-tools also builds llama.cpp's own tools (llama-completion, llama-speculative,
 #    llama-speculative-simple) into deps/llama/build-tools/bin for comparisons.
+#    --fuzz also installs clang, its sanitizer and libFuzzer runtimes and OpenMP for clang
+#    (`make fuzz`; llama.cpp itself stays the gcc build above).
 #
 # A llama.cpp you already have: set LLAMA_CPP_DIR to its source tree (we build it the same way)
 # or to an install prefix holding lib/cmake/llama (we use it as is); see README.
@@ -96,6 +98,9 @@ build_llama_tools() {
 
 main() {
   [ "${1:-}" = --bench-tools ] && apt_pkgs+=(gnuplot-nox)
+  # clang 14 (Debian 12): -fsanitize=fuzzer needs libclang-rt-14-dev; ggml's CMake package asks
+  # for OpenMP, which clang finds only with libomp-dev.
+  [ "${1:-}" = --fuzz ] && apt_pkgs+=(clang libclang-rt-14-dev libomp-dev)
   install_apt_packages
   local src
   if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -d "$LLAMA_CPP_DIR/lib/cmake/llama" ]; then

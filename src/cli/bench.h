@@ -53,6 +53,11 @@ typedef struct bench_settings {
 /* bench_proc.c */
 bool bench_run_config(const bench_settings *s, const bench_config *c, const char *target,
                       const char *draft, const char *prompt, double temp, bench_sample *out);
+/* Whether an executable file `name` is in one of PATH's folders. */
+bool bench_tool_in_path(const char *name);
+/* Runs `tool` (looked up in PATH, output dropped) with `input` on its stdin and waits for it.
+ * False with a message in err when it cannot start, stops reading, or exits non-zero. */
+bool bench_feed_tool(const char *tool, const char *input, size_t len, char *err, size_t err_size);
 
 /* bench_report.c */
 typedef struct bench_group {

@@ -1,15 +1,24 @@
 /* bench_proc.c - runs one benchmark tool as a child process (stdin from /dev/null, stdout and
- * stderr captured), records its peak RSS, and reads its figures from what it printed. */
+ * stderr captured), records its peak RSS, and reads its figures from what it printed. Also feeds
+ * a script to a tool's stdin (gnuplot for the plots).
+ *
+ * SIGPIPE: a child that exits before reading all we write to it (gnuplot missing, or dying on a
+ * bad script) would kill specd with SIGPIPE and lose the report. So SIGPIPE is ignored while we
+ * write to a child, a failed write is an error we report, and children start with SIGPIPE at its
+ * default (an ignored signal stays ignored across exec). */
 #define _DEFAULT_SOURCE
 #include "bench.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,12 +31,15 @@ typedef struct captured {
     double max_rss_mb;
 } captured;
 
-static void child_exec(char **argv, int out_fd, int err_fd) {
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+/* In the child: stdin from in_fd (/dev/null when < 0), then exec argv (execvp: a bare name is
+ * looked up in PATH). Never returns. */
+static void child_exec(char **argv, int in_fd, int out_fd, int err_fd) {
+    signal(SIGPIPE, SIG_DFL);
+    int stdin_fd = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
+    if (stdin_fd >= 0) dup2(stdin_fd, STDIN_FILENO);
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
-    execv(argv[0], argv);
+    execvp(argv[0], argv);
     fprintf(stderr, "cannot run %s\n", argv[0]);
     _exit(127);
 }
@@ -59,7 +71,7 @@ static bool run_captured(char **argv, bool json_only, captured *out) {
     if (pid < 0) return false;
     if (pid == 0) {
         close(p[0]);
-        child_exec(argv, p[1], err_fd);
+        child_exec(argv, -1, p[1], err_fd);
     }
     close(p[1]);
     if (json_only && err_fd >= 0) close(err_fd);
@@ -69,6 +81,91 @@ static bool run_captured(char **argv, bool json_only, captured *out) {
     if (wait4(pid, &out->status, 0, &ru) < 0) return false;
     out->max_rss_mb = (double)ru.ru_maxrss / 1024.0; /* Linux reports kilobytes */
     return out->text != NULL;
+}
+
+/* ---- feeding a script to a tool ------------------------------------------------------------ */
+
+bool bench_tool_in_path(const char *name) {
+    const char *path = getenv("PATH");
+    if (!path || !*path) return false;
+    for (const char *dir = path;; dir++) {
+        const char *end = strchr(dir, ':');
+        size_t len = end ? (size_t)(end - dir) : strlen(dir);
+        char file[4096];
+        /* An empty PATH entry is the current folder. */
+        snprintf(file, sizeof file, "%.*s/%s", len ? (int)len : 1, len ? dir : ".", name);
+        struct stat st;
+        if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0) return true;
+        if (!end) return false;
+        dir = end;
+    }
+}
+
+/* write() all of buf; false with errno set on failure (EPIPE: the reader has gone). */
+static bool write_all(int fd, const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+/* Writes to the child with SIGPIPE ignored, so a child that has exited gives EPIPE, not death. */
+static bool write_to_child(int fd, const char *input, size_t len, int *write_errno) {
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, old;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old);
+    bool ok = write_all(fd, input, len);
+    *write_errno = ok ? 0 : errno;
+    sigaction(SIGPIPE, &old, NULL);
+    return ok;
+}
+
+static void describe_status(char *buf, size_t size, int status) {
+    if (WIFEXITED(status)) snprintf(buf, size, "exit status %d%s", WEXITSTATUS(status),
+                                    WEXITSTATUS(status) == 127 ? ", not found or not runnable" : "");
+    else if (WIFSIGNALED(status)) snprintf(buf, size, "killed by signal %d", WTERMSIG(status));
+    else snprintf(buf, size, "status %d", status);
+}
+
+bool bench_feed_tool(const char *tool, const char *input, size_t len, char *err, size_t err_size) {
+    int p[2];
+    if (pipe(p) != 0) {
+        snprintf(err, err_size, "cannot make a pipe for %s: %s", tool, strerror(errno));
+        return false;
+    }
+    int devnull = open("/dev/null", O_WRONLY);
+    pid_t pid = devnull >= 0 ? fork() : -1;
+    if (pid == 0) {
+        close(p[1]);
+        char *argv[] = {(char *)tool, NULL};
+        child_exec(argv, p[0], devnull, devnull);
+    }
+    close(p[0]);
+    if (devnull >= 0) close(devnull);
+    if (pid < 0) {
+        close(p[1]);
+        snprintf(err, err_size, "cannot start %s: %s", tool, strerror(errno));
+        return false;
+    }
+    int write_errno = 0, status = 0;
+    bool written = write_to_child(p[1], input, len, &write_errno);
+    close(p[1]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    char how[96];
+    describe_status(how, sizeof how, status);
+    if (!written) {
+        snprintf(err, err_size, "%s stopped reading its input (%s; %s)", tool, strerror(write_errno), how);
+        return false;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err, err_size, "%s failed (%s)", tool, how);
+        return false;
+    }
+    return true;
 }
 
 /* ---- argument lists ------------------------------------------------------------------------- */

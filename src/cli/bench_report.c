@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE
 #include "bench.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,7 @@ static void write_summary(FILE *f, const bench_group *g, const bench_config *com
     fputs("\n", f);
 }
 
+/* plot_prefix: the group's plot files, or NULL when no plots are drawn. */
 static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) {
     const bench_config *completion = best_of(g, TOOL_LLAMA_COMPLETION);
     const bench_config *simple = best_of(g, TOOL_LLAMA_SPEC_SIMPLE), *spec = best_of(g, TOOL_LLAMA_SPEC);
@@ -234,14 +236,17 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
                    "by position and pass costs.\n", limit, best_k);
     write_summary(f, g, completion);
     write_sweep(f, g);
-    fprintf(f, "\n![tokens/s](%s-tps.png) ![acceptance by position](%s-accept.png)\n", plot_prefix, plot_prefix);
+    if (plot_prefix)
+        fprintf(f, "\n![tokens/s](%s-tps.png) ![acceptance by position](%s-accept.png)\n", plot_prefix, plot_prefix);
+    else
+        fputs("\n(Plots skipped: gnuplot not found; `make bench-deps` installs it.)\n", f);
 }
 
 /* ---- plots ------------------------------------------------------------------------------------- */
 
-static void plot_group(const char *dir, const char *prefix, const bench_group *g) {
-    FILE *gp = popen("gnuplot 2>/dev/null", "w");
-    if (!gp) return;
+/* The gnuplot script for one group's two plots (tokens/s per configuration, acceptance by draft
+ * position). */
+static void write_plot_script(FILE *gp, const char *dir, const char *prefix, const bench_group *g) {
     fprintf(gp, "set terminal png size 900,420\nset output '%s/%s-tps.png'\n", dir, prefix);
     fprintf(gp, "set title '%s, temperature %g: median tokens/s'\nset style fill solid 0.6\nset boxwidth 0.7\n"
                 "set xtics rotate by -30 font ',8'\nset rmargin 14\nset bmargin 12\nset yrange [0:*]\nunset key\n$d << EOD\n", g->pair, g->temp);
@@ -267,14 +272,57 @@ static void plot_group(const char *dir, const char *prefix, const bench_group *g
         }
         fputs("e\n", gp);
     }
-    pclose(gp);
 }
 
-static void write_raw(const char *dir, const bench_group *groups, int n_groups) {
+/* Draws one group's plots with gnuplot. The script is built in memory first, so gnuplot failing
+ * (or missing) is one error after the fact, never a half-written pipe. */
+static bool plot_group(const char *dir, const char *prefix, const bench_group *g, char *err, size_t err_size) {
+    char *script = NULL;
+    size_t len = 0;
+    FILE *gp = open_memstream(&script, &len);
+    if (!gp) {
+        snprintf(err, err_size, "out of memory for the plot script");
+        return false;
+    }
+    write_plot_script(gp, dir, prefix, g);
+    bool ok = !ferror(gp);
+    ok = (fclose(gp) == 0) && ok;
+    if (!ok) snprintf(err, err_size, "out of memory for the plot script");
+    ok = ok && bench_feed_tool("gnuplot", script, len, err, err_size);
+    free(script);
+    return ok;
+}
+
+/* Plots every group; a failure is said on stderr. Plots are extras: the report is written first
+ * and stays either way. */
+static void plot_groups(const char *dir, const bench_group *groups, int n_groups) {
+    for (int i = 0; i < n_groups; i++) {
+        char prefix[64], err[512];
+        snprintf(prefix, sizeof prefix, "g%d", i);
+        if (!plot_group(dir, prefix, &groups[i], err, sizeof err)) {
+            fprintf(stderr, "specd bench: plots failed: %s\n", err);
+            return;
+        }
+    }
+}
+
+/* Closes a file we wrote, reporting a failed write (disk full, I/O error) as what it is. */
+static bool close_written(FILE *f, const char *path, char *err, size_t err_size) {
+    bool ok = !ferror(f);
+    int close_errno = 0;
+    if (fclose(f) != 0) ok = false, close_errno = errno;
+    if (!ok) snprintf(err, err_size, "cannot write %s: %s", path, close_errno ? strerror(close_errno) : "write error");
+    return ok;
+}
+
+static bool write_raw(const char *dir, const bench_group *groups, int n_groups, char *err, size_t err_size) {
     char path[1200];
     snprintf(path, sizeof path, "%s/raw.tsv", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
     fputs("pair\ttemperature\tconfiguration\tprompt\tok\ttokens_per_s\tacceptance\taccepted_per_step\tmax_rss_mb\n", f);
     for (int gi = 0; gi < n_groups; gi++)
         for (int ci = 0; ci < groups[gi].n_configs; ci++)
@@ -284,16 +332,16 @@ static void write_raw(const char *dir, const bench_group *groups, int n_groups) 
                         groups[gi].configs[ci].name, s, x->ok, x->tokens_per_s, x->acceptance,
                         x->accepted_per_step, x->max_rss_mb);
             }
-    fclose(f);
+    return close_written(f, path, err, err_size);
 }
 
 bool bench_write_report(const char *dir, const bench_group *groups, int n_groups, const bench_settings *s,
                         int n_prompts, char *err, size_t err_size) {
     char path[1200];
     snprintf(path, sizeof path, "%s/benchmarks.md", dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "we");
     if (!f) {
-        snprintf(err, err_size, "cannot write %s", path);
+        snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
         return false;
     }
     fputs("# specd benchmarks\n\nWritten by `specd bench` (`make bench`). Tools: llama-completion (no speculation), "
@@ -308,13 +356,16 @@ bool bench_write_report(const char *dir, const bench_group *groups, int n_groups
           "tests/unit/test_engine.c). Where the time goes, and why chains cannot go much faster on this pair: "
           "docs/performance.md.\n\n", f);
     write_machine(f, s, n_prompts);
+    /* Checked first: without gnuplot the report says so instead of linking to missing images. */
+    bool with_plots = bench_tool_in_path("gnuplot");
+    if (!with_plots) fputs("specd bench: plots skipped: gnuplot not found (make bench-deps installs it)\n", stderr);
     for (int i = 0; i < n_groups; i++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "g%d", i);
-        write_group(f, &groups[i], prefix);
-        plot_group(dir, prefix, &groups[i]);
+        write_group(f, &groups[i], with_plots ? prefix : NULL);
     }
-    fclose(f);
-    write_raw(dir, groups, n_groups);
+    /* The report and the raw data are on disk before gnuplot runs. */
+    if (!close_written(f, path, err, err_size) || !write_raw(dir, groups, n_groups, err, err_size)) return false;
+    if (with_plots) plot_groups(dir, groups, n_groups);
     return true;
 }

@@ -4,6 +4,9 @@
     test_cli.py errors SPECD MODELS_DIR
         bad arguments and models: exit code 2 and a one-line message naming the problem;
         --json output fields on the tiny models.
+    test_cli.py bench SPECD MODELS_DIR
+        `specd bench` on the tiny pair, with stand-ins for llama.cpp's tools and for gnuplot (and
+        with no gnuplot at all): it never depends on what `make bench-deps` installs.
     test_cli.py reference SPECD SHARED_MODELS_DIR LLAMA_SIMPLE
         with ../shared/models: `specd run --spec none` greedy text equals llama.cpp's own
         llama-simple, and stories260K vs aidreams260K is refused. Exits 77 (skipped) when the
@@ -33,11 +36,13 @@ def check(name, ok, detail=""):
         print(f"FAIL {name}: {detail}")
 
 
-def run(args, timeout=300):
+def run(args, timeout=300, path=None):
+    """Runs a command; `path` replaces PATH (the bench tests choose which tools it can find)."""
     # One thread: ggml's threads spin at barriers, and on a busy 2-core CI machine two crawl.
     if len(args) > 1 and args[1] in ("run", "bench") and "-t" not in args:
         args = args[:2] + ["-t", "1"] + args[2:]
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    env = None if path is None else dict(os.environ, PATH=path)
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def expect_usage_error(specd, name, args, needle):
@@ -130,8 +135,6 @@ def errors(specd, models):
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],
                        "needs a draft model")
 
-    bench(specd, target, draft)
-
     r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "16", "--temp", "0"])
     check("plain output streams text then statistics", r.returncode == 0 and len(r.stdout.strip()) > 0
           and "acceptance" not in r.stdout and "accepted" in r.stderr and "tokens/s" in r.stderr, r.stderr)
@@ -155,30 +158,83 @@ def grammar_file(specd, target, draft):
         os.unlink(f.name)
 
 
-def bench(specd, target, draft):
-    """specd bench end to end on the tiny pair (specd only): the report has every row and the limit."""
+def write_script(folder, name, body):
+    """An executable shell script folder/name (a stand-in for a tool)."""
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def read_text(path):
+    return open(path).read() if os.path.exists(path) else ""
+
+
+GNUPLOT_SKIPPED = "plots skipped: gnuplot not found (make bench-deps installs it)"
+
+
+def bench(specd, models):
+    """specd bench end to end on the tiny pair. PATH is set by each run: no gnuplot at all, or a
+    stand-in, so what is installed on the machine does not matter."""
     import tempfile
+    target = os.path.join(models, "target.gguf")
+    draft = os.path.join(models, "draft.gguf")
     with tempfile.TemporaryDirectory() as tmp:
         prompts = os.path.join(tmp, "prompts.txt")
         with open(prompts, "w") as f:
             f.write("the little girl\nthe dog ran to the park\n")
+        no_tools = os.path.join(tmp, "empty-bin")  # a PATH where nothing is found
+        os.makedirs(no_tools)
         out = os.path.join(tmp, "results", "out")  # parents are created too
         r = run([specd, "bench", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
-                 "--temps", "0", "--out", out])
-        report = open(os.path.join(out, "benchmarks.md")).read() if os.path.exists(os.path.join(out, "benchmarks.md")) else ""
+                 "--temps", "0", "--out", out], path=no_tools)
+        report = read_text(os.path.join(out, "benchmarks.md"))
         check("bench writes the report", r.returncode == 0 and "| specd draft (default: adaptive) |" in report
               and "| specd, speculation off |" in report and "Chain limit:" in report and "failed" not in report,
               r.stderr[-500:] + report[:500])
         check("bench shows progress", "[1/6]" in r.stderr and "[6/6]" in r.stderr, r.stderr[-300:])
+        check("bench without gnuplot says plots are skipped, and links none", r.returncode == 0
+              and GNUPLOT_SKIPPED in r.stderr and "Plots skipped" in report and ".png" not in report
+              and os.path.exists(os.path.join(out, "raw.tsv")), r.stderr[-500:])
         ngram_out = os.path.join(tmp, "ngram")
         r = run([specd, "bench", "--ngram", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
-                 "--temps", "0", "--out", ngram_out])
-        report = open(os.path.join(ngram_out, "benchmarks.md")).read() if r.returncode == 0 else ""
+                 "--temps", "0", "--out", ngram_out], path=no_tools)
+        report = read_text(os.path.join(ngram_out, "benchmarks.md")) if r.returncode == 0 else ""
         check("bench --ngram measures the model-free drafters", "| specd ngram-simple |" in report
               and "| specd suffix |" in report and "failed" not in report, r.stderr[-500:] + report[:300])
-        bench_against_fake_llama(specd, target, draft, tmp, prompts)
+        bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools)
+        bench_plots(specd, target, draft, tmp, prompts)
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
     check("bench without llama tools says what to do", r.returncode == 2 and "make bench-deps" in r.stderr, r.stderr)
+    return 0
+
+
+def bench_plots(specd, target, draft, tmp, prompts):
+    """gnuplot as found in PATH: a stand-in that keeps the script it is given, and one that exits
+    at once without reading it (the report stays, the failure is said, specd is not killed)."""
+    recorder = os.path.join(tmp, "gnuplot-recorder")
+    os.makedirs(recorder)
+    scripts = os.path.join(tmp, "gnuplot-input.txt")
+    write_script(recorder, "gnuplot", f"/bin/cat >> '{scripts}'")
+    out = os.path.join(tmp, "plots")
+    r = run([specd, "bench", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
+             "--temps", "0,1", "--out", out], path=recorder)
+    report, script = read_text(os.path.join(out, "benchmarks.md")), read_text(scripts)
+    check("bench feeds gnuplot a script per group and links its plots", r.returncode == 0
+          and "specd bench: plots" not in r.stderr and "![tokens/s](g0-tps.png)" in report and "(g1-accept.png)" in report
+          and f"set output '{out}/g0-tps.png'" in script and f"set output '{out}/g1-accept.png'" in script
+          and '"specd draft (default: adaptive)"' in script, r.stderr[-500:] + script[:300])
+    quitter = os.path.join(tmp, "gnuplot-quitter")
+    os.makedirs(quitter)
+    write_script(quitter, "gnuplot", "exec 0<&-; exit 3")
+    out = os.path.join(tmp, "plots-failed")
+    r = run([specd, "bench", "--no-llama", "--pair", target, draft, "--prompts", prompts, "-n", "12",
+             "--temps", "0", "--out", out], path=quitter)
+    report = read_text(os.path.join(out, "benchmarks.md"))
+    check("bench reports a gnuplot that fails, and keeps the report", r.returncode == 0
+          and "plots failed: gnuplot" in r.stderr and "exit status 3" in r.stderr
+          and "| specd, speculation off |" in report, f"rc={r.returncode} {r.stderr[-500:]}")
 
 
 FAKE_TOOLS = {
@@ -193,22 +249,19 @@ FAKE_TOOLS = {
 }
 
 
-def bench_against_fake_llama(specd, target, draft, tmp, prompts):
+def bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools):
     """The llama.cpp rows, their parsing and the summary ratios, with stand-ins for llama.cpp's tools."""
     bin_dir = os.path.join(tmp, "fake-llama")
     os.makedirs(bin_dir)
     for name, body in FAKE_TOOLS.items():
-        path = os.path.join(bin_dir, name)
-        with open(path, "w") as f:
-            f.write("#!/bin/sh\n" + body + "\n")
-        os.chmod(path, 0o755)
+        write_script(bin_dir, name, body)
     out = os.path.join(tmp, "fake-out")
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", bin_dir, "--prompts", prompts, "-n", "12",
-             "--temps", "0", "--sweep", "3", "--out", out])
-    report = open(os.path.join(out, "benchmarks.md")).read() if r.returncode == 0 else ""
+             "--temps", "0", "--sweep", "3", "--out", out], path=no_tools)
+    report = read_text(os.path.join(out, "benchmarks.md")) if r.returncode == 0 else ""
     check("bench parses llama.cpp's tools", "| llama-completion (no speculation) | 40.0 |" in report
           and "| llama-speculative, draft 3 | 50.0 |" in report and "| 70% |" in report
-          and "| llama-speculative-simple, draft 3 | 45.0 |" in report, r.stderr[-500:] + report[:800])
+          and "| llama-speculative-simple, draft 3 | 45.0 |" in report, f"rc={r.returncode} " + r.stderr[-500:] + report[:800])
     summary = [line for line in report.splitlines() if line.startswith("specd's best default")]
     adaptive = [line for line in report.splitlines() if line.startswith("| specd draft (default: adaptive) |")]
     tail = "x llama.cpp's best speculative tool (llama-speculative, draft 3, 50.0 tokens/s)"
@@ -252,6 +305,17 @@ def llama_text(stdout):
     return text[:-len("[end of text]")].strip() if text.endswith("[end of text]") else text
 
 
+def reference_run(args, tries=3):
+    """llama-completion, run until it finished its generation: on a loaded machine it sometimes exits
+    with status 0 in the middle of generating (its output cut short, and no perf summary on stderr,
+    seen 1 run in 6 beside a busy test); a run without the summary is not a reference."""
+    for _ in range(tries):
+        r = run(args)
+        if r.returncode != 0 or "common_perf_print" in r.stderr:
+            return r
+    return r
+
+
 def grammar(specd, shared, llama_completion):
     stories = os.path.join(shared, "stories260K.gguf")
     if not os.path.exists(stories):
@@ -264,8 +328,8 @@ def grammar(specd, shared, llama_completion):
              ("Lily had a toy car.", 'root ::= (" " [a-z]+){3} "."'),
              ("Zoo", 'root ::= " {\\"name\\": \\"" [A-Za-z ]+ "\\"}"')]
     for prompt, gbnf in cases:
-        ref = run([llama_completion, "-m", stories, "-p", prompt, "-n", "80", "--temp", "0", "-t", "1", "-no-cnv",
-                   "--grammar", gbnf])
+        ref = reference_run([llama_completion, "-m", stories, "-p", prompt, "-n", "80", "--temp", "0", "-t", "1",
+                             "-no-cnv", "--grammar", gbnf])
         want = llama_text(ref.stdout)
         for spec in ("none", "ngram-simple", "suffix"):
             r = run([specd, "run", "-m", stories, "-p", prompt, "-n", "80", "--temp", "0", "--spec", spec,
@@ -280,6 +344,8 @@ def main():
     mode = sys.argv[1]
     if mode == "errors":
         rc = errors(*sys.argv[2:4])
+    elif mode == "bench":
+        rc = bench(*sys.argv[2:4])
     elif mode == "grammar":
         rc = grammar(*sys.argv[2:5])
     else:
