@@ -81,30 +81,12 @@ static void run_usage(FILE *out) {
 static bool parse_spec(cli_args *a, specd_spec_params *sp) {
     const char *v = cli_value(a, "--spec");
     if (!v) return false;
-    sp->n_types = 0;
-    for (const char *p = v; *p;) {
-        size_t len = strcspn(p, ",");
-        char name[32];
-        specd_spec_type t;
-        if (len == 0 || len >= sizeof name) return cli_fail(a, "--spec: empty or overlong entry in '%s'", v);
-        memcpy(name, p, len);
-        name[len] = '\0';
-        if (!specd_spec_type_from_name(name, &t) || t == SPECD_SPEC_AUTO)
-            return cli_fail(a, "--spec must be none or a comma-separated list of draft, ngram-simple, "
-                            "ngram-map, ngram-cache, suffix: unknown type '%s'", name);
-        if (sp->n_types == SPECD_SPEC_MAX_TYPES) return cli_fail(a, "--spec: too many types in '%s'", v);
-        sp->types[sp->n_types++] = t;
-        p += len + (p[len] == ',');
-    }
-    if (sp->n_types == 0) return cli_fail(a, "--spec needs a type");
-    if (sp->n_types == 1) { /* one type: the plain field, so 'none' and 'draft' behave as before */
-        sp->type = sp->types[0];
-        sp->n_types = 0;
-    } else {
-        for (int32_t i = 0; i < sp->n_types; i++)
-            if (sp->types[i] == SPECD_SPEC_NONE) return cli_fail(a, "--spec: 'none' cannot be part of a list");
-    }
-    return true;
+    char *err = NULL;
+    bool ok = specd_spec_params_parse_types(sp, v, &err) == SPECD_OK;
+    if (!ok) cli_fail(a, "--spec must be none or a comma-separated list of draft, ngram-simple, ngram-map, "
+                      "ngram-cache, suffix: %s", err ? err : "");
+    specd_free(err);
+    return ok;
 }
 
 static bool spec_lists_draft(const specd_spec_params *sp) {
@@ -243,17 +225,15 @@ static bool stream_tokens(const specd_token *tokens, int32_t n, void *user_data)
 }
 
 /* The speculation used, as reported: "none", "draft", or the list ("ngram-simple,draft"). */
+/* The speculation used, as reported: "none", "draft", or the list ("ngram-simple,draft"); the
+ * library decides (AUTO, mirostat, draft_max 0). */
 static const char *effective_spec(const run_options *o, const specd_engine *e, char *buf, size_t size) {
-    const specd_spec_params *sp = &o->gen.speculative;
-    if (sp->n_types == 0) {
-        specd_spec_type t = sp->type;
-        if (t == SPECD_SPEC_AUTO) t = specd_engine_has_draft(e) ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE;
-        return specd_spec_type_name(t);
-    }
-    buf[0] = '\0';
-    for (int32_t i = 0; i < sp->n_types; i++) {
+    specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
+    int32_t n = specd_generation_drafters(e, &o->gen, drafters, NULL);
+    snprintf(buf, size, "%s", n == 0 ? "none" : "");
+    for (int32_t i = 0; i < n; i++) {
         size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s%s", i ? "," : "", specd_spec_type_name(sp->types[i]));
+        snprintf(buf + len, size - len, "%s%s", i ? "," : "", specd_spec_type_name(drafters[i]));
     }
     return buf;
 }

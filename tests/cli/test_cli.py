@@ -306,14 +306,13 @@ def llama_text(stdout):
 
 
 def reference_run(args, tries=3):
-    """llama-completion, run until it finished its generation: on a loaded machine it sometimes exits
-    with status 0 in the middle of generating (its output cut short, and no perf summary on stderr,
-    seen 1 run in 6 beside a busy test); a run without the summary is not a reference."""
-    for _ in range(tries):
-        r = run(args)
-        if r.returncode != 0 or "common_perf_print" in r.stderr:
-            return r
-    return r
+    """llama-completion, the longest of a few runs: on a loaded machine its logging thread often
+    loses the end of the text it prints as the process exits (status 0, the output cut short; seen
+    in 2 runs of 3 while other tests ran). Greedy runs are identical otherwise, so truncation is the
+    only way they differ."""
+    runs = [run(args) for _ in range(tries)]
+    ok = [r for r in runs if r.returncode == 0]
+    return max(ok, key=lambda r: len(r.stdout)) if ok else runs[0]
 
 
 def grammar(specd, shared, llama_completion):
@@ -335,7 +334,11 @@ def grammar(specd, shared, llama_completion):
             r = run([specd, "run", "-m", stories, "-p", prompt, "-n", "80", "--temp", "0", "--spec", spec,
                      "--grammar", gbnf, "--json"])
             ours = (prompt + json.loads(r.stdout)["text"]).strip() if r.returncode == 0 else r.stderr
-            check(f"llama-completion agrees under {gbnf[:24]!r} ({spec})", ref.returncode == 0 and ours == want,
+            # When llama-completion's text was cut (it did not end, and lost its tail), specd's must
+            # continue it exactly: the whole reference is a prefix, and a long one.
+            cut = not ref.stdout.strip().endswith("[end of text]") and len(want) >= len(prompt) + 20
+            agrees = ours == want or (cut and ours.startswith(want))
+            check(f"llama-completion agrees under {gbnf[:24]!r} ({spec})", ref.returncode == 0 and agrees,
                   f"\nllama: {want!r}\nspecd: {ours!r}")
     return 0
 
