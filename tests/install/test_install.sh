@@ -3,9 +3,13 @@
 # pkg-config, as a user of the library does; then runs it on the tiny models and checks that
 # greedy speculation gives the text of the target alone.
 #
-#   test_install.sh BUILD_DIR SOURCE_DIR MODELS_DIR
+#   test_install.sh BUILD_DIR SOURCE_DIR MODELS_DIR [SANITIZERS]
+# SANITIZERS: those the library was built with (make asan), so the programs built here load the
+# same runtime first.
 set -euo pipefail
-build=$1 src=$2 models=$3
+build=$1 src=$2 models=$3 sanitize=${4:-}
+cflags=()
+[ -z "$sanitize" ] || cflags=(-fsanitize="$sanitize")
 command -v pkg-config >/dev/null || { echo "FAIL pkg-config not found (scripts/deps.sh installs it)"; exit 1; }
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
@@ -26,7 +30,7 @@ leaked=$(nm -D --defined-only "$libdir/libspecd.so" | awk '$2 ~ /[TDB]/ {print $
 [ -z "$leaked" ] || { echo "FAIL libspecd.so exports non-specd symbols: $leaked"; exit 1; }
 echo "ok   only specd_* symbols exported"
 
-cc -std=c11 -Wall -Wextra -Werror "$src/examples/generate.c" $(pkg-config --cflags --libs specd) \
+cc -std=c11 -Wall -Wextra -Werror "${cflags[@]}" "$src/examples/generate.c" $(pkg-config --cflags --libs specd) \
    -Wl,-rpath,"$libdir" -o "$prefix/generate"
 echo "ok   examples/generate.c builds with pkg-config --cflags --libs specd"
 alone=$("$prefix/generate" "$models/target.gguf" "one day the dog" 2>/dev/null)
@@ -47,7 +51,7 @@ int main(void) {
     return 0;
 }
 C
-cc -std=c11 -Wall -Werror "$prefix/rpc.c" $(pkg-config --cflags --libs specd-rpc) -Wl,-rpath,"$libdir" -o "$prefix/rpc"
+cc -std=c11 -Wall -Werror "${cflags[@]}" "$prefix/rpc.c" $(pkg-config --cflags --libs specd-rpc) -Wl,-rpath,"$libdir" -o "$prefix/rpc"
 "$prefix/rpc" | grep -q '"state": *"uninitialized"' || { echo "FAIL specd_rpc status through libspecd-rpc: $("$prefix/rpc")"; exit 1; }
 echo "ok   libspecd-rpc: specd_rpc built with pkg-config specd-rpc answers status; libspecd.so needs no jansson"
 echo "6 passed, 0 failed"
