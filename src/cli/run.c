@@ -4,6 +4,7 @@
 #include "../util/args.h"
 #include "cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,36 @@ static bool spec_lists_draft(const specd_spec_params *sp) {
     return false;
 }
 
+/* The flag that sets each field the library checks (specd_generation_params_validate). */
+static const char *flag_of(const char *field) {
+    static const struct {
+        const char *field, *flag;
+    } flags[] = {
+        {"sampling.temperature", "--temp"},           {"sampling.top_p", "--top-p"},
+        {"sampling.min_p", "--min-p"},                {"sampling.typical_p", "--typical"},
+        {"sampling.repeat_penalty", "--repeat-penalty"}, {"sampling.repeat_last_n", "--repeat-last-n"},
+        {"sampling.presence_penalty", "--presence-penalty"}, {"sampling.frequency_penalty", "--frequency-penalty"},
+        {"speculative.draft_max", "--draft-max"},     {"speculative.draft_min", "--draft-min"},
+        {"speculative.draft_p_min", "--draft-p-min"}, {"speculative.ngram_n", "--spec-ngram-n"},
+        {"speculative.ngram_min_hits", "--spec-ngram-min-hits"},
+        {"speculative.suffix_branches", "--spec-suffix-branches"}, {"n_keep", "--keep"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if (!strcmp(field, flags[i].field)) return flags[i].flag;
+    return field;
+}
+
+/* Ranges are the library's to decide: the flags are read as numbers, then checked here once,
+ * and the message names the flag. */
+static bool ranges_valid(cli_args *a, const specd_generation_params *g) {
+    const char *field = NULL;
+    char *err = NULL;
+    if (specd_generation_params_validate(g, &field, &err) == SPECD_OK) return true;
+    cli_fail(a, "%s%s", field ? flag_of(field) : "", err && field ? err + strlen(field) : (err ? err : ""));
+    specd_free(err);
+    return false;
+}
+
 /* Sampling and speculation flags; returns 1 when handled, 0 when not ours, -1 on error. */
 static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     specd_sampling_params *s = &o->gen.sampling;
@@ -104,30 +135,30 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     double d = 0.0;
     bool ok = true;
     if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_predict = (int32_t)i; }
-    else if (!strcmp(f, "--temp")) { ok = cli_float(a, f, 0.0, 100.0, &d); s->temperature = (float)d; }
-    else if (!strcmp(f, "--top-k")) { ok = cli_int(a, f, 0, INT32_MAX, &i); s->top_k = (int32_t)i; }
-    else if (!strcmp(f, "--top-p")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->top_p = (float)d; }
-    else if (!strcmp(f, "--min-p")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->min_p = (float)d; }
-    else if (!strcmp(f, "--typical")) { ok = cli_float(a, f, 0.0, 1.0, &d); s->typical_p = (float)d; }
-    else if (!strcmp(f, "--repeat-penalty")) { ok = cli_float(a, f, 0.0, 100.0, &d); s->repeat_penalty = (float)d; }
-    else if (!strcmp(f, "--repeat-last-n")) { ok = cli_int(a, f, -1, INT32_MAX, &i); s->repeat_last_n = (int32_t)i; }
-    else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -100.0, 100.0, &d); s->presence_penalty = (float)d; }
-    else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -100.0, 100.0, &d); s->frequency_penalty = (float)d; }
+    else if (!strcmp(f, "--temp")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->temperature = (float)d; }
+    else if (!strcmp(f, "--top-k")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); s->top_k = (int32_t)i; }
+    else if (!strcmp(f, "--top-p")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->top_p = (float)d; }
+    else if (!strcmp(f, "--min-p")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->min_p = (float)d; }
+    else if (!strcmp(f, "--typical")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->typical_p = (float)d; }
+    else if (!strcmp(f, "--repeat-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->repeat_penalty = (float)d; }
+    else if (!strcmp(f, "--repeat-last-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); s->repeat_last_n = (int32_t)i; }
+    else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->presence_penalty = (float)d; }
+    else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->frequency_penalty = (float)d; }
     else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
     else if (!strcmp(f, "--context-shift")) o->gen.context_shift = true;
-    else if (!strcmp(f, "--keep")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_keep = (int32_t)i; }
+    else if (!strcmp(f, "--keep")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); o->gen.n_keep = (int32_t)i; }
     else if (!strcmp(f, "--grammar")) ok = (o->gen.grammar = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--grammar-file")) ok = (o->grammar_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--spec")) ok = parse_spec(a, sp);
-    else if (!strcmp(f, "--draft-max")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_max = (int32_t)i; }
-    else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, 0, 256, &i); sp->draft_min = (int32_t)i; }
-    else if (!strcmp(f, "--draft-p-min")) { ok = cli_float(a, f, 0.0, 1.0, &d); sp->draft_p_min = (float)d; }
+    else if (!strcmp(f, "--draft-max")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_max = (int32_t)i; }
+    else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_min = (int32_t)i; }
+    else if (!strcmp(f, "--draft-p-min")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); sp->draft_p_min = (float)d; }
     else if (!strcmp(f, "--draft-fixed")) sp->adaptive = false;
-    else if (!strcmp(f, "--spec-ngram-n")) { ok = cli_int(a, f, 1, 64, &i); sp->ngram_n = (int32_t)i; }
-    else if (!strcmp(f, "--spec-ngram-min-hits")) { ok = cli_int(a, f, 1, INT32_MAX, &i); sp->ngram_min_hits = (int32_t)i; }
+    else if (!strcmp(f, "--spec-ngram-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_n = (int32_t)i; }
+    else if (!strcmp(f, "--spec-ngram-min-hits")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_min_hits = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-cache")) ok = (sp->ngram_cache_path = cli_value(a, f)) != NULL;
-    else if (!strcmp(f, "--spec-suffix-branches")) { ok = cli_int(a, f, 1, 8, &i); sp->suffix_branches = (int32_t)i; }
+    else if (!strcmp(f, "--spec-suffix-branches")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->suffix_branches = (int32_t)i; }
     else return 0;
     return ok ? 1 : -1;
 }
@@ -179,9 +210,7 @@ static int parse_run_options(cli_args *a, run_options *o) {
     if (o->prompt && o->prompt_file) return cli_fail(a, "give either -p or -f, not both") ? 0 : -1;
     if (o->gen.grammar && o->grammar_file)
         return cli_fail(a, "give either --grammar or --grammar-file, not both") ? 0 : -1;
-    if (o->gen.speculative.draft_min > o->gen.speculative.draft_max)
-        return cli_fail(a, "--draft-min (%d) is larger than --draft-max (%d)", o->gen.speculative.draft_min,
-                        o->gen.speculative.draft_max) ? 0 : -1;
+    if (!ranges_valid(a, &o->gen)) return -1;
     if (spec_lists_draft(&o->gen.speculative) && !o->engine.draft_path)
         return cli_fail(a, "--spec draft needs a draft model: pass -md FILE") ? 0 : -1;
     return 0;

@@ -64,14 +64,17 @@ def errors(specd, models):
                        "-fa expects on, off or auto, got 'yes'")
     expect_usage_error(specd, "bad V cache type", ["-m", target, "-p", "x", "--cache-type-v", "q4_0"],
                        "--cache-type-v expects f16 or f32, got 'q4_0'")
-    expect_usage_error(specd, "out of range", ["-m", target, "-p", "x", "--top-p", "2"], "--top-p must be between")
+    expect_usage_error(specd, "out of range", ["-m", target, "-p", "x", "--top-p", "-2"], "--top-p must be a finite number >= 0")
+    # ranges are the library's (specd_generation_params_validate); the message names the flag
+    expect_usage_error(specd, "repeat penalty 0", ["-m", target, "-p", "x", "--repeat-penalty", "0"],
+                       "--repeat-penalty must be a finite number > 0")
+    expect_usage_error(specd, "draft-min over draft-max", ["-m", target, "-md", draft, "-p", "x", "--draft-min", "5",
+                                                         "--draft-max", "2"], "--draft-min must not exceed the draft maximum (got 5 > 2)")
     expect_usage_error(specd, "missing value", ["-m", target, "-p"], "-p needs a value")
     expect_usage_error(specd, "missing file", ["-m", "/no/such.gguf", "-p", "x"], "/no/such.gguf")
     expect_usage_error(specd, "spec without draft", ["-m", target, "-p", "x", "--spec", "draft"], "needs a draft model")
     expect_usage_error(specd, "bad keep", ["-m", target, "-p", "x", "--keep", "-2"], "--keep")
     expect_usage_error(specd, "bad spec", ["-m", target, "-p", "x", "--spec", "magic"], "--spec must be")
-    expect_usage_error(specd, "draft min > max", ["-m", target, "-md", draft, "-p", "x", "--draft-min", "5",
-                                                  "--draft-max", "2"], "--draft-min (5) is larger")
     expect_usage_error(specd, "different vocab", ["-m", target, "-md", other, "-p", "x"], "differs from the target's at token")
     expect_usage_error(specd, "prompt too long", ["-m", target, "-p", "the " * 200, "-c", "64"], "context holds 64")
     expect_usage_error(specd, "grammar without root", ["-m", target, "-p", "x", "--grammar", "word ::= [a-z]+"],
