@@ -108,6 +108,7 @@ typedef struct {
 /* Error reporting                                                           */
 /* ------------------------------------------------------------------------ */
 
+static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *format, ...) {
     va_list args;
     va_start(args, format);
