@@ -59,6 +59,30 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);
+/* One token of a tree pass: its depth under the root and the branches (sequence ids) through it. */
+typedef struct specd_tree_token {
+    specd_token token;
+    int32_t depth;       /* 0 = the root, at position pos_root */
+    uint32_t seq_mask;   /* bit s: in branch s (sequence s of the context) */
+} specd_tree_token;
+
+/* One pass over a token tree under the root at pos_root (the slot holds positions before it):
+ * branches other than 0 share the history through their own sequence ids, every token gets
+ * logits (batch index i = token i, read with specd_slot_logits). On failure the tree's positions
+ * are dropped again. *ms: the time of the decode itself. */
+specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
+                                    int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
+                                    char **error);
+/* After a tree pass: keeps branch `keep`'s path through `path` (the root's token then the accepted
+ * ones, n_path in all) as sequence 0 and drops every other branch. */
+void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
+                            const specd_token *path, int32_t n_path);
+/* The logits of batch index i of the slot's last decode. */
+const float *specd_slot_logits(const specd_model_slot *slot, int32_t i);
+
+/* tokens.c: whether `token` ends a generation (llama_vocab_is_eog). */
+bool specd_token_is_eog(const specd_engine *e, specd_token token);
+
 /* Whether the slot's KV cache can move positions (llama_memory_can_shift). */
 bool specd_slot_can_shift(const specd_model_slot *slot);
 /* Context shift: drops positions [n_keep, n_keep + n_discard) and moves those after them back

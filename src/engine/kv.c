@@ -94,3 +94,54 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
     memmove(slot->kv_tokens + n_keep, slot->kv_tokens + end, (size_t)(slot->n_kv - end) * sizeof *slot->kv_tokens);
     slot->n_kv -= n_discard;
 }
+
+specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
+                                    int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
+                                    char **error) {
+    if (n_tokens > e->batch_cap || n_branches > slot->n_seq_max) {
+        specd_set_error(error, "a tree of %d tokens in %d branches does not fit the engine (at most %d tokens, "
+                        "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, 0, s, 0, pos_root);
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = n_tokens;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        b->token[i] = tokens[i].token;
+        b->pos[i] = pos_root + tokens[i].depth;
+        b->logits[i] = 1;
+        int32_t n_seq = 0;
+        for (int32_t s = 0; s < n_branches; s++)
+            if (tokens[i].seq_mask & (1u << s)) b->seq_id[i][n_seq++] = s;
+        b->n_seq_id[i] = n_seq;
+    }
+    double t0 = specd_now_ms();
+    int32_t rc = llama_decode(slot->ctx, *b);
+    if (ms) *ms = specd_now_ms() - t0;
+    if (rc != 0) {
+        llama_memory_seq_rm(mem, -1, pos_root, -1);
+        specd_set_error(error, "llama_decode failed (code %d) on a tree of %d tokens at position %d", rc, n_tokens,
+                        pos_root);
+        return SPECD_ERR_DECODE;
+    }
+    return SPECD_OK;
+}
+
+void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
+                            const specd_token *path, int32_t n_path) {
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    int32_t pos_end = pos_root + n_path;
+    for (int32_t s = 0; s < n_branches; s++)
+        if (s != keep) llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1);
+    llama_memory_seq_rm(mem, keep, pos_end, -1);
+    if (keep != 0) {
+        llama_memory_seq_cp(mem, keep, 0, 0, pos_end);
+        llama_memory_seq_rm(mem, keep, 0, -1);
+    }
+    memcpy(slot->kv_tokens + pos_root, path, (size_t)n_path * sizeof *path);
+    slot->n_kv = pos_end;
+}
+
+const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) { return llama_get_logits_ith(slot->ctx, i); }

@@ -66,3 +66,5 @@ char *specd_detokenize(const specd_engine *e, const specd_token *tokens, int32_t
     out[len] = '\0';
     return out;
 }
+
+bool specd_token_is_eog(const specd_engine *e, specd_token token) { return llama_vocab_is_eog(e->vocab, token); }

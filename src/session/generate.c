@@ -43,6 +43,7 @@ typedef struct specd_session {
     int32_t n_history;
     int32_t *path;            /* scratch for verification */
     specd_token *step_tokens; /* scratch: the tokens one step emits */
+    specd_tree_token *tree_tokens; /* scratch: the tree as the engine decodes it */
     specd_probs probs;        /* n_probs lists of the step's tokens (off: n == 0) */
     specd_grammar *grammar;   /* NULL: the request has none; else points to grammar_state */
     specd_grammar grammar_state;
@@ -100,12 +101,12 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
 /* End-of-generation tokens, to forbid when the request ignores them. */
 static specd_token *eog_tokens(const specd_engine *e, int32_t *n_out) {
     int32_t n = 0;
-    for (specd_token t = 0; t < e->n_vocab; t++) n += llama_vocab_is_eog(e->vocab, t);
+    for (specd_token t = 0; t < e->n_vocab; t++) n += specd_token_is_eog(e, t);
     specd_token *list = n ? specd_alloc_array((size_t)n, sizeof *list) : NULL;
     *n_out = 0;
     if (!list) return NULL;
     for (specd_token t = 0; t < e->n_vocab; t++)
-        if (llama_vocab_is_eog(e->vocab, t)) list[(*n_out)++] = t;
+        if (specd_token_is_eog(e, t)) list[(*n_out)++] = t;
     return list;
 }
 
@@ -148,7 +149,8 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->history = specd_alloc_array((size_t)room, sizeof *g->history);
     g->path = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->path);
     g->step_tokens = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->step_tokens);
-    if (!g->history || !g->path || !g->step_tokens || !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
+    g->tree_tokens = specd_alloc_array((size_t)e->batch_cap, sizeof *g->tree_tokens);
+    if (!g->history || !g->path || !g->step_tokens || !g->tree_tokens || !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
         !specd_probs_init(&g->probs, params->n_probs, params->post_sampling_probs, e->n_vocab,
                           e->params.draft_max + 2)) {
         specd_set_error(error, "out of memory for a generation of up to %d tokens", e->n_ctx);
@@ -179,6 +181,7 @@ static void free_generation(generation *g) {
     free(g->history);
     free(g->path);
     free(g->step_tokens);
+    free(g->tree_tokens);
     specd_probs_free(&g->probs);
 }
 
@@ -226,58 +229,26 @@ static specd_status draft_step(generation *g, char **error) {
     return st;
 }
 
-/* Puts every tree node into the target's batch: node i at batch index i, at position
- * root + depth, in the sequences of the branches through it. */
-static void fill_tree_batch(generation *g, int32_t pos_root) {
-    struct llama_batch *b = &g->e->batch;
-    const specd_token_tree *tree = &g->tree;
-    b->n_tokens = tree->n_nodes;
-    for (int32_t i = 0; i < tree->n_nodes; i++) {
-        const specd_tree_node *node = &tree->nodes[i];
-        b->token[i] = node->token;
-        b->pos[i] = pos_root + node->depth;
-        b->logits[i] = 1;
-        int32_t n_seq = 0;
-        for (int32_t s = 0; s < tree->n_branches; s++)
-            if (node->branch_mask & (1u << s)) b->seq_id[i][n_seq++] = s;
-        b->n_seq_id[i] = n_seq;
-    }
-}
-
-/* Branches other than 0 attend to the history through their own sequence ids. */
-static void share_history_with_branches(generation *g, int32_t pos_root) {
-    llama_memory_t mem = llama_get_memory(g->e->target.ctx);
-    for (int32_t s = 1; s < g->tree.n_branches; s++) llama_memory_seq_cp(mem, 0, s, 0, pos_root);
-}
-
+/* One target pass over the draft tree (the engine decodes it: kv.c). */
 static specd_status target_pass(generation *g, char **error) {
-    specd_engine *e = g->e;
-    int32_t pos_root = g->n_history - 1;
-    if (g->tree.n_nodes > e->batch_cap) {
+    specd_token_tree *tree = &g->tree;
+    if (!specd_tree_assign_branches(tree)) {
+        specd_set_error(error, "the draft tree has more than %d branches", SPECD_TREE_MAX_BRANCHES);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (tree->n_nodes > g->e->batch_cap) {
         specd_set_error(error, "the draft tree has %d nodes; the engine verifies at most %d (draft_max)",
-                        g->tree.n_nodes, e->batch_cap);
+                        tree->n_nodes, g->e->batch_cap);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (!specd_tree_assign_branches(&g->tree) || g->tree.n_branches > e->target.n_seq_max) {
-        specd_set_error(error, "the draft tree has more branches than the target context supports (%d)",
-                        e->target.n_seq_max);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
-    specd_slot_truncate(&e->target, pos_root); /* normally a no-op: the root is not cached */
-    share_history_with_branches(g, pos_root);
-    fill_tree_batch(g, pos_root);
-    double t0 = specd_now_ms();
-    int32_t rc = llama_decode(e->target.ctx, e->batch);
-    double ms = specd_now_ms() - t0;
+    for (int32_t i = 0; i < tree->n_nodes; i++)
+        g->tree_tokens[i] = (specd_tree_token){tree->nodes[i].token, tree->nodes[i].depth, tree->nodes[i].branch_mask};
+    double ms = 0.0;
+    specd_status st = specd_slot_decode_tree(g->e, &g->e->target, g->tree_tokens, tree->n_nodes, tree->n_branches,
+                                             g->n_history - 1, &ms, error);
     g->result->stats.verify_ms += ms;
-    specd_draft_length_record_verify(g->length, g->tree.n_nodes, ms);
-    if (rc != 0) {
-        llama_memory_seq_rm(llama_get_memory(e->target.ctx), -1, pos_root, -1);
-        specd_set_error(error, "the target's llama_decode failed (code %d) on %d tokens at position %d",
-                        rc, g->tree.n_nodes, pos_root);
-        return SPECD_ERR_DECODE;
-    }
-    return SPECD_OK;
+    if (st == SPECD_OK) specd_draft_length_record_verify(g->length, tree->n_nodes, ms);
+    return st;
 }
 
 /* Verification callbacks: the target's logits for the token after `node`, with the path to it
@@ -298,7 +269,7 @@ static bool target_dist_cb(void *ctx, const specd_token_tree *tree, int32_t node
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
     specd_token_filter f;
-    return specd_sampler_dist_filtered(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history, n,
+    return specd_sampler_dist_filtered(&g->sampler, specd_slot_logits(&g->e->target, node), g->history, n,
                                        node_filter(g, node, &f), out);
 }
 
@@ -306,7 +277,7 @@ static specd_token target_argmax_cb(void *ctx, const specd_token_tree *tree, int
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
     specd_token_filter f;
-    return specd_sampler_argmax_filtered(&g->sampler, llama_get_logits_ith(g->e->target.ctx, node), g->history,
+    return specd_sampler_argmax_filtered(&g->sampler, specd_slot_logits(&g->e->target, node), g->history,
                                          n, node_filter(g, node, &f));
 }
 
@@ -327,24 +298,13 @@ static specd_status verify_step(generation *g, specd_verify_result *vr, char **e
 
 /* Keeps only the accepted path in the target's KV cache, as sequence 0. */
 static void keep_accepted_path(generation *g, const specd_verify_result *vr) {
-    specd_model_slot *t = &g->e->target;
-    llama_memory_t mem = llama_get_memory(t->ctx);
-    int32_t pos_root = g->n_history - 1, pos_end = pos_root + vr->n_accepted + 1;
     uint32_t mask = g->tree.nodes[vr->last_node].branch_mask;
     int32_t keep = 0;
     while (!(mask & (1u << keep))) keep++;
-    for (int32_t s = 0; s < g->tree.n_branches; s++) {
-        if (s == keep) continue;
-        llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1);
-    }
-    llama_memory_seq_rm(mem, keep, pos_end, -1);
-    if (keep != 0) {
-        llama_memory_seq_cp(mem, keep, 0, 0, pos_end);
-        llama_memory_seq_rm(mem, keep, 0, -1);
-    }
-    t->kv_tokens[pos_root] = g->tree.nodes[0].token;
-    for (int32_t i = 0; i < vr->n_accepted; i++) t->kv_tokens[pos_root + 1 + i] = g->tree.nodes[vr->path[i]].token;
-    t->n_kv = pos_end;
+    specd_token *path = g->step_tokens; /* scratch until the step's tokens are emitted */
+    path[0] = g->tree.nodes[0].token;
+    for (int32_t i = 0; i < vr->n_accepted; i++) path[1 + i] = g->tree.nodes[vr->path[i]].token;
+    specd_slot_keep_branch(&g->e->target, keep, g->tree.n_branches, g->n_history - 1, path, vr->n_accepted + 1);
 }
 
 /* ---- emitting and statistics ----------------------------------------------------------------- */
@@ -386,7 +346,7 @@ static bool emit_tokens(generation *g, const specd_token *tokens, int32_t n, cha
     for (int32_t i = 0; i < n && !stop; i++) {
         /* With a grammar, ignore_eos forbids end-of-generation tokens: one comes only when the
          * grammar allows nothing else, and then generation is over. */
-        if ((!p->ignore_eos || g->grammar) && llama_vocab_is_eog(g->e->vocab, tokens[i])) {
+        if ((!p->ignore_eos || g->grammar) && specd_token_is_eog(g->e, tokens[i])) {
             r->stop_reason = SPECD_STOP_EOG;
             stop = true;
             break;
@@ -449,7 +409,7 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
         int32_t node = j == 0 ? 0 : vr->path[j - 1];
         int32_t n_history = history_through(g, &g->tree, node);
         specd_token_filter f; /* post-sampling lists are the grammar's distribution too */
-        if (!specd_probs_fill(&g->probs, j, llama_get_logits_ith(g->e->target.ctx, node), g->e->n_vocab,
+        if (!specd_probs_fill(&g->probs, j, specd_slot_logits(&g->e->target, node), g->e->n_vocab,
                               &g->sampler, g->history, n_history, node_filter(g, node, &f))) {
             specd_set_error(error, "out of memory for the token probabilities");
             return SPECD_ERR_NO_MEMORY;
