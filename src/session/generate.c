@@ -468,6 +468,14 @@ static bool may_run(const generation *g, step_phase phase, char **error) {
     return g->failed == SPECD_OK && !g->done && g->phase == phase;
 }
 
+/* The start of each part of a step: outputs cleared, and SPECD_OK only when this part may run now. */
+static specd_status begin_part(generation *g, step_phase phase, int32_t *out, char **error) {
+    if (error) *error = NULL;
+    if (out) *out = 0;
+    if (g && may_run(g, phase, error)) return SPECD_OK;
+    return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+}
+
 /* The engine's caches hold this session's history: another session may have run in between
  * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
 static specd_status make_caches_ours(generation *g, char **error) {
@@ -480,9 +488,8 @@ static specd_status make_caches_ours(generation *g, char **error) {
 }
 
 specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **error) {
-    if (error) *error = NULL;
-    if (n_drafted) *n_drafted = 0;
-    if (!g || !may_run(g, PHASE_DRAFT, error)) return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+    specd_status begun = begin_part(g, PHASE_DRAFT, n_drafted, error);
+    if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
     specd_status st = SPECD_OK;
     if (atomic_load(&g->e->stop_requested)) {
@@ -499,9 +506,8 @@ specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **er
 }
 
 specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **error) {
-    if (error) *error = NULL;
-    if (n_accepted) *n_accepted = 0;
-    if (!g || !may_run(g, PHASE_VERIFY, error)) return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+    specd_status begun = begin_part(g, PHASE_VERIFY, n_accepted, error);
+    if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
     memset(&g->vr, 0, sizeof g->vr);
     specd_status st = target_pass(g, error);
@@ -514,9 +520,8 @@ specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **
 }
 
 specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **error) {
-    if (error) *error = NULL;
-    if (n_emitted) *n_emitted = 0;
-    if (!g || !may_run(g, PHASE_ACCEPT, error)) return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
+    specd_status begun = begin_part(g, PHASE_ACCEPT, n_emitted, error);
+    if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
     const specd_verify_result *vr = &g->vr;
     keep_accepted_path(g, vr);
