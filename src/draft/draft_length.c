@@ -62,6 +62,10 @@ static double base_cost(const specd_draft_length *dl, int32_t n) {
     return 0.0;
 }
 
+bool specd_draft_length_knows(const specd_draft_length *dl, int32_t n) {
+    return n >= 1 && n <= SPECD_DL_MAX_BATCH && dl->base_ms[n] > 0.0;
+}
+
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
     if (n > SPECD_DL_MAX_BATCH) n = SPECD_DL_MAX_BATCH;

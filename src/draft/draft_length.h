@@ -68,6 +68,8 @@ void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, 
 void specd_draft_length_record_outcome(specd_draft_length *dl, float confidence, bool accepted);
 /* Estimated acceptance for a draft of this confidence. */
 double specd_draft_length_acceptance(const specd_draft_length *dl, float confidence);
+/* True once a pass over n tokens has been timed (by a real pass or a cache file), not guessed. */
+bool specd_draft_length_knows(const specd_draft_length *dl, int32_t n_tokens);
 /* Estimated cost of a target pass over n tokens. */
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n_tokens);
 
