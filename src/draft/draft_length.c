@@ -62,10 +62,6 @@ static double base_cost(const specd_draft_length *dl, int32_t n) {
     return 0.0;
 }
 
-bool specd_draft_length_knows(const specd_draft_length *dl, int32_t n) {
-    return n >= 1 && n <= SPECD_DL_MAX_BATCH && dl->base_ms[n] > 0.0;
-}
-
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
     if (n > SPECD_DL_MAX_BATCH) n = SPECD_DL_MAX_BATCH;
@@ -177,13 +173,15 @@ void specd_draft_length_bound_costs(specd_draft_length *dl) {
 }
 
 /* A pass of a size still being learnt (fewer than SPECD_DL_LEARN_PASSES so far): its base is the
- * mean of its passes, each brought to the empty-cache level by the drift of its moment and capped
- * at twice what was expected (a pass the scheduler interrupted would otherwise make the size look
- * so dear that it is never chosen again, and the cache file would keep it so). */
+ * cheapest of its passes, each brought to the empty-cache level by the drift of its moment and
+ * capped at twice what was expected. The cheapest, not the mean: what slows a pass on a CPU (the
+ * first pass of a size warming up, the scheduler, another process) only ever adds time, and a
+ * size that looks too dear is never chosen again, so nothing would correct it (the first plain
+ * step of a run took 16 ms where the next ones take 10, and a mean kept drafting where it lost). */
 static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, double expected) {
     if (expected > 0.0 && level_ms > 2.0 * expected) level_ms = 2.0 * expected;
     int32_t k = ++dl->base_passes[n];
-    dl->base_ms[n] += (level_ms - dl->base_ms[n]) / k;
+    if (k == 1 || level_ms < dl->base_ms[n]) dl->base_ms[n] = level_ms;
     dl->n_learnt++;
     specd_draft_length_bound_costs(dl);
 }

@@ -31,8 +31,8 @@ typedef struct specd_draft_length {
      * a per-size average would keep a stale, too-cheap T(n) for sizes not chosen lately. */
     double base_ms[SPECD_DL_MAX_BATCH + 1];
     /* Passes that made base_ms[n]: a size learnt from the generation's own passes (not given by
-     * specd_draft_length_record_calibration) averages its first SPECD_DL_LEARN_PASSES, so one
-     * pass slowed by the machine does not fix its cost for good. */
+     * specd_draft_length_record_calibration) keeps the cheapest of its first SPECD_DL_LEARN_PASSES,
+     * so one pass slowed by the machine does not fix its cost for good. */
     int32_t base_passes[SPECD_DL_MAX_BATCH + 1];
     double drift; /* moving average of measured / base over real passes; 0 = none yet (1) */
     double draft_ms;                          /* moving average cost of one draft token */
@@ -68,8 +68,6 @@ void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, 
 void specd_draft_length_record_outcome(specd_draft_length *dl, float confidence, bool accepted);
 /* Estimated acceptance for a draft of this confidence. */
 double specd_draft_length_acceptance(const specd_draft_length *dl, float confidence);
-/* True once a pass over n tokens has been timed (by a real pass or a cache file), not guessed. */
-bool specd_draft_length_knows(const specd_draft_length *dl, int32_t n_tokens);
 /* Estimated cost of a target pass over n tokens. */
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n_tokens);
 

@@ -21,8 +21,12 @@
 #include <string.h>
 
 /* A draft never starts while the controller has said no for this many steps in a row: it
- * would never learn that drafting pays again. */
-#define EXPLORE_EVERY 16
+ * would never learn that drafting pays again. Each exploration after which the controller still
+ * says no doubles the wait (up to EXPLORE_MAX): where drafting loses, an exploration costs a
+ * pass over two tokens and the draft model's catch-up, about 3 plain steps on the benchmark pair
+ * on AMD EPYC (2 threads), and a fixed 16 cost 10% of decode speed there. */
+#define EXPLORE_FIRST 16
+#define EXPLORE_MAX 256
 
 /* Where a session is in its step: draft, then verify, then accept. */
 typedef enum step_phase { PHASE_DRAFT, PHASE_VERIFY, PHASE_ACCEPT } step_phase;
@@ -48,6 +52,9 @@ typedef struct specd_session {
     specd_grammar *grammar;   /* NULL: the request has none; else points to grammar_state */
     specd_grammar grammar_state;
     int32_t steps_without_draft;
+    int32_t steps_since_plain; /* steps since one without drafts */
+    int32_t explore_every;    /* steps without a draft before one is forced (EXPLORE_FIRST..MAX) */
+    bool explored;            /* the last step's draft was forced by exploration */
     specd_result *result;                  /* = &own_result */
     specd_result own_result;
     int32_t result_cap;
@@ -162,6 +169,7 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     specd_learned *learned = specd_learned_get(e, error);
     if (!learned) return SPECD_ERR_NO_MEMORY;
     g->length = &learned->costs;
+    g->explore_every = EXPLORE_FIRST;
     specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
     if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
@@ -199,20 +207,39 @@ static int32_t draft_budget(const generation *g) {
 }
 
 /* Adaptive drafting compares every draft against the step without one, T(1). Its cost is
- * learnt from a real plain step before the first draft: scaled from the passes that drafts make,
+ * learnt from real plain steps before the first draft: scaled from the passes that drafts make,
  * the prior's shape can be far off (T(2) is 2.5 T(1) on some CPUs, where the prior says 1.15), and
  * an engine that never measures T(1) keeps drafting where drafting loses (benchmark pair, AMD EPYC,
- * 2 threads: 75 tokens/s drafting against 87 without). The plain step produces its token as usual. */
-static bool needs_plain_step_first(const generation *g) {
+ * 2 threads: 75 tokens/s drafting against 90 without). Two of them, as the first is often slowed
+ * by warming up (16 ms against 10), then one every PLAIN_EVERY steps until T(1) has its
+ * SPECD_DL_LEARN_PASSES (a busy moment during the first two would otherwise decide for good); a
+ * cache file's T(1) needs two more. The plain steps produce their tokens as usual. */
+#define PLAIN_STEPS_FIRST 2
+#define PLAIN_EVERY 16
+static bool needs_plain_step(const generation *g) {
     const specd_spec_params *sp = &g->params->speculative;
-    return sp->adaptive && sp->draft_min < 1 && !specd_draft_length_knows(g->length, 1);
+    int32_t passes = g->length->base_passes[1];
+    if (!sp->adaptive || sp->draft_min >= 1 || passes >= SPECD_DL_LEARN_PASSES) return false;
+    return passes < PLAIN_STEPS_FIRST || g->steps_since_plain >= PLAIN_EVERY;
+}
+
+/* After an exploration, a step that drafts on its own resets the wait; one that does not
+ * doubles it. */
+static void note_exploration(generation *g, bool explore, bool drafted) {
+    if (!explore && drafted) g->explore_every = EXPLORE_FIRST;
+    else if (!explore && g->explored && g->explore_every < EXPLORE_MAX) g->explore_every *= 2;
+    g->explored = explore;
 }
 
 static specd_status draft_step(generation *g, char **error) {
     int32_t budget = draft_budget(g);
-    if (!g->drafter.ops || budget == 0 || needs_plain_step_first(g)) return SPECD_OK;
+    if (!g->drafter.ops || budget == 0) return SPECD_OK;
+    if (needs_plain_step(g)) {
+        g->steps_since_plain = 0;
+        return SPECD_OK;
+    }
     const specd_spec_params *sp = &g->params->speculative;
-    bool explore = g->steps_without_draft >= EXPLORE_EVERY;
+    bool explore = g->steps_without_draft >= g->explore_every;
     specd_draft_request req = {
         .history = g->history,
         .n_history = g->n_history,
@@ -236,6 +263,8 @@ static specd_status draft_step(generation *g, char **error) {
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
     g->steps_without_draft = n > 0 ? 0 : g->steps_without_draft + 1;
+    g->steps_since_plain = n > 0 ? g->steps_since_plain + 1 : 0;
+    note_exploration(g, explore, n > 0);
     return st;
 }
 
