@@ -6,6 +6,7 @@
 
 #include "text_stream.h"
 #include "completion_probs.h"
+#include "metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ typedef struct run_state {
     bool out_of_memory;
     const specd_result *result;  /* the one being generated: the probabilities of each step */
     completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
+    int32_t n_tokens_sent;       /* return_tokens while streaming: ids handed out so far */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -46,6 +48,28 @@ static bool push_token(run_state *rs, specd_token token) {
     return ok;
 }
 
+static json_t *timings_json(const specd_stats *s);
+
+/* The ids generated since the last ones handed out (return_tokens), new array. */
+static json_t *tokens_since(run_state *rs, const specd_result *r) {
+    json_t *ids = json_array();
+    for (; ids && rs->n_tokens_sent < r->n_tokens; rs->n_tokens_sent++)
+        json_array_append_new(ids, json_integer(r->tokens[rs->n_tokens_sent]));
+    return ids;
+}
+
+/* llama-server's per-chunk extras: `tokens` (return_tokens) and `timings` (timings_per_token, the
+ * figures so far). */
+static void add_per_chunk_fields(run_state *rs, json_t *update) {
+    const completion_request *req = rs->job->request;
+    if (req->return_tokens) json_object_set_new(update, "tokens", tokens_since(rs, rs->result));
+    if (req->timings_per_token) {
+        specd_stats now = rs->result->stats;
+        now.n_predicted = rs->result->n_tokens;
+        json_object_set_new(update, "timings", timings_json(&now));
+    }
+}
+
 /* The engine's per-step callback: text in, decided text out, stop when a stop string matched
  * or the job was cancelled (both take effect after this step). */
 static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
@@ -71,6 +95,7 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
             json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0);
             /* the update owns the list: once published, pollers on other threads free it */
             if (probs) json_object_set_new(update, "completion_probabilities", probs);
+            add_per_chunk_fields(rs, update);
             publish(rs->job, update);
         } else {
             json_decref(probs);
@@ -225,6 +250,7 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
     if (resp && req->gen.n_probs > 0)
         json_object_set_new(resp, "completion_probabilities",
                             completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
+    if (resp && req->return_tokens) json_object_set_new(resp, "tokens", tokens_since(rs, r));
     return resp;
 }
 
@@ -240,6 +266,12 @@ static void remember_history(const completion_request *req, const specd_result *
         if (n_out > kept - n_prompt) n_out = kept - n_prompt;
     }
     rpc_state_remember_history(req->tokens, n_prompt, r->tokens, n_out);
+}
+
+/* The drafter a request used when it used exactly one, else NONE (for the per-drafter metrics). */
+static specd_spec_type single_drafter(const completion_request *req, specd_engine *e) {
+    specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
+    return specd_generation_drafters(e, &req->gen, drafters, NULL) == 1 ? drafters[0] : SPECD_SPEC_NONE;
 }
 
 static void fail_job(rpc_job *job, const rpc_error *err) {
@@ -265,7 +297,8 @@ static void debug_log(const completion_request *req, const char *what, json_t *v
 json_t *completion_run(rpc_job *job, bool stream) {
     completion_request *req = job->request;
     rpc_error err;
-    run_state rs = {.job = job, .stream = stream};
+    run_state rs = {.job = job, .stream = stream,
+                    .probs = {.llama = req->llama_probs, .post_sampling = req->gen.post_sampling_probs}};
     if (!rpc_state_acquire_engine(&rs.engine, &err)) {
         fail_job(job, &err);
         return NULL;
@@ -286,6 +319,7 @@ json_t *completion_run(rpc_job *job, bool stream) {
         fail_job(job, &err);
     } else {
         remember_history(req, &r);
+        rpc_metrics_record(&r.stats, single_drafter(req, rs.engine));
         resp = final_response(req, &rs, &r);
         debug_log(req, "response", resp);
     }
@@ -306,6 +340,9 @@ bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
         return false;
     }
     job->request = completion_request_parse(params, e, err);
+    if (job->request)
+        rpc_metrics_begin(job->id, job->request->n_tokens, job->request->n_ctx,
+                          completion_settings_json(job->request, e));
     rpc_state_release_engine();
     if (!job->request) {
         rpc_state_unclaim(job);
