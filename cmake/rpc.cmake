@@ -13,6 +13,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/completion.c
   src/rpc/completion_probs.c
   src/rpc/metrics.c
+  src/rpc/props.c
   src/rpc/async.c
   src/rpc/abi.c
   src/rpc/json_schema.c

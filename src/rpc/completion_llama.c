@@ -329,6 +329,7 @@ static bool parse_samplers(rpc_params *rp, const completion_request *req) {
         if (at == -1) return refuse(rp, "samplers", "names a sampler llama.cpp does not have");
         if (at == -2) continue;
         while (next < at && !sampler_on(req, next)) next++;
+        if (at > next) break; /* chain[next] is on but not listed: said below */
         if (at != next)
             return refuse(rp, "samplers", "must keep specd's order: penalties, top_k, typ_p, top_p, min_p, "
                           "temperature (llama.cpp's default; other orders are not implemented)");
