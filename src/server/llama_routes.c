@@ -25,6 +25,22 @@ bool llama_route_post(const char *url) { return !strcmp(url, "/tokenize") || !st
 
 /* ---- /completion ----------------------------------------------------------------------------- */
 
+/* logit_bias as an object {"token id": bias} (OpenAI's form, which llama-server takes too) -> the
+ * [[id, bias]] pairs the request takes; a key that is not a token id is kept as a string, which the
+ * request refuses naming logit_bias (specd does not tokenize bias keys). */
+static json_t *bias_pairs(json_t *object) {
+    json_t *pairs = json_array();
+    const char *key;
+    json_t *value;
+    json_object_foreach(object, key, value) {
+        char *end = NULL;
+        long long id = strtoll(key, &end, 10);
+        json_t *token = *key && end && !*end ? json_integer(id) : json_string(key);
+        json_array_append_new(pairs, json_pack("[o, O]", token, value));
+    }
+    return pairs;
+}
+
 json_t *llama_completion_params(json_t *params) {
     if (!json_is_object(params)) return params;
     const char *key;
@@ -32,6 +48,10 @@ json_t *llama_completion_params(json_t *params) {
     void *tmp;
     json_object_foreach_safe(params, tmp, key, value) if (json_is_null(value)) json_object_del(params, key);
     if (!json_object_get(params, "probs_format")) json_object_set_new(params, "probs_format", json_string("llama"));
+    json_t *stop = json_object_get(params, "stop");
+    if (json_is_string(stop)) json_object_set_new(params, "stop", json_pack("[O]", stop)); /* one stop string */
+    json_t *bias = json_object_get(params, "logit_bias");
+    if (json_is_object(bias)) json_object_set_new(params, "logit_bias", bias_pairs(bias));
     return params;
 }
 
