@@ -2,6 +2,7 @@
  * returned (content, stop flags, timings, prompt_stats, generation_settings) plus `speculative`.
  * Text goes through the text stream: stop strings are cut, UTF-8 is never split, and streamed
  * chunks concatenate to exactly the blocking content. Also the blocking `completion` method. */
+#define _POSIX_C_SOURCE 200809L /* strdup, strtok_r */
 #include "completion.h"
 
 #include "text_stream.h"
@@ -233,6 +234,23 @@ static bool truncated(const completion_request *req, const specd_result *r) {
     return req->truncated || r->stats.n_context_shifts > 0 || r->stop_reason == SPECD_STOP_CONTEXT;
 }
 
+/* response_fields: the paths of `fields` found in `resp` (taken), each under its path. */
+static json_t *only_fields(json_t *resp, json_t *fields) {
+    json_t *kept = json_object();
+    size_t i;
+    json_t *path;
+    json_array_foreach(fields, i, path) {
+        char *copy = strdup(json_string_value(path)), *save = NULL;
+        json_t *at = resp;
+        for (char *key = copy ? strtok_r(copy, "/", &save) : NULL; key && at; key = strtok_r(NULL, "/", &save))
+            at = json_is_object(at) ? json_object_get(at, key) : NULL;
+        if (at && at != resp) json_object_set(kept, json_string_value(path), at);
+        free(copy);
+    }
+    json_decref(resp);
+    return kept;
+}
+
 static json_t *final_response(const completion_request *req, run_state *rs, const specd_result *r) {
     size_t len = 0;
     const char *text = rs->stream ? specd_text_stream_take(&rs->text, true, &len) : specd_text_stream_text(&rs->text, &len);
@@ -251,7 +269,7 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         json_object_set_new(resp, "completion_probabilities",
                             completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
     if (resp && req->return_tokens) json_object_set_new(resp, "tokens", tokens_since(rs, r));
-    return resp;
+    return req->response_fields && resp ? only_fields(resp, req->response_fields) : resp;
 }
 
 /* ---- running --------------------------------------------------------------------------------- */

@@ -29,6 +29,7 @@ struct completion_request {
     bool timings_per_token;        /* `timings` in every streamed chunk */
     bool cache_prompt;             /* accepted; the engine always reuses the cached prefix */
     bool llama_probs;              /* probs_format "llama": completion_probabilities as llama-server's */
+    json_t *response_fields;       /* owned ref: the final response keeps only these paths, or NULL */
 };
 
 /* Parses and checks a completion request and tokenizes its prompt with `engine` (read-locked by

@@ -4,7 +4,8 @@
  *  - what specd implements acts as there: aliases (max_tokens, max_completion_tokens, logprobs,
  *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.n_max / n_min / p_min /
  *    type / ngram_size_n / ngram_min_hits keys, json_schema (a grammar), return_tokens,
- *    timings_per_token, cache_prompt, samplers (the order specd's chain has), stream_options;
+ *    timings_per_token, response_fields, cache_prompt, samplers (the order specd's chain has),
+ *    stream_options;
  *  - what it does not implement is accepted where the value changes nothing (its default, or any
  *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
  *  - any other name stays an unknown field (rpc_params_finish).
@@ -45,7 +46,7 @@ static const inert_field inert_fields[] = {
     {"n_discard", "0", NULL, false, 0, "sets how many tokens a context shift drops (specd drops half, as 0 does)"},
     {"n_cache_reuse", "0", NULL, false, 0, "reuses cache chunks by KV shifting"},
     {"t_max_predict_ms", "-1", NULL, true, 0, "limits the generation time"},
-    {"response_fields", "[]", NULL, false, 0, "filters the response's fields"},
+    {"t_max_prompt_ms", "-1", NULL, true, 0, "limits the prompt time (llama-server reads it no more)"},
     {"top_n_sigma", "-1", NULL, true, -1e-30, "is the top-n-sigma sampler"},
     {"xtc_probability", "0", NULL, true, 0, "is the XTC sampler"},
     {"xtc_threshold", "0.1", "xtc_probability", false, 0, "tunes the XTC sampler"},
@@ -202,6 +203,20 @@ static bool parse_flags(rpc_params *rp, completion_request *req) {
     return rpc_get_bool(&sp, "include_usage", &usage) >= 0 && rpc_params_finish(&sp);
 }
 
+/* response_fields: the final response keeps only these fields; "a/b" is b inside a, under the
+ * key "a/b" (llama-server's json_get_nested_values); missing ones are left out. */
+static bool parse_response_fields(rpc_params *rp, completion_request *req) {
+    json_t *v = rpc_get_value(rp, "response_fields");
+    if (!v) return true;
+    size_t i;
+    json_t *item;
+    bool strings = json_is_array(v);
+    json_array_foreach(v, i, item) strings = strings && json_is_string(item);
+    if (!strings) return refuse(rp, "response_fields", "must be an array of field names (\"a/b\" for b inside a)");
+    if (json_array_size(v) > 0) req->response_fields = json_incref(v);
+    return true;
+}
+
 /* probs_format: "llama" (llama-server's entries, the default of POST /completion) or "specd"
  * ({content, probs: [{tok_str, prob}]}, the default of JSON-RPC and the C ABI). */
 static bool parse_probs_format(rpc_params *rp, completion_request *req) {
@@ -344,7 +359,7 @@ static bool parse_samplers(rpc_params *rp, const completion_request *req) {
 
 bool completion_parse_llama_fields(rpc_params *rp, completion_request *req, specd_engine *engine) {
     return parse_n_predict_aliases(rp, req) && parse_logprobs_alias(rp, req) && parse_counts(rp) &&
-           parse_flags(rp, req) && parse_probs_format(rp, req) &&
+           parse_flags(rp, req) && parse_probs_format(rp, req) && parse_response_fields(rp, req) &&
            parse_flat_speculative(rp, req, specd_engine_has_draft(engine)) && parse_json_schema(rp, req) &&
            parse_samplers(rp, req) && parse_reasoning_format(rp) && parse_inert_fields(rp);
 }

@@ -14,6 +14,7 @@ void completion_request_free(completion_request *req) {
     json_decref(req->prompt);
     json_decref(req->stop_list);
     json_decref(req->logit_bias_json);
+    json_decref(req->response_fields);
     free(req->tokens);
     free(req->bias);
     free(req->stops);

@@ -20,13 +20,13 @@ KEY = "test-key"
 
 # Every field llama-server 0.5.0's /completion reads (tools/server/server-schema.cpp, the flat
 # speculative.* keys it used to take, and server-context.cpp's prompt, id_slot, message_delimiters,
-# grammar_type), each at its default value (n_predict and its aliases small, so the test is quick).
+# grammar_type; t_max_prompt_ms, documented but no longer read), each at its default value (n_predict and its aliases small, so the test is quick).
 LLAMA_FIELDS_AT_DEFAULT = {
     "prompt": "once upon a time", "verbose": False, "timings_per_token": False, "stream": False,
     "stream_options": {"include_usage": False}, "cache_prompt": True, "return_tokens": False,
     "return_progress": False, "sse_ping_interval": 30, "n_predict": 4, "max_completion_tokens": 4,
     "max_tokens": 4, "n_indent": 0, "n_keep": 0, "n_discard": 0, "n_cmpl": 1, "n": 1, "n_cache_reuse": 0,
-    "t_max_predict_ms": -1, "response_fields": [], "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+    "t_max_predict_ms": -1, "t_max_prompt_ms": -1, "response_fields": [], "top_k": 40, "top_p": 0.95, "min_p": 0.05,
     "top_n_sigma": -1, "xtc_probability": 0, "xtc_threshold": 0.1, "typical_p": 1, "temperature": 0.8,
     "dynatemp_range": 0, "dynatemp_exponent": 1, "repeat_last_n": 64, "repeat_penalty": 1,
     "frequency_penalty": 0, "presence_penalty": 0, "dry_multiplier": 0, "dry_base": 1.75,
@@ -44,12 +44,12 @@ LLAMA_FIELDS_AT_DEFAULT = {
     "speculative.p_min": 0, "speculative.type": "draft", "speculative.ngram_size_n": 3,
     "speculative.ngram_size_m": 48, "speculative.ngram_min_hits": 2,
 }
-# json_schema is the 85th: it cannot go with grammar, so it has checks of its own below.
+# json_schema is the 84th: it cannot go with grammar, so it has checks of its own below.
 
 # Fields specd does not implement, each at a value that would change the output.
 UNIMPLEMENTED = {
     "verbose": True, "return_progress": True, "sse_ping_interval": 5, "n_indent": 2, "n_discard": 8,
-    "n_cache_reuse": 16, "t_max_predict_ms": 100, "response_fields": ["content"], "top_n_sigma": 1.5,
+    "n_cache_reuse": 16, "t_max_predict_ms": 100, "t_max_prompt_ms": 100, "top_n_sigma": 1.5,
     "xtc_probability": 0.5, "dynatemp_range": 0.5, "dry_multiplier": 0.8, "adaptive_target": 0.5,
     "min_keep": 2, "backend_sampling": True, "lora": [{"id": 0, "scale": 1}], "grammar_lazy": True,
     "chat_format": 3, "parse_tool_calls": True, "echo": True, "reasoning_budget_tokens": 10,
@@ -226,6 +226,10 @@ def check_fields(port):
     check("samplers leaving out one that is on: 400 naming it", code == 400
           and "leaves out top_p" in answer["error"]["message"], (code, answer))
 
+    code, answer = completion(port, dict(base, n_predict=3, response_fields=["content", "timings/predicted_n",
+                                                                             "no/such"]))
+    check("response_fields: only those, nested ones under their path", code == 200
+          and set(answer) == {"content", "timings/predicted_n"} and answer["timings/predicted_n"] == 3, answer)
     code, plain = completion(port, dict(base, n_predict=8, return_tokens=True))
     _, back = completion(port, {"tokens": plain["tokens"]}, "/detokenize")
     check("return_tokens: the generated ids, which spell the content", len(plain["tokens"]) == 8
