@@ -192,6 +192,14 @@ static enum MHD_Result send_metrics(struct MHD_Connection *c) {
 enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url) {
     if (!strcmp(url, "/metrics")) return send_metrics(c);
     rpc_error err;
+    const char *fail_on_no_slot = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    if (!strcmp(url, "/slots") && fail_on_no_slot && !strcmp(fail_on_no_slot, "1")) { /* as llama-server */
+        json_t *status = serve_rpc("status", NULL, &serve_self);
+        bool busy = json_is_true(json_object_get(json_object_get(status, "result"), "busy"));
+        json_decref(status);
+        if (busy) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: the one slot is "
+                                    "processing a completion");
+    }
     json_t *body = !strcmp(url, "/props") ? rpc_props_json(&err) : rpc_slots_json(&err);
     json_t *response = body ? json_pack("{s:o}", "result", body) : error_response(&err);
     return send_rpc_outcome(c, response);

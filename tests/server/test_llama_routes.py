@@ -179,6 +179,28 @@ def check_slots_and_metrics(port):
           and slots[0]["params"]["n_predict"] == 24, slots)
 
 
+def check_slot_while_processing(port):
+    """A completion runs (started async, long: a million tokens with context shifts) while /slots
+    and /metrics are asked; it is cancelled after, and was still running then, so they saw it."""
+    _, started = rpc(port, "completion.start", {"prompt": "one day", "n_predict": 1000000, "ignore_eos": True},
+                     key=KEY)
+    job = started["result"]["id"]
+    _, text = curl(port, "/slots")
+    slots = json.loads(text)
+    code_busy, _ = curl(port, "/slots?fail_on_no_slot=1")
+    _, metrics = curl(port, "/metrics")
+    samples, _, _ = parse_prometheus(metrics)
+    _, poll = rpc(port, "completion.poll", {"id": job}, key=KEY)
+    still_running = poll["result"]["finished"] is False
+    rpc(port, "completion.cancel", {"id": job}, key=KEY)
+    rpc(port, "completion.poll", {"id": job, "wait_ms": 10000}, key=KEY)
+    check("while a completion runs: /slots processing, fail_on_no_slot 503, requests_processing 1", still_running
+          and slots[0]["state"] == "processing" and slots[0]["is_processing"] is True and slots[0]["id_task"] == job
+          and code_busy == 503 and samples[("llamacpp:requests_processing", "")] == 1, (slots, code_busy, poll))
+    code, _ = curl(port, "/slots?fail_on_no_slot=1")
+    check("/slots?fail_on_no_slot=1 when idle: 200", code == 200, code)
+
+
 # ---- /completion's fields ---------------------------------------------------------------------
 
 def check_fields(port):
@@ -353,6 +375,7 @@ def main(specd, models):
             check_tokenize(port)
             check_props(port, target)
             check_slots_and_metrics(port)
+            check_slot_while_processing(port)
             check_fields(port)
             check_json_schema(port)
             check_probs(port)
