@@ -47,7 +47,7 @@ static const inert_field inert_fields[] = {
     {"n_cache_reuse", "0", NULL, false, 0, "reuses cache chunks by KV shifting"},
     {"t_max_predict_ms", "-1", NULL, true, 0, "limits the generation time"},
     {"t_max_prompt_ms", "-1", NULL, true, 0, "limits the prompt time (llama-server reads it no more)"},
-    {"top_n_sigma", "-1", NULL, true, -1e-30, "is the top-n-sigma sampler"},
+    {"top_n_sigma", "-1", NULL, true, 0, "is the top-n-sigma sampler"},
     {"xtc_probability", "0", NULL, true, 0, "is the XTC sampler"},
     {"xtc_threshold", "0.1", "xtc_probability", false, 0, "tunes the XTC sampler"},
     {"dynatemp_range", "0", NULL, true, 0, "is dynamic temperature"},

@@ -2,6 +2,7 @@
  *   POST /rpc         JSON-RPC 2.0 (single, batch); notifications only -> 204 without a body
  *   POST /completion  a completion request; with "stream": true, Server-Sent Events
  *   GET  / , /health  readiness for anyone; the full status with a valid key
+ *   llama-server's /tokenize, /detokenize, /props, /slots, /metrics (llama_routes.c)
  * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
  * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
@@ -19,7 +20,7 @@
 
 typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA } route_id;
 
-/* One HTTP request on /rpc or /completion. */
+/* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
     route_id route;
     const char *url;      /* ROUTE_LLAMA: which one (a string of llama_routes.c's) */
@@ -255,13 +256,13 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
-    if (get && llama_route_get(url)) return llama_route_answer_get(c, url);
+    if (llama_route_get(url))
+        return get ? llama_route_answer_get(c, url)
+                   : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = llama_route_post(url);
     if (!rpc && !completion && !llama)
-        return send_error(c, llama_route_get(url) ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
-                          llama_route_get(url) ? RPC_INVALID_REQUEST : RPC_METHOD_NOT_FOUND,
-                          llama_route_get(url) ? "use GET" : "not found: POST /rpc, POST /completion, POST "
-                          "/tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
+        return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
+                          "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
