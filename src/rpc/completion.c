@@ -198,13 +198,20 @@ json_t *completion_prompt_stats(const completion_request *req) {
 
 static double per(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+/* llama-server's timings: cache_n (prompt tokens reused), then draft_n / draft_n_accepted when
+ * something was drafted. */
 static json_t *timings_json(const specd_stats *s) {
     int32_t prompt_n = s->n_prompt - s->n_prompt_cached;
-    return json_pack("{s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "prompt_n", prompt_n, "prompt_ms", s->prompt_ms,
-                     "prompt_per_token_ms", per(s->prompt_ms, prompt_n), "prompt_per_second",
-                     per(prompt_n * 1000.0, s->prompt_ms), "predicted_n", s->n_predicted, "predicted_ms",
-                     s->decode_ms, "predicted_per_token_ms", per(s->decode_ms, s->n_predicted),
-                     "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
+    json_t *t = json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", s->n_prompt_cached, "prompt_n",
+                          prompt_n, "prompt_ms", s->prompt_ms, "prompt_per_token_ms", per(s->prompt_ms, prompt_n),
+                          "prompt_per_second", per(prompt_n * 1000.0, s->prompt_ms), "predicted_n", s->n_predicted,
+                          "predicted_ms", s->decode_ms, "predicted_per_token_ms", per(s->decode_ms, s->n_predicted),
+                          "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
+    if (t && s->n_drafted > 0) {
+        json_object_set_new(t, "draft_n", json_integer(s->n_drafted));
+        json_object_set_new(t, "draft_n_accepted", json_integer(s->n_accepted));
+    }
+    return t;
 }
 
 /* `enabled`, and when it is false the `reason`, before the statistics. */

@@ -45,6 +45,7 @@ json_t *rpc_props_json(rpc_error *err) {
                               json_object_get(status, "model_alias"), "chat_template",
                               template_text ? template_text : "", "modalities", "vision", 0, "build_info",
                               specd_version(), "is_sleeping", 0, "has_draft", specd_engine_has_draft(e));
+    if (props) json_object_set_new(props, "chat_template_caps", json_object());
     rpc_state_release_engine();
     json_decref(status);
     if (!props) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for /props");

@@ -161,6 +161,8 @@ def check_slots_and_metrics(port):
           and moved("specd:spec_drafted_tokens_total", 'drafter="draft"') == spec["drafted"]
           and moved("specd:spec_accepted_tokens_total", 'drafter="draft"') == spec["accepted"]
           and spec["drafted"] > 0 and after[("llamacpp:requests_processing", "")] == 0, (spec, text))
+    check("timings as llama-server's: cache_n, draft_n, draft_n_accepted", done["timings"]["draft_n"] == spec["drafted"]
+          and done["timings"]["draft_n_accepted"] == spec["accepted"] and "cache_n" in done["timings"], done["timings"])
     code, ngram = completion(port, dict(request, **{"speculative.type": "ngram-simple,draft"}))
     _, text = curl(port, "/metrics")
     later, _, _ = parse_prometheus(text)
