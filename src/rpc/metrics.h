@@ -34,7 +34,8 @@ void rpc_metrics_begin(int64_t id_task, int32_t n_prompt_tokens, int32_t n_ctx, 
  * used exactly one (the per-drafter split of the statistics is then the totals), else NONE. */
 void rpc_metrics_record(const specd_stats *stats, specd_spec_type single_drafter);
 rpc_metrics rpc_metrics_get(void);
-/* llama-server's /slots entry for the one slot (new reference). */
-json_t *rpc_metrics_slot_json(bool is_processing);
+/* llama-server's /slots entry for the one slot (new reference); `n_ctx` is the engine's, shown
+ * before the slot has run a request. */
+json_t *rpc_metrics_slot_json(bool is_processing, int32_t n_ctx);
 
 #endif

@@ -20,13 +20,6 @@ static json_t *default_settings(specd_engine *e) {
     return completion_settings_json(&req, e);
 }
 
-static bool busy(void) {
-    rpc_error err;
-    json_t *status = rpc_method_status(NULL, &err);
-    bool b = json_is_true(json_object_get(status, "busy"));
-    json_decref(status);
-    return b;
-}
 
 json_t *rpc_props_json(rpc_error *err) {
     json_t *status = rpc_method_status(NULL, err);
@@ -53,7 +46,11 @@ json_t *rpc_props_json(rpc_error *err) {
 }
 
 json_t *rpc_slots_json(rpc_error *err) {
-    json_t *slot = rpc_metrics_slot_json(busy());
+    json_t *status = rpc_method_status(NULL, err);
+    if (!status) return NULL;
+    json_t *slot = rpc_metrics_slot_json(json_is_true(json_object_get(status, "busy")),
+                                         (int32_t)json_integer_value(json_object_get(status, "n_ctx")));
+    json_decref(status);
     json_t *slots = slot ? json_pack("[o]", slot) : NULL;
     if (!slots) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for /slots");
     return slots;

@@ -372,8 +372,8 @@ def main(specd, models):
         if port:
             code, text = curl(port, "/slots")
             slots = json.loads(text)
-            check("/slots before any completion: idle, no task", code == 200 and slots[0]["state"] == "idle"
-                  and slots[0]["id_task"] == -1, slots)
+            check("/slots before any completion: idle, no task, the context size", code == 200
+                  and slots[0]["state"] == "idle" and slots[0]["id_task"] == -1 and slots[0]["n_ctx"] == 256, slots)
             check_tokenize(port)
             check_props(port, target)
             check_slots_and_metrics(port)
