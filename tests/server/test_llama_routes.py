@@ -142,6 +142,8 @@ def check_props(port, target):
 
 
 def check_slots_and_metrics(port):
+    _, _, bad = parse_prometheus("# TYPE a counter\na 1\nb 2\na{x=1} 3\na one\n")
+    check("the Prometheus checker refuses what is not the format (control)", len(bad) == 3, bad)
     code, text = curl(port, "/metrics")
     before, types, bad = parse_prometheus(text)
     check("/metrics: Prometheus text exposition format", code == 200 and not bad and types, (code, bad, text[:300]))
