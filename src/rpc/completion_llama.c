@@ -353,7 +353,8 @@ static bool parse_samplers(rpc_params *rp, const completion_request *req) {
     while (next < (int)(sizeof chain / sizeof *chain) && !sampler_on(req, next)) next++;
     if (next < (int)(sizeof chain / sizeof *chain))
         return rpc_fail(rp->err, RPC_INVALID_PARAMS, "samplers", "completion params: 'samplers' leaves out %s, "
-                        "which this request's settings use: specd cannot skip it (set it off instead)", chain[next].name);
+                        "which this request's settings use: specd cannot skip it (set it off instead)",
+                        chain[next].name);
     return true;
 }
 

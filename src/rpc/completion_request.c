@@ -2,7 +2,8 @@
  * (type, range, no unknown fields), samplers the engine does not have refused with a clear
  * message, the prompt (text, or strings mixed with token ids) tokenized and truncated to the
  * context keeping n_keep tokens, as the old API did (which also shifts the context during
- * generation, keeping the same n_keep). */
+ * generation, keeping the same n_keep). llama-server's own names for fields (aliases, json_schema,
+ * the flat speculative.* keys, the fields specd does not implement) are completion_llama.c's. */
 #include "completion.h"
 
 #include <math.h>
@@ -195,7 +196,8 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
     rpc_params sp;
     rpc_params_open(&sp, obj, "completion params", "speculative.", rp->err);
     int32_t max = rpc_state_draft_max();
-    if (!completion_parse_spec_type(&sp, spec, has_draft) || !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
+    if (!completion_parse_spec_type(&sp, spec, has_draft) ||
+        !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
         !rpc_read_int32(&sp, "n_min", 0, max, &spec->draft_min) ||
         !rpc_read_any_float(&sp, "p_min", &spec->draft_p_min) ||
         !rpc_read_any_int32(&sp, "suffix_branches", &spec->suffix_branches))
@@ -323,8 +325,8 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     bool ok = parse_sampling(&rp, req) && parse_grammar(&rp, req, e) && parse_n_probs(&rp, req) &&
               parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
-              completion_parse_llama_fields(&rp, req, e) && rpc_params_finish(&rp) && validate_ranges(req, err) && tokenize_prompt(req, prompt, e, err) &&
-              truncate_prompt(req, err);
+              completion_parse_llama_fields(&rp, req, e) && rpc_params_finish(&rp) && validate_ranges(req, err) &&
+              tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
     if (!ok) {
         completion_request_free(req);
         return NULL;

@@ -82,7 +82,8 @@ rpc_metrics rpc_metrics_get(void) {
 json_t *rpc_metrics_slot_json(bool is_processing, int32_t n_ctx) {
     pthread_mutex_lock(&m.lock);
     json_t *slot = json_pack("{s:i, s:I, s:i, s:b, s:s, s:i}", "id", 0, "id_task", (json_int_t)m.id_task, "n_ctx",
-                             m.id_task >= 0 ? m.n_ctx : n_ctx, "is_processing", is_processing, "state", is_processing ? "processing" : "idle",
+                             m.id_task >= 0 ? m.n_ctx : n_ctx, "is_processing", is_processing, "state",
+                             is_processing ? "processing" : "idle",
                              "n_prompt_tokens", m.n_prompt_tokens);
     if (slot) {
         json_object_set_new(slot, "params", m.params ? json_deep_copy(m.params) : json_object());
