@@ -41,8 +41,25 @@ static json_t *bias_pairs(json_t *object) {
     return pairs;
 }
 
-json_t *llama_completion_params(json_t *params) {
+/* Several prompts in one request (an array of two or more strings, or of arrays) make several
+ * completions in llama-server; the JSON API would read them as one prompt, so they are refused. */
+static bool several_prompts(json_t *prompt) {
+    if (!json_is_array(prompt) || json_array_size(prompt) < 2) return false;
+    size_t i;
+    json_t *item;
+    json_array_foreach(prompt, i, item) if (!json_is_string(item) && !json_is_array(item)) return false;
+    return true;
+}
+
+json_t *llama_completion_params(json_t *params, rpc_error *err) {
     if (!json_is_object(params)) return params;
+    if (several_prompts(json_object_get(params, "prompt"))) {
+        json_decref(params);
+        rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt' holds several prompts (an array of "
+                 "strings or of arrays): specd makes one completion per request; send one request per prompt, or "
+                 "one string, or one array mixing text and token ids");
+        return NULL;
+    }
     const char *key;
     json_t *value;
     void *tmp;

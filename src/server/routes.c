@@ -203,7 +203,9 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
         snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
         return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
-    params = llama_completion_params(params);
+    rpc_error err;
+    if (!(params = llama_completion_params(params, &err)))
+        return send_json(c, MHD_HTTP_BAD_REQUEST, json_pack("{s:o}", "error", rpc_error_object(&err)));
     rs->stream = json_is_true(json_object_get(params, "stream"));
     json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method",
                                 rs->stream ? "completion.start" : "completion", "params", params);

@@ -111,8 +111,10 @@ enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url
 /* Answers a POST route once its body is in. */
 enum MHD_Result llama_route_post_body(struct MHD_Connection *c, const char *url, const char *body, size_t len,
                                       const rpc_caller *caller);
-/* /completion's body (taken, returned) read as llama-server reads it: null fields are absent, and
- * completion_probabilities come in llama-server's shape unless probs_format says otherwise. */
-json_t *llama_completion_params(json_t *params);
+/* /completion's body (taken, returned) read as llama-server reads it: null fields are absent, `stop`
+ * may be one string, `logit_bias` an object, and completion_probabilities come in llama-server's
+ * shape unless probs_format says otherwise. NULL with *err set for what llama-server would read
+ * differently from the JSON API (several prompts in one request). */
+json_t *llama_completion_params(json_t *params, rpc_error *err);
 
 #endif

@@ -238,6 +238,12 @@ def check_fields(port):
     code, answer = completion(port, dict(base, n_predict=6, seed=None, cache_prompt=False, id_slot=0))
     check("null means absent; cache_prompt false and id_slot 0 accepted", code == 200
           and answer["tokens_predicted"] == 6, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, prompt=["once upon", "a time"]))
+    check("several prompts in one request (llama-server makes one completion each): 400 naming prompt",
+          code == 400 and error_field(answer) == "prompt" and "several prompts" in answer["error"]["message"],
+          (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, prompt=["once upon", 5, 7]))
+    check("one prompt mixing text and token ids", code == 200 and answer["tokens_predicted"] == 2, (code, answer))
     code, answer = completion(port, dict(base, n_predict=6, stop=" "))
     check("stop as one string (llama-server's form)", code == 200 and " " not in answer["content"]
           and answer["generation_settings"]["stop"] == [" "], (code, answer))
