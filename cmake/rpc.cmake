@@ -9,8 +9,11 @@ set(SPECD_RPC_SOURCES
   src/rpc/state.c
   src/rpc/text_stream.c
   src/rpc/completion_request.c
+  src/rpc/completion_llama.c
   src/rpc/completion.c
   src/rpc/completion_probs.c
+  src/rpc/metrics.c
+  src/rpc/props.c
   src/rpc/async.c
   src/rpc/abi.c
   src/rpc/json_schema.c

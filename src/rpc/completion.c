@@ -2,10 +2,12 @@
  * returned (content, stop flags, timings, prompt_stats, generation_settings) plus `speculative`.
  * Text goes through the text stream: stop strings are cut, UTF-8 is never split, and streamed
  * chunks concatenate to exactly the blocking content. Also the blocking `completion` method. */
+#define _POSIX_C_SOURCE 200809L /* strdup, strtok_r */
 #include "completion.h"
 
 #include "text_stream.h"
 #include "completion_probs.h"
+#include "metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@ typedef struct run_state {
     bool out_of_memory;
     const specd_result *result;  /* the one being generated: the probabilities of each step */
     completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
+    int32_t n_tokens_sent;       /* return_tokens while streaming: ids handed out so far */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -46,6 +49,28 @@ static bool push_token(run_state *rs, specd_token token) {
     return ok;
 }
 
+static json_t *timings_json(const specd_stats *s);
+
+/* The ids generated since the last ones handed out (return_tokens), new array. */
+static json_t *tokens_since(run_state *rs, const specd_result *r) {
+    json_t *ids = json_array();
+    for (; ids && rs->n_tokens_sent < r->n_tokens; rs->n_tokens_sent++)
+        json_array_append_new(ids, json_integer(r->tokens[rs->n_tokens_sent]));
+    return ids;
+}
+
+/* llama-server's per-chunk extras: `tokens` (return_tokens) and `timings` (timings_per_token, the
+ * figures so far). */
+static void add_per_chunk_fields(run_state *rs, json_t *update) {
+    const completion_request *req = rs->job->request;
+    if (req->return_tokens) json_object_set_new(update, "tokens", tokens_since(rs, rs->result));
+    if (req->timings_per_token) {
+        specd_stats now = rs->result->stats;
+        now.n_predicted = rs->result->n_tokens;
+        json_object_set_new(update, "timings", timings_json(&now));
+    }
+}
+
 /* The engine's per-step callback: text in, decided text out, stop when a stop string matched
  * or the job was cancelled (both take effect after this step). */
 static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
@@ -71,6 +96,7 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
             json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0);
             /* the update owns the list: once published, pollers on other threads free it */
             if (probs) json_object_set_new(update, "completion_probabilities", probs);
+            add_per_chunk_fields(rs, update);
             publish(rs->job, update);
         } else {
             json_decref(probs);
@@ -172,13 +198,20 @@ json_t *completion_prompt_stats(const completion_request *req) {
 
 static double per(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+/* llama-server's timings: cache_n (prompt tokens reused), then draft_n / draft_n_accepted when
+ * something was drafted. */
 static json_t *timings_json(const specd_stats *s) {
     int32_t prompt_n = s->n_prompt - s->n_prompt_cached;
-    return json_pack("{s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "prompt_n", prompt_n, "prompt_ms", s->prompt_ms,
-                     "prompt_per_token_ms", per(s->prompt_ms, prompt_n), "prompt_per_second",
-                     per(prompt_n * 1000.0, s->prompt_ms), "predicted_n", s->n_predicted, "predicted_ms",
-                     s->decode_ms, "predicted_per_token_ms", per(s->decode_ms, s->n_predicted),
-                     "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
+    json_t *t = json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", s->n_prompt_cached, "prompt_n",
+                          prompt_n, "prompt_ms", s->prompt_ms, "prompt_per_token_ms", per(s->prompt_ms, prompt_n),
+                          "prompt_per_second", per(prompt_n * 1000.0, s->prompt_ms), "predicted_n", s->n_predicted,
+                          "predicted_ms", s->decode_ms, "predicted_per_token_ms", per(s->decode_ms, s->n_predicted),
+                          "predicted_per_second", per(s->n_predicted * 1000.0, s->decode_ms));
+    if (t && s->n_drafted > 0) {
+        json_object_set_new(t, "draft_n", json_integer(s->n_drafted));
+        json_object_set_new(t, "draft_n_accepted", json_integer(s->n_accepted));
+    }
+    return t;
 }
 
 /* `enabled`, and when it is false the `reason`, before the statistics. */
@@ -208,6 +241,23 @@ static bool truncated(const completion_request *req, const specd_result *r) {
     return req->truncated || r->stats.n_context_shifts > 0 || r->stop_reason == SPECD_STOP_CONTEXT;
 }
 
+/* response_fields: the paths of `fields` found in `resp` (taken), each under its path. */
+static json_t *only_fields(json_t *resp, json_t *fields) {
+    json_t *kept = json_object();
+    size_t i;
+    json_t *path;
+    json_array_foreach(fields, i, path) {
+        char *copy = strdup(json_string_value(path)), *save = NULL;
+        json_t *at = resp;
+        for (char *key = copy ? strtok_r(copy, "/", &save) : NULL; key && at; key = strtok_r(NULL, "/", &save))
+            at = json_is_object(at) ? json_object_get(at, key) : NULL;
+        if (at && at != resp) json_object_set(kept, json_string_value(path), at);
+        free(copy);
+    }
+    json_decref(resp);
+    return kept;
+}
+
 static json_t *final_response(const completion_request *req, run_state *rs, const specd_result *r) {
     size_t len = 0;
     const char *text = rs->stream ? specd_text_stream_take(&rs->text, true, &len) : specd_text_stream_text(&rs->text, &len);
@@ -225,7 +275,8 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
     if (resp && req->gen.n_probs > 0)
         json_object_set_new(resp, "completion_probabilities",
                             completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
-    return resp;
+    if (resp && req->return_tokens) json_object_set_new(resp, "tokens", tokens_since(rs, r));
+    return req->response_fields && resp ? only_fields(resp, req->response_fields) : resp;
 }
 
 /* ---- running --------------------------------------------------------------------------------- */
@@ -240,6 +291,12 @@ static void remember_history(const completion_request *req, const specd_result *
         if (n_out > kept - n_prompt) n_out = kept - n_prompt;
     }
     rpc_state_remember_history(req->tokens, n_prompt, r->tokens, n_out);
+}
+
+/* The drafter a request used when it used exactly one, else NONE (for the per-drafter metrics). */
+static specd_spec_type single_drafter(const completion_request *req, specd_engine *e) {
+    specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
+    return specd_generation_drafters(e, &req->gen, drafters, NULL) == 1 ? drafters[0] : SPECD_SPEC_NONE;
 }
 
 static void fail_job(rpc_job *job, const rpc_error *err) {
@@ -265,7 +322,8 @@ static void debug_log(const completion_request *req, const char *what, json_t *v
 json_t *completion_run(rpc_job *job, bool stream) {
     completion_request *req = job->request;
     rpc_error err;
-    run_state rs = {.job = job, .stream = stream};
+    run_state rs = {.job = job, .stream = stream,
+                    .probs = {.llama = req->llama_probs, .post_sampling = req->gen.post_sampling_probs}};
     if (!rpc_state_acquire_engine(&rs.engine, &err)) {
         fail_job(job, &err);
         return NULL;
@@ -286,6 +344,7 @@ json_t *completion_run(rpc_job *job, bool stream) {
         fail_job(job, &err);
     } else {
         remember_history(req, &r);
+        rpc_metrics_record(&r.stats, single_drafter(req, rs.engine));
         resp = final_response(req, &rs, &r);
         debug_log(req, "response", resp);
     }
@@ -306,6 +365,9 @@ bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
         return false;
     }
     job->request = completion_request_parse(params, e, err);
+    if (job->request)
+        rpc_metrics_begin(job->id, job->request->n_tokens, job->request->n_ctx,
+                          completion_settings_json(job->request, e));
     rpc_state_release_engine();
     if (!job->request) {
         rpc_state_unclaim(job);

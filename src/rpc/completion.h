@@ -24,12 +24,27 @@ struct completion_request {
     int64_t seed_requested;        /* -1: random */
     bool stream;
     bool debug;
+    /* llama-server's fields (completion_llama.c) */
+    bool return_tokens;            /* `tokens` (ids) in the response and in streamed chunks */
+    bool timings_per_token;        /* `timings` in every streamed chunk */
+    bool cache_prompt;             /* accepted; the engine always reuses the cached prefix */
+    bool llama_probs;              /* probs_format "llama": completion_probabilities as llama-server's */
+    json_t *response_fields;       /* owned ref: the final response keeps only these paths, or NULL */
 };
 
 /* Parses and checks a completion request and tokenizes its prompt with `engine` (read-locked by
  * the caller). Returns NULL with *err set on any invalid field. */
 completion_request *completion_request_parse(json_t *params, specd_engine *engine, rpc_error *err);
 void completion_request_free(completion_request *req);
+
+/* llama-server's /completion fields that the old API lacked (completion_llama.c): aliases
+ * (max_tokens, logprobs, n), the flat speculative.* keys, json_schema, return_tokens, ..., and those
+ * specd does not implement, accepted at values that change nothing and refused otherwise. Called
+ * after the old API's fields were read (it looks at what they set). probs_format too. */
+bool completion_parse_llama_fields(rpc_params *rp, completion_request *req, specd_engine *engine);
+/* speculative.type as a list of drafter names in `sp` ("type"); shared by the nested object and
+ * the flat key. */
+bool completion_parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool has_draft);
 
 /* The generation_settings echo (new reference). */
 json_t *completion_settings_json(const completion_request *req, specd_engine *engine);

@@ -2,7 +2,8 @@
  * (type, range, no unknown fields), samplers the engine does not have refused with a clear
  * message, the prompt (text, or strings mixed with token ids) tokenized and truncated to the
  * context keeping n_keep tokens, as the old API did (which also shifts the context during
- * generation, keeping the same n_keep). */
+ * generation, keeping the same n_keep). llama-server's own names for fields (aliases, json_schema,
+ * the flat speculative.* keys, the fields specd does not implement) are completion_llama.c's. */
 #include "completion.h"
 
 #include <math.h>
@@ -14,6 +15,7 @@ void completion_request_free(completion_request *req) {
     json_decref(req->prompt);
     json_decref(req->stop_list);
     json_decref(req->logit_bias_json);
+    json_decref(req->response_fields);
     free(req->tokens);
     free(req->bias);
     free(req->stops);
@@ -155,7 +157,7 @@ static bool parse_stop(rpc_params *rp, completion_request *req) {
 
 /* speculative.type: ["none"], ["draft"], or a list of drafters such as ["ngram-simple", "draft"]
  * (the same as `specd run --spec`): one entry sets the plain type, several make a drafter list. */
-static bool parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool has_draft) {
+bool completion_parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool has_draft) {
     json_t *type = rpc_get_value(sp, "type");
     if (!type) return true;
     size_t n = json_array_size(type);
@@ -194,7 +196,8 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
     rpc_params sp;
     rpc_params_open(&sp, obj, "completion params", "speculative.", rp->err);
     int32_t max = rpc_state_draft_max();
-    if (!parse_spec_type(&sp, spec, has_draft) || !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
+    if (!completion_parse_spec_type(&sp, spec, has_draft) ||
+        !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
         !rpc_read_int32(&sp, "n_min", 0, max, &spec->draft_min) ||
         !rpc_read_any_float(&sp, "p_min", &spec->draft_p_min) ||
         !rpc_read_any_int32(&sp, "suffix_branches", &spec->suffix_branches))
@@ -315,14 +318,15 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     req->gen = specd_generation_default_params();
     req->n_ctx = specd_engine_n_ctx(e);
     req->seed_requested = -1;
+    req->cache_prompt = true;
     rpc_params rp;
     rpc_params_open(&rp, params, "completion params", "", err);
     json_t *prompt = rpc_get_value(&rp, "prompt");
     bool ok = parse_sampling(&rp, req) && parse_grammar(&rp, req, e) && parse_n_probs(&rp, req) &&
               parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
-              rpc_params_finish(&rp) && validate_ranges(req, err) && tokenize_prompt(req, prompt, e, err) &&
-              truncate_prompt(req, err);
+              completion_parse_llama_fields(&rp, req, e) && rpc_params_finish(&rp) && validate_ranges(req, err) &&
+              tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
     if (!ok) {
         completion_request_free(req);
         return NULL;

@@ -47,7 +47,7 @@ json_t *rpc_error_object(const rpc_error *err);
  * Each getter returns 1 when the field is present and valid (value stored), 0 when absent, -1 when
  * present but wrongly typed or out of range (err set, naming the field). rpc_params_finish fails
  * on any field no getter asked for: unknown and misspelled fields are errors, never ignored. */
-#define RPC_MAX_FIELDS 64
+#define RPC_MAX_FIELDS 160 /* the completion request knows about 100 names (llama-server's included) */
 typedef struct rpc_params {
     json_t *obj;        /* borrowed; NULL means no params */
     const char *where;  /* "completion params", ... for messages */

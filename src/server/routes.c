@@ -2,6 +2,7 @@
  *   POST /rpc         JSON-RPC 2.0 (single, batch); notifications only -> 204 without a body
  *   POST /completion  a completion request; with "stream": true, Server-Sent Events
  *   GET  / , /health  readiness for anyone; the full status with a valid key
+ *   llama-server's /tokenize, /detokenize, /props, /slots, /metrics (llama_routes.c)
  * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
  * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
@@ -17,11 +18,12 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION } route_id;
+typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA } route_id;
 
-/* One HTTP request on /rpc or /completion. */
+/* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
     route_id route;
+    const char *url;      /* ROUTE_LLAMA: which one (a string of llama_routes.c's) */
     rpc_caller caller;
     char *body;           /* what arrived so far (owned), NUL-terminated */
     size_t len, cap;
@@ -74,7 +76,7 @@ static unsigned http_status_for(json_int_t code) {
 }
 
 /* A plain route's answer: the result with 200, or the error object with a matching status. */
-static enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response) {
+enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response) {
     json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
     if (result) {
         enum MHD_Result ok = send_json(c, MHD_HTTP_OK, json_incref(result));
@@ -201,6 +203,9 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
         snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
         return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
+    rpc_error err;
+    if (!(params = llama_completion_params(params, &err)))
+        return send_json(c, MHD_HTTP_BAD_REQUEST, json_pack("{s:o}", "error", rpc_error_object(&err)));
     rs->stream = json_is_true(json_object_get(params, "stream"));
     json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method",
                                 rs->stream ? "completion.start" : "completion", "params", params);
@@ -253,16 +258,20 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
-    bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0;
-    if (!rpc && !completion)
+    if (llama_route_get(url))
+        return get ? llama_route_answer_get(c, url)
+                   : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
+    bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = llama_route_post(url);
+    if (!rpc && !completion && !llama)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
-                          "GET /health");
+                          "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
     request_state *rs = calloc(1, sizeof *rs);
     if (!rs) return MHD_NO;
-    rs->route = rpc ? ROUTE_RPC : ROUTE_COMPLETION;
+    rs->route = rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION : ROUTE_LLAMA;
+    rs->url = llama ? (strcmp(url, "/tokenize") == 0 ? "/tokenize" : "/detokenize") : NULL;
     rs->caller = (rpc_caller){.admin = who.admin, .models_dir = o->models_dir};
     rs->nul_at = -1;
     *state = rs;
@@ -307,6 +316,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options
                  "contain one", (long long)rs->nul_at);
         return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
+    if (rs->route == ROUTE_LLAMA) return llama_route_post_body(c, rs->url, rs->body, rs->len, &rs->caller);
     return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
 }
 

@@ -1,6 +1,7 @@
 /* server.h - what the files of `specd serve` share:
  *   serve.c   the command: options, start-up, signals, the graceful stop and its watchdog
  *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
+ *   llama_routes.c  llama-server's other routes (/tokenize, /detokenize, /props, /slots, /metrics)
  *   calls.c   dispatcher calls, and slow ones run on worker threads while the connection waits
  *             suspended (no libmicrohttpd pool thread ever blocks on a completion or a load)
  *   sse.c     Server-Sent Events streams, fed by a pump thread per stream
@@ -96,5 +97,24 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
 /* Response helpers (value taken). */
 enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value);
 enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message);
+/* A plain route's answer from a dispatcher response (taken): the result with 200, or the error
+ * object with the HTTP status its code maps to. */
+enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response);
+
+/* ---- llama_routes.c --------------------------------------------------------------------------- */
+/* Whether `url` is one of llama-server's GET routes (/props, /slots, /metrics) / POST routes with
+ * a body (/tokenize, /detokenize). */
+bool llama_route_get(const char *url);
+bool llama_route_post(const char *url);
+/* Answers a GET route (the caller checked the key). */
+enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url);
+/* Answers a POST route once its body is in. */
+enum MHD_Result llama_route_post_body(struct MHD_Connection *c, const char *url, const char *body, size_t len,
+                                      const rpc_caller *caller);
+/* /completion's body (taken, returned) read as llama-server reads it: null fields are absent, `stop`
+ * may be one string, `logit_bias` an object, and completion_probabilities come in llama-server's
+ * shape unless probs_format says otherwise. NULL with *err set for what llama-server would read
+ * differently from the JSON API (several prompts in one request). */
+json_t *llama_completion_params(json_t *params, rpc_error *err);
 
 #endif

@@ -163,7 +163,7 @@ def run_checks(port, target):
     entries = [p for e in events for p in e.get("completion_probabilities", [])]
     check("SSE with n_probs: each event carries its tokens' probabilities, one entry per token",
           code == 200 and all("completion_probabilities" in e for e in events) and len(entries) == 24
-          and all(len(p["probs"]) == 2 for p in entries), (code, text[:500]))
+          and all(len(p["top_logprobs"]) == 2 for p in entries), (code, text[:500]))  # llama-server's shape
     code, text = curl(port, "/completion", {"prompt": "x", "temperature": "hot"})
     check("bad field: 400 naming it", code == 400 and json.loads(text)["error"]["data"]["field"] == "temperature",
           (code, text))

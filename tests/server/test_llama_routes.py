@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""`specd serve` as a llama-server client sees it, through curl on the tiny models: /tokenize,
+/detokenize, /props, /slots, /metrics (parsed as Prometheus text, counters moving after a
+completion), every field llama-server's /completion accepts (at its default: accepted; implemented
+ones acting as there; unimplemented ones refused naming the field; typos refused), json_schema
+output matching its schema, and completion_probabilities in llama-server's shape on /completion
+(the old shape stays on JSON-RPC).
+
+    test_llama_routes.py SPECD MODELS_DIR
+"""
+import json
+import math
+import os
+import re
+import sys
+
+from test_serve import check, curl, failures, rpc, sse_events, start_server, stop_server
+
+KEY = "test-key"
+
+# Every field llama-server 0.5.0's /completion reads (tools/server/server-schema.cpp, the flat
+# speculative.* keys it used to take, and server-context.cpp's prompt, id_slot, message_delimiters,
+# grammar_type; t_max_prompt_ms, documented but no longer read), each at its default value (n_predict and its aliases small, so the test is quick).
+LLAMA_FIELDS_AT_DEFAULT = {
+    "prompt": "once upon a time", "verbose": False, "timings_per_token": False, "stream": False,
+    "stream_options": {"include_usage": False}, "cache_prompt": True, "return_tokens": False,
+    "return_progress": False, "sse_ping_interval": 30, "n_predict": 4, "max_completion_tokens": 4,
+    "max_tokens": 4, "n_indent": 0, "n_keep": 0, "n_discard": 0, "n_cmpl": 1, "n": 1, "n_cache_reuse": 0,
+    "t_max_predict_ms": -1, "t_max_prompt_ms": -1, "response_fields": [], "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+    "top_n_sigma": -1, "xtc_probability": 0, "xtc_threshold": 0.1, "typical_p": 1, "temperature": 0.8,
+    "dynatemp_range": 0, "dynatemp_exponent": 1, "repeat_last_n": 64, "repeat_penalty": 1,
+    "frequency_penalty": 0, "presence_penalty": 0, "dry_multiplier": 0, "dry_base": 1.75,
+    "dry_allowed_length": 2, "dry_penalty_last_n": 64, "mirostat": 0, "mirostat_tau": 5, "mirostat_eta": 0.1,
+    "adaptive_target": -1, "adaptive_decay": 0.9, "seed": -1, "n_probs": 0, "logprobs": 0, "min_keep": 0,
+    "backend_sampling": False, "post_sampling_probs": False, "lora": [],
+    "dry_sequence_breakers": ["\n", ":", "\"", "*"], "grammar": "", "grammar_lazy": False, "chat_format": 0,
+    "reasoning_format": "none", "generation_prompt": "", "parse_tool_calls": False, "chat_parser": "",
+    "continue_final_message": False, "echo": False, "preserved_tokens": [], "grammar_triggers": [],
+    "reasoning_control": False, "reasoning_budget_tokens": -1, "reasoning_budget_start_tag": "",
+    "reasoning_budget_end_tags": [], "reasoning_budget_end_tag": "", "reasoning_budget_message": "",
+    "logit_bias": [], "ignore_eos": False, "stop": [],
+    "samplers": ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"],
+    "id_slot": -1, "message_delimiters": [], "grammar_type": "", "speculative.n_max": 4, "speculative.n_min": 0,
+    "speculative.p_min": 0, "speculative.type": "draft", "speculative.ngram_size_n": 3,
+    "speculative.ngram_size_m": 48, "speculative.ngram_min_hits": 2,
+}
+# json_schema is the 84th: it cannot go with grammar, so it has checks of its own below.
+
+# Fields specd does not implement, each at a value that would change the output.
+UNIMPLEMENTED = {
+    "verbose": True, "return_progress": True, "sse_ping_interval": 5, "n_indent": 2, "n_discard": 8,
+    "n_cache_reuse": 16, "t_max_predict_ms": 100, "t_max_prompt_ms": 100, "top_n_sigma": 1.5,
+    "xtc_probability": 0.5, "dynatemp_range": 0.5, "dry_multiplier": 0.8, "adaptive_target": 0.5,
+    "min_keep": 2, "backend_sampling": True, "lora": [{"id": 0, "scale": 1}], "grammar_lazy": True,
+    "chat_format": 3, "parse_tool_calls": True, "echo": True, "reasoning_budget_tokens": 10,
+    "preserved_tokens": ["x"], "speculative.ngram_size_m": 8,
+}
+
+
+def completion(port, body, path="/completion"):
+    code, text = curl(port, path, body)
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, text
+
+
+def error_field(answer):
+    return answer.get("error", {}).get("data", {}).get("field") if isinstance(answer, dict) else None
+
+
+def parse_prometheus(text):
+    """Checks the text exposition format line by line; returns {(name, labels): value}. Every
+    sample's metric must have a # TYPE line before it; a bad line fails the test."""
+    types, samples, bad = {}, {}, []
+    sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*)?\})? (\S+)$')
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            parts = line.split(" ")
+            if len(parts) != 4 or parts[3] not in ("counter", "gauge", "histogram", "summary", "untyped"):
+                bad.append(line)
+            types[parts[2]] = parts[3]
+            continue
+        m = sample.match(line)
+        if not m or m.group(1) not in types:
+            bad.append(line)
+            continue
+        try:
+            samples[(m.group(1), m.group(3) or "")] = float(m.group(5))
+        except ValueError:
+            bad.append(line)
+    return samples, types, bad
+
+
+# ---- routes -----------------------------------------------------------------------------------
+
+def check_tokenize(port):
+    text = "once upon a time"
+    code, answer = completion(port, {"content": text}, "/tokenize")
+    _, via_rpc = rpc(port, "tokenize", {"text": text, "add_special": False}, key=KEY)
+    check("/tokenize: the tokenize method's ids, no BOS by default (llama-server's add_special false)",
+          code == 200 and answer == {"tokens": via_rpc["result"]["tokens"]}, (code, answer, via_rpc))
+    code, with_bos = completion(port, {"content": text, "add_special": True}, "/tokenize")
+    _, rpc_bos = rpc(port, "tokenize", {"text": text}, key=KEY)
+    check("/tokenize add_special: as the tokenize method's default", code == 200
+          and with_bos["tokens"] == rpc_bos["result"]["tokens"], (with_bos, rpc_bos))
+    code, pieces = completion(port, {"content": text, "with_pieces": True}, "/tokenize")
+    check("/tokenize with_pieces: [{id, piece}], the pieces spell the text", code == 200
+          and [p["id"] for p in pieces["tokens"]] == answer["tokens"]
+          and "".join(p["piece"] for p in pieces["tokens"]).strip() == text, pieces)
+    code, refused = completion(port, {"content": text, "parse_special": True}, "/tokenize")
+    check("/tokenize parse_special true: 400 naming it", code == 400 and error_field(refused) == "parse_special",
+          (code, refused))
+    code, refused = completion(port, {"text": text}, "/tokenize")
+    check("/tokenize with an unknown field: 400 naming it", code == 400 and error_field(refused) == "text",
+          (code, refused))
+    code, back = completion(port, {"tokens": answer["tokens"]}, "/detokenize")
+    check("/detokenize gives the text back", code == 200 and back["content"].strip() == text, (code, back))
+    code, refused = completion(port, {"tokens": "abc"}, "/detokenize")
+    check("/detokenize with bad tokens: 400 naming them", code == 400 and error_field(refused) == "tokens",
+          (code, refused))
+    code, _ = curl(port, "/tokenize")
+    check("GET /tokenize: 405", code == 405, code)
+    code, _ = curl(port, "/metrics", {})
+    check("POST /metrics: 405", code == 405, code)
+
+
+def check_props(port, target):
+    code, text = curl(port, "/props")
+    props = json.loads(text)
+    _, status = rpc(port, "status", key=KEY)
+    settings = props.get("default_generation_settings", {})
+    check("/props: model path, n_ctx, one slot, build info, default settings", code == 200
+          and props["model_path"] == target and settings["n_ctx"] == 256 and props["total_slots"] == 1
+          and props["build_info"] == status["result"]["version"] and settings["params"]["temperature"] == 0.8
+          and settings["params"]["top_k"] == 40 and settings["speculative"] is True
+          and "chat_template" in props, props)
+    code, _ = curl(port, "/props", key="wrong")
+    check("/props needs the API key", code == 401, code)
+
+
+def check_slots_and_metrics(port):
+    _, _, bad = parse_prometheus("# TYPE a counter\na 1\nb 2\na{x=1} 3\na one\n")
+    check("the Prometheus checker refuses what is not the format (control)", len(bad) == 3, bad)
+    code, text = curl(port, "/metrics")
+    before, types, bad = parse_prometheus(text)
+    check("/metrics: Prometheus text exposition format", code == 200 and not bad and types, (code, bad, text[:300]))
+    request = {"prompt": "one day the dog ran", "n_predict": 24, "temperature": 0, "ignore_eos": True}
+    code, done = completion(port, request)
+    code, text = curl(port, "/metrics")
+    after, _, bad = parse_prometheus(text)
+
+    def moved(name, labels=""):
+        return after.get((name, labels), 0) - before.get((name, labels), 0)
+
+    spec = done["speculative"]
+    check("/metrics: the counters move by the completion's figures", not bad
+          and moved("specd:requests_total") == 1 and moved("llamacpp:tokens_predicted_total") == 24
+          and moved("llamacpp:spec_decode_num_draft_tokens_total") == spec["drafted"]
+          and moved("llamacpp:spec_decode_num_accepted_tokens_total") == spec["accepted"]
+          and moved("specd:spec_drafted_tokens_total", 'drafter="draft"') == spec["drafted"]
+          and moved("specd:spec_accepted_tokens_total", 'drafter="draft"') == spec["accepted"]
+          and spec["drafted"] > 0 and after[("llamacpp:requests_processing", "")] == 0, (spec, text))
+    check("timings as llama-server's: cache_n, draft_n, draft_n_accepted", done["timings"]["draft_n"] == spec["drafted"]
+          and done["timings"]["draft_n_accepted"] == spec["accepted"] and "cache_n" in done["timings"], done["timings"])
+    code, ngram = completion(port, dict(request, **{"speculative.type": "ngram-simple,draft"}))
+    _, text = curl(port, "/metrics")
+    later, _, _ = parse_prometheus(text)
+    per = {d["type"]: d for d in ngram["speculative"]["drafters"]}
+    check("/metrics: per drafter type after a drafter list",
+          all(later.get(("specd:spec_drafted_tokens_total", f'drafter="{t}"'), 0)
+              - after.get(("specd:spec_drafted_tokens_total", f'drafter="{t}"'), 0) == d["drafted"]
+              for t, d in per.items()) and set(per) == {"ngram-simple", "draft"}, (per, text))
+    code, text = curl(port, "/slots")
+    slots = json.loads(text)
+    check("/slots: one slot, idle, the latest request's prompt, params and speculative stats", code == 200
+          and len(slots) == 1 and slots[0]["id"] == 0 and slots[0]["state"] == "idle"
+          and slots[0]["is_processing"] is False and slots[0]["n_ctx"] == 256
+          and slots[0]["n_prompt_tokens"] == ngram["tokens_evaluated"] and slots[0]["n_decoded"] == 24
+          and slots[0]["speculative"]["drafted"] == ngram["speculative"]["drafted"]
+          and slots[0]["params"]["n_predict"] == 24, slots)
+
+
+def check_slot_while_processing(port):
+    """A completion runs (started async, long: a million tokens with context shifts) while /slots
+    and /metrics are asked; it is cancelled after, and was still running then, so they saw it."""
+    _, started = rpc(port, "completion.start", {"prompt": "one day", "n_predict": 1000000, "ignore_eos": True},
+                     key=KEY)
+    job = started["result"]["id"]
+    _, text = curl(port, "/slots")
+    slots = json.loads(text)
+    code_busy, _ = curl(port, "/slots?fail_on_no_slot=1")
+    _, metrics = curl(port, "/metrics")
+    samples, _, _ = parse_prometheus(metrics)
+    _, poll = rpc(port, "completion.poll", {"id": job}, key=KEY)
+    still_running = poll["result"]["finished"] is False
+    rpc(port, "completion.cancel", {"id": job}, key=KEY)
+    rpc(port, "completion.poll", {"id": job, "wait_ms": 10000}, key=KEY)
+    check("while a completion runs: /slots processing, fail_on_no_slot 503, requests_processing 1", still_running
+          and slots[0]["state"] == "processing" and slots[0]["is_processing"] is True and slots[0]["id_task"] == job
+          and code_busy == 503 and samples[("llamacpp:requests_processing", "")] == 1, (slots, code_busy, poll))
+    code, _ = curl(port, "/slots?fail_on_no_slot=1")
+    check("/slots?fail_on_no_slot=1 when idle: 200", code == 200, code)
+
+
+# ---- /completion's fields ---------------------------------------------------------------------
+
+def check_fields(port):
+    code, answer = completion(port, LLAMA_FIELDS_AT_DEFAULT)
+    check(f"all {len(LLAMA_FIELDS_AT_DEFAULT)} llama-server fields at their defaults are accepted",
+          code == 200 and answer["tokens_predicted"] == 4, (code, answer))
+    base = {"prompt": "once upon a time", "temperature": 0}
+    for name, value in UNIMPLEMENTED.items():
+        code, answer = completion(port, dict(base, n_predict=2, **{name: value}))
+        message = answer.get("error", {}).get("message", "") if isinstance(answer, dict) else ""
+        check(f"unimplemented {name}={value!r}: 400 naming it", code == 400 and error_field(answer) == name
+              and "not implemented" in message, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, dry_base=3, xtc_threshold=0.3, dynatemp_exponent=2))
+    check("a tuning field is accepted while its sampler is off (it changes nothing)", code == 200, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, dry_multiplier=0.5, dry_base=3))
+    check("... and refused with its sampler on, naming the sampler", code == 400
+          and error_field(answer) == "dry_multiplier", (code, answer))
+    for typo in ("temprature", "max_token", "speculative.n_maxx"):
+        code, answer = completion(port, dict(base, n_predict=2, **{typo: 1}))
+        check(f"typo {typo}: 400 unknown field", code == 400 and error_field(answer) == typo
+              and "unknown field" in answer["error"]["message"], (code, answer))
+    for name, value in (("n_cmpl", 2), ("n", 3), ("id_slot", 1)):
+        code, answer = completion(port, dict(base, n_predict=2, **{name: value}))
+        check(f"{name}={value}: 400 naming it", code == 400 and error_field(answer) == name, (code, answer))
+    code, answer = completion(port, dict(base, max_tokens=5))
+    check("max_tokens is n_predict", code == 200 and answer["tokens_predicted"] == 5, answer)
+    code, answer = completion(port, dict(base, max_completion_tokens=3, max_tokens=5))
+    check("max_completion_tokens before max_tokens (llama-server's order)", answer["tokens_predicted"] == 3, answer)
+    code, answer = completion(port, dict(base, n_predict=2, max_tokens=5))
+    check("n_predict before its aliases", answer["tokens_predicted"] == 2, answer)
+    code, answer = completion(port, dict(base, n_predict=6, seed=None, cache_prompt=False, id_slot=0))
+    check("null means absent; cache_prompt false and id_slot 0 accepted", code == 200
+          and answer["tokens_predicted"] == 6, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, prompt=["once upon", "a time"]))
+    check("several prompts in one request (llama-server makes one completion each): 400 naming prompt",
+          code == 400 and error_field(answer) == "prompt" and "several prompts" in answer["error"]["message"],
+          (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, prompt=["once upon", 5, 7]))
+    check("one prompt mixing text and token ids", code == 200 and answer["tokens_predicted"] == 2, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=6, stop=" "))
+    check("stop as one string (llama-server's form)", code == 200 and " " not in answer["content"]
+          and answer["generation_settings"]["stop"] == [" "], (code, answer))
+    code, answer = completion(port, dict(base, n_predict=6, logit_bias={"5": False}, return_tokens=True))
+    check("logit_bias as an object {id: bias}", code == 200 and 5 not in answer["tokens"]
+          and answer["generation_settings"]["logit_bias"] == [[5, False]], (code, answer))
+    code, answer = completion(port, dict(base, n_predict=6, samplers="ekyp mt".replace(" ", "")))
+    check("samplers as letters in specd's order", code == 200, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=6, samplers=["top_k", "temperature", "top_p"]))
+    check("samplers in another order: 400", code == 400 and error_field(answer) == "samplers", (code, answer))
+    code, answer = completion(port, dict(base, n_predict=6, samplers=["top_k", "min_p", "temperature"]))
+    check("samplers leaving out one that is on: 400 naming it", code == 400
+          and "leaves out top_p" in answer["error"]["message"], (code, answer))
+
+    code, answer = completion(port, dict(base, n_predict=3, response_fields=["content", "timings/predicted_n",
+                                                                             "no/such"]))
+    check("response_fields: only those, nested ones under their path", code == 200
+          and set(answer) == {"content", "timings/predicted_n"} and answer["timings/predicted_n"] == 3, answer)
+    code, plain = completion(port, dict(base, n_predict=8, return_tokens=True))
+    _, back = completion(port, {"tokens": plain["tokens"]}, "/detokenize")
+    check("return_tokens: the generated ids, which spell the content", len(plain["tokens"]) == 8
+          and back["content"] == plain["content"], (plain, back))
+    code, text = curl(port, "/completion", dict(base, n_predict=8, stream=True, return_tokens=True,
+                                                 timings_per_token=True), extra=["-N"])
+    events = sse_events(text)
+    check("stream with return_tokens and timings_per_token: the chunks' ids add up; every chunk has timings",
+          code == 200 and [t for e in events for t in e.get("tokens", [])] == plain["tokens"]
+          and all("timings" in e for e in events[:-1]) and events[-1]["timings"]["predicted_n"] == 8,
+          (code, text[:600]))
+    code, off = completion(port, dict(base, n_predict=8, **{"speculative.n_max": 0}))
+    check("flat speculative.n_max 0 turns speculation off (same text)", code == 200
+          and off["speculative"]["enabled"] is False and off["content"] == plain["content"], off)
+    code, listed = completion(port, dict(base, n_predict=8, **{"speculative.type": "ngram-simple,draft",
+                                                                "speculative.n_min": 1, "speculative.p_min": 0.1}))
+    settings = listed["generation_settings"]["speculative"]
+    check("flat speculative.type (a comma list), n_min, p_min", code == 200
+          and listed["speculative"]["type"] == "ngram-simple,draft" and settings["n_min"] == 1
+          and abs(settings["p_min"] - 0.1) < 1e-6 and listed["content"] == plain["content"], listed)
+    code, answer = completion(port, dict(base, n_predict=2, speculative={"n_max": 3}, **{"speculative.n_max": 4}))
+    check("flat and nested speculative.n_max both: 400", code == 400
+          and error_field(answer) == "speculative.n_max", (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, **{"speculative.type": "eagle3"}))
+    check("unknown speculative.type: 400 naming it", code == 400 and error_field(answer) == "speculative.type",
+          (code, answer))
+
+
+def matches_schema(doc):
+    return (isinstance(doc, dict) and set(doc) == {"name", "age", "tags"} and isinstance(doc["name"], str)
+            and isinstance(doc["age"], int) and 0 <= doc["age"] <= 120 and isinstance(doc["tags"], list)
+            and all(t in ("a", "b") for t in doc["tags"]) and len(doc["tags"]) <= 2)
+
+
+def check_json_schema(port):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                                               "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+                                                        "maxItems": 2}},
+              "required": ["name", "age", "tags"], "additionalProperties": False}
+    outputs = []
+    for seed in range(4):
+        code, answer = completion(port, {"prompt": "the person:", "json_schema": schema, "n_predict": 200,
+                                         "temperature": 1, "seed": seed})
+        try:
+            doc = json.loads(answer["content"])
+        except (ValueError, KeyError, TypeError):
+            doc = None
+        outputs.append((code, answer.get("stop_type") if isinstance(answer, dict) else None, doc))
+    check("json_schema: the output parses and matches the schema (4 sampled runs, with speculation)",
+          all(code == 200 and stop == "eos" and matches_schema(doc) for code, stop, doc in outputs), outputs)
+    code, answer = completion(port, {"prompt": "x", "json_schema": {}, "n_predict": 60, "temperature": 0})
+    check("json_schema {} means any object", code == 200 and answer["content"].lstrip().startswith("{"), answer)
+    code, answer = completion(port, {"prompt": "x", "json_schema": {"type": "string", "pattern": "a+"}})
+    check("json_schema with an unsupported keyword: 400 naming it", code == 400
+          and error_field(answer) == "json_schema" and "pattern" in answer["error"]["message"], (code, answer))
+    code, answer = completion(port, {"prompt": "x", "json_schema": schema, "grammar": "root ::= \"a\""})
+    check("json_schema and grammar both: 400", code == 400 and error_field(answer) == "json_schema", (code, answer))
+
+
+# ---- probabilities ----------------------------------------------------------------------------
+
+def check_probs(port):
+    request = {"prompt": "one day the dog ran", "n_predict": 12, "temperature": 0, "n_probs": 3,
+               "return_tokens": True}
+    code, llama = completion(port, request)
+    entries = llama.get("completion_probabilities", [])
+
+    def well_formed(item, key):
+        return (set(item) == {"id", "token", "bytes", key} and isinstance(item["id"], int)
+                and bytes(item["bytes"]).decode("utf-8", "replace") == item["token"])
+
+    ok = code == 200 and len(entries) == 12 and [e["id"] for e in entries] == llama["tokens"]
+    for e in entries:
+        top = e.get("top_logprobs", [])
+        ok = ok and well_formed({k: v for k, v in e.items() if k != "top_logprobs"}, "logprob") and len(top) == 3
+        ok = ok and all(well_formed(t, "logprob") for t in top)
+        ok = ok and [t["logprob"] for t in top] == sorted((t["logprob"] for t in top), reverse=True)
+        ok = ok and sum(math.exp(t["logprob"]) for t in top) <= 1 + 1e-6
+        ok = ok and e["logprob"] == top[0]["logprob"] and e["id"] == top[0]["id"]  # greedy: the top token
+    check("/completion n_probs: llama-server's entries {id, token, bytes, logprob, top_logprobs}", ok,
+          (code, entries[:2]))
+    _, old = rpc(port, "completion", {k: v for k, v in request.items() if k != "return_tokens"}, key=KEY)
+    old_entries = old["result"]["completion_probabilities"]
+    same = len(old_entries) == 12 and all(
+        set(o) == {"content", "probs"} and [p["tok_str"] for p in o["probs"]] == [t["token"] for t in e["top_logprobs"]]
+        and all(abs(math.log(p["prob"]) - t["logprob"]) < 1e-5 for p, t in zip(o["probs"], e["top_logprobs"]))
+        for o, e in zip(old_entries, entries))
+    check("JSON-RPC keeps {content, probs: [{tok_str, prob}]}, the same numbers", same, old_entries[:2])
+    code, post = completion(port, dict(request, post_sampling_probs=True, temperature=1, seed=3))
+    entries = post.get("completion_probabilities", [])
+
+    def own_prob(e):  # the token's own: from the list, null when it is not among the top n
+        listed = [t["prob"] for t in e["top_probs"] if t["id"] == e["id"]]
+        return e["prob"] == listed[0] if listed else e["prob"] is None
+
+    check("post_sampling_probs: {prob, top_probs}, probabilities of the distribution drawn from", code == 200
+          and len(entries) == 12 and all(set(e) == {"id", "token", "bytes", "prob", "top_probs"}
+                                         and 0 < len(e["top_probs"]) <= 3 and own_prob(e) for e in entries)
+          and all(sum(t["prob"] for t in e["top_probs"]) <= 1 + 1e-6 for e in entries), (code, entries[:2]))
+    code, specd_shape = completion(port, dict(request, probs_format="specd"))
+    check("probs_format specd on /completion gives the old shape", code == 200
+          and specd_shape["completion_probabilities"] == old_entries, specd_shape.get("completion_probabilities"))
+    _, via_rpc = rpc(port, "completion", dict(request, probs_format="llama"), key=KEY)
+    check("probs_format llama on JSON-RPC gives llama-server's shape",
+          via_rpc["result"]["completion_probabilities"] == llama["completion_probabilities"], via_rpc)
+    code, alias = completion(port, dict({k: v for k, v in request.items() if k != "n_probs"}, logprobs=3))
+    check("logprobs is n_probs on /completion", code == 200
+          and alias["completion_probabilities"] == llama["completion_probabilities"], alias)
+
+
+def main(specd, models):
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1"])
+    try:
+        if port:
+            code, text = curl(port, "/slots")
+            slots = json.loads(text)
+            check("/slots before any completion: idle, no task, the context size", code == 200
+                  and slots[0]["state"] == "idle" and slots[0]["id_task"] == -1 and slots[0]["n_ctx"] == 256, slots)
+            check_tokenize(port)
+            check_props(port, target)
+            check_slots_and_metrics(port)
+            check_slot_while_processing(port)
+            check_fields(port)
+            check_json_schema(port)
+            check_probs(port)
+        else:
+            failures.append("start")
+    finally:
+        rc = stop_server(server)
+    check("stops cleanly", rc == 0, rc)
+    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
