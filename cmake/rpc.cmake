@@ -12,6 +12,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/completion_llama.c
   src/rpc/completion.c
   src/rpc/completion_probs.c
+  src/rpc/completion_origins.c
   src/rpc/metrics.c
   src/rpc/props.c
   src/rpc/async.c

@@ -331,7 +331,9 @@ typedef struct specd_spec_params {
 } specd_spec_params;
 
 /* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
- * Return false to stop generation after this step.
+ * Return false to stop generation after this step. The step's statistics are counted before the
+ * call: the first (result->stats.n_accepted - its value at the previous call) of the tokens are
+ * accepted drafts, the rest the target's own (a stop among them cuts the list short).
  * The result passed to specd_generate is already filled up to these tokens when the callback runs:
  * they are the last n_tokens of result->tokens, and with n_probs > 0 their probabilities are the
  * last n_tokens * result->n_probs entries of result->probs. Keep a pointer to the result in

@@ -7,6 +7,7 @@
 
 #include "text_stream.h"
 #include "completion_probs.h"
+#include "completion_origins.h"
 #include "metrics.h"
 
 #include <stdio.h>
@@ -22,6 +23,7 @@ typedef struct run_state {
     const specd_result *result;  /* the one being generated: the probabilities of each step */
     completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
     int32_t n_tokens_sent;       /* return_tokens while streaming: ids handed out so far */
+    completion_origins origins;  /* return_origins: which bytes came from accepted drafts */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -59,10 +61,12 @@ static json_t *tokens_since(run_state *rs, const specd_result *r) {
     return ids;
 }
 
-/* llama-server's per-chunk extras: `tokens` (return_tokens) and `timings` (timings_per_token, the
- * figures so far). */
-static void add_per_chunk_fields(run_state *rs, json_t *update) {
+/* Per-chunk extras: llama-server's `tokens` (return_tokens) and `timings` (timings_per_token, the
+ * figures so far), and specd's `origins` (return_origins) of the chunk's text, bytes [from, to). */
+static void add_per_chunk_fields(run_state *rs, json_t *update, size_t from, size_t to) {
     const completion_request *req = rs->job->request;
+    if (req->return_origins)
+        json_object_set_new(update, "origins", completion_origins_json(&rs->origins, rs->text.buf, from, to));
     if (req->return_tokens) json_object_set_new(update, "tokens", tokens_since(rs, rs->result));
     if (req->timings_per_token) {
         specd_stats now = rs->result->stats;
@@ -75,11 +79,13 @@ static void add_per_chunk_fields(run_state *rs, json_t *update) {
  * or the job was cancelled (both take effect after this step). */
 static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     run_state *rs = user_data;
-    bool with_probs = rs->result->n_probs > 0;
+    bool with_probs = rs->result->n_probs > 0, with_origins = rs->job->request->return_origins;
+    int32_t n_drafts = with_origins ? completion_origins_step(&rs->origins, rs->result) : 0;
     for (int32_t i = 0; i < n && !specd_text_stream_stopped(&rs->text); i++) {
         size_t start = rs->text.len;
         if (!push_token(rs, tokens[i]) ||
-            (with_probs && !completion_probs_record(&rs->probs, start, rs->text.len > start ? rs->text.len : start))) {
+            (with_probs && !completion_probs_record(&rs->probs, start, rs->text.len > start ? rs->text.len : start)) ||
+            (with_origins && !completion_origins_mark(&rs->origins, rs->text.len, i < n_drafts))) {
             rs->out_of_memory = true;
             return false;
         }
@@ -96,7 +102,7 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
             json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(chunk, len), "stop", 0);
             /* the update owns the list: once published, pollers on other threads free it */
             if (probs) json_object_set_new(update, "completion_probabilities", probs);
-            add_per_chunk_fields(rs, update);
+            add_per_chunk_fields(rs, update, rs->text.taken - len, rs->text.taken);
             publish(rs->job, update);
         } else {
             json_decref(probs);
@@ -276,6 +282,10 @@ static json_t *final_response(const completion_request *req, run_state *rs, cons
         json_object_set_new(resp, "completion_probabilities",
                             completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
     if (resp && req->return_tokens) json_object_set_new(resp, "tokens", tokens_since(rs, r));
+    if (resp && req->return_origins) {
+        size_t from = rs->stream ? rs->text.taken - len : 0;
+        json_object_set_new(resp, "origins", completion_origins_json(&rs->origins, rs->text.buf, from, from + len));
+    }
     return req->response_fields && resp ? only_fields(resp, req->response_fields) : resp;
 }
 
@@ -351,6 +361,7 @@ json_t *completion_run(rpc_job *job, bool stream) {
     rpc_state_release_engine();
     specd_text_stream_free(&rs.text);
     completion_probs_free(&rs.probs);
+    completion_origins_free(&rs.origins);
     specd_result_clear(&r);
     specd_free(message);
     return resp;

@@ -164,6 +164,7 @@ def run_checks(port, target):
     check("SSE with n_probs: each event carries its tokens' probabilities, one entry per token",
           code == 200 and all("completion_probabilities" in e for e in events) and len(entries) == 24
           and all(len(p["top_logprobs"]) == 2 for p in entries), (code, text[:500]))  # llama-server's shape
+    check_origins(port, request)
     code, text = curl(port, "/completion", {"prompt": "x", "temperature": "hot"})
     check("bad field: 400 naming it", code == 400 and json.loads(text)["error"]["data"]["field"] == "temperature",
           (code, text))
@@ -177,6 +178,37 @@ def run_checks(port, target):
     code, _ = curl(port, "/rpc")
     check("GET /rpc: 405", code == 405, code)
     check_bodies(port)
+
+
+def merged(pieces):
+    out = []
+    for p in pieces:
+        if out and out[-1]["draft"] == p["draft"]:
+            out[-1] = {"text": out[-1]["text"] + p["text"], "draft": p["draft"]}
+        elif p["text"]:
+            out.append(dict(p))
+    return out
+
+
+def check_origins(port, request):
+    """return_origins: the text in pieces from accepted drafts or the target's own tokens."""
+    asked = dict(request, return_origins=True)
+    code, text = curl(port, "/completion", asked)
+    done = json.loads(text)
+    pieces = done.get("origins", [])
+    drafted = sum(1 for p in pieces if p["draft"])
+    check("origins: the pieces concatenate to the content",
+          code == 200 and "".join(p["text"] for p in pieces) == done["content"], (code, text[:500]))
+    check("origins: draft pieces exactly when drafts were accepted",
+          (drafted > 0) == (done["speculative"]["accepted"] > 0), (pieces, done["speculative"]))
+    code, text = curl(port, "/completion", dict(asked, speculative={"type": ["none"]}))
+    none = json.loads(text)
+    check("origins without speculation: all the target's own",
+          code == 200 and none["origins"] and not any(p["draft"] for p in none["origins"]), text[:300])
+    code, text = curl(port, "/completion", dict(asked, stream=True), extra=["-N"])
+    streamed = [p for e in sse_events(text) for p in e.get("origins", [])]
+    check("origins streamed: the same pieces as the blocking answer", merged(streamed) == merged(pieces),
+          (streamed, pieces))
 
 
 def check_bodies(port):
