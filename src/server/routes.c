@@ -254,6 +254,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
     http_caller who = identify(c, o);
     /* Answers from the headers keep the request's deadline: they are sent at once, and a body
      * that a client trickles after them does not hold the connection past it. */
+    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0) && o->web_page) return page_respond(c);
     if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, who.keyed);
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "

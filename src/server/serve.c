@@ -143,6 +143,7 @@ static void serve_usage(FILE *out) {
           "  --models-dir DIR       init over HTTP may load only regular files under DIR (after\n"
           "                         resolving symlinks and '..'; relative paths are taken in DIR).\n"
           "                         Without it the admin key may load any file the process can read\n"
+          "  --no-webui             GET / answers readiness as /health does, instead of the chat page\n"
           "  --max-body BYTES       largest request body (default 1048576); larger: 413\n"
           "  --request-timeout S    a request's headers and body must arrive within S seconds of\n"
           "                         the connection opening (or of the previous answer), however\n"
@@ -186,6 +187,7 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--max-conns")) ok = cli_int(a, f, 1, 1 << 20, &o->max_conns);
         else if (!strcmp(f, "--max-conns-per-ip")) ok = cli_int(a, f, 0, 1 << 20, &o->max_conns_per_ip);
         else if (!strcmp(f, "--http-threads")) ok = cli_int(a, f, 1, 256, &o->http_threads);
+        else if (!strcmp(f, "--no-webui")) o->web_page = false;
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }
@@ -343,7 +345,7 @@ static int serve(serve_options *o) {
 }
 
 int cli_serve(int argc, char **argv) {
-    serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10,
+    serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
                        .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);

@@ -30,6 +30,7 @@ typedef struct serve_options {
     int64_t request_timeout_s;
     int64_t http_threads;
     json_t *init_args;     /* the model options, for init (owned) */
+    bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
 } serve_options;
 
 /* ---- serve.c ---------------------------------------------------------------------------------- */
@@ -88,6 +89,10 @@ void conn_request_arrived(struct MHD_Connection *c);
 void conn_request_finished(struct MHD_Connection *c);
 /* How many connections the deadline closed so far. */
 int64_t conn_closed_by_deadline(void);
+
+/* ---- page.c ----------------------------------------------------------------------------------- */
+/* GET /: the embedded page (a chat that shows speculation at work). */
+enum MHD_Result page_respond(struct MHD_Connection *c);
 
 /* ---- routes.c --------------------------------------------------------------------------------- */
 /* MHD_AccessHandlerCallback (cls: the serve_options) and MHD_OPTION_NOTIFY_COMPLETED. */

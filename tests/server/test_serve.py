@@ -118,7 +118,8 @@ def run_checks(port, target):
     check("health with the key: the full status", code == 200 and json.loads(text)["status"] == "ok"
           and json.loads(text)["model"] == target, (code, text))
     code, text = curl(port, "/", key=None)
-    check("GET / answers readiness only", code == 200 and json.loads(text) == {"status": "ok"}, (code, text))
+    check("GET / without a key: the chat page, with no secret in it", code == 200 and "<title>specd</title>" in text
+          and "/v1/chat/completions" in text and KEY not in text and target not in text, (code, text[:200]))
     code, text = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key=None)
     check("401 without the key", code == 401 and "unauthorized" in text, (code, text))
     code, _ = curl(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"}, key="wrong")
@@ -405,6 +406,17 @@ def check_sigterm_during_stream(specd, target, draft):
     check("... the stream had started and was ended", text.count("data: ") >= 3, text[:300])
 
 
+def check_no_webui(specd, target):
+    """--no-webui: GET / answers readiness as /health does."""
+    server, port = start_server(specd, ["--no-webui", "-m", target, "-t", "1"])
+    try:
+        code, text = curl(port, "/", key=None) if port else (0, "")
+        check("--no-webui: GET / answers readiness only", code == 200 and json.loads(text) == {"status": "ok"},
+              (code, text[:200]))
+    finally:
+        stop_server(server)
+
+
 def check_ipv6(specd, target):
     """--host ::1 listens on IPv6 loopback (skipped where the machine has no IPv6)."""
     try:
@@ -453,6 +465,7 @@ def main(specd, models):
     serve_slow.run(specd, target, draft, check, start_server, stop_server)
     check_sigterm_during_stream(specd, target, draft)
     check_ipv6(specd, target)
+    check_no_webui(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
