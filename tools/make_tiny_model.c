@@ -11,12 +11,20 @@
  * special/byte/character tokens but a different order of word pieces, for
  * vocabulary-compatibility tests.
  *
+ * --arch mamba writes a recurrent model instead (llama.cpp's Mamba-1: per
+ * layer a norm and a selective state-space block, no attention), with the
+ * same vocabulary, so it can be the target or the draft of a llama model.
+ *
  * Usage:
- *   make_tiny_model --out FILE [--vocab normal|different] [--n-embd 32]
+ *   make_tiny_model --out FILE [--arch llama|mamba] [--vocab normal|different] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT]
  *
+ *   --arch A          llama (attention, the default) or mamba (recurrent:
+ *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
+ *                     time-step rank n_embd/16 rounded up; --n-head,
+ *                     --n-head-kv and --n-ff do not apply).
  *   --noise EPS       adds EPS times an independent approx-normal value (from
  *                     --noise-seed) to every element of every weight matrix,
  *                     in units of that matrix's own weight spread, so EPS is a
@@ -67,9 +75,15 @@ enum token_type {
 
 enum { TOKEN_ID_UNK = 0, TOKEN_ID_BOS = 1, TOKEN_ID_EOS = 2 };
 
+typedef enum { ARCH_LLAMA, ARCH_MAMBA } model_arch;
+
+/* Mamba's fixed state-space sizes: small, and what llama.cpp's loader accepts. */
+enum { MAMBA_D_STATE = 8, MAMBA_D_CONV = 4 };
+
 typedef struct {
     const char *out_path;
     const char *name;
+    model_arch arch;
     bool different_vocab;
     int n_embd;
     int n_layer;
@@ -121,7 +135,7 @@ static void fail(const char *format, ...) {
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
-            "usage: " PROGRAM_NAME " --out FILE [--vocab normal|different]"
+            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba] [--vocab normal|different]"
             " [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
             " [--noise-seed 7] [--logit-scale 1.0] [--name NAME]"
@@ -174,10 +188,22 @@ static bool parse_vocab_kind(const char *text) {
     return false;
 }
 
+static model_arch parse_arch(const char *text) {
+    if (strcmp(text, "llama") == 0) {
+        return ARCH_LLAMA;
+    }
+    if (strcmp(text, "mamba") == 0) {
+        return ARCH_MAMBA;
+    }
+    fail("--arch expects 'llama' or 'mamba', got '%s'", text);
+    return ARCH_LLAMA;
+}
+
 static model_options default_options(void) {
     model_options opts = {
         .out_path = NULL,
-        .name = "tiny-llama",
+        .name = NULL, /* tiny-<arch> */
+        .arch = ARCH_LLAMA,
         .different_vocab = false,
         .n_embd = 32,
         .n_layer = 2,
@@ -210,6 +236,8 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->out_path = value;
     } else if (strcmp(flag, "--name") == 0) {
         opts->name = value;
+    } else if (strcmp(flag, "--arch") == 0) {
+        opts->arch = parse_arch(value);
     } else if (strcmp(flag, "--vocab") == 0) {
         opts->different_vocab = parse_vocab_kind(value);
     } else if (strcmp(flag, "--n-embd") == 0) {
@@ -241,9 +269,12 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
 }
 
 /* Rejects combinations llama.cpp would refuse or mis-handle at load time. */
-static void validate_options(const model_options *opts) {
+static void validate_options(model_options *opts) {
     if (opts->out_path == NULL || opts->out_path[0] == '\0') {
         fail("--out FILE is required");
+    }
+    if (opts->name == NULL) {
+        opts->name = opts->arch == ARCH_MAMBA ? "tiny-mamba" : "tiny-llama";
     }
     if (opts->name[0] == '\0') {
         fail("--name must not be empty");
@@ -505,13 +536,34 @@ static double prng_approx_normal(prng *rng) {
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
 
-enum { TENSORS_PER_LAYER = 9, GLOBAL_TENSORS = 3 };
+enum { TENSORS_PER_LAYER = 9, MAMBA_TENSORS_PER_LAYER = 10, GLOBAL_TENSORS = 3 };
 
 static size_t tensor_count(const model_options *opts) {
-    return GLOBAL_TENSORS + (size_t)TENSORS_PER_LAYER * (size_t)opts->n_layer;
+    size_t per_layer = opts->arch == ARCH_MAMBA ? MAMBA_TENSORS_PER_LAYER : TENSORS_PER_LAYER;
+    return GLOBAL_TENSORS + per_layer * (size_t)opts->n_layer;
+}
+
+/* Mamba's sizes from n_embd: llama.cpp supports only an expansion factor of 2, and the
+ * time-step rank is ceil(n_embd / 16) as in the reference models. */
+static int mamba_d_inner(const model_options *opts) { return 2 * opts->n_embd; }
+static int mamba_dt_rank(const model_options *opts) { return (opts->n_embd + 15) / 16; }
+
+static size_t mamba_layer_float_count(const model_options *opts) {
+    size_t n_embd = (size_t)opts->n_embd, d_inner = (size_t)mamba_d_inner(opts);
+    size_t dt_rank = (size_t)mamba_dt_rank(opts);
+    return n_embd                                   /* attn_norm */
+           + n_embd * 2 * d_inner                   /* ssm_in */
+           + (MAMBA_D_CONV + 1) * d_inner           /* ssm_conv1d weight, bias */
+           + d_inner * (dt_rank + 2 * MAMBA_D_STATE) /* ssm_x */
+           + (dt_rank + 1) * d_inner                /* ssm_dt weight, bias */
+           + (MAMBA_D_STATE + 1) * d_inner          /* ssm_a, ssm_d */
+           + d_inner * n_embd;                      /* ssm_out */
 }
 
 static size_t layer_float_count(const model_options *opts) {
+    if (opts->arch == ARCH_MAMBA) {
+        return mamba_layer_float_count(opts);
+    }
     size_t n_embd = (size_t)opts->n_embd;
     size_t n_embd_kv = n_embd / (size_t)opts->n_head * (size_t)opts->n_head_kv;
     size_t n_ff = (size_t)opts->n_ff;
@@ -628,6 +680,55 @@ static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weigh
                n_ff, n_embd, fan_in_scale(n_ff));
 }
 
+/* A tensor of `count` values all equal to `value` (biases, Mamba's D). */
+static void add_constant(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
+                         int64_t ne0, int64_t ne1, float value) {
+    struct ggml_tensor *tensor = new_named_tensor(ctx, name, ne0, ne1);
+    float *data = (float *)tensor->data;
+    for (int64_t i = 0; i < ne0 * (ne1 > 0 ? ne1 : 1); i++) {
+        data[i] = value;
+    }
+    gguf_add_tensor(gguf, tensor);
+}
+
+/* Mamba's A as the S4D-real initialisation stores it (A = -exp(A_log) = -(1..d_state) per
+ * channel): negative, so the state decays and the recurrence is stable over any length. */
+static void add_mamba_a(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
+                        int64_t d_state, int64_t d_inner) {
+    struct ggml_tensor *tensor = new_named_tensor(ctx, name, d_state, d_inner);
+    float *data = (float *)tensor->data;
+    for (int64_t row = 0; row < d_inner; row++) {
+        for (int64_t i = 0; i < d_state; i++) {
+            data[row * d_state + i] = -(float)(i + 1);
+        }
+    }
+    gguf_add_tensor(gguf, tensor);
+}
+
+/* One Mamba-1 layer in the shapes of llama.cpp's LLM_ARCH_MAMBA loader. */
+static void add_mamba_layer(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+                            const model_options *opts, int layer) {
+    int64_t n_embd = opts->n_embd, d_inner = mamba_d_inner(opts), dt_rank = mamba_dt_rank(opts);
+    char name[GGML_MAX_NAME];
+
+    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_norm.weight"), n_embd);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ssm_in.weight"),
+               n_embd, 2 * d_inner, fan_in_scale(n_embd));
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ssm_conv1d.weight"),
+               MAMBA_D_CONV, d_inner, fan_in_scale(MAMBA_D_CONV));
+    add_constant(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ssm_conv1d.bias"), d_inner, 0, 0.0f);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ssm_x.weight"),
+               d_inner, dt_rank + 2 * MAMBA_D_STATE, fan_in_scale(d_inner));
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ssm_dt.weight"),
+               dt_rank, d_inner, fan_in_scale(dt_rank));
+    /* softplus(-2) = 0.13: time steps that let each token move the state noticeably. */
+    add_constant(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ssm_dt.bias"), d_inner, 0, -2.0f);
+    add_mamba_a(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ssm_a"), MAMBA_D_STATE, d_inner);
+    add_constant(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ssm_d"), d_inner, 0, 1.0f);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ssm_out.weight"),
+               d_inner, n_embd, fan_in_scale(d_inner));
+}
+
 /* Shapes follow llama.cpp's LLM_ARCH_LLAMA loader, in ggml order {ne0, ne1}
  * where ne0 is the input (row) dimension. */
 static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
@@ -641,7 +742,11 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
      * and unit scale matches the size of the attention/FFN residual updates. */
     add_matrix(gguf, ctx, &source, "token_embd.weight", opts->n_embd, n_vocab, 1.0);
     for (int layer = 0; layer < opts->n_layer; layer++) {
-        add_layer(gguf, ctx, &source, opts, layer);
+        if (opts->arch == ARCH_MAMBA) {
+            add_mamba_layer(gguf, ctx, &source, opts, layer);
+        } else {
+            add_layer(gguf, ctx, &source, opts, layer);
+        }
     }
     add_norm(gguf, ctx, "output_norm.weight", opts->n_embd);
     /* Logits have roughly unit spread before --logit-scale, which therefore
@@ -654,7 +759,27 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
 /* Metadata                                                                  */
 /* ------------------------------------------------------------------------ */
 
+static void set_mamba_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
+    gguf_set_val_str(gguf, "general.architecture", "mamba");
+    gguf_set_val_str(gguf, "general.name", opts->name);
+    gguf_set_val_u32(gguf, "mamba.context_length", (uint32_t)opts->n_ctx);
+    gguf_set_val_u32(gguf, "mamba.embedding_length", (uint32_t)opts->n_embd);
+    gguf_set_val_u32(gguf, "mamba.block_count", (uint32_t)opts->n_layer);
+    gguf_set_val_u32(gguf, "mamba.feed_forward_length", 0);
+    gguf_set_val_u32(gguf, "mamba.attention.head_count", 0);
+    gguf_set_val_u32(gguf, "mamba.ssm.conv_kernel", MAMBA_D_CONV);
+    gguf_set_val_u32(gguf, "mamba.ssm.inner_size", (uint32_t)mamba_d_inner(opts));
+    gguf_set_val_u32(gguf, "mamba.ssm.state_size", MAMBA_D_STATE);
+    gguf_set_val_u32(gguf, "mamba.ssm.time_step_rank", (uint32_t)mamba_dt_rank(opts));
+    gguf_set_val_f32(gguf, "mamba.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_set_val_u32(gguf, "mamba.vocab_size", (uint32_t)n_vocab);
+}
+
 static void set_model_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
+    if (opts->arch == ARCH_MAMBA) {
+        set_mamba_metadata(gguf, opts, n_vocab);
+        return;
+    }
     gguf_set_val_str(gguf, "general.architecture", "llama");
     gguf_set_val_str(gguf, "general.name", opts->name);
     gguf_set_val_u32(gguf, "llama.context_length", (uint32_t)opts->n_ctx);
