@@ -78,11 +78,13 @@ static inline exact_pairs exact_first_two_grammar(const char *model_path, const 
               exact_dist_dense(&s, llama_get_logits_ith(ctx, -1), hist, n, g1, p1);
     for (specd_token a = 0; ok && a < nv; a++) {
         if (p1[a] == 0.0) continue;
-        llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
+        /* A recurrent model cannot drop its last token: it decodes the prompt again instead. */
+        bool dropped = llama_memory_seq_rm(llama_get_memory(ctx), 0, n, -1);
+        if (!dropped) llama_memory_clear(llama_get_memory(ctx), true);
         hist[n] = a;
         struct llama_sampler *g2 = g1 ? llama_sampler_clone(g1) : NULL;
         if (g2) llama_sampler_accept(g2, a);
-        ok = llama_decode(ctx, llama_batch_get_one(hist + n, 1)) == 0 &&
+        ok = llama_decode(ctx, dropped ? llama_batch_get_one(hist + n, 1) : llama_batch_get_one(hist, n + 1)) == 0 &&
              exact_dist_dense(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, g2, p2);
         if (g2) llama_sampler_free(g2);
         for (specd_token b = 0; ok && b < nv; b++) ex.prob[(size_t)a * nv + b] = p1[a] * p2[b];

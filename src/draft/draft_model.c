@@ -74,6 +74,8 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
     specd_engine *e = dm->engine;
     int32_t idx = 0;
     specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
+    /* A recurrent draft cannot drop the drafts the target rejects: keep its state before them. */
+    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, error);
     if (st != SPECD_OK) return st;
     specd_token_filter filter;
     if (gs) filter = specd_grammar_filter(req->grammar, gs);

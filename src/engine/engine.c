@@ -218,6 +218,17 @@ void specd_apply_attention_settings(const specd_engine_params *p, struct llama_c
     cp->type_v = v_cache_type_of(p);
 }
 
+/* Whether the slot's memory can drop its last tokens, and its description for messages. */
+static void describe_slot(specd_model_slot *slot, const char *role) {
+    bool recurrent = llama_model_is_recurrent(slot->model), hybrid = llama_model_is_hybrid(slot->model);
+    slot->can_drop_tail = !recurrent && !hybrid;
+    char arch[48];
+    if (llama_model_meta_val_str(slot->model, "general.architecture", arch, sizeof arch) < 0)
+        snprintf(arch, sizeof arch, "unknown architecture");
+    snprintf(slot->desc, sizeof slot->desc, "%s model (%s%s)", role, arch,
+             recurrent ? ", recurrent" : hybrid ? ", hybrid recurrent" : "");
+}
+
 static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_seq_max,
                                    const char *role, char **error) {
     struct llama_context_params cp = llama_context_default_params();
@@ -242,6 +253,8 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     slot->n_seq_max = n_seq_max;
     slot->cap = e->n_ctx;
     slot->n_kv = 0;
+    slot->ckpt_pos = -1;
+    describe_slot(slot, role);
     slot->kv_tokens = specd_alloc_array((size_t)e->n_ctx, sizeof *slot->kv_tokens);
     if (!slot->kv_tokens) {
         specd_set_error(error, "out of memory for the %s token list", role);
@@ -384,6 +397,7 @@ static void free_slot(specd_model_slot *slot) {
     if (slot->ctx) llama_free(slot->ctx);
     if (slot->model) llama_model_free(slot->model);
     free(slot->kv_tokens);
+    free(slot->ckpt);
     memset(slot, 0, sizeof *slot);
 }
 

@@ -17,6 +17,17 @@ typedef struct specd_model_slot {
     int32_t n_kv;
     int32_t cap;        /* = n_ctx */
     int32_t n_seq_max;
+    /* false for recurrent and hybrid models: llama.cpp cannot drop the last tokens of their
+     * state, so the slot keeps a checkpoint (the state at ckpt_pos, saved before tokens it may
+     * have to drop) and goes back to it, or starts over where it has none. */
+    bool can_drop_tail;
+    uint8_t *ckpt;
+    size_t ckpt_size, ckpt_cap;
+    int32_t ckpt_pos;   /* -1: no checkpoint */
+    char desc[96];      /* "target model (mamba, recurrent)", for messages */
+    /* What checkpoints cost (the cost model counts them per step). */
+    int64_t n_checkpoints, n_restores;
+    double checkpoint_ms, restore_ms;
 } specd_model_slot;
 
 struct specd_engine {
@@ -55,8 +66,13 @@ specd_status specd_check_vocab_compatible(const struct llama_model *target,
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
                              int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
                              char **error);
-/* Drops everything from position `n` on. */
+/* Drops everything from position `n` on. A recurrent state that cannot drop them goes back to its
+ * checkpoint, or is cleared: the slot may then hold fewer than n tokens (n_kv says how many; the
+ * next sync decodes the rest again). */
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
+/* Saves the state of a slot that cannot drop tokens (no-op for attention caches), so a later
+ * truncate can come back to the current n_kv. An error names the model when llama.cpp cannot. */
+specd_status specd_slot_checkpoint(specd_model_slot *slot, char **error);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);
 /* One token of a tree pass: its depth under the root and the branches (sequence ids) through it. */
@@ -74,7 +90,8 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                                     int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
                                     char **error);
 /* After a tree pass: keeps branch `keep`'s path through `path` (the root's token then the accepted
- * ones, n_path in all) as sequence 0 and drops every other branch. */
+ * ones, n_path in all) as sequence 0 and drops every other branch. A recurrent slot may end up
+ * holding only the tokens before the root (see specd_slot_truncate). */
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
                             const specd_token *path, int32_t n_path);
 /* The logits of batch index i of the slot's last decode. */

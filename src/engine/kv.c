@@ -4,12 +4,70 @@
 
 #include "../util/util.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* Forgets everything the slot holds. Removing a whole sequence never fails in llama.cpp. */
+static void slot_clear(specd_model_slot *slot) {
+    llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, -1, -1);
+    slot->n_kv = 0;
+    slot->ckpt_pos = -1;
+}
+
+/* Puts the slot back to its checkpoint; false (the slot then unchanged) when the state cannot be
+ * read back. For a hybrid model the checkpoint holds the recurrent part only: its attention cells
+ * after the checkpoint are dropped, which a cache whose recurrent part sits at the checkpoint's
+ * position allows. */
+static bool restore_checkpoint(specd_model_slot *slot) {
+    double t0 = specd_now_ms();
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    if (llama_state_seq_set_data_ext(slot->ctx, slot->ckpt, slot->ckpt_size, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) == 0)
+        return false;
+    if (!llama_memory_seq_rm(mem, 0, slot->ckpt_pos, -1)) return false;
+    slot->n_kv = slot->ckpt_pos;
+    slot->n_restores++;
+    slot->restore_ms += specd_now_ms() - t0;
+    return true;
+}
 
 void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n >= slot->n_kv) return;
-    llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1);
-    slot->n_kv = n;
+    if (slot->ckpt_pos > n) slot->ckpt_pos = -1; /* it holds tokens being dropped */
+    if (llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1)) {
+        slot->n_kv = n;
+        return;
+    }
+    /* A recurrent state cannot drop its last tokens: go back to the checkpoint before them, or
+     * start over. Either way the slot then holds fewer than n tokens, exactly known. */
+    if (slot->ckpt_pos >= 0 && restore_checkpoint(slot)) return;
+    slot_clear(slot);
+}
+
+specd_status specd_slot_checkpoint(specd_model_slot *slot, char **error) {
+    if (slot->can_drop_tail) return SPECD_OK;
+    double t0 = specd_now_ms();
+    size_t size = llama_state_seq_get_size_ext(slot->ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    if (size > slot->ckpt_cap) {
+        uint8_t *grown = realloc(slot->ckpt, size);
+        if (!grown) {
+            specd_set_error(error, "out of memory for a %zu-byte state checkpoint of the %s model", size, slot->desc);
+            return SPECD_ERR_NO_MEMORY;
+        }
+        slot->ckpt = grown;
+        slot->ckpt_cap = size;
+    }
+    slot->ckpt_pos = -1;
+    if (size == 0 || llama_state_seq_get_data_ext(slot->ctx, slot->ckpt, size, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != size) {
+        specd_set_error(error, "the %s model keeps a recurrent state that cannot drop rejected tokens, and "
+                        "llama.cpp could not save that state: speculation cannot verify drafts on it; use "
+                        "--spec none (speculative.type [\"none\"])", slot->desc);
+        return SPECD_ERR_DECODE;
+    }
+    slot->ckpt_size = size;
+    slot->ckpt_pos = slot->n_kv;
+    slot->n_checkpoints++;
+    slot->checkpoint_ms += specd_now_ms() - t0;
+    return SPECD_OK;
 }
 
 static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, bool logits) {
@@ -43,8 +101,9 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     while (common < slot->n_kv && common < n && slot->kv_tokens[common] == tokens[common]) common++;
     /* Logits exist only for tokens we decode now: re-decode the last one if it is cached. */
     if (want_logits && common == n && n > 0) common = n - 1;
-    if (n_reused) *n_reused = common;
     specd_slot_truncate(slot, common);
+    common = slot->n_kv; /* less than asked when a recurrent state had to go back further */
+    if (n_reused) *n_reused = common;
     struct llama_batch *b = &e->batch;
     for (int32_t start = common; start < n; start += e->n_batch) {
         int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
@@ -52,8 +111,9 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
         for (int32_t i = start; i < end; i++) batch_add(b, tokens[i], i, want_logits && i == n - 1);
         specd_status st = decode_batch(slot, b, error);
         if (st != SPECD_OK) {
-            /* What this chunk wrote is unknown: forget it. */
-            llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1);
+            /* What this chunk wrote is unknown: forget it (all of it, where the memory cannot
+             * drop a tail). */
+            if (!llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1)) slot_clear(slot);
             return st;
         }
         memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
@@ -89,7 +149,11 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
         return;
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
-    llama_memory_seq_rm(mem, 0, n_keep, end);
+    slot->ckpt_pos = -1; /* positions move: a checkpoint no longer matches them */
+    if (!llama_memory_seq_rm(mem, 0, n_keep, end)) {
+        slot_clear(slot); /* the next sync decodes the history again */
+        return;
+    }
     llama_memory_seq_add(mem, 0, end, -1, -n_discard);
     memmove(slot->kv_tokens + n_keep, slot->kv_tokens + end, (size_t)(slot->n_kv - end) * sizeof *slot->kv_tokens);
     slot->n_kv -= n_discard;
@@ -103,7 +167,22 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    if (!slot->can_drop_tail && n_branches > 1) {
+        specd_set_error(error, "a draft tree of %d branches cannot be verified on the %s: its recurrent state "
+                        "holds one sequence; draft chains (speculative.suffix_branches 1)", n_branches, slot->desc);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */
+    if (slot->n_kv != pos_root) {
+        specd_set_error(error, "the %s's cache holds %d tokens, not the %d before the tree: sync it first",
+                        slot->desc, slot->n_kv, pos_root);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    /* Drafts a recurrent state may have to drop: keep the state before them. */
+    if (n_tokens > 1) {
+        specd_status st = specd_slot_checkpoint(slot, error);
+        if (st != SPECD_OK) return st;
+    }
     llama_memory_t mem = llama_get_memory(slot->ctx);
     for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, 0, s, 0, pos_root);
     struct llama_batch *b = &e->batch;
@@ -121,27 +200,43 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     int32_t rc = llama_decode(slot->ctx, *b);
     if (ms) *ms = specd_now_ms() - t0;
     if (rc != 0) {
-        llama_memory_seq_rm(mem, -1, pos_root, -1);
+        for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, s, -1, -1); /* whole: cannot fail */
+        if (!llama_memory_seq_rm(mem, 0, pos_root, -1)) slot_clear(slot);
         specd_set_error(error, "llama_decode failed (code %d) on a tree of %d tokens at position %d", rc, n_tokens,
                         pos_root);
         return SPECD_ERR_DECODE;
+    }
+    if (n_branches == 1) { /* a chain: the slot holds it until keep_branch says how much stays */
+        for (int32_t i = 0; i < n_tokens; i++) slot->kv_tokens[pos_root + tokens[i].depth] = tokens[i].token;
+        slot->n_kv = pos_root + n_tokens;
     }
     return SPECD_OK;
 }
 
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
                             const specd_token *path, int32_t n_path) {
-    llama_memory_t mem = llama_get_memory(slot->ctx);
     int32_t pos_end = pos_root + n_path;
+    if (n_branches == 1) {
+        /* The chain is in kv_tokens (decode_tree): drop its rejected tail, which a recurrent state
+         * does by going back to its checkpoint (the next sync decodes the accepted tokens again). */
+        specd_slot_truncate(slot, pos_end);
+        return;
+    }
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    bool ok = true; /* an attention cache drops any range: a failure here is unexpected, and clears */
     for (int32_t s = 0; s < n_branches; s++)
-        if (s != keep) llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1);
-    llama_memory_seq_rm(mem, keep, pos_end, -1);
+        if (s != keep) ok = llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1) && ok;
+    ok = llama_memory_seq_rm(mem, keep, pos_end, -1) && ok;
     if (keep != 0) {
         llama_memory_seq_cp(mem, keep, 0, 0, pos_end);
-        llama_memory_seq_rm(mem, keep, 0, -1);
+        ok = llama_memory_seq_rm(mem, keep, 0, -1) && ok;
     }
     memcpy(slot->kv_tokens + pos_root, path, (size_t)n_path * sizeof *path);
     slot->n_kv = pos_end;
+    if (!ok) {
+        for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, s, -1, -1);
+        slot_clear(slot);
+    }
 }
 
 const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) { return llama_get_logits_ith(slot->ctx, i); }

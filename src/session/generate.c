@@ -97,6 +97,13 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
         specd_status st = specd_drafter_chain_validate(e, sp, error);
         if (st != SPECD_OK) return st;
     }
+    /* A recurrent state holds one sequence: it verifies chains, not trees (kv.c). */
+    if (!e->target.can_drop_tail && sp->suffix_branches > 1 && specd_drafter_chain_wanted(sp)) {
+        specd_set_error(error, "draft trees (speculative.suffix_branches %d) cannot be verified on the %s: its "
+                        "recurrent state holds one sequence; use suffix_branches 1 (chains)", sp->suffix_branches,
+                        e->target.desc);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (sp->type == SPECD_SPEC_DRAFT && sp->draft_max > 0 && !e->draft.ctx) {
         specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or use "
                         "--spec none");

@@ -1,0 +1,231 @@
+/* test_recurrent.c - speculation on recurrent models (tiny Mamba, tests/make_tiny_models.cmake),
+ * as target and as draft: llama.cpp cannot drop the last tokens of a recurrent state, so the
+ * engine keeps a checkpoint before the tokens it may drop (src/engine/kv.c). Greedy output with
+ * every drafter equals the target alone, sampling follows the target's exact distribution, the
+ * prompt cache stays exact, and draft trees get a clear error.
+ *
+ *   test_recurrent MODELS_DIR
+ * MODELS_DIR holds mamba-target.gguf, mamba-draft.gguf (its noisy copy), target.gguf and
+ * draft.gguf (attention models with the same vocabulary). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "chi_square.h"
+#include "engine/engine_internal.h"
+#include "engine_helpers.h"
+#include "exact_pairs.h"
+#include "specd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static char mamba_target[1024], mamba_draft[1024], attn_target[1024], attn_draft[1024];
+
+static const char *prompts[] = {
+    "the little girl saw a big red ball",
+    "one day the dog ran to the park with his mom",
+};
+
+static specd_generation_params greedy(specd_spec_type type, int32_t draft_max) {
+    specd_generation_params g = specd_generation_default_params();
+    g.n_predict = 40;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    g.sampling.seed = 1;
+    g.speculative.type = type;
+    g.speculative.draft_max = draft_max;
+    g.speculative.draft_min = draft_max;
+    g.speculative.adaptive = false;
+    return g;
+}
+
+/* A list of drafters (as --spec a,b). */
+static specd_generation_params greedy_list(const specd_spec_type *types, int32_t n, int32_t draft_max) {
+    specd_generation_params g = greedy(types[0], draft_max);
+    for (int32_t i = 0; i < n; i++) g.speculative.types[i] = types[i];
+    g.speculative.n_types = n;
+    return g;
+}
+
+/* Generates every prompt with `spec` and without speculation on the same engine, and asserts the
+ * same tokens; adds the drafted and accepted counts. */
+static void assert_lossless(specd_engine *e, const specd_generation_params *spec, const char *what,
+                            int64_t *drafted, int64_t *accepted) {
+    for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+        specd_generation_params none = greedy(SPECD_SPEC_NONE, 0);
+        specd_result want = generate_text(e, prompts[p], &none);
+        specd_result got = generate_text(e, prompts[p], spec);
+        char label[160];
+        snprintf(label, sizeof label, "%s, prompt %zu", what, p);
+        assert_same_tokens(&got, &want, label);
+        *drafted += got.stats.n_drafted;
+        *accepted += got.stats.n_accepted;
+        specd_result_clear(&want);
+        specd_result_clear(&got);
+    }
+}
+
+static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+    int64_t drafted = 0, accepted = 0;
+    const int32_t lengths[] = {1, 3, 6};
+    for (size_t l = 0; l < 3; l++) {
+        specd_generation_params g = greedy(SPECD_SPEC_DRAFT, lengths[l]);
+        assert_lossless(e, &g, "mamba draft for mamba", &drafted, &accepted);
+    }
+    specd_generation_params adaptive = greedy(SPECD_SPEC_DRAFT, 8);
+    adaptive.speculative.adaptive = true;
+    adaptive.speculative.draft_min = 0;
+    assert_lossless(e, &adaptive, "mamba draft for mamba, adaptive", &drafted, &accepted);
+    print_message("mamba/mamba: %lld drafted, %lld accepted\n", (long long)drafted, (long long)accepted);
+    assert_true(accepted > 0 && accepted < drafted); /* rejections happened: the state went back */
+    /* Checkpoints were taken and restored in both models. */
+    assert_true(e->target.n_checkpoints > 0 && e->target.n_restores > 0);
+    assert_true(e->draft.n_checkpoints > 0 && e->draft.n_restores > 0);
+    specd_engine_free(e);
+}
+
+static void test_model_free_drafters_on_recurrent_target_are_lossless(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+    const specd_spec_type lists[][2] = {
+        {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_NONE},
+        {SPECD_SPEC_SUFFIX, SPECD_SPEC_NONE},
+        {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_SUFFIX},
+        {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_DRAFT},
+    };
+    const int32_t counts[] = {1, 1, 2, 2};
+    int64_t drafted = 0, accepted = 0;
+    for (size_t i = 0; i < 4; i++) {
+        specd_generation_params g = greedy_list(lists[i], counts[i], 4);
+        char what[64];
+        snprintf(what, sizeof what, "drafter list %zu", i);
+        /* A prompt that repeats, so the model-free drafters find something to draft. */
+        specd_token prompt[256];
+        specd_generation_params seed = greedy(SPECD_SPEC_NONE, 0);
+        seed.n_predict = 12;
+        int32_t n = repeating_prompt(e, prompts[i % 2], &seed, prompt, 256);
+        specd_generation_params none = greedy(SPECD_SPEC_NONE, 0);
+        specd_result want, got;
+        assert_int_equal(specd_generate(e, prompt, n, &none, &want, NULL), SPECD_OK);
+        assert_int_equal(specd_generate(e, prompt, n, &g, &got, NULL), SPECD_OK);
+        assert_same_tokens(&got, &want, what);
+        drafted += got.stats.n_drafted;
+        accepted += got.stats.n_accepted;
+        specd_result_clear(&want);
+        specd_result_clear(&got);
+    }
+    print_message("model-free on mamba: %lld drafted, %lld accepted\n", (long long)drafted, (long long)accepted);
+    assert_true(drafted > 0 && accepted > 0);
+    specd_engine_free(e);
+}
+
+/* The draft recurrent with an attention target, and the reverse: they share the vocabulary. */
+static void test_mixed_pairs_are_lossless(void **state) {
+    (void)state;
+    const char *pairs[][2] = {{attn_target, mamba_draft}, {mamba_target, attn_draft}};
+    for (int i = 0; i < 2; i++) {
+        specd_engine *e = open_engine(pairs[i][0], pairs[i][1], 256);
+        int64_t drafted = 0, accepted = 0;
+        specd_generation_params g = greedy(SPECD_SPEC_DRAFT, 4);
+        assert_lossless(e, &g, i == 0 ? "mamba draft for llama" : "llama draft for mamba", &drafted, &accepted);
+        assert_true(drafted > 0);
+        specd_engine_free(e);
+    }
+}
+
+/* Temperature 1: the first two tokens follow the target's exact distribution (chi-square), with
+ * drafts both accepted and rejected, so the restored state was used for the rejection's draw. */
+static void test_sampling_on_recurrent_target_is_exact(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(e, prompts[1], true, &prompt, &n, NULL), SPECD_OK);
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    exact_pairs ex = exact_first_two(mamba_target, prompt, n, &sp);
+    assert_non_null(ex.prob);
+    specd_generation_params g = specd_generation_default_params();
+    g.sampling = sp;
+    g.ignore_eos = true;
+    g.speculative.type = SPECD_SPEC_DRAFT;
+    g.speculative.draft_max = 3;
+    g.speculative.draft_min = 3;
+    g.speculative.adaptive = false;
+    assert_first_two_follow(e, prompt, n, g, &ex, 6000, "mamba target, mamba draft, temperature 1");
+    free(ex.prob);
+    specd_free(prompt);
+    specd_engine_free(e);
+}
+
+/* The prompt cache reuses a recurrent state only where it is exact: a repeated prompt gives the
+ * same output, and a prompt that shares only a prefix with the cached history is decoded again
+ * (its state after the shorter prefix was never saved), with the same output as a fresh engine. */
+static void test_prompt_cache_on_recurrent_target_is_exact(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+    specd_generation_params g = greedy(SPECD_SPEC_DRAFT, 3);
+    specd_result first = generate_text(e, prompts[1], &g);
+    specd_result again = generate_text(e, prompts[1], &g);
+    assert_same_tokens(&again, &first, "repeated prompt");
+    assert_true(again.stats.n_prompt_cached <= again.stats.n_prompt - 1);
+    specd_result other = generate_text(e, prompts[0], &g); /* shares only the BOS */
+    specd_engine *fresh = open_engine(mamba_target, mamba_draft, 256);
+    specd_result want = generate_text(fresh, prompts[0], &g);
+    assert_same_tokens(&other, &want, "prompt after another");
+    specd_result_clear(&first);
+    specd_result_clear(&again);
+    specd_result_clear(&other);
+    specd_result_clear(&want);
+    specd_engine_free(fresh);
+    specd_engine_free(e);
+}
+
+/* Draft trees need a cache that holds several branches: on a recurrent target a clear error. */
+static void test_draft_trees_on_recurrent_target_are_refused(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(mamba_target, NULL, 256);
+    specd_token prompt[256];
+    specd_generation_params seed = greedy(SPECD_SPEC_NONE, 0);
+    seed.n_predict = 12;
+    int32_t n = repeating_prompt(e, prompts[0], &seed, prompt, 256);
+    specd_generation_params g = greedy(SPECD_SPEC_SUFFIX, 6);
+    g.speculative.suffix_branches = 4;
+    specd_result r;
+    char *err = NULL;
+    specd_status st = specd_generate(e, prompt, n, &g, &r, &err);
+    assert_int_equal(st, SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(err);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, "mamba, recurrent"));
+    assert_non_null(strstr(err, "suffix_branches"));
+    specd_free(err);
+    specd_engine_free(e);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
+        return 2;
+    }
+    snprintf(mamba_target, sizeof mamba_target, "%s/mamba-target.gguf", argv[1]);
+    snprintf(mamba_draft, sizeof mamba_draft, "%s/mamba-draft.gguf", argv[1]);
+    snprintf(attn_target, sizeof attn_target, "%s/target.gguf", argv[1]);
+    snprintf(attn_draft, sizeof attn_draft, "%s/draft.gguf", argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recurrent_target_and_draft_greedy_is_lossless),
+        cmocka_unit_test(test_model_free_drafters_on_recurrent_target_are_lossless),
+        cmocka_unit_test(test_mixed_pairs_are_lossless),
+        cmocka_unit_test(test_prompt_cache_on_recurrent_target_is_exact),
+        cmocka_unit_test(test_draft_trees_on_recurrent_target_are_refused),
+        cmocka_unit_test(test_sampling_on_recurrent_target_is_exact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
