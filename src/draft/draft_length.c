@@ -75,8 +75,11 @@ static double draft_cost(const specd_draft_length *dl) {
     return PRIOR_DRAFT_RATIO * specd_draft_length_verify_cost(dl, 1);
 }
 
+/* Keeping a draft at `depth`: one more token in the target pass, and for the first draft of a
+ * step the state checkpoint a recurrent model needs. */
 static double extra_verify_cost(const specd_draft_length *dl, int32_t depth) {
-    return specd_draft_length_verify_cost(dl, depth + 2) - specd_draft_length_verify_cost(dl, depth + 1);
+    double state = depth == 0 ? dl->state_ms : 0.0;
+    return specd_draft_length_verify_cost(dl, depth + 2) - specd_draft_length_verify_cost(dl, depth + 1) + state;
 }
 
 /* The best tokens-per-ms reachable from a chain of `depth` kept drafts by drafting m more
@@ -92,7 +95,8 @@ static double best_rate_from(const specd_draft_length *dl, int32_t depth, double
     for (int32_t m = 1; m <= LOOKAHEAD; m++) {
         p_all *= a;
         expected += p_all;
-        double c = cost + m * draft_cost(dl) + specd_draft_length_verify_cost(dl, depth + 1 + m) - base_verify;
+        double c = cost + m * draft_cost(dl) + specd_draft_length_verify_cost(dl, depth + 1 + m) - base_verify +
+                   (depth == 0 ? dl->state_ms : 0.0);
         if (expected / c > best) {
             best = expected / c;
             if (best_m) *best_m = m;
@@ -216,4 +220,12 @@ void specd_draft_length_record_outcome(specd_draft_length *dl, float confidence,
         dl->drafted[b] *= 0.5;
         dl->accepted[b] *= 0.5;
     }
+}
+
+/* A plain moving average: the cost is bimodal (a step whose drafts were all accepted only saved
+ * the state; one with a rejection restored it and decoded again), so a cheap step must not reset
+ * it as moving_average would. */
+void specd_draft_length_record_state(specd_draft_length *dl, double ms) {
+    if (ms < 0.0) return;
+    dl->state_ms = dl->state_ms > 0.0 ? (1.0 - EMA) * dl->state_ms + EMA * ms : ms;
 }

@@ -36,6 +36,11 @@ typedef struct specd_draft_length {
     int32_t base_passes[SPECD_DL_MAX_BATCH + 1];
     double drift; /* moving average of measured / base over real passes; 0 = none yet (1) */
     double draft_ms;                          /* moving average cost of one draft token */
+    /* On a model whose state cannot drop rejected tokens (recurrent, hybrid): what a step that
+     * drafts pays on top of its passes, moving average in ms: saving the state before the drafts,
+     * going back to it after a rejection and decoding the accepted tokens again. 0 otherwise.
+     * The first kept draft of a step carries it. */
+    double state_ms;
     /* Counts every change to what a calibration cache keeps (base_ms, draft_ms known): the
      * engine saves the cache when it moved (draft/calibrate.h). */
     uint32_t n_learnt;
@@ -65,6 +70,8 @@ void specd_draft_length_bound_costs(specd_draft_length *dl);
 /* Measurements after a step. */
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n_tokens, double ms);
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms);
+/* What a drafting step paid for saving and restoring recurrent state (see state_ms). */
+void specd_draft_length_record_state(specd_draft_length *dl, double ms);
 void specd_draft_length_record_outcome(specd_draft_length *dl, float confidence, bool accepted);
 /* Estimated acceptance for a draft of this confidence. */
 double specd_draft_length_acceptance(const specd_draft_length *dl, float confidence);

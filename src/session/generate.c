@@ -55,6 +55,8 @@ typedef struct specd_session {
     int32_t steps_since_plain; /* steps since one without drafts */
     int32_t explore_every;    /* steps without a draft before one is forced (EXPLORE_FIRST..MAX) */
     bool explored;            /* the last step's draft was forced by exploration */
+    bool drafted_last;        /* the last step verified drafts */
+    double state_mark_ms;     /* the slots' checkpoint + restore time when the step began */
     specd_result *result;                  /* = &own_result */
     specd_result own_result;
     int32_t result_cap;
@@ -524,9 +526,25 @@ static specd_status begin_part(generation *g, step_phase phase, int32_t *out, ch
 
 /* The engine's caches hold this session's history: another session may have run in between
  * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
+static double state_spent_ms(const specd_engine *e) {
+    return e->target.checkpoint_ms + e->target.restore_ms + e->draft.checkpoint_ms + e->draft.restore_ms;
+}
+
+/* On recurrent models, what the last drafting step paid for its state (kv.c: checkpoints, going
+ * back, and this sync's decode of the accepted tokens) goes to the cost model. */
+static void record_state_cost(generation *g, double sync_ms) {
+    const specd_engine *e = g->e;
+    bool recurrent = !e->target.can_drop_tail || (e->draft.ctx && !e->draft.can_drop_tail);
+    double spent = state_spent_ms(e);
+    if (recurrent && g->drafted_last) specd_draft_length_record_state(g->length, spent - g->state_mark_ms + sync_ms);
+    g->state_mark_ms = spent;
+}
+
 static specd_status make_caches_ours(generation *g, char **error) {
+    double t0 = specd_now_ms();
     specd_status st = specd_slot_sync(g->e, &g->e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
     if (st != SPECD_OK) return st;
+    record_state_cost(g, specd_now_ms() - t0);
     if (g->n_history >= g->e->n_ctx && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
                                                                 &g->drafter, g->result, &st, error))
         finish(g); /* no room: stopped (reason set), or st says what failed */
@@ -572,6 +590,7 @@ specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **e
     const specd_verify_result *vr = &g->vr;
     keep_accepted_path(g, vr);
     record_step(g, vr);
+    g->drafted_last = specd_tree_n_drafted(&g->tree) > 0;
     specd_sampler_observe(&g->sampler, vr->next_token); /* after step_probs: it reports the drawn-from dist */
     specd_token *out = g->step_tokens;
     int32_t n = 0, before = g->result->n_tokens;

@@ -128,6 +128,33 @@ static void test_a_draft_as_dear_as_the_target_is_not_used(void **state) {
     assert_true(specd_draft_length_worth_continuing(&cheap, 0));
 }
 
+/* On a recurrent model a drafting step also saves the state, and after a rejection restores it and
+ * decodes the accepted tokens again: when that costs as much as a target pass, drafts that pay
+ * on an attention model (flat T(n), cheap drafts, 90% acceptance) no longer do; a cheap state
+ * keeps them. */
+static void test_a_dear_recurrent_state_stops_drafting(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    for (int32_t n = 1; n <= N_SIZES; n++) specd_draft_length_record_calibration(&dl, n, 22.0);
+    specd_draft_length_record_draft(&dl, 1, 8.0);
+    learn_acceptance(&dl);
+    specd_draft_length_begin(&dl);
+    assert_true(specd_draft_length_worth_continuing(&dl, 0));
+    assert_true(specd_draft_length_worth_adding(&dl, 0, 0.9f));
+    specd_draft_length_record_state(&dl, 60.0);
+    specd_draft_length_begin(&dl);
+    assert_false(specd_draft_length_worth_continuing(&dl, 0));
+    assert_false(specd_draft_length_worth_adding(&dl, 0, 0.9f));
+    specd_draft_length_init(&dl);
+    for (int32_t n = 1; n <= N_SIZES; n++) specd_draft_length_record_calibration(&dl, n, 22.0);
+    specd_draft_length_record_draft(&dl, 1, 8.0);
+    learn_acceptance(&dl);
+    specd_draft_length_record_state(&dl, 0.5);
+    specd_draft_length_begin(&dl);
+    assert_true(specd_draft_length_worth_adding(&dl, 0, 0.9f));
+}
+
 /* The same on the benchmark's pass costs (T(n) grows with n), at 90% acceptance. */
 static void test_a_dear_draft_on_the_benchmark_costs_is_not_used(void **state) {
     (void)state;
@@ -215,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_a_growing_cache_does_not_make_long_drafts_look_cheap),
         cmocka_unit_test(test_a_draft_as_dear_as_the_target_is_not_used),
         cmocka_unit_test(test_a_dear_draft_on_the_benchmark_costs_is_not_used),
+        cmocka_unit_test(test_a_dear_recurrent_state_stops_drafting),
         cmocka_unit_test(test_sizes_are_learnt_from_real_passes),
         cmocka_unit_test(test_a_size_keeps_the_cheapest_of_its_first_passes),
         cmocka_unit_test(test_an_interrupted_first_pass_is_not_learnt),

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "chi_square.h"
+#include "draft/learned.h"
 #include "engine/engine_internal.h"
 #include "engine_helpers.h"
 #include "exact_pairs.h"
@@ -85,6 +86,14 @@ static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
     /* Checkpoints were taken and restored in both models. */
     assert_true(e->target.n_checkpoints > 0 && e->target.n_restores > 0);
     assert_true(e->draft.n_checkpoints > 0 && e->draft.n_restores > 0);
+    /* What the state costs per step, for the report (the cost model learns it: state_ms). */
+    print_message("target: %lld checkpoints %.1f us each, %lld restores %.1f us each; draft: %.1f us, %.1f us; "
+                  "state cost per drafting step %.3f ms\n",
+                  (long long)e->target.n_checkpoints, 1e3 * e->target.checkpoint_ms / (double)e->target.n_checkpoints,
+                  (long long)e->target.n_restores, 1e3 * e->target.restore_ms / (double)e->target.n_restores,
+                  1e3 * e->draft.checkpoint_ms / (double)e->draft.n_checkpoints,
+                  1e3 * e->draft.restore_ms / (double)e->draft.n_restores, e->learned->costs.state_ms);
+    assert_true(e->learned->costs.state_ms > 0.0);
     specd_engine_free(e);
 }
 
