@@ -12,19 +12,24 @@
  * vocabulary-compatibility tests.
  *
  * --arch mamba writes a recurrent model instead (llama.cpp's Mamba-1: per
- * layer a norm and a selective state-space block, no attention), with the
- * same vocabulary, so it can be the target or the draft of a llama model.
+ * layer a norm and a selective state-space block, no attention), and
+ * --arch lfm2 a hybrid one (llama.cpp's LFM2: even layers a short gated
+ * convolution with a recurrent state, odd layers attention, each with a
+ * SwiGLU feed-forward), with the same vocabulary, so either can be the
+ * target or the draft of a llama model.
  *
  * Usage:
- *   make_tiny_model --out FILE [--arch llama|mamba] [--vocab normal|different] [--n-embd 32]
+ *   make_tiny_model --out FILE [--arch llama|mamba|lfm2] [--vocab normal|different] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT]
  *
- *   --arch A          llama (attention, the default) or mamba (recurrent:
+ *   --arch A          llama (attention, the default), mamba (recurrent:
  *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
  *                     time-step rank n_embd/16 rounded up; --n-head,
- *                     --n-head-kv and --n-ff do not apply).
+ *                     --n-head-kv and --n-ff do not apply) or lfm2
+ *                     (hybrid: convolution cache of 3, the attention
+ *                     layers as llama's).
  *   --noise EPS       adds EPS times an independent approx-normal value (from
  *                     --noise-seed) to every element of every weight matrix,
  *                     in units of that matrix's own weight spread, so EPS is a
@@ -75,7 +80,10 @@ enum token_type {
 
 enum { TOKEN_ID_UNK = 0, TOKEN_ID_BOS = 1, TOKEN_ID_EOS = 2 };
 
-typedef enum { ARCH_LLAMA, ARCH_MAMBA } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_MAMBA, ARCH_LFM2 } model_arch;
+
+/* LFM2's convolution cache length (its kernel size): the reference models' 3. */
+enum { LFM2_L_CACHE = 3 };
 
 /* Mamba's fixed state-space sizes: small, and what llama.cpp's loader accepts. */
 enum { MAMBA_D_STATE = 8, MAMBA_D_CONV = 4 };
@@ -135,7 +143,7 @@ static void fail(const char *format, ...) {
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
-            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba] [--vocab normal|different]"
+            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2] [--vocab normal|different]"
             " [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
             " [--noise-seed 7] [--logit-scale 1.0] [--name NAME]"
@@ -195,7 +203,10 @@ static model_arch parse_arch(const char *text) {
     if (strcmp(text, "mamba") == 0) {
         return ARCH_MAMBA;
     }
-    fail("--arch expects 'llama' or 'mamba', got '%s'", text);
+    if (strcmp(text, "lfm2") == 0) {
+        return ARCH_LFM2;
+    }
+    fail("--arch expects 'llama', 'mamba' or 'lfm2', got '%s'", text);
     return ARCH_LLAMA;
 }
 
@@ -274,7 +285,7 @@ static void validate_options(model_options *opts) {
         fail("--out FILE is required");
     }
     if (opts->name == NULL) {
-        opts->name = opts->arch == ARCH_MAMBA ? "tiny-mamba" : "tiny-llama";
+        opts->name = opts->arch == ARCH_MAMBA ? "tiny-mamba" : opts->arch == ARCH_LFM2 ? "tiny-lfm2" : "tiny-llama";
     }
     if (opts->name[0] == '\0') {
         fail("--name must not be empty");
@@ -536,9 +547,25 @@ static double prng_approx_normal(prng *rng) {
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
 
-enum { TENSORS_PER_LAYER = 9, MAMBA_TENSORS_PER_LAYER = 10, GLOBAL_TENSORS = 3 };
+enum {
+    TENSORS_PER_LAYER = 9,
+    MAMBA_TENSORS_PER_LAYER = 10,
+    LFM2_CONV_TENSORS = 8,
+    LFM2_ATTENTION_TENSORS = 11,
+    GLOBAL_TENSORS = 3
+};
+
+/* LFM2: which layers attend (the odd ones); the others are short convolutions. */
+static bool lfm2_is_attention(int layer) { return layer % 2 == 1; }
 
 static size_t tensor_count(const model_options *opts) {
+    if (opts->arch == ARCH_LFM2) {
+        size_t n = GLOBAL_TENSORS;
+        for (int layer = 0; layer < opts->n_layer; layer++) {
+            n += lfm2_is_attention(layer) ? LFM2_ATTENTION_TENSORS : LFM2_CONV_TENSORS;
+        }
+        return n;
+    }
     size_t per_layer = opts->arch == ARCH_MAMBA ? MAMBA_TENSORS_PER_LAYER : TENSORS_PER_LAYER;
     return GLOBAL_TENSORS + per_layer * (size_t)opts->n_layer;
 }
@@ -560,9 +587,23 @@ static size_t mamba_layer_float_count(const model_options *opts) {
            + d_inner * n_embd;                      /* ssm_out */
 }
 
+/* An LFM2 layer is at most a llama layer plus its q/k norms, or a convolution block (in_proj
+ * 3 n_embd^2, out_proj n_embd^2, the kernel) with the same feed-forward: the larger of the two. */
+static size_t lfm2_layer_float_count(const model_options *opts) {
+    size_t n_embd = (size_t)opts->n_embd, n_ff = (size_t)opts->n_ff, head = n_embd / (size_t)opts->n_head;
+    size_t n_embd_kv = head * (size_t)opts->n_head_kv;
+    size_t common = 2 * n_embd + 3 * n_embd * n_ff;
+    size_t attention = 2 * n_embd * n_embd + 2 * n_embd * n_embd_kv + 2 * head;
+    size_t conv = 4 * n_embd * n_embd + LFM2_L_CACHE * n_embd;
+    return common + (attention > conv ? attention : conv);
+}
+
 static size_t layer_float_count(const model_options *opts) {
     if (opts->arch == ARCH_MAMBA) {
         return mamba_layer_float_count(opts);
+    }
+    if (opts->arch == ARCH_LFM2) {
+        return lfm2_layer_float_count(opts);
     }
     size_t n_embd = (size_t)opts->n_embd;
     size_t n_embd_kv = n_embd / (size_t)opts->n_head * (size_t)opts->n_head_kv;
@@ -729,6 +770,44 @@ static void add_mamba_layer(struct gguf_context *gguf, struct ggml_context *ctx,
                d_inner, n_embd, fan_in_scale(d_inner));
 }
 
+/* One LFM2 layer in the shapes of llama.cpp's LLM_ARCH_LFM2 loader: a convolution or attention
+ * block, then the feed-forward. */
+static void add_lfm2_layer(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+                           const model_options *opts, int layer) {
+    int64_t n_embd = opts->n_embd, n_ff = opts->n_ff, head = opts->n_embd / opts->n_head;
+    int64_t n_embd_kv = head * opts->n_head_kv;
+    double embd_scale = fan_in_scale(n_embd);
+    char name[GGML_MAX_NAME];
+
+    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_norm.weight"), n_embd);
+    if (lfm2_is_attention(layer)) {
+        add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_q_norm.weight"), head);
+        add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_k_norm.weight"), head);
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_q.weight"),
+                   n_embd, n_embd, embd_scale);
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_k.weight"),
+                   n_embd, n_embd_kv, embd_scale);
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_v.weight"),
+                   n_embd, n_embd_kv, embd_scale);
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
+                   n_embd, n_embd, embd_scale);
+    } else {
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "shortconv.conv.weight"),
+                   LFM2_L_CACHE, n_embd, fan_in_scale(LFM2_L_CACHE));
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "shortconv.in_proj.weight"),
+                   n_embd, 3 * n_embd, embd_scale);
+        add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "shortconv.out_proj.weight"),
+                   n_embd, n_embd, embd_scale);
+    }
+    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ffn_norm.weight"), n_embd);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_gate.weight"),
+               n_embd, n_ff, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_up.weight"),
+               n_embd, n_ff, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_down.weight"),
+               n_ff, n_embd, fan_in_scale(n_ff));
+}
+
 /* Shapes follow llama.cpp's LLM_ARCH_LLAMA loader, in ggml order {ne0, ne1}
  * where ne0 is the input (row) dimension. */
 static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
@@ -744,11 +823,14 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     for (int layer = 0; layer < opts->n_layer; layer++) {
         if (opts->arch == ARCH_MAMBA) {
             add_mamba_layer(gguf, ctx, &source, opts, layer);
+        } else if (opts->arch == ARCH_LFM2) {
+            add_lfm2_layer(gguf, ctx, &source, opts, layer);
         } else {
             add_layer(gguf, ctx, &source, opts, layer);
         }
     }
-    add_norm(gguf, ctx, "output_norm.weight", opts->n_embd);
+    /* LFM2's final norm has this name in llama.cpp (LLM_TENSOR_OUTPUT_NORM_LFM2). */
+    add_norm(gguf, ctx, opts->arch == ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight", opts->n_embd);
     /* Logits have roughly unit spread before --logit-scale, which therefore
      * directly sets how peaked the next-token distribution is. */
     add_matrix(gguf, ctx, &source, "output.weight", opts->n_embd, n_vocab,
@@ -775,9 +857,33 @@ static void set_mamba_metadata(struct gguf_context *gguf, const model_options *o
     gguf_set_val_u32(gguf, "mamba.vocab_size", (uint32_t)n_vocab);
 }
 
+static void set_lfm2_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
+    gguf_set_val_str(gguf, "general.architecture", "lfm2");
+    gguf_set_val_str(gguf, "general.name", opts->name);
+    gguf_set_val_u32(gguf, "lfm2.context_length", (uint32_t)opts->n_ctx);
+    gguf_set_val_u32(gguf, "lfm2.embedding_length", (uint32_t)opts->n_embd);
+    gguf_set_val_u32(gguf, "lfm2.block_count", (uint32_t)opts->n_layer);
+    gguf_set_val_u32(gguf, "lfm2.feed_forward_length", (uint32_t)opts->n_ff);
+    gguf_set_val_u32(gguf, "lfm2.attention.head_count", (uint32_t)opts->n_head);
+    /* Per layer: 0 marks a convolution layer (llama.cpp reads it so). */
+    uint32_t head_count_kv[MAX_LAYERS];
+    for (int layer = 0; layer < opts->n_layer; layer++) {
+        head_count_kv[layer] = lfm2_is_attention(layer) ? (uint32_t)opts->n_head_kv : 0;
+    }
+    gguf_set_arr_data(gguf, "lfm2.attention.head_count_kv", GGUF_TYPE_UINT32, head_count_kv, (size_t)opts->n_layer);
+    gguf_set_val_u32(gguf, "lfm2.rope.dimension_count", (uint32_t)(opts->n_embd / opts->n_head));
+    gguf_set_val_f32(gguf, "lfm2.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_set_val_u32(gguf, "lfm2.shortconv.l_cache", LFM2_L_CACHE);
+    gguf_set_val_u32(gguf, "lfm2.vocab_size", (uint32_t)n_vocab);
+}
+
 static void set_model_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
     if (opts->arch == ARCH_MAMBA) {
         set_mamba_metadata(gguf, opts, n_vocab);
+        return;
+    }
+    if (opts->arch == ARCH_LFM2) {
+        set_lfm2_metadata(gguf, opts, n_vocab);
         return;
     }
     gguf_set_val_str(gguf, "general.architecture", "llama");

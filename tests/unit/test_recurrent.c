@@ -1,12 +1,13 @@
-/* test_recurrent.c - speculation on recurrent models (tiny Mamba, tests/make_tiny_models.cmake),
+/* test_recurrent.c - speculation on recurrent models (tiny Mamba) and hybrid ones (tiny LFM2:
+ * convolution and attention layers; tests/make_tiny_models.cmake),
  * as target and as draft: llama.cpp cannot drop the last tokens of a recurrent state, so the
  * engine keeps a checkpoint before the tokens it may drop (src/engine/kv.c). Greedy output with
  * every drafter equals the target alone, sampling follows the target's exact distribution, the
  * prompt cache stays exact, and draft trees get a clear error.
  *
  *   test_recurrent MODELS_DIR
- * MODELS_DIR holds mamba-target.gguf, mamba-draft.gguf (its noisy copy), target.gguf and
- * draft.gguf (attention models with the same vocabulary). */
+ * MODELS_DIR holds mamba-target.gguf, mamba-draft.gguf (its noisy copy), lfm2-target.gguf,
+ * lfm2-draft.gguf, target.gguf and draft.gguf (attention models with the same vocabulary). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 
 static char mamba_target[1024], mamba_draft[1024], attn_target[1024], attn_draft[1024];
+static char lfm2_target[1024], lfm2_draft[1024];
 
 static const char *prompts[] = {
     "the little girl saw a big red ball",
@@ -68,6 +70,32 @@ static void assert_lossless(specd_engine *e, const specd_generation_params *spec
     }
 }
 
+/* Greedy speculation with the draft model, fixed lengths and adaptive, equals the target alone;
+ * drafts were rejected, so the state went back; returns the engine for more checks. */
+static specd_engine *check_draft_model_lossless(const char *target, const char *draft, const char *what) {
+    specd_engine *e = open_engine(target, draft, 256);
+    int64_t drafted = 0, accepted = 0;
+    const int32_t lengths[] = {1, 3, 6};
+    for (size_t l = 0; l < 3; l++) {
+        specd_generation_params g = greedy(SPECD_SPEC_DRAFT, lengths[l]);
+        assert_lossless(e, &g, what, &drafted, &accepted);
+    }
+    specd_generation_params adaptive = greedy(SPECD_SPEC_DRAFT, 8);
+    adaptive.speculative.adaptive = true;
+    adaptive.speculative.draft_min = 0;
+    assert_lossless(e, &adaptive, what, &drafted, &accepted);
+    print_message("%s: %lld drafted, %lld accepted\n", what, (long long)drafted, (long long)accepted);
+    assert_true(accepted > 0 && accepted < drafted);
+    return e;
+}
+
+static void test_hybrid_target_and_draft_greedy_is_lossless(void **state) {
+    (void)state;
+    specd_engine *e = check_draft_model_lossless(lfm2_target, lfm2_draft, "lfm2 draft for lfm2");
+    assert_true(e->draft.n_restores > 0);
+    specd_engine_free(e);
+}
+
 static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
     (void)state;
     specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
@@ -97,9 +125,8 @@ static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
     specd_engine_free(e);
 }
 
-static void test_model_free_drafters_on_recurrent_target_are_lossless(void **state) {
-    (void)state;
-    specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+static void check_model_free_lossless(const char *target, const char *draft) {
+    specd_engine *e = open_engine(target, draft, 256);
     const specd_spec_type lists[][2] = {
         {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_NONE},
         {SPECD_SPEC_SUFFIX, SPECD_SPEC_NONE},
@@ -127,20 +154,33 @@ static void test_model_free_drafters_on_recurrent_target_are_lossless(void **sta
         specd_result_clear(&want);
         specd_result_clear(&got);
     }
-    print_message("model-free on mamba: %lld drafted, %lld accepted\n", (long long)drafted, (long long)accepted);
+    print_message("model-free on %s: %lld drafted, %lld accepted\n", target, (long long)drafted, (long long)accepted);
     assert_true(drafted > 0 && accepted > 0);
     specd_engine_free(e);
+}
+
+static void test_model_free_drafters_on_recurrent_target_are_lossless(void **state) {
+    (void)state;
+    check_model_free_lossless(mamba_target, mamba_draft);
+}
+
+static void test_model_free_drafters_on_hybrid_target_are_lossless(void **state) {
+    (void)state;
+    check_model_free_lossless(lfm2_target, lfm2_draft);
 }
 
 /* The draft recurrent with an attention target, and the reverse: they share the vocabulary. */
 static void test_mixed_pairs_are_lossless(void **state) {
     (void)state;
-    const char *pairs[][2] = {{attn_target, mamba_draft}, {mamba_target, attn_draft}};
-    for (int i = 0; i < 2; i++) {
+    const char *pairs[][2] = {{attn_target, mamba_draft}, {mamba_target, attn_draft}, {attn_target, lfm2_draft},
+                              {lfm2_target, attn_draft}, {lfm2_target, mamba_draft}, {mamba_target, lfm2_draft}};
+    for (int i = 0; i < 6; i++) {
         specd_engine *e = open_engine(pairs[i][0], pairs[i][1], 256);
         int64_t drafted = 0, accepted = 0;
         specd_generation_params g = greedy(SPECD_SPEC_DRAFT, 4);
-        assert_lossless(e, &g, i == 0 ? "mamba draft for llama" : "llama draft for mamba", &drafted, &accepted);
+        char what[64];
+        snprintf(what, sizeof what, "pair %d", i);
+        assert_lossless(e, &g, what, &drafted, &accepted);
         assert_true(drafted > 0);
         specd_engine_free(e);
     }
@@ -148,9 +188,8 @@ static void test_mixed_pairs_are_lossless(void **state) {
 
 /* Temperature 1: the first two tokens follow the target's exact distribution (chi-square), with
  * drafts both accepted and rejected, so the restored state was used for the rejection's draw. */
-static void test_sampling_on_recurrent_target_is_exact(void **state) {
-    (void)state;
-    specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+static void check_sampling_is_exact(const char *target, const char *draft, const char *label) {
+    specd_engine *e = open_engine(target, draft, 256);
     specd_token *prompt = NULL;
     int32_t n = 0;
     assert_int_equal(specd_tokenize(e, prompts[1], true, &prompt, &n, NULL), SPECD_OK);
@@ -159,7 +198,7 @@ static void test_sampling_on_recurrent_target_is_exact(void **state) {
     sp.top_k = 0;
     sp.top_p = 1.0f;
     sp.min_p = 0.0f;
-    exact_pairs ex = exact_first_two(mamba_target, prompt, n, &sp);
+    exact_pairs ex = exact_first_two(target, prompt, n, &sp);
     assert_non_null(ex.prob);
     specd_generation_params g = specd_generation_default_params();
     g.sampling = sp;
@@ -168,10 +207,20 @@ static void test_sampling_on_recurrent_target_is_exact(void **state) {
     g.speculative.draft_max = 3;
     g.speculative.draft_min = 3;
     g.speculative.adaptive = false;
-    assert_first_two_follow(e, prompt, n, g, &ex, 6000, "mamba target, mamba draft, temperature 1");
+    assert_first_two_follow(e, prompt, n, g, &ex, 6000, label);
     free(ex.prob);
     specd_free(prompt);
     specd_engine_free(e);
+}
+
+static void test_sampling_on_recurrent_target_is_exact(void **state) {
+    (void)state;
+    check_sampling_is_exact(mamba_target, mamba_draft, "mamba target, mamba draft, temperature 1");
+}
+
+static void test_sampling_on_hybrid_target_is_exact(void **state) {
+    (void)state;
+    check_sampling_is_exact(lfm2_target, lfm2_draft, "lfm2 target, lfm2 draft, temperature 1");
 }
 
 /* The prompt cache reuses a recurrent state only where it is exact: a repeated prompt gives the
@@ -228,13 +277,18 @@ int main(int argc, char **argv) {
     snprintf(mamba_draft, sizeof mamba_draft, "%s/mamba-draft.gguf", argv[1]);
     snprintf(attn_target, sizeof attn_target, "%s/target.gguf", argv[1]);
     snprintf(attn_draft, sizeof attn_draft, "%s/draft.gguf", argv[1]);
+    snprintf(lfm2_target, sizeof lfm2_target, "%s/lfm2-target.gguf", argv[1]);
+    snprintf(lfm2_draft, sizeof lfm2_draft, "%s/lfm2-draft.gguf", argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recurrent_target_and_draft_greedy_is_lossless),
+        cmocka_unit_test(test_hybrid_target_and_draft_greedy_is_lossless),
         cmocka_unit_test(test_model_free_drafters_on_recurrent_target_are_lossless),
+        cmocka_unit_test(test_model_free_drafters_on_hybrid_target_are_lossless),
         cmocka_unit_test(test_mixed_pairs_are_lossless),
         cmocka_unit_test(test_prompt_cache_on_recurrent_target_is_exact),
         cmocka_unit_test(test_draft_trees_on_recurrent_target_are_refused),
         cmocka_unit_test(test_sampling_on_recurrent_target_is_exact),
+        cmocka_unit_test(test_sampling_on_hybrid_target_is_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
