@@ -17,6 +17,9 @@
 
 #define DEFAULT_N_BATCH 512
 #define DEFAULT_DRAFT_MAX 16
+/* Snapshots of a recurrent target's state for per-token rollback: each costs one more copy of the
+ * state (tens of MB on large delta-net models), and most accepted runs are shorter. */
+#define RS_SNAPSHOTS_MAX 8
 
 /* ---- llama.cpp's log ---------------------------------------------------------------------------
  * One logger for the whole process, installed once before anything else of llama.cpp or ggml
@@ -241,6 +244,11 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
     specd_apply_attention_settings(&e->params, &cp);
+    /* Per-token rollback of a recurrent target's state, where its architecture has it (llama.cpp
+     * sets 0 otherwise): n_rs_seq snapshots of the whole state, so at most RS_SNAPSHOTS_MAX;
+     * longer drafts use a checkpoint. The draft decodes one token at a time: no use to it. */
+    if (n_seq_max > 1) cp.n_rs_seq = (uint32_t)(e->params.draft_max < RS_SNAPSHOTS_MAX ? e->params.draft_max
+                                                                                      : RS_SNAPSHOTS_MAX);
     log_capture capture;
     capture_begin(&capture);
     slot->ctx = llama_init_from_model(slot->model, cp);
@@ -254,6 +262,7 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     slot->cap = e->n_ctx;
     slot->n_kv = 0;
     slot->ckpt_pos = -1;
+    slot->n_rs_seq = (int32_t)llama_n_rs_seq(slot->ctx);
     describe_slot(slot, role);
     slot->kv_tokens = specd_alloc_array((size_t)e->n_ctx, sizeof *slot->kv_tokens);
     if (!slot->kv_tokens) {

@@ -25,8 +25,13 @@ typedef struct specd_model_slot {
     size_t ckpt_size, ckpt_cap;
     int32_t ckpt_pos;   /* -1: no checkpoint */
     char desc[96];      /* "target model (mamba, recurrent)", for messages */
+    /* Per-token rollback (llama.cpp's n_rs_seq snapshots, on the architectures that have it): the
+     * state after each of the last n_rs_seq tokens of the latest decode is kept, so dropping up to
+     * min(n_rs_seq, last_decode_n - 1) tokens needs no checkpoint. 0: none. */
+    int32_t n_rs_seq;
+    int32_t last_decode_n; /* tokens in the latest decode (one ubatch); 0 after a rollback */
     /* What checkpoints cost (the cost model counts them per step). */
-    int64_t n_checkpoints, n_restores;
+    int64_t n_checkpoints, n_restores, n_rollbacks;
     double checkpoint_ms, restore_ms;
 } specd_model_slot;
 

@@ -30,10 +30,21 @@ static bool restore_checkpoint(specd_model_slot *slot) {
     return true;
 }
 
+/* Whether llama.cpp can drop the last `n_drop` tokens of the slot in place: any attention cache;
+ * a recurrent state only by its per-token snapshots, which exist for fewer tokens than the latest
+ * decode wrote (llama.cpp would read a stale snapshot otherwise, without failing). */
+static bool can_drop_in_place(const specd_model_slot *slot, int32_t n_drop) {
+    return slot->can_drop_tail || (n_drop <= slot->n_rs_seq && n_drop < slot->last_decode_n);
+}
+
 void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n >= slot->n_kv) return;
     if (slot->ckpt_pos > n) slot->ckpt_pos = -1; /* it holds tokens being dropped */
-    if (llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1)) {
+    if (can_drop_in_place(slot, slot->n_kv - n) && llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1)) {
+        if (!slot->can_drop_tail) {
+            slot->n_rollbacks++;
+            slot->last_decode_n = 0; /* one rollback per decode (llama.cpp's rule) */
+        }
         slot->n_kv = n;
         return;
     }
@@ -81,6 +92,7 @@ static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, boo
 
 static specd_status decode_batch(specd_model_slot *slot, struct llama_batch *b, char **error) {
     int32_t rc = llama_decode(slot->ctx, *b);
+    slot->last_decode_n = rc == 0 ? b->n_tokens : 0;
     if (rc != 0) {
         specd_set_error(error, "llama_decode failed (code %d) on %d tokens at position %d: %s", rc,
                         b->n_tokens, b->n_tokens ? b->pos[0] : 0,
@@ -178,8 +190,9 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         slot->desc, slot->n_kv, pos_root);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    /* Drafts a recurrent state may have to drop: keep the state before them. */
-    if (n_tokens > 1) {
+    /* Drafts a recurrent state may have to drop, more than its rollback covers: keep the state
+     * before them. (The whole tree is one ubatch: n_ubatch = n_batch >= draft_max + 1.) */
+    if (n_tokens > 1 && n_tokens - 1 > slot->n_rs_seq) {
         specd_status st = specd_slot_checkpoint(slot, error);
         if (st != SPECD_OK) return st;
     }
@@ -199,6 +212,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     double t0 = specd_now_ms();
     int32_t rc = llama_decode(slot->ctx, *b);
     if (ms) *ms = specd_now_ms() - t0;
+    slot->last_decode_n = rc == 0 ? n_tokens : 0;
     if (rc != 0) {
         for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, s, -1, -1); /* whole: cannot fail */
         if (!llama_memory_seq_rm(mem, 0, pos_root, -1)) slot_clear(slot);

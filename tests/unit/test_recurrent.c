@@ -75,8 +75,8 @@ static void assert_lossless(specd_engine *e, const specd_generation_params *spec
 static specd_engine *check_draft_model_lossless(const char *target, const char *draft, const char *what) {
     specd_engine *e = open_engine(target, draft, 256);
     int64_t drafted = 0, accepted = 0;
-    const int32_t lengths[] = {1, 3, 6};
-    for (size_t l = 0; l < 3; l++) {
+    const int32_t lengths[] = {1, 3, 6, 12}; /* 12: past the target's rollback snapshots (8) */
+    for (size_t l = 0; l < 4; l++) {
         specd_generation_params g = greedy(SPECD_SPEC_DRAFT, lengths[l]);
         assert_lossless(e, &g, what, &drafted, &accepted);
     }
@@ -92,6 +92,16 @@ static specd_engine *check_draft_model_lossless(const char *target, const char *
 static void test_hybrid_target_and_draft_greedy_is_lossless(void **state) {
     (void)state;
     specd_engine *e = check_draft_model_lossless(lfm2_target, lfm2_draft, "lfm2 draft for lfm2");
+    /* LFM2 has llama.cpp's per-token rollback: the target drops rejected drafts with it (drafts
+     * past its snapshots use a checkpoint); the draft, one token per decode, goes back to its
+     * checkpoints. */
+    print_message("lfm2 target: %d snapshots, %lld rollbacks, %lld checkpoints, %lld restores; draft: %lld restores\n",
+                  e->target.n_rs_seq, (long long)e->target.n_rollbacks, (long long)e->target.n_checkpoints,
+                  (long long)e->target.n_restores, (long long)e->draft.n_restores);
+    assert_true(e->target.n_rs_seq > 0);
+    assert_true(e->target.n_rollbacks > 0);
+    assert_true(e->target.n_checkpoints > 0 && e->target.n_restores > 0);
+    assert_int_equal(e->draft.n_rs_seq, 0);
     assert_true(e->draft.n_restores > 0);
     specd_engine_free(e);
 }
@@ -99,6 +109,7 @@ static void test_hybrid_target_and_draft_greedy_is_lossless(void **state) {
 static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
     (void)state;
     specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
+    assert_int_equal(e->target.n_rs_seq, 0); /* Mamba has no per-token rollback in llama.cpp */
     int64_t drafted = 0, accepted = 0;
     const int32_t lengths[] = {1, 3, 6};
     for (size_t l = 0; l < 3; l++) {
