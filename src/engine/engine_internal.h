@@ -105,7 +105,8 @@ const float *specd_slot_logits(const specd_model_slot *slot, int32_t i);
 /* tokens.c: whether `token` ends a generation (llama_vocab_is_eog). */
 bool specd_token_is_eog(const specd_engine *e, specd_token token);
 
-/* Whether the slot's KV cache can move positions (llama_memory_can_shift). */
+/* Whether the slot's KV cache can move positions (llama_memory_can_shift), never for a recurrent
+ * or hybrid model (their state cannot drop tokens in the middle). */
 bool specd_slot_can_shift(const specd_model_slot *slot);
 /* Context shift: drops positions [n_keep, n_keep + n_discard) and moves those after them back
  * by n_discard (RoPE shift, nothing re-evaluated), so the slot holds the history with those

@@ -149,8 +149,11 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     return SPECD_OK;
 }
 
+/* llama.cpp says a recurrent memory can shift (it only renumbers the state's position), but the
+ * state still holds the dropped tokens: the model would no longer see the history the slot says
+ * it holds, and a later restart from the history would give another state. So no shift there. */
 bool specd_slot_can_shift(const specd_model_slot *slot) {
-    return slot->ctx && llama_memory_can_shift(llama_get_memory(slot->ctx));
+    return slot->ctx && slot->can_drop_tail && llama_memory_can_shift(llama_get_memory(slot->ctx));
 }
 
 void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard) {

@@ -24,8 +24,8 @@ specd_status specd_context_shift_validate(const specd_engine *e, const specd_gen
                                           char **error) {
     if (!params->context_shift) return SPECD_OK;
     if (specd_context_shift_on(params) && !specd_slot_can_shift(&e->target)) {
-        specd_set_error(error, "context_shift: the target model's KV cache cannot shift positions (e.g. a "
-                        "recurrent model): turn context_shift off, or raise the context size (-c)");
+        specd_set_error(error, "context_shift: the %s cannot shift positions (its recurrent state cannot "
+                        "drop the oldest tokens): turn context_shift off, or raise the context size (-c)", e->target.desc);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     return SPECD_OK;

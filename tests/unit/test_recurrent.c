@@ -279,6 +279,47 @@ static void test_draft_trees_on_recurrent_target_are_refused(void **state) {
     specd_engine_free(e);
 }
 
+/* Context shift moves cached positions, which a recurrent state does not have: refused up front
+ * with the model named; the JSON API turns it off for such a target (completion_request.c). */
+static void test_context_shift_on_recurrent_target_is_refused(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(mamba_target, NULL, 64);
+    assert_false(specd_engine_can_shift_context(e));
+    specd_generation_params g = greedy(SPECD_SPEC_NONE, 0);
+    g.context_shift = true;
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(e, prompts[0], true, &prompt, &n, NULL), SPECD_OK);
+    specd_result r;
+    char *err = NULL;
+    assert_int_equal(specd_generate(e, prompt, n, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, "context_shift"));
+    assert_non_null(strstr(err, "mamba, recurrent"));
+    specd_free(err);
+    specd_free(prompt);
+    specd_engine_free(e);
+}
+
+/* A recurrent draft for an attention target that shifts its context: the draft cannot shift, so
+ * it starts over from the shifted history (draft_model.c's shift op), and the output still equals
+ * the target alone with the same shifts. */
+static void test_context_shift_with_recurrent_draft_is_lossless(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(attn_target, mamba_draft, 64);
+    specd_generation_params none = greedy(SPECD_SPEC_NONE, 0), spec = greedy(SPECD_SPEC_DRAFT, 4);
+    none.n_predict = spec.n_predict = 150; /* past the context of 64: shifts happen */
+    none.context_shift = spec.context_shift = true;
+    specd_result want = generate_text(e, prompts[0], &none);
+    specd_result got = generate_text(e, prompts[0], &spec);
+    assert_int_equal(want.n_tokens, 150);
+    assert_same_tokens(&got, &want, "context shift, mamba draft");
+    assert_true(got.stats.n_drafted > 0);
+    specd_result_clear(&want);
+    specd_result_clear(&got);
+    specd_engine_free(e);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
@@ -298,6 +339,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_mixed_pairs_are_lossless),
         cmocka_unit_test(test_prompt_cache_on_recurrent_target_is_exact),
         cmocka_unit_test(test_draft_trees_on_recurrent_target_are_refused),
+        cmocka_unit_test(test_context_shift_on_recurrent_target_is_refused),
+        cmocka_unit_test(test_context_shift_with_recurrent_draft_is_lossless),
         cmocka_unit_test(test_sampling_on_recurrent_target_is_exact),
         cmocka_unit_test(test_sampling_on_hybrid_target_is_exact),
     };
