@@ -19,7 +19,9 @@ typedef struct draft_model {
 
 static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n, char **error) {
     draft_model *dm = self;
-    return specd_slot_sync(dm->engine, &dm->engine->draft, tokens, n, false, NULL, NULL, error);
+    specd_status st = specd_slot_sync(dm->engine, &dm->engine->draft, tokens, n, false, NULL, NULL, error);
+    /* A recurrent draft keeps its state after the prompt for the next request's prompt cache. */
+    return st == SPECD_OK ? specd_slot_checkpoint(&dm->engine->draft, SPECD_CHECKPOINT_PROMPT, error) : st;
 }
 
 /* Probability of `token` under the softmax of raw logits: the confidence of a greedy draft. */
@@ -75,7 +77,7 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
     int32_t idx = 0;
     specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
     /* A recurrent draft cannot drop the drafts the target rejects: keep its state before them. */
-    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, error);
+    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, SPECD_CHECKPOINT_STEP, error);
     if (st != SPECD_OK) return st;
     specd_token_filter filter;
     if (gs) filter = specd_grammar_filter(req->grammar, gs);

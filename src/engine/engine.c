@@ -261,7 +261,7 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     slot->n_seq_max = n_seq_max;
     slot->cap = e->n_ctx;
     slot->n_kv = 0;
-    slot->ckpt_pos = -1;
+    specd_slot_forget_checkpoints(slot, -1);
     slot->n_rs_seq = (int32_t)llama_n_rs_seq(slot->ctx);
     describe_slot(slot, role);
     slot->kv_tokens = specd_alloc_array((size_t)e->n_ctx, sizeof *slot->kv_tokens);
@@ -406,7 +406,7 @@ static void free_slot(specd_model_slot *slot) {
     if (slot->ctx) llama_free(slot->ctx);
     if (slot->model) llama_model_free(slot->model);
     free(slot->kv_tokens);
-    free(slot->ckpt);
+    specd_slot_free_checkpoints(slot);
     memset(slot, 0, sizeof *slot);
 }
 

@@ -8,6 +8,16 @@
 
 #include <stdatomic.h>
 
+/* A saved state of sequence 0 (state.c): the state after its first `pos` tokens. */
+typedef struct specd_state_checkpoint {
+    uint8_t *data;
+    size_t size, cap;
+    int32_t pos; /* -1: none */
+} specd_state_checkpoint;
+
+/* Before a step's drafts (rejected drafts), and after the prompt (the prompt cache). */
+typedef enum { SPECD_CHECKPOINT_STEP, SPECD_CHECKPOINT_PROMPT, SPECD_CHECKPOINT_KINDS } specd_checkpoint_kind;
+
 /* A llama context plus the tokens its sequence 0 holds, position by position. Knowing the exact
  * contents lets every step reuse the longest common prefix instead of re-decoding. */
 typedef struct specd_model_slot {
@@ -18,12 +28,10 @@ typedef struct specd_model_slot {
     int32_t cap;        /* = n_ctx */
     int32_t n_seq_max;
     /* false for recurrent and hybrid models: llama.cpp cannot drop the last tokens of their
-     * state, so the slot keeps a checkpoint (the state at ckpt_pos, saved before tokens it may
-     * have to drop) and goes back to it, or starts over where it has none. */
+     * state, so the slot keeps checkpoints (saved before tokens it may have to drop) and goes
+     * back to one, or starts over where it has none. */
     bool can_drop_tail;
-    uint8_t *ckpt;
-    size_t ckpt_size, ckpt_cap;
-    int32_t ckpt_pos;   /* -1: no checkpoint */
+    specd_state_checkpoint ckpt[SPECD_CHECKPOINT_KINDS];
     char desc[96];      /* "target model (mamba, recurrent)", for messages */
     /* Per-token rollback (llama.cpp's n_rs_seq snapshots, on the architectures that have it): the
      * state after each of the last n_rs_seq tokens of the latest decode is kept, so dropping up to
@@ -75,9 +83,16 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
  * checkpoint, or is cleared: the slot may then hold fewer than n tokens (n_kv says how many; the
  * next sync decodes the rest again). */
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
-/* Saves the state of a slot that cannot drop tokens (no-op for attention caches), so a later
- * truncate can come back to the current n_kv. An error names the model when llama.cpp cannot. */
-specd_status specd_slot_checkpoint(specd_model_slot *slot, char **error);
+/* state.c: saves the state of a slot that cannot drop tokens (no-op for attention caches) as its
+ * checkpoint of that kind, so a later truncate can come back to the current n_kv. An error names
+ * the model when llama.cpp cannot save it. */
+specd_status specd_slot_checkpoint(specd_model_slot *slot, specd_checkpoint_kind kind, char **error);
+/* Forgets the checkpoints after position n (n < 0: all). */
+void specd_slot_forget_checkpoints(specd_model_slot *slot, int32_t n);
+/* Goes back to the latest checkpoint at or before position n (n_kv becomes its position); false
+ * when there is none or llama.cpp cannot restore it (the caller then clears the slot). */
+bool specd_slot_restore_checkpoint(specd_model_slot *slot, int32_t n);
+void specd_slot_free_checkpoints(specd_model_slot *slot);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);
 /* One token of a tree pass: its depth under the root and the branches (sequence ids) through it. */

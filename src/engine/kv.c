@@ -4,30 +4,13 @@
 
 #include "../util/util.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Forgets everything the slot holds. Removing a whole sequence never fails in llama.cpp. */
 static void slot_clear(specd_model_slot *slot) {
     llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, -1, -1);
     slot->n_kv = 0;
-    slot->ckpt_pos = -1;
-}
-
-/* Puts the slot back to its checkpoint; false (the slot then unchanged) when the state cannot be
- * read back. For a hybrid model the checkpoint holds the recurrent part only: its attention cells
- * after the checkpoint are dropped, which a cache whose recurrent part sits at the checkpoint's
- * position allows. */
-static bool restore_checkpoint(specd_model_slot *slot) {
-    double t0 = specd_now_ms();
-    llama_memory_t mem = llama_get_memory(slot->ctx);
-    if (llama_state_seq_set_data_ext(slot->ctx, slot->ckpt, slot->ckpt_size, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) == 0)
-        return false;
-    if (!llama_memory_seq_rm(mem, 0, slot->ckpt_pos, -1)) return false;
-    slot->n_kv = slot->ckpt_pos;
-    slot->n_restores++;
-    slot->restore_ms += specd_now_ms() - t0;
-    return true;
+    specd_slot_forget_checkpoints(slot, -1);
 }
 
 /* Whether llama.cpp can drop the last `n_drop` tokens of the slot in place: any attention cache;
@@ -39,7 +22,7 @@ static bool can_drop_in_place(const specd_model_slot *slot, int32_t n_drop) {
 
 void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n >= slot->n_kv) return;
-    if (slot->ckpt_pos > n) slot->ckpt_pos = -1; /* it holds tokens being dropped */
+    specd_slot_forget_checkpoints(slot, n); /* those after n hold tokens being dropped */
     if (can_drop_in_place(slot, slot->n_kv - n) && llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1)) {
         if (!slot->can_drop_tail) {
             slot->n_rollbacks++;
@@ -48,37 +31,10 @@ void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
         slot->n_kv = n;
         return;
     }
-    /* A recurrent state cannot drop its last tokens: go back to the checkpoint before them, or
-     * start over. Either way the slot then holds fewer than n tokens, exactly known. */
-    if (slot->ckpt_pos >= 0 && restore_checkpoint(slot)) return;
-    slot_clear(slot);
-}
-
-specd_status specd_slot_checkpoint(specd_model_slot *slot, char **error) {
-    if (slot->can_drop_tail) return SPECD_OK;
-    double t0 = specd_now_ms();
-    size_t size = llama_state_seq_get_size_ext(slot->ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
-    if (size > slot->ckpt_cap) {
-        uint8_t *grown = realloc(slot->ckpt, size);
-        if (!grown) {
-            specd_set_error(error, "out of memory for a %zu-byte state checkpoint of the %s model", size, slot->desc);
-            return SPECD_ERR_NO_MEMORY;
-        }
-        slot->ckpt = grown;
-        slot->ckpt_cap = size;
-    }
-    slot->ckpt_pos = -1;
-    if (size == 0 || llama_state_seq_get_data_ext(slot->ctx, slot->ckpt, size, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) != size) {
-        specd_set_error(error, "the %s model keeps a recurrent state that cannot drop rejected tokens, and "
-                        "llama.cpp could not save that state: speculation cannot verify drafts on it; use "
-                        "--spec none (speculative.type [\"none\"])", slot->desc);
-        return SPECD_ERR_DECODE;
-    }
-    slot->ckpt_size = size;
-    slot->ckpt_pos = slot->n_kv;
-    slot->n_checkpoints++;
-    slot->checkpoint_ms += specd_now_ms() - t0;
-    return SPECD_OK;
+    /* A recurrent state cannot drop its last tokens: go back to the latest checkpoint before
+     * them (state.c), or start over. Either way the slot then holds n tokens or fewer, exactly
+     * known; the next sync decodes the rest again. */
+    if (!specd_slot_restore_checkpoint(slot, n)) slot_clear(slot);
 }
 
 static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, bool logits) {
@@ -164,7 +120,7 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
         return;
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
-    slot->ckpt_pos = -1; /* positions move: a checkpoint no longer matches them */
+    specd_slot_forget_checkpoints(slot, -1); /* positions move: no checkpoint matches them */
     if (!llama_memory_seq_rm(mem, 0, n_keep, end)) {
         slot_clear(slot); /* the next sync decodes the history again */
         return;
@@ -196,7 +152,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     /* Drafts a recurrent state may have to drop, more than its rollback covers: keep the state
      * before them. (The whole tree is one ubatch: n_ubatch = n_batch >= draft_max + 1.) */
     if (n_tokens > 1 && n_tokens - 1 > slot->n_rs_seq) {
-        specd_status st = specd_slot_checkpoint(slot, error);
+        specd_status st = specd_slot_checkpoint(slot, SPECD_CHECKPOINT_STEP, error);
         if (st != SPECD_OK) return st;
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);

@@ -480,6 +480,9 @@ static specd_status ingest_prompt(generation *g, const specd_token *prompt, int3
     int32_t cached = 0;
     /* Everything but the last token: that one is the first step's root. */
     specd_status st = specd_slot_sync(e, &e->target, prompt, n - 1, false, NULL, &cached, error);
+    /* A recurrent target keeps its state after the prompt: a later request with the same prompt
+     * (or one that extends it) starts from there instead of decoding it again. */
+    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->target, SPECD_CHECKPOINT_PROMPT, error);
     if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, prompt, n - 1, error);
     g->result->stats.n_prompt = n;
     g->result->stats.n_prompt_cached = cached;
