@@ -106,6 +106,45 @@ static void test_hybrid_target_and_draft_greedy_is_lossless(void **state) {
     specd_engine_free(e);
 }
 
+/* Decode time per step over a fixed workload (greedy, 4 drafts), and the state's share as the
+ * cost model learnt it: printed for the report, never asserted (no timed tests). */
+static void measure_steps(specd_engine *e, const char *what) {
+    specd_generation_params g = greedy(SPECD_SPEC_DRAFT, 4);
+    g.n_predict = 64;
+    double ms = 0.0;
+    int64_t steps = 0;
+    for (int round = 0; round < 5; round++)
+        for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
+            specd_result r = generate_text(e, prompts[p], &g);
+            ms += r.stats.decode_ms;
+            steps += r.stats.n_steps;
+            specd_result_clear(&r);
+        }
+    print_message("%s: %.1f us per step, state %.1f us per drafting step (%lld rollbacks, %lld restores)\n", what,
+                  1e3 * ms / (double)steps, 1e3 * e->learned->costs.state_ms, (long long)e->target.n_rollbacks,
+                  (long long)e->target.n_restores);
+}
+
+/* The checkpoint path on a hybrid model, as on a hybrid architecture without llama.cpp's rollback
+ * (Jamba, Falcon-H1, Granite): the same model with its snapshots unused. Lossless, and the two
+ * ways' costs printed side by side. */
+static void test_hybrid_target_without_rollback_uses_checkpoints(void **state) {
+    (void)state;
+    specd_engine *with = open_engine(lfm2_target, lfm2_draft, 256);
+    specd_engine *without = open_engine(lfm2_target, lfm2_draft, 256);
+    without->target.n_rs_seq = 0;
+    int64_t drafted = 0, accepted = 0;
+    specd_generation_params g = greedy(SPECD_SPEC_DRAFT, 4);
+    assert_lossless(without, &g, "lfm2 without rollback", &drafted, &accepted);
+    assert_true(accepted < drafted);
+    assert_int_equal(without->target.n_rollbacks, 0);
+    assert_true(without->target.n_restores > 0);
+    measure_steps(with, "lfm2 target, rollback");
+    measure_steps(without, "lfm2 target, checkpoints");
+    specd_engine_free(with);
+    specd_engine_free(without);
+}
+
 static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
     (void)state;
     specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
@@ -335,6 +374,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recurrent_target_and_draft_greedy_is_lossless),
         cmocka_unit_test(test_hybrid_target_and_draft_greedy_is_lossless),
+        cmocka_unit_test(test_hybrid_target_without_rollback_uses_checkpoints),
         cmocka_unit_test(test_model_free_drafters_on_recurrent_target_are_lossless),
         cmocka_unit_test(test_model_free_drafters_on_hybrid_target_are_lossless),
         cmocka_unit_test(test_mixed_pairs_are_lossless),
