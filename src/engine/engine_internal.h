@@ -40,7 +40,8 @@ typedef struct specd_model_slot {
     int32_t last_decode_n; /* tokens in the latest decode (one ubatch); 0 after a rollback */
     /* What checkpoints cost (the cost model counts them per step). */
     int64_t n_checkpoints, n_restores, n_rollbacks;
-    double checkpoint_ms, restore_ms;
+    double checkpoint_ms, restore_ms, redecode_ms; /* redecode: tokens decoded again after going back */
+    int32_t lost_until; /* positions before it that going back dropped and the next sync decodes again */
 } specd_model_slot;
 
 struct specd_engine {

@@ -35,6 +35,7 @@ void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
      * them (state.c), or start over. Either way the slot then holds n tokens or fewer, exactly
      * known; the next sync decodes the rest again. */
     if (!specd_slot_restore_checkpoint(slot, n)) slot_clear(slot);
+    if (n > slot->lost_until) slot->lost_until = n;
 }
 
 static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, bool logits) {
@@ -58,6 +59,9 @@ static specd_status decode_batch(specd_model_slot *slot, struct llama_batch *b, 
     return SPECD_OK;
 }
 
+static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t common,
+                                int32_t n, bool want_logits, int32_t *logits_idx, char **error);
+
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
                              int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
                              char **error) {
@@ -72,6 +76,19 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     specd_slot_truncate(slot, common);
     common = slot->n_kv; /* less than asked when a recurrent state had to go back further */
     if (n_reused) *n_reused = common;
+    /* Tokens the slot held before going back, decoded again now: part of what a recurrent
+     * state's checkpoints cost (the cost model counts it). */
+    int32_t again = (slot->lost_until < n ? slot->lost_until : n) - common;
+    slot->lost_until = 0;
+    double t0 = specd_now_ms();
+    specd_status st = decode_from(e, slot, tokens, common, n, want_logits, logits_idx, error);
+    if (st == SPECD_OK && again > 0) slot->redecode_ms += (specd_now_ms() - t0) * (double)again / (double)(n - common);
+    return st;
+}
+
+/* Decodes tokens[start..n) after the slot's first `start` tokens, in chunks of n_batch. */
+static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t common,
+                                int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
     struct llama_batch *b = &e->batch;
     for (int32_t start = common; start < n; start += e->n_batch) {
         int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
@@ -79,9 +96,10 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
         for (int32_t i = start; i < end; i++) batch_add(b, tokens[i], i, want_logits && i == n - 1);
         specd_status st = decode_batch(slot, b, error);
         if (st != SPECD_OK) {
-            /* What this chunk wrote is unknown: forget it (all of it, where the memory cannot
-             * drop a tail). */
-            if (!llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1)) slot_clear(slot);
+            /* What this chunk wrote is unknown: forget it (all of it for a recurrent state,
+             * whose rollback snapshots may not match). */
+            if (!slot->can_drop_tail || !llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1))
+                slot_clear(slot);
             return st;
         }
         memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
@@ -174,7 +192,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     slot->last_decode_n = rc == 0 ? n_tokens : 0;
     if (rc != 0) {
         for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, s, -1, -1); /* whole: cannot fail */
-        if (!llama_memory_seq_rm(mem, 0, pos_root, -1)) slot_clear(slot);
+        if (!slot->can_drop_tail || !llama_memory_seq_rm(mem, 0, pos_root, -1)) slot_clear(slot);
         specd_set_error(error, "llama_decode failed (code %d) on a tree of %d tokens at position %d", rc, n_tokens,
                         pos_root);
         return SPECD_ERR_DECODE;

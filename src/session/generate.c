@@ -529,25 +529,25 @@ static specd_status begin_part(generation *g, step_phase phase, int32_t *out, ch
 
 /* The engine's caches hold this session's history: another session may have run in between
  * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
-static double state_spent_ms(const specd_engine *e) {
-    return e->target.checkpoint_ms + e->target.restore_ms + e->draft.checkpoint_ms + e->draft.restore_ms;
+static double slot_state_ms(const specd_model_slot *slot) {
+    return slot->checkpoint_ms + slot->restore_ms + slot->redecode_ms;
 }
 
-/* On recurrent models, what the last drafting step paid for its state (kv.c: checkpoints, going
- * back, and this sync's decode of the accepted tokens) goes to the cost model. */
-static void record_state_cost(generation *g, double sync_ms) {
+/* On recurrent models, what the last drafting step paid for the state of both models (kv.c,
+ * state.c: checkpoints, going back, decoding the accepted tokens again, the target's in this
+ * step's sync, the draft's in its previous draft) goes to the cost model. */
+static void record_state_cost(generation *g) {
     const specd_engine *e = g->e;
     bool recurrent = !e->target.can_drop_tail || (e->draft.ctx && !e->draft.can_drop_tail);
-    double spent = state_spent_ms(e);
-    if (recurrent && g->drafted_last) specd_draft_length_record_state(g->length, spent - g->state_mark_ms + sync_ms);
+    double spent = slot_state_ms(&e->target) + slot_state_ms(&e->draft);
+    if (recurrent && g->drafted_last) specd_draft_length_record_state(g->length, spent - g->state_mark_ms);
     g->state_mark_ms = spent;
 }
 
 static specd_status make_caches_ours(generation *g, char **error) {
-    double t0 = specd_now_ms();
     specd_status st = specd_slot_sync(g->e, &g->e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
     if (st != SPECD_OK) return st;
-    record_state_cost(g, specd_now_ms() - t0);
+    record_state_cost(g);
     if (g->n_history >= g->e->n_ctx && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
                                                                 &g->drafter, g->result, &st, error))
         finish(g); /* no room: stopped (reason set), or st says what failed */
