@@ -138,9 +138,29 @@ def errors(specd, models):
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],
                        "needs a draft model")
 
+    recurrent(specd, models)
+
     r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "16", "--temp", "0"])
     check("plain output streams text then statistics", r.returncode == 0 and len(r.stdout.strip()) > 0
           and "acceptance" not in r.stdout and "accepted" in r.stderr and "tokens/s" in r.stderr, r.stderr)
+
+
+def recurrent(specd, models):
+    """Recurrent (Mamba) and hybrid (LFM2) targets and drafts as a user runs them."""
+    mamba = os.path.join(models, "mamba-target.gguf")
+    common = ["-p", "the little girl", "-n", "32", "--temp", "0", "--ignore-eos", "--json"]
+    plain = run([specd, "run", "-m", mamba, "--spec", "none"] + common)
+    want = json.loads(plain.stdout)["text"] if plain.returncode == 0 else None
+    for draft in ("mamba-draft.gguf", "lfm2-draft.gguf", "draft.gguf"):
+        r = run([specd, "run", "-m", mamba, "-md", os.path.join(models, draft), "--draft-fixed", "--draft-max", "3"]
+                + common)
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(f"mamba target, {draft}: same text as without speculation",
+              want is not None and out.get("text") == want and out["speculative"]["n_drafted"] > 0,
+              plain.stderr + r.stdout + r.stderr)
+    expect_usage_error(specd, "context shift on a recurrent target",
+                       ["-m", mamba, "-p", "x", "-n", "100", "-c", "48", "--context-shift"],
+                       "the target model (mamba, recurrent) cannot shift positions")
 
 
 def grammar_file(specd, target, draft):
