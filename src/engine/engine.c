@@ -247,8 +247,8 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     /* Per-token rollback of a recurrent target's state, where its architecture has it (llama.cpp
      * sets 0 otherwise): n_rs_seq snapshots of the whole state, so at most RS_SNAPSHOTS_MAX;
      * longer drafts use a checkpoint. The draft decodes one token at a time: no use to it. */
-    if (n_seq_max > 1) cp.n_rs_seq = (uint32_t)(e->params.draft_max < RS_SNAPSHOTS_MAX ? e->params.draft_max
-                                                                                      : RS_SNAPSHOTS_MAX);
+    if (slot == &e->target) cp.n_rs_seq = (uint32_t)(e->params.draft_max < RS_SNAPSHOTS_MAX ? e->params.draft_max
+                                                                                           : RS_SNAPSHOTS_MAX);
     log_capture capture;
     capture_begin(&capture);
     slot->ctx = llama_init_from_model(slot->model, cp);
@@ -353,7 +353,10 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     e->n_vocab = llama_vocab_n_tokens(e->vocab);
     st = size_engine(e, error);
     if (st != SPECD_OK) return st;
-    st = create_context(e, &e->target, SPECD_TREE_MAX_BRANCHES, "target", error);
+    /* Tree branches are sequences of their own; a recurrent state verifies chains only (kv.c), and
+     * each sequence would cost a whole state (times the rollback snapshots). */
+    bool chains_only = llama_model_is_recurrent(e->target.model) || llama_model_is_hybrid(e->target.model);
+    st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, "target", error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
     if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, 1, "draft", error));
     return st;

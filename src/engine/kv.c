@@ -151,14 +151,14 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
 specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
                                     int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
                                     char **error) {
-    if (n_tokens > e->batch_cap || n_branches > slot->n_seq_max) {
-        specd_set_error(error, "a tree of %d tokens in %d branches does not fit the engine (at most %d tokens, "
-                        "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
     if (!slot->can_drop_tail && n_branches > 1) {
         specd_set_error(error, "a draft tree of %d branches cannot be verified on the %s: its recurrent state "
                         "holds one sequence; draft chains (speculative.suffix_branches 1)", n_branches, slot->desc);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (n_tokens > e->batch_cap || n_branches > slot->n_seq_max) {
+        specd_set_error(error, "a tree of %d tokens in %d branches does not fit the engine (at most %d tokens, "
+                        "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */

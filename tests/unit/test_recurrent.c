@@ -149,6 +149,7 @@ static void test_recurrent_target_and_draft_greedy_is_lossless(void **state) {
     (void)state;
     specd_engine *e = open_engine(mamba_target, mamba_draft, 256);
     assert_int_equal(e->target.n_rs_seq, 0); /* Mamba has no per-token rollback in llama.cpp */
+    assert_int_equal(e->target.n_seq_max, 1); /* chains only: no state per tree branch */
     int64_t drafted = 0, accepted = 0;
     const int32_t lengths[] = {1, 3, 6};
     for (size_t l = 0; l < 3; l++) {
