@@ -56,7 +56,7 @@ typedef struct specd_session {
     int32_t explore_every;    /* steps without a draft before one is forced (EXPLORE_FIRST..MAX) */
     bool explored;            /* the last step's draft was forced by exploration */
     bool drafted_last;        /* the last step verified drafts */
-    double state_mark_ms;     /* the slots' checkpoint + restore time when the step began */
+    double state_mark_ms;     /* what both slots had spent on their state when the step began */
     specd_result *result;                  /* = &own_result */
     specd_result own_result;
     int32_t result_cap;
@@ -527,8 +527,7 @@ static specd_status begin_part(generation *g, step_phase phase, int32_t *out, ch
     return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
 }
 
-/* The engine's caches hold this session's history: another session may have run in between
- * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
+/* What a slot has spent on its recurrent state so far (kv.c, state.c). */
 static double slot_state_ms(const specd_model_slot *slot) {
     return slot->checkpoint_ms + slot->restore_ms + slot->redecode_ms;
 }
@@ -544,6 +543,8 @@ static void record_state_cost(generation *g) {
     g->state_mark_ms = spent;
 }
 
+/* The engine's caches hold this session's history: another session may have run in between
+ * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
 static specd_status make_caches_ours(generation *g, char **error) {
     specd_status st = specd_slot_sync(g->e, &g->e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
     if (st != SPECD_OK) return st;
