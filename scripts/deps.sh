@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what specd needs to build, on Debian 12 with only apt and npm reachable.
 #
-#   scripts/deps.sh [--bench-tools | --fuzz]
+#   scripts/deps.sh [--bench-tools | --fuzz | --test-tools]
 #
 # 1. apt packages we build and test with (only those missing; needs root or sudo).
 # 2. llama.cpp: the exact release node-llama-cpp@3.22.1 builds from (llama.cpp 0.5.0), taken
@@ -10,6 +10,8 @@
 #    llama-simple (llama.cpp's greedy reference) is built beside it for the tests.
 #    --bench-tools also builds llama.cpp's own tools (llama-completion, llama-speculative,
 #    llama-speculative-simple) into deps/llama/build-tools/bin for comparisons.
+#    --test-tools also installs what only some tests need (chromium for the page's browser test),
+#    going on without it when it cannot (those tests then skip, saying why).
 #    --fuzz also installs clang, its sanitizer and libFuzzer runtimes and OpenMP for clang
 #    (`make fuzz`; llama.cpp itself stays the gcc build above).
 #
@@ -96,12 +98,27 @@ build_llama_tools() {
   cmake --build "$deps/build-tools" -j "$jobs" --target "${missing[@]}"
 }
 
+# What only some tests need (make test runs this): Debian's chromium for the chat page's browser
+# test. Optional: when it cannot be installed the test skips, saying so, and make test goes on.
+install_test_tools() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  log "installing chromium (headless browser for the chat page's test)"
+  if ! { $sudo apt-get update -qq &&
+         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
+    log "chromium could not be installed: the page test (serve_page) will skip"
+  fi
+  return 0
+}
+
 main() {
   [ "${1:-}" = --bench-tools ] && apt_pkgs+=(gnuplot-nox)
   # clang 14 (Debian 12): -fsanitize=fuzzer needs libclang-rt-14-dev; ggml's CMake package asks
   # for OpenMP, which clang finds only with libomp-dev.
   [ "${1:-}" = --fuzz ] && apt_pkgs+=(clang libclang-rt-14-dev libomp-dev)
   install_apt_packages
+  [ "${1:-}" = --test-tools ] && install_test_tools
   local src
   if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -d "$LLAMA_CPP_DIR/lib/cmake/llama" ]; then
     log "using installed llama.cpp at $LLAMA_CPP_DIR"

@@ -219,14 +219,13 @@ static bool parse_file(char *text, size_t len, parsed_costs *pc, const char **wh
     return true;
 }
 
-/* The file's sizes count as two passes each: the next two passes of a size still refine it, so
- * a cost learnt on a busy moment does not stay in the file for good. */
+/* The file's sizes are known: a run's passes set the level they are scaled by, not their shape
+ * (refining them against a level that one slow first pass set lowered them run after run). A
+ * busy moment already had little say when the file was written: each size is the cheapest of its
+ * first passes, within the bounds below. */
 static void apply_costs(specd_engine *e, const parsed_costs *pc) {
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) {
-        if (pc->target_ms[n] <= 0.0) continue;
-        specd_draft_length_record_calibration(&e->learned->costs, n, pc->target_ms[n]);
-        e->learned->costs.base_passes[n] = SPECD_DL_LEARN_PASSES - 2;
-    }
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
+        if (pc->target_ms[n] > 0.0) specd_draft_length_record_calibration(&e->learned->costs, n, pc->target_ms[n]);
     specd_draft_length_bound_costs(&e->learned->costs); /* a file written on a busy machine */
     if (pc->draft_ms > 0.0 && e->draft.ctx) e->learned->costs.draft_ms = pc->draft_ms;
 }

@@ -193,9 +193,14 @@ static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, doubl
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double ms) {
     if (n < 1 || n > SPECD_DL_MAX_BATCH || !(ms > 0.0)) return;
     double expected = base_cost(dl, n); /* known or scaled from the nearest known size; 0: none */
-    bool known = dl->base_ms[n] > 0.0;
-    if (known && dl->drift <= 0.0) {
-        dl->drift = ms / dl->base_ms[n]; /* the first level of this engine (bases from a cache file) */
+    bool known = dl->base_ms[n] > 0.0, settled = known && dl->base_passes[n] >= SPECD_DL_LEARN_PASSES;
+    if ((known && dl->drift <= 0.0) || (settled && dl->level_passes < SPECD_DL_LEARN_PASSES)) {
+        /* The first levels of this engine: the least of its first passes of sizes it knows. Only
+         * the level: a warm-up pass 1.6x slow used to set it alone, and the next passes, seen
+         * against it, lowered the sizes of a cache file run after run. */
+        double x = ms / dl->base_ms[n];
+        if (dl->drift <= 0.0 || x < dl->drift) dl->drift = x;
+        dl->level_passes++;
         return;
     }
     double level_ms = ms / drift_of(dl);

@@ -34,7 +34,11 @@ typedef struct specd_draft_length {
      * specd_draft_length_record_calibration) keeps the cheapest of its first SPECD_DL_LEARN_PASSES,
      * so one pass slowed by the machine does not fix its cost for good. */
     int32_t base_passes[SPECD_DL_MAX_BATCH + 1];
-    double drift; /* moving average of measured / base over real passes; 0 = none yet (1) */
+    /* measured / base over real passes of known sizes: the least of the first
+     * SPECD_DL_LEARN_PASSES (a warm-up or busy first pass must not set the level), then a moving
+     * average (the level rises as the cache fills); 0 = none yet (1) */
+    double drift;
+    int32_t level_passes; /* passes that set the drift so far */
     double draft_ms;                          /* moving average cost of one draft token */
     /* On a model whose state cannot drop rejected tokens (recurrent, hybrid): what a step that
      * drafts pays on top of its passes, moving average in ms: saving the state before the drafts,

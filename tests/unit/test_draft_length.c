@@ -202,6 +202,28 @@ static void test_a_size_keeps_the_cheapest_of_its_first_passes(void **state) {
     assert_int_equal(dl.n_learnt, learnt);
 }
 
+/* Known sizes (a cache file's): a slow first pass (warming up) does not set the level alone, and
+ * the passes after it do not lower the sizes. Run after run of a cache file, they used to: the
+ * file's T(1) and T(2) shrank against T(4) until one-token drafts looked cheap. */
+static void test_a_slow_first_pass_does_not_bend_known_sizes(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    const double t1 = 11.0, t2 = 28.0, t4 = 36.0;
+    specd_draft_length_record_calibration(&dl, 1, t1);
+    specd_draft_length_record_calibration(&dl, 2, t2);
+    specd_draft_length_record_calibration(&dl, 4, t4);
+    specd_draft_length_record_verify(&dl, 1, t1 * 1.6); /* warming up */
+    specd_draft_length_record_verify(&dl, 1, t1);
+    specd_draft_length_record_verify(&dl, 2, t2);
+    specd_draft_length_record_verify(&dl, 4, t4);
+    assert_float_equal(dl.base_ms[1], t1, 1e-9);
+    assert_float_equal(dl.base_ms[2], t2, 1e-9);
+    assert_float_equal(dl.base_ms[4], t4, 1e-9);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), t1, 1e-9);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 2), t2, 1e-9);
+}
+
 /* A pass the scheduler interrupted, ten times slower than its neighbours suggest, is not learnt:
  * the size would look so dear that it was never chosen again (and the cache file would keep it). */
 static void test_an_interrupted_first_pass_is_not_learnt(void **state) {
@@ -245,6 +267,7 @@ int main(void) {
         cmocka_unit_test(test_a_dear_recurrent_state_stops_drafting),
         cmocka_unit_test(test_sizes_are_learnt_from_real_passes),
         cmocka_unit_test(test_a_size_keeps_the_cheapest_of_its_first_passes),
+        cmocka_unit_test(test_a_slow_first_pass_does_not_bend_known_sizes),
         cmocka_unit_test(test_an_interrupted_first_pass_is_not_learnt),
         cmocka_unit_test(test_an_interrupted_very_first_pass_is_bounded_later),
     };
