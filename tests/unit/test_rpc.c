@@ -489,6 +489,35 @@ static void completion_shifts_the_context(void **state) {
     init_models(true); /* back to the context the other tests expect */
 }
 
+/* A recurrent target (tiny Mamba) over the JSON API: no context shift (its state cannot drop the
+ * oldest tokens), so a long request stops at the context's end; speculation is lossless; a
+ * repeated prompt is reused from the state saved after it. */
+static void completion_on_a_recurrent_target(void **state) {
+    (void)state;
+    char params[4096], models[1024];
+    snprintf(models, sizeof models, "%s", target);
+    char *slash = strrchr(models, '/');
+    assert_non_null(slash);
+    slash[1] = '\0';
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%smamba-target.gguf' -md '%smamba-draft.gguf' -c 64 -t 1\"}",
+             models, models);
+    json_decref(result_of("init", params));
+    const char *base = "\"prompt\":\"one day the dog ran\",\"temperature\":0,\"ignore_eos\":true";
+    snprintf(params, sizeof params, "{%s,\"n_predict\":150,\"speculative\":{\"type\":[\"none\"]}}", base);
+    json_t *plain = complete(params);
+    assert_string_equal(json_string_value(json_object_get(plain, "stop_type")), "context");
+    assert_true(json_is_true(json_object_get(plain, "truncated")));
+    snprintf(params, sizeof params, "{%s,\"n_predict\":150,\"speculative\":{\"type\":[\"draft\"]}}", base);
+    json_t *spec = complete(params);
+    assert_string_equal(content_of(spec), content_of(plain));
+    assert_true(int_of(json_object_get(spec, "speculative"), "drafted") > 0);
+    /* The prompt but its last token (the first step decodes that one) came from the cache. */
+    assert_int_equal(int_of(json_object_get(spec, "timings"), "cache_n"), int_of(spec, "tokens_evaluated") - 1);
+    json_decref(plain);
+    json_decref(spec);
+    init_models(true); /* back to the models the other tests expect */
+}
+
 static void completion_param_errors(void **state) {
     (void)state;
     struct { const char *params, *field, *needle; } cases[] = {
@@ -1167,6 +1196,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(completion_logit_bias_and_token_prompt),
         cmocka_unit_test(completion_truncates_long_prompts),
         cmocka_unit_test(completion_shifts_the_context),
+        cmocka_unit_test(completion_on_a_recurrent_target),
         cmocka_unit_test(completion_param_errors),
         cmocka_unit_test(completion_mirostat_turns_speculation_off),
         cmocka_unit_test(completion_probabilities_per_token),
