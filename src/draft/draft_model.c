@@ -1,9 +1,11 @@
-/* draft_model.c - the draft-model drafter: sample a chain from the draft model under the request's
+/* draft_model.c - the draft-model drafter (trees: draft_tree.c): sample a chain from the draft model under the request's
  * transforms, one token per draft decode, until the length controller or the bounds say stop.
  *
  * The draft's KV cache follows the history lazily: each step first syncs it to the history (usually
  * one or two new tokens), then decodes each drafted token it needs logits after. */
 #include "draft_model.h"
+
+#include "draft_tree.h"
 
 #include "../sample/softmax.h"
 #include "../sample/grammar.h"
@@ -15,6 +17,7 @@
 typedef struct draft_model {
     specd_engine *engine;
     specd_dist q;
+    specd_draft_tree *tree; /* trees: draft_tree.h */
 } draft_model;
 
 static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n, char **error) {
@@ -120,6 +123,7 @@ static specd_status dm_shift(void *self, int32_t n_keep, int32_t n_discard, cons
 static specd_status dm_draft(void *self, const specd_draft_request *req, specd_token_tree *tree,
                              char **error) {
     draft_model *dm = self;
+    if (specd_draft_tree_wanted(req)) return specd_draft_tree_run(dm->tree, dm->engine, req, tree, error);
     if (!draft_more(req, 0)) return SPECD_OK;
     if (!req->grammar) return draft_chain(dm, req, tree, NULL, error);
     /* The grammar state follows the chain in a fork; the request's stays at the root. */
@@ -137,6 +141,7 @@ static void dm_destroy(void *self) {
     draft_model *dm = self;
     if (!dm) return;
     specd_dist_free(&dm->q);
+    specd_draft_tree_free(dm->tree);
     free(dm);
 }
 
@@ -154,6 +159,10 @@ specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, cha
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     draft_model *dm = calloc(1, sizeof *dm);
+    if (dm && !(dm->tree = specd_draft_tree_new(engine->n_vocab))) {
+        free(dm);
+        dm = NULL;
+    }
     if (!dm) {
         specd_set_error(error, "out of memory for the draft-model drafter");
         return SPECD_ERR_NO_MEMORY;

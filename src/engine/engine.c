@@ -333,7 +333,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     if (st != SPECD_OK) return st;
     st = create_context(e, &e->target, SPECD_TREE_MAX_BRANCHES, "target", error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
-    if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, 1, "draft", error));
+    if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, "draft", error));
     return st;
 }
 
