@@ -135,6 +135,32 @@ static void check_sampled_trees_are_exact(int32_t top_k, float top_p, int n_samp
     specd_free(prompt);
 }
 
+/* Chains whose length the draft's confidence decides (p_min, the adaptive controller): a token is
+ * never drawn and then dropped for its own confidence, which would bias the output toward what
+ * the draft likes. */
+static void test_sampled_chains_cut_by_confidence_are_exact(void **state) {
+    (void)state;
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
+    exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
+    assert_non_null(ex.prob);
+    specd_generation_params g = tree_params(SPECD_DRAFT_TREE_OFF, 4, 0.1f);
+    g.sampling = sp;
+    g.speculative.draft_max = 3;
+    g.speculative.draft_min = 0;
+    g.speculative.draft_p_min = 0.1f; /* cuts some chains, not all (the chain drafter's code before: z = 27) */
+    g.speculative.adaptive = false; /* p_min alone cuts (the controller would not draft two tokens) */
+    assert_first_two_follow(engine, prompt, n, g, &ex, 12000, "chains cut by confidence");
+    free(ex.prob);
+    specd_free(prompt);
+}
+
 static void test_sampled_trees_at_temperature_one_are_exact(void **state) {
     (void)state;
     check_sampled_trees_are_exact(0, 1.0f, 12000);
@@ -220,6 +246,7 @@ int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_trees_equal_target_alone),
+        cmocka_unit_test(test_sampled_chains_cut_by_confidence_are_exact),
         cmocka_unit_test(test_sampled_trees_at_temperature_one_are_exact),
         cmocka_unit_test(test_sampled_trees_with_top_k_top_p_are_exact),
         cmocka_unit_test(test_tree_steps_leave_no_rejected_branches),
