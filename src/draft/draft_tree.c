@@ -177,8 +177,19 @@ static int32_t draw_child(tree_step *s, int32_t parent, bool greedy, int32_t i, 
     return add_node(s, parent, token, &s->t->q_i, specd_dist_prob(&s->t->q, token), error);
 }
 
-/* The children of an open node: the first always (opening it decided that), siblings while
- * want_sibling says so. The first child of sequence 0's node is the main branch. */
+/* Greedy main branch: the chain drafter's test for keeping a drawn token (p_min, and the length
+ * controller's worth_adding), so that a tree that does not branch is the very chain. Greedy drafts
+ * are not drawn: leaving one out is exact. (A sampled token always stays: sibling_draws.h.) */
+static bool main_child_pays(const tree_step *s, int32_t node, float confidence) {
+    const specd_draft_request *req = s->req;
+    int32_t depth = s->tree->nodes[node].depth;
+    if (depth < req->min_len) return true;
+    if (confidence < req->p_min) return false;
+    return !req->length || specd_draft_length_worth_adding(req->length, depth, confidence);
+}
+
+/* The children of an open node: the first always (opening it decided that; greedy, the main
+ * branch's unless main_child_pays says no), siblings while want_sibling says so. The first child of sequence 0's node is the main branch. */
 static specd_status expand(tree_step *s, const open_node *o, char **error) {
     const specd_draft_request *req = s->req;
     int32_t n_history = req->n_history - 1 + specd_tree_path(s->tree, o->node, req->history + req->n_history - 1);
@@ -191,6 +202,7 @@ static specd_status expand(tree_step *s, const open_node *o, char **error) {
         specd_set_error(error, "out of memory while drafting a tree");
         return SPECD_ERR_NO_MEMORY;
     }
+    if (greedy && o->seq == 0 && !main_child_pays(s, o->node, s->t->ranked_p[0])) return SPECD_OK;
     double tried = 0.0;
     for (int32_t i = 0;; i++) {
         int32_t child = draw_child(s, o->node, greedy, i, error);
