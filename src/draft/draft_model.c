@@ -1,5 +1,6 @@
-/* draft_model.c - the draft-model drafter (trees: draft_tree.c): sample a chain from the draft model under the request's
- * transforms, one token per draft decode, until the length controller or the bounds say stop.
+/* draft_model.c - the draft-model drafter (its trees: draft_tree.c): sample a chain from the draft
+ * model under the request's transforms, one token per draft decode, until the length controller
+ * or the bounds say stop.
  *
  * The draft's KV cache follows the history lazily: each step first syncs it to the history (usually
  * one or two new tokens), then decodes each drafted token it needs logits after. */

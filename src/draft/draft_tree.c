@@ -70,6 +70,7 @@ typedef struct tree_step {
     open_node open[MAX_B], next[MAX_B];
     int32_t n_open, n_next;
     int32_t seq0_node; /* deepest node decoded in sequence 0 */
+    bool main_ends;    /* the main branch's newest token did not pay: it stays, nothing after it */
 } tree_step;
 
 static bool reserve_nodes(specd_draft_tree *t, int32_t n) {
@@ -98,7 +99,9 @@ static double pass_cost(const tree_step *s, int32_t k) {
     if (k <= 0) return 0.0;
     if (s->t->pass_ms[k] > 0.0) return s->t->pass_ms[k];
     const specd_draft_length *dl = s->req->length;
-    double one = s->t->pass_ms[1] > 0.0 ? s->t->pass_ms[1] : dl->draft_ms > 0.0 ? dl->draft_ms : 0.1 * verify_cost(s, 1);
+    double one = s->t->pass_ms[1] > 0.0 ? s->t->pass_ms[1]
+                 : dl->draft_ms > 0.0   ? dl->draft_ms
+                                        : 0.1 * verify_cost(s, 1);
     return one * (1.0 + PASS_PRIOR_SLOPE * (k - 1));
 }
 
@@ -189,7 +192,8 @@ static bool main_child_pays(const tree_step *s, int32_t node, float confidence) 
 }
 
 /* The children of an open node: the first always (opening it decided that; greedy, the main
- * branch's unless main_child_pays says no), siblings while want_sibling says so. The first child of sequence 0's node is the main branch. */
+ * branch's unless main_child_pays says no), siblings while want_sibling says so. The first child
+ * of sequence 0's node is the main branch. */
 static specd_status expand(tree_step *s, const open_node *o, char **error) {
     const specd_draft_request *req = s->req;
     int32_t n_history = req->n_history - 1 + specd_tree_path(s->tree, o->node, req->history + req->n_history - 1);
@@ -208,8 +212,12 @@ static specd_status expand(tree_step *s, const open_node *o, char **error) {
         int32_t child = draw_child(s, o->node, greedy, i, error);
         if (child < 0) return SPECD_ERR_NO_MEMORY;
         if (i > 0) s->n_leaves++;
-        else if (o->seq == 0 && req->length) specd_draft_length_add(req->length, s->tree->nodes[child].depth - 1,
-                                                                    s->tree->nodes[child].confidence);
+        else if (o->seq == 0) {
+            float confidence = s->tree->nodes[child].confidence;
+            /* As the chain drafter: a sampled token that does not pay stays, and ends the branch. */
+            s->main_ends = !greedy && !main_child_pays(s, o->node, confidence);
+            if (req->length) specd_draft_length_add(req->length, s->tree->nodes[child].depth - 1, confidence);
+        }
         tried += acceptance(s, s->tree->nodes[child].confidence);
         if (!want_sibling(s, o->node, next_sibling_confidence(s, greedy, i + 1, n_ranked), tried)) break;
     }
@@ -239,6 +247,7 @@ static bool open_main(tree_step *s, int32_t node) {
     int32_t depth = s->tree->nodes[node].depth;
     if (depth >= req->max_len || specd_tree_n_drafted(s->tree) >= s->max_nodes) return false;
     if (depth < req->min_len) return true;
+    if (s->main_ends) return false;
     if (s->tree->nodes[node].confidence < req->p_min) return false;
     return !req->length || specd_draft_length_worth_continuing(req->length, depth);
 }
