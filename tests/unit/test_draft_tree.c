@@ -101,6 +101,33 @@ static void test_greedy_trees_equal_target_alone(void **state) {
     assert_true(accepted > 0 && accepted < drafted);
 }
 
+/* A tree drafter that never splits (p_split 1) drafts the very chains of the chain drafter: the
+ * same tokens from the same draws, seeded sampling included. */
+static void test_tree_without_splits_is_the_chain(void **state) {
+    (void)state;
+    for (int sampled = 0; sampled <= 1; sampled++) {
+        specd_generation_params chain = tree_params(SPECD_DRAFT_TREE_OFF, 4, 1.0f);
+        specd_generation_params tree = tree_params(SPECD_DRAFT_TREE_ON, 4, 1.0f);
+        specd_generation_params *both[2] = {&chain, &tree};
+        for (int i = 0; i < 2; i++) {
+            both[i]->speculative.adaptive = false;
+            both[i]->speculative.draft_max = both[i]->speculative.draft_min = 4;
+            both[i]->sampling.temperature = sampled ? 1.0f : 0.0f;
+            both[i]->sampling.seed = 7;
+        }
+        specd_result a = generate_text(engine, prompts[0], &chain);
+        specd_result b = generate_text(engine, prompts[0], &tree);
+        assert_same_tokens(&b, &a, sampled ? "sampled" : "greedy");
+        assert_int_equal(b.stats.n_tree_steps, 0);
+        assert_int_equal(b.stats.n_steps, a.stats.n_steps);
+        assert_int_equal(b.stats.n_drafted, a.stats.n_drafted);
+        assert_int_equal(b.stats.n_accepted, a.stats.n_accepted);
+        assert_true(a.stats.n_drafted > 0);
+        specd_result_clear(&a);
+        specd_result_clear(&b);
+    }
+}
+
 /* ---- exact sampling ------------------------------------------------------------------------- */
 
 static void check_sampled_trees_are_exact(int32_t top_k, float top_p, int n_samples) {
@@ -246,6 +273,7 @@ int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_trees_equal_target_alone),
+        cmocka_unit_test(test_tree_without_splits_is_the_chain),
         cmocka_unit_test(test_sampled_chains_cut_by_confidence_are_exact),
         cmocka_unit_test(test_sampled_trees_at_temperature_one_are_exact),
         cmocka_unit_test(test_sampled_trees_with_top_k_top_p_are_exact),
