@@ -306,6 +306,12 @@ def reference(specd, shared, llama_simple):
         expected = "<s> " + prompt + ours
         check(f"llama-simple agrees on {prompt[:20]!r}", ref.stdout.rstrip("\n") == expected.rstrip("\n"),
               f"\nllama: {ref.stdout!r}\nspecd: {expected!r}")
+        # draft-model trees (stories260K drafting for itself), forced: the same greedy text
+        t = run([specd, "run", "-m", stories, "-md", stories, "-p", prompt, "-n", "100", "--temp", "0",
+                 "--draft-tree", "on", "--draft-p-split", "0.01", "--draft-fixed", "--draft-max", "4", "--json"])
+        tree = json.loads(t.stdout) if t.returncode == 0 else {}
+        check(f"draft trees keep the text of {prompt[:20]!r}", tree.get("text") == ours
+              and tree["speculative"]["n_tree_steps"] > 0, t.stdout + t.stderr)
     r = run([specd, "run", "-m", stories, "-p", "Zoo", "-n", "60", "--temp", "0", "--json"])
     check("stories260K greedy matches run.c's reference text",
           json.loads(r.stdout)["text"].startswith(" was a little girl named Lily. She loved to play outside in the park."),
