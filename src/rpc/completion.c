@@ -223,6 +223,11 @@ static json_t *speculative_json(json_t *type, const char *off_reason, const spec
                            s->n_accepted, "acceptance_rate", specd_stats_acceptance_rate(s), "mean_accepted_per_step",
                            specd_stats_mean_accepted_per_step(s), "draft_ms", s->draft_ms, "verify_ms", s->verify_ms);
     if (sp && off_reason) json_object_set_new(sp, "reason", json_string(off_reason));
+    if (sp) { /* draft trees: steps that verified several branches, their drafts and accepted */
+        json_object_set_new(sp, "tree_steps", json_integer(s->n_tree_steps));
+        json_object_set_new(sp, "tree_drafted", json_integer(s->n_tree_drafted));
+        json_object_set_new(sp, "tree_accepted", json_integer(s->n_tree_accepted));
+    }
     return sp;
 }
 
