@@ -90,8 +90,9 @@ static double acceptance(const tree_step *s, float confidence) {
     return s->req->length ? specd_draft_length_acceptance(s->req->length, confidence) : confidence;
 }
 
+/* Only auto asks for costs, and auto needs the cost model; without one, in units of one token. */
 static double verify_cost(const tree_step *s, int32_t n_tokens) {
-    return specd_draft_length_verify_cost(s->req->length, n_tokens);
+    return s->req->length ? specd_draft_length_verify_cost(s->req->length, n_tokens) : n_tokens;
 }
 
 /* A draft pass over k open branches. */
@@ -99,9 +100,9 @@ static double pass_cost(const tree_step *s, int32_t k) {
     if (k <= 0) return 0.0;
     if (s->t->pass_ms[k] > 0.0) return s->t->pass_ms[k];
     const specd_draft_length *dl = s->req->length;
-    double one = s->t->pass_ms[1] > 0.0 ? s->t->pass_ms[1]
-                 : dl->draft_ms > 0.0   ? dl->draft_ms
-                                        : 0.1 * verify_cost(s, 1);
+    double one = s->t->pass_ms[1] > 0.0    ? s->t->pass_ms[1]
+                 : dl && dl->draft_ms > 0.0 ? dl->draft_ms
+                                            : 0.1 * verify_cost(s, 1);
     return one * (1.0 + PASS_PRIOR_SLOPE * (k - 1));
 }
 
@@ -117,8 +118,10 @@ static bool pays(const tree_step *s, double v, double extra_ms, int32_t n_more) 
     return (s->expected + v) / (cost + more) > s->expected / cost;
 }
 
+/* Adds a child; `share` is the chance that verification tries it at all (1 for a first child,
+ * what its earlier siblings leave for a sibling), for its estimated chance of acceptance. */
 static int32_t add_node(tree_step *s, int32_t parent, specd_token token, const specd_dist *q, float confidence,
-                        char **error) {
+                        double share, char **error) {
     int32_t child = reserve_nodes(s->t, s->tree->n_nodes + 1) ? specd_tree_add(s->tree, parent, token, q, confidence)
                                                                : -1;
     if (child < 0) {
@@ -126,7 +129,7 @@ static int32_t add_node(tree_step *s, int32_t parent, specd_token token, const s
         return -1;
     }
     s->t->path_p[child] = s->t->path_p[parent] * confidence;
-    s->t->value[child] = s->t->value[parent] * acceptance(s, confidence);
+    s->t->value[child] = s->t->value[parent] * share * acceptance(s, confidence);
     s->expected += s->t->value[child];
     return child;
 }
@@ -165,19 +168,19 @@ static bool want_sibling(const tree_step *s, int32_t parent, double confidence, 
     if (s->n_leaves >= s->branches || specd_tree_n_drafted(s->tree) >= s->max_nodes || confidence <= 0.0) return false;
     if (s->t->path_p[parent] * confidence < s->req->tree_p_split) return false;
     if (!s->req->tree_auto) return true;
-    double left = tried < 1.0 ? 1.0 - tried : 0.0; /* the earlier siblings were all rejected */
+    double left = 1.0 - tried; /* the earlier siblings were all rejected */
     return pays(s, s->t->value[parent] * left * acceptance(s, (float)confidence), 0.0, 1);
 }
 
 /* Draws the next child (first or sibling); returns its index or -1 (error set). */
-static int32_t draw_child(tree_step *s, int32_t parent, bool greedy, int32_t i, char **error) {
+static int32_t draw_child(tree_step *s, int32_t parent, bool greedy, int32_t i, double share, char **error) {
     specd_token token;
-    if (greedy) return add_node(s, parent, s->t->ranked[i], NULL, s->t->ranked_p[i], error);
+    if (greedy) return add_node(s, parent, s->t->ranked[i], NULL, s->t->ranked_p[i], share, error);
     if (!specd_sibling_draw(&s->t->draws, s->req->rng, &token, &s->t->q_i)) {
         specd_set_error(error, "out of memory while drafting a tree");
         return -1;
     }
-    return add_node(s, parent, token, &s->t->q_i, specd_dist_prob(&s->t->q, token), error);
+    return add_node(s, parent, token, &s->t->q_i, specd_dist_prob(&s->t->q, token), share, error);
 }
 
 /* Greedy main branch: the chain drafter's test for keeping a drawn token (p_min, and the length
@@ -209,7 +212,7 @@ static specd_status expand(tree_step *s, const open_node *o, char **error) {
     if (greedy && o->seq == 0 && !main_child_pays(s, o->node, s->t->ranked_p[0])) return SPECD_OK;
     double tried = 0.0;
     for (int32_t i = 0;; i++) {
-        int32_t child = draw_child(s, o->node, greedy, i, error);
+        int32_t child = draw_child(s, o->node, greedy, i, 1.0 - tried, error);
         if (child < 0) return SPECD_ERR_NO_MEMORY;
         if (i > 0) s->n_leaves++;
         else if (o->seq == 0) {
@@ -218,7 +221,8 @@ static specd_status expand(tree_step *s, const open_node *o, char **error) {
             s->main_ends = !greedy && !main_child_pays(s, o->node, confidence);
             if (req->length) specd_draft_length_add(req->length, s->tree->nodes[child].depth - 1, confidence);
         }
-        tried += acceptance(s, s->tree->nodes[child].confidence);
+        /* Chance one of the children so far is accepted: 1 - prod (1 - a_j). */
+        tried += (1.0 - tried) * acceptance(s, s->tree->nodes[child].confidence);
         if (!want_sibling(s, o->node, next_sibling_confidence(s, greedy, i + 1, n_ranked), tried)) break;
     }
     return SPECD_OK;
