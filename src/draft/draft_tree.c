@@ -51,9 +51,17 @@ bool specd_draft_tree_wanted(const specd_draft_request *req) {
 
 /* ---- one drafting step's state ---------------------------------------------------------------- */
 
+/* The draft context's sequence of tree branch b; branch 0 is the slot's own sequence (the
+ * history). The one place that maps branches to sequences: where a context holds several slots,
+ * each with its own sequence and scratch ones, this follows specd_slot_decode_tree's mapping. */
+static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t b) {
+    (void)slot;
+    return b;
+}
+
 typedef struct open_node {
     int32_t node;
-    int32_t seq;       /* draft sequence holding its path */
+    int32_t seq;       /* draft branch (branch_seq: its sequence) holding its path */
     int32_t batch_idx; /* its logits in the last draft pass */
 } open_node;
 
@@ -311,8 +319,9 @@ static void choose_next(tree_step *s, int32_t first) {
         while (used[free_seq]) free_seq++;
         used[free_seq] = true;
         s->next[i].seq = free_seq;
-        llama_memory_seq_rm(mem, free_seq, -1, -1);
-        llama_memory_seq_cp(mem, seq_of(s, s->tree->nodes[s->next[i].node].parent), free_seq, -1, -1);
+        llama_seq_id from = branch_seq(&s->e->draft, seq_of(s, s->tree->nodes[s->next[i].node].parent));
+        llama_memory_seq_rm(mem, branch_seq(&s->e->draft, free_seq), -1, -1);
+        llama_memory_seq_cp(mem, from, branch_seq(&s->e->draft, free_seq), -1, -1);
     }
 }
 
@@ -325,7 +334,7 @@ static specd_status decode_next(tree_step *s, char **error) {
         b->token[i] = node->token;
         b->pos[i] = s->req->n_history - 1 + node->depth;
         b->n_seq_id[i] = 1;
-        b->seq_id[i][0] = s->next[i].seq;
+        b->seq_id[i][0] = branch_seq(&s->e->draft, s->next[i].seq);
         b->logits[i] = 1;
         s->next[i].batch_idx = i;
     }
@@ -351,10 +360,10 @@ static specd_status decode_next(tree_step *s, char **error) {
 static void clean_up(tree_step *s, bool failed) {
     specd_model_slot *slot = &s->e->draft;
     llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t seq = 1; seq < MAX_B && seq < slot->n_seq_max; seq++) llama_memory_seq_rm(mem, seq, -1, -1);
+    for (int32_t b = 1; b < MAX_B && b < slot->n_seq_max; b++) llama_memory_seq_rm(mem, branch_seq(slot, b), -1, -1);
     int32_t n_history = s->req->n_history;
     int32_t depth = failed ? 0 : s->tree->nodes[s->seq0_node].depth;
-    llama_memory_seq_rm(mem, 0, n_history + depth, -1);
+    llama_memory_seq_rm(mem, branch_seq(slot, 0), n_history + depth, -1);
     if (depth > 0) specd_tree_path(s->tree, s->seq0_node, slot->kv_tokens + n_history - 1);
     slot->n_kv = n_history + depth;
 }
