@@ -287,6 +287,18 @@ typedef enum specd_spec_type {
     SPECD_SPEC_SUFFIX = 5,       /* suffix tree over prompts and past outputs (SuffixDecoding) */
 } specd_spec_type;
 
+/* Whether the draft model may draft trees (specd_spec_params.tree). */
+typedef enum specd_draft_tree_mode {
+    SPECD_DRAFT_TREE_AUTO = 0, /* the cost model decides each split */
+    SPECD_DRAFT_TREE_OFF = 1,  /* chains only */
+    SPECD_DRAFT_TREE_ON = 2,   /* every split that passes draft_p_split */
+} specd_draft_tree_mode;
+
+/* "auto", "off", "on"; NULL for an unknown mode. */
+SPECD_API const char *specd_draft_tree_mode_name(specd_draft_tree_mode mode);
+/* The mode with this name ("auto", "off", "on"); false when there is none. */
+SPECD_API bool specd_draft_tree_mode_from_name(const char *name, specd_draft_tree_mode *mode);
+
 /* Most branches of a draft tree: each branch is one sequence in the target's context. */
 #define SPECD_TREE_MAX_BRANCHES 8
 
@@ -328,6 +340,15 @@ typedef struct specd_spec_params {
      * its best continuations, verified in one target pass. Default 1 (chains): on the benchmark
      * set trees cost as much as chains but gained nothing (docs/performance.md). */
     int32_t suffix_branches;
+    /* Draft-model trees: branches where the draft is unsure, verified in one target pass (exact
+     * at every temperature). tree: SPECD_DRAFT_TREE_AUTO (default: a sibling or side branch is
+     * drafted only when the measured costs say it raises tokens per second; on 2 CPU cores that is
+     * nearly never), _ON (every split that passes draft_p_split), _OFF (chains). Trees need a
+     * draft model and no grammar; elsewhere they are chains. */
+    specd_draft_tree_mode tree;
+    int32_t draft_branches; /* most branches of a draft-model tree, 1..8; default 4 (1 = chains) */
+    float draft_p_split;    /* a split needs this draft path probability (llama.cpp's); default 0.1 */
+    int32_t draft_tree_nodes; /* most draft tokens in a tree, 1..256; default 16 */
 } specd_spec_params;
 
 /* Called with the tokens each step adds to the output (accepted drafts plus the target's token).
@@ -479,8 +500,11 @@ typedef struct specd_stats {
     int32_t n_context_shifts;
     int32_t n_context_discarded;
     int32_t n_context_kept;
-    /* Steps whose draft was a tree of several branches (suffix_branches > 1), not a chain. */
+    /* Steps whose draft was a tree of several branches (draft-model trees, suffix_branches > 1),
+     * not a chain; the draft tokens of those steps, and the tokens they accepted. */
     int32_t n_tree_steps;
+    int32_t n_tree_drafted;
+    int32_t n_tree_accepted;
 } specd_stats;
 
 SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);

@@ -55,6 +55,9 @@ void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, 
     fprintf(out, "steps: %d, drafted: %d, accepted: %d (%.1f%%), mean accepted per step: %.2f\n",
             s->n_steps, s->n_drafted, s->n_accepted, 100.0 * specd_stats_acceptance_rate(s),
             specd_stats_mean_accepted_per_step(s));
+    if (s->n_tree_steps > 0)
+        fprintf(out, "tree steps: %d, drafted: %d, accepted: %d, mean accepted per tree step: %.2f\n",
+                s->n_tree_steps, s->n_tree_drafted, s->n_tree_accepted, (double)s->n_tree_accepted / s->n_tree_steps);
     fprintf(out, "time: drafting %.1f ms, verifying %.1f ms, sampling %.1f ms\n", s->draft_ms,
             s->verify_ms, s->sample_ms);
     if (strcmp(spec, "none") != 0) print_draft_lengths(out, s);
@@ -109,10 +112,14 @@ static json_t *drafters_json(const specd_stats *s) {
 static json_t *speculative_json(const specd_stats *s, const char *spec) {
     int n_pos = 0;
     while (n_pos < SPECD_STATS_MAX_DRAFT && s->drafted_at[n_pos]) n_pos++;
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:f, s:f, s:o, s:o, s:o, s:o, s:o, s:o}",
                      "type", spec,
                      "n_steps", s->n_steps,
                      "n_tree_steps", s->n_tree_steps,
+                     "n_tree_drafted", s->n_tree_drafted,
+                     "n_tree_accepted", s->n_tree_accepted,
+                     "mean_accepted_per_tree_step",
+                     s->n_tree_steps ? (double)s->n_tree_accepted / s->n_tree_steps : 0.0,
                      "n_drafted", s->n_drafted,
                      "n_accepted", s->n_accepted,
                      "acceptance_rate", specd_stats_acceptance_rate(s),

@@ -69,6 +69,11 @@ static void run_usage(FILE *out) {
           "  --draft-min N            shortest draft per step (default 0)\n"
           "  --draft-p-min P          stop drafting below this draft confidence (default 0)\n"
           "  --draft-fixed            always draft --draft-max tokens (no adaptive length)\n"
+          "  --draft-tree on|off|auto draft-model trees: forced, chains only, or where the measured\n"
+          "                           costs say a branch pays (default auto)\n"
+          "  --draft-branches N       most branches of a draft-model tree (1-8; default 4)\n"
+          "  --draft-p-split P        a branch needs this draft path probability (default 0.1)\n"
+          "  --draft-tree-nodes N     most draft tokens in a tree (default 16)\n"
           "  --calibration-cache PATH|off\n"
           "                           file (or directory) keeping the measured costs of target\n"
           "                           passes and draft tokens between runs (default: a file per\n"
@@ -110,6 +115,8 @@ static const char *flag_of(const char *field) {
         {"speculative.draft_p_min", "--draft-p-min"}, {"speculative.ngram_n", "--spec-ngram-n"},
         {"speculative.ngram_min_hits", "--spec-ngram-min-hits"},
         {"speculative.suffix_branches", "--spec-suffix-branches"}, {"n_keep", "--keep"},
+        {"speculative.tree", "--draft-tree"}, {"speculative.draft_branches", "--draft-branches"},
+        {"speculative.draft_p_split", "--draft-p-split"}, {"speculative.draft_tree_nodes", "--draft-tree-nodes"},
     };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (!strcmp(field, flags[i].field)) return flags[i].flag;
@@ -125,6 +132,12 @@ static bool ranges_valid(cli_args *a, const specd_generation_params *g) {
     cli_fail(a, "%s%s", field ? flag_of(field) : "", err && field ? err + strlen(field) : (err ? err : ""));
     specd_free(err);
     return false;
+}
+
+static bool parse_draft_tree(cli_args *a, const char *flag, specd_draft_tree_mode *out) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    return specd_draft_tree_mode_from_name(v, out) || cli_fail(a, "%s expects on, off or auto, got '%s'", flag, v);
 }
 
 /* Sampling and speculation flags; returns 1 when handled, 0 when not ours, -1 on error. */
@@ -158,6 +171,10 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--spec-ngram-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_n = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-min-hits")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_min_hits = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-cache")) ok = (sp->ngram_cache_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--draft-tree")) ok = parse_draft_tree(a, f, &sp->tree);
+    else if (!strcmp(f, "--draft-branches")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_branches = (int32_t)i; }
+    else if (!strcmp(f, "--draft-p-split")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); sp->draft_p_split = (float)d; }
+    else if (!strcmp(f, "--draft-tree-nodes")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_tree_nodes = (int32_t)i; }
     else if (!strcmp(f, "--spec-suffix-branches")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->suffix_branches = (int32_t)i; }
     else return 0;
     return ok ? 1 : -1;

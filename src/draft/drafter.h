@@ -26,6 +26,13 @@ typedef struct specd_draft_request {
      * (the draft model) draws from q under it; the loop cuts every draft at its first token the
      * grammar refuses, so model-free drafters may ignore it. */
     struct specd_grammar *grammar;
+    /* Draft-model trees (draft_tree.h): the most branches (1: chains only), the path probability
+     * a split needs, the most draft tokens in the tree, and whether the cost model decides each
+     * split (auto) or every split that passes p_split is drafted (on). */
+    int32_t tree_branches;
+    float tree_p_split;
+    int32_t tree_max_nodes;
+    bool tree_auto;
 } specd_draft_request;
 
 typedef struct specd_drafter_ops {

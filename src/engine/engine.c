@@ -358,7 +358,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     bool chains_only = llama_model_is_recurrent(e->target.model) || llama_model_is_hybrid(e->target.model);
     st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, "target", error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
-    if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, 1, "draft", error));
+    if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, "draft", error));
     return st;
 }
 

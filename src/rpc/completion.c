@@ -175,9 +175,11 @@ static double decimal(float v) {
 json_t *completion_settings_json(const completion_request *req, specd_engine *e) {
     const specd_sampling_params *s = &req->gen.sampling;
     const specd_spec_params *sp = &req->gen.speculative;
-    json_t *spec = json_pack("{s:o, s:i, s:i, s:f, s:i}", "type", spec_types_json(req, e), "n_max", sp->draft_max,
-                             "n_min", sp->draft_min, "p_min", decimal(sp->draft_p_min), "suffix_branches",
-                             sp->suffix_branches);
+    json_t *spec = json_pack("{s:o, s:i, s:i, s:f, s:i, s:s, s:i, s:f, s:i}", "type", spec_types_json(req, e),
+                             "n_max", sp->draft_max, "n_min", sp->draft_min, "p_min", decimal(sp->draft_p_min),
+                             "suffix_branches", sp->suffix_branches, "tree", specd_draft_tree_mode_name(sp->tree),
+                             "branches", sp->draft_branches, "p_split", decimal(sp->draft_p_split), "tree_nodes",
+                             sp->draft_tree_nodes);
     json_t *settings = json_pack(
         "{s:o, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:i, s:b, s:i, s:I, s:b, s:i}",
         "model", rpc_state_model_name(), "n_ctx", req->n_ctx, "n_predict", req->gen.n_predict, "temperature",
@@ -227,6 +229,11 @@ static json_t *speculative_json(json_t *type, const char *off_reason, const spec
                            s->n_accepted, "acceptance_rate", specd_stats_acceptance_rate(s), "mean_accepted_per_step",
                            specd_stats_mean_accepted_per_step(s), "draft_ms", s->draft_ms, "verify_ms", s->verify_ms);
     if (sp && off_reason) json_object_set_new(sp, "reason", json_string(off_reason));
+    if (sp) { /* draft trees: steps that verified several branches, their drafts and accepted */
+        json_object_set_new(sp, "tree_steps", json_integer(s->n_tree_steps));
+        json_object_set_new(sp, "tree_drafted", json_integer(s->n_tree_drafted));
+        json_object_set_new(sp, "tree_accepted", json_integer(s->n_tree_accepted));
+    }
     return sp;
 }
 

@@ -186,12 +186,25 @@ bool completion_parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool ha
     return true;
 }
 
+/* speculative.tree: "on", "off" or "auto" (true / false for on / off too). */
+static bool parse_tree_mode(rpc_params *sp, specd_spec_params *spec) {
+    json_t *v = rpc_get_value(sp, "tree");
+    if (!v) return true;
+    if (json_is_boolean(v)) {
+        spec->tree = json_is_true(v) ? SPECD_DRAFT_TREE_ON : SPECD_DRAFT_TREE_OFF;
+        return true;
+    }
+    if (json_is_string(v) && specd_draft_tree_mode_from_name(json_string_value(v), &spec->tree)) return true;
+    return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.tree",
+                    "completion params: 'speculative.tree' must be \"on\", \"off\" or \"auto\"");
+}
+
 static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_draft) {
     json_t *obj = rpc_get_value(rp, "speculative");
     if (!obj) return true;
     if (!json_is_object(obj))
         return rpc_fail(rp->err, RPC_INVALID_PARAMS, "speculative", "completion params: 'speculative' must be an "
-                        "object {type, n_max, n_min, p_min, suffix_branches}");
+                        "object {type, n_max, n_min, p_min, suffix_branches, tree, branches, p_split, tree_nodes}");
     specd_spec_params *spec = &req->gen.speculative;
     rpc_params sp;
     rpc_params_open(&sp, obj, "completion params", "speculative.", rp->err);
@@ -200,7 +213,10 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
         !rpc_read_int32(&sp, "n_max", 0, max, &spec->draft_max) ||
         !rpc_read_int32(&sp, "n_min", 0, max, &spec->draft_min) ||
         !rpc_read_any_float(&sp, "p_min", &spec->draft_p_min) ||
-        !rpc_read_any_int32(&sp, "suffix_branches", &spec->suffix_branches))
+        !rpc_read_any_int32(&sp, "suffix_branches", &spec->suffix_branches) || !parse_tree_mode(&sp, spec) ||
+        !rpc_read_any_int32(&sp, "branches", &spec->draft_branches) ||
+        !rpc_read_any_float(&sp, "p_split", &spec->draft_p_split) ||
+        !rpc_read_any_int32(&sp, "tree_nodes", &spec->draft_tree_nodes))
         return false;
     return rpc_params_finish(&sp);
 }
@@ -213,6 +229,9 @@ static const char *api_field_name(const char *field) {
         {"speculative.draft_max", "speculative.n_max"},
         {"speculative.draft_min", "speculative.n_min"},
         {"speculative.draft_p_min", "speculative.p_min"},
+        {"speculative.draft_branches", "speculative.branches"},
+        {"speculative.draft_p_split", "speculative.p_split"},
+        {"speculative.draft_tree_nodes", "speculative.tree_nodes"},
         {"speculative.types", "speculative.type"},
         {"speculative.n_types", "speculative.type"},
     };

@@ -240,6 +240,16 @@ static void note_exploration(generation *g, bool explore, bool drafted) {
     g->explored = explore;
 }
 
+/* The most draft tokens of a tree: the request's, within the room the context has left (every tree
+ * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
+static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
+    int32_t n = sp->draft_tree_nodes;
+    int32_t room = specd_context_room(g->e, g->params, g->n_history);
+    if (n > room) n = room;
+    if (n > g->e->batch_cap - 1) n = g->e->batch_cap - 1;
+    return n > depth_budget ? n : depth_budget; /* a chain of the depth budget always fits */
+}
+
 static specd_status draft_step(generation *g, char **error) {
     int32_t budget = draft_budget(g);
     if (!g->drafter.ops || budget == 0) return SPECD_OK;
@@ -259,6 +269,10 @@ static specd_status draft_step(generation *g, char **error) {
         .rng = &g->rng,
         .length = sp->adaptive ? g->length : NULL,
         .grammar = g->grammar,
+        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF ? 1 : sp->draft_branches,
+        .tree_p_split = sp->draft_p_split,
+        .tree_max_nodes = tree_node_budget(g, sp, budget),
+        .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,
     };
     if (req.min_len > budget) req.min_len = budget;
     specd_draft_length_begin(g->length);
@@ -431,7 +445,10 @@ static void record_step(generation *g, const specd_verify_result *vr) {
     /* A drafter that observes its verdicts calibrates itself (see drafter.h). */
     bool self_calibrating = g->drafter.ops && g->drafter.ops->observe;
     s->n_steps++;
-    s->n_tree_steps += g->tree.n_branches > 1;
+    bool tree_step = g->tree.n_branches > 1;
+    s->n_tree_steps += tree_step;
+    s->n_tree_drafted += tree_step ? n_drafted : 0;
+    s->n_tree_accepted += tree_step ? vr->n_accepted : 0;
     s->n_drafted += n_drafted;
     s->n_accepted += vr->n_accepted;
     s->draft_len_hist[n_drafted < SPECD_STATS_MAX_DRAFT ? n_drafted : SPECD_STATS_MAX_DRAFT - 1]++;

@@ -30,6 +30,10 @@ specd_generation_params specd_generation_default_params(void) {
     p.speculative.ngram_n = 3;
     p.speculative.ngram_min_hits = 2;
     p.speculative.suffix_branches = SPECD_SUFFIX_DEFAULT_BRANCHES;
+    p.speculative.tree = SPECD_DRAFT_TREE_AUTO;
+    p.speculative.draft_branches = 4;
+    p.speculative.draft_p_split = 0.1f;
+    p.speculative.draft_tree_nodes = 16;
     return p;
 }
 
@@ -56,6 +60,22 @@ bool specd_spec_type_from_name(const char *name, specd_spec_type *type) {
     for (size_t i = 0; name && i < sizeof spec_type_names / sizeof *spec_type_names; i++) {
         if (strcmp(spec_type_names[i].name, name) == 0) {
             *type = spec_type_names[i].type;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *const draft_tree_mode_names[] = {"auto", "off", "on"};
+
+const char *specd_draft_tree_mode_name(specd_draft_tree_mode mode) {
+    return (unsigned)mode < 3 ? draft_tree_mode_names[mode] : NULL;
+}
+
+bool specd_draft_tree_mode_from_name(const char *name, specd_draft_tree_mode *mode) {
+    for (int i = 0; name && i < 3; i++) {
+        if (strcmp(draft_tree_mode_names[i], name) == 0) {
+            *mode = (specd_draft_tree_mode)i;
             return true;
         }
     }

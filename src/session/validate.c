@@ -121,6 +121,11 @@ static void check_speculative(checker *c, const specd_spec_params *sp) {
     int_between(c, "speculative.ngram_n", sp->ngram_n, 1, MAX_NGRAM_N);
     int_between(c, "speculative.ngram_min_hits", sp->ngram_min_hits, 1, INT32_MAX);
     int_between(c, "speculative.suffix_branches", sp->suffix_branches, 1, SPECD_TREE_MAX_BRANCHES);
+    if (!specd_draft_tree_mode_name(sp->tree))
+        fail(c, "speculative.tree", "is %d, not a tree mode (auto, off, on)", (int)sp->tree);
+    int_between(c, "speculative.draft_branches", sp->draft_branches, 1, SPECD_TREE_MAX_BRANCHES);
+    number_between(c, "speculative.draft_p_split", sp->draft_p_split, 0.0, 1.0);
+    int_between(c, "speculative.draft_tree_nodes", sp->draft_tree_nodes, 1, MAX_DRAFT);
 }
 
 specd_status specd_generation_params_validate(const specd_generation_params *p, const char **field, char **error) {

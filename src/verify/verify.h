@@ -8,7 +8,11 @@
  * drawn from q is accepted with probability min(1, p(x)/q(x)); on rejection p <- norm(max(0, p-q))
  * and the next child is tried; when no child is accepted a token is drawn from the final p (the
  * residual, or p itself when u has no children: the bonus token). The emitted tokens are then
- * distributed exactly as target-only sampling.
+ * distributed exactly as target-only sampling. Each child is tried with the q stored in its node,
+ * which must be what it was really drawn from: siblings drawn independently keep q itself (SpecInfer),
+ * siblings drawn without replacement keep q with the earlier siblings removed (SpecTr / recursive
+ * rejection sampling; sibling_draws.h makes those). Both are exact; without replacement accepts more,
+ * as no two siblings hold the same token.
  *
  * The verifier knows nothing of llama.cpp: it asks the caller for p at a node through callbacks, so
  * it is tested on synthetic distributions as well as real models. */

@@ -70,6 +70,10 @@ def errors(specd, models):
                        "--repeat-penalty must be a finite number > 0")
     expect_usage_error(specd, "draft-min over draft-max", ["-m", target, "-md", draft, "-p", "x", "--draft-min", "5",
                                                          "--draft-max", "2"], "--draft-min must not exceed the draft maximum (got 5 > 2)")
+    expect_usage_error(specd, "bad draft tree", ["-m", target, "-md", draft, "-p", "x", "--draft-tree", "maybe"],
+                       "--draft-tree expects on, off or auto, got 'maybe'")
+    expect_usage_error(specd, "draft branches 9", ["-m", target, "-md", draft, "-p", "x", "--draft-branches", "9"],
+                       "--draft-branches must be from 1 to 8 (got 9)")
     expect_usage_error(specd, "missing value", ["-m", target, "-p"], "-p needs a value")
     expect_usage_error(specd, "missing file", ["-m", "/no/such.gguf", "-p", "x"], "/no/such.gguf")
     expect_usage_error(specd, "spec without draft", ["-m", target, "-p", "x", "--spec", "draft"], "needs a draft model")
@@ -107,6 +111,16 @@ def errors(specd, models):
         plain = json.loads(r2.stdout)
         check("json speculative text equals plain", plain["text"] == out["text"] and plain["speculative"]["type"] == "none",
               f"{plain['text']!r} vs {out['text']!r}")
+
+        rt = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+                  "--ignore-eos", "--draft-tree", "on", "--draft-p-split", "0", "--draft-fixed", "--draft-max", "3",
+                  "--json"])
+        tree = json.loads(rt.stdout) if rt.returncode == 0 else {}
+        tspec = tree.get("speculative", {})
+        check("json draft trees", tree.get("text") == plain["text"] and tspec.get("n_tree_steps", 0) > 0
+              and tspec.get("n_tree_drafted", 0) > 3 * tspec["n_tree_steps"]
+              and abs(tspec["mean_accepted_per_tree_step"] - tspec["n_tree_accepted"] / tspec["n_tree_steps"]) < 1e-9,
+              rt.stdout + rt.stderr)
 
         r3 = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
                   "--ignore-eos", "--spec", "ngram-simple,draft", "--spec-ngram-n", "2", "--json"])
@@ -312,6 +326,12 @@ def reference(specd, shared, llama_simple):
         expected = "<s> " + prompt + ours
         check(f"llama-simple agrees on {prompt[:20]!r}", ref.stdout.rstrip("\n") == expected.rstrip("\n"),
               f"\nllama: {ref.stdout!r}\nspecd: {expected!r}")
+        # draft-model trees (stories260K drafting for itself), forced: the same greedy text
+        t = run([specd, "run", "-m", stories, "-md", stories, "-p", prompt, "-n", "100", "--temp", "0",
+                 "--draft-tree", "on", "--draft-p-split", "0.01", "--draft-fixed", "--draft-max", "4", "--json"])
+        tree = json.loads(t.stdout) if t.returncode == 0 else {}
+        check(f"draft trees keep the text of {prompt[:20]!r}", tree.get("text") == ours
+              and tree["speculative"]["n_tree_steps"] > 0, t.stdout + t.stderr)
     r = run([specd, "run", "-m", stories, "-p", "Zoo", "-n", "60", "--temp", "0", "--json"])
     check("stories260K greedy matches run.c's reference text",
           json.loads(r.stdout)["text"].startswith(" was a little girl named Lily. She loved to play outside in the park."),

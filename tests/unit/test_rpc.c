@@ -320,6 +320,18 @@ static void completion_fields_and_lossless_speculation(void **state) {
     json_t *lset = json_object_get(json_object_get(listed, "generation_settings"), "speculative");
     assert_int_equal(json_array_size(json_object_get(lset, "type")), 2);
     json_decref(listed);
+    /* Draft-model trees per request: still lossless, echoed, and counted. */
+    snprintf(params, sizeof params, "{%s,\"speculative\":{\"type\":[\"draft\"],\"tree\":\"on\",\"branches\":4,"
+             "\"p_split\":0,\"n_max\":3,\"n_min\":3}}", base);
+    json_t *treed = complete(params);
+    assert_string_equal(content_of(plain), content_of(treed));
+    json_t *tsp = json_object_get(treed, "speculative");
+    assert_true(json_integer_value(json_object_get(tsp, "tree_steps")) > 0);
+    assert_true(json_integer_value(json_object_get(tsp, "tree_drafted")) > 3 * json_integer_value(json_object_get(tsp, "tree_steps")));
+    json_t *tset = json_object_get(json_object_get(treed, "generation_settings"), "speculative");
+    assert_string_equal(json_string_value(json_object_get(tset, "tree")), "on");
+    assert_int_equal(json_integer_value(json_object_get(tset, "branches")), 4);
+    json_decref(treed);
     json_decref(plain);
     json_decref(spec);
 }
@@ -544,6 +556,11 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"speculative\":{\"n_min\":5,\"n_max\":2}}", "speculative.n_min", "'speculative.n_min' must not exceed the draft maximum (got 5 > 2)"},
         {"{\"prompt\":\"a\",\"speculative\":{\"suffix_branches\":9}}", "speculative.suffix_branches",
          "'speculative.suffix_branches' must be from 1 to 8 (got 9)"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"tree\":\"maybe\"}}", "speculative.tree",
+         "'speculative.tree' must be \"on\", \"off\" or \"auto\""},
+        {"{\"prompt\":\"a\",\"speculative\":{\"branches\":0}}", "speculative.branches",
+         "'speculative.branches' must be from 1 to 8 (got 0)"},
+        {"{\"prompt\":\"a\",\"speculative\":{\"p_split\":2}}", "speculative.p_split", "(got 2)"},
         {"{\"prompt\":\"a\",\"speculative\":{\"nmax\":2}}", "speculative.nmax", "unknown field 'speculative.nmax'"},
         {"{\"prompt\":\"a\",\"mirostat\":3}", "mirostat", "'mirostat' must be 0 (off), 1 or 2 (got 3)"},
         {"{\"prompt\":\"a\",\"mirostat\":1.5}", "mirostat", "'mirostat' must be an integer"},

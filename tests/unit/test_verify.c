@@ -12,8 +12,10 @@
 
 #include "chi_square.h"
 #include "sample/rng.h"
+#include "verify/sibling_draws.h"
 #include "verify/verify.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +69,13 @@ static specd_token world_target_argmax(void *ctx, const specd_token_tree *tree, 
 static const specd_verify_source world = {world_target_dist, world_target_argmax, NULL};
 
 /* How the draft tree is shaped in a test. */
-typedef enum { CHAIN, TREE_TWO_IID, CHAIN_DETERMINISTIC } draft_shape;
+typedef enum {
+    CHAIN,
+    TREE_TWO_IID,
+    CHAIN_DETERMINISTIC,
+    TREE_THREE_WITHOUT_REPLACEMENT,     /* three distinct siblings, each keeping its q_i */
+    TREE_THREE_WITHOUT_REPLACEMENT_BAD, /* the same draws, but each keeps the full q (wrong) */
+} draft_shape;
 
 static void draft_chain(specd_token_tree *tree, int32_t parent, int len, specd_rng *rng, bool sampled) {
     specd_dist q = {0};
@@ -78,6 +86,22 @@ static void draft_chain(specd_token_tree *tree, int32_t parent, int len, specd_r
         parent = specd_tree_add(tree, parent, t, sampled ? &q : NULL, (float)row[t]);
     }
     specd_dist_free(&q);
+}
+
+/* Up to three distinct children of the root drawn without replacement, each followed by a chain. */
+static void draft_siblings(specd_token_tree *tree, int len, specd_rng *rng, bool keep_q_i) {
+    specd_dist q = {0}, q_i = {0};
+    specd_sibling_draws draws = {0};
+    row_dist(Q[tree->nodes[0].token], &q);
+    assert_true(specd_sibling_draws_begin(&draws, &q));
+    specd_token t;
+    for (int b = 0; b < 3 && specd_sibling_draw(&draws, rng, &t, &q_i); b++) {
+        int32_t child = specd_tree_add(tree, 0, t, keep_q_i ? &q_i : &q, (float)specd_dist_prob(&q, t));
+        draft_chain(tree, child, len - 1, rng, true);
+    }
+    specd_sibling_draws_free(&draws);
+    specd_dist_free(&q);
+    specd_dist_free(&q_i);
 }
 
 static void draft_tree(specd_token_tree *tree, draft_shape shape, int len, specd_rng *rng) {
@@ -92,6 +116,8 @@ static void draft_tree(specd_token_tree *tree, draft_shape shape, int len, specd
             draft_chain(tree, before, len - 1, rng, true);
         }
         break;
+    case TREE_THREE_WITHOUT_REPLACEMENT: draft_siblings(tree, len, rng, true); break;
+    case TREE_THREE_WITHOUT_REPLACEMENT_BAD: draft_siblings(tree, len, rng, false); break;
     }
 }
 
@@ -169,6 +195,127 @@ static void test_deterministic_drafts_are_exact(void **state) {
     assert_exact((run_config){CHAIN_DETERMINISTIC, 2, false, false});
 }
 static void test_two_iid_branches_are_exact(void **state) { (void)state; assert_exact((run_config){TREE_TWO_IID, 2, false, false}); }
+
+static void test_siblings_without_replacement_are_exact(void **state) {
+    (void)state;
+    assert_exact((run_config){TREE_THREE_WITHOUT_REPLACEMENT, 2, false, false});
+}
+
+/* Negative control: siblings drawn without replacement but verified as if each came from the full
+ * q. The test above must be able to fail. */
+static void test_siblings_without_replacement_need_their_q_i(void **state) {
+    (void)state;
+    double acceptance = 0.0;
+    chi_square_result r = run_and_test(&(run_config){TREE_THREE_WITHOUT_REPLACEMENT_BAD, 2, false, false}, &acceptance);
+    print_message("siblings verified with the full q: chi2 %.1f z %.2f\n", r.statistic, r.z);
+    assert_true(r.z > 3.0 * CHI_SQUARE_MAX_Z);
+}
+
+/* ---- multi-branch verification with hand-made p and q: exact acceptance probabilities ------- */
+
+/* p over 4 tokens, and q for the draft. */
+static const float HAND_P[4] = {0.4f, 0.1f, 0.3f, 0.2f};
+static const float HAND_Q[4] = {0.1f, 0.5f, 0.2f, 0.2f};
+
+static bool hand_target_dist(void *ctx, const specd_token_tree *tree, int32_t node, specd_dist *out) {
+    (void)ctx, (void)tree, (void)node;
+    specd_dist_reserve(out, 4);
+    out->n = 4;
+    for (int j = 0; j < 4; j++) {
+        out->ids[j] = j;
+        out->probs[j] = HAND_P[j];
+    }
+    return true;
+}
+
+/* Root with children 1 then 2 (drawn without replacement from HAND_Q: child 2 keeps q without
+ * token 1, renormalized: (0.2, 0, 0.4, 0.4)). By hand:
+ *   child 1 accepted with min(1, 0.1 / 0.5) = 0.2;
+ *   then p2 = norm(max(0, p - q)) = norm(0.3, 0, 0.1, 0) = (0.75, 0, 0.25, 0);
+ *   child 2 accepted with min(1, 0.25 / 0.4) = 0.625, so with 0.8 * 0.625 = 0.5 in all;
+ *   then p3 = norm(max(0, p2 - q2)) = norm(0.55, 0, 0, 0): token 0, with 0.3.
+ * Without the without-replacement q_2 (child 2 tried with HAND_Q) it would be 0.8 * min(1, 0.25 /
+ * 0.2) = 0.8. */
+static void test_two_children_accept_with_hand_computed_probabilities(void **state) {
+    (void)state;
+    specd_dist q = {0}, q2 = {0};
+    specd_dist_reserve(&q, 4);
+    q.n = 4;
+    for (int j = 0; j < 4; j++) {
+        q.ids[j] = j;
+        q.probs[j] = HAND_Q[j];
+    }
+    assert_true(specd_dist_copy(&q2, &q));
+    assert_true(fabsf(specd_dist_remove(&q2, 1) - 0.5f) < 1e-6f);
+    assert_true(fabsf(specd_dist_prob(&q2, 2) - 0.4f) < 1e-6f);
+    specd_token_tree tree = {0};
+    specd_tree_reset(&tree, 0);
+    int32_t c1 = specd_tree_add(&tree, 0, 1, &q, 0.5f);
+    int32_t c2 = specd_tree_add(&tree, 0, 2, &q2, 0.2f);
+    specd_verifier v;
+    assert_true(specd_verifier_init(&v, 4));
+    specd_verify_source src = {hand_target_dist, NULL, NULL};
+    specd_rng rng;
+    specd_rng_seed(&rng, 7);
+    enum { TRIALS = 100000 };
+    int64_t first = 0, second = 0, bonus0 = 0;
+    int32_t path[4];
+    for (int t = 0; t < TRIALS; t++) {
+        specd_verify_result r = {.path = path};
+        assert_true(specd_verify_stochastic(&v, &tree, &src, &rng, &r));
+        if (r.n_accepted == 1 && r.path[0] == c1) first++;
+        else if (r.n_accepted == 1 && r.path[0] == c2) second++;
+        else {
+            assert_int_equal(r.n_accepted, 0);
+            assert_int_equal(r.next_token, 0); /* the residual left only token 0 */
+            bonus0++;
+        }
+    }
+    const double want[3] = {0.2, 0.5, 0.3};
+    const int64_t got[3] = {first, second, bonus0};
+    for (int i = 0; i < 3; i++) {
+        double sd = sqrt(want[i] * (1.0 - want[i]) / TRIALS);
+        print_message("outcome %d: %.4f (exact %.3f)\n", i, (double)got[i] / TRIALS, want[i]);
+        assert_true(fabs((double)got[i] / TRIALS - want[i]) < 5.0 * sd);
+    }
+    specd_verifier_free(&v);
+    specd_tree_free(&tree);
+    specd_dist_free(&q);
+    specd_dist_free(&q2);
+}
+
+/* Deterministic siblings (one-hot q, as greedy tree drafts): child x accepted with p(x), the next
+ * with p(y) / (1 - p(x)), ... : the target's own draw, taken in steps. Children 0 and 2: 0.4, then
+ * 0.3 / 0.6 of the remaining 0.6 = 0.3, and the rest 0.3 goes to tokens 1 and 3 as 0.1 : 0.2. */
+static void test_one_hot_children_accept_with_target_probabilities(void **state) {
+    (void)state;
+    specd_token_tree tree = {0};
+    specd_tree_reset(&tree, 0);
+    int32_t c1 = specd_tree_add(&tree, 0, 0, NULL, 1.0f);
+    int32_t c2 = specd_tree_add(&tree, 0, 2, NULL, 1.0f);
+    specd_verifier v;
+    assert_true(specd_verifier_init(&v, 4));
+    specd_verify_source src = {hand_target_dist, NULL, NULL};
+    specd_rng rng;
+    specd_rng_seed(&rng, 11);
+    enum { TRIALS = 100000 };
+    int64_t got[4] = {0};
+    int32_t path[4];
+    for (int t = 0; t < TRIALS; t++) {
+        specd_verify_result r = {.path = path};
+        assert_true(specd_verify_stochastic(&v, &tree, &src, &rng, &r));
+        specd_token out = r.n_accepted ? tree.nodes[r.path[0]].token : r.next_token;
+        if (r.n_accepted) assert_true(r.path[0] == c1 || r.path[0] == c2);
+        else assert_true(out == 1 || out == 3);
+        got[out]++;
+    }
+    for (int i = 0; i < 4; i++) {
+        double want = HAND_P[i], sd = sqrt(want * (1.0 - want) / TRIALS);
+        assert_true(fabs((double)got[i] / TRIALS - want) < 5.0 * sd);
+    }
+    specd_verifier_free(&v);
+    specd_tree_free(&tree);
+}
 
 static void test_always_accepting_verifier_is_caught(void **state) {
     (void)state;
@@ -263,6 +410,10 @@ int main(void) {
         cmocka_unit_test(test_chain_of_three_is_exact),
         cmocka_unit_test(test_deterministic_drafts_are_exact),
         cmocka_unit_test(test_two_iid_branches_are_exact),
+        cmocka_unit_test(test_siblings_without_replacement_are_exact),
+        cmocka_unit_test(test_siblings_without_replacement_need_their_q_i),
+        cmocka_unit_test(test_two_children_accept_with_hand_computed_probabilities),
+        cmocka_unit_test(test_one_hot_children_accept_with_target_probabilities),
         cmocka_unit_test(test_always_accepting_verifier_is_caught),
         cmocka_unit_test(test_greedy_follows_target_argmax_through_tree),
         cmocka_unit_test(test_branches_are_tagged_by_leaf),
