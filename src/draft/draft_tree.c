@@ -373,6 +373,10 @@ specd_status specd_draft_tree_run(specd_draft_tree *t, specd_engine *e, const sp
     tree_step s = {.t = t, .e = e, .req = req, .tree = tree, .n_leaves = 1, .expected = 1.0};
     s.branches = req->tree_branches < MAX_B ? req->tree_branches : MAX_B;
     if (s.branches > e->draft.n_seq_max) s.branches = e->draft.n_seq_max;
+    /* A recurrent or hybrid model keeps one state per sequence and verifies or drafts chains only
+     * (kv.c, state.c): with one, the tree is its main branch, the chain a chain drafter makes. */
+    if (s.branches > e->target.n_seq_max) s.branches = e->target.n_seq_max;
+    if (!e->target.can_drop_tail || !e->draft.can_drop_tail) s.branches = 1;
     s.max_nodes = req->tree_max_nodes < e->batch_cap - 1 ? req->tree_max_nodes : e->batch_cap - 1;
     if (!reserve_nodes(t, 1)) {
         specd_set_error(error, "out of memory while drafting a tree");
