@@ -270,10 +270,15 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
 
 /* ---- the handler ----------------------------------------------------------------------------- */
 
-static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const serve_options *o) {
+/* A refusal in the route's shape: OpenAI's on /v1, else {"error": {code, message}}. */
+static enum MHD_Result refuse_bad_body(struct MHD_Connection *c, bool v1, unsigned status, int code, const char *message) {
+    return v1 ? openai_fail(c, status, "invalid_request_error", NULL, message) : send_error(c, status, code, message);
+}
+
+static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const serve_options *o, bool v1) {
     char message[160];
     snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)", (long long)o->max_body);
-    return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
+    return refuse_bad_body(c, v1, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
 }
 
 /* A Content-Length over the limit, seen before any of the body is read. */
@@ -308,7 +313,7 @@ static enum MHD_Result begin_openai(struct MHD_Connection *c, const serve_option
         return openai_fail(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not found: POST /v1/chat/completions, "
                            "POST /v1/completions, GET /v1/models");
     if (!post) return openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use POST");
-    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o);
+    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, true);
     if (serve_stopping())
         return openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "the server is stopping");
     const char *which = strcmp(url, "/v1/chat/completions") == 0 ? "/v1/chat/completions" : "/v1/completions";
@@ -343,7 +348,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
                           "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
-    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o);
+    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
     request_state *rs = new_request_state(rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION : ROUTE_LLAMA,
                                           llama ? (strcmp(url, "/tokenize") == 0 ? "/tokenize" : "/detokenize") : NULL,
@@ -384,12 +389,13 @@ static void collect_body(request_state *rs, const char *data, size_t n, int64_t 
 /* The whole body is in. */
 static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options *o, request_state *rs) {
     conn_request_arrived(c); /* in time: from here on the deadline no longer applies */
-    if (rs->too_large) return refuse_too_large(c, o);
+    bool v1 = rs->route == ROUTE_OPENAI;
+    if (rs->too_large) return refuse_too_large(c, o, v1);
     if (rs->nul_at >= 0) {
         char message[200];
         snprintf(message, sizeof message, "the request body has a NUL byte at offset %lld: JSON text cannot "
                  "contain one", (long long)rs->nul_at);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+        return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
     if (rs->route == ROUTE_LLAMA) return llama_route_post_body(c, rs->url, rs->body, rs->len, &rs->caller);
     if (rs->route == ROUTE_OPENAI) return route_openai(c, rs);

@@ -177,6 +177,39 @@ async function main() {
     assert.equal(ok.choices.length, 1);
   });
 
+  await check("raw HTTP: errors in OpenAI's shape (no key, 404, bad JSON, a non-text part)", async () => {
+    const post = (url, body, key = KEY) => fetch(base + url, { method: "POST", body,
+      headers: key ? { Authorization: `Bearer ${key}`, "Content-Type": "application/json" } : {} });
+    const expect = async (response, status, param, message) => {
+      assert.equal(response.status, status);
+      const { error } = await response.json();
+      assert.equal(typeof error.message, "string");
+      assert.match(error.message, message);
+      assert.equal(error.param, param);
+      assert.ok(["invalid_request_error", "server_error"].includes(error.type));
+      assert.ok("code" in error);
+    };
+    await expect(await post("/v1/chat/completions", JSON.stringify(ask), null), 401, null, /API key/);
+    await expect(await post("/v1/nothing", "{}"), 404, null, /not found/);
+    await expect(await post("/v1/chat/completions", "{\"messages\": ["), 400, null, /not JSON/);
+    await expect(await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [
+      { type: "image_url", image_url: { url: "x" } }] }] })), 400, "messages[0].content", /only text parts/);
+    await expect(await post("/v1/completions", JSON.stringify({ prompt: "a", messages: [] })), 400, "messages",
+      /unknown field 'messages'/);
+    await expect(await post("/v1/chat/completions", JSON.stringify({ ...ask, temperature: "hot" })), 400, "temperature",
+      /temperature/);
+  });
+
+  await check("response_format json_object: a JSON object", async () => {
+    const r = await openai.chat.completions.create({ ...ask, max_tokens: 300, response_format: { type: "json_object" } });
+    if (r.choices[0].finish_reason === "stop") {
+      const value = JSON.parse(r.choices[0].message.content);
+      assert.ok(value && typeof value === "object" && !Array.isArray(value));
+    } else {
+      assert.match(r.choices[0].message.content, /^\s*\{/); // cut short by max_tokens: still an object's start
+    }
+  });
+
   await check("a wrong API key is AuthenticationError", async () => {
     await assert.rejects(client(base, "wrong").chat.completions.create(ask), (e) => {
       assert.ok(e instanceof AuthenticationError, String(e));
