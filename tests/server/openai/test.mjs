@@ -28,8 +28,21 @@ function startServer(args) {
       if (m) resolve(m[1]);
     });
     child.stderr.on("data", (d) => (err += d));
+    child.exited = new Promise((done) => child.on("exit", (code, signal) => done({ code, signal, stderr: err })));
     child.on("exit", (code) => reject(new Error(`specd serve ${args.join(" ")} exited with ${code}: ${err}`)));
   });
+}
+
+// SIGTERM to every server; each must stop cleanly (exit 0: under ASAN a leak report fails it).
+async function stopServers() {
+  for (const s of servers) {
+    s.kill("SIGTERM");
+    const { code, signal, stderr } = await s.exited;
+    if (code !== 0) {
+      failures++;
+      console.log(`FAIL specd serve stopped with code ${code} signal ${signal}: ${stderr}`);
+    }
+  }
 }
 
 // Runs `specd serve ARGS` expecting it to refuse to start; resolves with {code, stderr}.
@@ -251,7 +264,7 @@ try {
   failures++;
   console.log(`FAIL: ${e && e.stack ? e.stack : e}`);
 } finally {
-  for (const s of servers) s.kill("SIGTERM");
+  await stopServers();
 }
 console.log(failures ? `${failures} check(s) failed` : "all checks passed");
 process.exit(failures ? 1 : 0);
