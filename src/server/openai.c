@@ -274,9 +274,18 @@ static bool map_response_format(json_t *body, json_t *params, openai_error *err)
 /* ---- requests: the prompt -------------------------------------------------------------------- */
 
 /* A message's content: a string, null, or an array of {type: "text", text} parts (joined). Heap. */
+static char *out_of_memory(openai_error *err) {
+    fail(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    return NULL;
+}
+
 static char *message_text(json_t *content, size_t index, openai_error *err) {
-    if (json_is_string(content)) return strdup(json_string_value(content));
-    if (!content || json_is_null(content)) return strdup("");
+    const char *plain = json_is_string(content) ? json_string_value(content)
+                      : !content || json_is_null(content) ? "" : NULL;
+    if (plain) {
+        char *copy = strdup(plain);
+        return copy ? copy : out_of_memory(err);
+    }
     char param[64];
     snprintf(param, sizeof param, "messages[%zu].content", index);
     if (!json_is_array(content)) {
@@ -295,7 +304,7 @@ static char *message_text(json_t *content, size_t index, openai_error *err) {
         len += json_string_length(text);
     }
     char *joined = malloc(len);
-    if (!joined) return NULL;
+    if (!joined) return out_of_memory(err);
     joined[0] = '\0';
     json_array_foreach(content, i, part) strcat(joined, json_string_value(json_object_get(part, "text")));
     return joined;
@@ -329,6 +338,7 @@ static char *chat_prompt(json_t *messages, const char *chat_template, openai_err
     char **texts = calloc(n, sizeof *texts);
     char *prompt = NULL;
     bool ok = list && texts;
+    if (!ok) out_of_memory(err);
     for (size_t i = 0; ok && i < n; i++) {
         json_t *m = json_array_get(messages, i);
         ok = check_message(m, i, err) && (texts[i] = message_text(json_object_get(m, "content"), i, err)) != NULL;
@@ -347,7 +357,7 @@ static char *chat_prompt(json_t *messages, const char *chat_template, openai_err
                 "(one of llama.cpp's built-in templates, e.g. chatml, llama3), or use /v1/completions");
         else if (specd_chat_apply_template(engine, list, n, chat_template, true, &out, &why) != SPECD_OK)
             BAD(err, "messages", "the chat template failed: %s", why ? why : "unknown error");
-        else prompt = strdup(out);
+        else if (!(prompt = strdup(out))) out_of_memory(err);
         specd_free(out);
         specd_free(why);
         rpc_state_release_engine();
@@ -356,6 +366,14 @@ static char *chat_prompt(json_t *messages, const char *chat_template, openai_err
     free(texts);
     free(list);
     return prompt;
+}
+
+static bool token_ids(json_t *list) {
+    if (!json_is_array(list) || json_array_size(list) == 0) return false;
+    size_t i;
+    json_t *id;
+    json_array_foreach(list, i, id) if (!json_is_integer(id)) return false;
+    return true;
 }
 
 static bool map_prompt(json_t *body, openai_kind kind, const char *chat_template, json_t *params, openai_error *err) {
@@ -367,10 +385,11 @@ static bool map_prompt(json_t *body, openai_kind kind, const char *chat_template
         return true;
     }
     json_t *prompt = json_object_get(body, "prompt");
-    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0)))
-        prompt = json_array_get(prompt, 0); /* one prompt in a list */
-    if (!json_is_string(prompt))
-        return BAD(err, "prompt", "'prompt' (a string) is required; specd makes one completion per request");
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 && !json_is_integer(json_array_get(prompt, 0)))
+        prompt = json_array_get(prompt, 0); /* one prompt in a list: a string or token ids */
+    if (!json_is_string(prompt) && !token_ids(prompt))
+        return BAD(err, "prompt", "'prompt' (a string, or an array of token ids) is required; specd makes one "
+                   "completion per request: send one request per prompt");
     json_object_set(params, "prompt", prompt);
     return true;
 }

@@ -137,6 +137,8 @@ async function main() {
     const again = await openai.completions.create({ model: "x", prompt: "The birds", temperature: 0, max_tokens: 8,
                                                      stop: "\n\n" });
     assert.equal(again.choices[0].text, r.choices[0].text, "temperature 0 repeats itself");
+    const ids = await openai.completions.create({ model: "x", prompt: [300, 301, 302], temperature: 0, max_tokens: 4 });
+    assert.equal(ids.usage.prompt_tokens, 3, "token ids are the prompt as they are");
   });
 
   await check("response_format json_schema: the answer parses and fits the schema", async () => {
@@ -184,6 +186,9 @@ async function main() {
         return true;
       });
     }
+    const withNull = await openai.chat.completions.create({ ...ask, max_tokens: 2,
+      messages: [...messages, { role: "assistant", content: null }, { role: "user", content: "more" }] });
+    assert.equal(withNull.choices.length, 1, "a null content is an empty message");
     // harmless fields clients send by habit are accepted
     const ok = await openai.chat.completions.create({ ...ask, max_tokens: 2, user: "u", store: false, metadata: { a: "b" },
                                                       parallel_tool_calls: false, tool_choice: "none" });
