@@ -3,6 +3,7 @@
  *   POST /completion  a completion request; with "stream": true, Server-Sent Events
  *   GET  / , /health  readiness for anyone; the full status with a valid key
  *   llama-server's /tokenize, /detokenize, /props, /slots, /metrics (llama_routes.c)
+ *   OpenAI's /v1/chat/completions, /v1/completions, /v1/models (openai.c; errors in OpenAI's shape)
  * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
  * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
@@ -12,18 +13,22 @@
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
+#include "openai.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA } route_id;
+typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI } route_id;
 
 /* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
     route_id route;
-    const char *url;      /* ROUTE_LLAMA: which one (a string of llama_routes.c's) */
+    const char *url;      /* ROUTE_LLAMA, ROUTE_OPENAI: which one (a static string) */
+    const char *chat_template; /* --chat-template */
+    openai_call *openai;  /* ROUTE_OPENAI: how to answer (owned) */
     rpc_caller caller;
     char *body;           /* what arrived so far (owned), NUL-terminated */
     size_t len, cap;
@@ -213,6 +218,39 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
     return defer(c, rs, request);
 }
 
+/* /v1/chat/completions, /v1/completions: the request mapped onto a completion (openai.c). */
+static enum MHD_Result route_openai(struct MHD_Connection *c, request_state *rs) {
+    openai_error err;
+    json_t *params = openai_completion_params(rs->url, rs->body, rs->len, rs->chat_template, &rs->openai, &err);
+    if (!params) return openai_send_error(c, &err);
+    rs->stream = rs->openai->stream;
+    json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method",
+                                rs->stream ? "completion.start" : "completion", "params", params);
+    if (!request) return openai_fail(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    const char *why = NULL;
+    rs->call = call_defer(c, request, &rs->caller, &why);
+    return rs->call ? MHD_YES : openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, why);
+}
+
+/* A /v1 call's answer: OpenAI's response, stream or error. */
+static enum MHD_Result finish_openai(struct MHD_Connection *c, request_state *rs, json_t *response, unsigned http_status) {
+    json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
+    enum MHD_Result ok;
+    if (http_status || !result) {
+        openai_error err;
+        openai_error_from_rpc(error, &err);
+        if (http_status) err.status = http_status;
+        ok = openai_send_error(c, &err);
+    } else if (rs->stream) {
+        ok = openai_stream_respond(c, json_integer_value(json_object_get(result, "id")), rs->openai);
+        rs->openai = NULL; /* the stream's now */
+    } else {
+        ok = send_json(c, MHD_HTTP_OK, openai_response(rs->openai, result));
+    }
+    json_decref(response);
+    return ok;
+}
+
 /* The handler is called again once the worker has answered: send that answer. */
 static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *rs) {
     json_t *response = NULL;
@@ -220,6 +258,7 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
     call_release(rs->call);
     rs->call = NULL;
+    if (rs->route == ROUTE_OPENAI) return finish_openai(c, rs, response, http_status);
     if (http_status) return send_json(c, http_status, response);
     if (rs->route == ROUTE_RPC) return send_rpc_response(c, response);
     json_t *result = json_object_get(response, "result");
@@ -231,10 +270,15 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
 
 /* ---- the handler ----------------------------------------------------------------------------- */
 
-static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const serve_options *o) {
+/* A refusal in the route's shape: OpenAI's on /v1, else {"error": {code, message}}. */
+static enum MHD_Result refuse_bad_body(struct MHD_Connection *c, bool v1, unsigned status, int code, const char *message) {
+    return v1 ? openai_fail(c, status, "invalid_request_error", NULL, message) : send_error(c, status, code, message);
+}
+
+static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const serve_options *o, bool v1) {
     char message[160];
     snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)", (long long)o->max_body);
-    return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
+    return refuse_bad_body(c, v1, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
 }
 
 /* A Content-Length over the limit, seen before any of the body is read. */
@@ -247,6 +291,38 @@ static bool declared_too_large(struct MHD_Connection *c, int64_t limit) {
     return end != value && (errno == ERANGE || n > (unsigned long long)limit);
 }
 
+static request_state *new_request_state(route_id route, const char *url, http_caller who, const serve_options *o) {
+    request_state *rs = calloc(1, sizeof *rs);
+    if (!rs) return NULL;
+    rs->route = route;
+    rs->url = url;
+    rs->chat_template = o->chat_template;
+    rs->caller = (rpc_caller){.admin = who.admin, .models_dir = o->models_dir};
+    rs->nul_at = -1;
+    return rs;
+}
+
+/* The /v1 routes, refused in OpenAI's shape. */
+static enum MHD_Result begin_openai(struct MHD_Connection *c, const serve_options *o, const char *url,
+                                    const char *method, http_caller who, void **state) {
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if (openai_route_get(url))
+        return get ? openai_answer_get(c, url)
+                   : openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use GET");
+    if (!openai_route_post(url))
+        return openai_fail(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not found: POST /v1/chat/completions, "
+                           "POST /v1/completions, GET /v1/models");
+    if (!post) return openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use POST");
+    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, true);
+    if (serve_stopping())
+        return openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "the server is stopping");
+    const char *which = strcmp(url, "/v1/chat/completions") == 0 ? "/v1/chat/completions" : "/v1/completions";
+    request_state *rs = new_request_state(ROUTE_OPENAI, which, who, o);
+    if (!rs) return MHD_NO;
+    *state = rs;
+    return MHD_YES;
+}
+
 /* The first call, with the headers only: everything that can be refused is, before the body. */
 static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_options *o, const char *url,
                                      const char *method, void **state) {
@@ -256,25 +332,28 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
      * that a client trickles after them does not hold the connection past it. */
     if (get && (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0) && o->web_page) return page_respond(c);
     if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, who.keyed);
+    bool v1 = strncmp(url, "/v1/", 4) == 0;
+    if (!who.user && v1)
+        return openai_fail(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "unauthorized: send the API key "
+                           "as 'Authorization: Bearer KEY' (the OpenAI clients' api_key) or 'X-Api-Key: KEY'");
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
     if (llama_route_get(url))
         return get ? llama_route_answer_get(c, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
+    if (v1) return begin_openai(c, o, url, method, who, state);
     bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = llama_route_post(url);
     if (!rpc && !completion && !llama)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
                           "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
-    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o);
+    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
-    request_state *rs = calloc(1, sizeof *rs);
+    request_state *rs = new_request_state(rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION : ROUTE_LLAMA,
+                                          llama ? (strcmp(url, "/tokenize") == 0 ? "/tokenize" : "/detokenize") : NULL,
+                                          who, o);
     if (!rs) return MHD_NO;
-    rs->route = rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION : ROUTE_LLAMA;
-    rs->url = llama ? (strcmp(url, "/tokenize") == 0 ? "/tokenize" : "/detokenize") : NULL;
-    rs->caller = (rpc_caller){.admin = who.admin, .models_dir = o->models_dir};
-    rs->nul_at = -1;
     *state = rs;
     return MHD_YES;
 }
@@ -310,14 +389,16 @@ static void collect_body(request_state *rs, const char *data, size_t n, int64_t 
 /* The whole body is in. */
 static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options *o, request_state *rs) {
     conn_request_arrived(c); /* in time: from here on the deadline no longer applies */
-    if (rs->too_large) return refuse_too_large(c, o);
+    bool v1 = rs->route == ROUTE_OPENAI;
+    if (rs->too_large) return refuse_too_large(c, o, v1);
     if (rs->nul_at >= 0) {
         char message[200];
         snprintf(message, sizeof message, "the request body has a NUL byte at offset %lld: JSON text cannot "
                  "contain one", (long long)rs->nul_at);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+        return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
     if (rs->route == ROUTE_LLAMA) return llama_route_post_body(c, rs->url, rs->body, rs->len, &rs->caller);
+    if (rs->route == ROUTE_OPENAI) return route_openai(c, rs);
     return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
 }
 
@@ -342,6 +423,7 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
     request_state *rs = *state;
     if (rs) {
         call_release(rs->call);
+        openai_call_free(rs->openai);
         free(rs->body);
         free(rs);
     }

@@ -9,6 +9,8 @@
 #include "server.h"
 #include "specd_rpc.h"
 
+#include <llama.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
@@ -144,6 +146,8 @@ static void serve_usage(FILE *out) {
           "                         resolving symlinks and '..'; relative paths are taken in DIR).\n"
           "                         Without it the admin key may load any file the process can read\n"
           "  --no-webui             GET / answers readiness as /health does, instead of the chat page\n"
+          "  --chat-template NAME   /v1/chat/completions formats messages with this llama.cpp built-in\n"
+          "                         template (chatml, llama3, ...) instead of the model's own\n"
           "  --max-body BYTES       largest request body (default 1048576); larger: 413\n"
           "  --request-timeout S    a request's headers and body must arrive within S seconds of\n"
           "                         the connection opening (or of the previous answer), however\n"
@@ -156,7 +160,8 @@ static void serve_usage(FILE *out) {
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto,\n"
           "                    -ctv f16|f32, -a ALIAS, --verbose\n"
           "\n"
-          "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health\n"
+          "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health,\n"
+          "        POST /v1/chat/completions, POST /v1/completions, GET /v1/models (OpenAI's API)\n"
           "SIGINT/SIGTERM stop it: running completions are cancelled and streams end; after 10 s\n"
           "(or a second signal) it exits anyway.\n",
           out);
@@ -168,6 +173,23 @@ static bool key_value(cli_args *a, const char *flag, const char **slot) {
     if (!*v) return cli_fail(a, "%s must not be empty: an empty key would be easy to guess", flag);
     *slot = v;
     return true;
+}
+
+/* --chat-template must name one of llama.cpp's built-in templates; the error lists them. */
+static bool builtin_template(cli_args *a, const char *name) {
+    int32_t n = llama_chat_builtin_templates(NULL, 0);
+    const char **names = n > 0 ? calloc((size_t)n, sizeof *names) : NULL;
+    if (!names) return cli_fail(a, "out of memory");
+    llama_chat_builtin_templates(names, (size_t)n);
+    char list[4096] = "";
+    bool found = false;
+    for (int32_t i = 0; i < n; i++) {
+        found = found || strcmp(names[i], name) == 0;
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
+    }
+    free(names);
+    return found || cli_fail(a, "--chat-template '%s' is not one of llama.cpp's built-in chat templates: %s", name, list);
 }
 
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
@@ -188,6 +210,7 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--max-conns-per-ip")) ok = cli_int(a, f, 0, 1 << 20, &o->max_conns_per_ip);
         else if (!strcmp(f, "--http-threads")) ok = cli_int(a, f, 1, 256, &o->http_threads);
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
+        else if (!strcmp(f, "--chat-template")) ok = (o->chat_template = cli_value(a, f)) && builtin_template(a, o->chat_template);
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }

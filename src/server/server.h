@@ -6,6 +6,10 @@
  *             suspended (no libmicrohttpd pool thread ever blocks on a completion or a load)
  *   sse.c     Server-Sent Events streams, fed by a pump thread per stream
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
+ *   openai.c  the OpenAI-compatible routes (/v1/chat/completions, /v1/completions, /v1/models):
+ *             requests -> completion params, results -> OpenAI's responses and errors (openai.h)
+ *   openai_stream.c  a streamed OpenAI answer: completion updates -> chat.completion.chunk /
+ *             text_completion events, ending with data: [DONE]
  * Threads: libmicrohttpd's epoll pool (the handler, readers, notifications), the call workers, the
  * stream pumps, the deadline sweeper, the signal thread. */
 #ifndef SPECD_SERVER_H
@@ -31,6 +35,7 @@ typedef struct serve_options {
     int64_t http_threads;
     json_t *init_args;     /* the model options, for init (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
+    const char *chat_template; /* --chat-template: a llama.cpp built-in for /v1/chat/completions */
 } serve_options;
 
 /* ---- serve.c ---------------------------------------------------------------------------------- */
@@ -71,6 +76,18 @@ void calls_join(void);
 /* Answers `c` with a stream of completion `id`'s updates; on failure the completion is cancelled
  * and an error is sent instead. */
 enum MHD_Result sse_respond(struct MHD_Connection *c, json_int_t id);
+/* What a stream makes of the updates (openai_stream.c): each update becomes the events `events`
+ * returns (a new array), an error the event `error` returns, and after the last one a `done` data
+ * line ("[DONE]") follows. `ctx` is taken: `free` frees it, also when the stream cannot start. */
+typedef struct sse_format {
+    json_t *(*events)(void *ctx, json_t *update);
+    json_t *(*error)(void *ctx, json_t *error);
+    const char *done;
+    void (*free)(void *ctx);
+    void *ctx;
+} sse_format;
+/* As sse_respond, with the updates formatted (NULL: as they are). */
+enum MHD_Result sse_respond_as(struct MHD_Connection *c, json_int_t id, const sse_format *format);
 /* Streams whose client has not let go yet (or whose pump still runs). */
 int sse_live(void);
 /* The stop: every stream ends after what it holds; no connection stays suspended. */

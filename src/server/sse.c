@@ -28,6 +28,7 @@ typedef struct sse_stream {
     bool ended;                /* nothing more will be added (finished, or the stop) */
     bool gone;                 /* the response was freed: the client let go */
     bool suspended;            /* the reader suspended the connection until the pump has news */
+    sse_format format;         /* what each update becomes; all NULL: the updates as they are (ctx owned) */
     struct sse_stream *prev, *next;
 } sse_stream;
 
@@ -57,14 +58,13 @@ static void stream_unref(sse_stream *s) {
     live.n--;
     pthread_mutex_unlock(&live.lock);
     pthread_mutex_destroy(&s->lock);
+    if (s->format.free) s->format.free(s->format.ctx);
     free(s->pending);
     free(s);
 }
 
-/* Appends "data: {event}\n\n"; called with s->lock held. */
-static void append_event(sse_stream *s, json_t *event) {
-    char *text = json_dumps(event, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    if (!text) return;
+/* Appends "data: TEXT\n\n"; called with s->lock held. */
+static void append_data(sse_stream *s, const char *text) {
     size_t n = strlen(text);
     char *grown = realloc(s->pending, s->len + n + 9);
     if (grown) {
@@ -74,7 +74,22 @@ static void append_event(sse_stream *s, json_t *event) {
         memcpy(s->pending + s->len + 6 + n, "\n\n", 3);
         s->len += n + 8;
     }
+}
+
+/* Appends "data: {event}\n\n"; called with s->lock held. */
+static void append_event(sse_stream *s, json_t *event) {
+    char *text = json_dumps(event, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    if (!text) return;
+    append_data(s, text);
     free(text);
+}
+
+/* Appends one update, or what the stream's format makes of it (events taken). */
+static void append_formatted(sse_stream *s, json_t *events) {
+    size_t i;
+    json_t *event;
+    json_array_foreach(events, i, event) append_event(s, event);
+    json_decref(events);
 }
 
 /* Wakes the reader when it waits and there is something for it; called with s->lock held. */
@@ -90,14 +105,20 @@ static void take_updates(sse_stream *s, json_t *response) {
     json_t *result = json_object_get(response, "result");
     size_t i;
     json_t *update;
-    json_array_foreach(json_object_get(result, "completion_updates"), i, update) append_event(s, update);
+    json_array_foreach(json_object_get(result, "completion_updates"), i, update) {
+        if (s->format.events) append_formatted(s, s->format.events(s->format.ctx, update));
+        else append_event(s, update);
+    }
     json_t *error = result ? json_object_get(result, "error") : json_object_get(response, "error");
     if (error) {
-        json_t *event = json_pack("{s:O}", "error", error);
+        json_t *event = s->format.error ? s->format.error(s->format.ctx, error) : json_pack("{s:O}", "error", error);
         append_event(s, event);
         json_decref(event);
     }
-    if (!result || json_is_true(json_object_get(result, "finished"))) s->finished = s->ended = true;
+    if (!result || json_is_true(json_object_get(result, "finished"))) {
+        if (s->format.done) append_data(s, s->format.done);
+        s->finished = s->ended = true;
+    }
 }
 
 static void *pump_main(void *arg) {
@@ -165,8 +186,16 @@ static enum MHD_Result refuse(struct MHD_Connection *c, json_int_t id, unsigned 
 }
 
 enum MHD_Result sse_respond(struct MHD_Connection *c, json_int_t id) {
+    return sse_respond_as(c, id, NULL);
+}
+
+enum MHD_Result sse_respond_as(struct MHD_Connection *c, json_int_t id, const sse_format *format) {
     sse_stream *s = calloc(1, sizeof *s);
-    if (!s) return refuse(c, id, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    if (!s) {
+        if (format && format->free) format->free(format->ctx);
+        return refuse(c, id, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    if (format) s->format = *format;
     pthread_mutex_init(&s->lock, NULL);
     s->id = id;
     s->connection = c;
@@ -182,6 +211,7 @@ enum MHD_Result sse_respond(struct MHD_Connection *c, json_int_t id) {
     pthread_mutex_unlock(&live.lock);
     if (!room) {
         pthread_mutex_destroy(&s->lock);
+        if (s->format.free) s->format.free(s->format.ctx);
         free(s);
         return refuse(c, id, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open streams, or the server is stopping");
     }

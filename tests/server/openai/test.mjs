@@ -1,0 +1,275 @@
+// test.mjs SPECD MODELS_DIR WORK_DIR - specd serve's OpenAI routes driven by the official `openai`
+// npm client (installed into WORK_DIR by run.sh): chat, chat streaming (the deltas make the same
+// text as the plain answer), completions, models.list, response_format json_schema, logprobs,
+// errors as the client sees them (BadRequestError, AuthenticationError), lossless speculation
+// (the draft model's answer equals the one without speculation at temperature 0), and the chat
+// template options (--chat-template, and the 400 naming it when a model has none).
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import path from "node:path";
+import assert from "node:assert/strict";
+
+const [specd, models, work] = process.argv.slice(2);
+const require = createRequire(path.join(work, "package.json"));
+const { default: OpenAI, BadRequestError, AuthenticationError } = require("openai");
+
+const KEY = "test-key-openai";
+const servers = [];
+
+// Starts `specd serve ARGS --port 0` and resolves with its base URL (from its first line).
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(specd, ["serve", ...args, "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    servers.push(child);
+    let out = "", err = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    child.stderr.on("data", (d) => (err += d));
+    child.exited = new Promise((done) => child.on("exit", (code, signal) => done({ code, signal, stderr: err })));
+    child.on("exit", (code) => reject(new Error(`specd serve ${args.join(" ")} exited with ${code}: ${err}`)));
+  });
+}
+
+// SIGTERM to every server; each must stop cleanly (exit 0: under ASAN a leak report fails it).
+async function stopServers() {
+  for (const s of servers) {
+    s.kill("SIGTERM");
+    const { code, signal, stderr } = await s.exited;
+    if (code !== 0) {
+      failures++;
+      console.log(`FAIL specd serve stopped with code ${code} signal ${signal}: ${stderr}`);
+    }
+  }
+}
+
+// Runs `specd serve ARGS` expecting it to refuse to start; resolves with {code, stderr}.
+function failingServer(args) {
+  return new Promise((resolve) => {
+    const child = spawn(specd, ["serve", ...args, "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    child.stderr.on("data", (d) => (err += d));
+    child.on("exit", (code) => resolve({ code, stderr: err }));
+  });
+}
+
+const client = (baseURL, apiKey = KEY) => new OpenAI({ baseURL: `${baseURL}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
+const model = path.join(models, "chat-chatml.gguf");
+const draft = path.join(models, "draft.gguf");
+const messages = [
+  { role: "system", content: "You are terse." },
+  { role: "user", content: [{ type: "text", text: "Say something " }, { type: "text", text: "about birds." }] },
+];
+
+let failures = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+  }
+}
+
+async function main() {
+  const base = await startServer(["-m", model, "-md", draft, "--api-key", KEY]);
+  const openai = client(base);
+  const ask = { model: "anything", messages, temperature: 0, max_tokens: 24 };
+  let plain = null;
+
+  await check("models.list names the model file", async () => {
+    const list = [];
+    for await (const m of openai.models.list()) list.push(m);
+    assert.equal(list.length, 1);
+    assert.equal(list[0].id, "chat-chatml.gguf");
+    assert.equal(list[0].object, "model");
+    assert.equal(list[0].owned_by, "specd");
+    assert.equal(typeof list[0].created, "number");
+  });
+
+  await check("chat.completions.create (not streamed)", async () => {
+    plain = await openai.chat.completions.create(ask);
+    assert.equal(plain.object, "chat.completion");
+    assert.match(plain.id, /^chatcmpl-/);
+    const c = plain.choices[0];
+    assert.equal(c.index, 0);
+    assert.equal(c.message.role, "assistant");
+    assert.equal(typeof c.message.content, "string");
+    assert.ok(c.message.content.length > 0, "empty answer");
+    assert.ok(["stop", "length"].includes(c.finish_reason));
+    assert.ok(plain.usage.prompt_tokens > 10, "the chat template's text is in the prompt");
+    assert.ok(plain.usage.completion_tokens > 0 && plain.usage.completion_tokens <= 24);
+    assert.equal(plain.usage.total_tokens, plain.usage.prompt_tokens + plain.usage.completion_tokens);
+    assert.equal(typeof plain.speculative.steps, "number");
+  });
+
+  await check("chat streamed: deltas make the same text, usage and speculative at the end", async () => {
+    const stream = await openai.chat.completions.create({ ...ask, stream: true, stream_options: { include_usage: true },
+                                                          return_origins: true });
+    let text = "", first = null, finish = null, usage = null, spec = null, originsText = "";
+    for await (const chunk of stream) {
+      assert.equal(chunk.object, "chat.completion.chunk");
+      if (chunk.usage) usage = chunk.usage;
+      if (chunk.speculative) spec = chunk.speculative;
+      for (const o of chunk.origins || []) originsText += o.text;
+      const c = chunk.choices[0];
+      if (!c) continue;
+      if (first === null) first = c.delta;
+      if (c.delta.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+    assert.equal(first.role, "assistant");
+    assert.equal(text, plain.choices[0].message.content);
+    assert.equal(originsText, text, "the origins pieces cover the text");
+    assert.equal(finish, plain.choices[0].finish_reason);
+    assert.deepEqual(usage, plain.usage);
+    assert.equal(typeof spec.drafted, "number");
+  });
+
+  await check("completions.create", async () => {
+    const r = await openai.completions.create({ model: "x", prompt: "The birds", temperature: 0, max_tokens: 8, stop: "\n\n" });
+    assert.equal(r.object, "text_completion");
+    assert.equal(typeof r.choices[0].text, "string");
+    assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 8);
+    const again = await openai.completions.create({ model: "x", prompt: "The birds", temperature: 0, max_tokens: 8,
+                                                     stop: "\n\n" });
+    assert.equal(again.choices[0].text, r.choices[0].text, "temperature 0 repeats itself");
+    const ids = await openai.completions.create({ model: "x", prompt: [300, 301, 302], temperature: 0, max_tokens: 4 });
+    assert.equal(ids.usage.prompt_tokens, 3, "token ids are the prompt as they are");
+  });
+
+  await check("response_format json_schema: the answer parses and fits the schema", async () => {
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string", maxLength: 6 }, age: { type: "integer", minimum: 0, maximum: 120 } },
+      required: ["name", "age"],
+      additionalProperties: false,
+    };
+    const r = await openai.chat.completions.create({ ...ask, max_tokens: 200,
+      response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } } });
+    assert.equal(r.choices[0].finish_reason, "stop", `cut short: ${r.choices[0].message.content}`);
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(value).sort(), ["age", "name"]);
+    assert.equal(typeof value.name, "string");
+    assert.ok([...value.name].length <= 6);
+    assert.ok(Number.isInteger(value.age) && value.age >= 0 && value.age <= 120);
+  });
+
+  await check("logprobs: one entry per token, top_logprobs sorted", async () => {
+    const r = await openai.chat.completions.create({ ...ask, max_tokens: 6, logprobs: true, top_logprobs: 3 });
+    const content = r.choices[0].logprobs.content;
+    assert.equal(content.length, r.usage.completion_tokens);
+    assert.equal(content.map((e) => e.token).join(""), r.choices[0].message.content);
+    for (const e of content) {
+      assert.equal(e.top_logprobs.length, 3);
+      assert.equal(e.top_logprobs[0].logprob, e.logprob, "greedy: the chosen token is the likeliest");
+      assert.deepEqual(Buffer.from(e.bytes).toString(), e.token);
+    }
+  });
+
+  await check("errors: n: 2, unknown and unsupported fields are BadRequestError naming the field", async () => {
+    const cases = [
+      [{ n: 2 }, "n", /'n' must be 1/],
+      [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools", /tool calling/],
+      [{ frobnicate: true }, "frobnicate", /unknown field 'frobnicate'/],
+    ];
+    for (const [extra, param, message] of cases) {
+      await assert.rejects(openai.chat.completions.create({ ...ask, ...extra }), (e) => {
+        assert.ok(e instanceof BadRequestError, `${param}: ${e}`);
+        assert.equal(e.status, 400);
+        assert.equal(e.param, param);
+        assert.equal(e.type, "invalid_request_error");
+        assert.match(e.message, message);
+        return true;
+      });
+    }
+    const withNull = await openai.chat.completions.create({ ...ask, max_tokens: 2,
+      messages: [...messages, { role: "assistant", content: null }, { role: "user", content: "more" }] });
+    assert.equal(withNull.choices.length, 1, "a null content is an empty message");
+    // harmless fields clients send by habit are accepted
+    const ok = await openai.chat.completions.create({ ...ask, max_tokens: 2, user: "u", store: false, metadata: { a: "b" },
+                                                      parallel_tool_calls: false, tool_choice: "none" });
+    assert.equal(ok.choices.length, 1);
+  });
+
+  await check("raw HTTP: errors in OpenAI's shape (no key, 404, bad JSON, a non-text part)", async () => {
+    const post = (url, body, key = KEY) => fetch(base + url, { method: "POST", body,
+      headers: key ? { Authorization: `Bearer ${key}`, "Content-Type": "application/json" } : {} });
+    const expect = async (response, status, param, message) => {
+      assert.equal(response.status, status);
+      const { error } = await response.json();
+      assert.equal(typeof error.message, "string");
+      assert.match(error.message, message);
+      assert.equal(error.param, param);
+      assert.ok(["invalid_request_error", "server_error"].includes(error.type));
+      assert.ok("code" in error);
+    };
+    await expect(await post("/v1/chat/completions", JSON.stringify(ask), null), 401, null, /API key/);
+    await expect(await post("/v1/nothing", "{}"), 404, null, /not found/);
+    await expect(await post("/v1/chat/completions", "{\"messages\": ["), 400, null, /not JSON/);
+    await expect(await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [
+      { type: "image_url", image_url: { url: "x" } }] }] })), 400, "messages[0].content", /only text parts/);
+    await expect(await post("/v1/completions", JSON.stringify({ prompt: "a", messages: [] })), 400, "messages",
+      /unknown field 'messages'/);
+    await expect(await post("/v1/chat/completions", JSON.stringify({ ...ask, temperature: "hot" })), 400, "temperature",
+      /temperature/);
+  });
+
+  await check("response_format json_object: a JSON object", async () => {
+    const r = await openai.chat.completions.create({ ...ask, max_tokens: 300, response_format: { type: "json_object" } });
+    if (r.choices[0].finish_reason === "stop") {
+      const value = JSON.parse(r.choices[0].message.content);
+      assert.ok(value && typeof value === "object" && !Array.isArray(value));
+    } else {
+      assert.match(r.choices[0].message.content, /^\s*\{/); // cut short by max_tokens: still an object's start
+    }
+  });
+
+  await check("a wrong API key is AuthenticationError", async () => {
+    await assert.rejects(client(base, "wrong").chat.completions.create(ask), (e) => {
+      assert.ok(e instanceof AuthenticationError, String(e));
+      assert.match(e.message, /API key/);
+      return true;
+    });
+  });
+
+  await check("lossless: the draft model's answer equals the one without speculation", async () => {
+    const long = { ...ask, max_tokens: 48, speculative: { n_max: 4 } };
+    const none = await openai.chat.completions.create({ ...long, speculative: { type: ["none"] } });
+    const drafted = await openai.chat.completions.create({ ...long, speculative: { type: ["draft"], n_max: 4 } });
+    assert.equal(none.speculative.drafted, 0);
+    assert.ok(drafted.speculative.drafted > 0, "the draft model drafted nothing: the comparison would prove nothing");
+    assert.equal(drafted.choices[0].message.content, none.choices[0].message.content);
+    assert.equal(drafted.usage.completion_tokens, none.usage.completion_tokens);
+  });
+
+  await check("a model without a chat template: 400 naming --chat-template; --chat-template chatml works", async () => {
+    const bare = path.join(models, "target.gguf");
+    const noTemplate = client(await startServer(["-m", bare]));
+    await assert.rejects(noTemplate.chat.completions.create(ask), (e) => {
+      assert.ok(e instanceof BadRequestError, String(e));
+      assert.match(e.message, /--chat-template/);
+      return true;
+    });
+    const chatml = client(await startServer(["-m", bare, "--chat-template", "chatml"]));
+    const r = await chatml.chat.completions.create(ask);
+    assert.ok(r.usage.prompt_tokens > 10);
+    const bad = await failingServer(["-m", bare, "--chat-template", "no-such-template"]);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /--chat-template 'no-such-template'.*chatml/s);
+  });
+}
+
+try {
+  await main();
+} catch (e) {
+  failures++;
+  console.log(`FAIL: ${e && e.stack ? e.stack : e}`);
+} finally {
+  await stopServers();
+}
+console.log(failures ? `${failures} check(s) failed` : "all checks passed");
+process.exit(failures ? 1 : 0);
