@@ -78,7 +78,7 @@ def run_chromium(chromium, url, extra, timeout=120):
 def main(specd, models, out_dir):
     chromium = find_chromium()
     if not chromium:
-        print("skip: no chromium (Debian's chromium package; make test-deps installs it)")
+        print("skip: no chromium (Debian's chromium package; scripts/deps.sh --test-tools installs it, make test runs that)")
         return SKIP
     os.makedirs(out_dir, exist_ok=True)
     target = os.path.join(models, "chat-chatml.gguf")
