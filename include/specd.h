@@ -198,6 +198,12 @@ SPECD_API char *specd_default_calibration_cache(void);
  * `add_special` is true. On success *tokens is a heap array (free with specd_free) of *n_tokens. */
 SPECD_API specd_status specd_tokenize(const specd_engine *engine, const char *text, bool add_special,
                                       specd_token **tokens, int32_t *n_tokens, char **error);
+/* The same, and with `parse_special` the text of special tokens ("<|im_start|>", "</s>") becomes
+ * those tokens, as llama-server does with prompts: needed for the text a chat template makes.
+ * specd_tokenize is this with parse_special false (special-token text stays plain text). */
+SPECD_API specd_status specd_tokenize_special(const specd_engine *engine, const char *text, bool add_special,
+                                              bool parse_special, specd_token **tokens, int32_t *n_tokens,
+                                              char **error);
 
 /* Text of one token as it appears in output (may be a single byte of a UTF-8 character).
  * Writes at most buf_size bytes (no terminator) and returns the length, or -(needed size). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_special,
+specd_status specd_tokenize_special(const specd_engine *e, const char *text, bool add_special, bool parse_special,
                             specd_token **tokens, int32_t *n_tokens, char **error) {
     if (error) *error = NULL;
     *tokens = NULL;
@@ -22,12 +22,12 @@ specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_sp
         specd_set_error(error, "out of memory tokenizing %d bytes", len);
         return SPECD_ERR_NO_MEMORY;
     }
-    int32_t n = llama_tokenize(e->vocab, text, len, buf, cap, add_special, false);
+    int32_t n = llama_tokenize(e->vocab, text, len, buf, cap, add_special, parse_special);
     if (n < 0) { /* more tokens than guessed: llama.cpp says how many */
         specd_token *grown = specd_grow_array(buf, (size_t)-n, sizeof *buf);
         if (grown) {
             buf = grown;
-            n = llama_tokenize(e->vocab, text, len, buf, -n, add_special, false);
+            n = llama_tokenize(e->vocab, text, len, buf, -n, add_special, parse_special);
         }
     }
     if (n < 0) {
@@ -38,6 +38,11 @@ specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_sp
     *tokens = buf;
     *n_tokens = n;
     return SPECD_OK;
+}
+
+specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_special, specd_token **tokens,
+                            int32_t *n_tokens, char **error) {
+    return specd_tokenize_special(e, text, add_special, false, tokens, n_tokens, error);
 }
 
 int32_t specd_token_to_piece(const specd_engine *e, specd_token token, char *buf, int32_t buf_size) {

@@ -26,6 +26,7 @@ struct completion_request {
     bool debug;
     /* llama-server's fields (completion_llama.c) */
     bool return_tokens;            /* `tokens` (ids) in the response and in streamed chunks */
+    bool parse_special;            /* special-token text in the prompt becomes those tokens */
     bool return_origins;           /* specd's `origins`: text pieces from accepted drafts or not */
     bool timings_per_token;        /* `timings` in every streamed chunk */
     bool cache_prompt;             /* accepted; the engine always reuses the cached prefix */

@@ -186,6 +186,7 @@ static bool parse_counts(rpc_params *rp) {
 static bool parse_flags(rpc_params *rp, completion_request *req) {
     if (rpc_get_bool(rp, "return_tokens", &req->return_tokens) < 0 ||
         rpc_get_bool(rp, "return_origins", &req->return_origins) < 0 ||
+        rpc_get_bool(rp, "parse_special", &req->parse_special) < 0 ||
         rpc_get_bool(rp, "timings_per_token", &req->timings_per_token) < 0 ||
         rpc_get_bool(rp, "cache_prompt", &req->cache_prompt) < 0)
         return false;

@@ -274,7 +274,7 @@ static bool tokenize_piece(completion_request *req, specd_engine *e, const char 
     specd_token *t = NULL;
     int32_t n = 0;
     char *message = NULL;
-    bool ok = specd_tokenize(e, text, first, &t, &n, &message) == SPECD_OK;
+    bool ok = specd_tokenize_special(e, text, first, req->parse_special, &t, &n, &message) == SPECD_OK;
     if (!ok) rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: prompt: %s", message ? message : "");
     else if (!append_tokens(req, t, n, cap)) ok = rpc_fail(err, RPC_INTERNAL_ERROR, "prompt", "out of memory");
     specd_free(t);

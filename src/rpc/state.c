@@ -415,8 +415,9 @@ json_t *rpc_method_tokenize(json_t *params, rpc_error *err) {
     rpc_params rp;
     rpc_params_open(&rp, params, "tokenize params", "", err);
     const char *text = NULL;
-    bool add_special = true, with_pieces = false;
+    bool add_special = true, with_pieces = false, parse_special = false;
     if (rpc_get_string(&rp, "text", &text) < 0 || rpc_get_bool(&rp, "add_special", &add_special) < 0 ||
+        rpc_get_bool(&rp, "parse_special", &parse_special) < 0 ||
         rpc_get_bool(&rp, "with_pieces", &with_pieces) < 0 || !rpc_params_finish(&rp))
         return NULL;
     if (!text) {
@@ -429,7 +430,7 @@ json_t *rpc_method_tokenize(json_t *params, rpc_error *err) {
     int32_t n = 0;
     char *message = NULL;
     json_t *r = NULL;
-    if (specd_tokenize(e, text, add_special, &tokens, &n, &message) != SPECD_OK) {
+    if (specd_tokenize_special(e, text, add_special, parse_special, &tokens, &n, &message) != SPECD_OK) {
         rpc_fail(err, RPC_INVALID_PARAMS, "text", "tokenize: %s", message ? message : "failed");
     } else {
         json_t *ids = json_array(), *pieces = with_pieces ? json_array() : NULL;

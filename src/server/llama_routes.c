@@ -65,6 +65,8 @@ json_t *llama_completion_params(json_t *params, rpc_error *err) {
     void *tmp;
     json_object_foreach_safe(params, tmp, key, value) if (json_is_null(value)) json_object_del(params, key);
     if (!json_object_get(params, "probs_format")) json_object_set_new(params, "probs_format", json_string("llama"));
+    /* Prompts as llama-server tokenizes them: special-token text becomes those tokens. */
+    if (!json_object_get(params, "parse_special")) json_object_set_new(params, "parse_special", json_true());
     json_t *stop = json_object_get(params, "stop");
     if (json_is_string(stop)) json_object_set_new(params, "stop", json_pack("[O]", stop)); /* one stop string */
     json_t *bias = json_object_get(params, "logit_bias");
@@ -82,7 +84,7 @@ static json_t *tokenize(json_t *body, const rpc_caller *caller) {
     rpc_error err;
     rpc_params_open(&rp, body, "tokenize", "", &err);
     json_t *content = rpc_get_value(&rp, "content");
-    bool add_special = false, parse_special = false, pieces = false;
+    bool add_special = false, parse_special = true, pieces = false; /* llama-server's defaults */
     if (rpc_get_bool(&rp, "add_special", &add_special) < 0 || rpc_get_bool(&rp, "parse_special", &parse_special) < 0 ||
         rpc_get_bool(&rp, "with_pieces", &pieces) < 0 || !rpc_params_finish(&rp))
         return error_response(&err);
@@ -90,12 +92,8 @@ static json_t *tokenize(json_t *body, const rpc_caller *caller) {
         rpc_fail(&err, RPC_INVALID_PARAMS, "content", "tokenize: 'content' (the text, a string) is required");
         return error_response(&err);
     }
-    if (parse_special) {
-        rpc_fail(&err, RPC_INVALID_PARAMS, "parse_special", "tokenize: 'parse_special' true is not implemented: specd "
-                 "tokenizes special-token text as plain text (parse_special false, its default here)");
-        return error_response(&err);
-    }
-    json_t *params = json_pack("{s:O, s:b}", "text", content, "add_special", add_special);
+    json_t *params = json_pack("{s:O, s:b, s:b}", "text", content, "add_special", add_special, "parse_special",
+                               parse_special);
     json_t *response = serve_rpc("tokenize", params, caller);
     json_decref(params);
     json_t *result = json_object_get(response, "result");

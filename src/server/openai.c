@@ -230,6 +230,7 @@ static bool map_logprobs(json_t *body, openai_kind kind, json_t *params, openai_
     /* n_probs candidates hold the chosen token's probability too; at least one for it */
     json_object_set_new(params, "n_probs", json_integer(n_top > 0 ? n_top : 1));
     json_object_set_new(params, "probs_format", json_string("llama"));
+    json_object_set_new(params, "parse_special", json_true()); /* the chat template's control tokens */
     return true;
 }
 

@@ -110,9 +110,19 @@ def check_tokenize(port):
     check("/tokenize with_pieces: [{id, piece}], the pieces spell the text", code == 200
           and [p["id"] for p in pieces["tokens"]] == answer["tokens"]
           and "".join(p["piece"] for p in pieces["tokens"]).strip() == text, pieces)
-    code, refused = completion(port, {"content": text, "parse_special": True}, "/tokenize")
-    check("/tokenize parse_special true: 400 naming it", code == 400 and error_field(refused) == "parse_special",
-          (code, refused))
+    # Special-token text ("</s>" is the tiny vocabulary's end token, id 2): one token by default, as
+    # llama-server parses it; plain text with parse_special false, as the JSON-RPC method's default.
+    code, special = completion(port, {"content": "a</s>"}, "/tokenize")
+    code_plain, plain = completion(port, {"content": "a</s>", "parse_special": False}, "/tokenize")
+    _, rpc_plain = rpc(port, "tokenize", {"text": "a</s>", "add_special": False}, key=KEY)
+    check("/tokenize parses special-token text by default (llama-server's parse_special true)",
+          code == 200 and special["tokens"][-1] == 2 and len(special["tokens"]) == 2, special)
+    check("/tokenize parse_special false, and the JSON-RPC method by default: plain text",
+          code_plain == 200 and 2 not in plain["tokens"] and len(plain["tokens"]) > 2
+          and plain["tokens"] == rpc_plain["result"]["tokens"], (plain, rpc_plain))
+    code, done = completion(port, {"prompt": "a</s>", "n_predict": 1, "temperature": 0})
+    check("/completion prompts parse special-token text too (tokens_evaluated counts BOS, 'a', '</s>')",
+          code == 200 and done["tokens_evaluated"] == 3, (code, done.get("tokens_evaluated")))
     code, refused = completion(port, {"text": text}, "/tokenize")
     check("/tokenize with an unknown field: 400 naming it", code == 400 and error_field(refused) == "text",
           (code, refused))
