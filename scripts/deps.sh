@@ -9,7 +9,7 @@
 #    Release, native CPU) and installed into deps/llama/install. Later runs find it and exit.
 #    llama-simple (llama.cpp's greedy reference) is built beside it for the tests.
 #    --bench-tools also builds llama.cpp's own tools (llama-completion, llama-speculative,
-#    llama-speculative-simple) into deps/llama/build-tools/bin for comparisons.
+#    llama-speculative-simple, llama-server) into deps/llama/build-tools/bin for comparisons.
 #    --test-tools also installs what only some tests need (chromium for the page's browser test),
 #    going on without it when it cannot (those tests then skip, saying why).
 #    --fuzz also installs clang, its sanitizer and libFuzzer runtimes and OpenMP for clang
@@ -88,12 +88,12 @@ build_llama_simple() {
 
 # llama.cpp's own tools, for benchmarks only (they need llama.cpp's C++ common library).
 build_llama_tools() {
-  local src=$1 want=(llama-completion llama-speculative llama-speculative-simple) t missing=()
+  local src=$1 want=(llama-completion llama-speculative llama-speculative-simple llama-server) t missing=()
   for t in "${want[@]}"; do [ -x "$deps/build-tools/bin/$t" ] || missing+=("$t"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "building llama.cpp tools: ${missing[*]}"
   cmake -S "$src" -B "$deps/build-tools" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    "${cpu_flags[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    "${cpu_flags[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$deps/build-tools" -j "$jobs" --target "${missing[@]}"
 }

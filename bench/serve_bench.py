@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Serving benchmark: specd serve against llama-server, C concurrent clients over HTTP.
+
+  bench/serve_bench.py --specd build/bin/specd --llama-server deps/llama/build-tools/bin/llama-server \\
+      --target T.gguf --draft D.gguf [--prompts FILE] [--clients 1,2,4,8] [--temps 0,0.8]
+      [--requests 2] [-n 128] [--threads 2] [--parallel 4] [--draft-max 3] [--out docs/benchmarks-serve.md]
+
+Servers (each started fresh per temperature and client count, one at a time):
+  specd          specd serve -np P -m T -md D (adaptive speculation)
+  llama          llama-server -np P -m T              (no speculation)
+  llama+draft    llama-server -np P -m T -md D --draft-max K
+Each client sends `--requests` prompts in turn (streaming POST /completion, n_predict N, the
+temperature, seed 1). Reported per server, temperature and C: aggregate generated tokens/s (all
+tokens / wall time of the round), per-request tokens/s (median), time to first token p50/p99,
+draft acceptance (drafted tokens accepted, from the final event's timings), peak RSS of the
+server. Measurements, not a test: run it on a quiet machine.
+"""
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, proc, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/health")
+            ok = c.getresponse().status == 200
+            c.close()
+            if ok:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def peak_rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def one_request(port, prompt, n, temp):
+    """Streams one completion; returns (tokens, seconds, ttft seconds, drafted, accepted)."""
+    body = json.dumps({"prompt": prompt, "n_predict": n, "temperature": temp, "seed": 1, "stream": True,
+                       "ignore_eos": True, "cache_prompt": True})
+    t0 = time.time()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/completion", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:300]!r}")
+    ttft, final = None, None
+    buf = b""
+    while True:
+        chunk = r.read1(65536) if hasattr(r, "read1") else r.read(1)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            for line in event.split(b"\n"):
+                if not line.startswith(b"data: "):
+                    continue
+                data = json.loads(line[6:])
+                if ttft is None and data.get("content"):
+                    ttft = time.time() - t0
+                if data.get("stop"):
+                    final = data
+    c.close()
+    seconds = time.time() - t0
+    timings = (final or {}).get("timings", {})
+    tokens = (final or {}).get("tokens_predicted", timings.get("predicted_n", 0))
+    return tokens, seconds, ttft if ttft is not None else seconds, timings.get("draft_n", 0), \
+        timings.get("draft_n_accepted", 0)
+
+
+def run_round(port, prompts, clients, requests, n, temp):
+    results, errors = [], []
+    lock = threading.Lock()
+
+    def client(k):
+        for r in range(requests):
+            prompt = prompts[(k * requests + r) % len(prompts)]
+            try:
+                out = one_request(port, prompt, n, temp)
+                with lock:
+                    results.append(out)
+            except Exception as e:  # a refused or failed request is reported, not hidden
+                with lock:
+                    errors.append(str(e))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors, time.time() - t0
+
+
+def server_command(args, kind, port):
+    if kind == "specd":
+        return [args.specd, "serve", "--port", str(port), "-m", args.target, "-md", args.draft, "-np",
+                str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256"]
+    cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
+           str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"]
+    if kind == "llama+draft":
+        cmd += ["-md", args.draft, "--draft-max", str(args.draft_max), "-td", str(args.threads)]
+    return cmd
+
+
+def pct(values, q):
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--specd", required=True)
+    ap.add_argument("--llama-server")
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--prompts", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench",
+                                                      "prompts.txt"))
+    ap.add_argument("--clients", default="1,2,4,8")
+    ap.add_argument("--temps", default="0,0.8")
+    ap.add_argument("--requests", type=int, default=2)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--draft-max", type=int, default=3)
+    ap.add_argument("--servers", default="specd,llama,llama+draft")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    prompts = [l.strip() for l in open(args.prompts) if l.strip()]
+    kinds = [k for k in args.servers.split(",") if k == "specd" or args.llama_server]
+    rows = []
+    for temp in [float(t) for t in args.temps.split(",")]:
+        for clients in [int(c) for c in args.clients.split(",")]:
+            for kind in kinds:
+                port = free_port()
+                proc = subprocess.Popen(server_command(args, kind, port), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+                try:
+                    if not wait_ready(port, proc):
+                        rows.append((kind, temp, clients, "server did not start"))
+                        print(f"{kind}: the server did not start: {' '.join(server_command(args, kind, port))}",
+                              file=sys.stderr)
+                        continue
+                    one_request(port, prompts[0], 8, temp)  # warm-up, not counted
+                    results, errors, wall = run_round(port, prompts, clients, args.requests, args.n, temp)
+                    rss = peak_rss_mb(proc.pid)
+                finally:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                tokens = sum(r[0] for r in results)
+                drafted = sum(r[3] for r in results)
+                accepted = sum(r[4] for r in results)
+                row = (kind, temp, clients, tokens / wall if wall > 0 else 0.0,
+                       statistics.median([r[0] / r[1] for r in results]) if results else float("nan"),
+                       pct([r[2] for r in results], 0.5) * 1000, pct([r[2] for r in results], 0.99) * 1000,
+                       accepted / drafted if drafted else float("nan"), rss, len(errors))
+                rows.append(row)
+                print("%-12s T=%-4g C=%d  aggregate %6.1f t/s  per-request %6.1f t/s  TTFT p50 %6.0f ms p99 %6.0f ms  "
+                      "acceptance %5.2f  RSS %5.0f MB  errors %d" % row, flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("| server | temperature | clients | aggregate t/s | per-request t/s | TTFT p50 ms | TTFT p99 ms "
+                    "| acceptance | peak RSS MB | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                if len(r) == 4:
+                    f.write(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | | | | | | |\n")
+                else:
+                    f.write("| %s | %g | %d | %.1f | %.1f | %.0f | %.0f | %.2f | %.0f | %d |\n" % r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
