@@ -4,6 +4,7 @@
 #define SPECD_ENGINE_INTERNAL_H
 
 #include "llama.h"
+#include "placement.h"
 #include "specd.h"
 
 #include <stdatomic.h>
@@ -17,6 +18,7 @@ typedef struct specd_model_slot {
     int32_t n_kv;
     int32_t cap;        /* = n_ctx */
     int32_t n_seq_max;
+    specd_placement placement; /* where its layers are (placement.h) */
 } specd_model_slot;
 
 struct specd_engine {
@@ -38,6 +40,9 @@ struct specd_engine {
     struct specd_learned *learned;
     void (*free_learned)(struct specd_learned *learned);
 };
+
+/* engine.c: installs specd's llama.cpp logger and initializes the backends, once per process. */
+void specd_llama_init(void);
 
 /* engine.c: flash attention and the V cache type of both contexts, from the engine's params
  * (tests give their reference contexts the same, so logits compare exactly). */
