@@ -166,6 +166,10 @@ SPECD_API bool specd_gpu_layers_parse(const char *value, int32_t *out);
 /* Whether a model can be offloaded at all here: this llama.cpp has a GPU backend that found a GPU,
  * or an RPC server was registered (specd_engine_params.rpc_servers). False on a CPU-only build. */
 SPECD_API bool specd_gpu_offload_available(void);
+/* One line for a front end to show once when the user asked for -ngl / -ngld and nothing can be
+ * offloaded: that the models run on the CPU and how to build with a GPU backend. NULL when
+ * specd_gpu_offload_available(). A constant string. */
+SPECD_API const char *specd_gpu_offload_note(void);
 /* llama.cpp's --list-devices text, after registering `rpc_servers` (NULL: none):
  * "Available devices:\n" then per device "  NAME: DESCRIPTION (TOTAL MiB, FREE MiB free)\n",
  * or "  (none)\n" when there is only the CPU. Returns a heap string (specd_free) or NULL with

@@ -180,12 +180,18 @@ static json_t *startup_json(const cli_startup *st, const specd_stats *s) {
                      "total_ms", st->total_ms);
 }
 
+static json_t *placement_json(const specd_placement_info *p) {
+    if (!p->devices) return json_null();
+    return json_pack("{s:s, s:i, s:i}", "devices", p->devices, "n_layers", p->n_layers, "n_layers_offloaded",
+                     p->n_layers_offloaded);
+}
+
 bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, const char *spec,
                     const cli_startup *startup) {
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o}",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o, s:{s:o, s:o}}",
                              "text", text,
                              "n_prompt", s->n_prompt,
                              "n_prompt_cached", s->n_prompt_cached,
@@ -195,7 +201,9 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
                              s->n_context_discarded,
                              "speculative", speculative_json(s, spec),
                              "timings", timings_json(s),
-                             "startup", startup_json(startup, s));
+                             "startup", startup_json(startup, s),
+                             "placement", "target", placement_json(&startup->target), "draft",
+                             placement_json(&startup->draft));
     free(text);
     if (!root) return false;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);

@@ -9,7 +9,11 @@
 #include "../util/util.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +53,12 @@ bool specd_gpu_offload_available(void) {
     return false;
 }
 
+const char *specd_gpu_offload_note(void) {
+    if (specd_gpu_offload_available()) return NULL;
+    return "this llama.cpp has no GPU backend (a CPU-only build) and no --rpc server was given: the layers "
+           "stay on the CPU (make GPU=cuda or make GPU=vulkan builds specd with a GPU backend)";
+}
+
 /* ---- RPC servers ------------------------------------------------------------------------------ */
 
 /* ggml registers a server's devices for good, and registering one twice would list its devices
@@ -65,6 +75,39 @@ static bool rpc_is_registered(const char *endpoint) {
 
 typedef ggml_backend_reg_t (*rpc_add_server_fn)(const char *endpoint);
 
+#define RPC_CONNECT_TIMEOUT_MS 5000
+
+/* Whether a TCP connection to "HOST:PORT" opens (within RPC_CONNECT_TIMEOUT_MS). ggml's RPC
+ * client aborts the process when it cannot connect, so a server is tried here first; *why says
+ * what failed. */
+static bool rpc_reachable(const char *endpoint, const char **why) {
+    const char *colon = strrchr(endpoint, ':');
+    char host[256];
+    size_t n = (size_t)(colon - endpoint);
+    if (n == 0 || n >= sizeof host || !colon[1]) return (*why = "expected HOST:PORT"), false;
+    memcpy(host, endpoint, n);
+    host[n] = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return (*why = "unknown host or port"), false;
+    bool ok = false;
+    *why = "connection refused or timed out";
+    for (struct addrinfo *ai = res; ai && !ok; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) ok = true;
+        else if (errno == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            int err = 0;
+            socklen_t len = sizeof err;
+            ok = poll(&pfd, 1, RPC_CONNECT_TIMEOUT_MS) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+                 err == 0;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return ok;
+}
+
 static specd_status rpc_add_one(const char *endpoint, char **error) {
     if (rpc_is_registered(endpoint)) return SPECD_OK;
     ggml_backend_reg_t reg = ggml_backend_reg_by_name("RPC");
@@ -77,6 +120,12 @@ static specd_status rpc_add_one(const char *endpoint, char **error) {
     }
     if (rpc_n_registered == SPECD_MAX_DEVICES) {
         specd_set_error(error, "--rpc %s: at most %d RPC servers per process", endpoint, SPECD_MAX_DEVICES);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    const char *why = NULL;
+    if (!rpc_reachable(endpoint, &why)) {
+        specd_set_error(error, "cannot reach the RPC server '%s' (%s): is llama.cpp's rpc-server running there "
+                        "(rpc-server --host ADDR --port PORT)?", endpoint, why);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     char *copy = strdup(endpoint);

@@ -31,6 +31,7 @@ typedef struct serve_options {
     int64_t http_threads;
     json_t *init_args;     /* the model options, for init (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
+    bool list_devices;     /* --list-devices: print them and exit */
 } serve_options;
 
 /* ---- serve.c ---------------------------------------------------------------------------------- */
