@@ -149,6 +149,11 @@ static specd_status rpc_add_one(const char *endpoint, char **error) {
 static specd_status for_each_item(const char *list, const char *flag,
                                   specd_status (*visit)(const char *item, void *user, char **error), void *user,
                                   char **error) {
+    size_t n = strlen(list);
+    if (n == 0 || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,")) {
+        specd_set_error(error, "%s '%s' has an empty item: give names separated by single commas", flag, list);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     char *copy = strdup(list);
     if (!copy) {
         specd_set_error(error, "out of memory for %s", flag);
@@ -156,14 +161,7 @@ static specd_status for_each_item(const char *list, const char *flag,
     }
     specd_status st = SPECD_OK;
     char *rest = copy;
-    for (char *item; st == SPECD_OK && (item = strsep(&rest, ",")) != NULL;) {
-        if (!*item) {
-            specd_set_error(error, "%s '%s' has an empty item: give names separated by single commas", flag, list);
-            st = SPECD_ERR_INVALID_ARGUMENT;
-        } else {
-            st = visit(item, user, error);
-        }
-    }
+    for (char *item; st == SPECD_OK && (item = strsep(&rest, ",")) != NULL;) st = visit(item, user, error);
     free(copy);
     return st;
 }
