@@ -87,9 +87,39 @@ def cli(specd, models):
                        ["--device-draft: unknown device 'Vulkan7'"])
     expect_usage_error(specd, "bad -ngl", base + ["-ngl", "many"], ["-ngl", "'many'"])
     expect_usage_error(specd, "unreachable --rpc", base + ["--rpc", "127.0.0.1:1"], ["RPC server '127.0.0.1:1'"])
+    bench(specd, target, draft)
     r = run([specd, "run", "--rpc", "127.0.0.1:1", "--list-devices"])
     check("--list-devices with an unreachable --rpc: exit 2", r.returncode == 2 and "127.0.0.1:1" in r.stderr,
           f"rc={r.returncode} {r.stderr!r}")
+
+
+def bench(specd, target, draft):
+    """specd bench gives the placement flags to llama.cpp's tools as to specd: stand-ins for the tools
+    that keep their command lines."""
+    import tempfile
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_cli import FAKE_TOOLS
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "args.log")
+        for name, body in FAKE_TOOLS.items():
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                f.write(f'#!/bin/sh\necho "$(basename "$0") $*" >> {log}\n{body}\n')
+            os.chmod(path, 0o755)
+        prompts = os.path.join(tmp, "prompts.txt")
+        with open(prompts, "w") as f:
+            f.write("the little girl\n")
+        r = run([specd, "bench", "--pair", target, draft, "--llama-bin", tmp, "--prompts", prompts, "-n", "8",
+                 "--temps", "0", "--sweep", "3", "--out", os.path.join(tmp, "out"), "-t", "1",
+                 "-ngl", "0", "-ngld", "0", "--device", "none", "--device-draft", "none"])
+        lines = open(log).read().splitlines() if os.path.exists(log) else []
+        completion = [l for l in lines if l.startswith("llama-completion ")]
+        speculative = [l for l in lines if l.startswith("llama-speculative")]
+        check("bench passes -ngl and --device to llama-completion",
+              r.returncode == 0 and completion and all(" -ngl 0 " in l and " --device none" in l and "-ngld" not in l
+                                                       for l in completion), f"rc={r.returncode} {lines} {r.stderr[-300:]}")
+        check("bench passes the draft's -ngld and --device-draft to the speculative tools",
+              speculative and all(" -ngld 0 " in l and " --device-draft none" in l for l in speculative), str(lines))
 
 
 def free_port():
