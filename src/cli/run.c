@@ -188,10 +188,13 @@ static bool parse_cache_type(cli_args *a, const char *flag, specd_cache_type *ou
     return specd_cache_type_parse(v, out) || cli_fail(a, "%s expects f16 or f32, got '%s'", flag, v);
 }
 
-static bool parse_gpu_layers(cli_args *a, const char *flag, int32_t *out) {
+/* An -ngl value into *out; *asked is set when it asks for offload (0 asks for the CPU). */
+static bool parse_gpu_layers(cli_args *a, const char *flag, int32_t *out, bool *asked) {
     const char *v = cli_value(a, flag);
     if (!v) return false;
-    return specd_gpu_layers_parse(v, out) || cli_fail(a, "%s expects a layer count, -1 or all, got '%s'", flag, v);
+    if (!specd_gpu_layers_parse(v, out)) return cli_fail(a, "%s expects a layer count, -1 or all, got '%s'", flag, v);
+    if (*out != 0) *asked = true;
+    return true;
 }
 
 /* Where the layers go, with llama.cpp's flags; 0 when f is none of them. */
@@ -199,9 +202,9 @@ static int parse_placement_flag(cli_args *a, const char *f, run_options *o) {
     specd_engine_params *e = &o->engine;
     bool ok = true;
     if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--gpu-layers"))
-        ok = parse_gpu_layers(a, f, &e->n_gpu_layers), o->gpu_layers_given = true;
+        ok = parse_gpu_layers(a, f, &e->n_gpu_layers, &o->gpu_layers_given);
     else if (!strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft"))
-        ok = parse_gpu_layers(a, f, &e->n_gpu_layers_draft), o->gpu_layers_given = true;
+        ok = parse_gpu_layers(a, f, &e->n_gpu_layers_draft, &o->gpu_layers_given);
     else if (!strcmp(f, "-dev") || !strcmp(f, "--device")) ok = (e->devices = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-devd") || !strcmp(f, "--device-draft")) ok = (e->devices_draft = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--rpc")) ok = (e->rpc_servers = cli_value(a, f)) != NULL;

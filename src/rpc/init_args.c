@@ -124,9 +124,10 @@ static int parse_gpu_layers_flag(arg_cursor *c, const char *f, rpc_engine_settin
     bool draft = !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft");
     if (!target && !draft) return 0;
     const char *v = next_value(c, f);
-    s->gpu_layers_given = true;
-    return v && gpu_layers_value(v, target ? &s->params.n_gpu_layers : &s->params.n_gpu_layers_draft, c->err, f)
-               ? 1 : -1;
+    int32_t *slot = target ? &s->params.n_gpu_layers : &s->params.n_gpu_layers_draft;
+    if (!v || !gpu_layers_value(v, slot, c->err, f)) return -1;
+    s->gpu_layers_given |= *slot != 0; /* 0 asks for the CPU: nothing to say */
+    return 1;
 }
 
 /* --device, --device-draft, --rpc (llama.cpp's names). */
@@ -218,10 +219,14 @@ static bool read_cache_type(rpc_params *rp, specd_cache_type *out) {
 static bool read_gpu_layers(rpc_params *rp, const char *name, int32_t *out, bool *given) {
     json_t *v = rpc_get_value(rp, name);
     if (!v) return true;
-    *given = true;
-    if (json_is_string(v)) return gpu_layers_value(json_string_value(v), out, rp->err, name);
+    if (json_is_string(v)) {
+        if (!gpu_layers_value(json_string_value(v), out, rp->err, name)) return false;
+        *given |= *out != 0;
+        return true;
+    }
     if (json_is_integer(v) && json_integer_value(v) >= -1 && json_integer_value(v) <= 100000) {
         *out = (int32_t)json_integer_value(v);
+        *given |= *out != 0; /* 0 asks for the CPU: nothing to say */
         return true;
     }
     return rpc_fail(rp->err, RPC_INVALID_PARAMS, name, "init: %s must be a layer count from -1, \"all\" or \"auto\"",
