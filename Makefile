@@ -32,7 +32,7 @@ demo: build
 	@scripts/demo.sh $(BUILD)
 
 test: build
-	@scripts/deps.sh --test-tools
+	@SPECD_GPU=$(GPU) scripts/deps.sh --test-tools
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Unit and engine tests under AddressSanitizer + UndefinedBehaviorSanitizer (our code).

@@ -114,8 +114,8 @@ static specd_status rpc_add_one(const char *endpoint, char **error) {
     rpc_add_server_fn add = reg ? (rpc_add_server_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_rpc_add_server")
                                 : NULL;
     if (!add) {
-        specd_set_error(error, "--rpc %s: this llama.cpp was built without its RPC backend (GGML_RPC=ON): "
-                        "rebuild it with scripts/deps.sh, which turns it on", endpoint);
+        specd_set_error(error, "--rpc %s: this llama.cpp was built without its RPC backend, so it cannot use an "
+                        "rpc-server: rebuild it with GGML_RPC=ON (scripts/deps.sh does)", endpoint);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (rpc_n_registered == SPECD_MAX_DEVICES) {
