@@ -333,7 +333,12 @@ static specd_status blame(specd_engine_input *failed, specd_engine_input input, 
  * contexts; on failure *failed names the input at fault. */
 static specd_status engine_load(specd_engine *e, const specd_engine_params *params, specd_engine_input *failed,
                                 char **error) {
-    specd_status st = specd_rpc_servers_add(params->rpc_servers, error);
+    /* The files first: a path that is no model fails before any RPC server is contacted. */
+    specd_status st = check_model_file(e->target_path, "target", error);
+    if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
+    if (e->draft_path && (st = check_model_file(e->draft_path, "draft", error)) != SPECD_OK)
+        return blame(failed, SPECD_INPUT_DRAFT, st);
+    st = specd_rpc_servers_add(params->rpc_servers, error);
     if (st == SPECD_OK) st = specd_placement_of(params, false, &e->target.placement, error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
     if (e->draft_path) st = specd_placement_of(params, true, &e->draft.placement, error);

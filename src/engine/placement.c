@@ -9,10 +9,12 @@
 #include "../util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,36 +77,85 @@ static bool rpc_is_registered(const char *endpoint) {
 
 typedef ggml_backend_reg_t (*rpc_add_server_fn)(const char *endpoint);
 
-#define RPC_CONNECT_TIMEOUT_MS 5000
+#define RPC_TIMEOUT_MS 5000
 
-/* Whether a TCP connection to "HOST:PORT" opens (within RPC_CONNECT_TIMEOUT_MS). ggml's RPC
- * client aborts the process when it cannot connect, so a server is tried here first; *why says
- * what failed. */
-static bool rpc_reachable(const char *endpoint, const char **why) {
+/* llama.cpp's RPC handshake (ggml-rpc.cpp, protocol 7 of the release we build): command HELLO
+ * (14), a u64 size and 24 bytes of connection capabilities (zeros: plain TCP); the answer is a
+ * u64 size and the version (major, minor, patch, pad) then 24 bytes of capabilities. */
+enum { RPC_CMD_HELLO_ID = 14, RPC_CAPS_SIZE = 24, RPC_PROTO_MAJOR = 7 };
+
+/* A TCP connection to "HOST:PORT" within RPC_TIMEOUT_MS, with that timeout on reads and writes;
+ * -1 with *why set. */
+static int rpc_connect(const char *endpoint, const char **why) {
     const char *colon = strrchr(endpoint, ':');
     char host[256];
     size_t n = (size_t)(colon - endpoint);
-    if (n == 0 || n >= sizeof host || !colon[1]) return (*why = "expected HOST:PORT"), false;
+    if (n == 0 || n >= sizeof host || !colon[1]) return (*why = "expected HOST:PORT"), -1;
     memcpy(host, endpoint, n);
     host[n] = '\0';
+    if (host[0] == '[' && host[n - 1] == ']') { /* [IPv6]:PORT */
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return (*why = "unknown host or port"), false;
-    bool ok = false;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return (*why = "unknown host or port"), -1;
+    int fd = -1;
     *why = "connection refused or timed out";
-    for (struct addrinfo *ai = res; ai && !ok; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) ok = true;
-        else if (errno == EINPROGRESS) {
+        bool ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+        if (!ok && errno == EINPROGRESS) {
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
             int err = 0;
             socklen_t len = sizeof err;
-            ok = poll(&pfd, 1, RPC_CONNECT_TIMEOUT_MS) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-                 err == 0;
+            ok = poll(&pfd, 1, RPC_TIMEOUT_MS) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
         }
-        close(fd);
+        if (!ok) {
+            close(fd);
+            fd = -1;
+        }
     }
     freeaddrinfo(res);
+    if (fd < 0) return -1;
+    struct timeval tv = {.tv_sec = RPC_TIMEOUT_MS / 1000};
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
+        close(fd);
+        return (*why = "cannot set up the connection"), -1;
+    }
+    return fd;
+}
+
+static bool read_all(int fd, void *buf, size_t n) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = recv(fd, (char *)buf + got, n - got, 0);
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* Whether "HOST:PORT" is a llama.cpp rpc-server speaking our protocol. ggml's RPC client aborts
+ * the process when it cannot connect or the handshake fails, and waits forever on a service that
+ * does not answer: so the handshake is tried here first, with timeouts; *why says what failed. */
+static bool rpc_reachable(const char *endpoint, const char **why) {
+    int fd = rpc_connect(endpoint, why);
+    if (fd < 0) return false;
+    unsigned char request[1 + sizeof(uint64_t) + RPC_CAPS_SIZE] = {RPC_CMD_HELLO_ID};
+    uint64_t size = RPC_CAPS_SIZE;
+    memcpy(request + 1, &size, sizeof size); /* host byte order, as ggml sends it */
+    unsigned char answer[4 + RPC_CAPS_SIZE];
+    bool ok = send(fd, request, sizeof request, MSG_NOSIGNAL) == (ssize_t)sizeof request &&
+              read_all(fd, &size, sizeof size) && size == sizeof answer && read_all(fd, answer, sizeof answer);
+    close(fd);
+    if (!ok) *why = "it answered, but not as a llama.cpp rpc-server (wrong port?)";
+    else if (answer[0] != RPC_PROTO_MAJOR) {
+        *why = "its rpc-server speaks another protocol version: use the rpc-server of the same llama.cpp release";
+        ok = false;
+    }
     return ok;
 }
 
@@ -124,7 +175,7 @@ static specd_status rpc_add_one(const char *endpoint, char **error) {
     }
     const char *why = NULL;
     if (!rpc_reachable(endpoint, &why)) {
-        specd_set_error(error, "cannot reach the RPC server '%s' (%s): is llama.cpp's rpc-server running there "
+        specd_set_error(error, "cannot use the RPC server '%s': %s; is llama.cpp's rpc-server running there "
                         "(rpc-server --host ADDR --port PORT)?", endpoint, why);
         return SPECD_ERR_INVALID_ARGUMENT;
     }

@@ -88,10 +88,38 @@ def cli(specd, models):
     expect_usage_error(specd, "bad -ngl", base + ["-ngl", "many"], ["-ngl", "'many'"])
     # a build without llama.cpp's RPC backend says so instead, naming the server too
     expect_usage_error(specd, "unreachable --rpc", base + ["--rpc", "127.0.0.1:1"], ["127.0.0.1:1", "rpc-server"])
+    wrong_service(specd, base)
     bench(specd, target, draft)
     r = run([specd, "run", "--rpc", "127.0.0.1:1", "--list-devices"])
     check("--list-devices with an unreachable --rpc: exit 2", r.returncode == 2 and "127.0.0.1:1" in r.stderr,
           f"rc={r.returncode} {r.stderr!r}")
+
+
+def wrong_service(specd, base):
+    """A port where something else listens (here: a server that answers HTTP) is an error, not a
+    hang or an abort inside llama.cpp's RPC client."""
+    import threading
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def answer():
+        for _ in range(2):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    endpoint = f"127.0.0.1:{listener.getsockname()[1]}"
+    r = run([specd, "run"] + base + ["--rpc", endpoint])
+    lines = r.stderr.strip().splitlines()
+    check("--rpc at a port that is no rpc-server: an error naming it", r.returncode == 2 and len(lines) == 1
+          and endpoint in r.stderr, f"rc={r.returncode} {r.stderr!r}")
+    listener.close()
 
 
 def bench(specd, target, draft):
