@@ -82,7 +82,16 @@ check_gpu_toolkit() {
         if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH
         else missing+=("nvcc (the CUDA toolkit: Debian's nvidia-cuda-toolkit or NVIDIA's cuda-toolkit)"); fi
       fi
-      backend_flags+=(-DGGML_CUDA=ON) ;;
+      backend_flags+=(-DGGML_CUDA=ON)
+      # GGML_NATIVE (on, for the CPU) makes ggml build CUDA code for the GPUs it sees; with none
+      # visible (a build machine) that fails: then the architectures ggml would pick for a
+      # portable build, or SPECD_CUDA_ARCHS (e.g. "89-real" for one card).
+      if [ -n "${SPECD_CUDA_ARCHS:-}" ]; then
+        backend_flags+=("-DCMAKE_CUDA_ARCHITECTURES=$SPECD_CUDA_ARCHS")
+      elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        log "no NVIDIA GPU visible: building CUDA code for 75-virtual;80-virtual;86-real;89-real;90-virtual (SPECD_CUDA_ARCHS overrides)"
+        backend_flags+=("-DCMAKE_CUDA_ARCHITECTURES=75-virtual;80-virtual;86-real;89-real;90-virtual")
+      fi ;;
     vulkan)
       [ -f /usr/include/vulkan/vulkan.h ] || missing+=("the Vulkan headers (apt install libvulkan-dev)")
       pkg-config --exists vulkan 2>/dev/null || missing+=("the Vulkan loader (apt install libvulkan-dev)")
