@@ -256,6 +256,23 @@ static void test_an_engine_reports_its_placement(void **state) {
     assert_int_equal(d.n_layers_offloaded, 0);
     specd_engine_free(e);
 
+    /* the calibration cache keeps one file per placement: costs on the RPC device are not the CPU's */
+    char dir[] = "/tmp/specd-placement-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    p.calibration_cache = dir;
+    assert_int_equal(specd_engine_new(&p, &e, &error), SPECD_OK);
+    char remote_file[1024];
+    snprintf(remote_file, sizeof remote_file, "%s", specd_engine_calibration(e).path);
+    specd_engine_free(e);
+    specd_engine_params cpu = p;
+    cpu.rpc_servers = NULL;
+    assert_int_equal(specd_engine_new(&cpu, &e, &error), SPECD_OK);
+    assert_string_equal(specd_engine_placement(e, false).devices, "CPU");
+    assert_string_not_equal(specd_engine_calibration(e).path, remote_file);
+    specd_engine_free(e);
+    rmdir(dir);
+    p.calibration_cache = NULL;
+
     p.devices = "Metal0";
     specd_engine_input failed = SPECD_INPUT_NONE;
     assert_int_equal(specd_engine_new_v2(&p, &e, &failed, &error), SPECD_ERR_INVALID_ARGUMENT);
