@@ -3,6 +3,7 @@
  * compete for the cores. */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
+#include "rpc_servers.h"
 
 #include "../util/util.h"
 

@@ -22,10 +22,11 @@ typedef struct specd_placement {
     int32_t n_layers_offloaded; /* of n_layers + 1 (the output layer counts, as in llama.cpp) */
 } specd_placement;
 
-/* Registers the RPC servers of `servers` ("HOST:PORT,...") with ggml, once per process and
- * server (ggml's device registry is global and keeps them). Fails, naming the server, when this
- * llama.cpp was built without GGML_RPC or a server cannot be reached. NULL or "": nothing. */
-specd_status specd_rpc_servers_add(const char *servers, char **error);
+/* Calls visit(item, user, error) for each comma-separated item of `list` (named `flag` in
+ * messages), stopping at the first failure; an empty item is an error. */
+specd_status specd_for_each_listed(const char *list, const char *flag,
+                                   specd_status (*visit)(const char *item, void *user, char **error), void *user,
+                                   char **error);
 
 /* The placement of the target (draft false) or the draft from the engine's params: the devices
  * named (an unknown name is an error listing those there are), or by default every GPU, and for

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine/placement.h"
+#include "engine/rpc_servers.h"
 
 #include <pthread.h>
 #include <setjmp.h>
