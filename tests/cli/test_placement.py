@@ -149,6 +149,11 @@ def bench(specd, target, draft):
                                                        for l in completion), f"rc={r.returncode} {lines} {r.stderr[-300:]}")
         check("bench passes the draft's -ngld and --device-draft to the speculative tools",
               speculative and all(" -ngld 0 " in l and " --device-draft none" in l for l in speculative), str(lines))
+        report_path = os.path.join(tmp, "out", "benchmarks.md")
+        report = open(report_path).read() if os.path.exists(report_path) else ""
+        check("the bench report says where the layers were and names the devices",
+              "Placement (given to every tool): -ngl 0 -ngld 0 --device none --device-draft none. "
+              "Available devices:" in report, report[:600])
 
 
 def free_port():
