@@ -88,11 +88,38 @@ def cli(specd, models):
     expect_usage_error(specd, "bad -ngl", base + ["-ngl", "many"], ["-ngl", "'many'"])
     # a build without llama.cpp's RPC backend says so instead, naming the server too
     expect_usage_error(specd, "unreachable --rpc", base + ["--rpc", "127.0.0.1:1"], ["127.0.0.1:1", "rpc-server"])
+    if not gpu:
+        serve_note(specd, target, draft)
     wrong_service(specd, base)
     bench(specd, target, draft)
     r = run([specd, "run", "--rpc", "127.0.0.1:1", "--list-devices"])
     check("--list-devices with an unreachable --rpc: exit 2", r.returncode == 2 and "127.0.0.1:1" in r.stderr,
           f"rc={r.returncode} {r.stderr!r}")
+
+
+def serve_note(specd, target, draft):
+    """specd serve -ngl 99 on a CPU-only build: the note once, then it serves (SIGTERM ends it)."""
+    import threading
+    proc = subprocess.Popen([specd, "serve", "-m", target, "-md", draft, "-t", "1", "--port", "0", "-ngl", "99"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    watchdog = threading.Timer(60, proc.kill)  # a serve that never says it listens fails, never hangs
+    watchdog.start()
+    lines = []
+    try:
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "listening on" in line:
+                break
+    finally:
+        watchdog.cancel()
+        proc.terminate()
+        proc.wait(timeout=30)
+    notes = [l for l in lines if l.startswith("specd: note:") and "CPU" in l]
+    check("serve -ngl on a CPU-only build: one note, then it serves", len(notes) == 1 and
+          any("listening on" in l for l in lines), "".join(lines))
 
 
 def wrong_service(specd, base):
