@@ -81,6 +81,7 @@ def cli(specd, models):
         check("CPU-only -ngl: the same output", ngl is not None and ngl["text"] == cpu["text"])
         r = run([specd, "run"] + base)
         check("no -ngl: no note", "note:" not in r.stderr, r.stderr)
+        check("on the CPU the plain output has no placement line", "placement:" not in r.stderr, r.stderr)
     expect_usage_error(specd, "unknown --device", base + ["--device", "CUDA9"],
                        ["--device: unknown device 'CUDA9'", "devices there are"])
     expect_usage_error(specd, "unknown --device-draft", base + ["--device-draft", "Vulkan7"],
@@ -238,6 +239,9 @@ def rpc(specd, models, server):
         _, remote = run_json(specd, spec + ["--temp", "0", "--rpc", endpoints])
         check("greedy over rpc with speculation equals the target alone", alone and remote and
               alone["text"] == remote["text"])
+        r = run([specd, "run"] + spec + ["--temp", "0", "--rpc", endpoints])
+        check("plain output names the placement", r.returncode == 0 and
+              "placement: target RPC" in r.stderr and ", draft CPU\n" in r.stderr, r.stderr[-600:])
         r, split = run_json(specd, spec + ["--temp", "0", "--rpc", endpoints, "-ngl", "1"])
         check("-ngl 1 over rpc: one layer remote, the same text",
               split is not None and split["placement"]["target"]["n_layers_offloaded"] == 1 and
