@@ -1,8 +1,16 @@
 # specd: `make demo` builds everything and runs a demo; `make test` runs all tests.
 # Everything else (apt packages, llama.cpp) is installed by scripts/deps.sh on first use.
+# GPU=cuda or GPU=vulkan: llama.cpp with that backend (deps/llama-$(GPU), built when its toolkit
+# is there) and specd on it, in build-$(GPU); without GPU the CPU build, unchanged.
+GPU ?=
+ifeq ($(GPU),)
 BUILD ?= build
-JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+else
+BUILD ?= build-$(GPU)
+CMAKE_FLAGS ?= -DLLAMA_CPP_DIR=$(CURDIR)/deps/llama-$(GPU)/install
+endif
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 BENCH_MODELS ?= $(HOME)/.cache/specd-bench
 BENCH_ARGS ?=
@@ -14,7 +22,7 @@ FUZZ_SECONDS ?= 60
 all: build
 
 deps:
-	@scripts/deps.sh
+	@SPECD_GPU=$(GPU) scripts/deps.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -24,7 +32,7 @@ demo: build
 	@scripts/demo.sh $(BUILD)
 
 test: build
-	@scripts/deps.sh --test-tools
+	@SPECD_GPU=$(GPU) scripts/deps.sh --test-tools
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Unit and engine tests under AddressSanitizer + UndefinedBehaviorSanitizer (our code).
@@ -53,7 +61,7 @@ fuzz:
 
 # llama.cpp's own tools (llama-completion, llama-speculative, llama-speculative-simple), gnuplot.
 bench-deps:
-	@scripts/deps.sh --bench-tools
+	@SPECD_GPU=$(GPU) scripts/deps.sh --bench-tools
 
 # The benchmark pair, grown from stories260K by ../shared/bench/make_pairs.sh (about a minute).
 bench-models: deps
@@ -63,10 +71,10 @@ bench-models: deps
 # BENCH_ARGS=--quick for 3 prompts.
 bench: build bench-deps bench-models
 	@$(BUILD)/bin/specd bench --models $(BENCH_MODELS) --prompts ../shared/bench/prompts.txt \
-		--out results/bench $(BENCH_ARGS)
+		--out results/bench $(if $(GPU),--llama-bin deps/llama-$(GPU)/build-tools/bin -ngl 99 -ngld 99) $(BENCH_ARGS)
 	@mkdir -p docs/bench && cp results/bench/*.png docs/bench/ 2>/dev/null || true
 	@sed 's|](g\([0-9]*\)-|](bench/g\1-|g' results/bench/benchmarks.md > docs/benchmarks.md
 	@echo "bench: docs/benchmarks.md updated"
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-cuda build-vulkan

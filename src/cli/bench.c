@@ -32,6 +32,7 @@ typedef struct bench_options {
     int n_sweep;
     const char *out_dir;
     bool ngram;               /* compare model-free drafters instead of draft models */
+    bool list_devices;        /* --list-devices: print them and exit */
 } bench_options;
 
 static void bench_usage(FILE *out) {
@@ -49,7 +50,11 @@ static void bench_usage(FILE *out) {
           "  --no-llama            measure specd only\n"
           "  --ngram               model-free drafters: llama.cpp's ngram-simple, ngram-map-k, ngram-mod\n"
           "                        against specd's ngram-simple, suffix and their list (no draft model)\n"
-          "  --out DIR             results folder (default results/bench)\n",
+          "  --out DIR             results folder (default results/bench)\n"
+          "  -ngl N, -ngld N, --device LIST, --device-draft LIST, --rpc HOST:PORT,...\n"
+          "                        where the layers go, given to specd and llama.cpp's tools alike\n"
+          "                        (e.g. -ngl 99 -ngld 99 on a GPU build: make GPU=cuda)\n"
+          "  --list-devices        list the devices and exit\n",
           out);
 }
 
@@ -65,6 +70,17 @@ static bool parse_list(cli_args *a, const char *flag, double *out, int max, int 
         if (*end && *end != ',') return cli_fail(a, "%s expects numbers separated by commas, got '%s'", flag, v);
     }
     return *n > 0 || cli_fail(a, "%s is empty", flag);
+}
+
+/* An -ngl value, checked here (so a typo fails before the run) and passed on as given. */
+static const char *gpu_layers(cli_args *a, const char *flag) {
+    const char *v = cli_value(a, flag);
+    int32_t n;
+    if (v && !specd_gpu_layers_parse(v, &n)) {
+        cli_fail(a, "%s expects a layer count, -1 or all, got '%s'", flag, v);
+        return NULL;
+    }
+    return v;
 }
 
 static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
@@ -90,6 +106,13 @@ static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
     else if (!strcmp(f, "--no-llama")) o->s.with_llama = false;
     else if (!strcmp(f, "--ngram")) o->ngram = true;
     else if (!strcmp(f, "--out")) ok = (o->out_dir = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) ok = (o->s.n_gpu_layers = gpu_layers(a, f)) != NULL;
+    else if (!strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft"))
+        ok = (o->s.n_gpu_layers_draft = gpu_layers(a, f)) != NULL;
+    else if (!strcmp(f, "-dev") || !strcmp(f, "--device")) ok = (o->s.device = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-devd") || !strcmp(f, "--device-draft")) ok = (o->s.device_draft = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--rpc")) ok = (o->s.rpc = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--list-devices")) o->list_devices = true;
     else return 0;
     return ok ? 1 : -1;
 }
@@ -277,6 +300,7 @@ int cli_bench(int argc, char **argv, const char *self) {
             return CLI_EXIT_USAGE;
         }
     }
+    if (o.list_devices) return cli_list_devices(o.s.rpc);
     if (o.n_pairs == 0) default_pairs(&o, pair_paths);
     char err[512];
     /* The folder is made first: a long run must not end unable to write its report. */

@@ -48,6 +48,10 @@ typedef struct bench_settings {
     const char *llama_bin;    /* folder with llama-completion, llama-speculative(-simple) */
     int n_predict, n_ctx, n_threads, seed;
     bool with_llama;
+    /* Where the layers go, given to specd and llama.cpp's tools alike (their flags are the same):
+     * -ngl, --device, --rpc for every tool; -ngld, --device-draft where a draft model runs.
+     * NULL: not given (each tool's default). */
+    const char *n_gpu_layers, *device, *rpc, *n_gpu_layers_draft, *device_draft;
 } bench_settings;
 
 /* bench_proc.c */

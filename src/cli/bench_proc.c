@@ -200,6 +200,15 @@ static void add_common(arglist *a, const bench_settings *s, const char *target, 
     add(a, "--temp"), addf(a, "%g", temp);
     add(a, "--seed"), addf(a, "%d", s->seed);
     add(a, "--ignore-eos");
+    if (s->n_gpu_layers) add(a, "-ngl"), add(a, s->n_gpu_layers);
+    if (s->device) add(a, "--device"), add(a, s->device);
+    if (s->rpc) add(a, "--rpc"), add(a, s->rpc);
+}
+
+/* The draft model's placement flags, after its -md. */
+static void add_draft_placement(arglist *a, const bench_settings *s) {
+    if (s->n_gpu_layers_draft) add(a, "-ngld"), add(a, s->n_gpu_layers_draft);
+    if (s->device_draft) add(a, "--device-draft"), add(a, s->device_draft);
 }
 
 static void tool_path(char *buf, size_t size, const bench_settings *s, const char *name) {
@@ -286,6 +295,7 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
     case TOOL_LLAMA_SPEC:
         tool_path(path, path_size, s, c->tool == TOOL_LLAMA_SPEC ? "llama-speculative" : "llama-speculative-simple");
         add(a, path), add_common(a, s, target, prompt, temp), add(a, "-md"), add(a, draft);
+        add_draft_placement(a, s);
         add(a, "--spec-draft-n-max"), addf(a, "%d", c->draft_max);
         if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, "draft-simple");
         break;
@@ -295,7 +305,7 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
         break;
     case TOOL_SPECD:
         add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp), add(a, "--json");
-        if (!c->no_draft) add(a, "-md"), add(a, draft);
+        if (!c->no_draft) add(a, "-md"), add(a, draft), add_draft_placement(a, s);
         if (c->specd_args) {
             snprintf(extra, 256, "%s", c->specd_args);
             add_split(a, extra);

@@ -3,6 +3,8 @@
 #define _DEFAULT_SOURCE
 #include "bench.h"
 
+#include "specd.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +96,29 @@ static void print_ratio(FILE *f, double x, double base) {
     else fputs(" – |", f);
 }
 
+/* Where the layers were (the flags every tool got) and the devices there are, as llama.cpp lists
+ * them: GPU figures mean little without the card's name. */
+static void write_placement(FILE *f, const bench_settings *s) {
+    const char *flags[][2] = {{"-ngl", s->n_gpu_layers}, {"-ngld", s->n_gpu_layers_draft}, {"--device", s->device},
+                              {"--device-draft", s->device_draft}, {"--rpc", s->rpc}};
+    fputs("Placement (given to every tool):", f);
+    bool any = false;
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if (flags[i][1]) fprintf(f, " %s %s", flags[i][0], flags[i][1]), any = true;
+    fputs(any ? "" : " each tool's default", f);
+    char *error = NULL, *devices = specd_devices_describe(NULL, &error);
+    fputs(". ", f);
+    if (devices) {
+        for (char *p = devices; *p; p++) /* one line: "Available devices: A; B" */
+            if (*p == '\n') *p = p[1] ? ';' : '\0';
+        fprintf(f, "%s.\n\n", devices);
+    } else {
+        fprintf(f, "Devices: unknown (%s).\n\n", error ? error : "out of memory");
+    }
+    specd_free(devices);
+    specd_free(error);
+}
+
 /* fmt has one double conversion; the checked fprintf call sits with each caller's literal. */
 #define print_optional(f, fmt, v)                                                                             \
     do {                                                                                                      \
@@ -122,6 +147,7 @@ static void write_machine(FILE *f, const bench_settings *s, int n_prompts) {
                "%d prompts; medians over prompts.\n\n",
             model, sysconf(_SC_NPROCESSORS_ONLN), (double)pages * page / (1 << 30), u.sysname, u.release,
             s->n_threads, s->n_ctx, s->n_predict, s->seed, n_prompts);
+    write_placement(f, s);
 }
 
 /* Which configurations a "best of" looks at; `tool` is the one asked for, where that matters. */

@@ -18,6 +18,7 @@ typedef struct cli_startup {
     double load_ms;    /* models and contexts (specd_engine_new, less the calibration cache) */
     double total_ms;   /* from the start of `run` to the report */
     specd_calibration_info calibration;
+    specd_placement_info target, draft; /* where the layers are; draft.devices NULL: no draft */
 } cli_startup;
 
 /* `spec` names the speculation used: "none", "draft", or a list such as "ngram-simple,draft". */

@@ -42,6 +42,21 @@ static const char *calibration_words(specd_calibration_source source) {
     }
 }
 
+/* "placement: target CUDA0 (33/33 layers offloaded), draft CPU", only when a layer is offloaded
+ * (on the CPU there is nothing to say). */
+static void print_placement(FILE *out, const cli_startup *st) {
+    if (st->target.n_layers_offloaded == 0 && st->draft.n_layers_offloaded == 0) return;
+    const specd_placement_info *models[] = {&st->target, &st->draft};
+    fputs("placement:", out);
+    for (int i = 0; i < 2; i++) {
+        const specd_placement_info *p = models[i];
+        if (!p->devices) continue;
+        fprintf(out, "%s %s %s", i ? "," : "", i ? "draft" : "target", p->devices);
+        if (p->n_layers_offloaded > 0) fprintf(out, " (%d/%d layers offloaded)", p->n_layers_offloaded, p->n_layers + 1);
+    }
+    fputc('\n', out);
+}
+
 void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, const char *spec,
                      const cli_startup *startup) {
     fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", spec,
@@ -49,6 +64,7 @@ void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, 
     fprintf(out, "startup: load %.1f ms, calibration %.1f ms (%s), prompt %.1f ms; total %.1f ms\n",
             startup->load_ms, startup->calibration.ms, calibration_words(startup->calibration.source), s->prompt_ms,
             startup->total_ms);
+    print_placement(out, startup);
     fprintf(out, "prompt: %d tokens (%d cached) in %.1f ms\n", s->n_prompt, s->n_prompt_cached, s->prompt_ms);
     fprintf(out, "decode: %d tokens in %.1f ms, %.2f tokens/s\n", s->n_predicted, s->decode_ms,
             specd_stats_decode_tokens_per_s(s));
@@ -187,12 +203,18 @@ static json_t *startup_json(const cli_startup *st, const specd_stats *s) {
                      "total_ms", st->total_ms);
 }
 
+static json_t *placement_json(const specd_placement_info *p) {
+    if (!p->devices) return json_null();
+    return json_pack("{s:s, s:i, s:i}", "devices", p->devices, "n_layers", p->n_layers, "n_layers_offloaded",
+                     p->n_layers_offloaded);
+}
+
 bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, const char *spec,
                     const cli_startup *startup) {
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o}",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o, s:{s:o, s:o}}",
                              "text", text,
                              "n_prompt", s->n_prompt,
                              "n_prompt_cached", s->n_prompt_cached,
@@ -202,7 +224,9 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
                              s->n_context_discarded,
                              "speculative", speculative_json(s, spec),
                              "timings", timings_json(s),
-                             "startup", startup_json(startup, s));
+                             "startup", startup_json(startup, s),
+                             "placement", "target", placement_json(&startup->target), "draft",
+                             placement_json(&startup->draft));
     free(text);
     if (!root) return false;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);

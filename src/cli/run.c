@@ -24,6 +24,8 @@ typedef struct run_options {
     const char *grammar_file;
     const char *calibration_cache; /* --calibration-cache: a path, "off", or NULL for the default */
     bool json;
+    bool gpu_layers_given; /* -ngl or -ngld: a CPU-only build says it runs on the CPU */
+    bool list_devices;
 } run_options;
 
 static void run_usage(FILE *out) {
@@ -43,6 +45,17 @@ static void run_usage(FILE *out) {
           "  -ctv, --cache-type-v f16|f32\n"
           "                           V cache type (default f32 with flash attention off, so that\n"
           "                           verification passes give single-token logits bit for bit)\n"
+          "  -ngl, --n-gpu-layers N|all\n"
+          "                           target layers on the GPU (default all; 0: the CPU only)\n"
+          "  -ngld, --n-gpu-layers-draft N|all\n"
+          "                           draft layers on the GPU (default all)\n"
+          "  -dev, --device LIST      the target's devices, e.g. CUDA0,CUDA1, or none (default: every\n"
+          "                           GPU and --rpc server; see --list-devices)\n"
+          "  -devd, --device-draft LIST\n"
+          "                           the draft's devices (default: every local GPU)\n"
+          "  --rpc HOST:PORT,...      llama.cpp rpc-server processes to split the target over (the\n"
+          "                           draft stays local)\n"
+          "  --list-devices           list the devices (with the --rpc servers given before it), exit\n"
           "  --temp T                 temperature; 0 = greedy (default 0.8)\n"
           "  --top-k K                (default 40; 0 = off)\n"
           "  --top-p P                (default 0.95; 1 = off)\n"
@@ -192,6 +205,31 @@ static bool parse_cache_type(cli_args *a, const char *flag, specd_cache_type *ou
     return specd_cache_type_parse(v, out) || cli_fail(a, "%s expects f16 or f32, got '%s'", flag, v);
 }
 
+/* An -ngl value into *out; *asked is set when it asks for offload (0 asks for the CPU). */
+static bool parse_gpu_layers(cli_args *a, const char *flag, int32_t *out, bool *asked) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    if (!specd_gpu_layers_parse(v, out)) return cli_fail(a, "%s expects a layer count, -1 or all, got '%s'", flag, v);
+    if (*out != 0) *asked = true;
+    return true;
+}
+
+/* Where the layers go, with llama.cpp's flags; 0 when f is none of them. */
+static int parse_placement_flag(cli_args *a, const char *f, run_options *o) {
+    specd_engine_params *e = &o->engine;
+    bool ok = true;
+    if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--gpu-layers"))
+        ok = parse_gpu_layers(a, f, &e->n_gpu_layers, &o->gpu_layers_given);
+    else if (!strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft"))
+        ok = parse_gpu_layers(a, f, &e->n_gpu_layers_draft, &o->gpu_layers_given);
+    else if (!strcmp(f, "-dev") || !strcmp(f, "--device")) ok = (e->devices = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-devd") || !strcmp(f, "--device-draft")) ok = (e->devices_draft = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--rpc")) ok = (e->rpc_servers = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--list-devices")) o->list_devices = true;
+    else return 0;
+    return ok ? 1 : -1;
+}
+
 static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     specd_engine_params *e = &o->engine;
     int64_t i = 0;
@@ -218,10 +256,12 @@ static int parse_run_options(cli_args *a, run_options *o) {
         const char *f = a->argv[a->i++];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
         int r = parse_engine_flag(a, f, o);
+        if (r == 0) r = parse_placement_flag(a, f, o);
         if (r == 0) r = parse_generation_flag(a, f, o);
         if (r < 0) return -1;
         if (r == 0) return cli_fail(a, "unknown option '%s' (see specd run --help)", f) ? 0 : -1;
     }
+    if (o->list_devices) return 0;
     if (!o->engine.target_path) return cli_fail(a, "no target model: pass -m FILE") ? 0 : -1;
     if (!o->prompt && !o->prompt_file) return cli_fail(a, "no prompt: pass -p TEXT or -f FILE") ? 0 : -1;
     if (o->prompt && o->prompt_file) return cli_fail(a, "give either -p or -f, not both") ? 0 : -1;
@@ -288,6 +328,8 @@ static int report(const run_options *o, specd_engine *engine, const specd_result
     char spec_buf[256];
     const char *type = effective_spec(o, engine, spec_buf, sizeof spec_buf);
     startup->calibration = specd_engine_calibration(engine);
+    startup->target = specd_engine_placement(engine, false);
+    startup->draft = specd_engine_placement(engine, true);
     if (!o->json) {
         fputc('\n', stdout);
         cli_print_stats(stderr, &result->stats, result->stop_reason, type, startup);
@@ -312,6 +354,9 @@ static void print_calibration_note(specd_engine *engine, char *last, size_t size
 static int execute(run_options *o, const char *prompt_text, double t_start) {
     specd_engine *engine = NULL;
     char *error = NULL, note[1024] = "";
+    /* Asked for offload where there is none (no GPU backend, no --rpc): said once, not an error. */
+    const char *offload_note = o->gpu_layers_given && !o->engine.rpc_servers ? specd_gpu_offload_note() : NULL;
+    if (offload_note) fprintf(stderr, "specd: note: %s\n", offload_note);
     double t0 = now_ms();
     specd_status st = specd_engine_new(&o->engine, &engine, &error);
     cli_startup startup = {.load_ms = now_ms() - t0};
@@ -369,6 +414,7 @@ int cli_run(int argc, char **argv) {
         fprintf(stderr, "specd: error: %s\n", a.error);
         return CLI_EXIT_USAGE;
     }
+    if (o.list_devices) return cli_list_devices(o.engine.rpc_servers);
     char *file_text = NULL, *grammar_text = NULL, err[512] = "";
     if (o.prompt_file && !(file_text = read_file(o.prompt_file, "prompt", err, sizeof err))) goto fail;
     if (o.grammar_file && !(grammar_text = read_file(o.grammar_file, "grammar", err, sizeof err))) goto fail;

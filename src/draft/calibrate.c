@@ -73,6 +73,8 @@ bool specd_calibration_key(const specd_calibration_identity *id, char *out, size
     int len = snprintf(out, size, "target=%s;draft=%s;threads=%d;batch=%d;fa=%s;v=%s;backend=%016" PRIx64, target,
                        draft, id->n_threads, id->n_batch, flash_attn_name(id->flash_attn),
                        id->cache_type_v == SPECD_CACHE_TYPE_F16 ? "f16" : "f32", backend_hash());
+    if (len >= 0 && (size_t)len < size && id->placement && *id->placement)
+        len += snprintf(out + len, size - (size_t)len, ";place=%s", id->placement);
     if (len < 0 || (size_t)len >= size) {
         out[0] = '\0';
         return false;
@@ -80,12 +82,25 @@ bool specd_calibration_key(const specd_calibration_identity *id, char *out, size
     return true;
 }
 
-static specd_calibration_identity identity_of(const specd_engine *e) {
+/* The identity's placement part: empty when no layer of either model is offloaded. */
+static void describe_placement(const specd_engine *e, char *out, size_t size) {
+    char target[160], draft[160] = "none";
+    specd_placement_key(&e->target.placement, target, sizeof target);
+    if (e->draft.model) specd_placement_key(&e->draft.placement, draft, sizeof draft);
+    bool offloaded = e->target.placement.n_layers_offloaded > 0 ||
+                     (e->draft.model && e->draft.placement.n_layers_offloaded > 0);
+    if (offloaded) snprintf(out, size, "target=%s;draft=%s", target, draft);
+    else out[0] = '\0';
+}
+
+/* placement: a buffer of 400 bytes for the placement part, which the identity points to. */
+static specd_calibration_identity identity_of(const specd_engine *e, char *placement, size_t size) {
     specd_cache_type v = e->params.cache_type_v;
     if (v == SPECD_CACHE_TYPE_DEFAULT) /* as engine.c resolves it */
         v = e->params.flash_attn == SPECD_FLASH_ATTN_OFF ? SPECD_CACHE_TYPE_F32 : SPECD_CACHE_TYPE_F16;
+    describe_placement(e, placement, size);
     return (specd_calibration_identity){e->target_path, e->draft_path, e->params.n_threads, e->n_batch,
-                                        e->params.flash_attn, v};
+                                        e->params.flash_attn, v, placement};
 }
 
 /* ---- where the file is ----------------------------------------------------------------------- */
@@ -107,6 +122,7 @@ static char *file_in_directory(const char *dir, const specd_calibration_identity
     uint64_t h = fnv1a(hash_string(target), "\n", 1);
     h = fnv1a(fnv1a(h, draft, strlen(draft)), "\n", 1);
     h = fnv1a(h, settings, strlen(settings)) ^ backend_hash();
+    if (id->placement && *id->placement) h = fnv1a(h, id->placement, strlen(id->placement));
     size_t n = strlen(dir) + 64;
     char *path = malloc(n);
     if (path) snprintf(path, n, "%s%scalibration-%016" PRIx64 ".txt", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", h);
@@ -269,7 +285,8 @@ void specd_calibration_open(specd_engine *e) {
     e->params.calibration_cache = NULL; /* the caller's string: not kept */
     if (!asked || !asked[0]) return;
     double t0 = specd_now_ms();
-    specd_calibration_identity id = identity_of(e);
+    char placement[400];
+    specd_calibration_identity id = identity_of(e, placement, sizeof placement);
     char key[1024];
     c->source = SPECD_CALIBRATION_LEARNT;
     c->path = names_directory(asked) ? file_in_directory(asked, &id) : copy_string(asked);

@@ -49,6 +49,10 @@ typedef struct specd_calibration_identity {
     int32_t n_batch;
     specd_flash_attn flash_attn;
     specd_cache_type cache_type_v; /* the effective type (F16 or F32) */
+    /* Where the layers are, "target=CUDA0:33/33;draft=CPU:0/5" (placement.h): a pass on a GPU
+     * costs differently. NULL or "" when both models are wholly on the CPU, so that files made
+     * before placements were keyed stay valid. */
+    const char *placement;
 } specd_calibration_identity;
 
 /* The key line of `id` into out (size bytes; 1024 is plenty). False, with out empty, when a model

@@ -3,6 +3,7 @@
  * compete for the cores. */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
+#include "rpc_servers.h"
 
 #include "../util/util.h"
 
@@ -67,6 +68,8 @@ static void init_llama(void) {
     llama_backend_init();
 }
 
+void specd_llama_init(void) { pthread_once(&llama_once, init_llama); }
+
 /* Starts capturing this thread's llama.cpp errors into *c. */
 static void capture_begin(log_capture *c) {
     c->len = 0;
@@ -86,6 +89,8 @@ specd_engine_params specd_engine_default_params(void) {
     specd_engine_params p;
     memset(&p, 0, sizeof p);
     p.struct_size = (uint32_t)sizeof p;
+    p.n_gpu_layers = -1; /* llama.cpp's default: all layers on the GPU when there is one */
+    p.n_gpu_layers_draft = -1;
     return p;
 }
 
@@ -171,11 +176,12 @@ static bool on_load_progress(float progress, void *user_data) {
 }
 
 static specd_status load_model(const specd_engine_params *params, const char *path, const char *role,
-                               struct llama_model **out, char **error) {
+                               specd_model_slot *slot, char **error) {
     specd_status st = check_model_file(path, role, error);
     if (st != SPECD_OK) return st;
+    struct llama_model **out = &slot->model;
     struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    specd_placement_apply(&slot->placement, &mp);
     load_progress lp = {.params = params};
     if (params->progress_callback) { /* without one, llama.cpp's own prints dots in verbose mode */
         mp.progress_callback = on_load_progress;
@@ -185,7 +191,10 @@ static specd_status load_model(const specd_engine_params *params, const char *pa
     capture_begin(&capture);
     *out = llama_model_load_from_file(path, mp);
     const char *reason = capture_end(&capture);
-    if (*out) return SPECD_OK;
+    if (*out) {
+        specd_placement_loaded(&slot->placement, *out);
+        return SPECD_OK;
+    }
     if (lp.cancelled) {
         specd_set_error(error, "loading the %s model '%s' was cancelled (the progress callback returned false)",
                         role, path);
@@ -294,6 +303,11 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
                         (int)p->cache_type_v);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    if (p->n_gpu_layers < -1 || p->n_gpu_layers_draft < -1) {
+        specd_set_error(error, "n_gpu_layers and n_gpu_layers_draft must be -1 (all), 0 (none) or a layer count "
+                        "(got %d, %d)", p->n_gpu_layers, p->n_gpu_layers_draft);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->draft_max < 0) {
         specd_set_error(error, "n_ctx, n_batch, n_threads and draft_max must not be negative "
                         "(got %d, %d, %d, %d)", p->n_ctx, p->n_batch, p->n_threads, p->draft_max);
@@ -342,10 +356,20 @@ static specd_status blame(specd_engine_input *failed, specd_engine_input input, 
  * contexts; on failure *failed names the input at fault. */
 static specd_status engine_load(specd_engine *e, const specd_engine_params *params, specd_engine_input *failed,
                                 char **error) {
-    specd_status st = load_model(params, e->target_path, "target", &e->target.model, error);
+    /* The files first: a path that is no model fails before any RPC server is contacted. */
+    specd_status st = check_model_file(e->target_path, "target", error);
+    if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
+    if (e->draft_path && (st = check_model_file(e->draft_path, "draft", error)) != SPECD_OK)
+        return blame(failed, SPECD_INPUT_DRAFT, st);
+    st = specd_rpc_servers_add(params->rpc_servers, error);
+    if (st == SPECD_OK) st = specd_placement_of(params, false, &e->target.placement, error);
+    if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
+    if (e->draft_path) st = specd_placement_of(params, true, &e->draft.placement, error);
+    if (st != SPECD_OK) return blame(failed, SPECD_INPUT_DRAFT, st);
+    st = load_model(params, e->target_path, "target", &e->target, error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
     if (e->draft_path) {
-        st = load_model(params, e->draft_path, "draft", &e->draft.model, error);
+        st = load_model(params, e->draft_path, "draft", &e->draft, error);
         if (st == SPECD_OK) st = check_pair(e, error);
         if (st != SPECD_OK) return blame(failed, SPECD_INPUT_DRAFT, st);
     }
@@ -374,7 +398,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
         if (failed_input && no_target) *failed_input = SPECD_INPUT_TARGET;
         return st;
     }
-    pthread_once(&llama_once, init_llama);
+    specd_llama_init();
     atomic_store(&log_verbose, params->verbose);
     specd_engine *e = calloc(1, sizeof *e);
     if (!e) {
@@ -388,6 +412,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->params.draft_path = e->draft_path;
     e->params.progress_callback = NULL; /* only the load calls it: the engine keeps no caller's pointer */
     e->params.progress_user_data = NULL;
+    e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
     atomic_init(&e->stop_requested, false);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path);
     if (!copied) specd_set_error(error, "out of memory for the model paths");
@@ -422,6 +447,12 @@ void specd_engine_free(specd_engine *e) {
     free(e->target_path);
     free(e->draft_path);
     free(e);
+}
+
+specd_placement_info specd_engine_placement(const specd_engine *e, bool draft) {
+    const specd_model_slot *slot = draft ? &e->draft : &e->target;
+    if (!slot->model) return (specd_placement_info){0};
+    return (specd_placement_info){slot->placement.names, slot->placement.n_layers, slot->placement.n_layers_offloaded};
 }
 
 bool specd_engine_has_draft(const specd_engine *e) { return e && e->draft.ctx != NULL; }

@@ -4,6 +4,7 @@
 #define SPECD_ENGINE_INTERNAL_H
 
 #include "llama.h"
+#include "placement.h"
 #include "specd.h"
 
 #include <stdatomic.h>
@@ -42,6 +43,7 @@ typedef struct specd_model_slot {
     int64_t n_checkpoints, n_restores, n_rollbacks;
     double checkpoint_ms, restore_ms, redecode_ms; /* redecode: tokens decoded again after going back */
     int32_t lost_until; /* positions before it that going back dropped and the next sync decodes again */
+    specd_placement placement; /* where its layers are (placement.h) */
 } specd_model_slot;
 
 struct specd_engine {
@@ -63,6 +65,9 @@ struct specd_engine {
     struct specd_learned *learned;
     void (*free_learned)(struct specd_learned *learned);
 };
+
+/* engine.c: installs specd's llama.cpp logger and initializes the backends, once per process. */
+void specd_llama_init(void);
 
 /* engine.c: flash attention and the V cache type of both contexts, from the engine's params
  * (tests give their reference contexts the same, so logits compare exactly). */

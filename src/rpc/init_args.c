@@ -15,6 +15,9 @@ void rpc_engine_settings_free(rpc_engine_settings *s) {
     free(s->model_draft);
     free(s->alias);
     free(s->calibration_cache);
+    free(s->devices);
+    free(s->devices_draft);
+    free(s->rpc_servers);
     memset(s, 0, sizeof *s);
 }
 
@@ -104,10 +107,38 @@ static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *er
     return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f16\" or \"f32\", got '%s'", field, v);
 }
 
-/* Flags that only matter to a GPU build or a server; accepted so existing command lines work. */
+/* Flags that only matter to a server; accepted so existing command lines work. */
 static bool is_ignored_flag_with_value(const char *f) {
-    return !strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--host") ||
-           !strcmp(f, "--port") || !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft");
+    return !strcmp(f, "--host") || !strcmp(f, "--port");
+}
+
+static bool gpu_layers_value(const char *v, int32_t *out, rpc_error *err, const char *field) {
+    if (specd_gpu_layers_parse(v, out)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects a layer count, -1, \"all\" or \"auto\", got '%s'",
+                    field, v);
+}
+
+/* -ngl / -ngld and their long names (llama.cpp's). */
+static int parse_gpu_layers_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    bool target = !strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--gpu-layers");
+    bool draft = !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft");
+    if (!target && !draft) return 0;
+    const char *v = next_value(c, f);
+    int32_t *slot = target ? &s->params.n_gpu_layers : &s->params.n_gpu_layers_draft;
+    if (!v || !gpu_layers_value(v, slot, c->err, f)) return -1;
+    s->gpu_layers_given |= *slot != 0; /* 0 asks for the CPU: nothing to say */
+    return 1;
+}
+
+/* --device, --device-draft, --rpc (llama.cpp's names). */
+static int parse_device_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    char **slot = !strcmp(f, "-dev") || !strcmp(f, "--device")         ? &s->devices
+                  : !strcmp(f, "-devd") || !strcmp(f, "--device-draft") ? &s->devices_draft
+                  : !strcmp(f, "--rpc")                                 ? &s->rpc_servers
+                                                                        : NULL;
+    if (!slot) return 0;
+    const char *v = next_value(c, f);
+    return v && set_string(slot, v, c->err, f) ? 1 : -1;
 }
 
 static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
@@ -134,10 +165,13 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
         return (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
     if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v"))
         return (v = next_value(c, f)) && cache_type_value(v, &p->cache_type_v, c->err, f);
+    int r = parse_gpu_layers_flag(c, f, s);
+    if (r == 0) r = parse_device_flag(c, f, s);
+    if (r != 0) return r > 0;
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, "
-                    "--calibration-cache, --verbose)", f);
+                    "-ngl, -ngld, --device, --device-draft, --rpc, --calibration-cache, --verbose)", f);
 }
 
 static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
@@ -181,6 +215,33 @@ static bool read_cache_type(rpc_params *rp, specd_cache_type *out) {
     return got == 0 || cache_type_value(v, out, rp->err, "cache_type_v");
 }
 
+/* "n_gpu_layers": an integer from -1, or "all" / "auto". */
+static bool read_gpu_layers(rpc_params *rp, const char *name, int32_t *out, bool *given) {
+    json_t *v = rpc_get_value(rp, name);
+    if (!v) return true;
+    if (json_is_string(v)) {
+        if (!gpu_layers_value(json_string_value(v), out, rp->err, name)) return false;
+        *given |= *out != 0;
+        return true;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= -1 && json_integer_value(v) <= 100000) {
+        *out = (int32_t)json_integer_value(v);
+        *given |= *out != 0; /* 0 asks for the CPU: nothing to say */
+        return true;
+    }
+    return rpc_fail(rp->err, RPC_INVALID_PARAMS, name, "init: %s must be a layer count from -1, \"all\" or \"auto\"",
+                    name);
+}
+
+/* Where the layers go: the JSON names of -ngl, -ngld, --device, --device-draft, --rpc. */
+static bool parse_placement_object(rpc_params *rp, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
+    return read_gpu_layers(rp, "n_gpu_layers", &p->n_gpu_layers, &s->gpu_layers_given) &&
+           read_gpu_layers(rp, "n_gpu_layers_draft", &p->n_gpu_layers_draft, &s->gpu_layers_given) &&
+           copy_string_field(rp, "device", &s->devices) && copy_string_field(rp, "device_draft", &s->devices_draft) &&
+           copy_string_field(rp, "rpc", &s->rpc_servers);
+}
+
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     int64_t port = 0;
@@ -212,7 +273,7 @@ bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error
         ok = words && parse_args(words, s, err);
         json_decref(words);
     }
-    ok = ok && parse_object(&rp, s) && rpc_params_finish(&rp);
+    ok = ok && parse_object(&rp, s) && parse_placement_object(&rp, s) && rpc_params_finish(&rp);
     if (ok && !s->model)
         ok = rpc_fail(err, RPC_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
     if (!ok) {
@@ -222,6 +283,9 @@ bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error
     s->params.target_path = s->model;
     s->params.draft_path = s->model_draft;
     s->params.calibration_cache = s->calibration_cache;
+    s->params.devices = s->devices;
+    s->params.devices_draft = s->devices_draft;
+    s->params.rpc_servers = s->rpc_servers;
     return true;
 }
 

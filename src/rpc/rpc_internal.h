@@ -82,6 +82,11 @@ typedef struct rpc_engine_settings {
     char *model_draft;          /* owned, may be NULL */
     char *alias;                /* owned, may be NULL */
     char *calibration_cache;    /* owned, may be NULL (--calibration-cache) */
+    char *devices;              /* owned, may be NULL (--device) */
+    char *devices_draft;        /* owned, may be NULL (--device-draft) */
+    char *rpc_servers;          /* owned, may be NULL (--rpc) */
+    /* -ngl or -ngld was given (not the default): a CPU-only build then says it runs on the CPU */
+    bool gpu_layers_given;
     bool async;
 } rpc_engine_settings;
 

@@ -27,6 +27,8 @@ static struct {
     char *model, *alias;          /* owned */
     int32_t n_ctx, n_vocab, draft_max;
     bool has_draft;
+    json_t *placement;            /* {"target": {...}, "draft": {...} | null} of the serving engine */
+    char *placement_note;         /* owned: -ngl asked on a build that cannot offload, else NULL */
     /* the latest init */
     bool loading;                 /* a load runs (beside the serving engine, if any) */
     char *loading_model;          /* owned: its target path while it runs */
@@ -257,8 +259,18 @@ static void end_load_failed_locked(const char *message) {
     pthread_cond_broadcast(&G.changed);
 }
 
+static json_t *placement_json(const specd_engine *engine, bool draft) {
+    if (draft && !specd_engine_has_draft(engine)) return json_null();
+    specd_placement_info p = specd_engine_placement(engine, draft);
+    return json_pack("{s:s, s:i, s:i}", "devices", p.devices ? p.devices : "CPU", "n_layers", p.n_layers,
+                     "n_layers_offloaded", p.n_layers_offloaded);
+}
+
 /* Describes the new serving engine (G.lock held). */
 static void describe_engine_locked(specd_engine *engine, const rpc_engine_settings *s) {
+    json_decref(G.placement);
+    G.placement = json_pack("{s:o, s:o}", "target", placement_json(engine, false), "draft", placement_json(engine, true));
+    replace_string(&G.placement_note, s->gpu_layers_given ? specd_gpu_offload_note() : NULL);
     G.engine = engine;
     replace_string(&G.model, s->model);
     replace_string(&G.alias, s->alias);
@@ -395,6 +407,8 @@ json_t *rpc_method_status(json_t *params, rpc_error *err) {
                           "busy", G.running != NULL, "has_draft", G.has_draft, "n_ctx", G.n_ctx, "n_vocab",
                           G.n_vocab, "version", specd_version());
     if (r && G.last_init_error) json_object_set_new(r, "last_init_error", json_string(G.last_init_error));
+    if (r && G.engine && G.placement) json_object_set(r, "placement", G.placement);
+    if (r && G.engine && G.placement_note) json_object_set_new(r, "placement_note", json_string(G.placement_note));
     if (r && state == STATE_FAILED) json_object_set_new(r, "error", json_string(G.last_init_error));
     pthread_mutex_unlock(&G.lock);
     return r;
@@ -524,6 +538,9 @@ static void clear_locked(void) {
     G.n_history = 0;
     G.n_ctx = G.n_vocab = 0;
     G.has_draft = false;
+    json_decref(G.placement);
+    G.placement = NULL;
+    replace_string(&G.placement_note, NULL);
 }
 
 json_t *rpc_method_shutdown(json_t *params, rpc_error *err) {

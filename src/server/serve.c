@@ -158,7 +158,10 @@ static void serve_usage(FILE *out) {
           "  --http-threads N       threads serving connections (default 4); completions and model\n"
           "                         loads run on their own threads and never hold these\n"
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto,\n"
-          "                    -ctv f16|f32, -a ALIAS, --verbose\n"
+          "                    -ctv f16|f32, -a ALIAS, --verbose, and where the layers go:\n"
+          "                    -ngl N|all, -ngld N|all, --device LIST, --device-draft LIST,\n"
+          "                    --rpc HOST:PORT,... (as specd run --help says)\n"
+          "  --list-devices         list the devices (GPUs, --rpc servers given before it) and exit\n"
           "\n"
           "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health,\n"
           "        POST /v1/chat/completions, POST /v1/completions, GET /v1/models (OpenAI's API)\n"
@@ -192,6 +195,15 @@ static bool builtin_template(cli_args *a, const char *name) {
     return found || cli_fail(a, "--chat-template '%s' is not one of llama.cpp's built-in chat templates: %s", name, list);
 }
 
+/* The value of the last --rpc among the model options, or NULL. */
+static const char *rpc_servers_of(json_t *init_args) {
+    const char *servers = NULL;
+    for (size_t i = 0; i + 1 < json_array_size(init_args); i++)
+        if (!strcmp(json_string_value(json_array_get(init_args, i)), "--rpc"))
+            servers = json_string_value(json_array_get(init_args, i + 1));
+    return servers;
+}
+
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
 static int parse_serve_options(cli_args *a, serve_options *o) {
     o->init_args = json_array();
@@ -211,6 +223,7 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--http-threads")) ok = cli_int(a, f, 1, 256, &o->http_threads);
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
         else if (!strcmp(f, "--chat-template")) ok = (o->chat_template = cli_value(a, f)) && builtin_template(a, o->chat_template);
+        else if (!strcmp(f, "--list-devices")) o->list_devices = true;
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }
@@ -263,6 +276,8 @@ static int load_models(json_t *args) {
         json_t *result = json_object_get(status, "result");
         const char *state = json_string_value(json_object_get(result, "state"));
         int rc = !state || !strcmp(state, "loading") ? -1 : !strcmp(state, "ready") ? 0 : CLI_EXIT_USAGE;
+        const char *note = json_string_value(json_object_get(result, "placement_note"));
+        if (rc == 0 && note) fprintf(stderr, "specd: note: %s\n", note);
         if (rc == CLI_EXIT_USAGE) {
             const char *why = json_string_value(json_object_get(result, "error"));
             fprintf(stderr, "specd: error: init: %s\n", why ? why : "loading failed");
@@ -379,6 +394,12 @@ int cli_serve(int argc, char **argv) {
         json_decref(o.init_args);
         free(o.models_dir);
         return parsed == 1 ? 0 : CLI_EXIT_USAGE;
+    }
+    if (o.list_devices) {
+        int rc = cli_list_devices(rpc_servers_of(o.init_args));
+        json_decref(o.init_args);
+        free(o.models_dir);
+        return rc;
     }
     fit_connection_limits(&o);
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */

@@ -36,6 +36,7 @@ typedef struct serve_options {
     json_t *init_args;     /* the model options, for init (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
     const char *chat_template; /* --chat-template: a llama.cpp built-in for /v1/chat/completions */
+    bool list_devices;     /* --list-devices: print them and exit */
 } serve_options;
 
 /* ---- serve.c ---------------------------------------------------------------------------------- */

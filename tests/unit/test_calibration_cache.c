@@ -201,9 +201,31 @@ static void copy_file(const char *from, const char *to) {
     fclose(out);
 }
 
-static void key_of(const char *target, int32_t n_threads, char *out, size_t size) {
-    specd_calibration_identity id = {target, draft_path, n_threads, 512, SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_F32};
+static void key_placed(const char *target, int32_t n_threads, const char *placement, char *out, size_t size) {
+    specd_calibration_identity id = {target, draft_path, n_threads, 512, SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_F32,
+                                     placement};
     assert_true(specd_calibration_key(&id, out, size));
+}
+
+static void key_of(const char *target, int32_t n_threads, char *out, size_t size) {
+    key_placed(target, n_threads, NULL, out, size);
+}
+
+/* Costs measured with the layers on a GPU are not those of the CPU, nor of another split. */
+static void test_the_key_follows_the_placement(void **state) {
+    (void)state;
+    char cpu[1024], empty[1024], gpu[1024], gpu_part[1024], draft_gpu[1024];
+    key_placed(target_path, 2, NULL, cpu, sizeof cpu);
+    key_placed(target_path, 2, "", empty, sizeof empty);
+    assert_string_equal(cpu, empty);
+    assert_null(strstr(cpu, "place=")); /* files from before placements stay valid on the CPU */
+    key_placed(target_path, 2, "target=CUDA0:9/9;draft=CPU:0/9", gpu, sizeof gpu);
+    key_placed(target_path, 2, "target=CUDA0:4/9;draft=CPU:0/9", gpu_part, sizeof gpu_part);
+    key_placed(target_path, 2, "target=CUDA0:9/9;draft=CUDA0:9/9", draft_gpu, sizeof draft_gpu);
+    assert_string_not_equal(cpu, gpu);
+    assert_string_not_equal(gpu, gpu_part);
+    assert_string_not_equal(gpu, draft_gpu);
+    assert_non_null(strstr(gpu, ";place=target=CUDA0:9/9;draft=CPU:0/9"));
 }
 
 static void test_the_key_follows_the_model_file_and_threads(void **state) {
@@ -236,7 +258,7 @@ static void test_the_key_follows_the_model_file_and_threads(void **state) {
     assert_string_not_equal(before, k1);
     /* a file that cannot be read gives no key */
     specd_calibration_identity missing = {"/nonexistent/model.gguf", NULL, 2, 512, SPECD_FLASH_ATTN_OFF,
-                                          SPECD_CACHE_TYPE_F32};
+                                          SPECD_CACHE_TYPE_F32, NULL};
     assert_false(specd_calibration_key(&missing, k1, sizeof k1));
 }
 
@@ -337,6 +359,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_a_corrupt_file_is_ignored),
         cmocka_unit_test(test_a_file_for_other_settings_is_stale),
         cmocka_unit_test(test_the_key_follows_the_model_file_and_threads),
+        cmocka_unit_test(test_the_key_follows_the_placement),
         cmocka_unit_test(test_a_changed_model_makes_the_file_stale),
         cmocka_unit_test(test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on),
         cmocka_unit_test(test_off_means_no_file),

@@ -250,6 +250,51 @@ static void init_async_then_ready(void **state) {
     fail_msg("the model never became ready");
 }
 
+/* init takes llama.cpp's placement flags, command line and JSON, checks them, and status says
+ * where the layers are. On a CPU-only build -ngl runs on the CPU with a note, never silently. */
+static void init_placement(void **state) {
+    (void)state;
+    char params[4096];
+    expect_error("init", "{\"cmd\":\"-m x.gguf -ngl many\"}", -32602, "-ngl", "got 'many'");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -ngld\"}", -32602, "-ngld", "needs a value");
+    expect_error("init", "{\"model\":\"x\",\"n_gpu_layers\":-3}", -32602, "n_gpu_layers", "layer count");
+    expect_error("init", "{\"model\":\"x\",\"n_gpu_layers_draft\":\"lots\"}", -32602, "n_gpu_layers_draft",
+                 "got 'lots'");
+    expect_error("init", "{\"model\":\"x\",\"device\":7}", -32602, "device", "must be a string");
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"device\":\"CUDA9\"}", target);
+    expect_error("init", params, -32002, "model", "unknown device 'CUDA9'");
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' -md '%s' --device-draft Vulkan9\"}", target, draft);
+    expect_error("init", params, -32002, "model_draft", "--device-draft: unknown device 'Vulkan9'");
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"rpc\":\"127.0.0.1:1\"}", target);
+    expect_error("init", params, -32002, "model", "127.0.0.1:1"); /* unreachable, or no RPC backend here */
+
+    bool offload = specd_gpu_offload_available();
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' -md '%s' -c 256 -t 1 -ngl 99 -ngld all\"}", target, draft);
+    json_t *s = result_of("init", params);
+    json_t *place = json_object_get(s, "placement");
+    json_t *t = json_object_get(place, "target"), *d = json_object_get(place, "draft");
+    assert_true(json_integer_value(json_object_get(t, "n_layers")) > 0);
+    assert_true(json_is_object(d));
+    const char *note = json_string_value(json_object_get(s, "placement_note"));
+    if (!offload) {
+        assert_string_equal(json_string_value(json_object_get(t, "devices")), "CPU");
+        assert_int_equal(json_integer_value(json_object_get(t, "n_layers_offloaded")), 0);
+        assert_non_null(note);
+        assert_non_null(strstr(note, "CPU"));
+    }
+    json_decref(s);
+    snprintf(params, sizeof params, "{\"model\":\"%s\",\"n_ctx\":256,\"n_threads\":1,\"n_gpu_layers\":0}", target);
+    s = result_of("init", params);
+    assert_null(json_object_get(s, "placement_note")); /* -ngl 0 asks for the CPU: nothing to say */
+    assert_true(json_is_null(json_object_get(json_object_get(s, "placement"), "draft")));
+    json_decref(s);
+    init_models(true);
+    s = result_of("status", "{}");
+    assert_null(json_object_get(s, "placement_note")); /* not asked */
+    json_decref(s);
+    json_decref(result_of("shutdown", "{}")); /* the next test loads from nothing */
+}
+
 /* ---- tokens ---------------------------------------------------------------------------------- */
 
 static void tokenize_and_detokenize(void **state) {
@@ -1205,6 +1250,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(ids_batches_notifications),
         cmocka_unit_test(calls_before_init),
         cmocka_unit_test(init_errors),
+        cmocka_unit_test(init_placement),
         cmocka_unit_test(init_async_then_ready),
         cmocka_unit_test(tokenize_and_detokenize),
         cmocka_unit_test(completion_fields_and_lossless_speculation),
