@@ -644,11 +644,13 @@ static specd_session *open_session(const char *text, const specd_generation_para
 static void test_two_sessions_interleaved_equal_their_runs_alone(void **state) {
     (void)state;
     specd_generation_params ga = greedy_params(SPECD_SPEC_DRAFT, 4, false);
-    specd_generation_params gb = greedy_params(SPECD_SPEC_DRAFT, 6, true);
-    gb.sampling.temperature = 1.0f; /* seeded sampling: the same draws whatever runs beside it */
+    /* Seeded sampling with fixed chains of 6: a seed gives the same draws whatever runs beside it
+     * only while the drafts are the same. Adaptive lengths and auto trees follow measured costs
+     * (timings), and with them which draws a step makes: the same distribution, not the same
+     * text (this test failed 1 run in 3 under load with adaptive lengths). */
+    specd_generation_params gb = greedy_params(SPECD_SPEC_DRAFT, 6, false);
+    gb.sampling.temperature = 1.0f;
     gb.sampling.seed = 42;
-    /* Chains: auto trees add a sibling when the measured costs say it pays, and on the tiny models
-     * that sits at the margin, so the shape (and with it a seed's draws) can differ between runs. */
     gb.speculative.tree = SPECD_DRAFT_TREE_OFF;
     specd_result alone_a = generate_text(engine, prompts[0], &ga);
     specd_result alone_b = generate_text(engine, prompts[1], &gb);
