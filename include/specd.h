@@ -128,7 +128,18 @@ typedef struct specd_engine_params {
      * parse, is ignored (specd_engine_calibration says why) and replaced when the engine has
      * learnt the costs. Copied: the string need not outlive the call. */
     const char *calibration_cache;
+    /* Slots: sequences that generate side by side, each with its own KV sequence in the target
+     * and in the draft context (llama-server's -np). 0 or 1 = one (default); at most
+     * SPECD_MAX_PARALLEL. Sessions choose theirs with specd_session_new_in_slot. */
+    int32_t n_parallel;
+    /* The context of each slot in tokens; 0 (default) = n_ctx / n_parallel, the whole context
+     * holding n_parallel of them. Given, the context holds n_parallel x n_ctx_per_slot tokens
+     * and n_ctx is ignored. specd_engine_n_ctx reports the per-slot context. */
+    int32_t n_ctx_per_slot;
 } specd_engine_params;
+
+/* The most slots an engine may have (llama.cpp's sequences are shared with the draft trees). */
+#define SPECD_MAX_PARALLEL 64
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
 /* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
@@ -163,7 +174,15 @@ SPECD_API specd_status specd_engine_new_v2(const specd_engine_params *params, sp
 SPECD_API void specd_engine_free(specd_engine *engine);
 
 SPECD_API bool specd_engine_has_draft(const specd_engine *engine);
+/* The context one generation may use: that of a slot (the whole context with one slot). */
 SPECD_API int32_t specd_engine_n_ctx(const specd_engine *engine);
+/* Slots (specd_engine_params.n_parallel), at least 1. */
+SPECD_API int32_t specd_engine_n_parallel(const specd_engine *engine);
+/* How many leading tokens of `prompt` slot `slot` holds in the target's KV cache already (the
+ * prompt cache a session in that slot would reuse, at most n_prompt - 1: the last token is always
+ * decoded). 0 for a slot out of range. Same thread rules as the sessions. */
+SPECD_API int32_t specd_engine_slot_cached(const specd_engine *engine, int32_t slot, const specd_token *prompt,
+                                           int32_t n_prompt);
 SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */
@@ -544,6 +563,15 @@ typedef struct specd_session specd_session;
 SPECD_API specd_status specd_session_new(specd_engine *engine, const specd_token *prompt, int32_t n_prompt,
                                          const specd_generation_params *params, specd_session **out,
                                          char **error);
+/* The same in slot `slot` (0 .. specd_engine_n_parallel - 1): its own KV sequences in both
+ * contexts, so sessions in different slots interleave without re-decoding each other's history.
+ * specd_session_new is slot 0. Two live sessions in one slot still work (they re-decode). */
+SPECD_API specd_status specd_session_new_in_slot(specd_engine *engine, int32_t slot, const specd_token *prompt,
+                                                 int32_t n_prompt, const specd_generation_params *params,
+                                                 specd_session **out, char **error);
+/* Asks this session alone to stop at its next draft (stop reason SPECD_STOP_CALLBACK). Safe from
+ * any thread while another steps the session. */
+SPECD_API void specd_session_request_stop(specd_session *s);
 /* Drafts this step's tree (*n_drafted tokens; 0 when nothing is worth verifying: the step then
  * gives the target's own token). When the session stops before the step (stop requested, the
  * context full without a shift) it is done and there is nothing to verify. */

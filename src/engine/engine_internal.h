@@ -8,15 +8,20 @@
 
 #include <stdatomic.h>
 
-/* A llama context plus the tokens its sequence 0 holds, position by position. Knowing the exact
- * contents lets every step reuse the longest common prefix instead of re-decoding. */
+/* A llama context plus the tokens one of its sequences (`seq`, a slot's) holds, position by
+ * position. Knowing the exact contents lets every step reuse the longest common prefix instead of
+ * re-decoding. Several of these views share one context, one per slot; a tree's branches other
+ * than the first use the scratch sequences from branch_base on, shared by all slots (one tree
+ * lives in the cache at a time: keep_branch clears them). */
 typedef struct specd_model_slot {
     struct llama_model *model;
     struct llama_context *ctx;
     specd_token *kv_tokens;
     int32_t n_kv;
-    int32_t cap;        /* = n_ctx */
-    int32_t n_seq_max;
+    int32_t cap;        /* = the slot's n_ctx */
+    int32_t n_seq_max;  /* tree branches this view may decode */
+    int32_t seq;        /* the slot's sequence id */
+    int32_t branch_base; /* sequence id of branch 1 */
 } specd_model_slot;
 
 struct specd_engine {
@@ -25,13 +30,19 @@ struct specd_engine {
     char *draft_path;
     specd_model_slot target;
     specd_model_slot draft;   /* ctx == NULL without a draft model */
+    /* Slots: views of the two contexts, one per slot. e->target and e->draft hold the active
+     * slot's views (every caller uses them); specd_engine_use_slot swaps another in. */
+    int32_t n_parallel;
+    int32_t active_slot;
+    specd_model_slot *target_views;
+    specd_model_slot *draft_views;
     const struct llama_vocab *vocab;
     int32_t n_vocab;
     int32_t n_ctx;
     int32_t n_batch;
     struct llama_batch batch; /* one batch, reused for every decode */
     int32_t batch_cap;
-    atomic_bool stop_requested;
+    atomic_uint stop_requests; /* specd_engine_request_stop calls so far: sessions older than one stop */
     /* What the layers above learn across requests (costs, drafters' memory: draft/learned.h),
      * created by them on first use and freed through free_learned: the engine does not know its
      * type, so it stays below them. NULL until used. */
@@ -42,6 +53,9 @@ struct specd_engine {
 /* engine.c: flash attention and the V cache type of both contexts, from the engine's params
  * (tests give their reference contexts the same, so logits compare exactly). */
 void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp);
+
+/* engine.c: makes slot `slot`'s views the active ones (e->target, e->draft). */
+void specd_engine_use_slot(specd_engine *e, int32_t slot);
 
 /* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */
 specd_status specd_check_vocab_compatible(const struct llama_model *target,
@@ -55,7 +69,7 @@ specd_status specd_check_vocab_compatible(const struct llama_model *target,
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
                              int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
                              char **error);
-/* Drops everything from position `n` on. */
+/* Drops everything from position `n` on (of the slot's own sequence). */
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);

@@ -6,18 +6,23 @@
 
 #include <string.h>
 
+/* The sequence id of tree branch `branch` of this view: its own for branch 0, else a scratch one. */
+static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t branch) {
+    return branch == 0 ? slot->seq : slot->branch_base + branch - 1;
+}
+
 void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n >= slot->n_kv) return;
-    llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1);
+    llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, n, -1);
     slot->n_kv = n;
 }
 
-static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, bool logits) {
+static void batch_add(struct llama_batch *b, llama_seq_id seq, specd_token token, int32_t pos, bool logits) {
     int32_t i = b->n_tokens++;
     b->token[i] = token;
     b->pos[i] = pos;
     b->n_seq_id[i] = 1;
-    b->seq_id[i][0] = 0;
+    b->seq_id[i][0] = seq;
     b->logits[i] = logits;
 }
 
@@ -49,11 +54,11 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     for (int32_t start = common; start < n; start += e->n_batch) {
         int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
         b->n_tokens = 0;
-        for (int32_t i = start; i < end; i++) batch_add(b, tokens[i], i, want_logits && i == n - 1);
+        for (int32_t i = start; i < end; i++) batch_add(b, slot->seq, tokens[i], i, want_logits && i == n - 1);
         specd_status st = decode_batch(slot, b, error);
         if (st != SPECD_OK) {
             /* What this chunk wrote is unknown: forget it. */
-            llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1);
+            llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, start, -1);
             return st;
         }
         memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
@@ -70,7 +75,7 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
-    batch_add(b, token, slot->n_kv, true);
+    batch_add(b, slot->seq, token, slot->n_kv, true);
     specd_status st = decode_batch(slot, b, error);
     if (st != SPECD_OK) return st;
     slot->kv_tokens[slot->n_kv++] = token;
@@ -89,8 +94,8 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
         return;
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
-    llama_memory_seq_rm(mem, 0, n_keep, end);
-    llama_memory_seq_add(mem, 0, end, -1, -n_discard);
+    llama_memory_seq_rm(mem, slot->seq, n_keep, end);
+    llama_memory_seq_add(mem, slot->seq, end, -1, -n_discard);
     memmove(slot->kv_tokens + n_keep, slot->kv_tokens + end, (size_t)(slot->n_kv - end) * sizeof *slot->kv_tokens);
     slot->n_kv -= n_discard;
 }
@@ -105,7 +110,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     }
     specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */
     llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, 0, s, 0, pos_root);
+    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, slot->seq, branch_seq(slot, s), 0, pos_root);
     struct llama_batch *b = &e->batch;
     b->n_tokens = n_tokens;
     for (int32_t i = 0; i < n_tokens; i++) {
@@ -114,14 +119,15 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
         b->logits[i] = 1;
         int32_t n_seq = 0;
         for (int32_t s = 0; s < n_branches; s++)
-            if (tokens[i].seq_mask & (1u << s)) b->seq_id[i][n_seq++] = s;
+            if (tokens[i].seq_mask & (1u << s)) b->seq_id[i][n_seq++] = branch_seq(slot, s);
         b->n_seq_id[i] = n_seq;
     }
     double t0 = specd_now_ms();
     int32_t rc = llama_decode(slot->ctx, *b);
     if (ms) *ms = specd_now_ms() - t0;
     if (rc != 0) {
-        llama_memory_seq_rm(mem, -1, pos_root, -1);
+        /* this slot's sequence and the scratch branches only: other slots keep their caches */
+        for (int32_t s = 0; s < n_branches; s++) llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1);
         specd_set_error(error, "llama_decode failed (code %d) on a tree of %d tokens at position %d", rc, n_tokens,
                         pos_root);
         return SPECD_ERR_DECODE;
@@ -134,11 +140,11 @@ void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_bran
     llama_memory_t mem = llama_get_memory(slot->ctx);
     int32_t pos_end = pos_root + n_path;
     for (int32_t s = 0; s < n_branches; s++)
-        if (s != keep) llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1);
-    llama_memory_seq_rm(mem, keep, pos_end, -1);
+        if (s != keep) llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1);
+    llama_memory_seq_rm(mem, branch_seq(slot, keep), pos_end, -1);
     if (keep != 0) {
-        llama_memory_seq_cp(mem, keep, 0, 0, pos_end);
-        llama_memory_seq_rm(mem, keep, 0, -1);
+        llama_memory_seq_cp(mem, branch_seq(slot, keep), slot->seq, 0, pos_end);
+        llama_memory_seq_rm(mem, branch_seq(slot, keep), 0, -1);
     }
     memcpy(slot->kv_tokens + pos_root, path, (size_t)n_path * sizeof *path);
     slot->n_kv = pos_end;

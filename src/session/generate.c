@@ -62,6 +62,9 @@ typedef struct specd_session {
     specd_verify_result vr;                /* the verified step, until it is accepted */
     bool done;                             /* finished: result->stop_reason says why */
     specd_status failed;                   /* a step failed: the session can go no further */
+    int32_t slot;                          /* the engine slot whose KV sequences it uses */
+    atomic_bool stop;                      /* specd_session_request_stop */
+    unsigned stop_requests;                /* the engine's count when it began */
 } generation;
 
 /* ---- set-up and tear-down -------------------------------------------------------------------- */
@@ -511,7 +514,10 @@ static bool may_run(const generation *g, step_phase phase, char **error) {
 static specd_status begin_part(generation *g, step_phase phase, int32_t *out, char **error) {
     if (error) *error = NULL;
     if (out) *out = 0;
-    if (g && may_run(g, phase, error)) return SPECD_OK;
+    if (g && may_run(g, phase, error)) {
+        specd_engine_use_slot(g->e, g->slot); /* another slot's session may have run in between */
+        return SPECD_OK;
+    }
     return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
 }
 
@@ -531,7 +537,7 @@ specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **er
     if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
     specd_status st = SPECD_OK;
-    if (atomic_load(&g->e->stop_requested)) {
+    if (atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
         g->result->stop_reason = SPECD_STOP_CALLBACK;
         finish(g);
     } else {
@@ -604,13 +610,18 @@ void specd_session_take_result(specd_session *s, specd_result *out) {
 
 /* A session writing into `result_out` (the caller's, so on_tokens sees it fill as documented for
  * specd_generate), or into its own result when NULL. */
-static specd_status open_session(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
+static specd_status open_session(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
                                  const specd_generation_params *params, specd_result *result_out,
                                  specd_session **out, char **error) {
     if (error) *error = NULL;
     if (out) *out = NULL;
     if (!e || !params || !out) {
         specd_set_error(error, "specd_session_new needs an engine, parameters and a place for the session");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (slot < 0 || slot >= e->n_parallel) {
+        specd_set_error(error, "slot %d does not exist: the engine has %d (0 to %d; n_parallel)", slot,
+                        e->n_parallel, e->n_parallel - 1);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     specd_status st = specd_generation_params_validate(params, NULL, error);
@@ -623,8 +634,11 @@ static specd_status open_session(specd_engine *e, const specd_token *prompt, int
         specd_set_error(error, "out of memory for a session");
         return SPECD_ERR_NO_MEMORY;
     }
-    atomic_store(&e->stop_requested, false); /* a stop asked before this session is not for it */
+    specd_engine_use_slot(e, slot);
     st = init_generation(g, e, prompt, n_prompt, params, result_out, error);
+    g->slot = slot;
+    g->stop_requests = atomic_load(&e->stop_requests); /* a stop asked before this session is not for it */
+    atomic_init(&g->stop, false);
     if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
     if (st != SPECD_OK) {
         specd_session_free(g);
@@ -637,7 +651,16 @@ static specd_status open_session(specd_engine *e, const specd_token *prompt, int
 
 specd_status specd_session_new(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
                                const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, 0, prompt, n_prompt, params, NULL, out, error);
+}
+
+specd_status specd_session_new_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
+                                       const specd_generation_params *params, specd_session **out, char **error) {
+    return open_session(e, slot, prompt, n_prompt, params, NULL, out, error);
+}
+
+void specd_session_request_stop(specd_session *s) {
+    if (s) atomic_store(&s->stop, true);
 }
 
 void specd_session_free(specd_session *s) {
@@ -652,7 +675,7 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     if (error) *error = NULL;
     memset(result, 0, sizeof *result);
     specd_session *s = NULL;
-    specd_status st = open_session(e, prompt, n_prompt, params, result, &s, error);
+    specd_status st = open_session(e, 0, prompt, n_prompt, params, result, &s, error);
     for (bool done = st != SPECD_OK || specd_session_done(s); !done;) st = specd_session_step(s, &done, error);
     specd_session_free(s);
     if (st != SPECD_OK) specd_result_clear(result);
