@@ -9,6 +9,7 @@
 #include "completion_probs.h"
 #include "completion_origins.h"
 #include "metrics.h"
+#include "scheduler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,12 +317,6 @@ static void fail_job(rpc_job *job, const rpc_error *err) {
     pthread_mutex_unlock(&job->lock);
 }
 
-static void set_generating(rpc_job *job, specd_engine *e) {
-    pthread_mutex_lock(&job->lock);
-    job->engine = e;
-    pthread_mutex_unlock(&job->lock);
-}
-
 static void debug_log(const completion_request *req, const char *what, json_t *value) {
     if (!req->debug || !value) return;
     char *text = json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15));
@@ -329,41 +324,83 @@ static void debug_log(const completion_request *req, const char *what, json_t *v
     free(text);
 }
 
-json_t *completion_run(rpc_job *job, bool stream) {
-    completion_request *req = job->request;
-    rpc_error err;
-    run_state rs = {.job = job, .stream = stream,
-                    .probs = {.llama = req->llama_probs, .post_sampling = req->gen.post_sampling_probs}};
-    if (!rpc_state_acquire_engine(&rs.engine, &err)) {
+/* A completion running in a slot, driven step by step by the scheduler. */
+struct completion_exec {
+    run_state rs;
+    specd_session *session;      /* NULL until opened (a job cancelled in the queue never is) */
+    specd_result empty;          /* the result of a job that never ran */
+    specd_status status;         /* the first failure */
+    char *message;               /* its message (owned) */
+};
+
+completion_exec *completion_exec_new(rpc_job *job, specd_engine *engine) {
+    completion_exec *x = calloc(1, sizeof *x);
+    if (!x) {
+        rpc_error err;
+        rpc_fail(&err, RPC_INTERNAL_ERROR, "", "completion: out of memory");
         fail_job(job, &err);
         return NULL;
     }
-    specd_text_stream_init(&rs.text, req->stops, req->n_stops);
-    specd_result r = {0};
-    rs.result = &r;
+    completion_request *req = job->request;
+    x->rs = (run_state){.job = job, .engine = engine, .stream = job->stream,
+                        .probs = {.llama = req->llama_probs, .post_sampling = req->gen.post_sampling_probs}};
+    specd_text_stream_init(&x->rs.text, req->stops, req->n_stops);
+    x->empty.stop_reason = SPECD_STOP_CALLBACK;
+    x->empty.stats.n_prompt = req->n_tokens;
+    x->rs.result = &x->empty;
     req->gen.on_tokens = on_tokens;
-    req->gen.user_data = &rs;
-    char *message = NULL;
-    set_generating(job, rs.engine);
-    specd_status st = specd_generate(rs.engine, req->tokens, req->n_tokens, &req->gen, &r, &message);
-    set_generating(job, NULL);
+    req->gen.user_data = &x->rs;
+    return x;
+}
+
+bool completion_exec_open(completion_exec *x, int32_t slot) {
+    completion_request *req = x->rs.job->request;
+    x->status = specd_session_new_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
+                                          &x->message);
+    if (x->status == SPECD_OK) x->rs.result = specd_session_result(x->session);
+    return x->status == SPECD_OK;
+}
+
+bool completion_exec_step(completion_exec *x) {
+    if (!x->session || x->status != SPECD_OK) return true;
+    if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
+    bool done = false;
+    specd_free(x->message);
+    x->message = NULL;
+    x->status = specd_session_step(x->session, &done, &x->message);
+    return done || x->status != SPECD_OK || x->rs.out_of_memory;
+}
+
+const specd_result *completion_exec_result(const completion_exec *x) { return x->rs.result; }
+
+json_t *completion_exec_end(completion_exec *x) {
+    rpc_job *job = x->rs.job;
+    completion_request *req = job->request;
+    specd_result r = {0};
+    if (x->session) specd_session_take_result(x->session, &r);
+    else r = x->empty;
+    x->rs.result = &r;
     json_t *resp = NULL;
-    if (st != SPECD_OK || rs.out_of_memory) {
-        rpc_fail(&err, st == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_GENERATION, "",
-                 "completion: %s", message ? message : "out of memory for the generated text");
+    if (x->status != SPECD_OK || x->rs.out_of_memory) {
+        rpc_error err;
+        rpc_fail(&err, x->status == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_GENERATION, "",
+                 "completion: %s", x->message ? x->message : "out of memory for the generated text");
         fail_job(job, &err);
     } else {
-        remember_history(req, &r);
-        rpc_metrics_record(&r.stats, single_drafter(req, rs.engine));
-        resp = final_response(req, &rs, &r);
+        if (x->session) {
+            remember_history(req, &r);
+            rpc_metrics_record(&r.stats, single_drafter(req, x->rs.engine));
+        }
+        resp = final_response(req, &x->rs, &r);
         debug_log(req, "response", resp);
     }
-    rpc_state_release_engine();
-    specd_text_stream_free(&rs.text);
-    completion_probs_free(&rs.probs);
-    completion_origins_free(&rs.origins);
-    specd_result_clear(&r);
-    specd_free(message);
+    specd_session_free(x->session);
+    specd_text_stream_free(&x->rs.text);
+    completion_probs_free(&x->rs.probs);
+    completion_origins_free(&x->rs.origins);
+    if (x->session) specd_result_clear(&r);
+    specd_free(x->message);
+    free(x);
     return resp;
 }
 
@@ -396,13 +433,16 @@ json_t *rpc_method_completion(json_t *params, rpc_error *err) {
     }
     json_t *resp = NULL;
     if (completion_claim_and_parse(job, params, err)) {
-        resp = completion_run(job, false);
-        if (!resp) *err = job->error;
-        rpc_state_unclaim(job);
-        pthread_mutex_lock(&job->lock); /* for a poll that found this job while it ran */
-        job->finished = true;
-        pthread_cond_broadcast(&job->changed);
-        pthread_mutex_unlock(&job->lock);
+        if (rpc_sched_submit(job, err)) {
+            pthread_mutex_lock(&job->lock);
+            while (!job->finished) pthread_cond_wait(&job->changed, &job->lock);
+            resp = job->response;
+            job->response = NULL;
+            if (!resp) *err = job->error;
+            pthread_mutex_unlock(&job->lock);
+        } else {
+            rpc_state_unclaim(job);
+        }
     }
     rpc_job_unref(job);
     return resp;

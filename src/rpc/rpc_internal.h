@@ -82,6 +82,7 @@ typedef struct rpc_engine_settings {
     char *model_draft;          /* owned, may be NULL */
     char *alias;                /* owned, may be NULL */
     char *calibration_cache;    /* owned, may be NULL (--calibration-cache) */
+    int32_t n_queue;            /* --queue: requests waiting for a slot at most; -1: the default */
     bool async;
 } rpc_engine_settings;
 

@@ -170,6 +170,16 @@ static bool key_value(cli_args *a, const char *flag, const char **slot) {
     return true;
 }
 
+#define SERVE_DEFAULT_PARALLEL "4"
+
+static bool has_parallel_flag(json_t *args) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(args, i, v)
+        if (!strcmp(json_string_value(v), "-np") || !strcmp(json_string_value(v), "--parallel")) return true;
+    return false;
+}
+
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
 static int parse_serve_options(cli_args *a, serve_options *o) {
     o->init_args = json_array();
@@ -190,6 +200,10 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
+    }
+    if (!has_parallel_flag(o->init_args)) { /* a server serves several clients: llama-server's -np 4 */
+        json_array_append_new(o->init_args, json_string("-np"));
+        json_array_append_new(o->init_args, json_string(SERVE_DEFAULT_PARALLEL));
     }
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
     if (o->api_key && o->admin_key && strcmp(o->api_key, o->admin_key) == 0) {
