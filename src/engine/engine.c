@@ -272,14 +272,20 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     return SPECD_OK;
 }
 
+/* Moves the active view's own fields back to views[from] and views[to]'s in. Only these: other
+ * threads read the shared ones (ctx, model) through the accessors while a session runs. */
+static void swap_view(specd_model_slot *active, specd_model_slot *views, int32_t from, int32_t to) {
+    views[from].kv_tokens = active->kv_tokens;
+    views[from].n_kv = active->n_kv;
+    active->kv_tokens = views[to].kv_tokens;
+    active->n_kv = views[to].n_kv;
+    active->seq = views[to].seq;
+}
+
 void specd_engine_use_slot(specd_engine *e, int32_t slot) {
     if (slot == e->active_slot || slot < 0 || slot >= e->n_parallel) return;
-    e->target_views[e->active_slot] = e->target;
-    e->target = e->target_views[slot];
-    if (e->draft_views) {
-        e->draft_views[e->active_slot] = e->draft;
-        e->draft = e->draft_views[slot];
-    }
+    swap_view(&e->target, e->target_views, e->active_slot, slot);
+    if (e->draft_views) swap_view(&e->draft, e->draft_views, e->active_slot, slot);
     e->active_slot = slot;
 }
 

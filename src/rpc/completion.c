@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct run_state {
     rpc_job *job;
@@ -425,6 +426,27 @@ bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
     return true;
 }
 
+/* Waits until the job finishes (job->lock held); cancels it when the caller no longer wants the
+ * answer (rpc_watch_thread: an HTTP client that went away). */
+static void wait_watching(rpc_job *job) {
+    bool cancelled = false;
+    while (!job->finished) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += RPC_WATCH_MS * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&job->changed, &job->lock, &deadline);
+        if (job->finished || cancelled) continue;
+        pthread_mutex_unlock(&job->lock); /* the check may take time: never hold the job's lock in it */
+        cancelled = !rpc_thread_still_wanted();
+        if (cancelled) rpc_sched_cancel(job);
+        pthread_mutex_lock(&job->lock);
+    }
+}
+
 json_t *rpc_method_completion(json_t *params, rpc_error *err) {
     rpc_job *job = rpc_job_new();
     if (!job) {
@@ -435,7 +457,7 @@ json_t *rpc_method_completion(json_t *params, rpc_error *err) {
     if (completion_claim_and_parse(job, params, err)) {
         if (rpc_sched_submit(job, err)) {
             pthread_mutex_lock(&job->lock);
-            while (!job->finished) pthread_cond_wait(&job->changed, &job->lock);
+            wait_watching(job);
             resp = job->response;
             job->response = NULL;
             if (!resp) *err = job->error;

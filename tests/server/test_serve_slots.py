@@ -56,10 +56,10 @@ def status(port):
     return post(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"})[2]["result"]
 
 
-def open_stream(port, body):
-    """A streaming /completion whose answer is not read: the raw socket."""
+def open_stream(port, body, stream=True):
+    """A /completion (streaming by default) whose answer is not read: the raw socket."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    payload = json.dumps(dict(body, stream=True)).encode()
+    payload = json.dumps(dict(body, stream=stream)).encode()
     s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
               + str(len(payload)).encode() + b"\r\n\r\n" + payload)
     return s
@@ -120,6 +120,16 @@ def check_queue_full_and_disconnect(port):
     check("when every client has gone, every slot is idle", idle, status(port))
 
 
+def check_blocking_disconnect(port):
+    """A blocking (non-streaming) /completion whose client hangs up is cancelled too."""
+    s = open_stream(port, ENDLESS, stream=False)
+    running = wait_for("it runs", lambda: len(running_tasks(port)) == 1)
+    check("a blocking endless completion runs", running, status(port))
+    s.close()
+    idle = wait_for("it is cancelled", lambda: not running_tasks(port))
+    check("its client hangs up: it is cancelled and the slot is idle", idle, status(port))
+
+
 def check_slow_reader(port):
     """A stream nobody reads (its socket buffers fill) while another client's requests finish."""
     stalled = open_stream(port, {"prompt": "once", "n_predict": 3000, "ignore_eos": True})
@@ -139,6 +149,7 @@ def main(specd, models):
             check("-np 2: status shows two idle slots", [s["state"] for s in slots] == ["idle", "idle"], slots)
             check_concurrent_equal_sequential(port)
             check_queue_full_and_disconnect(port)
+            check_blocking_disconnect(port)
             check_slow_reader(port)
         else:
             check("server starts", False)
