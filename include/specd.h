@@ -549,7 +549,8 @@ SPECD_API void specd_result_clear(specd_result *result);
  * Several sessions may exist against one engine and be stepped in turn from one thread: each
  * step first makes the engine's caches hold that session's history (the longest common prefix
  * stays; what differs is decoded again), so interleaving costs re-decoding but never changes an
- * output. What sessions learn (costs, the drafters' memory) is shared through the engine.
+ * output. On an engine with several slots (n_parallel), sessions in different slots
+ * (specd_session_new_in_slot) keep their own KV sequences and interleave without re-decoding. What sessions learn (costs, the drafters' memory) is shared through the engine.
  * Threads: the rules of the engine apply (one call on an engine at a time);
  * specd_engine_request_stop stops every session of the engine at its next draft (a session
  * created afterwards is not stopped).
