@@ -229,14 +229,17 @@ static void cancel_of_a_queued_request(void **state) {
     json_decref(queued.final);
 }
 
-/* Many short requests from several threads: nothing leaks (ASan) and nothing races (TSan). */
+/* 200 short requests from 8 threads, blocking and async: nothing leaks (ASan) and nothing races (TSan). */
+static int n_failed_requests;
+
 static void *many_requests(void *arg) {
     int base = *(int *)arg;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 25; k++) { /* 8 clients x 25: the 200 requests */
         char params[256];
         snprintf(params, sizeof params, "{\"prompt\":\"story %d\",\"n_predict\":4,\"temperature\":0}", base + k);
         json_t *r = call(k % 2 ? "completion" : "completion.start", params);
         json_t *res = json_object_get(r, "result");
+        if (!res) __atomic_add_fetch(&n_failed_requests, 1, __ATOMIC_RELAXED); /* asserted on the main thread */
         int64_t id = json_integer_value(json_object_get(res, "id"));
         if (res && k % 2 == 0) {
             stream s = {.id = id};
@@ -258,6 +261,10 @@ static void many_clients(void **state) {
         pthread_create(&threads[i], NULL, many_requests, &bases[i]);
     }
     for (int i = 0; i < 8; i++) pthread_join(threads[i], NULL);
+    assert_int_equal(__atomic_load_n(&n_failed_requests, __ATOMIC_RELAXED), 0);
+    json_t *st = result_of("status", "{}");
+    assert_false(json_is_true(json_object_get(st, "busy")));
+    json_decref(st);
     json_decref(result_of("shutdown", "{}"));
 }
 
