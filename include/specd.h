@@ -138,8 +138,9 @@ typedef struct specd_engine_params {
     int32_t n_ctx_per_slot;
 } specd_engine_params;
 
-/* The most slots an engine may have (llama.cpp's sequences are shared with the draft trees). */
-#define SPECD_MAX_PARALLEL 64
+/* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
+ * sequences (its own and the scratch ones of its draft trees). */
+#define SPECD_MAX_PARALLEL 32
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
 /* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
@@ -579,6 +580,13 @@ SPECD_API void specd_session_request_stop(specd_session *s);
 SPECD_API specd_status specd_session_draft(specd_session *s, int32_t *n_drafted, char **error);
 /* One target pass over the tree and exact verification: *n_accepted draft tokens accepted. */
 SPECD_API specd_status specd_session_verify(specd_session *s, int32_t *n_accepted, char **error);
+/* specd_session_verify for several sessions in ONE target pass: their trees decoded together
+ * (each in its slot's sequences; n sessions of one engine, each in a different slot, all drafted),
+ * then each verified exactly as alone. n_accepted (may be NULL): n counts. When the trees do not
+ * fit one batch together (-b, draft_max) each gets its own pass. On an error every session that
+ * was to be verified has failed. */
+SPECD_API specd_status specd_sessions_verify(specd_session *const *sessions, int32_t n, int32_t *n_accepted,
+                                             char **error);
 /* Keeps the accepted path in the caches and emits the step's tokens (accepted drafts plus the
  * target's token, *n_emitted, fewer when a stop comes among them); on_tokens is called here. */
 SPECD_API specd_status specd_session_accept(specd_session *s, int32_t *n_emitted, char **error);

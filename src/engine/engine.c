@@ -227,7 +227,7 @@ static specd_status make_views(specd_engine *e, const specd_model_slot *shared, 
         specd_model_slot *v = &(*out)[i];
         *v = *shared;
         v->seq = i;
-        v->branch_base = e->n_parallel;
+        v->branch_base = e->n_parallel + i * (n_branches - 1);
         v->n_seq_max = n_branches;
         v->cap = e->n_ctx;
         v->n_kv = 0;
@@ -249,7 +249,7 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_ctx = (uint32_t)e->n_ctx * (uint32_t)e->n_parallel;
     cp.n_batch = (uint32_t)e->n_batch;
     cp.n_ubatch = (uint32_t)e->n_batch;
-    cp.n_seq_max = (uint32_t)(e->n_parallel + n_branches - 1);
+    cp.n_seq_max = (uint32_t)(e->n_parallel * n_branches);
     cp.kv_unified = true; /* tree branches share their prefix cells; slots share the cells */
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;
@@ -277,9 +277,16 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
 static void swap_view(specd_model_slot *active, specd_model_slot *views, int32_t from, int32_t to) {
     views[from].kv_tokens = active->kv_tokens;
     views[from].n_kv = active->n_kv;
+    views[from].logits_offset = active->logits_offset;
     active->kv_tokens = views[to].kv_tokens;
     active->n_kv = views[to].n_kv;
     active->seq = views[to].seq;
+    active->branch_base = views[to].branch_base;
+    active->logits_offset = views[to].logits_offset;
+}
+
+specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot) {
+    return slot == e->active_slot ? &e->target : &e->target_views[slot];
 }
 
 void specd_engine_use_slot(specd_engine *e, int32_t slot) {

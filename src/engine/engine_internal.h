@@ -11,8 +11,8 @@
 /* A llama context plus the tokens one of its sequences (`seq`, a slot's) holds, position by
  * position. Knowing the exact contents lets every step reuse the longest common prefix instead of
  * re-decoding. Several of these views share one context, one per slot; a tree's branches other
- * than the first use the scratch sequences from branch_base on, shared by all slots (one tree
- * lives in the cache at a time: keep_branch clears them). */
+ * than the first use the slot's scratch sequences from branch_base on (keep_branch clears them),
+ * so the trees of every slot can be decoded in one pass. */
 typedef struct specd_model_slot {
     struct llama_model *model;
     struct llama_context *ctx;
@@ -21,7 +21,8 @@ typedef struct specd_model_slot {
     int32_t cap;        /* = the slot's n_ctx */
     int32_t n_seq_max;  /* tree branches this view may decode */
     int32_t seq;        /* the slot's sequence id */
-    int32_t branch_base; /* sequence id of branch 1 */
+    int32_t branch_base; /* sequence id of branch 1 (each slot has its own scratch sequences) */
+    int32_t logits_offset; /* where the slot's tokens start in the last decode's batch */
 } specd_model_slot;
 
 struct specd_engine {
@@ -87,6 +88,20 @@ typedef struct specd_tree_token {
 specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
                                     int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
                                     char **error);
+/* One slot's part of a joint pass (specd_slots_decode_trees). */
+typedef struct specd_tree_pass {
+    specd_model_slot *slot; /* the slot's view (the active one or one of the engine's stored views) */
+    const specd_tree_token *tokens;
+    int32_t n_tokens, n_branches, pos_root;
+} specd_tree_pass;
+/* The trees of several slots in ONE llama_decode (their tokens together at most the engine's
+ * batch); each slot's logits are then read with specd_slot_logits on its view as after a pass of
+ * its own. On failure every tree's positions are dropped again. *ms: the time of the decode. */
+specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *passes, int32_t n_passes, double *ms,
+                                      char **error);
+/* The view of slot `slot`: e->target when it is the active one, else the stored one. */
+specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot);
+
 /* After a tree pass: keeps branch `keep`'s path through `path` (the root's token then the accepted
  * ones, n_path in all) as sequence 0 and drops every other branch. */
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,

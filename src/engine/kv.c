@@ -51,6 +51,7 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     if (n_reused) *n_reused = common;
     specd_slot_truncate(slot, common);
     struct llama_batch *b = &e->batch;
+    slot->logits_offset = 0;
     for (int32_t start = common; start < n; start += e->n_batch) {
         int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
         b->n_tokens = 0;
@@ -75,6 +76,7 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
+    slot->logits_offset = 0;
     batch_add(b, slot->seq, token, slot->n_kv, true);
     specd_status st = decode_batch(slot, b, error);
     if (st != SPECD_OK) return st;
@@ -100,6 +102,67 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
     slot->n_kv -= n_discard;
 }
 
+/* Gets the slot ready for a tree under pos_root: nothing cached from the root on, each branch's
+ * scratch sequence sharing the history. */
+static void prepare_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_root) {
+    specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, slot->seq, branch_seq(slot, s), 0, pos_root);
+}
+
+/* Appends a slot's tree to the batch, every token with logits; the slot's logits start there. */
+static void add_tree(struct llama_batch *b, specd_model_slot *slot, const specd_tree_token *tokens, int32_t n_tokens,
+                     int32_t n_branches, int32_t pos_root) {
+    slot->logits_offset = b->n_tokens;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        int32_t j = b->n_tokens++;
+        b->token[j] = tokens[i].token;
+        b->pos[j] = pos_root + tokens[i].depth;
+        b->logits[j] = 1;
+        int32_t n_seq = 0;
+        for (int32_t s = 0; s < n_branches; s++)
+            if (tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(slot, s);
+        b->n_seq_id[j] = n_seq;
+    }
+}
+
+/* After a failed pass: the slot's sequence and its scratch branches lose the tree's positions
+ * (other slots keep their caches). */
+static void drop_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_root) {
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    for (int32_t s = 0; s < n_branches; s++) llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1);
+}
+
+specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *passes, int32_t n_passes, double *ms,
+                                      char **error) {
+    int32_t total = 0;
+    for (int32_t p = 0; p < n_passes; p++) {
+        total += passes[p].n_tokens;
+        if (passes[p].n_branches > passes[p].slot->n_seq_max) total = INT32_MAX / 2;
+    }
+    if (ms) *ms = 0.0;
+    if (total > e->batch_cap) {
+        specd_set_error(error, "trees of %d tokens in all do not fit the engine's batch of %d (draft_max, -b)", total,
+                        e->batch_cap);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t p = 0; p < n_passes; p++) {
+        const specd_tree_pass *t = &passes[p];
+        prepare_tree(t->slot, t->n_branches, t->pos_root);
+        add_tree(b, t->slot, t->tokens, t->n_tokens, t->n_branches, t->pos_root);
+    }
+    double t0 = specd_now_ms();
+    int32_t rc = llama_decode(passes[0].slot->ctx, *b);
+    if (ms) *ms = specd_now_ms() - t0;
+    if (rc == 0) return SPECD_OK;
+    for (int32_t p = 0; p < n_passes; p++) drop_tree(passes[p].slot, passes[p].n_branches, passes[p].pos_root);
+    specd_set_error(error, "llama_decode failed (code %d) on the trees of %d slots, %d tokens in all", rc, n_passes,
+                    total);
+    return SPECD_ERR_DECODE;
+}
+
 specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
                                     int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
                                     char **error) {
@@ -108,31 +171,11 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */
-    llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, slot->seq, branch_seq(slot, s), 0, pos_root);
-    struct llama_batch *b = &e->batch;
-    b->n_tokens = n_tokens;
-    for (int32_t i = 0; i < n_tokens; i++) {
-        b->token[i] = tokens[i].token;
-        b->pos[i] = pos_root + tokens[i].depth;
-        b->logits[i] = 1;
-        int32_t n_seq = 0;
-        for (int32_t s = 0; s < n_branches; s++)
-            if (tokens[i].seq_mask & (1u << s)) b->seq_id[i][n_seq++] = branch_seq(slot, s);
-        b->n_seq_id[i] = n_seq;
-    }
-    double t0 = specd_now_ms();
-    int32_t rc = llama_decode(slot->ctx, *b);
-    if (ms) *ms = specd_now_ms() - t0;
-    if (rc != 0) {
-        /* this slot's sequence and the scratch branches only: other slots keep their caches */
-        for (int32_t s = 0; s < n_branches; s++) llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1);
-        specd_set_error(error, "llama_decode failed (code %d) on a tree of %d tokens at position %d", rc, n_tokens,
-                        pos_root);
-        return SPECD_ERR_DECODE;
-    }
-    return SPECD_OK;
+    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root};
+    specd_status st = specd_slots_decode_trees(e, &pass, 1, ms, error);
+    if (st == SPECD_ERR_DECODE)
+        specd_set_error(error, "llama_decode failed on a tree of %d tokens at position %d", n_tokens, pos_root);
+    return st;
 }
 
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
@@ -150,4 +193,6 @@ void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_bran
     slot->n_kv = pos_end;
 }
 
-const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) { return llama_get_logits_ith(slot->ctx, i); }
+const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) {
+    return llama_get_logits_ith(slot->ctx, slot->logits_offset + i);
+}

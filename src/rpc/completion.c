@@ -362,14 +362,51 @@ bool completion_exec_open(completion_exec *x, int32_t slot) {
     return x->status == SPECD_OK;
 }
 
-bool completion_exec_step(completion_exec *x) {
-    if (!x->session || x->status != SPECD_OK) return true;
-    if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
-    bool done = false;
+/* A failure of this exec's step (the message taken). */
+static void exec_failed(completion_exec *x, specd_status st, char *message) {
+    x->status = st;
     specd_free(x->message);
-    x->message = NULL;
-    x->status = specd_session_step(x->session, &done, &x->message);
-    return done || x->status != SPECD_OK || x->rs.out_of_memory;
+    x->message = message;
+}
+
+/* Whether the exec is over (finished, failed, or out of memory). */
+static bool exec_over(const completion_exec *x) {
+    return !x->session || x->status != SPECD_OK || x->rs.out_of_memory || specd_session_done(x->session);
+}
+
+void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
+    specd_session *verify[SPECD_MAX_PARALLEL] = {0};
+    completion_exec *owners[SPECD_MAX_PARALLEL] = {0};
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) { /* drafts, each slot's own */
+        completion_exec *x = xs[i];
+        if (!exec_over(x)) {
+            if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
+            char *message = NULL;
+            specd_status st = specd_session_draft(x->session, NULL, &message);
+            if (st != SPECD_OK) exec_failed(x, st, message);
+            else specd_free(message);
+        }
+        if (!exec_over(x) && m < SPECD_MAX_PARALLEL) {
+            verify[m] = x->session;
+            owners[m++] = x;
+        }
+    }
+    char *message = NULL;
+    specd_status st = specd_sessions_verify(verify, m, NULL, &message); /* ONE target pass for all */
+    for (int32_t j = 0; j < m; j++) {
+        completion_exec *x = owners[j];
+        if (st != SPECD_OK) {
+            exec_failed(x, st, message ? strdup(message) : NULL);
+            continue;
+        }
+        char *accept_message = NULL;
+        specd_status sa = specd_session_accept(x->session, NULL, &accept_message);
+        if (sa != SPECD_OK) exec_failed(x, sa, accept_message);
+        else specd_free(accept_message);
+    }
+    specd_free(message);
+    for (int32_t i = 0; i < n; i++) done[i] = exec_over(xs[i]);
 }
 
 const specd_result *completion_exec_result(const completion_exec *x) { return x->rs.result; }

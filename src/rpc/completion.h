@@ -62,8 +62,10 @@ completion_exec *completion_exec_new(rpc_job *job, specd_engine *engine);
 /* Validates the request and ingests its prompt into slot `slot`: false when that failed (the
  * final response from completion_exec_end is then NULL, the error in the job). */
 bool completion_exec_open(completion_exec *x, int32_t slot);
-/* One speculative step (a cancelled job stops here); true when the generation is over. */
-bool completion_exec_step(completion_exec *x);
+/* One step of several execs (each in its own slot): each drafts (a cancelled job stops here),
+ * then ONE target pass verifies every tree (specd_sessions_verify), then each keeps its accepted
+ * tokens. done[i]: exec i is over. */
+void completion_execs_step(completion_exec **xs, int32_t n, bool *done);
 /* The result so far (for the slots' statistics). */
 const specd_result *completion_exec_result(const completion_exec *x);
 /* The final response (new reference), or NULL with the job's error set; frees x. A job never

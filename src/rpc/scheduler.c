@@ -162,14 +162,19 @@ static void admit(specd_engine *engine) {
     }
 }
 
-/* One round: admit, then one step of every active slot. */
+/* One round: admit, then one step of every active slot, their verifications in one target pass. */
 static void run_round(specd_engine *engine) {
     drop_cancelled(engine);
     admit(engine);
-    for (int32_t i = 0; i < SPECD_MAX_PARALLEL; i++) {
-        if (!S.slots[i].job) continue;
-        if (completion_exec_step(S.slots[i].exec)) end_slot(i);
-        else publish_view(i);
+    completion_exec *execs[SPECD_MAX_PARALLEL];
+    int32_t at[SPECD_MAX_PARALLEL], n = 0;
+    for (int32_t i = 0; i < SPECD_MAX_PARALLEL; i++)
+        if (S.slots[i].job) execs[n] = S.slots[i].exec, at[n++] = i;
+    bool done[SPECD_MAX_PARALLEL];
+    completion_execs_step(execs, n, done);
+    for (int32_t k = 0; k < n; k++) {
+        if (done[k]) end_slot(at[k]);
+        else publish_view(at[k]);
     }
 }
 

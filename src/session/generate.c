@@ -271,8 +271,8 @@ static specd_status draft_step(generation *g, char **error) {
     return st;
 }
 
-/* One target pass over the draft tree (the engine decodes it: kv.c). */
-static specd_status target_pass(generation *g, char **error) {
+/* The draft tree as the engine decodes it, in g->tree_tokens. */
+static specd_status prepare_tree_tokens(generation *g, char **error) {
     specd_token_tree *tree = &g->tree;
     if (!specd_tree_assign_branches(tree)) {
         specd_set_error(error, "the draft tree has more than %d branches", SPECD_TREE_MAX_BRANCHES);
@@ -285,11 +285,24 @@ static specd_status target_pass(generation *g, char **error) {
     }
     for (int32_t i = 0; i < tree->n_nodes; i++)
         g->tree_tokens[i] = (specd_tree_token){tree->nodes[i].token, tree->nodes[i].depth, tree->nodes[i].branch_mask};
+    return SPECD_OK;
+}
+
+/* This session's part of a joint target pass. */
+static specd_tree_pass tree_pass_of(generation *g) {
+    return (specd_tree_pass){specd_engine_target_view(g->e, g->slot), g->tree_tokens, g->tree.n_nodes,
+                             g->tree.n_branches, g->n_history - 1};
+}
+
+/* One target pass over the draft tree (the engine decodes it: kv.c). */
+static specd_status target_pass(generation *g, char **error) {
+    specd_status st = prepare_tree_tokens(g, error);
+    if (st != SPECD_OK) return st;
     double ms = 0.0;
-    specd_status st = specd_slot_decode_tree(g->e, &g->e->target, g->tree_tokens, tree->n_nodes, tree->n_branches,
-                                             g->n_history - 1, &ms, error);
+    specd_tree_pass pass = tree_pass_of(g);
+    st = specd_slots_decode_trees(g->e, &pass, 1, &ms, error);
     g->result->stats.verify_ms += ms;
-    if (st == SPECD_OK) specd_draft_length_record_verify(g->length, tree->n_nodes, ms);
+    if (st == SPECD_OK) specd_draft_length_record_verify(g->length, g->tree.n_nodes, ms);
     return st;
 }
 
@@ -550,18 +563,84 @@ specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **er
     return fail(g, st);
 }
 
+/* Verification once the target's logits for the tree are there. */
+static specd_status verify_after_pass(generation *g, int32_t *n_accepted, char **error) {
+    memset(&g->vr, 0, sizeof g->vr);
+    specd_status st = verify_step(g, &g->vr, error);
+    if (st == SPECD_OK) st = step_probs(g, &g->vr, error);
+    if (st == SPECD_OK) g->phase = PHASE_ACCEPT;
+    if (n_accepted) *n_accepted = g->vr.n_accepted;
+    return st;
+}
+
 specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **error) {
     specd_status begun = begin_part(g, PHASE_VERIFY, n_accepted, error);
     if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
-    memset(&g->vr, 0, sizeof g->vr);
     specd_status st = target_pass(g, error);
-    if (st == SPECD_OK) st = verify_step(g, &g->vr, error);
-    if (st == SPECD_OK) st = step_probs(g, &g->vr, error);
-    if (st == SPECD_OK) g->phase = PHASE_ACCEPT;
-    if (n_accepted) *n_accepted = g->vr.n_accepted;
+    if (st == SPECD_OK) st = verify_after_pass(g, n_accepted, error);
     g->result->stats.decode_ms += specd_now_ms() - t0;
     return fail(g, st);
+}
+
+/* Whether the sessions may share one pass: all ready to verify, on one engine, in different slots. */
+static bool may_verify_together(specd_session *const *s, int32_t n, char **error) {
+    uint64_t slots_seen[(SPECD_MAX_PARALLEL + 63) / 64] = {0};
+    for (int32_t i = 0; i < n; i++) {
+        if (!s[i] || !may_run(s[i], PHASE_VERIFY, error)) return false;
+        if (s[i]->e != s[0]->e) {
+            specd_set_error(error, "specd_sessions_verify: session %d is on another engine than session 0", i);
+            return false;
+        }
+        uint64_t bit = 1ull << (s[i]->slot % 64);
+        if (slots_seen[s[i]->slot / 64] & bit) {
+            specd_set_error(error, "specd_sessions_verify: two sessions in slot %d: give one session per slot",
+                            s[i]->slot);
+            return false;
+        }
+        slots_seen[s[i]->slot / 64] |= bit;
+    }
+    return true;
+}
+
+specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *n_accepted, char **error) {
+    if (error) *error = NULL;
+    if (n <= 0) return SPECD_OK;
+    if (!s || !may_verify_together(s, n, error)) return SPECD_ERR_INVALID_ARGUMENT;
+    specd_engine *e = s[0]->e;
+    double t0 = specd_now_ms();
+    specd_tree_pass passes[SPECD_MAX_PARALLEL];
+    int32_t total = 0;
+    specd_status st = SPECD_OK;
+    for (int32_t i = 0; i < n && i < SPECD_MAX_PARALLEL && st == SPECD_OK; i++) {
+        st = prepare_tree_tokens(s[i], error);
+        passes[i] = tree_pass_of(s[i]);
+        total += passes[i].n_tokens;
+    }
+    if (st != SPECD_OK) return st; /* nothing has changed yet */
+    if (n > SPECD_MAX_PARALLEL || total > e->batch_cap) { /* too many together: each on its own */
+        for (int32_t i = 0; i < n && st == SPECD_OK; i++)
+            st = specd_session_verify(s[i], n_accepted ? &n_accepted[i] : NULL, error);
+        return st;
+    }
+    double ms = 0.0;
+    st = specd_slots_decode_trees(e, passes, n, &ms, error);
+    if (st == SPECD_OK) specd_draft_length_record_verify(s[0]->length, total, ms); /* T(all the pass's tokens) */
+    double share = (specd_now_ms() - t0) / n;
+    for (int32_t i = 0; i < n; i++) {
+        generation *g = s[i];
+        double t1 = specd_now_ms();
+        g->result->stats.verify_ms += ms;
+        specd_status sti = st;
+        if (sti == SPECD_OK) {
+            specd_engine_use_slot(e, g->slot);
+            sti = verify_after_pass(g, n_accepted ? &n_accepted[i] : NULL, i == 0 ? error : NULL);
+        }
+        g->result->stats.decode_ms += share + (specd_now_ms() - t1);
+        fail(g, sti);
+        if (st == SPECD_OK && sti != SPECD_OK) st = sti;
+    }
+    return st;
 }
 
 specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **error) {

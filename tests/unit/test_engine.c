@@ -676,8 +676,9 @@ static void test_two_sessions_interleaved_equal_their_runs_alone(void **state) {
 /* Three sessions in three slots of one engine (one greedy with a fixed draft, one adaptive, one
  * seeded sampling with a fixed draft length: an adaptive one follows the engine's learnt costs,
  * and the draws follow the drafts), stepped in turn: each gives exactly what it gives alone on the one-slot engine,
- * each slot keeps its own cache (a second request in a slot reuses its prompt), and a stop asked
- * of one session stops that one alone. */
+ * each slot keeps its own cache (a second request in a slot reuses its prompt), the second time
+ * with the three trees verified in ONE target pass (specd_sessions_verify), and a stop asked of
+ * one session stops that one alone. */
 static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
     (void)state;
     specd_generation_params g[3] = {greedy_params(SPECD_SPEC_DRAFT, 4, false),
@@ -706,12 +707,22 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
         for (int steps = 0, busy = 3; busy > 0; steps++) {
             assert_true(steps < 1000);
             busy = 0;
+            specd_session *drafted[3];
+            int n_drafted = 0;
             for (int i = 0; i < 3; i++) {
                 if (specd_session_done(s[i])) continue;
                 char *err = NULL;
-                if (specd_session_step(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
                 busy++;
+                /* round 0: a step each; round 1: the three trees verified in one target pass */
+                if (round == 0 && specd_session_step(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+                if (round == 1 && specd_session_draft(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+                if (round == 1 && !specd_session_done(s[i])) drafted[n_drafted++] = s[i];
             }
+            char *err = NULL;
+            int32_t accepted[3];
+            if (specd_sessions_verify(drafted, n_drafted, accepted, &err) != SPECD_OK) fail_msg("joint pass: %s", err);
+            for (int k = 0; k < n_drafted; k++)
+                if (specd_session_accept(drafted[k], NULL, &err) != SPECD_OK) fail_msg("accept: %s", err);
         }
         for (int i = 0; i < 3; i++) {
             specd_result r;
@@ -737,9 +748,20 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
     assert_int_equal(specd_session_step(b, NULL, NULL), SPECD_OK);
     assert_true(specd_session_done(a) && !specd_session_done(b));
     assert_int_equal(specd_session_result(a)->stop_reason, SPECD_STOP_CALLBACK);
+    /* one pass for two sessions of one slot is refused, naming the slot */
+    specd_session *c = NULL;
+    assert_int_equal(specd_session_new_in_slot(slots, 1, t, n, &g[0], &c, NULL), SPECD_OK);
+    assert_int_equal(specd_session_draft(b, NULL, NULL), SPECD_OK);
+    assert_int_equal(specd_session_draft(c, NULL, NULL), SPECD_OK);
+    specd_session *same_slot[2] = {b, c};
+    char *err = NULL;
+    assert_int_equal(specd_sessions_verify(same_slot, 2, NULL, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "two sessions in slot 1"));
+    specd_free(err);
+    specd_session_free(c);
     specd_session_free(a);
     specd_session_free(b);
-    char *err = NULL;
+    err = NULL;
     assert_int_equal(specd_session_new_in_slot(slots, 3, t, n, &g[0], &a, &err), SPECD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "slot 3 does not exist"));
     assert_null(a);
