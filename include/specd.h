@@ -580,6 +580,14 @@ SPECD_API void specd_session_request_stop(specd_session *s);
 SPECD_API specd_status specd_session_draft(specd_session *s, int32_t *n_drafted, char **error);
 /* One target pass over the tree and exact verification: *n_accepted draft tokens accepted. */
 SPECD_API specd_status specd_session_verify(specd_session *s, int32_t *n_accepted, char **error);
+/* specd_session_draft for several sessions (each in its own slot) whose trees will share ONE
+ * target pass (specd_sessions_verify): each drafts knowing what the slots before it put in the
+ * pass, so a draft token must raise the whole pass's tokens per ms, T(all the tokens) measured, to
+ * be kept. As slots fill, drafting shrinks and stops where it does not pay. status[i] (may be
+ * NULL) and errors[i] (may be NULL; free each with specd_free) are session i's outcome; returns
+ * the first failure, or SPECD_OK. */
+SPECD_API specd_status specd_sessions_draft(specd_session *const *sessions, int32_t n, specd_status *status,
+                                            char **errors);
 /* specd_session_verify for several sessions in ONE target pass: their trees decoded together
  * (each in its slot's sequences; n sessions of one engine, each in a different slot, all drafted),
  * then each verified exactly as alone. n_accepted (may be NULL): n counts. When the trees do not

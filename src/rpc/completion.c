@@ -378,16 +378,24 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
     specd_session *verify[SPECD_MAX_PARALLEL] = {0};
     completion_exec *owners[SPECD_MAX_PARALLEL] = {0};
     int32_t m = 0;
-    for (int32_t i = 0; i < n; i++) { /* drafts, each slot's own */
+    specd_session *drafting[SPECD_MAX_PARALLEL] = {0};
+    completion_exec *drafters[SPECD_MAX_PARALLEL] = {0};
+    int32_t d = 0;
+    for (int32_t i = 0; i < n && d < SPECD_MAX_PARALLEL; i++) {
         completion_exec *x = xs[i];
+        if (exec_over(x)) continue;
+        if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
+        drafting[d] = x->session;
+        drafters[d++] = x;
+    }
+    specd_status status[SPECD_MAX_PARALLEL];
+    char *errors[SPECD_MAX_PARALLEL] = {0};
+    specd_sessions_draft(drafting, d, status, errors); /* each knows what the others add to the pass */
+    for (int32_t j = 0; j < d; j++) {
+        completion_exec *x = drafters[j];
+        if (status[j] != SPECD_OK) exec_failed(x, status[j], errors[j]);
+        else specd_free(errors[j]);
         if (!exec_over(x)) {
-            if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
-            char *message = NULL;
-            specd_status st = specd_session_draft(x->session, NULL, &message);
-            if (st != SPECD_OK) exec_failed(x, st, message);
-            else specd_free(message);
-        }
-        if (!exec_over(x) && m < SPECD_MAX_PARALLEL) {
             verify[m] = x->session;
             owners[m++] = x;
         }

@@ -63,6 +63,8 @@ typedef struct specd_session {
     bool done;                             /* finished: result->stop_reason says why */
     specd_status failed;                   /* a step failed: the session can go no further */
     int32_t slot;                          /* the engine slot whose KV sequences it uses */
+    int32_t batch_tokens;                  /* specd_sessions_draft: other slots' tokens in the next pass */
+    double batch_expected;                 /* and the tokens they are expected to give */
     atomic_bool stop;                      /* specd_session_request_stop */
     unsigned stop_requests;                /* the engine's count when it began */
 } generation;
@@ -255,7 +257,7 @@ static specd_status draft_step(generation *g, char **error) {
         .grammar = g->grammar,
     };
     if (req.min_len > budget) req.min_len = budget;
-    specd_draft_length_begin(g->length);
+    specd_draft_length_begin_in_batch(g->length, g->batch_tokens, g->batch_expected);
     double t0 = specd_now_ms();
     specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
     if (st == SPECD_OK && g->grammar && !specd_grammar_prune(g->grammar, &g->tree)) {
@@ -571,6 +573,37 @@ static specd_status verify_after_pass(generation *g, int32_t *n_accepted, char *
     if (st == SPECD_OK) g->phase = PHASE_ACCEPT;
     if (n_accepted) *n_accepted = g->vr.n_accepted;
     return st;
+}
+
+/* The tokens this session's drafted step is expected to give (for the slots drafted after it). */
+static double expected_from_draft(const generation *g, int32_t n_drafted) {
+    if (n_drafted == 0) return 1.0;
+    if (g->params->speculative.adaptive) return g->length->expected - g->length->batch_expected;
+    return 1.0 + n_drafted * specd_draft_length_acceptance(g->length, 0.5f);
+}
+
+specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_status *status, char **errors) {
+    specd_status first = SPECD_OK;
+    int32_t tokens_before = 0;
+    double expected_before = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        generation *g = s[i];
+        /* before it: the trees drafted so far; after it: at least each later slot's root */
+        if (g) {
+            g->batch_tokens = tokens_before + (n - 1 - i);
+            g->batch_expected = expected_before + (n - 1 - i);
+        }
+        int32_t n_drafted = 0;
+        specd_status st = specd_session_draft(g, &n_drafted, errors ? &errors[i] : NULL);
+        if (g) g->batch_tokens = 0, g->batch_expected = 0.0;
+        if (status) status[i] = st;
+        if (st != SPECD_OK && first == SPECD_OK) first = st;
+        if (st == SPECD_OK && !specd_session_done(g)) {
+            tokens_before += n_drafted + 1;
+            expected_before += expected_from_draft(g, n_drafted);
+        }
+    }
+    return first;
 }
 
 specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **error) {
