@@ -571,6 +571,15 @@ SPECD_API specd_status specd_session_new(specd_engine *engine, const specd_token
 SPECD_API specd_status specd_session_new_in_slot(specd_engine *engine, int32_t slot, const specd_token *prompt,
                                                  int32_t n_prompt, const specd_generation_params *params,
                                                  specd_session **out, char **error);
+/* specd_session_new_in_slot without ingesting the prompt: the slot keeps what its cache shares with
+ * the prompt, the rest (specd_session_pending_prompt tokens) joins specd_sessions_verify's passes
+ * in chunks, beside the other slots' trees, so a long prompt delays the running generations by
+ * at most one chunk per pass. Stepping the session on its own (specd_session_draft) ingests
+ * what is left at once. */
+SPECD_API specd_status specd_session_begin_in_slot(specd_engine *engine, int32_t slot, const specd_token *prompt,
+                                                   int32_t n_prompt, const specd_generation_params *params,
+                                                   specd_session **out, char **error);
+SPECD_API int32_t specd_session_pending_prompt(const specd_session *s);
 /* Asks this session alone to stop at its next draft (stop reason SPECD_STOP_CALLBACK). Safe from
  * any thread while another steps the session. */
 SPECD_API void specd_session_request_stop(specd_session *s);
@@ -588,11 +597,14 @@ SPECD_API specd_status specd_session_verify(specd_session *s, int32_t *n_accepte
  * the first failure, or SPECD_OK. */
 SPECD_API specd_status specd_sessions_draft(specd_session *const *sessions, int32_t n, specd_status *status,
                                             char **errors);
+/* (A session still ingesting its prompt is left as it is: status SPECD_OK.) */
 /* specd_session_verify for several sessions in ONE target pass: their trees decoded together
  * (each in its slot's sequences; n sessions of one engine, each in a different slot, all drafted),
- * then each verified exactly as alone. n_accepted (may be NULL): n counts. When the trees do not
- * fit one batch together (-b, draft_max) each gets its own pass. On an error every session that
- * was to be verified has failed. */
+ * then each verified exactly as alone. Sessions still ingesting their prompt
+ * (specd_session_begin_in_slot) add their next chunk instead, in the room the trees leave in the
+ * batch (-b). n_accepted (may be NULL): n counts (0 for a chunk). When the trees do not fit one
+ * batch together (draft_max) each gets its own pass. A session out of order (not drafted) is an
+ * error that changes nothing; a failed pass fails every session in it. */
 SPECD_API specd_status specd_sessions_verify(specd_session *const *sessions, int32_t n, int32_t *n_accepted,
                                              char **error);
 /* Keeps the accepted path in the caches and emits the step's tokens (accepted drafts plus the

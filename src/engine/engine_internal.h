@@ -93,6 +93,9 @@ typedef struct specd_tree_pass {
     specd_model_slot *slot; /* the slot's view (the active one or one of the engine's stored views) */
     const specd_tree_token *tokens;
     int32_t n_tokens, n_branches, pos_root;
+    /* A chunk of the slot's prompt instead of a tree: a chain (depths 0..n-1, branch 0) at the end
+     * of the slot's cache, no logits; once decoded it is kept in the slot's token list. */
+    bool prompt_chunk;
 } specd_tree_pass;
 /* The trees of several slots in ONE llama_decode (their tokens together at most the engine's
  * batch); each slot's logits are then read with specd_slot_logits on its view as after a pass of

@@ -112,13 +112,13 @@ static void prepare_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos
 
 /* Appends a slot's tree to the batch, every token with logits; the slot's logits start there. */
 static void add_tree(struct llama_batch *b, specd_model_slot *slot, const specd_tree_token *tokens, int32_t n_tokens,
-                     int32_t n_branches, int32_t pos_root) {
-    slot->logits_offset = b->n_tokens;
+                     int32_t n_branches, int32_t pos_root, bool logits) {
+    if (logits) slot->logits_offset = b->n_tokens;
     for (int32_t i = 0; i < n_tokens; i++) {
         int32_t j = b->n_tokens++;
         b->token[j] = tokens[i].token;
         b->pos[j] = pos_root + tokens[i].depth;
-        b->logits[j] = 1;
+        b->logits[j] = logits;
         int32_t n_seq = 0;
         for (int32_t s = 0; s < n_branches; s++)
             if (tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(slot, s);
@@ -150,13 +150,27 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
     b->n_tokens = 0;
     for (int32_t p = 0; p < n_passes; p++) {
         const specd_tree_pass *t = &passes[p];
+        if (t->prompt_chunk && t->pos_root != t->slot->n_kv) {
+            specd_set_error(error, "a prompt chunk at position %d of a slot that holds %d tokens", t->pos_root,
+                            t->slot->n_kv);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    for (int32_t p = 0; p < n_passes; p++) {
+        const specd_tree_pass *t = &passes[p];
         prepare_tree(t->slot, t->n_branches, t->pos_root);
-        add_tree(b, t->slot, t->tokens, t->n_tokens, t->n_branches, t->pos_root);
+        add_tree(b, t->slot, t->tokens, t->n_tokens, t->n_branches, t->pos_root, !t->prompt_chunk);
     }
     double t0 = specd_now_ms();
     int32_t rc = llama_decode(passes[0].slot->ctx, *b);
     if (ms) *ms = specd_now_ms() - t0;
-    if (rc == 0) return SPECD_OK;
+    if (rc == 0) {
+        for (int32_t p = 0; p < n_passes; p++) { /* prompt chunks stay in their slot's cache */
+            const specd_tree_pass *t = &passes[p];
+            for (int32_t i = 0; t->prompt_chunk && i < t->n_tokens; i++) t->slot->kv_tokens[t->slot->n_kv++] = t->tokens[i].token;
+        }
+        return SPECD_OK;
+    }
     for (int32_t p = 0; p < n_passes; p++) drop_tree(passes[p].slot, passes[p].n_branches, passes[p].pos_root);
     specd_set_error(error, "llama_decode failed (code %d) on the trees of %d slots, %d tokens in all", rc, n_passes,
                     total);
@@ -171,7 +185,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root};
+    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false};
     specd_status st = specd_slots_decode_trees(e, &pass, 1, ms, error);
     if (st == SPECD_ERR_DECODE)
         specd_set_error(error, "llama_decode failed on a tree of %d tokens at position %d", n_tokens, pos_root);

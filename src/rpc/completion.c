@@ -356,8 +356,9 @@ completion_exec *completion_exec_new(rpc_job *job, specd_engine *engine) {
 
 bool completion_exec_open(completion_exec *x, int32_t slot) {
     completion_request *req = x->rs.job->request;
-    x->status = specd_session_new_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
-                                          &x->message);
+    /* the prompt goes in by chunks that join the rounds' passes (specd_sessions_verify) */
+    x->status = specd_session_begin_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
+                                            &x->message);
     if (x->status == SPECD_OK) x->rs.result = specd_session_result(x->session);
     return x->status == SPECD_OK;
 }
@@ -377,6 +378,7 @@ static bool exec_over(const completion_exec *x) {
 void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
     specd_session *verify[SPECD_MAX_PARALLEL] = {0};
     completion_exec *owners[SPECD_MAX_PARALLEL] = {0};
+    bool ingesting[SPECD_MAX_PARALLEL] = {0};
     int32_t m = 0;
     specd_session *drafting[SPECD_MAX_PARALLEL] = {0};
     completion_exec *drafters[SPECD_MAX_PARALLEL] = {0};
@@ -396,6 +398,7 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
         if (status[j] != SPECD_OK) exec_failed(x, status[j], errors[j]);
         else specd_free(errors[j]);
         if (!exec_over(x)) {
+            ingesting[m] = specd_session_pending_prompt(x->session) > 0; /* adds a prompt chunk, nothing to accept */
             verify[m] = x->session;
             owners[m++] = x;
         }
@@ -408,6 +411,7 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
             exec_failed(x, st, message ? strdup(message) : NULL);
             continue;
         }
+        if (ingesting[j]) continue;
         char *accept_message = NULL;
         specd_status sa = specd_session_accept(x->session, NULL, &accept_message);
         if (sa != SPECD_OK) exec_failed(x, sa, accept_message);

@@ -63,6 +63,8 @@ typedef struct specd_session {
     bool done;                             /* finished: result->stop_reason says why */
     specd_status failed;                   /* a step failed: the session can go no further */
     int32_t slot;                          /* the engine slot whose KV sequences it uses */
+    int32_t n_pending;                     /* prompt tokens not in the target's cache yet (begin_in_slot) */
+    double prompt_t0;                      /* when the prompt's ingestion began */
     int32_t batch_tokens;                  /* specd_sessions_draft: other slots' tokens in the next pass */
     double batch_expected;                 /* and the tokens they are expected to give */
     atomic_bool stop;                      /* specd_session_request_stop */
@@ -293,7 +295,7 @@ static specd_status prepare_tree_tokens(generation *g, char **error) {
 /* This session's part of a joint target pass. */
 static specd_tree_pass tree_pass_of(generation *g) {
     return (specd_tree_pass){specd_engine_target_view(g->e, g->slot), g->tree_tokens, g->tree.n_nodes,
-                             g->tree.n_branches, g->n_history - 1};
+                             g->tree.n_branches, g->n_history - 1, false};
 }
 
 /* One target pass over the draft tree (the engine decodes it: kv.c). */
@@ -496,6 +498,29 @@ static specd_status ingest_prompt(generation *g, const specd_token *prompt, int3
     return st;
 }
 
+/* Deferred ingestion (specd_session_begin_in_slot): the slot keeps the prompt's cached prefix, the
+ * rest is decoded later, in chunks that join the rounds' passes. */
+static void begin_ingest(generation *g, const specd_token *prompt, int32_t n) {
+    specd_engine *e = g->e;
+    g->prompt_t0 = specd_now_ms();
+    int32_t cached = specd_engine_slot_cached(e, g->slot, prompt, n);
+    specd_slot_truncate(&e->target, cached);
+    g->n_pending = n - 1 - cached;
+    g->result->stats.n_prompt = n;
+    g->result->stats.n_prompt_cached = cached;
+}
+
+/* The prompt is in (or the rest goes in now, in one go): the drafters learn it. The active slot
+ * must be the session's. */
+static specd_status finish_ingest(generation *g, char **error) {
+    specd_engine *e = g->e;
+    specd_status st = specd_slot_sync(e, &e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
+    if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, g->history, g->n_history - 1, error);
+    g->n_pending = 0;
+    g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
+    return st;
+}
+
 /* ---- a session, step by step ------------------------------------------------------------- */
 
 /* Ends the generation: final statistics, and the costs it learnt kept for the next process. */
@@ -551,11 +576,12 @@ specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **er
     specd_status begun = begin_part(g, PHASE_DRAFT, n_drafted, error);
     if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
-    specd_status st = SPECD_OK;
-    if (atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
+    specd_status st = g->n_pending > 0 ? finish_ingest(g, error) : SPECD_OK; /* stepped on its own */
+    bool stop = atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
+    if (st == SPECD_OK && stop) {
         g->result->stop_reason = SPECD_STOP_CALLBACK;
         finish(g);
-    } else {
+    } else if (st == SPECD_OK) {
         st = make_caches_ours(g, error);
         if (st == SPECD_OK && !g->done) st = draft_step(g, error);
     }
@@ -574,6 +600,8 @@ static specd_status verify_after_pass(generation *g, int32_t *n_accepted, char *
     if (n_accepted) *n_accepted = g->vr.n_accepted;
     return st;
 }
+
+static specd_engine *e_of(generation *g) { return g->e; }
 
 /* The tokens this session's drafted step is expected to give (for the slots drafted after it). */
 static double expected_from_draft(const generation *g, int32_t n_drafted) {
@@ -594,6 +622,18 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
             g->batch_expected = expected_before + (n - 1 - i);
         }
         int32_t n_drafted = 0;
+        if (g && g->n_pending > 0) { /* still ingesting: its next chunk joins the pass instead */
+            if (status) status[i] = SPECD_OK;
+            if (errors) errors[i] = NULL;
+            if (atomic_load(&e_of(g)->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
+                g->result->stop_reason = SPECD_STOP_CALLBACK; /* stopped before its prompt was in */
+                g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
+                finish(g);
+                continue;
+            }
+            tokens_before += 1; /* at least; the chunk takes what room the pass has left */
+            continue;
+        }
         specd_status st = specd_session_draft(g, &n_drafted, errors ? &errors[i] : NULL);
         if (g) g->batch_tokens = 0, g->batch_expected = 0.0;
         if (status) status[i] = st;
@@ -616,11 +656,17 @@ specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **
     return fail(g, st);
 }
 
-/* Whether the sessions may share one pass: all ready to verify, on one engine, in different slots. */
+/* Whether session g may join a pass now: drafted and ready to verify, or still ingesting its prompt. */
+static bool may_join_pass(const generation *g, char **error) {
+    if (g->n_pending > 0 && g->failed == SPECD_OK && !g->done) return true;
+    return may_run(g, PHASE_VERIFY, error);
+}
+
+/* Whether the sessions may share one pass: all ready, on one engine, in different slots. */
 static bool may_verify_together(specd_session *const *s, int32_t n, char **error) {
     uint64_t slots_seen[(SPECD_MAX_PARALLEL + 63) / 64] = {0};
     for (int32_t i = 0; i < n; i++) {
-        if (!s[i] || !may_run(s[i], PHASE_VERIFY, error)) return false;
+        if (!s[i] || !may_join_pass(s[i], error)) return false;
         if (s[i]->e != s[0]->e) {
             specd_set_error(error, "specd_sessions_verify: session %d is on another engine than session 0", i);
             return false;
@@ -636,40 +682,81 @@ static bool may_verify_together(specd_session *const *s, int32_t n, char **error
     return true;
 }
 
+/* The next chunk of a session's prompt (at most `room` tokens) as a pass, in its tree_tokens. */
+static specd_tree_pass prompt_chunk_of(generation *g, int32_t room) {
+    specd_model_slot *view = specd_engine_target_view(g->e, g->slot);
+    int32_t n = g->n_pending < room ? g->n_pending : room;
+    for (int32_t i = 0; i < n; i++) g->tree_tokens[i] = (specd_tree_token){g->history[view->n_kv + i], i, 1u};
+    return (specd_tree_pass){view, g->tree_tokens, n, 1, view->n_kv, true};
+}
+
+/* After a pass that held this session's chunk: what is left, and the drafters once it is all in. */
+static specd_status after_chunk(generation *g, int32_t n, char **error) {
+    g->n_pending -= n;
+    if (g->n_pending > 0) return SPECD_OK;
+    specd_engine_use_slot(g->e, g->slot);
+    return finish_ingest(g, error);
+}
+
+/* Each session verified on its own pass, ingesting ones by a chunk of their own: when the trees
+ * do not fit one batch together. */
+static specd_status verify_each(specd_session *const *s, int32_t n, int32_t *n_accepted, char **error) {
+    specd_status st = SPECD_OK;
+    for (int32_t i = 0; i < n && st == SPECD_OK; i++) {
+        generation *g = s[i];
+        if (g->n_pending == 0) {
+            st = specd_session_verify(g, n_accepted ? &n_accepted[i] : NULL, error);
+            continue;
+        }
+        specd_tree_pass chunk = prompt_chunk_of(g, g->e->batch_cap);
+        st = specd_slots_decode_trees(g->e, &chunk, 1, NULL, error);
+        if (st == SPECD_OK) st = after_chunk(g, chunk.n_tokens, error);
+        fail(g, st);
+    }
+    return st;
+}
+
 specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *n_accepted, char **error) {
     if (error) *error = NULL;
     if (n <= 0) return SPECD_OK;
-    if (!s || !may_verify_together(s, n, error)) return SPECD_ERR_INVALID_ARGUMENT;
+    if (!s || n > SPECD_MAX_PARALLEL || !may_verify_together(s, n, error)) return SPECD_ERR_INVALID_ARGUMENT;
     specd_engine *e = s[0]->e;
     double t0 = specd_now_ms();
     specd_tree_pass passes[SPECD_MAX_PARALLEL];
-    int32_t total = 0;
+    int32_t total = 0, n_trees = 0;
     specd_status st = SPECD_OK;
-    for (int32_t i = 0; i < n && i < SPECD_MAX_PARALLEL && st == SPECD_OK; i++) {
+    for (int32_t i = 0; i < n; i++) {
+        if (n_accepted) n_accepted[i] = 0;
+        if (s[i]->n_pending > 0) continue;
         st = prepare_tree_tokens(s[i], error);
+        if (st != SPECD_OK) return st; /* nothing has changed yet */
         passes[i] = tree_pass_of(s[i]);
         total += passes[i].n_tokens;
+        n_trees++;
     }
-    if (st != SPECD_OK) return st; /* nothing has changed yet */
-    if (n > SPECD_MAX_PARALLEL || total > e->batch_cap) { /* too many together: each on its own */
-        for (int32_t i = 0; i < n && st == SPECD_OK; i++)
-            st = specd_session_verify(s[i], n_accepted ? &n_accepted[i] : NULL, error);
-        return st;
+    if (total > e->batch_cap || (n_trees < n && total == e->batch_cap)) return verify_each(s, n, n_accepted, error);
+    /* prompt chunks fill the room the trees leave, first come first */
+    for (int32_t i = 0; i < n; i++) {
+        if (s[i]->n_pending == 0) continue;
+        passes[i] = prompt_chunk_of(s[i], e->batch_cap - total);
+        total += passes[i].n_tokens;
     }
     double ms = 0.0;
     st = specd_slots_decode_trees(e, passes, n, &ms, error);
-    if (st == SPECD_OK) specd_draft_length_record_verify(s[0]->length, total, ms); /* T(all the pass's tokens) */
+    if (st == SPECD_OK && n_trees > 0) specd_draft_length_record_verify(s[0]->length, total, ms); /* T(the pass) */
     double share = (specd_now_ms() - t0) / n;
     for (int32_t i = 0; i < n; i++) {
         generation *g = s[i];
         double t1 = specd_now_ms();
-        g->result->stats.verify_ms += ms;
         specd_status sti = st;
-        if (sti == SPECD_OK) {
+        if (sti == SPECD_OK && passes[i].prompt_chunk) {
+            sti = after_chunk(g, passes[i].n_tokens, i == 0 ? error : NULL);
+        } else if (sti == SPECD_OK) {
+            g->result->stats.verify_ms += ms;
             specd_engine_use_slot(e, g->slot);
             sti = verify_after_pass(g, n_accepted ? &n_accepted[i] : NULL, i == 0 ? error : NULL);
+            g->result->stats.decode_ms += share + (specd_now_ms() - t1);
         }
-        g->result->stats.decode_ms += share + (specd_now_ms() - t1);
         fail(g, sti);
         if (st == SPECD_OK && sti != SPECD_OK) st = sti;
     }
@@ -722,8 +809,8 @@ void specd_session_take_result(specd_session *s, specd_result *out) {
 
 /* A session writing into `result_out` (the caller's, so on_tokens sees it fill as documented for
  * specd_generate), or into its own result when NULL. */
-static specd_status open_session(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
-                                 const specd_generation_params *params, specd_result *result_out,
+static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, const specd_token *prompt,
+                                 int32_t n_prompt, const specd_generation_params *params, specd_result *result_out,
                                  specd_session **out, char **error) {
     if (error) *error = NULL;
     if (out) *out = NULL;
@@ -751,7 +838,8 @@ static specd_status open_session(specd_engine *e, int32_t slot, const specd_toke
     g->slot = slot;
     g->stop_requests = atomic_load(&e->stop_requests); /* a stop asked before this session is not for it */
     atomic_init(&g->stop, false);
-    if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
+    if (st == SPECD_OK && deferred) begin_ingest(g, prompt, n_prompt);
+    else if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
     if (st != SPECD_OK) {
         specd_session_free(g);
         return st;
@@ -763,13 +851,20 @@ static specd_status open_session(specd_engine *e, int32_t slot, const specd_toke
 
 specd_status specd_session_new(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
                                const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, 0, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, 0, false, prompt, n_prompt, params, NULL, out, error);
 }
 
 specd_status specd_session_new_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
                                        const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, slot, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, slot, false, prompt, n_prompt, params, NULL, out, error);
 }
+
+specd_status specd_session_begin_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
+                                         const specd_generation_params *params, specd_session **out, char **error) {
+    return open_session(e, slot, true, prompt, n_prompt, params, NULL, out, error);
+}
+
+int32_t specd_session_pending_prompt(const specd_session *s) { return s ? s->n_pending : 0; }
 
 void specd_session_request_stop(specd_session *s) {
     if (s) atomic_store(&s->stop, true);
@@ -787,7 +882,7 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     if (error) *error = NULL;
     memset(result, 0, sizeof *result);
     specd_session *s = NULL;
-    specd_status st = open_session(e, 0, prompt, n_prompt, params, result, &s, error);
+    specd_status st = open_session(e, 0, false, prompt, n_prompt, params, result, &s, error);
     for (bool done = st != SPECD_OK || specd_session_done(s); !done;) st = specd_session_step(s, &done, error);
     specd_session_free(s);
     if (st != SPECD_OK) specd_result_clear(result);

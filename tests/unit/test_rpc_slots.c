@@ -142,6 +142,35 @@ static void concurrent_completions_equal_their_sequential_runs(void **state) {
     json_decref(st);
 }
 
+/* A long prompt arriving while another request generates goes in by chunks of the batch (-b 40)
+ * that join the running slot's passes: both texts equal their runs alone, and the long one's
+ * prompt is all there (its prompt_n). */
+static void long_prompt_joins_in_chunks(void **state) {
+    (void)state;
+    init_slots(2, "-b 40");
+    char long_request[4096] = "{\"prompt\":\"";
+    for (int i = 0; i < 12; i++) strcat(long_request, "the little dog ran to the park and saw a big red ball. ");
+    strcat(long_request, "\",\"n_predict\":16,\"temperature\":0,\"ignore_eos\":true}");
+    const char *other = "{\"prompt\":\"she was happy\",\"n_predict\":48,\"temperature\":0,\"ignore_eos\":true}";
+    json_t *a = result_of("completion", long_request), *b = result_of("completion", other);
+    json_t *timings = json_object_get(a, "timings");
+    int64_t prompt_n = json_integer_value(json_object_get(timings, "prompt_n"));
+    assert_true(prompt_n > 3 * 40); /* several chunks */
+    /* the same again on fresh slots: a fresh engine, so nothing of either is cached */
+    init_slots(2, "-b 40");
+    stream sb = {.id = start(other)};
+    stream sa = {.id = start(long_request)};
+    drain(&sa);
+    drain(&sb);
+    assert_string_equal(sa.text, json_string_value(json_object_get(a, "content")));
+    assert_string_equal(sb.text, json_string_value(json_object_get(b, "content")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sa.final, "timings"), "prompt_n")), prompt_n);
+    json_decref(sa.final);
+    json_decref(sb.final);
+    json_decref(a);
+    json_decref(b);
+}
+
 /* Blocking completions from several threads at once (the old API's get_completion, one per app
  * thread): each gets its own text. */
 typedef struct blocking_call {
@@ -272,6 +301,7 @@ int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target, draft, sizeof target)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_completions_equal_their_sequential_runs),
+        cmocka_unit_test(long_prompt_joins_in_chunks),
         cmocka_unit_test(blocking_completions_from_threads),
         cmocka_unit_test(queue_full_is_busy_and_cancel_frees_the_slot),
         cmocka_unit_test(cancel_of_a_queued_request),
