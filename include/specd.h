@@ -602,11 +602,14 @@ SPECD_API specd_status specd_sessions_draft(specd_session *const *sessions, int3
  * (each in its slot's sequences; n sessions of one engine, each in a different slot, all drafted),
  * then each verified exactly as alone. Sessions still ingesting their prompt
  * (specd_session_begin_in_slot) add their next chunk instead, in the room the trees leave in the
- * batch (-b). n_accepted (may be NULL): n counts (0 for a chunk). When the trees do not fit one
- * batch together (draft_max) each gets its own pass. A session out of order (not drafted) is an
- * error that changes nothing; a failed pass fails every session in it. */
+ * batch (-b). When the trees do not fit one batch together (draft_max) each gets its own pass.
+ * Outcomes per session (each array may be NULL, else n entries): n_accepted[i] (0 for a chunk),
+ * status[i], errors[i] (a message to free with specd_free, or NULL). A session whose tree cannot be
+ * verified fails alone; a failed pass fails every session in it. Returns the first failure, or
+ * SPECD_OK. A call out of order (a session not drafted, two in one slot, sessions of different
+ * engines) changes nothing: SPECD_ERR_INVALID_ARGUMENT for all, the message in errors[0]. */
 SPECD_API specd_status specd_sessions_verify(specd_session *const *sessions, int32_t n, int32_t *n_accepted,
-                                             char **error);
+                                             specd_status *status, char **errors);
 /* Keeps the accepted path in the caches and emits the step's tokens (accepted drafts plus the
  * target's token, *n_emitted, fewer when a stop comes among them); on_tokens is called here. */
 SPECD_API specd_status specd_session_accept(specd_session *s, int32_t *n_emitted, char **error);

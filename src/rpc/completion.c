@@ -403,21 +403,21 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
             owners[m++] = x;
         }
     }
-    char *message = NULL;
-    specd_status st = specd_sessions_verify(verify, m, NULL, &message); /* ONE target pass for all */
+    char *verify_errors[SPECD_MAX_PARALLEL] = {0};
+    specd_sessions_verify(verify, m, NULL, status, verify_errors); /* ONE target pass for all */
     for (int32_t j = 0; j < m; j++) {
         completion_exec *x = owners[j];
-        if (st != SPECD_OK) {
-            exec_failed(x, st, message ? strdup(message) : NULL);
+        if (status[j] != SPECD_OK) {
+            exec_failed(x, status[j], verify_errors[j]);
             continue;
         }
+        specd_free(verify_errors[j]);
         if (ingesting[j]) continue;
         char *accept_message = NULL;
         specd_status sa = specd_session_accept(x->session, NULL, &accept_message);
         if (sa != SPECD_OK) exec_failed(x, sa, accept_message);
         else specd_free(accept_message);
     }
-    specd_free(message);
     for (int32_t i = 0; i < n; i++) done[i] = exec_over(xs[i]);
 }
 

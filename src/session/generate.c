@@ -698,69 +698,122 @@ static specd_status after_chunk(generation *g, int32_t n, char **error) {
     return finish_ingest(g, error);
 }
 
-/* Each session verified on its own pass, ingesting ones by a chunk of their own: when the trees
- * do not fit one batch together. */
-static specd_status verify_each(specd_session *const *s, int32_t n, int32_t *n_accepted, char **error) {
-    specd_status st = SPECD_OK;
-    for (int32_t i = 0; i < n && st == SPECD_OK; i++) {
-        generation *g = s[i];
-        if (g->n_pending == 0) {
-            st = specd_session_verify(g, n_accepted ? &n_accepted[i] : NULL, error);
-            continue;
-        }
-        specd_tree_pass chunk = prompt_chunk_of(g, g->e->batch_cap);
-        st = specd_slots_decode_trees(g->e, &chunk, 1, NULL, error);
-        if (st == SPECD_OK) st = after_chunk(g, chunk.n_tokens, error);
-        fail(g, st);
-    }
-    return st;
+/* Session i's outcome into the caller's arrays (either may be NULL); the message is taken. */
+static void set_outcome(specd_status *status, char **errors, int32_t i, specd_status st, char *message) {
+    if (status) status[i] = st;
+    if (errors) errors[i] = message;
+    else specd_free(message);
 }
 
-specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *n_accepted, char **error) {
-    if (error) *error = NULL;
+/* Each session verified on its own pass, ingesting ones by a chunk of their own: when the trees
+ * do not fit one batch together. */
+static void verify_each(specd_session *const *s, int32_t n, int32_t *n_accepted, specd_status *status,
+                        char **errors) {
+    for (int32_t i = 0; i < n; i++) {
+        generation *g = s[i];
+        char *message = NULL;
+        specd_status st;
+        if (g->n_pending == 0) {
+            st = specd_session_verify(g, n_accepted ? &n_accepted[i] : NULL, &message);
+        } else {
+            specd_tree_pass chunk = prompt_chunk_of(g, g->e->batch_cap);
+            st = specd_slots_decode_trees(g->e, &chunk, 1, NULL, &message);
+            if (st == SPECD_OK) st = after_chunk(g, chunk.n_tokens, &message);
+            fail(g, st);
+        }
+        set_outcome(status, errors, i, st, message);
+    }
+}
+
+/* The first failure among the outcomes, or SPECD_OK. */
+static specd_status first_failure(const specd_status *status, int32_t n) {
+    for (int32_t i = 0; status && i < n; i++)
+        if (status[i] != SPECD_OK) return status[i];
+    return SPECD_OK;
+}
+
+specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *n_accepted, specd_status *status,
+                                   char **errors) {
+    specd_status own[SPECD_MAX_PARALLEL];
+    if (!status && n <= SPECD_MAX_PARALLEL) status = own;
+    for (int32_t i = 0; i < n; i++) {
+        if (n_accepted) n_accepted[i] = 0;
+        set_outcome(status, errors, i, SPECD_OK, NULL);
+    }
     if (n <= 0) return SPECD_OK;
-    if (!s || n > SPECD_MAX_PARALLEL || !may_verify_together(s, n, error)) return SPECD_ERR_INVALID_ARGUMENT;
+    char *message = NULL;
+    if (!s || n > SPECD_MAX_PARALLEL || !may_verify_together(s, n, &message)) {
+        if (n > SPECD_MAX_PARALLEL && !message)
+            specd_set_error(&message, "specd_sessions_verify: %d sessions, at most %d", n, SPECD_MAX_PARALLEL);
+        for (int32_t i = 0; i < n && i < SPECD_MAX_PARALLEL; i++)
+            set_outcome(status, errors, i, SPECD_ERR_INVALID_ARGUMENT, i == 0 ? message : NULL);
+        return SPECD_ERR_INVALID_ARGUMENT; /* nothing has changed */
+    }
     specd_engine *e = s[0]->e;
     double t0 = specd_now_ms();
     specd_tree_pass passes[SPECD_MAX_PARALLEL];
-    int32_t total = 0, n_trees = 0;
-    specd_status st = SPECD_OK;
+    specd_session *in_pass[SPECD_MAX_PARALLEL];
+    int32_t at[SPECD_MAX_PARALLEL], m = 0, total = 0, n_trees = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (n_accepted) n_accepted[i] = 0;
         if (s[i]->n_pending > 0) continue;
-        st = prepare_tree_tokens(s[i], error);
-        if (st != SPECD_OK) return st; /* nothing has changed yet */
-        passes[i] = tree_pass_of(s[i]);
-        total += passes[i].n_tokens;
+        specd_status st = prepare_tree_tokens(s[i], &message);
+        if (st != SPECD_OK) { /* this one fails alone; the others go on */
+            fail(s[i], st);
+            set_outcome(status, errors, i, st, message);
+            message = NULL;
+            continue;
+        }
+        passes[m] = tree_pass_of(s[i]);
+        total += passes[m].n_tokens;
+        in_pass[m] = s[i], at[m++] = i;
         n_trees++;
     }
-    if (total > e->batch_cap || (n_trees < n && total == e->batch_cap)) return verify_each(s, n, n_accepted, error);
+    if (total > e->batch_cap || (m < n && total == e->batch_cap)) {
+        for (int32_t k = 0; k < m; k++) { /* each on its own pass */
+            char *msg = NULL;
+            specd_status st = specd_session_verify(in_pass[k], n_accepted ? &n_accepted[at[k]] : NULL, &msg);
+            set_outcome(status, errors, at[k], st, msg);
+        }
+        specd_session *ingesting[SPECD_MAX_PARALLEL];
+        int32_t where[SPECD_MAX_PARALLEL], n_ingesting = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (s[i]->n_pending > 0) ingesting[n_ingesting] = s[i], where[n_ingesting++] = i;
+        specd_status st_ing[SPECD_MAX_PARALLEL];
+        char *err_ing[SPECD_MAX_PARALLEL];
+        verify_each(ingesting, n_ingesting, NULL, st_ing, err_ing);
+        for (int32_t k = 0; k < n_ingesting; k++) set_outcome(status, errors, where[k], st_ing[k], err_ing[k]);
+        return first_failure(status, n);
+    }
     /* prompt chunks fill the room the trees leave, first come first */
     for (int32_t i = 0; i < n; i++) {
         if (s[i]->n_pending == 0) continue;
-        passes[i] = prompt_chunk_of(s[i], e->batch_cap - total);
-        total += passes[i].n_tokens;
+        passes[m] = prompt_chunk_of(s[i], e->batch_cap - total);
+        total += passes[m].n_tokens;
+        in_pass[m] = s[i], at[m++] = i;
     }
     double ms = 0.0;
-    st = specd_slots_decode_trees(e, passes, n, &ms, error);
+    specd_status st = specd_slots_decode_trees(e, passes, m, &ms, &message);
     if (st == SPECD_OK && n_trees > 0) specd_draft_length_record_verify(s[0]->length, total, ms); /* T(the pass) */
-    double share = (specd_now_ms() - t0) / n;
-    for (int32_t i = 0; i < n; i++) {
-        generation *g = s[i];
+    double share = m > 0 ? (specd_now_ms() - t0) / m : 0.0;
+    for (int32_t k = 0; k < m; k++) {
+        generation *g = in_pass[k];
         double t1 = specd_now_ms();
         specd_status sti = st;
-        if (sti == SPECD_OK && passes[i].prompt_chunk) {
-            sti = after_chunk(g, passes[i].n_tokens, i == 0 ? error : NULL);
+        char *msg = NULL; /* a failed pass fails everyone in it, each with its message */
+        if (st != SPECD_OK && message) specd_set_error(&msg, "%s", message);
+        if (sti == SPECD_OK && passes[k].prompt_chunk) {
+            sti = after_chunk(g, passes[k].n_tokens, &msg);
         } else if (sti == SPECD_OK) {
             g->result->stats.verify_ms += ms;
             specd_engine_use_slot(e, g->slot);
-            sti = verify_after_pass(g, n_accepted ? &n_accepted[i] : NULL, i == 0 ? error : NULL);
+            sti = verify_after_pass(g, n_accepted ? &n_accepted[at[k]] : NULL, &msg);
             g->result->stats.decode_ms += share + (specd_now_ms() - t1);
         }
         fail(g, sti);
-        if (st == SPECD_OK && sti != SPECD_OK) st = sti;
+        set_outcome(status, errors, at[k], sti, msg);
     }
-    return st;
+    specd_free(message);
+    return first_failure(status, n);
 }
 
 specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **error) {

@@ -720,7 +720,8 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
             }
             char *err = NULL;
             int32_t accepted[3];
-            if (specd_sessions_verify(drafted, n_drafted, accepted, &err) != SPECD_OK) fail_msg("joint pass: %s", err);
+            char *errs[3] = {0};
+            if (specd_sessions_verify(drafted, n_drafted, accepted, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
             for (int k = 0; k < n_drafted; k++)
                 if (specd_session_accept(drafted[k], NULL, &err) != SPECD_OK) fail_msg("accept: %s", err);
         }
@@ -755,9 +756,13 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
     assert_int_equal(specd_session_draft(c, NULL, NULL), SPECD_OK);
     specd_session *same_slot[2] = {b, c};
     char *err = NULL;
-    assert_int_equal(specd_sessions_verify(same_slot, 2, NULL, &err), SPECD_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(err, "two sessions in slot 1"));
-    specd_free(err);
+    char *errs[2] = {0};
+    specd_status sts[2];
+    assert_int_equal(specd_sessions_verify(same_slot, 2, NULL, sts, errs), SPECD_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sts[1], SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(errs[0], "two sessions in slot 1"));
+    assert_null(errs[1]);
+    specd_free(errs[0]);
     specd_session_free(c);
     specd_session_free(a);
     specd_session_free(b);
