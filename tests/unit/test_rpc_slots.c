@@ -171,6 +171,33 @@ static void long_prompt_joins_in_chunks(void **state) {
     json_decref(b);
 }
 
+/* Context shifts in slots of 64 tokens: two requests that each run past their slot's context,
+ * started together, give what each gives alone (each slot shifts its own sequence only). */
+static void context_shifts_in_slots(void **state) {
+    (void)state;
+    char params[4096];
+    snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' -md '%s' -c 128 -np 2 -t 1 -fa off -ctv f32\"}", target, draft);
+    json_decref(result_of("init", params));
+    const char *req[2] = {
+        "{\"prompt\":\"one day the dog ran\",\"temperature\":0,\"ignore_eos\":true,\"n_keep\":3,\"n_predict\":150}",
+        "{\"prompt\":\"she was happy\",\"temperature\":0,\"ignore_eos\":true,\"n_predict\":120,"
+        "\"speculative\":{\"type\":[\"ngram-simple\",\"draft\"]}}",
+    };
+    char alone[2][8192];
+    for (int i = 0; i < 2; i++) {
+        json_t *r = result_of("completion", req[i]);
+        assert_true(json_is_true(json_object_get(r, "truncated"))); /* it shifted */
+        snprintf(alone[i], sizeof alone[i], "%s", json_string_value(json_object_get(r, "content")));
+        json_decref(r);
+    }
+    stream s[2] = {{.id = start(req[0])}, {.id = start(req[1])}};
+    for (int i = 0; i < 2; i++) {
+        drain(&s[i]);
+        assert_string_equal(s[i].text, alone[i]);
+        json_decref(s[i].final);
+    }
+}
+
 /* Blocking completions from several threads at once (the old API's get_completion, one per app
  * thread): each gets its own text. */
 typedef struct blocking_call {
@@ -302,6 +329,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_completions_equal_their_sequential_runs),
         cmocka_unit_test(long_prompt_joins_in_chunks),
+        cmocka_unit_test(context_shifts_in_slots),
         cmocka_unit_test(blocking_completions_from_threads),
         cmocka_unit_test(queue_full_is_busy_and_cancel_frees_the_slot),
         cmocka_unit_test(cancel_of_a_queued_request),
