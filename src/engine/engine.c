@@ -289,6 +289,11 @@ specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot) {
     return slot == e->active_slot ? &e->target : &e->target_views[slot];
 }
 
+specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot) {
+    if (!e->draft_views) return NULL;
+    return slot == e->active_slot ? &e->draft : &e->draft_views[slot];
+}
+
 void specd_engine_use_slot(specd_engine *e, int32_t slot) {
     if (slot == e->active_slot || slot < 0 || slot >= e->n_parallel) return;
     swap_view(&e->target, e->target_views, e->active_slot, slot);

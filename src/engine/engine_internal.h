@@ -104,6 +104,12 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
                                       char **error);
 /* The view of slot `slot`: e->target when it is the active one, else the stored one. */
 specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot);
+/* The same for the draft context (NULL without a draft model). */
+specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot);
+/* One token at the end of each of n views of one context (n different slots), all in ONE decode,
+ * each with logits (batch index i = views[i]'s token). *ms: the decode's time. */
+specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, const specd_token *tokens, int32_t n,
+                              double *ms, char **error);
 
 /* After a tree pass: keeps branch `keep`'s path through `path` (the root's token then the accepted
  * ones, n_path in all) as sequence 0 and drops every other branch. */

@@ -84,6 +84,32 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     return SPECD_OK;
 }
 
+specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, const specd_token *tokens, int32_t n,
+                              double *ms, char **error) {
+    if (ms) *ms = 0.0;
+    if (n > e->batch_cap) {
+        specd_set_error(error, "%d draft tokens do not fit the engine's batch of %d", n, e->batch_cap);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (views[i]->n_kv >= views[i]->cap) {
+            specd_set_error(error, "the context of %d tokens is full", views[i]->cap);
+            return SPECD_ERR_CONTEXT;
+        }
+        views[i]->logits_offset = 0;
+        batch_add(b, views[i]->seq, tokens[i], views[i]->n_kv, true);
+    }
+    double t0 = specd_now_ms();
+    specd_status st = n > 0 ? decode_batch(views[0], b, error) : SPECD_OK;
+    if (ms) *ms = specd_now_ms() - t0;
+    for (int32_t i = 0; i < n && st == SPECD_OK; i++) views[i]->kv_tokens[views[i]->n_kv++] = tokens[i];
+    for (int32_t i = 0; i < n && st != SPECD_OK; i++) /* what the decode wrote is unknown: forget it */
+        llama_memory_seq_rm(llama_get_memory(views[i]->ctx), views[i]->seq, views[i]->n_kv, -1);
+    return st;
+}
+
 bool specd_slot_can_shift(const specd_model_slot *slot) {
     return slot->ctx && llama_memory_can_shift(llama_get_memory(slot->ctx));
 }

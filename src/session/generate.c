@@ -238,41 +238,53 @@ static void note_exploration(generation *g, bool explore, bool drafted) {
     g->explored = explore;
 }
 
-static specd_status draft_step(generation *g, char **error) {
+/* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step). */
+static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     int32_t budget = draft_budget(g);
-    if (!g->drafter.ops || budget == 0) return SPECD_OK;
+    if (!g->drafter.ops || budget == 0) return false;
     if (needs_plain_step(g)) {
         g->steps_since_plain = 0;
-        return SPECD_OK;
+        return false;
     }
     const specd_spec_params *sp = &g->params->speculative;
-    bool explore = g->steps_without_draft >= g->explore_every;
-    specd_draft_request req = {
+    *explore = g->steps_without_draft >= g->explore_every;
+    *req = (specd_draft_request){
         .history = g->history,
         .n_history = g->n_history,
         .max_len = budget,
-        .min_len = explore && sp->draft_min < 1 ? 1 : sp->draft_min,
+        .min_len = *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
         .p_min = sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,
         .length = sp->adaptive ? g->length : NULL,
         .grammar = g->grammar,
     };
-    if (req.min_len > budget) req.min_len = budget;
-    specd_draft_length_begin_in_batch(g->length, g->batch_tokens, g->batch_expected);
-    double t0 = specd_now_ms();
-    specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
+    if (req->min_len > budget) req->min_len = budget;
+    return true;
+}
+
+/* After the drafter ran (ms): the grammar's cut and the step's statistics. */
+static specd_status finish_draft(generation *g, specd_status st, double ms, bool explore, char **error) {
     if (st == SPECD_OK && g->grammar && !specd_grammar_prune(g->grammar, &g->tree)) {
         specd_set_error(error, "out of memory for the grammar states of a draft");
         st = SPECD_ERR_NO_MEMORY;
     }
-    double ms = specd_now_ms() - t0;
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
     g->steps_without_draft = n > 0 ? 0 : g->steps_without_draft + 1;
     g->steps_since_plain = n > 0 ? g->steps_since_plain + 1 : 0;
     note_exploration(g, explore, n > 0);
     return st;
+}
+
+static specd_status draft_step(generation *g, char **error) {
+    specd_draft_request req;
+    bool explore = false;
+    if (!plan_draft(g, &req, &explore)) return SPECD_OK;
+    specd_draft_length_begin_in_batch(g->length, g->batch_tokens, g->batch_expected);
+    double t0 = specd_now_ms();
+    specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
+    return finish_draft(g, st, specd_now_ms() - t0, explore, error);
 }
 
 /* The draft tree as the engine decodes it, in g->tree_tokens. */
@@ -572,10 +584,9 @@ static specd_status make_caches_ours(generation *g, char **error) {
     return st;
 }
 
-specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **error) {
-    specd_status begun = begin_part(g, PHASE_DRAFT, n_drafted, error);
-    if (begun != SPECD_OK) return begun;
-    double t0 = specd_now_ms();
+/* What comes before the drafters in a draft part: the rest of a pending prompt, a stop asked for,
+ * the caches made this session's (a context shift maybe). */
+static specd_status before_drafting(generation *g, char **error) {
     specd_status st = g->n_pending > 0 ? finish_ingest(g, error) : SPECD_OK; /* stepped on its own */
     bool stop = atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
     if (st == SPECD_OK && stop) {
@@ -583,12 +594,25 @@ specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **er
         finish(g);
     } else if (st == SPECD_OK) {
         st = make_caches_ours(g, error);
-        if (st == SPECD_OK && !g->done) st = draft_step(g, error);
     }
+    return st;
+}
+
+/* The end of a draft part that began at t0. */
+static specd_status after_drafting(generation *g, specd_status st, double t0, int32_t *n_drafted) {
     if (st == SPECD_OK && !g->done) g->phase = PHASE_VERIFY;
     if (n_drafted) *n_drafted = specd_tree_n_drafted(&g->tree);
     g->result->stats.decode_ms += specd_now_ms() - t0;
     return fail(g, st);
+}
+
+specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **error) {
+    specd_status begun = begin_part(g, PHASE_DRAFT, n_drafted, error);
+    if (begun != SPECD_OK) return begun;
+    double t0 = specd_now_ms();
+    specd_status st = before_drafting(g, error);
+    if (st == SPECD_OK && !g->done) st = draft_step(g, error);
+    return after_drafting(g, st, t0, n_drafted);
 }
 
 /* Verification once the target's logits for the tree are there. */
@@ -610,38 +634,117 @@ static double expected_from_draft(const generation *g, int32_t n_drafted) {
     return 1.0 + n_drafted * specd_draft_length_acceptance(g->length, 0.5f);
 }
 
-specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_status *status, char **errors) {
-    specd_status first = SPECD_OK;
-    int32_t tokens_before = 0;
-    double expected_before = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        generation *g = s[i];
-        /* before it: the trees drafted so far; after it: at least each later slot's root */
-        if (g) {
-            g->batch_tokens = tokens_before + (n - 1 - i);
-            g->batch_expected = expected_before + (n - 1 - i);
+/* Whether a session's draft can join the others' (the draft model's decodes joined per depth). */
+static bool joins_draft(const generation *g) {
+    return g && g->n_pending == 0 && !g->done && g->failed == SPECD_OK && g->phase == PHASE_DRAFT && !g->grammar &&
+           specd_draft_model_is(&g->drafter);
+}
+
+/* The batch context of the tokens drafted so far in a round. */
+typedef struct round_load {
+    int32_t tokens;
+    double expected;
+} round_load;
+
+/* Session i drafted alone (a model-free drafter, a grammar, a pending prompt), knowing the load. */
+static specd_status draft_alone(generation *g, int32_t later, round_load *load, char **error) {
+    if (g && g->n_pending > 0) { /* still ingesting: its next chunk joins the pass instead */
+        if (atomic_load(&e_of(g)->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
+            g->result->stop_reason = SPECD_STOP_CALLBACK; /* stopped before its prompt was in */
+            g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
+            finish(g);
+            return SPECD_OK;
         }
-        int32_t n_drafted = 0;
-        if (g && g->n_pending > 0) { /* still ingesting: its next chunk joins the pass instead */
-            if (status) status[i] = SPECD_OK;
-            if (errors) errors[i] = NULL;
-            if (atomic_load(&e_of(g)->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
-                g->result->stop_reason = SPECD_STOP_CALLBACK; /* stopped before its prompt was in */
-                g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
-                finish(g);
-                continue;
-            }
-            tokens_before += 1; /* at least; the chunk takes what room the pass has left */
+        load->tokens += 1; /* at least; the chunk takes what room the pass has left */
+        return SPECD_OK;
+    }
+    if (g) { /* before it: the trees drafted so far; after it: at least each later slot's root */
+        g->batch_tokens = load->tokens + later;
+        g->batch_expected = load->expected + later;
+    }
+    int32_t n_drafted = 0;
+    specd_status st = specd_session_draft(g, &n_drafted, error);
+    if (g) g->batch_tokens = 0, g->batch_expected = 0.0;
+    if (st == SPECD_OK && !specd_session_done(g)) {
+        load->tokens += n_drafted + 1;
+        load->expected += expected_from_draft(g, n_drafted);
+    }
+    return st;
+}
+
+/* One joint draft (draft model, one decode per depth) for m sessions; outcomes into st/err. */
+typedef struct joint_part {
+    generation *g;
+    double t0;
+    bool explore, drafting;
+    specd_draft_request req;
+} joint_part;
+
+static void draft_jointly(generation **gs, int32_t m, const round_load *load, specd_status *st, char **err) {
+    joint_part parts[SPECD_MAX_PARALLEL];
+    specd_draft_length *local = calloc((size_t)m, sizeof *local); /* each chain's own step state */
+    specd_drafter *drafters[SPECD_MAX_PARALLEL];
+    int32_t slots[SPECD_MAX_PARALLEL], at[SPECD_MAX_PARALLEL], k = 0;
+    specd_draft_request reqs[SPECD_MAX_PARALLEL];
+    specd_token_tree *trees[SPECD_MAX_PARALLEL];
+    for (int32_t i = 0; i < m; i++) {
+        generation *g = gs[i];
+        parts[i] = (joint_part){.g = g, .t0 = specd_now_ms()};
+        specd_engine_use_slot(g->e, g->slot);
+        st[i] = local ? before_drafting(g, &err[i]) : SPECD_ERR_NO_MEMORY;
+        if (!local) specd_set_error(&err[i], "out of memory for a joint draft");
+        if (st[i] != SPECD_OK || g->done || !plan_draft(g, &parts[i].req, &parts[i].explore)) continue;
+        local[i] = *g->length;
+        specd_draft_length_begin_in_batch(&local[i], load->tokens + m - 1, load->expected + m - 1);
+        if (parts[i].req.length) parts[i].req.length = &local[i];
+        parts[i].drafting = true;
+        drafters[k] = &g->drafter, slots[k] = g->slot, reqs[k] = parts[i].req, trees[k] = &g->tree, at[k++] = i;
+    }
+    specd_status jst[SPECD_MAX_PARALLEL];
+    char *jerr[SPECD_MAX_PARALLEL] = {0};
+    double t0 = specd_now_ms();
+    if (k > 0) specd_draft_model_draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, gs[0]->length, jst, jerr);
+    double share = k > 0 ? (specd_now_ms() - t0) / k : 0.0;
+    for (int32_t j = 0; j < k; j++) {
+        generation *g = gs[at[j]];
+        st[at[j]] = finish_draft(g, jst[j], share, parts[at[j]].explore, &jerr[j]);
+        specd_free(err[at[j]]);
+        err[at[j]] = jerr[j];
+    }
+    for (int32_t i = 0; i < m; i++) st[i] = after_drafting(gs[i], st[i], parts[i].t0, NULL);
+    free(local);
+}
+
+specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_status *status, char **errors) {
+    specd_status st[SPECD_MAX_PARALLEL];
+    char *err[SPECD_MAX_PARALLEL] = {0};
+    if (n > SPECD_MAX_PARALLEL) n = SPECD_MAX_PARALLEL;
+    int32_t n_joint = 0;
+    for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i]);
+    if (n_joint < 2) n_joint = 0; /* alone, a chain is drafted as always */
+    round_load load = {0, 0.0};
+    generation *joint[SPECD_MAX_PARALLEL];
+    int32_t where[SPECD_MAX_PARALLEL], m = 0, later = n - 1;
+    for (int32_t i = 0; i < n; i++) {
+        st[i] = SPECD_OK;
+        if (n_joint > 0 && joins_draft(s[i])) {
+            joint[m] = s[i], where[m++] = i;
             continue;
         }
-        specd_status st = specd_session_draft(g, &n_drafted, errors ? &errors[i] : NULL);
-        if (g) g->batch_tokens = 0, g->batch_expected = 0.0;
-        if (status) status[i] = st;
-        if (st != SPECD_OK && first == SPECD_OK) first = st;
-        if (st == SPECD_OK && !specd_session_done(g)) {
-            tokens_before += n_drafted + 1;
-            expected_before += expected_from_draft(g, n_drafted);
-        }
+        st[i] = draft_alone(s[i], later--, &load, &err[i]);
+    }
+    if (m > 0) {
+        specd_status jst[SPECD_MAX_PARALLEL];
+        char *jerr[SPECD_MAX_PARALLEL] = {0};
+        draft_jointly(joint, m, &load, jst, jerr);
+        for (int32_t j = 0; j < m; j++) st[where[j]] = jst[j], err[where[j]] = jerr[j];
+    }
+    specd_status first = SPECD_OK;
+    for (int32_t i = 0; i < n; i++) {
+        if (status) status[i] = st[i];
+        if (errors) errors[i] = err[i];
+        else specd_free(err[i]);
+        if (st[i] != SPECD_OK && first == SPECD_OK) first = st[i];
     }
     return first;
 }
@@ -871,12 +974,12 @@ static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, c
         specd_set_error(error, "specd_session_new needs an engine, parameters and a place for the session");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (slot < 0 || slot >= e->n_parallel) {
+    specd_status st = specd_generation_params_validate(params, NULL, error); /* first: needs no engine */
+    if (st == SPECD_OK && (slot < 0 || slot >= e->n_parallel)) {
         specd_set_error(error, "slot %d does not exist: the engine has %d (0 to %d; n_parallel)", slot,
                         e->n_parallel, e->n_parallel - 1);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_status st = specd_generation_params_validate(params, NULL, error);
     if (st == SPECD_OK) st = validate_prompt(e, prompt, n_prompt, error);
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
     if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);

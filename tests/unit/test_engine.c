@@ -692,7 +692,7 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
     specd_engine *slots = open_engine_with(&p);
     assert_int_equal(specd_engine_n_parallel(slots), 3);
     assert_int_equal(specd_engine_n_ctx(slots), 256);
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         specd_session *s[3];
         specd_token *tok[3];
         int32_t n[3];
@@ -713,11 +713,20 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
                 if (specd_session_done(s[i])) continue;
                 char *err = NULL;
                 busy++;
-                /* round 0: a step each; round 1: the three trees verified in one target pass */
+                /* round 0: a step each; round 1: drafted alone, the three trees verified in one
+                 * target pass; round 2: drafted together too (one draft decode per depth) */
                 if (round == 0 && specd_session_step(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
                 if (round == 1 && specd_session_draft(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
-                if (round == 1 && !specd_session_done(s[i])) drafted[n_drafted++] = s[i];
+                if (round >= 1) drafted[n_drafted++] = s[i];
             }
+            if (round == 2) {
+                char *errs[3] = {0};
+                if (specd_sessions_draft(drafted, n_drafted, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
+            }
+            int32_t still = 0; /* a session may have stopped before its step */
+            for (int k = 0; k < n_drafted; k++)
+                if (!specd_session_done(drafted[k])) drafted[still++] = drafted[k];
+            n_drafted = still;
             char *err = NULL;
             int32_t accepted[3];
             char *errs[3] = {0};
@@ -732,6 +741,7 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
             snprintf(what, sizeof what, "round %d, session in slot %d", round, i);
             assert_same_tokens(&r, &alone[i], what);
             if (round) assert_int_equal(r.stats.n_prompt_cached, n[i] - 1);
+            if (i < 2) assert_true(r.stats.n_drafted > 0); /* it did speculate */
             specd_result_clear(&r);
             specd_session_free(s[i]);
         }

@@ -97,8 +97,7 @@ static const char *const requests[] = {
     "\"grammar\":\"root ::= [a-z ]+\"}",
     "{\"prompt\":\"he had a cat\",\"n_predict\":30,\"temperature\":1,\"seed\":5,\"ignore_eos\":true,"
     "\"speculative\":{\"type\":[\"none\"]}}",
-    "{\"prompt\":\"the sun was hot\",\"n_predict\":20,\"temperature\":0,\"ignore_eos\":true,"
-    "\"speculative\":{\"type\":[\"none\"]}}",
+    "{\"prompt\":\"the sun was hot\",\"n_predict\":20,\"temperature\":0,\"ignore_eos\":true}",
 };
 #define N_REQUESTS (int)(sizeof requests / sizeof *requests)
 
@@ -164,7 +163,9 @@ static void long_prompt_joins_in_chunks(void **state) {
     drain(&sb);
     assert_string_equal(sa.text, json_string_value(json_object_get(a, "content")));
     assert_string_equal(sb.text, json_string_value(json_object_get(b, "content")));
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(sa.final, "timings"), "prompt_n")), prompt_n);
+    json_t *t = json_object_get(sa.final, "timings"); /* a slot may have had the BOS cached */
+    assert_int_equal(json_integer_value(json_object_get(t, "prompt_n")) + json_integer_value(json_object_get(t, "cache_n")),
+                     prompt_n + json_integer_value(json_object_get(timings, "cache_n")));
     json_decref(sa.final);
     json_decref(sb.final);
     json_decref(a);
