@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What `status` shows of a slot: copied from the running session after each step. */
+/* What `status` shows of a slot: copied from the running session after each step; an idle slot
+ * keeps its latest request's figures (as llama-server's /slots does). */
 typedef struct slot_view {
-    int64_t id_task;  /* 0: idle */
+    bool processing;
+    int64_t id_task;  /* 0: it has run nothing yet */
     int32_t n_prompt, n_cached, n_generated, n_steps, n_drafted, n_accepted;
 } slot_view;
 
@@ -106,17 +108,22 @@ static int32_t best_slot(specd_engine *engine, int32_t n_slots, const completion
     return best;
 }
 
+/* The running request's figures into the slot's view (S.lock not held). */
 static void publish_view(int32_t i) {
-    slot_view v = {0};
     sched_slot *slot = &S.slots[i];
-    if (slot->job) {
-        const specd_result *r = completion_exec_result(slot->exec);
-        v = (slot_view){.id_task = slot->job->id, .n_prompt = r->stats.n_prompt, .n_cached = r->stats.n_prompt_cached,
-                        .n_generated = r->n_tokens, .n_steps = r->stats.n_steps, .n_drafted = r->stats.n_drafted,
-                        .n_accepted = r->stats.n_accepted};
-    }
+    const specd_result *r = completion_exec_result(slot->exec);
+    slot_view v = {.processing = true, .id_task = slot->job->id, .n_prompt = r->stats.n_prompt,
+                   .n_cached = r->stats.n_prompt_cached, .n_generated = r->n_tokens, .n_steps = r->stats.n_steps,
+                   .n_drafted = r->stats.n_drafted, .n_accepted = r->stats.n_accepted};
     pthread_mutex_lock(&S.lock);
     S.views[i] = v;
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* The slot is idle again; its view keeps the figures of the request it ran. */
+static void publish_idle(int32_t i) {
+    pthread_mutex_lock(&S.lock);
+    S.views[i].processing = false;
     pthread_mutex_unlock(&S.lock);
 }
 
@@ -124,13 +131,14 @@ static void publish_view(int32_t i) {
 static void end_slot(int32_t i) {
     sched_slot *slot = &S.slots[i];
     rpc_job *job = slot->job;
+    publish_view(i); /* its final figures */
     json_t *final = completion_exec_end(slot->exec);
     slot->job = NULL;
     slot->exec = NULL;
     pthread_mutex_lock(&S.lock);
     S.n_running--;
     pthread_mutex_unlock(&S.lock);
-    publish_view(i);
+    publish_idle(i);
     finish_job(job, final);
 }
 
@@ -249,7 +257,7 @@ json_t *rpc_sched_slots_json(int32_t *n_queued, int32_t *queue_max) {
         const slot_view *v = &S.views[i];
         json_array_append_new(
             a, json_pack("{s:i, s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:f}", "id", i, "state",
-                         v->id_task ? "processing" : "idle", "id_task", (json_int_t)v->id_task, "n_prompt_tokens",
+                         v->processing ? "processing" : "idle", "id_task", (json_int_t)v->id_task, "n_prompt_tokens",
                          v->n_prompt, "n_cached", v->n_cached, "n_generated", v->n_generated, "n_steps", v->n_steps,
                          "n_drafted", v->n_drafted, "n_accepted", v->n_accepted, "acceptance_rate",
                          v->n_drafted > 0 ? (double)v->n_accepted / v->n_drafted : 0.0));

@@ -24,8 +24,9 @@ bool rpc_sched_submit(rpc_job *job, rpc_error *err);
  * "cancelled"), a running one at its next step. */
 void rpc_sched_cancel(rpc_job *job);
 /* The slots for `status`: an array of {id, state, id_task, n_prompt_tokens, n_cached,
- * n_generated, n_drafted, n_accepted, acceptance_rate, n_steps} (new reference), the queue's
- * length and bound in *n_queued and *queue_max. */
+ * n_generated, n_drafted, n_accepted, acceptance_rate, n_steps} (new reference; an idle slot shows
+ * its latest request's figures, id_task 0 before any), the queue's length and bound in *n_queued
+ * and *queue_max. */
 json_t *rpc_sched_slots_json(int32_t *n_queued, int32_t *queue_max);
 
 #endif
