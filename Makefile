@@ -46,7 +46,7 @@ asan: deps
 # The JSON API's threads (async poll and cancel from several threads) under ThreadSanitizer.
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target test_rpc make_tiny_model
+	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots make_tiny_model
 	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc' --output-on-failure
 
 # libFuzzer on the JSON-RPC dispatcher (tests/fuzz): FUZZ_SECONDS with no model, then as long

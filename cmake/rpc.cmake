@@ -16,6 +16,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/metrics.c
   src/rpc/props.c
   src/rpc/async.c
+  src/rpc/scheduler.c
   src/rpc/abi.c
   src/rpc/json_schema.c
   src/rpc/json_schema_object.c

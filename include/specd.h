@@ -151,7 +151,19 @@ typedef struct specd_engine_params {
      * llama.cpp built with GGML_RPC (specd's own build is); else, or when a server cannot be
      * reached, specd_engine_new fails naming it. NULL or "": none. Copied. */
     const char *rpc_servers;
+    /* Slots: sequences that generate side by side, each with its own KV sequence in the target
+     * and in the draft context (llama-server's -np). 0 or 1 = one (default); at most
+     * SPECD_MAX_PARALLEL. Sessions choose theirs with specd_session_new_in_slot. */
+    int32_t n_parallel;
+    /* The context of each slot in tokens; 0 (default) = n_ctx / n_parallel, the whole context
+     * holding n_parallel of them. Given, the context holds n_parallel x n_ctx_per_slot tokens
+     * and n_ctx is ignored. specd_engine_n_ctx reports the per-slot context. */
+    int32_t n_ctx_per_slot;
 } specd_engine_params;
+
+/* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
+ * sequences (its own and the scratch ones of its draft trees). */
+#define SPECD_MAX_PARALLEL 32
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
 /* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
@@ -203,7 +215,15 @@ SPECD_API specd_status specd_engine_new_v2(const specd_engine_params *params, sp
 SPECD_API void specd_engine_free(specd_engine *engine);
 
 SPECD_API bool specd_engine_has_draft(const specd_engine *engine);
+/* The context one generation may use: that of a slot (the whole context with one slot). */
 SPECD_API int32_t specd_engine_n_ctx(const specd_engine *engine);
+/* Slots (specd_engine_params.n_parallel), at least 1. */
+SPECD_API int32_t specd_engine_n_parallel(const specd_engine *engine);
+/* How many leading tokens of `prompt` slot `slot` holds in the target's KV cache already (the
+ * prompt cache a session in that slot would reuse, at most n_prompt - 1: the last token is always
+ * decoded). 0 for a slot out of range. Same thread rules as the sessions. */
+SPECD_API int32_t specd_engine_slot_cached(const specd_engine *engine, int32_t slot, const specd_token *prompt,
+                                           int32_t n_prompt);
 SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */
@@ -611,7 +631,8 @@ SPECD_API void specd_result_clear(specd_result *result);
  * Several sessions may exist against one engine and be stepped in turn from one thread: each
  * step first makes the engine's caches hold that session's history (the longest common prefix
  * stays; what differs is decoded again), so interleaving costs re-decoding but never changes an
- * output. What sessions learn (costs, the drafters' memory) is shared through the engine.
+ * output. On an engine with several slots (n_parallel), sessions in different slots
+ * (specd_session_new_in_slot) keep their own KV sequences and interleave without re-decoding. What sessions learn (costs, the drafters' memory) is shared through the engine.
  * Threads: the rules of the engine apply (one call on an engine at a time);
  * specd_engine_request_stop stops every session of the engine at its next draft (a session
  * created afterwards is not stopped).
@@ -625,12 +646,51 @@ typedef struct specd_session specd_session;
 SPECD_API specd_status specd_session_new(specd_engine *engine, const specd_token *prompt, int32_t n_prompt,
                                          const specd_generation_params *params, specd_session **out,
                                          char **error);
+/* The same in slot `slot` (0 .. specd_engine_n_parallel - 1): its own KV sequences in both
+ * contexts, so sessions in different slots interleave without re-decoding each other's history.
+ * specd_session_new is slot 0. Two live sessions in one slot still work (they re-decode). */
+SPECD_API specd_status specd_session_new_in_slot(specd_engine *engine, int32_t slot, const specd_token *prompt,
+                                                 int32_t n_prompt, const specd_generation_params *params,
+                                                 specd_session **out, char **error);
+/* specd_session_new_in_slot without ingesting the prompt: the slot keeps what its cache shares with
+ * the prompt, the rest (specd_session_pending_prompt tokens) joins specd_sessions_verify's passes
+ * in chunks, beside the other slots' trees, so a long prompt delays the running generations by
+ * at most one chunk per pass. Stepping the session on its own (specd_session_draft) ingests
+ * what is left at once. */
+SPECD_API specd_status specd_session_begin_in_slot(specd_engine *engine, int32_t slot, const specd_token *prompt,
+                                                   int32_t n_prompt, const specd_generation_params *params,
+                                                   specd_session **out, char **error);
+SPECD_API int32_t specd_session_pending_prompt(const specd_session *s);
+/* Asks this session alone to stop at its next draft (stop reason SPECD_STOP_CALLBACK). Safe from
+ * any thread while another steps the session. */
+SPECD_API void specd_session_request_stop(specd_session *s);
 /* Drafts this step's tree (*n_drafted tokens; 0 when nothing is worth verifying: the step then
  * gives the target's own token). When the session stops before the step (stop requested, the
  * context full without a shift) it is done and there is nothing to verify. */
 SPECD_API specd_status specd_session_draft(specd_session *s, int32_t *n_drafted, char **error);
 /* One target pass over the tree and exact verification: *n_accepted draft tokens accepted. */
 SPECD_API specd_status specd_session_verify(specd_session *s, int32_t *n_accepted, char **error);
+/* specd_session_draft for several sessions (each in its own slot) whose trees will share ONE
+ * target pass (specd_sessions_verify): each drafts knowing what the slots before it put in the
+ * pass, so a draft token must raise the whole pass's tokens per ms, T(all the tokens) measured, to
+ * be kept. As slots fill, drafting shrinks and stops where it does not pay. status[i] (may be
+ * NULL) and errors[i] (may be NULL; free each with specd_free) are session i's outcome; returns
+ * the first failure, or SPECD_OK. */
+SPECD_API specd_status specd_sessions_draft(specd_session *const *sessions, int32_t n, specd_status *status,
+                                            char **errors);
+/* (A session still ingesting its prompt is left as it is: status SPECD_OK.) */
+/* specd_session_verify for several sessions in ONE target pass: their trees decoded together
+ * (each in its slot's sequences; n sessions of one engine, each in a different slot, all drafted),
+ * then each verified exactly as alone. Sessions still ingesting their prompt
+ * (specd_session_begin_in_slot) add their next chunk instead, in the room the trees leave in the
+ * batch (-b). When the trees do not fit one batch together (draft_max) each gets its own pass.
+ * Outcomes per session (each array may be NULL, else n entries): n_accepted[i] (0 for a chunk),
+ * status[i], errors[i] (a message to free with specd_free, or NULL). A session whose tree cannot be
+ * verified fails alone; a failed pass fails every session in it. Returns the first failure, or
+ * SPECD_OK. A call out of order (a session not drafted, two in one slot, sessions of different
+ * engines) changes nothing: SPECD_ERR_INVALID_ARGUMENT for all, the message in errors[0]. */
+SPECD_API specd_status specd_sessions_verify(specd_session *const *sessions, int32_t n, int32_t *n_accepted,
+                                             specd_status *status, char **errors);
 /* Keeps the accepted path in the caches and emits the step's tokens (accepted drafts plus the
  * target's token, *n_emitted, fewer when a stop comes among them); on_tokens is called here. */
 SPECD_API specd_status specd_session_accept(specd_session *s, int32_t *n_emitted, char **error);

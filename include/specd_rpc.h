@@ -6,22 +6,26 @@
  * release it with specd_free() (declared in specd.h). NULL is returned only where documented.
  *
  * Threads: every function may be called from any thread. There is one global engine (one model
- * pair). One completion runs at a time: a completion request while another runs is answered at
- * once with the busy error (-32001); it is not queued. tokenize/detokenize/status/poll/cancel
+ * pair) with n_parallel slots (init's -np, default 1): that many completions run side by side on
+ * one scheduler thread; the others wait in a FIFO of n_queue (--queue, default 64), and past it a
+ * completion request is answered at once with the busy error (-32001). A blocking `completion`
+ * waits in the calling thread until its answer is there. tokenize/detokenize/status/poll/cancel
  * never wait for a running completion.
  *
  * Methods of specd_rpc (params are always an object with named fields; unknown fields, wrong
  * types and out-of-range values are -32602 errors naming the field):
  *   init               {"cmd": "-m T.gguf -md D.gguf -c 2048 -t 4"} or {"args": [...]} or
  *                      {"model", "model_draft", "n_ctx", "n_threads", "n_batch", "draft_max",
- *                       "model_alias", "hostname", "port", "verbose"}; "async": true returns at once
- *   status             -> {"state", "init_success", "model", "model_alias", "busy", ...}
+ *                       "n_parallel", "n_ctx_per_slot", "n_queue", "model_alias", "hostname", "port",
+ *                       "verbose"}; "async": true returns at once
+ *   status             -> {"state", "init_success", "model", "model_alias", "busy", "n_parallel",
+ *                       "n_queued", "queue_max", "slots": [{"id", "state", "id_task", ...}], ...}
  *   tokenize           {"text", "add_special"?, "with_pieces"?} -> {"tokens": [ids], "length"}
  *   detokenize         {"tokens": [ids]} -> {"content"}
  *   completion         the completion request (see README) -> the response, when done
  *   completion.start   the same request -> {"id", "prompt_stats"} at once
  *   completion.poll    {"id"?, "wait_ms"?} -> {"id", "completion_updates": [...], "finished"}
- *   completion.cancel  {"id"?} -> {"id", "cancelled"}
+ *   completion.cancel  {"id"?} -> {"id", "cancelled"} (queued: ends at once; running: at its next step)
  *   shutdown           cancels a running completion and frees the model
  * Error codes: specd_rpc_error_code below (data.field names the offending parameter).
  */

@@ -64,7 +64,10 @@ static double base_cost(const specd_draft_length *dl, int32_t n) {
 
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
-    if (n > SPECD_DL_MAX_BATCH) n = SPECD_DL_MAX_BATCH;
+    /* Past the sizes kept, a pass costs in proportion to its tokens (a batch of several slots):
+     * never as if more tokens were free. */
+    if (n > SPECD_DL_MAX_BATCH)
+        return specd_draft_length_verify_cost(dl, SPECD_DL_MAX_BATCH) * n / (double)SPECD_DL_MAX_BATCH;
     double base = base_cost(dl, n);
     /* Nothing timed: in units of one target token. */
     return base > 0.0 ? base * drift_of(dl) : prior_ratio(n);
@@ -75,11 +78,17 @@ static double draft_cost(const specd_draft_length *dl) {
     return PRIOR_DRAFT_RATIO * specd_draft_length_verify_cost(dl, 1);
 }
 
+/* T of the step's pass when this slot's part of it is n tokens: the other slots' tokens ride in the
+ * same pass (specd_draft_length_begin_in_batch). */
+static double pass_cost(const specd_draft_length *dl, int32_t n) {
+    return specd_draft_length_verify_cost(dl, dl->batch_tokens + n);
+}
+
 /* Keeping a draft at `depth`: one more token in the target pass, and for the first draft of a
  * step the state checkpoint a recurrent model needs. */
 static double extra_verify_cost(const specd_draft_length *dl, int32_t depth) {
     double state = depth == 0 ? dl->state_ms : 0.0;
-    return specd_draft_length_verify_cost(dl, depth + 2) - specd_draft_length_verify_cost(dl, depth + 1) + state;
+    return pass_cost(dl, depth + 2) - pass_cost(dl, depth + 1) + state;
 }
 
 /* The best tokens-per-ms reachable from a chain of `depth` kept drafts by drafting m more
@@ -90,12 +99,12 @@ static double extra_verify_cost(const specd_draft_length *dl, int32_t depth) {
 static double best_rate_from(const specd_draft_length *dl, int32_t depth, double expected, double cost,
                              double p_all, bool allow_stop, int32_t *best_m) {
     double a = mean_acceptance(dl), best = allow_stop ? expected / cost : 0.0;
-    double base_verify = specd_draft_length_verify_cost(dl, depth + 1);
+    double base_verify = pass_cost(dl, depth + 1);
     if (best_m) *best_m = 0;
     for (int32_t m = 1; m <= LOOKAHEAD; m++) {
         p_all *= a;
         expected += p_all;
-        double c = cost + m * draft_cost(dl) + specd_draft_length_verify_cost(dl, depth + 1 + m) - base_verify +
+        double c = cost + m * draft_cost(dl) + pass_cost(dl, depth + 1 + m) - base_verify +
                    (depth == 0 ? dl->state_ms : 0.0);
         if (expected / c > best) {
             best = expected / c;
@@ -105,10 +114,14 @@ static double best_rate_from(const specd_draft_length *dl, int32_t depth, double
     return best;
 }
 
-void specd_draft_length_begin(specd_draft_length *dl) {
+void specd_draft_length_begin(specd_draft_length *dl) { specd_draft_length_begin_in_batch(dl, 0, 0.0); }
+
+void specd_draft_length_begin_in_batch(specd_draft_length *dl, int32_t other_tokens, double other_expected) {
+    dl->batch_tokens = other_tokens > 0 ? other_tokens : 0;
+    dl->batch_expected = other_expected > 0.0 ? other_expected : 0.0;
     dl->p_all = 1.0;
-    dl->expected = 1.0;
-    dl->cost = specd_draft_length_verify_cost(dl, 1);
+    dl->expected = 1.0 + dl->batch_expected;
+    dl->cost = pass_cost(dl, 1);
 }
 
 bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth, float confidence) {
@@ -133,7 +146,7 @@ void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confide
  * interleaved): temperature 1 46.1 -> 49.4 tokens/s, temperature 0 50.4 -> 52.3. */
 static int32_t best_fixed_length(const specd_draft_length *dl) {
     int32_t k = 0; /* from an empty chain: one pass over the root, nothing drafted yet */
-    best_rate_from(dl, 0, 1.0, specd_draft_length_verify_cost(dl, 1), 1.0, true, &k);
+    best_rate_from(dl, 0, 1.0 + dl->batch_expected, pass_cost(dl, 1), 1.0, true, &k);
     return k;
 }
 

@@ -49,6 +49,8 @@ typedef struct specd_draft_length {
      * engine saves the cache when it moved (draft/calibrate.h). */
     uint32_t n_learnt;
     /* the step being drafted */
+    int32_t batch_tokens;   /* tokens other slots put in the same target pass */
+    double batch_expected;  /* tokens those slots are expected to give from it */
     double p_all;     /* chance that every draft kept so far is accepted */
     double expected;  /* expected tokens from this step */
     double cost;      /* cost of this step so far, in ms: the target pass plus draft decodes */
@@ -57,6 +59,12 @@ typedef struct specd_draft_length {
 void specd_draft_length_init(specd_draft_length *dl);
 /* Starts a step; resets the running expectation. */
 void specd_draft_length_begin(specd_draft_length *dl);
+/* Starts a step whose target pass also carries other slots' trees: other_tokens tokens, expected to
+ * give other_expected tokens. A draft token then has to raise the whole pass's tokens per ms: its
+ * cost is what it adds to T(all the pass's tokens), and the gain is weighed against every token the
+ * pass gives. As slots fill, the pass is already large and well used, so drafting shrinks, and
+ * stops where it does not pay. */
+void specd_draft_length_begin_in_batch(specd_draft_length *dl, int32_t other_tokens, double other_expected);
 /* A draft token at `depth` with this confidence was drawn: would keeping it pay? */
 bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth, float confidence);
 /* It is kept: the step's expectation and cost grow. */

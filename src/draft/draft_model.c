@@ -121,6 +121,82 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
     return SPECD_OK;
 }
 
+/* ---- several slots' chains, their draft decodes joined ---------------------------------------- */
+
+/* One chain of a joint draft: what draft_chain keeps in locals. */
+typedef struct joint_chain {
+    draft_model *dm;
+    const specd_draft_request *req;
+    specd_token_tree *tree;
+    int32_t slot, parent, n_history, depth;
+    specd_token next; /* the token to decode for the next depth, while growing */
+    bool growing;
+    specd_status st;
+} joint_chain;
+
+/* Draws the chain's token at its depth from `logits`; it keeps growing when one more is wanted. */
+static void joint_draw(joint_chain *c, const float *logits, char **error) {
+    float confidence = 0.0f;
+    c->growing = false;
+    specd_token t = draw_token(c->dm, c->req, logits, c->n_history, NULL, &confidence);
+    if (t >= 0 && !keep_token(c->req, c->depth, confidence)) return;
+    if (t >= 0) c->parent = specd_tree_add(c->tree, c->parent, t, &c->dm->q, confidence);
+    if (t < 0 || c->parent < 0) {
+        specd_set_error(error, "out of memory while drafting");
+        c->st = SPECD_ERR_NO_MEMORY;
+        return;
+    }
+    c->req->history[c->n_history++] = t;
+    c->depth++;
+    c->next = t;
+    c->growing = draft_more(c->req, c->depth);
+}
+
+/* The first token of each chain, right after its slot's sync (the next sync overwrites the logits). */
+static void joint_start(specd_engine *e, joint_chain *c, char **error) {
+    if (!draft_more(c->req, 0)) return;
+    specd_engine_use_slot(e, c->slot);
+    int32_t idx = 0;
+    c->st = specd_slot_sync(e, &e->draft, c->req->history, c->req->n_history, true, &idx, NULL, error);
+    if (c->st == SPECD_OK) joint_draw(c, llama_get_logits_ith(e->draft.ctx, idx), error);
+}
+
+
+void specd_draft_model_draft_joint(specd_engine *e, specd_drafter *const *drafters, const int32_t *slots,
+                                   const specd_draft_request *reqs, specd_token_tree *const *trees, int32_t n,
+                                   specd_draft_length *costs, specd_status *status, char **errors) {
+    joint_chain chains[SPECD_MAX_PARALLEL];
+    for (int32_t i = 0; i < n; i++) {
+        chains[i] = (joint_chain){.dm = drafters[i]->self, .req = &reqs[i], .tree = trees[i], .slot = slots[i],
+                                  .n_history = reqs[i].n_history};
+        joint_start(e, &chains[i], &errors[i]);
+    }
+    for (;;) { /* one draft decode per depth for every chain still growing */
+        specd_model_slot *views[SPECD_MAX_PARALLEL];
+        specd_token tokens[SPECD_MAX_PARALLEL];
+        int32_t at[SPECD_MAX_PARALLEL], m = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (chains[i].st == SPECD_OK && chains[i].growing)
+                views[m] = specd_engine_draft_view(e, chains[i].slot), tokens[m] = chains[i].next, at[m++] = i;
+        if (m == 0) break;
+        double ms = 0.0;
+        char *message = NULL;
+        specd_status st = specd_slots_push(e, views, tokens, m, &ms, &message);
+        if (st == SPECD_OK && costs) specd_draft_length_record_draft(costs, m, ms); /* a draft token's share */
+        for (int32_t k = 0; k < m; k++) {
+            joint_chain *c = &chains[at[k]];
+            if (st != SPECD_OK) {
+                c->st = st;
+                if (message) specd_set_error(&errors[at[k]], "%s", message);
+                continue;
+            }
+            joint_draw(c, llama_get_logits_ith(e->draft.ctx, k), &errors[at[k]]);
+        }
+        specd_free(message);
+    }
+    for (int32_t i = 0; i < n; i++) status[i] = chains[i].st;
+}
+
 /* The draft's cache moves with the history (see specd_slot_shift), so the next sync finds it
  * in step instead of re-decoding everything after n_keep. */
 static specd_status dm_shift(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens, int32_t n,
@@ -163,6 +239,8 @@ static const specd_drafter_ops draft_model_ops = {
     .destroy = dm_destroy,
     .shift = dm_shift,
 };
+
+bool specd_draft_model_is(const specd_drafter *d) { return d && d->ops == &draft_model_ops; }
 
 specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, char **error) {
     if (!engine->draft.ctx) {

@@ -55,8 +55,7 @@ bool specd_draft_tree_wanted(const specd_draft_request *req) {
  * history). The one place that maps branches to sequences: where a context holds several slots,
  * each with its own sequence and scratch ones, this follows specd_slot_decode_tree's mapping. */
 static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t b) {
-    (void)slot;
-    return b;
+    return b == 0 ? slot->seq : slot->branch_base + b - 1;
 }
 
 typedef struct open_node {

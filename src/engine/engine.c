@@ -21,6 +21,7 @@
 /* Snapshots of a recurrent target's state for per-token rollback: each costs one more copy of the
  * state (tens of MB on large delta-net models), and most accepted runs are shorter. */
 #define RS_SNAPSHOTS_MAX 8
+#define MIN_SLOT_CTX 16
 
 /* ---- llama.cpp's log ---------------------------------------------------------------------------
  * One logger for the whole process, installed once before anything else of llama.cpp or ggml
@@ -241,14 +242,38 @@ static void describe_slot(specd_model_slot *slot, const char *role) {
              recurrent ? ", recurrent" : hybrid ? ", hybrid recurrent" : "");
 }
 
-static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_seq_max,
-                                   const char *role, char **error) {
+/* One view per slot of a context: the slot's sequence, its own token list. */
+static specd_status make_views(specd_engine *e, const specd_model_slot *shared, int32_t n_branches,
+                               specd_model_slot **out, const char *role, char **error) {
+    *out = calloc((size_t)e->n_parallel, sizeof **out);
+    for (int32_t i = 0; *out && i < e->n_parallel; i++) {
+        specd_model_slot *v = &(*out)[i];
+        *v = *shared;
+        v->seq = i;
+        v->branch_base = e->n_parallel + i * (n_branches - 1);
+        v->n_seq_max = n_branches;
+        v->cap = e->n_ctx;
+        v->n_kv = 0;
+        v->kv_tokens = specd_alloc_array((size_t)e->n_ctx, sizeof *v->kv_tokens);
+        if (!v->kv_tokens) break;
+    }
+    if (!*out || !(*out)[e->n_parallel - 1].kv_tokens) {
+        specd_set_error(error, "out of memory for the %s token lists", role);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    return SPECD_OK;
+}
+
+/* The context of one model, shared by every slot (n_branches: tree branches a slot may decode,
+ * the first in the slot's own sequence, the others in scratch sequences after the slots'). */
+static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_branches,
+                                   specd_model_slot **views, const char *role, char **error) {
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)e->n_ctx;
+    cp.n_ctx = (uint32_t)e->n_ctx * (uint32_t)e->n_parallel;
     cp.n_batch = (uint32_t)e->n_batch;
     cp.n_ubatch = (uint32_t)e->n_batch;
-    cp.n_seq_max = (uint32_t)n_seq_max;
-    cp.kv_unified = true; /* tree branches share their prefix cells */
+    cp.n_seq_max = (uint32_t)(e->n_parallel * n_branches);
+    cp.kv_unified = true; /* tree branches share their prefix cells; slots share the cells */
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
@@ -263,22 +288,48 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     slot->ctx = llama_init_from_model(slot->model, cp);
     const char *reason = capture_end(&capture);
     if (!slot->ctx) {
-        specd_set_error(error, "cannot create the %s context (n_ctx=%d): out of memory? try a smaller -c%s%s%s",
-                        role, e->n_ctx, *reason ? " (llama.cpp: " : "", reason, *reason ? ")" : "");
+        specd_set_error(error, "cannot create the %s context (n_ctx=%u): out of memory? try a smaller -c%s%s%s",
+                        role, cp.n_ctx, *reason ? " (llama.cpp: " : "", reason, *reason ? ")" : "");
         return SPECD_ERR_CONTEXT;
     }
-    slot->n_seq_max = n_seq_max;
-    slot->cap = e->n_ctx;
-    slot->n_kv = 0;
-    specd_slot_forget_checkpoints(slot, -1);
     slot->n_rs_seq = (int32_t)llama_n_rs_seq(slot->ctx);
-    describe_slot(slot, role);
-    slot->kv_tokens = specd_alloc_array((size_t)e->n_ctx, sizeof *slot->kv_tokens);
-    if (!slot->kv_tokens) {
-        specd_set_error(error, "out of memory for the %s token list", role);
-        return SPECD_ERR_NO_MEMORY;
-    }
+    describe_slot(slot, role); /* every view copies what the model's memory can do */
+    specd_slot_forget_checkpoints(slot, -1); /* none yet: each view starts without a buffer */
+    specd_status st = make_views(e, slot, n_branches, views, role, error);
+    if (st != SPECD_OK) return st;
+    struct llama_context *ctx = slot->ctx;
+    *slot = (*views)[0];
+    slot->ctx = ctx;
     return SPECD_OK;
+}
+
+/* Moves the active view's own fields back to views[from] and views[to]'s in. Only these: other
+ * threads read the shared ones (ctx, model) through the accessors while a session runs. */
+static void swap_view(specd_model_slot *active, specd_model_slot *views, int32_t from, int32_t to) {
+    views[from].kv_tokens = active->kv_tokens;
+    views[from].n_kv = active->n_kv;
+    views[from].logits_offset = active->logits_offset;
+    active->kv_tokens = views[to].kv_tokens;
+    active->n_kv = views[to].n_kv;
+    active->seq = views[to].seq;
+    active->branch_base = views[to].branch_base;
+    active->logits_offset = views[to].logits_offset;
+}
+
+specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot) {
+    return slot == e->active_slot ? &e->target : &e->target_views[slot];
+}
+
+specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot) {
+    if (!e->draft_views) return NULL;
+    return slot == e->active_slot ? &e->draft : &e->draft_views[slot];
+}
+
+void specd_engine_use_slot(specd_engine *e, int32_t slot) {
+    if (slot == e->active_slot || slot < 0 || slot >= e->n_parallel) return;
+    swap_view(&e->target, e->target_views, e->active_slot, slot);
+    if (e->draft_views) swap_view(&e->draft, e->draft_views, e->active_slot, slot);
+    e->active_slot = slot;
 }
 
 static specd_status validate_params(const specd_engine_params *p, char **error) {
@@ -308,6 +359,11 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
                         "(got %d, %d)", p->n_gpu_layers, p->n_gpu_layers_draft);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    if (p->n_parallel < 0 || p->n_parallel > SPECD_MAX_PARALLEL || p->n_ctx_per_slot < 0) {
+        specd_set_error(error, "n_parallel must be from 0 to %d and n_ctx_per_slot not negative (got %d, %d)",
+                        SPECD_MAX_PARALLEL, p->n_parallel, p->n_ctx_per_slot);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->draft_max < 0) {
         specd_set_error(error, "n_ctx, n_batch, n_threads and draft_max must not be negative "
                         "(got %d, %d, %d, %d)", p->n_ctx, p->n_batch, p->n_threads, p->draft_max);
@@ -317,9 +373,31 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
 }
 
 /* Settles n_ctx, n_batch, threads and the shared batch once the target is loaded. */
+static bool keeps_recurrent_state(const struct llama_model *m) {
+    return m && (llama_model_is_recurrent(m) || llama_model_is_hybrid(m));
+}
+
+/* A recurrent or hybrid model serves one slot: its state checkpoints (state.c) belong to the slot
+ * that runs, and each sequence would cost a whole state. Said once on stderr, never silently. */
+static void one_slot_for_recurrent_models(specd_engine *e) {
+    if (e->params.n_parallel <= 1) return;
+    if (!keeps_recurrent_state(e->target.model) && !keeps_recurrent_state(e->draft.model)) return;
+    fprintf(stderr, "specd: note: %d slots asked for, but the %s model keeps a recurrent state: it serves one slot "
+            "(requests beyond it wait in the queue)\n", e->params.n_parallel,
+            keeps_recurrent_state(e->target.model) ? "target" : "draft");
+    e->params.n_parallel = 1;
+}
+
 static specd_status size_engine(specd_engine *e, char **error) {
     int32_t n_train = llama_model_n_ctx_train(e->target.model);
-    e->n_ctx = e->params.n_ctx > 0 ? e->params.n_ctx : n_train;
+    e->n_parallel = e->params.n_parallel > 1 ? e->params.n_parallel : 1;
+    int32_t total = e->params.n_ctx > 0 ? e->params.n_ctx : n_train;
+    e->n_ctx = e->params.n_ctx_per_slot > 0 ? e->params.n_ctx_per_slot : total / e->n_parallel;
+    if (e->n_ctx < MIN_SLOT_CTX) {
+        specd_set_error(error, "a context of %d tokens for %d slots leaves %d per slot; each needs at least %d: "
+                        "raise -c or --ctx-per-slot, or lower -np", total, e->n_parallel, e->n_ctx, MIN_SLOT_CTX);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (e->params.n_threads == 0) e->params.n_threads = default_threads();
     if (e->params.draft_max == 0) e->params.draft_max = DEFAULT_DRAFT_MAX;
     int32_t n_batch = e->params.n_batch > 0 ? e->params.n_batch : DEFAULT_N_BATCH;
@@ -375,14 +453,17 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     }
     e->vocab = llama_model_get_vocab(e->target.model);
     e->n_vocab = llama_vocab_n_tokens(e->vocab);
+    one_slot_for_recurrent_models(e);
     st = size_engine(e, error);
     if (st != SPECD_OK) return st;
     /* Tree branches are sequences of their own; a recurrent state verifies chains only (kv.c), and
      * each sequence would cost a whole state (times the rollback snapshots). */
     bool chains_only = llama_model_is_recurrent(e->target.model) || llama_model_is_hybrid(e->target.model);
-    st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, "target", error);
+    st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, &e->target_views, "target", error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
-    if (e->draft.model) st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, "draft", error));
+    if (e->draft.model)
+        st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, &e->draft_views,
+                                                             "draft", error));
     return st;
 }
 
@@ -413,7 +494,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->params.progress_callback = NULL; /* only the load calls it: the engine keeps no caller's pointer */
     e->params.progress_user_data = NULL;
     e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
-    atomic_init(&e->stop_requested, false);
+    atomic_init(&e->stop_requests, 0u);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path);
     if (!copied) specd_set_error(error, "out of memory for the model paths");
     st = copied ? engine_load(e, params, &failed, error) : SPECD_ERR_NO_MEMORY;
@@ -430,19 +511,26 @@ specd_status specd_engine_new(const specd_engine_params *params, specd_engine **
     return specd_engine_new_v2(params, out, NULL, error);
 }
 
-static void free_slot(specd_model_slot *slot) {
+/* Frees a context and its model, and every slot's token list (the active one's is in *slot). */
+static void free_slot(specd_model_slot *slot, specd_model_slot *views, int32_t n_views, int32_t active) {
     if (slot->ctx) llama_free(slot->ctx);
     if (slot->model) llama_model_free(slot->model);
+    if (views) {
+        for (int32_t i = 0; i < n_views; i++)
+            if (i != active) free(views[i].kv_tokens);
+        if (views[active].kv_tokens != slot->kv_tokens) free(views[active].kv_tokens); /* never swapped in */
+    }
     free(slot->kv_tokens);
     specd_slot_free_checkpoints(slot);
+    free(views);
     memset(slot, 0, sizeof *slot);
 }
 
 void specd_engine_free(specd_engine *e) {
     if (!e) return;
     if (e->learned) e->free_learned(e->learned);
-    free_slot(&e->draft);
-    free_slot(&e->target);
+    free_slot(&e->draft, e->draft_views, e->n_parallel, e->active_slot);
+    free_slot(&e->target, e->target_views, e->n_parallel, e->active_slot);
     if (e->batch.token) llama_batch_free(e->batch);
     free(e->target_path);
     free(e->draft_path);
@@ -458,7 +546,16 @@ specd_placement_info specd_engine_placement(const specd_engine *e, bool draft) {
 bool specd_engine_has_draft(const specd_engine *e) { return e && e->draft.ctx != NULL; }
 int32_t specd_engine_n_ctx(const specd_engine *e) { return e->n_ctx; }
 int32_t specd_engine_n_vocab(const specd_engine *e) { return e->n_vocab; }
-void specd_engine_request_stop(specd_engine *e) { atomic_store(&e->stop_requested, true); }
+int32_t specd_engine_n_parallel(const specd_engine *e) { return e ? e->n_parallel : 0; }
+
+int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt) {
+    if (!e || slot < 0 || slot >= e->n_parallel || !prompt) return 0;
+    const specd_model_slot *v = slot == e->active_slot ? &e->target : &e->target_views[slot];
+    int32_t n = 0;
+    while (n < n_prompt - 1 && n < v->n_kv && v->kv_tokens[n] == prompt[n]) n++;
+    return n;
+}
+void specd_engine_request_stop(specd_engine *e) { atomic_fetch_add(&e->stop_requests, 1u); }
 
 const char *specd_version(void) { return SPECD_VERSION_STRING; }
 

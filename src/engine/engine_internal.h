@@ -9,7 +9,7 @@
 
 #include <stdatomic.h>
 
-/* A saved state of sequence 0 (state.c): the state after its first `pos` tokens. */
+/* A saved state of a slot's sequence (state.c): the state after its first `pos` tokens. */
 typedef struct specd_state_checkpoint {
     uint8_t *data;
     size_t size, cap;
@@ -19,15 +19,21 @@ typedef struct specd_state_checkpoint {
 /* Before a step's drafts (rejected drafts), and after the prompt (the prompt cache). */
 typedef enum { SPECD_CHECKPOINT_STEP, SPECD_CHECKPOINT_PROMPT, SPECD_CHECKPOINT_KINDS } specd_checkpoint_kind;
 
-/* A llama context plus the tokens its sequence 0 holds, position by position. Knowing the exact
- * contents lets every step reuse the longest common prefix instead of re-decoding. */
+/* A llama context plus the tokens one of its sequences (`seq`, a slot's) holds, position by
+ * position. Knowing the exact contents lets every step reuse the longest common prefix instead of
+ * re-decoding. Several of these views share one context, one per slot; a tree's branches other
+ * than the first use the slot's scratch sequences from branch_base on (keep_branch clears them),
+ * so the trees of every slot can be decoded in one pass. */
 typedef struct specd_model_slot {
     struct llama_model *model;
     struct llama_context *ctx;
     specd_token *kv_tokens;
     int32_t n_kv;
-    int32_t cap;        /* = n_ctx */
-    int32_t n_seq_max;
+    int32_t cap;        /* = the slot's n_ctx */
+    int32_t n_seq_max;  /* tree branches this view may decode */
+    int32_t seq;        /* the slot's sequence id */
+    int32_t branch_base; /* sequence id of branch 1 (each slot has its own scratch sequences) */
+    int32_t logits_offset; /* where the slot's tokens start in the last decode's batch */
     /* false for recurrent and hybrid models: llama.cpp cannot drop the last tokens of their
      * state, so the slot keeps checkpoints (saved before tokens it may have to drop) and goes
      * back to one, or starts over where it has none. */
@@ -52,13 +58,19 @@ struct specd_engine {
     char *draft_path;
     specd_model_slot target;
     specd_model_slot draft;   /* ctx == NULL without a draft model */
+    /* Slots: views of the two contexts, one per slot. e->target and e->draft hold the active
+     * slot's views (every caller uses them); specd_engine_use_slot swaps another in. */
+    int32_t n_parallel;
+    int32_t active_slot;
+    specd_model_slot *target_views;
+    specd_model_slot *draft_views;
     const struct llama_vocab *vocab;
     int32_t n_vocab;
     int32_t n_ctx;
     int32_t n_batch;
     struct llama_batch batch; /* one batch, reused for every decode */
     int32_t batch_cap;
-    atomic_bool stop_requested;
+    atomic_uint stop_requests; /* specd_engine_request_stop calls so far: sessions older than one stop */
     /* What the layers above learn across requests (costs, drafters' memory: draft/learned.h),
      * created by them on first use and freed through free_learned: the engine does not know its
      * type, so it stays below them. NULL until used. */
@@ -73,6 +85,9 @@ void specd_llama_init(void);
  * (tests give their reference contexts the same, so logits compare exactly). */
 void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp);
 
+/* engine.c: makes slot `slot`'s views the active ones (e->target, e->draft). */
+void specd_engine_use_slot(specd_engine *e, int32_t slot);
+
 /* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */
 specd_status specd_check_vocab_compatible(const struct llama_model *target,
                                           const struct llama_model *draft, char **error);
@@ -85,9 +100,9 @@ specd_status specd_check_vocab_compatible(const struct llama_model *target,
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
                              int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
                              char **error);
-/* Drops everything from position `n` on. A recurrent state that cannot drop them goes back to its
- * checkpoint, or is cleared: the slot may then hold fewer than n tokens (n_kv says how many; the
- * next sync decodes the rest again). */
+/* Drops everything from position `n` on (of the slot's own sequence). A recurrent state that cannot
+ * drop them goes back to its checkpoint, or is cleared: the slot may then hold fewer than n tokens
+ * (n_kv says how many; the next sync decodes the rest again). */
 void specd_slot_truncate(specd_model_slot *slot, int32_t n);
 /* state.c: saves the state of a slot that cannot drop tokens (no-op for attention caches) as its
  * checkpoint of that kind, so a later truncate can come back to the current n_kv. An error names
@@ -115,6 +130,29 @@ typedef struct specd_tree_token {
 specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
                                     int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
                                     char **error);
+/* One slot's part of a joint pass (specd_slots_decode_trees). */
+typedef struct specd_tree_pass {
+    specd_model_slot *slot; /* the slot's view (the active one or one of the engine's stored views) */
+    const specd_tree_token *tokens;
+    int32_t n_tokens, n_branches, pos_root;
+    /* A chunk of the slot's prompt instead of a tree: a chain (depths 0..n-1, branch 0) at the end
+     * of the slot's cache, no logits; once decoded it is kept in the slot's token list. */
+    bool prompt_chunk;
+} specd_tree_pass;
+/* The trees of several slots in ONE llama_decode (their tokens together at most the engine's
+ * batch); each slot's logits are then read with specd_slot_logits on its view as after a pass of
+ * its own. On failure every tree's positions are dropped again. *ms: the time of the decode. */
+specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *passes, int32_t n_passes, double *ms,
+                                      char **error);
+/* The view of slot `slot`: e->target when it is the active one, else the stored one. */
+specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot);
+/* The same for the draft context (NULL without a draft model). */
+specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot);
+/* One token at the end of each of n views of one context (n different slots), all in ONE decode,
+ * each with logits (batch index i = views[i]'s token). *ms: the decode's time. */
+specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, const specd_token *tokens, int32_t n,
+                              double *ms, char **error);
+
 /* After a tree pass: keeps branch `keep`'s path through `path` (the root's token then the accepted
  * ones, n_path in all) as sequence 0 and drops every other branch. A recurrent slot may end up
  * holding only the tokens before the root (see specd_slot_truncate). */

@@ -1,14 +1,20 @@
 /* kv.c - keeps a model slot's KV cache in step with the token history: reuse the longest common
- * prefix, drop the rest, decode what is missing. */
+ * prefix, drop the rest, decode what is missing. A slot is one sequence of a context shared by
+ * every slot (engine_internal.h); a recurrent state goes back to checkpoints (state.c). */
 #include "engine_internal.h"
 
 #include "../util/util.h"
 
 #include <string.h>
 
+/* The sequence id of tree branch `branch` of this view: its own for branch 0, else a scratch one. */
+static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t branch) {
+    return branch == 0 ? slot->seq : slot->branch_base + branch - 1;
+}
+
 /* Forgets everything the slot holds. Removing a whole sequence never fails in llama.cpp. */
 static void slot_clear(specd_model_slot *slot) {
-    llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, -1, -1);
+    llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, -1, -1);
     slot->n_kv = 0;
     specd_slot_forget_checkpoints(slot, -1);
 }
@@ -23,7 +29,8 @@ static bool can_drop_in_place(const specd_model_slot *slot, int32_t n_drop) {
 void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n >= slot->n_kv) return;
     specd_slot_forget_checkpoints(slot, n); /* those after n hold tokens being dropped */
-    if (can_drop_in_place(slot, slot->n_kv - n) && llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, n, -1)) {
+    if (can_drop_in_place(slot, slot->n_kv - n) &&
+        llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, n, -1)) {
         if (!slot->can_drop_tail) {
             slot->n_rollbacks++;
             slot->last_decode_n = 0; /* one rollback per decode (llama.cpp's rule) */
@@ -38,12 +45,12 @@ void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n > slot->lost_until) slot->lost_until = n;
 }
 
-static void batch_add(struct llama_batch *b, specd_token token, int32_t pos, bool logits) {
+static void batch_add(struct llama_batch *b, llama_seq_id seq, specd_token token, int32_t pos, bool logits) {
     int32_t i = b->n_tokens++;
     b->token[i] = token;
     b->pos[i] = pos;
     b->n_seq_id[i] = 1;
-    b->seq_id[i][0] = 0;
+    b->seq_id[i][0] = seq;
     b->logits[i] = logits;
 }
 
@@ -59,8 +66,33 @@ static specd_status decode_batch(specd_model_slot *slot, struct llama_batch *b, 
     return SPECD_OK;
 }
 
+/* What a failed decode from `start` on wrote is unknown: forget it (all of it for a recurrent
+ * state, whose rollback snapshots may not match). */
+static void forget_from(specd_model_slot *slot, int32_t start) {
+    if (!slot->can_drop_tail || !llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, start, -1))
+        slot_clear(slot);
+}
+
+/* Decodes tokens[common..n) after the slot's first `common` tokens, in chunks of n_batch. */
 static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t common,
-                                int32_t n, bool want_logits, int32_t *logits_idx, char **error);
+                                int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
+    struct llama_batch *b = &e->batch;
+    slot->logits_offset = 0;
+    for (int32_t start = common; start < n; start += e->n_batch) {
+        int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
+        b->n_tokens = 0;
+        for (int32_t i = start; i < end; i++) batch_add(b, slot->seq, tokens[i], i, want_logits && i == n - 1);
+        specd_status st = decode_batch(slot, b, error);
+        if (st != SPECD_OK) {
+            forget_from(slot, start);
+            return st;
+        }
+        memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
+        slot->n_kv = end;
+        if (logits_idx) *logits_idx = end - start - 1;
+    }
+    return SPECD_OK;
+}
 
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
                              int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
@@ -86,29 +118,6 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     return st;
 }
 
-/* Decodes tokens[start..n) after the slot's first `start` tokens, in chunks of n_batch. */
-static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t common,
-                                int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
-    struct llama_batch *b = &e->batch;
-    for (int32_t start = common; start < n; start += e->n_batch) {
-        int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
-        b->n_tokens = 0;
-        for (int32_t i = start; i < end; i++) batch_add(b, tokens[i], i, want_logits && i == n - 1);
-        specd_status st = decode_batch(slot, b, error);
-        if (st != SPECD_OK) {
-            /* What this chunk wrote is unknown: forget it (all of it for a recurrent state,
-             * whose rollback snapshots may not match). */
-            if (!slot->can_drop_tail || !llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, start, -1))
-                slot_clear(slot);
-            return st;
-        }
-        memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
-        slot->n_kv = end;
-        if (logits_idx) *logits_idx = end - start - 1;
-    }
-    return SPECD_OK;
-}
-
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error) {
     if (slot->n_kv >= slot->cap) {
         specd_set_error(error, "the context of %d tokens is full", slot->cap);
@@ -116,11 +125,43 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
-    batch_add(b, token, slot->n_kv, true);
+    slot->logits_offset = 0;
+    batch_add(b, slot->seq, token, slot->n_kv, true);
     specd_status st = decode_batch(slot, b, error);
     if (st != SPECD_OK) return st;
     slot->kv_tokens[slot->n_kv++] = token;
     return SPECD_OK;
+}
+
+specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, const specd_token *tokens, int32_t n,
+                              double *ms, char **error) {
+    if (ms) *ms = 0.0;
+    if (n > e->batch_cap) {
+        specd_set_error(error, "%d draft tokens do not fit the engine's batch of %d", n, e->batch_cap);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (views[i]->n_kv >= views[i]->cap) {
+            specd_set_error(error, "the context of %d tokens is full", views[i]->cap);
+            return SPECD_ERR_CONTEXT;
+        }
+        views[i]->logits_offset = 0;
+        batch_add(b, views[i]->seq, tokens[i], views[i]->n_kv, true);
+    }
+    double t0 = specd_now_ms();
+    specd_status st = n > 0 ? decode_batch(views[0], b, error) : SPECD_OK;
+    if (ms) *ms = specd_now_ms() - t0;
+    for (int32_t i = 0; i < n; i++) {
+        if (st == SPECD_OK) {
+            views[i]->kv_tokens[views[i]->n_kv++] = tokens[i];
+            views[i]->last_decode_n = 1; /* its own part of the decode */
+        } else {
+            forget_from(views[i], views[i]->n_kv);
+        }
+    }
+    return st;
 }
 
 /* llama.cpp says a recurrent memory can shift (it only renumbers the state's position), but the
@@ -139,76 +180,141 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
     specd_slot_forget_checkpoints(slot, -1); /* positions move: no checkpoint matches them */
-    if (!llama_memory_seq_rm(mem, 0, n_keep, end)) {
+    if (!llama_memory_seq_rm(mem, slot->seq, n_keep, end)) {
         slot_clear(slot); /* the next sync decodes the history again */
         return;
     }
-    llama_memory_seq_add(mem, 0, end, -1, -n_discard);
+    llama_memory_seq_add(mem, slot->seq, end, -1, -n_discard);
     memmove(slot->kv_tokens + n_keep, slot->kv_tokens + end, (size_t)(slot->n_kv - end) * sizeof *slot->kv_tokens);
     slot->n_kv -= n_discard;
+}
+
+/* Gets the slot ready for a tree under pos_root: nothing cached from the root on (a recurrent
+ * state's checkpoint kept before drafts its rollback cannot drop), each branch's scratch sequence
+ * sharing the history. */
+static specd_status prepare_tree(specd_model_slot *slot, const specd_tree_pass *t, char **error) {
+    if (!slot->can_drop_tail && t->n_branches > 1) {
+        specd_set_error(error, "a draft tree of %d branches cannot be verified on the %s: its recurrent state "
+                        "holds one sequence; draft chains (speculative.suffix_branches 1)", t->n_branches, slot->desc);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_slot_truncate(slot, t->pos_root); /* normally a no-op: the root is not cached */
+    if (slot->n_kv != t->pos_root) {
+        specd_set_error(error, "the %s's cache holds %d tokens, not the %d before the tree: sync it first",
+                        slot->desc, slot->n_kv, t->pos_root);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    /* Drafts a recurrent state may have to drop, more than its rollback covers: keep the state
+     * before them. (The whole tree is one ubatch: n_ubatch = n_batch >= draft_max + 1.) */
+    if (!t->prompt_chunk && t->n_tokens > 1 && t->n_tokens - 1 > slot->n_rs_seq) {
+        specd_status st = specd_slot_checkpoint(slot, SPECD_CHECKPOINT_STEP, error);
+        if (st != SPECD_OK) return st;
+    }
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    for (int32_t s = 1; s < t->n_branches; s++)
+        llama_memory_seq_cp(mem, slot->seq, branch_seq(slot, s), 0, t->pos_root);
+    return SPECD_OK;
+}
+
+/* Appends a slot's tree to the batch, every token with logits; the slot's logits start there. */
+static void add_tree(struct llama_batch *b, specd_model_slot *slot, const specd_tree_token *tokens, int32_t n_tokens,
+                     int32_t n_branches, int32_t pos_root, bool logits) {
+    if (logits) slot->logits_offset = b->n_tokens;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        int32_t j = b->n_tokens++;
+        b->token[j] = tokens[i].token;
+        b->pos[j] = pos_root + tokens[i].depth;
+        b->logits[j] = logits;
+        int32_t n_seq = 0;
+        for (int32_t s = 0; s < n_branches; s++)
+            if (tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(slot, s);
+        b->n_seq_id[j] = n_seq;
+    }
+}
+
+/* After a failed pass: the slot's sequence and its scratch branches lose the tree's positions
+ * (other slots keep their caches); a recurrent state is cleared. */
+static void drop_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_root) {
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, branch_seq(slot, s), -1, -1); /* cannot fail */
+    forget_from(slot, pos_root);
+}
+
+/* After a good pass: a chain or a prompt chunk is in the slot's cache, so its token list holds it
+ * (keep_branch then drops a chain's rejected tail, which a recurrent state does by going back). */
+static void record_pass(const specd_tree_pass *t) {
+    specd_model_slot *slot = t->slot;
+    slot->last_decode_n = t->n_tokens; /* its own part of the decode */
+    if (t->n_branches != 1) return;
+    for (int32_t i = 0; i < t->n_tokens; i++) slot->kv_tokens[t->pos_root + t->tokens[i].depth] = t->tokens[i].token;
+    slot->n_kv = t->pos_root + t->n_tokens;
+}
+
+specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *passes, int32_t n_passes, double *ms,
+                                      char **error) {
+    int32_t total = 0;
+    for (int32_t p = 0; p < n_passes; p++) {
+        total += passes[p].n_tokens;
+        if (passes[p].n_branches > passes[p].slot->n_seq_max) total = INT32_MAX / 2;
+    }
+    if (ms) *ms = 0.0;
+    if (total > e->batch_cap) {
+        specd_set_error(error, "trees of %d tokens in all do not fit the engine's batch of %d (draft_max, -b)", total,
+                        e->batch_cap);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    for (int32_t p = 0; p < n_passes; p++) {
+        const specd_tree_pass *t = &passes[p];
+        if (t->prompt_chunk && t->pos_root != t->slot->n_kv) {
+            specd_set_error(error, "a prompt chunk at position %d of a slot that holds %d tokens", t->pos_root,
+                            t->slot->n_kv);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t p = 0; p < n_passes; p++) {
+        const specd_tree_pass *t = &passes[p];
+        specd_status st = prepare_tree(t->slot, t, error);
+        if (st != SPECD_OK) {
+            for (int32_t q = 0; q < p; q++) drop_tree(passes[q].slot, passes[q].n_branches, passes[q].pos_root);
+            return st;
+        }
+        add_tree(b, t->slot, t->tokens, t->n_tokens, t->n_branches, t->pos_root, !t->prompt_chunk);
+    }
+    double t0 = specd_now_ms();
+    int32_t rc = llama_decode(passes[0].slot->ctx, *b);
+    if (ms) *ms = specd_now_ms() - t0;
+    if (rc == 0) {
+        for (int32_t p = 0; p < n_passes; p++) record_pass(&passes[p]);
+        return SPECD_OK;
+    }
+    for (int32_t p = 0; p < n_passes; p++) drop_tree(passes[p].slot, passes[p].n_branches, passes[p].pos_root);
+    specd_set_error(error, "llama_decode failed (code %d) on the trees of %d slots, %d tokens in all", rc, n_passes,
+                    total);
+    return SPECD_ERR_DECODE;
 }
 
 specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, const specd_tree_token *tokens,
                                     int32_t n_tokens, int32_t n_branches, int32_t pos_root, double *ms,
                                     char **error) {
-    if (!slot->can_drop_tail && n_branches > 1) {
-        specd_set_error(error, "a draft tree of %d branches cannot be verified on the %s: its recurrent state "
-                        "holds one sequence; draft chains (speculative.suffix_branches 1)", n_branches, slot->desc);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
     if (n_tokens > e->batch_cap || n_branches > slot->n_seq_max) {
         specd_set_error(error, "a tree of %d tokens in %d branches does not fit the engine (at most %d tokens, "
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_slot_truncate(slot, pos_root); /* normally a no-op: the root is not cached */
-    if (slot->n_kv != pos_root) {
-        specd_set_error(error, "the %s's cache holds %d tokens, not the %d before the tree: sync it first",
-                        slot->desc, slot->n_kv, pos_root);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
-    /* Drafts a recurrent state may have to drop, more than its rollback covers: keep the state
-     * before them. (The whole tree is one ubatch: n_ubatch = n_batch >= draft_max + 1.) */
-    if (n_tokens > 1 && n_tokens - 1 > slot->n_rs_seq) {
-        specd_status st = specd_slot_checkpoint(slot, SPECD_CHECKPOINT_STEP, error);
-        if (st != SPECD_OK) return st;
-    }
-    llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_cp(mem, 0, s, 0, pos_root);
-    struct llama_batch *b = &e->batch;
-    b->n_tokens = n_tokens;
-    for (int32_t i = 0; i < n_tokens; i++) {
-        b->token[i] = tokens[i].token;
-        b->pos[i] = pos_root + tokens[i].depth;
-        b->logits[i] = 1;
-        int32_t n_seq = 0;
-        for (int32_t s = 0; s < n_branches; s++)
-            if (tokens[i].seq_mask & (1u << s)) b->seq_id[i][n_seq++] = s;
-        b->n_seq_id[i] = n_seq;
-    }
-    double t0 = specd_now_ms();
-    int32_t rc = llama_decode(slot->ctx, *b);
-    if (ms) *ms = specd_now_ms() - t0;
-    slot->last_decode_n = rc == 0 ? n_tokens : 0;
-    if (rc != 0) {
-        for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, s, -1, -1); /* whole: cannot fail */
-        if (!slot->can_drop_tail || !llama_memory_seq_rm(mem, 0, pos_root, -1)) slot_clear(slot);
-        specd_set_error(error, "llama_decode failed (code %d) on a tree of %d tokens at position %d", rc, n_tokens,
-                        pos_root);
-        return SPECD_ERR_DECODE;
-    }
-    if (n_branches == 1) { /* a chain: the slot holds it until keep_branch says how much stays */
-        for (int32_t i = 0; i < n_tokens; i++) slot->kv_tokens[pos_root + tokens[i].depth] = tokens[i].token;
-        slot->n_kv = pos_root + n_tokens;
-    }
-    return SPECD_OK;
+    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false};
+    specd_status st = specd_slots_decode_trees(e, &pass, 1, ms, error);
+    if (st == SPECD_ERR_DECODE)
+        specd_set_error(error, "llama_decode failed on a tree of %d tokens at position %d", n_tokens, pos_root);
+    return st;
 }
 
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
                             const specd_token *path, int32_t n_path) {
     int32_t pos_end = pos_root + n_path;
     if (n_branches == 1) {
-        /* The chain is in kv_tokens (decode_tree): drop its rejected tail, which a recurrent state
+        /* The chain is in kv_tokens (record_pass): drop its rejected tail, which a recurrent state
          * does by going back to its checkpoint (the next sync decodes the accepted tokens again). */
         specd_slot_truncate(slot, pos_end);
         return;
@@ -216,18 +322,20 @@ void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_bran
     llama_memory_t mem = llama_get_memory(slot->ctx);
     bool ok = true; /* an attention cache drops any range: a failure here is unexpected, and clears */
     for (int32_t s = 0; s < n_branches; s++)
-        if (s != keep) ok = llama_memory_seq_rm(mem, s, s == 0 ? pos_root : 0, -1) && ok;
-    ok = llama_memory_seq_rm(mem, keep, pos_end, -1) && ok;
+        if (s != keep) ok = llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1) && ok;
+    ok = llama_memory_seq_rm(mem, branch_seq(slot, keep), pos_end, -1) && ok;
     if (keep != 0) {
-        llama_memory_seq_cp(mem, keep, 0, 0, pos_end);
-        ok = llama_memory_seq_rm(mem, keep, 0, -1) && ok;
+        llama_memory_seq_cp(mem, branch_seq(slot, keep), slot->seq, 0, pos_end);
+        ok = llama_memory_seq_rm(mem, branch_seq(slot, keep), 0, -1) && ok;
     }
     memcpy(slot->kv_tokens + pos_root, path, (size_t)n_path * sizeof *path);
     slot->n_kv = pos_end;
     if (!ok) {
-        for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, s, -1, -1);
+        for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, branch_seq(slot, s), -1, -1);
         slot_clear(slot);
     }
 }
 
-const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) { return llama_get_logits_ith(slot->ctx, i); }
+const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) {
+    return llama_get_logits_ith(slot->ctx, slot->logits_offset + i);
+}

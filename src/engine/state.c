@@ -16,7 +16,7 @@ specd_status specd_slot_checkpoint(specd_model_slot *slot, specd_checkpoint_kind
     if (slot->can_drop_tail) return SPECD_OK;
     specd_state_checkpoint *c = &slot->ckpt[kind];
     double t0 = specd_now_ms();
-    size_t size = llama_state_seq_get_size_ext(slot->ctx, 0, STATE_FLAGS);
+    size_t size = llama_state_seq_get_size_ext(slot->ctx, slot->seq, STATE_FLAGS);
     if (size > c->cap) {
         uint8_t *grown = realloc(c->data, size);
         if (!grown) {
@@ -27,7 +27,7 @@ specd_status specd_slot_checkpoint(specd_model_slot *slot, specd_checkpoint_kind
         c->cap = size;
     }
     c->pos = -1;
-    if (size == 0 || llama_state_seq_get_data_ext(slot->ctx, c->data, size, 0, STATE_FLAGS) != size) {
+    if (size == 0 || llama_state_seq_get_data_ext(slot->ctx, c->data, size, slot->seq, STATE_FLAGS) != size) {
         specd_set_error(error, "the %s keeps a recurrent state that cannot drop rejected tokens, and llama.cpp "
                         "could not save that state: speculation cannot verify drafts on it; use --spec none "
                         "(speculative.type [\"none\"])", slot->desc);
@@ -49,9 +49,9 @@ void specd_slot_forget_checkpoints(specd_model_slot *slot, int32_t n) {
  * llama.cpp cannot read it back. */
 static bool restore(specd_model_slot *slot, const specd_state_checkpoint *c) {
     double t0 = specd_now_ms();
-    if (llama_state_seq_set_data_ext(slot->ctx, c->data, c->size, 0, STATE_FLAGS) == 0) return false;
+    if (llama_state_seq_set_data_ext(slot->ctx, c->data, c->size, slot->seq, STATE_FLAGS) == 0) return false;
     /* The recurrent part now sits at c->pos: a hybrid's attention cells after it can go. */
-    if (!llama_memory_seq_rm(llama_get_memory(slot->ctx), 0, c->pos, -1)) return false;
+    if (!llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, c->pos, -1)) return false;
     slot->n_kv = c->pos;
     slot->n_restores++;
     slot->restore_ms += specd_now_ms() - t0;

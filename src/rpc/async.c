@@ -1,33 +1,12 @@
-/* async.c - completion.start / poll / cancel: a completion on a worker thread whose partial
- * responses collect in the job until polled. Poll and cancel are safe from any thread: they only
+/* async.c - completion.start / poll / cancel: a completion run by the scheduler (scheduler.h),
+ * as many at once as there are slots, whose partial responses collect in the job until polled. Poll and cancel are safe from any thread: they only
  * touch the job under its lock (and the engine's thread-safe stop flag). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "completion.h"
+#include "scheduler.h"
 
 #include <errno.h>
 #include <time.h>
-
-static void wait_until_registered(rpc_job *job) {
-    pthread_mutex_lock(&job->lock);
-    while (!job->registered) pthread_cond_wait(&job->changed, &job->lock);
-    pthread_mutex_unlock(&job->lock);
-}
-
-static void *worker_main(void *arg) {
-    rpc_job *job = arg;
-    json_t *final = completion_run(job, true);
-    /* completion.start must have recorded this job before the slot frees up for the next one;
-     * and the slot is free before pollers see `finished`, so they may start the next at once */
-    wait_until_registered(job);
-    rpc_state_unclaim(job);
-    pthread_mutex_lock(&job->lock);
-    if (final) json_array_append_new(job->updates, final);
-    job->finished = true;
-    pthread_cond_broadcast(&job->changed);
-    pthread_mutex_unlock(&job->lock);
-    rpc_job_unref(job);
-    return NULL;
-}
 
 json_t *rpc_method_completion_start(json_t *params, rpc_error *err) {
     rpc_job *job = rpc_job_new();
@@ -35,27 +14,24 @@ json_t *rpc_method_completion_start(json_t *params, rpc_error *err) {
         rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
         return NULL;
     }
+    job->stream = true;
     if (!completion_claim_and_parse(job, params, err)) {
         rpc_job_unref(job);
         return NULL;
     }
     json_t *result = json_pack("{s:I, s:o}", "id", (json_int_t)job->id, "prompt_stats",
                                completion_prompt_stats(job->request));
-    pthread_t worker;
-    rpc_job_ref(job); /* the worker's reference */
-    if (pthread_create(&worker, NULL, worker_main, job) != 0) {
-        rpc_job_unref(job);
+    if (!rpc_sched_submit(job, err)) {
+        /* never ran: finished for a poll that found it by id; the error says why */
+        pthread_mutex_lock(&job->lock);
+        job->failed = true;
+        job->error = *err;
+        job->finished = true;
+        pthread_mutex_unlock(&job->lock);
         rpc_state_unclaim(job);
-        rpc_job_unref(job);
         json_decref(result);
-        rpc_fail(err, RPC_INTERNAL_ERROR, "", "completion.start: could not start a worker thread");
-        return NULL;
+        result = NULL;
     }
-    rpc_state_set_async(job, worker);
-    pthread_mutex_lock(&job->lock);
-    job->registered = true;
-    pthread_cond_broadcast(&job->changed);
-    pthread_mutex_unlock(&job->lock);
     rpc_job_unref(job);
     return result;
 }
@@ -109,10 +85,9 @@ json_t *rpc_method_completion_poll(json_t *params, rpc_error *err) {
 json_t *rpc_method_completion_cancel(json_t *params, rpc_error *err) {
     rpc_job *job = find_job(params, "completion.cancel params", NULL, err);
     if (!job) return NULL;
-    atomic_store(&job->cancel, true);
+    rpc_sched_cancel(job);
     pthread_mutex_lock(&job->lock);
     bool running = !job->finished;
-    if (job->engine) specd_engine_request_stop(job->engine);
     json_t *result = json_pack("{s:I, s:b}", "id", (json_int_t)job->id, "cancelled", running);
     pthread_mutex_unlock(&job->lock);
     rpc_job_unref(job);

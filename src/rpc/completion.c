@@ -9,10 +9,12 @@
 #include "completion_probs.h"
 #include "completion_origins.h"
 #include "metrics.h"
+#include "scheduler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct run_state {
     rpc_job *job;
@@ -323,12 +325,6 @@ static void fail_job(rpc_job *job, const rpc_error *err) {
     pthread_mutex_unlock(&job->lock);
 }
 
-static void set_generating(rpc_job *job, specd_engine *e) {
-    pthread_mutex_lock(&job->lock);
-    job->engine = e;
-    pthread_mutex_unlock(&job->lock);
-}
-
 static void debug_log(const completion_request *req, const char *what, json_t *value) {
     if (!req->debug || !value) return;
     char *text = json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15));
@@ -336,41 +332,132 @@ static void debug_log(const completion_request *req, const char *what, json_t *v
     free(text);
 }
 
-json_t *completion_run(rpc_job *job, bool stream) {
-    completion_request *req = job->request;
-    rpc_error err;
-    run_state rs = {.job = job, .stream = stream,
-                    .probs = {.llama = req->llama_probs, .post_sampling = req->gen.post_sampling_probs}};
-    if (!rpc_state_acquire_engine(&rs.engine, &err)) {
+/* A completion running in a slot, driven step by step by the scheduler. */
+struct completion_exec {
+    run_state rs;
+    specd_session *session;      /* NULL until opened (a job cancelled in the queue never is) */
+    specd_result empty;          /* the result of a job that never ran */
+    specd_status status;         /* the first failure */
+    char *message;               /* its message (owned) */
+};
+
+completion_exec *completion_exec_new(rpc_job *job, specd_engine *engine) {
+    completion_exec *x = calloc(1, sizeof *x);
+    if (!x) {
+        rpc_error err;
+        rpc_fail(&err, RPC_INTERNAL_ERROR, "", "completion: out of memory");
         fail_job(job, &err);
         return NULL;
     }
-    specd_text_stream_init(&rs.text, req->stops, req->n_stops);
-    specd_result r = {0};
-    rs.result = &r;
+    completion_request *req = job->request;
+    x->rs = (run_state){.job = job, .engine = engine, .stream = job->stream,
+                        .probs = {.llama = req->llama_probs, .post_sampling = req->gen.post_sampling_probs}};
+    specd_text_stream_init(&x->rs.text, req->stops, req->n_stops);
+    x->empty.stop_reason = SPECD_STOP_CALLBACK;
+    x->empty.stats.n_prompt = req->n_tokens;
+    x->rs.result = &x->empty;
     req->gen.on_tokens = on_tokens;
-    req->gen.user_data = &rs;
-    char *message = NULL;
-    set_generating(job, rs.engine);
-    specd_status st = specd_generate(rs.engine, req->tokens, req->n_tokens, &req->gen, &r, &message);
-    set_generating(job, NULL);
+    req->gen.user_data = &x->rs;
+    return x;
+}
+
+bool completion_exec_open(completion_exec *x, int32_t slot) {
+    completion_request *req = x->rs.job->request;
+    /* the prompt goes in by chunks that join the rounds' passes (specd_sessions_verify) */
+    x->status = specd_session_begin_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
+                                            &x->message);
+    if (x->status == SPECD_OK) x->rs.result = specd_session_result(x->session);
+    return x->status == SPECD_OK;
+}
+
+/* A failure of this exec's step (the message taken). */
+static void exec_failed(completion_exec *x, specd_status st, char *message) {
+    x->status = st;
+    specd_free(x->message);
+    x->message = message;
+}
+
+/* Whether the exec is over (finished, failed, or out of memory). */
+static bool exec_over(const completion_exec *x) {
+    return !x->session || x->status != SPECD_OK || x->rs.out_of_memory || specd_session_done(x->session);
+}
+
+void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
+    specd_session *verify[SPECD_MAX_PARALLEL] = {0};
+    completion_exec *owners[SPECD_MAX_PARALLEL] = {0};
+    bool ingesting[SPECD_MAX_PARALLEL] = {0};
+    int32_t m = 0;
+    specd_session *drafting[SPECD_MAX_PARALLEL] = {0};
+    completion_exec *drafters[SPECD_MAX_PARALLEL] = {0};
+    int32_t d = 0;
+    for (int32_t i = 0; i < n && d < SPECD_MAX_PARALLEL; i++) {
+        completion_exec *x = xs[i];
+        if (exec_over(x)) continue;
+        if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
+        drafting[d] = x->session;
+        drafters[d++] = x;
+    }
+    specd_status status[SPECD_MAX_PARALLEL];
+    char *errors[SPECD_MAX_PARALLEL] = {0};
+    specd_sessions_draft(drafting, d, status, errors); /* each knows what the others add to the pass */
+    for (int32_t j = 0; j < d; j++) {
+        completion_exec *x = drafters[j];
+        if (status[j] != SPECD_OK) exec_failed(x, status[j], errors[j]);
+        else specd_free(errors[j]);
+        if (!exec_over(x)) {
+            ingesting[m] = specd_session_pending_prompt(x->session) > 0; /* adds a prompt chunk, nothing to accept */
+            verify[m] = x->session;
+            owners[m++] = x;
+        }
+    }
+    char *verify_errors[SPECD_MAX_PARALLEL] = {0};
+    specd_sessions_verify(verify, m, NULL, status, verify_errors); /* ONE target pass for all */
+    for (int32_t j = 0; j < m; j++) {
+        completion_exec *x = owners[j];
+        if (status[j] != SPECD_OK) {
+            exec_failed(x, status[j], verify_errors[j]);
+            continue;
+        }
+        specd_free(verify_errors[j]);
+        if (ingesting[j]) continue;
+        char *accept_message = NULL;
+        specd_status sa = specd_session_accept(x->session, NULL, &accept_message);
+        if (sa != SPECD_OK) exec_failed(x, sa, accept_message);
+        else specd_free(accept_message);
+    }
+    for (int32_t i = 0; i < n; i++) done[i] = exec_over(xs[i]);
+}
+
+const specd_result *completion_exec_result(const completion_exec *x) { return x->rs.result; }
+
+json_t *completion_exec_end(completion_exec *x) {
+    rpc_job *job = x->rs.job;
+    completion_request *req = job->request;
+    specd_result r = {0};
+    if (x->session) specd_session_take_result(x->session, &r);
+    else r = x->empty;
+    x->rs.result = &r;
     json_t *resp = NULL;
-    if (st != SPECD_OK || rs.out_of_memory) {
-        rpc_fail(&err, st == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_GENERATION, "",
-                 "completion: %s", message ? message : "out of memory for the generated text");
+    if (x->status != SPECD_OK || x->rs.out_of_memory) {
+        rpc_error err;
+        rpc_fail(&err, x->status == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_GENERATION, "",
+                 "completion: %s", x->message ? x->message : "out of memory for the generated text");
         fail_job(job, &err);
     } else {
-        remember_history(req, &r);
-        rpc_metrics_record(&r.stats, single_drafter(req, rs.engine));
-        resp = final_response(req, &rs, &r);
+        if (x->session) {
+            remember_history(req, &r);
+            rpc_metrics_record(&r.stats, single_drafter(req, x->rs.engine));
+        }
+        resp = final_response(req, &x->rs, &r);
         debug_log(req, "response", resp);
     }
-    rpc_state_release_engine();
-    specd_text_stream_free(&rs.text);
-    completion_probs_free(&rs.probs);
-    completion_origins_free(&rs.origins);
-    specd_result_clear(&r);
-    specd_free(message);
+    specd_session_free(x->session);
+    specd_text_stream_free(&x->rs.text);
+    completion_probs_free(&x->rs.probs);
+    completion_origins_free(&x->rs.origins);
+    if (x->session) specd_result_clear(&r);
+    specd_free(x->message);
+    free(x);
     return resp;
 }
 
@@ -395,6 +482,27 @@ bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
     return true;
 }
 
+/* Waits until the job finishes (job->lock held); cancels it when the caller no longer wants the
+ * answer (rpc_watch_thread: an HTTP client that went away). */
+static void wait_watching(rpc_job *job) {
+    bool cancelled = false;
+    while (!job->finished) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += RPC_WATCH_MS * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&job->changed, &job->lock, &deadline);
+        if (job->finished || cancelled) continue;
+        pthread_mutex_unlock(&job->lock); /* the check may take time: never hold the job's lock in it */
+        cancelled = !rpc_thread_still_wanted();
+        if (cancelled) rpc_sched_cancel(job);
+        pthread_mutex_lock(&job->lock);
+    }
+}
+
 json_t *rpc_method_completion(json_t *params, rpc_error *err) {
     rpc_job *job = rpc_job_new();
     if (!job) {
@@ -403,13 +511,16 @@ json_t *rpc_method_completion(json_t *params, rpc_error *err) {
     }
     json_t *resp = NULL;
     if (completion_claim_and_parse(job, params, err)) {
-        resp = completion_run(job, false);
-        if (!resp) *err = job->error;
-        rpc_state_unclaim(job);
-        pthread_mutex_lock(&job->lock); /* for a poll that found this job while it ran */
-        job->finished = true;
-        pthread_cond_broadcast(&job->changed);
-        pthread_mutex_unlock(&job->lock);
+        if (rpc_sched_submit(job, err)) {
+            pthread_mutex_lock(&job->lock);
+            wait_watching(job);
+            resp = job->response;
+            job->response = NULL;
+            if (!resp) *err = job->error;
+            pthread_mutex_unlock(&job->lock);
+        } else {
+            rpc_state_unclaim(job);
+        }
     }
     rpc_job_unref(job);
     return resp;

@@ -53,13 +53,28 @@ json_t *completion_settings_json(const completion_request *req, specd_engine *en
 /* prompt_stats {n_ctx, total_prompt_tokens, truncated, n_past, cached, to_eval} (new reference). */
 json_t *completion_prompt_stats(const completion_request *req);
 
-/* Runs the job's request to the end. With `stream`, partial responses go to job->updates as the
- * text is decided, and the final one (the rest of the text, stop: true) is appended last; without,
- * the full response is returned. Sets job->error and returns NULL on failure. */
-json_t *completion_run(rpc_job *job, bool stream);
+/* A completion running in a slot, driven by the scheduler (one thread). Text is decided as it
+ * comes: with job->stream, partial responses go to job->updates; the final response (the rest of
+ * the text, stop: true) comes from completion_exec_end. */
+typedef struct completion_exec completion_exec;
+/* Ready to run the job's request on `engine` (read-locked by the caller for as long as the exec
+ * lives); NULL (job failed, error in the job) when out of memory. */
+completion_exec *completion_exec_new(rpc_job *job, specd_engine *engine);
+/* Validates the request and ingests its prompt into slot `slot`: false when that failed (the
+ * final response from completion_exec_end is then NULL, the error in the job). */
+bool completion_exec_open(completion_exec *x, int32_t slot);
+/* One step of several execs (each in its own slot): each drafts (a cancelled job stops here),
+ * then ONE target pass verifies every tree (specd_sessions_verify), then each keeps its accepted
+ * tokens. done[i]: exec i is over. */
+void completion_execs_step(completion_exec **xs, int32_t n, bool *done);
+/* The result so far (for the slots' statistics). */
+const specd_result *completion_exec_result(const completion_exec *x);
+/* The final response (new reference), or NULL with the job's error set; frees x. A job never
+ * opened gets the response of a cancelled, empty completion. */
+json_t *completion_exec_end(completion_exec *x);
 
-/* Claims the one completion slot for `job` and parses its request (tokenizing the prompt);
- * false with *err set (busy, no model, invalid params). */
+/* Claims a completion for `job` (an id; the engine stays until it is unclaimed) and parses its
+ * request (tokenizing the prompt); false with *err set (no model, invalid params). */
 bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err);
 
 #endif

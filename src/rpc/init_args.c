@@ -160,6 +160,9 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return next_int(c, f, 1, 1024, &p->n_threads);
     if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
     if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft")) return next_int(c, f, 1, 256, &p->draft_max);
+    if (!strcmp(f, "-np") || !strcmp(f, "--parallel")) return next_int(c, f, 1, SPECD_MAX_PARALLEL, &p->n_parallel);
+    if (!strcmp(f, "--ctx-per-slot")) return next_int(c, f, 16, 1 << 24, &p->n_ctx_per_slot);
+    if (!strcmp(f, "--queue")) return next_int(c, f, 0, 1 << 20, &s->n_queue);
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
     if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn"))
         return (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
@@ -171,7 +174,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, "
-                    "-ngl, -ngld, --device, --device-draft, --rpc, --calibration-cache, --verbose)", f);
+                    "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
+                    "--calibration-cache, --verbose)", f);
 }
 
 static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
@@ -251,6 +255,9 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
            rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
            rpc_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && read_flash_attn(rp, &p->flash_attn) &&
+           rpc_read_int32(rp, "n_parallel", 1, SPECD_MAX_PARALLEL, &p->n_parallel) &&
+           rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
+           rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_type(rp, &p->cache_type_v) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
@@ -259,6 +266,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
 bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error *err) {
     memset(s, 0, sizeof *s);
     s->params = specd_engine_default_params();
+    s->n_queue = -1;
     rpc_params rp;
     rpc_params_open(&rp, params, "init params", "", err);
     const char *cmd = NULL;

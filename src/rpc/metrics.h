@@ -1,7 +1,7 @@
 /* metrics.h - counters over the completions the JSON API ran (any transport), for `specd serve`'s
  * GET /metrics (Prometheus text) and GET /slots. Thread-safe: one lock, held briefly.
- * Today there is one slot (one completion at a time); with concurrent slots each slot would keep
- * its own "latest request" part. */
+ * The "latest request" part is the engine's, whichever slot ran it; per-slot state is the
+ * scheduler's (rpc_sched_slots_json, in `status`). */
 #ifndef SPECD_RPC_METRICS_H
 #define SPECD_RPC_METRICS_H
 

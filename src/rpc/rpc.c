@@ -147,6 +147,16 @@ json_t *rpc_dispatch_as(json_t *request, const rpc_caller *caller) {
     return json_is_array(request) ? dispatch_batch(request, caller) : dispatch_one(request, caller);
 }
 
+static _Thread_local rpc_still_wanted_fn watch_fn;
+static _Thread_local void *watch_data;
+
+void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data) {
+    watch_fn = fn;
+    watch_data = user_data;
+}
+
+bool rpc_thread_still_wanted(void) { return !watch_fn || watch_fn(watch_data); }
+
 json_t *rpc_dispatch(json_t *request) { return rpc_dispatch_as(request, &full_rights); }
 
 static char *dump(json_t *value) {

@@ -87,6 +87,7 @@ typedef struct rpc_engine_settings {
     char *rpc_servers;          /* owned, may be NULL (--rpc) */
     /* -ngl or -ngld was given (not the default): a CPU-only build then says it runs on the CPU */
     bool gpu_layers_given;
+    int32_t n_queue;            /* --queue: requests waiting for a slot at most; -1: the default */
     bool async;
 } rpc_engine_settings;
 
@@ -126,6 +127,15 @@ typedef struct rpc_caller {
  * there is nothing to answer (notifications only). rpc_dispatch calls with full rights; it is
  * what specd_rpc and the C ABI wrappers use. */
 json_t *rpc_dispatch_as(json_t *request, const rpc_caller *caller);
+
+/* Whether whoever waits for this thread's blocking calls still wants the answer (an HTTP client
+ * still connected). `specd serve` sets it on the thread that runs a blocking completion; the
+ * completion asks every RPC_WATCH_MS while it waits and cancels itself when the answer is no
+ * longer wanted. NULL (the default): always wanted. */
+typedef bool (*rpc_still_wanted_fn)(void *user_data);
+void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data);
+bool rpc_thread_still_wanted(void);
+#define RPC_WATCH_MS 200
 json_t *rpc_dispatch(json_t *request);
 
 #endif

@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "state.h"
 
+#include "scheduler.h"
 #include "text_stream.h"
 
 #include <stdio.h>
@@ -25,7 +26,7 @@ static struct {
     /* the serving engine (NULL: none) and what describes it */
     specd_engine *engine;
     char *model, *alias;          /* owned */
-    int32_t n_ctx, n_vocab, draft_max;
+    int32_t n_ctx, n_vocab, draft_max, n_parallel;
     bool has_draft;
     json_t *placement;            /* {"target": {...}, "draft": {...} | null} of the serving engine */
     char *placement_note;         /* owned: -ngl asked on a build that cannot offload, else NULL */
@@ -41,10 +42,10 @@ static struct {
     rpc_state_load_hook load_hook; /* tests only */
     void *load_hook_data;
     /* completions */
-    rpc_job *running;             /* referenced while a completion runs */
-    rpc_job *async;               /* referenced: the latest async job */
-    pthread_t worker;
-    bool has_worker;
+    int32_t n_claimed;            /* claimed and not over: queued or running */
+    rpc_job **jobs;               /* referenced: the claimed ones and the latest finished ones, oldest first */
+    int32_t n_jobs, jobs_cap;
+    rpc_job *latest;              /* referenced: the latest claimed job */
     int64_t next_id;
     specd_token *history;         /* the last completion's prompt + output (owned) */
     int32_t n_history;
@@ -111,55 +112,68 @@ void rpc_job_unref(rpc_job *job) {
     free(job);
 }
 
+/* Records a claimed job (G.lock held): findable by id; the oldest finished ones are forgotten. */
+static void record_job_locked(rpc_job *job) {
+    if (G.n_jobs >= RPC_KEEP_JOBS) {
+        for (int32_t i = 0; i < G.n_jobs; i++) {
+            rpc_job *old = G.jobs[i];
+            pthread_mutex_lock(&old->lock);
+            bool over = old->finished;
+            pthread_mutex_unlock(&old->lock);
+            if (!over) continue;
+            rpc_job_unref(old);
+            memmove(G.jobs + i, G.jobs + i + 1, (size_t)(G.n_jobs - i - 1) * sizeof *G.jobs);
+            G.n_jobs--;
+            break;
+        }
+    }
+    if (G.n_jobs == G.jobs_cap) {
+        int32_t cap = G.jobs_cap ? G.jobs_cap * 2 : 16;
+        rpc_job **grown = realloc(G.jobs, (size_t)cap * sizeof *grown);
+        if (!grown) return; /* not findable by id: polls without id still find it as the latest */
+        G.jobs = grown;
+        G.jobs_cap = cap;
+    }
+    rpc_job_ref(job);
+    G.jobs[G.n_jobs++] = job;
+}
+
 bool rpc_state_claim(rpc_job *job, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
     while (G.swapping) pthread_cond_wait(&G.changed, &G.lock);
-    bool ok = G.engine && !G.shutting_down && !G.running;
-    if (!G.engine || G.shutting_down) fail_no_engine_locked(err);
-    else if (G.running)
-        rpc_fail(err, RPC_BUSY, "", "busy: completion %lld is running (one at a time); poll it, wait for "
-                 "it to finish, or cancel it", (long long)G.running->id);
+    bool ok = G.engine && !G.shutting_down;
+    if (!ok) fail_no_engine_locked(err);
     if (ok) {
         job->id = G.next_id++;
+        G.n_claimed++;
+        record_job_locked(job);
+        rpc_job_unref(G.latest);
         rpc_job_ref(job);
-        G.running = job;
+        G.latest = job;
     }
     pthread_mutex_unlock(&G.lock);
     return ok;
 }
 
 void rpc_state_unclaim(rpc_job *job) {
+    (void)job;
     pthread_mutex_lock(&G.lock);
-    if (G.running == job) {
-        G.running = NULL;
-        rpc_job_unref(job);
-    }
+    G.n_claimed--;
     pthread_cond_broadcast(&G.idle);
-    pthread_mutex_unlock(&G.lock);
-}
-
-void rpc_state_set_async(rpc_job *job, pthread_t worker) {
-    pthread_mutex_lock(&G.lock);
-    if (G.has_worker) pthread_join(G.worker, NULL); /* finished: only one completion runs */
-    rpc_job_unref(G.async);
-    rpc_job_ref(job);
-    G.async = job;
-    G.worker = worker;
-    G.has_worker = true;
     pthread_mutex_unlock(&G.lock);
 }
 
 rpc_job *rpc_state_find_job(json_t *id, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
     rpc_job *found = NULL;
-    if (!id) found = G.running ? G.running : G.async;
-    else if (G.running && json_integer_value(id) == G.running->id) found = G.running;
-    else if (G.async && json_integer_value(id) == G.async->id) found = G.async;
+    if (!id) found = G.latest;
+    for (int32_t i = 0; id && i < G.n_jobs && !found; i++)
+        if (G.jobs[i]->id == json_integer_value(id)) found = G.jobs[i];
     if (found) rpc_job_ref(found);
     pthread_mutex_unlock(&G.lock);
     if (!found && id)
-        rpc_fail(err, RPC_UNKNOWN_JOB, "id", "no completion with id %lld: only the running or latest "
-                 "started one can be polled or cancelled", (long long)json_integer_value(id));
+        rpc_fail(err, RPC_UNKNOWN_JOB, "id", "no completion with id %lld: it never existed, or it finished "
+                 "long ago (the latest %d are kept)", (long long)json_integer_value(id), RPC_KEEP_JOBS);
     else if (!found)
         rpc_fail(err, RPC_UNKNOWN_JOB, "id", "no completion has been started: call completion.start first");
     return found;
@@ -278,6 +292,7 @@ static void describe_engine_locked(specd_engine *engine, const rpc_engine_settin
     G.n_vocab = specd_engine_n_vocab(engine);
     G.has_draft = specd_engine_has_draft(engine);
     G.draft_max = s->params.draft_max > 0 ? s->params.draft_max : 16; /* the engine's default */
+    G.n_parallel = specd_engine_n_parallel(engine);
     free(G.history); /* the new engine's cache holds nothing */
     G.history = NULL;
     G.n_history = 0;
@@ -287,7 +302,7 @@ static void describe_engine_locked(specd_engine *engine, const rpc_engine_settin
  * one. False (engine freed) when shutdown aborted the load meanwhile. */
 static bool swap_in(specd_engine *engine, const rpc_engine_settings *s) {
     pthread_mutex_lock(&G.lock);
-    while (G.running && !atomic_load(&G.abort_load)) pthread_cond_wait(&G.idle, &G.lock);
+    while (G.n_claimed > 0 && !atomic_load(&G.abort_load)) pthread_cond_wait(&G.idle, &G.lock);
     bool go = !atomic_load(&G.abort_load);
     G.swapping = go;
     pthread_mutex_unlock(&G.lock);
@@ -305,6 +320,7 @@ static bool swap_in(specd_engine *engine, const rpc_engine_settings *s) {
     pthread_cond_broadcast(&G.changed);
     pthread_mutex_unlock(&G.lock);
     pthread_rwlock_unlock(&G.engine_lock);
+    rpc_sched_configure(specd_engine_n_parallel(engine), s->n_queue >= 0 ? s->n_queue : RPC_DEFAULT_QUEUE);
     specd_engine_free(old);
     return true;
 }
@@ -401,16 +417,23 @@ json_t *rpc_method_status(json_t *params, rpc_error *err) {
     load_state state = current_state_locked();
     /* the old API's field, as the state: a reload (and a failed one) is 1 while the old model serves */
     int init_success = state == STATE_READY ? 1 : state == STATE_FAILED ? -1 : 0;
-    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:b, s:b, s:i, s:i, s:s}", "state", state_name(state),
+    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:b, s:b, s:i, s:i, s:s, s:i}", "state", state_name(state),
                           "init_success", init_success, "model", G.model ? G.model : "", "model_alias",
                           G.alias ? G.alias : "", "loading_model", G.loading_model ? G.loading_model : "",
-                          "busy", G.running != NULL, "has_draft", G.has_draft, "n_ctx", G.n_ctx, "n_vocab",
-                          G.n_vocab, "version", specd_version());
+                          "busy", G.n_claimed > 0, "has_draft", G.has_draft, "n_ctx", G.n_ctx, "n_vocab",
+                          G.n_vocab, "version", specd_version(), "n_parallel", G.n_parallel);
     if (r && G.last_init_error) json_object_set_new(r, "last_init_error", json_string(G.last_init_error));
     if (r && G.engine && G.placement) json_object_set(r, "placement", G.placement);
     if (r && G.engine && G.placement_note) json_object_set_new(r, "placement_note", json_string(G.placement_note));
     if (r && state == STATE_FAILED) json_object_set_new(r, "error", json_string(G.last_init_error));
+    bool loaded = G.engine != NULL;
     pthread_mutex_unlock(&G.lock);
+    if (r && loaded) { /* the scheduler's lock is never taken under G.lock */
+        int32_t n_queued = 0, queue_max = 0;
+        json_object_set_new(r, "slots", rpc_sched_slots_json(&n_queued, &queue_max));
+        json_object_set_new(r, "n_queued", json_integer(n_queued));
+        json_object_set_new(r, "queue_max", json_integer(queue_max));
+    }
     return r;
 }
 
@@ -499,29 +522,17 @@ done:
 
 /* ---- shutdown -------------------------------------------------------------------------------- */
 
-static void cancel_job(rpc_job *job) {
-    if (!job) return;
-    atomic_store(&job->cancel, true);
-    pthread_mutex_lock(&job->lock);
-    if (job->engine) specd_engine_request_stop(job->engine);
-    pthread_mutex_unlock(&job->lock);
-}
-
 /* Stops what runs (G.lock held, released while waiting): aborts a load and waits for it to
- * end, cancels the running completion and waits for it. The threads to join go to *init and
- * *worker. */
-static void stop_everything_locked(pthread_t *init, bool *has_init, pthread_t *worker, bool *has_worker) {
+ * end, cancels every claimed completion and waits for them. The load's thread goes to *init. */
+static void stop_everything_locked(pthread_t *init, bool *has_init) {
     atomic_store(&G.abort_load, true);
-    cancel_job(G.running);
+    for (int32_t i = 0; i < G.n_jobs; i++) rpc_sched_cancel(G.jobs[i]); /* finished ones: nothing happens */
     pthread_cond_broadcast(&G.idle); /* a load waiting to swap in sees the abort */
     while (G.loading) pthread_cond_wait(&G.changed, &G.lock); /* until its next progress call */
-    while (G.running) pthread_cond_wait(&G.idle, &G.lock);
+    while (G.n_claimed > 0) pthread_cond_wait(&G.idle, &G.lock);
     *init = G.init_thread;
     *has_init = G.has_init_thread;
     G.has_init_thread = false;
-    *worker = G.worker;
-    *has_worker = G.has_worker;
-    G.has_worker = false;
 }
 
 /* Frees the engine and forgets everything about it and the latest init (G.lock held). */
@@ -531,8 +542,11 @@ static void clear_locked(void) {
     replace_string(&G.model, NULL);
     replace_string(&G.alias, NULL);
     replace_string(&G.last_init_error, NULL);
-    rpc_job_unref(G.async);
-    G.async = NULL;
+    rpc_job_unref(G.latest);
+    G.latest = NULL;
+    for (int32_t i = 0; i < G.n_jobs; i++) rpc_job_unref(G.jobs[i]);
+    G.n_jobs = 0;
+    G.n_parallel = 0;
     free(G.history);
     G.history = NULL;
     G.n_history = 0;
@@ -550,12 +564,11 @@ json_t *rpc_method_shutdown(json_t *params, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
     while (G.shutting_down) pthread_cond_wait(&G.changed, &G.lock); /* one at a time */
     G.shutting_down = true;
-    pthread_t init, worker;
-    bool has_init, has_worker;
-    stop_everything_locked(&init, &has_init, &worker, &has_worker);
+    pthread_t init;
+    bool has_init;
+    stop_everything_locked(&init, &has_init);
     pthread_mutex_unlock(&G.lock);
     if (has_init) pthread_join(init, NULL);
-    if (has_worker) pthread_join(worker, NULL);
     pthread_rwlock_wrlock(&G.engine_lock);
     pthread_mutex_lock(&G.lock);
     bool was_loaded = G.engine != NULL;

@@ -4,9 +4,10 @@
  * engine itself is guarded by a read-write lock: tokenize/detokenize/completions hold it for
  * reading while they use the engine, init and shutdown hold it for writing while they replace or
  * free it (init only for the swap: it loads the new engine without any lock). Order: the
- * read-write lock before `lock`, never the other way. One completion at a time: claiming it while
- * another runs is the busy error, not a queue. A claimed completion keeps one engine from claim
- * to unclaim: a swap waits until no completion is claimed, and claims wait while it happens. */
+ * read-write lock before `lock`, never the other way. Completions run on the scheduler's thread
+ * (scheduler.h), as many at once as the engine has slots, the others queued. A claimed completion
+ * keeps one engine from claim to unclaim: a swap waits until no completion is claimed, and claims
+ * wait while it happens. */
 #ifndef SPECD_RPC_STATE_H
 #define SPECD_RPC_STATE_H
 
@@ -28,9 +29,9 @@ typedef struct rpc_job {
     bool finished;
     bool failed;                /* error says why */
     rpc_error error;
-    bool registered;            /* completion.start has recorded it: the worker may end */
-    atomic_bool cancel;
-    specd_engine *engine;       /* non-NULL while generating: cancel asks it to stop */
+    atomic_bool cancel;         /* stop it (the scheduler looks at every step) */
+    bool stream;                /* partial responses and the final one go to updates */
+    json_t *response;           /* without stream: the final response once finished (owned) */
     completion_request *request; /* owned */
 } rpc_job;
 
@@ -53,14 +54,15 @@ int32_t rpc_state_draft_max(void);
 typedef void (*rpc_state_load_hook)(float progress, void *user_data);
 void rpc_state_set_load_hook(rpc_state_load_hook hook, void *user_data);
 
-/* Makes `job` the running completion (busy error when one runs); assigns its id. */
+/* Claims a completion for `job` (no model, or shutdown: an error); assigns its id and records it,
+ * so that poll and cancel find it by id (RPC_KEEP_JOBS finished ones are kept for polls). */
 bool rpc_state_claim(rpc_job *job, rpc_error *err);
-/* The running completion is over. */
+/* The claimed completion is over (or was refused). */
 void rpc_state_unclaim(rpc_job *job);
-/* Remembers an async job and its worker thread (joining the previous, finished one). */
-void rpc_state_set_async(rpc_job *job, pthread_t worker);
-/* The job with this id (id NULL: the running one, else the latest async one), referenced. */
+/* The job with this id (id NULL: the latest claimed one), referenced. */
 rpc_job *rpc_state_find_job(json_t *id, rpc_error *err);
+/* Finished jobs kept findable by id, beyond those claimed. */
+#define RPC_KEEP_JOBS 256
 
 /* The prompt tokens of the last completion and the tokens it generated: to report how much of the
  * next prompt the prompt cache will reuse. */

@@ -4,10 +4,12 @@
  * threads only ever do quick work. The queue is bounded: past it a request gets 503 at once.
  *
  * Locks: a call's own lock, then the pool lock (call_defer); never the other way round. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "server.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -28,6 +30,7 @@ struct deferred_call {
     pthread_mutex_t lock;
     int refs;                  /* under pool.lock: the handler's and the worker's */
     json_t *request;           /* owned until the worker takes it */
+    int fd;                    /* the client's socket (-1: unknown), to notice it going away */
     rpc_caller caller;
     struct MHD_Connection *connection;
     bool suspended;            /* the connection waits for this answer */
@@ -112,6 +115,18 @@ static deferred_call *next_call(void) {
     }
 }
 
+/* Whether the suspended connection's client is still there: its socket has not been closed by
+ * the peer (a read would not return end-of-file). Pipelined bytes count as there. */
+static bool client_still_there(void *user_data) {
+    const deferred_call *call = user_data;
+    if (call->fd < 0) return true;
+    struct pollfd p = {.fd = call->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return true;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return false;
+    char byte;
+    return recv(call->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
+}
+
 static void *worker_main(void *arg) {
     (void)arg;
     deferred_call *call;
@@ -120,7 +135,9 @@ static void *worker_main(void *arg) {
         json_t *request = call->answered ? NULL : call->request;
         call->request = NULL;
         pthread_mutex_unlock(&call->lock);
+        rpc_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
         json_t *response = request ? rpc_dispatch_as(request, &call->caller) : NULL;
+        rpc_watch_thread(NULL, NULL);
         json_decref(request);
         pthread_mutex_lock(&call->lock);
         answer_locked(call, response, 0);
@@ -150,6 +167,8 @@ deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_c
     call->request = request;
     call->caller = *caller;
     call->connection = c;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    call->fd = info ? info->connect_fd : -1;
     /* Hold the call's lock until the connection is suspended, so that a worker that finishes
      * first cannot resume a connection that is not suspended yet. */
     pthread_mutex_lock(&call->lock);

@@ -157,6 +157,9 @@ static void serve_usage(FILE *out) {
           "  --max-conns-per-ip N   open connections per client address (default 256; 0 = no limit)\n"
           "  --http-threads N       threads serving connections (default 4); completions and model\n"
           "                         loads run on their own threads and never hold these\n"
+          "  -np, --parallel N      slots: completions that run side by side (default 4); each gets\n"
+          "                         -c / N tokens of context unless --ctx-per-slot N says otherwise\n"
+          "  --queue N              requests waiting for a slot at most (default 64); past it 503\n"
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto,\n"
           "                    -ctv f16|f32, -a ALIAS, --verbose, and where the layers go:\n"
           "                    -ngl N|all, -ngld N|all, --device LIST, --device-draft LIST,\n"
@@ -204,6 +207,16 @@ static const char *rpc_servers_of(json_t *init_args) {
     return servers;
 }
 
+#define SERVE_DEFAULT_PARALLEL "4"
+
+static bool has_parallel_flag(json_t *args) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(args, i, v)
+        if (!strcmp(json_string_value(v), "-np") || !strcmp(json_string_value(v), "--parallel")) return true;
+    return false;
+}
+
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
 static int parse_serve_options(cli_args *a, serve_options *o) {
     o->init_args = json_array();
@@ -226,6 +239,10 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--list-devices")) o->list_devices = true;
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
+    }
+    if (!has_parallel_flag(o->init_args)) { /* a server serves several clients: llama-server's -np 4 */
+        json_array_append_new(o->init_args, json_string("-np"));
+        json_array_append_new(o->init_args, json_string(SERVE_DEFAULT_PARALLEL));
     }
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
     if (o->api_key && o->admin_key && strcmp(o->api_key, o->admin_key) == 0) {

@@ -64,6 +64,13 @@ typedef struct specd_session {
     specd_verify_result vr;                /* the verified step, until it is accepted */
     bool done;                             /* finished: result->stop_reason says why */
     specd_status failed;                   /* a step failed: the session can go no further */
+    int32_t slot;                          /* the engine slot whose KV sequences it uses */
+    int32_t n_pending;                     /* prompt tokens not in the target's cache yet (begin_in_slot) */
+    double prompt_t0;                      /* when the prompt's ingestion began */
+    int32_t batch_tokens;                  /* specd_sessions_draft: other slots' tokens in the next pass */
+    double batch_expected;                 /* and the tokens they are expected to give */
+    atomic_bool stop;                      /* specd_session_request_stop */
+    unsigned stop_requests;                /* the engine's count when it began */
 } generation;
 
 /* ---- set-up and tear-down -------------------------------------------------------------------- */
@@ -250,20 +257,21 @@ static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp
     return n > depth_budget ? n : depth_budget; /* a chain of the depth budget always fits */
 }
 
-static specd_status draft_step(generation *g, char **error) {
+/* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step). */
+static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     int32_t budget = draft_budget(g);
-    if (!g->drafter.ops || budget == 0) return SPECD_OK;
+    if (!g->drafter.ops || budget == 0) return false;
     if (needs_plain_step(g)) {
         g->steps_since_plain = 0;
-        return SPECD_OK;
+        return false;
     }
     const specd_spec_params *sp = &g->params->speculative;
-    bool explore = g->steps_without_draft >= g->explore_every;
-    specd_draft_request req = {
+    *explore = g->steps_without_draft >= g->explore_every;
+    *req = (specd_draft_request){
         .history = g->history,
         .n_history = g->n_history,
         .max_len = budget,
-        .min_len = explore && sp->draft_min < 1 ? 1 : sp->draft_min,
+        .min_len = *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
         .p_min = sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,
@@ -274,15 +282,16 @@ static specd_status draft_step(generation *g, char **error) {
         .tree_max_nodes = tree_node_budget(g, sp, budget),
         .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,
     };
-    if (req.min_len > budget) req.min_len = budget;
-    specd_draft_length_begin(g->length);
-    double t0 = specd_now_ms();
-    specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
+    if (req->min_len > budget) req->min_len = budget;
+    return true;
+}
+
+/* After the drafter ran (ms): the grammar's cut and the step's statistics. */
+static specd_status finish_draft(generation *g, specd_status st, double ms, bool explore, char **error) {
     if (st == SPECD_OK && g->grammar && !specd_grammar_prune(g->grammar, &g->tree)) {
         specd_set_error(error, "out of memory for the grammar states of a draft");
         st = SPECD_ERR_NO_MEMORY;
     }
-    double ms = specd_now_ms() - t0;
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
     g->steps_without_draft = n > 0 ? 0 : g->steps_without_draft + 1;
@@ -291,8 +300,18 @@ static specd_status draft_step(generation *g, char **error) {
     return st;
 }
 
-/* One target pass over the draft tree (the engine decodes it: kv.c). */
-static specd_status target_pass(generation *g, char **error) {
+static specd_status draft_step(generation *g, char **error) {
+    specd_draft_request req;
+    bool explore = false;
+    if (!plan_draft(g, &req, &explore)) return SPECD_OK;
+    specd_draft_length_begin_in_batch(g->length, g->batch_tokens, g->batch_expected);
+    double t0 = specd_now_ms();
+    specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
+    return finish_draft(g, st, specd_now_ms() - t0, explore, error);
+}
+
+/* The draft tree as the engine decodes it, in g->tree_tokens. */
+static specd_status prepare_tree_tokens(generation *g, char **error) {
     specd_token_tree *tree = &g->tree;
     if (!specd_tree_assign_branches(tree)) {
         specd_set_error(error, "the draft tree has more than %d branches", SPECD_TREE_MAX_BRANCHES);
@@ -305,11 +324,24 @@ static specd_status target_pass(generation *g, char **error) {
     }
     for (int32_t i = 0; i < tree->n_nodes; i++)
         g->tree_tokens[i] = (specd_tree_token){tree->nodes[i].token, tree->nodes[i].depth, tree->nodes[i].branch_mask};
+    return SPECD_OK;
+}
+
+/* This session's part of a joint target pass. */
+static specd_tree_pass tree_pass_of(generation *g) {
+    return (specd_tree_pass){specd_engine_target_view(g->e, g->slot), g->tree_tokens, g->tree.n_nodes,
+                             g->tree.n_branches, g->n_history - 1, false};
+}
+
+/* One target pass over the draft tree (the engine decodes it: kv.c). */
+static specd_status target_pass(generation *g, char **error) {
+    specd_status st = prepare_tree_tokens(g, error);
+    if (st != SPECD_OK) return st;
     double ms = 0.0;
-    specd_status st = specd_slot_decode_tree(g->e, &g->e->target, g->tree_tokens, tree->n_nodes, tree->n_branches,
-                                             g->n_history - 1, &ms, error);
+    specd_tree_pass pass = tree_pass_of(g);
+    st = specd_slots_decode_trees(g->e, &pass, 1, &ms, error);
     g->result->stats.verify_ms += ms;
-    if (st == SPECD_OK) specd_draft_length_record_verify(g->length, tree->n_nodes, ms);
+    if (st == SPECD_OK) specd_draft_length_record_verify(g->length, g->tree.n_nodes, ms);
     return st;
 }
 
@@ -507,6 +539,29 @@ static specd_status ingest_prompt(generation *g, const specd_token *prompt, int3
     return st;
 }
 
+/* Deferred ingestion (specd_session_begin_in_slot): the slot keeps the prompt's cached prefix, the
+ * rest is decoded later, in chunks that join the rounds' passes. */
+static void begin_ingest(generation *g, const specd_token *prompt, int32_t n) {
+    specd_engine *e = g->e;
+    g->prompt_t0 = specd_now_ms();
+    int32_t cached = specd_engine_slot_cached(e, g->slot, prompt, n);
+    specd_slot_truncate(&e->target, cached);
+    g->n_pending = n - 1 - cached;
+    g->result->stats.n_prompt = n;
+    g->result->stats.n_prompt_cached = cached;
+}
+
+/* The prompt is in (or the rest goes in now, in one go): the drafters learn it. The active slot
+ * must be the session's. */
+static specd_status finish_ingest(generation *g, char **error) {
+    specd_engine *e = g->e;
+    specd_status st = specd_slot_sync(e, &e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
+    if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, g->history, g->n_history - 1, error);
+    g->n_pending = 0;
+    g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
+    return st;
+}
+
 /* ---- a session, step by step ------------------------------------------------------------- */
 
 /* Ends the generation: final statistics, and the costs it learnt kept for the next process. */
@@ -540,7 +595,10 @@ static bool may_run(const generation *g, step_phase phase, char **error) {
 static specd_status begin_part(generation *g, step_phase phase, int32_t *out, char **error) {
     if (error) *error = NULL;
     if (out) *out = 0;
-    if (g && may_run(g, phase, error)) return SPECD_OK;
+    if (g && may_run(g, phase, error)) {
+        specd_engine_use_slot(g->e, g->slot); /* another slot's session may have run in between */
+        return SPECD_OK;
+    }
     return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
 }
 
@@ -572,36 +630,339 @@ static specd_status make_caches_ours(generation *g, char **error) {
     return st;
 }
 
-specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **error) {
-    specd_status begun = begin_part(g, PHASE_DRAFT, n_drafted, error);
-    if (begun != SPECD_OK) return begun;
-    double t0 = specd_now_ms();
-    specd_status st = SPECD_OK;
-    if (atomic_load(&g->e->stop_requested)) {
+/* What comes before the drafters in a draft part: the rest of a pending prompt, a stop asked for,
+ * the caches made this session's (a context shift maybe). */
+static specd_status before_drafting(generation *g, char **error) {
+    specd_status st = g->n_pending > 0 ? finish_ingest(g, error) : SPECD_OK; /* stepped on its own */
+    bool stop = atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
+    if (st == SPECD_OK && stop) {
         g->result->stop_reason = SPECD_STOP_CALLBACK;
         finish(g);
-    } else {
+    } else if (st == SPECD_OK) {
         st = make_caches_ours(g, error);
-        if (st == SPECD_OK && !g->done) st = draft_step(g, error);
     }
+    return st;
+}
+
+/* The end of a draft part that began at t0. */
+static specd_status after_drafting(generation *g, specd_status st, double t0, int32_t *n_drafted) {
     if (st == SPECD_OK && !g->done) g->phase = PHASE_VERIFY;
     if (n_drafted) *n_drafted = specd_tree_n_drafted(&g->tree);
     g->result->stats.decode_ms += specd_now_ms() - t0;
     return fail(g, st);
 }
 
+specd_status specd_session_draft(specd_session *g, int32_t *n_drafted, char **error) {
+    specd_status begun = begin_part(g, PHASE_DRAFT, n_drafted, error);
+    if (begun != SPECD_OK) return begun;
+    double t0 = specd_now_ms();
+    specd_status st = before_drafting(g, error);
+    if (st == SPECD_OK && !g->done) st = draft_step(g, error);
+    return after_drafting(g, st, t0, n_drafted);
+}
+
+/* Verification once the target's logits for the tree are there. */
+static specd_status verify_after_pass(generation *g, int32_t *n_accepted, char **error) {
+    memset(&g->vr, 0, sizeof g->vr);
+    specd_status st = verify_step(g, &g->vr, error);
+    if (st == SPECD_OK) st = step_probs(g, &g->vr, error);
+    if (st == SPECD_OK) g->phase = PHASE_ACCEPT;
+    if (n_accepted) *n_accepted = g->vr.n_accepted;
+    return st;
+}
+
+static specd_engine *e_of(generation *g) { return g->e; }
+
+/* The tokens this session's drafted step is expected to give (for the slots drafted after it). */
+static double expected_from_draft(const generation *g, int32_t n_drafted) {
+    if (n_drafted == 0) return 1.0;
+    if (g->params->speculative.adaptive) return g->length->expected - g->length->batch_expected;
+    return 1.0 + n_drafted * specd_draft_length_acceptance(g->length, 0.5f);
+}
+
+/* Whether a session's draft can join the others' (the draft model's decodes joined per depth). */
+static bool joins_draft(const generation *g) {
+    return g && g->n_pending == 0 && !g->done && g->failed == SPECD_OK && g->phase == PHASE_DRAFT && !g->grammar &&
+           specd_draft_model_is(&g->drafter);
+}
+
+/* The batch context of the tokens drafted so far in a round. */
+typedef struct round_load {
+    int32_t tokens;
+    double expected;
+} round_load;
+
+/* Session i drafted alone (a model-free drafter, a grammar, a pending prompt), knowing the load. */
+static specd_status draft_alone(generation *g, int32_t later, round_load *load, char **error) {
+    if (g && g->n_pending > 0) { /* still ingesting: its next chunk joins the pass instead */
+        if (atomic_load(&e_of(g)->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
+            g->result->stop_reason = SPECD_STOP_CALLBACK; /* stopped before its prompt was in */
+            g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
+            finish(g);
+            return SPECD_OK;
+        }
+        load->tokens += 1; /* at least; the chunk takes what room the pass has left */
+        return SPECD_OK;
+    }
+    if (g) { /* before it: the trees drafted so far; after it: at least each later slot's root */
+        g->batch_tokens = load->tokens + later;
+        g->batch_expected = load->expected + later;
+    }
+    int32_t n_drafted = 0;
+    specd_status st = specd_session_draft(g, &n_drafted, error);
+    if (g) g->batch_tokens = 0, g->batch_expected = 0.0;
+    if (st == SPECD_OK && !specd_session_done(g)) {
+        load->tokens += n_drafted + 1;
+        load->expected += expected_from_draft(g, n_drafted);
+    }
+    return st;
+}
+
+/* One joint draft (draft model, one decode per depth) for m sessions; outcomes into st/err. */
+typedef struct joint_part {
+    generation *g;
+    double t0;
+    bool explore, drafting;
+    specd_draft_request req;
+} joint_part;
+
+static void draft_jointly(generation **gs, int32_t m, const round_load *load, specd_status *st, char **err) {
+    joint_part parts[SPECD_MAX_PARALLEL];
+    specd_draft_length *local = calloc((size_t)m, sizeof *local); /* each chain's own step state */
+    specd_drafter *drafters[SPECD_MAX_PARALLEL];
+    int32_t slots[SPECD_MAX_PARALLEL], at[SPECD_MAX_PARALLEL], k = 0;
+    specd_draft_request reqs[SPECD_MAX_PARALLEL];
+    specd_token_tree *trees[SPECD_MAX_PARALLEL];
+    for (int32_t i = 0; i < m; i++) {
+        generation *g = gs[i];
+        parts[i] = (joint_part){.g = g, .t0 = specd_now_ms()};
+        specd_engine_use_slot(g->e, g->slot);
+        st[i] = local ? before_drafting(g, &err[i]) : SPECD_ERR_NO_MEMORY;
+        if (!local) specd_set_error(&err[i], "out of memory for a joint draft");
+        if (st[i] != SPECD_OK || g->done || !plan_draft(g, &parts[i].req, &parts[i].explore)) continue;
+        local[i] = *g->length;
+        specd_draft_length_begin_in_batch(&local[i], load->tokens + m - 1, load->expected + m - 1);
+        if (parts[i].req.length) parts[i].req.length = &local[i];
+        parts[i].drafting = true;
+        drafters[k] = &g->drafter, slots[k] = g->slot, reqs[k] = parts[i].req, trees[k] = &g->tree, at[k++] = i;
+    }
+    specd_status jst[SPECD_MAX_PARALLEL];
+    char *jerr[SPECD_MAX_PARALLEL] = {0};
+    double t0 = specd_now_ms();
+    if (k > 0) specd_draft_model_draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, gs[0]->length, jst, jerr);
+    double share = k > 0 ? (specd_now_ms() - t0) / k : 0.0;
+    for (int32_t j = 0; j < k; j++) {
+        generation *g = gs[at[j]];
+        st[at[j]] = finish_draft(g, jst[j], share, parts[at[j]].explore, &jerr[j]);
+        specd_free(err[at[j]]);
+        err[at[j]] = jerr[j];
+    }
+    for (int32_t i = 0; i < m; i++) st[i] = after_drafting(gs[i], st[i], parts[i].t0, NULL);
+    free(local);
+}
+
+specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_status *status, char **errors) {
+    specd_status st[SPECD_MAX_PARALLEL];
+    char *err[SPECD_MAX_PARALLEL] = {0};
+    if (n > SPECD_MAX_PARALLEL) n = SPECD_MAX_PARALLEL;
+    int32_t n_joint = 0;
+    for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i]);
+    if (n_joint < 2) n_joint = 0; /* alone, a chain is drafted as always */
+    round_load load = {0, 0.0};
+    generation *joint[SPECD_MAX_PARALLEL];
+    int32_t where[SPECD_MAX_PARALLEL], m = 0, later = n - 1;
+    for (int32_t i = 0; i < n; i++) {
+        st[i] = SPECD_OK;
+        if (n_joint > 0 && joins_draft(s[i])) {
+            joint[m] = s[i], where[m++] = i;
+            continue;
+        }
+        st[i] = draft_alone(s[i], later--, &load, &err[i]);
+    }
+    if (m > 0) {
+        specd_status jst[SPECD_MAX_PARALLEL];
+        char *jerr[SPECD_MAX_PARALLEL] = {0};
+        draft_jointly(joint, m, &load, jst, jerr);
+        for (int32_t j = 0; j < m; j++) st[where[j]] = jst[j], err[where[j]] = jerr[j];
+    }
+    specd_status first = SPECD_OK;
+    for (int32_t i = 0; i < n; i++) {
+        if (status) status[i] = st[i];
+        if (errors) errors[i] = err[i];
+        else specd_free(err[i]);
+        if (st[i] != SPECD_OK && first == SPECD_OK) first = st[i];
+    }
+    return first;
+}
+
 specd_status specd_session_verify(specd_session *g, int32_t *n_accepted, char **error) {
     specd_status begun = begin_part(g, PHASE_VERIFY, n_accepted, error);
     if (begun != SPECD_OK) return begun;
     double t0 = specd_now_ms();
-    memset(&g->vr, 0, sizeof g->vr);
     specd_status st = target_pass(g, error);
-    if (st == SPECD_OK) st = verify_step(g, &g->vr, error);
-    if (st == SPECD_OK) st = step_probs(g, &g->vr, error);
-    if (st == SPECD_OK) g->phase = PHASE_ACCEPT;
-    if (n_accepted) *n_accepted = g->vr.n_accepted;
+    if (st == SPECD_OK) st = verify_after_pass(g, n_accepted, error);
     g->result->stats.decode_ms += specd_now_ms() - t0;
     return fail(g, st);
+}
+
+/* Whether session g may join a pass now: drafted and ready to verify, or still ingesting its prompt. */
+static bool may_join_pass(const generation *g, char **error) {
+    if (g->n_pending > 0 && g->failed == SPECD_OK && !g->done) return true;
+    return may_run(g, PHASE_VERIFY, error);
+}
+
+/* Whether the sessions may share one pass: all ready, on one engine, in different slots. */
+static bool may_verify_together(specd_session *const *s, int32_t n, char **error) {
+    uint64_t slots_seen[(SPECD_MAX_PARALLEL + 63) / 64] = {0};
+    for (int32_t i = 0; i < n; i++) {
+        if (!s[i] || !may_join_pass(s[i], error)) return false;
+        if (s[i]->e != s[0]->e) {
+            specd_set_error(error, "specd_sessions_verify: session %d is on another engine than session 0", i);
+            return false;
+        }
+        uint64_t bit = 1ull << (s[i]->slot % 64);
+        if (slots_seen[s[i]->slot / 64] & bit) {
+            specd_set_error(error, "specd_sessions_verify: two sessions in slot %d: give one session per slot",
+                            s[i]->slot);
+            return false;
+        }
+        slots_seen[s[i]->slot / 64] |= bit;
+    }
+    return true;
+}
+
+/* The next chunk of a session's prompt (at most `room` tokens) as a pass, in its tree_tokens. */
+static specd_tree_pass prompt_chunk_of(generation *g, int32_t room) {
+    specd_model_slot *view = specd_engine_target_view(g->e, g->slot);
+    int32_t n = g->n_pending < room ? g->n_pending : room;
+    for (int32_t i = 0; i < n; i++) g->tree_tokens[i] = (specd_tree_token){g->history[view->n_kv + i], i, 1u};
+    return (specd_tree_pass){view, g->tree_tokens, n, 1, view->n_kv, true};
+}
+
+/* After a pass that held this session's chunk: what is left, and the drafters once it is all in. */
+static specd_status after_chunk(generation *g, int32_t n, char **error) {
+    g->n_pending -= n;
+    if (g->n_pending > 0) return SPECD_OK;
+    specd_engine_use_slot(g->e, g->slot);
+    return finish_ingest(g, error);
+}
+
+/* Session i's outcome into the caller's arrays (either may be NULL); the message is taken. */
+static void set_outcome(specd_status *status, char **errors, int32_t i, specd_status st, char *message) {
+    if (status) status[i] = st;
+    if (errors) errors[i] = message;
+    else specd_free(message);
+}
+
+/* Each session verified on its own pass, ingesting ones by a chunk of their own: when the trees
+ * do not fit one batch together. */
+static void verify_each(specd_session *const *s, int32_t n, int32_t *n_accepted, specd_status *status,
+                        char **errors) {
+    for (int32_t i = 0; i < n; i++) {
+        generation *g = s[i];
+        char *message = NULL;
+        specd_status st;
+        if (g->n_pending == 0) {
+            st = specd_session_verify(g, n_accepted ? &n_accepted[i] : NULL, &message);
+        } else {
+            specd_tree_pass chunk = prompt_chunk_of(g, g->e->batch_cap);
+            st = specd_slots_decode_trees(g->e, &chunk, 1, NULL, &message);
+            if (st == SPECD_OK) st = after_chunk(g, chunk.n_tokens, &message);
+            fail(g, st);
+        }
+        set_outcome(status, errors, i, st, message);
+    }
+}
+
+/* The first failure among the outcomes, or SPECD_OK. */
+static specd_status first_failure(const specd_status *status, int32_t n) {
+    for (int32_t i = 0; status && i < n; i++)
+        if (status[i] != SPECD_OK) return status[i];
+    return SPECD_OK;
+}
+
+specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *n_accepted, specd_status *status,
+                                   char **errors) {
+    specd_status own[SPECD_MAX_PARALLEL];
+    if (!status && n <= SPECD_MAX_PARALLEL) status = own;
+    for (int32_t i = 0; i < n; i++) {
+        if (n_accepted) n_accepted[i] = 0;
+        set_outcome(status, errors, i, SPECD_OK, NULL);
+    }
+    if (n <= 0) return SPECD_OK;
+    char *message = NULL;
+    if (!s || n > SPECD_MAX_PARALLEL || !may_verify_together(s, n, &message)) {
+        if (n > SPECD_MAX_PARALLEL && !message)
+            specd_set_error(&message, "specd_sessions_verify: %d sessions, at most %d", n, SPECD_MAX_PARALLEL);
+        for (int32_t i = 0; i < n && i < SPECD_MAX_PARALLEL; i++)
+            set_outcome(status, errors, i, SPECD_ERR_INVALID_ARGUMENT, i == 0 ? message : NULL);
+        return SPECD_ERR_INVALID_ARGUMENT; /* nothing has changed */
+    }
+    specd_engine *e = s[0]->e;
+    double t0 = specd_now_ms();
+    specd_tree_pass passes[SPECD_MAX_PARALLEL];
+    specd_session *in_pass[SPECD_MAX_PARALLEL];
+    int32_t at[SPECD_MAX_PARALLEL], m = 0, total = 0, n_trees = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (s[i]->n_pending > 0) continue;
+        specd_status st = prepare_tree_tokens(s[i], &message);
+        if (st != SPECD_OK) { /* this one fails alone; the others go on */
+            fail(s[i], st);
+            set_outcome(status, errors, i, st, message);
+            message = NULL;
+            continue;
+        }
+        passes[m] = tree_pass_of(s[i]);
+        total += passes[m].n_tokens;
+        in_pass[m] = s[i], at[m++] = i;
+        n_trees++;
+    }
+    if (total > e->batch_cap || (m < n && total == e->batch_cap)) {
+        for (int32_t k = 0; k < m; k++) { /* each on its own pass */
+            char *msg = NULL;
+            specd_status st = specd_session_verify(in_pass[k], n_accepted ? &n_accepted[at[k]] : NULL, &msg);
+            set_outcome(status, errors, at[k], st, msg);
+        }
+        specd_session *ingesting[SPECD_MAX_PARALLEL];
+        int32_t where[SPECD_MAX_PARALLEL], n_ingesting = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (s[i]->n_pending > 0) ingesting[n_ingesting] = s[i], where[n_ingesting++] = i;
+        specd_status st_ing[SPECD_MAX_PARALLEL];
+        char *err_ing[SPECD_MAX_PARALLEL];
+        verify_each(ingesting, n_ingesting, NULL, st_ing, err_ing);
+        for (int32_t k = 0; k < n_ingesting; k++) set_outcome(status, errors, where[k], st_ing[k], err_ing[k]);
+        return first_failure(status, n);
+    }
+    /* prompt chunks fill the room the trees leave, first come first */
+    for (int32_t i = 0; i < n; i++) {
+        if (s[i]->n_pending == 0) continue;
+        passes[m] = prompt_chunk_of(s[i], e->batch_cap - total);
+        total += passes[m].n_tokens;
+        in_pass[m] = s[i], at[m++] = i;
+    }
+    double ms = 0.0;
+    specd_status st = specd_slots_decode_trees(e, passes, m, &ms, &message);
+    if (st == SPECD_OK && n_trees > 0) specd_draft_length_record_verify(s[0]->length, total, ms); /* T(the pass) */
+    double share = m > 0 ? (specd_now_ms() - t0) / m : 0.0;
+    for (int32_t k = 0; k < m; k++) {
+        generation *g = in_pass[k];
+        double t1 = specd_now_ms();
+        specd_status sti = st;
+        char *msg = NULL; /* a failed pass fails everyone in it, each with its message */
+        if (st != SPECD_OK && message) specd_set_error(&msg, "%s", message);
+        if (sti == SPECD_OK && passes[k].prompt_chunk) {
+            sti = after_chunk(g, passes[k].n_tokens, &msg);
+        } else if (sti == SPECD_OK) {
+            g->result->stats.verify_ms += ms;
+            specd_engine_use_slot(e, g->slot);
+            sti = verify_after_pass(g, n_accepted ? &n_accepted[at[k]] : NULL, &msg);
+            g->result->stats.decode_ms += share + (specd_now_ms() - t1);
+        }
+        fail(g, sti);
+        set_outcome(status, errors, at[k], sti, msg);
+    }
+    specd_free(message);
+    return first_failure(status, n);
 }
 
 specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **error) {
@@ -651,8 +1012,8 @@ void specd_session_take_result(specd_session *s, specd_result *out) {
 
 /* A session writing into `result_out` (the caller's, so on_tokens sees it fill as documented for
  * specd_generate), or into its own result when NULL. */
-static specd_status open_session(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
-                                 const specd_generation_params *params, specd_result *result_out,
+static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, const specd_token *prompt,
+                                 int32_t n_prompt, const specd_generation_params *params, specd_result *result_out,
                                  specd_session **out, char **error) {
     if (error) *error = NULL;
     if (out) *out = NULL;
@@ -660,7 +1021,12 @@ static specd_status open_session(specd_engine *e, const specd_token *prompt, int
         specd_set_error(error, "specd_session_new needs an engine, parameters and a place for the session");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_status st = specd_generation_params_validate(params, NULL, error);
+    specd_status st = specd_generation_params_validate(params, NULL, error); /* first: needs no engine */
+    if (st == SPECD_OK && (slot < 0 || slot >= e->n_parallel)) {
+        specd_set_error(error, "slot %d does not exist: the engine has %d (0 to %d; n_parallel)", slot,
+                        e->n_parallel, e->n_parallel - 1);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (st == SPECD_OK) st = validate_prompt(e, prompt, n_prompt, error);
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
     if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);
@@ -670,9 +1036,13 @@ static specd_status open_session(specd_engine *e, const specd_token *prompt, int
         specd_set_error(error, "out of memory for a session");
         return SPECD_ERR_NO_MEMORY;
     }
-    atomic_store(&e->stop_requested, false); /* a stop asked before this session is not for it */
+    specd_engine_use_slot(e, slot);
     st = init_generation(g, e, prompt, n_prompt, params, result_out, error);
-    if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
+    g->slot = slot;
+    g->stop_requests = atomic_load(&e->stop_requests); /* a stop asked before this session is not for it */
+    atomic_init(&g->stop, false);
+    if (st == SPECD_OK && deferred) begin_ingest(g, prompt, n_prompt);
+    else if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
     if (st != SPECD_OK) {
         specd_session_free(g);
         return st;
@@ -684,7 +1054,23 @@ static specd_status open_session(specd_engine *e, const specd_token *prompt, int
 
 specd_status specd_session_new(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
                                const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, 0, false, prompt, n_prompt, params, NULL, out, error);
+}
+
+specd_status specd_session_new_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
+                                       const specd_generation_params *params, specd_session **out, char **error) {
+    return open_session(e, slot, false, prompt, n_prompt, params, NULL, out, error);
+}
+
+specd_status specd_session_begin_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
+                                         const specd_generation_params *params, specd_session **out, char **error) {
+    return open_session(e, slot, true, prompt, n_prompt, params, NULL, out, error);
+}
+
+int32_t specd_session_pending_prompt(const specd_session *s) { return s ? s->n_pending : 0; }
+
+void specd_session_request_stop(specd_session *s) {
+    if (s) atomic_store(&s->stop, true);
 }
 
 void specd_session_free(specd_session *s) {
@@ -699,7 +1085,7 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     if (error) *error = NULL;
     memset(result, 0, sizeof *result);
     specd_session *s = NULL;
-    specd_status st = open_session(e, prompt, n_prompt, params, result, &s, error);
+    specd_status st = open_session(e, 0, false, prompt, n_prompt, params, result, &s, error);
     for (bool done = st != SPECD_OK || specd_session_done(s); !done;) st = specd_session_step(s, &done, error);
     specd_session_free(s);
     if (st != SPECD_OK) specd_result_clear(result);

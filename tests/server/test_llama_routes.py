@@ -385,7 +385,7 @@ def check_probs(port):
 
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
-    server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1"])
+    server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1"])
     try:
         if port:
             code, text = curl(port, "/slots")

@@ -253,6 +253,30 @@ static void test_an_interrupted_very_first_pass_is_bounded_later(void **state) {
     assert_true(specd_draft_length_verify_cost(&dl, 2) <= 1.25 * 34.0 * (1 + 1e-9));
 }
 
+/* A pass shared by several slots: alone, drafting at 9-in-10 acceptance pays; in a pass already
+ * holding 32 other tokens (CPU: past a few tokens every token costs about the same, 1.6 ms here)
+ * that give 32 tokens, drawing a draft token and verifying it adds its cost to the whole pass and
+ * gains less than the pass's tokens per ms: drafting does not start. Past the sizes kept, costs grow with the
+ * tokens instead of stopping at the last size. */
+static void test_drafting_shrinks_as_the_pass_fills(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
+        specd_draft_length_record_calibration(&dl, n, n <= 4 ? 20.0 + 2.0 * n : 28.0 + 1.6 * (n - 4));
+    specd_draft_length_record_draft(&dl, 1, DRAFT_MS);
+    learn_acceptance(&dl);
+    specd_draft_length_begin(&dl);
+    assert_true(specd_draft_length_worth_continuing(&dl, 0));
+    assert_true(specd_draft_length_worth_adding(&dl, 0, 0.9f));
+    specd_draft_length_begin_in_batch(&dl, 32, 32.0);
+    assert_false(specd_draft_length_worth_continuing(&dl, 0)); /* not worth drawing a draft token */
+    specd_draft_length_begin(&dl); /* a lone step again: as before */
+    assert_true(specd_draft_length_worth_continuing(&dl, 0));
+    double t64 = specd_draft_length_verify_cost(&dl, SPECD_DL_MAX_BATCH);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 2 * SPECD_DL_MAX_BATCH), 2.0 * t64, 1e-9);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uncalibrated_costs_follow_the_prior),
@@ -270,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_a_slow_first_pass_does_not_bend_known_sizes),
         cmocka_unit_test(test_an_interrupted_first_pass_is_not_learnt),
         cmocka_unit_test(test_an_interrupted_very_first_pass_is_bounded_later),
+        cmocka_unit_test(test_drafting_shrinks_as_the_pass_fills),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,14 +200,17 @@ static void test_sampled_trees_with_top_k_top_p_are_exact(void **state) {
 
 /* ---- KV caches after a tree step ------------------------------------------------------------- */
 
-/* Only sequence 0 is left, holding exactly the positions the slot says it holds. */
+/* Only the slot's own sequence is left (none of its branches' scratch sequences), holding exactly
+ * the positions the slot says it holds. */
 static void assert_only_sequence_zero(const specd_model_slot *slot, const char *what) {
     llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t s = 1; s < slot->n_seq_max; s++)
+    for (int32_t b = 1; b < slot->n_seq_max; b++) {
+        llama_seq_id s = slot->branch_base + b - 1;
         if (llama_memory_seq_pos_max(mem, s) != -1)
             fail_msg("%s: sequence %d still holds positions up to %d", what, s, (int)llama_memory_seq_pos_max(mem, s));
-    assert_int_equal(llama_memory_seq_pos_min(mem, 0), 0);
-    assert_int_equal(llama_memory_seq_pos_max(mem, 0), slot->n_kv - 1);
+    }
+    assert_int_equal(llama_memory_seq_pos_min(mem, slot->seq), 0);
+    assert_int_equal(llama_memory_seq_pos_max(mem, slot->seq), slot->n_kv - 1);
 }
 
 static void test_tree_steps_leave_no_rejected_branches(void **state) {

@@ -678,6 +678,119 @@ static void test_two_sessions_interleaved_equal_their_runs_alone(void **state) {
     specd_session_free(b);
 }
 
+/* Three sessions in three slots of one engine (one greedy with a fixed draft, one adaptive, one
+ * seeded sampling with a fixed draft length: an adaptive one follows the engine's learnt costs,
+ * and the draws follow the drafts), stepped in turn: each gives exactly what it gives alone on the one-slot engine,
+ * each slot keeps its own cache (a second request in a slot reuses its prompt), the second time
+ * with the three trees verified in ONE target pass (specd_sessions_verify), and a stop asked of
+ * one session stops that one alone. */
+static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
+    (void)state;
+    specd_generation_params g[3] = {greedy_params(SPECD_SPEC_DRAFT, 4, false),
+                                    greedy_params(SPECD_SPEC_DRAFT, 6, true), greedy_params(SPECD_SPEC_DRAFT, 3, false)};
+    g[2].sampling.temperature = 1.0f;
+    g[2].sampling.seed = 7;
+    specd_result alone[3];
+    for (int i = 0; i < 3; i++) alone[i] = generate_text(engine, prompts[i], &g[i]);
+    specd_engine_params p = test_engine_params(target_path, draft_path, 3 * 256);
+    p.n_parallel = 3;
+    specd_engine *slots = open_engine_with(&p);
+    assert_int_equal(specd_engine_n_parallel(slots), 3);
+    assert_int_equal(specd_engine_n_ctx(slots), 256);
+    for (int round = 0; round < 3; round++) {
+        specd_session *s[3];
+        specd_token *tok[3];
+        int32_t n[3];
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(specd_tokenize(slots, prompts[i], true, &tok[i], &n[i], NULL), SPECD_OK);
+            /* the second round finds each prompt in its own slot, nothing of it elsewhere */
+            assert_int_equal(specd_engine_slot_cached(slots, i, tok[i], n[i]), round ? n[i] - 1 : 0);
+            char *err = NULL;
+            if (specd_session_new_in_slot(slots, i, tok[i], n[i], &g[i], &s[i], &err) != SPECD_OK)
+                fail_msg("slot %d: %s", i, err);
+        }
+        for (int steps = 0, busy = 3; busy > 0; steps++) {
+            assert_true(steps < 1000);
+            busy = 0;
+            specd_session *drafted[3];
+            int n_drafted = 0;
+            for (int i = 0; i < 3; i++) {
+                if (specd_session_done(s[i])) continue;
+                char *err = NULL;
+                busy++;
+                /* round 0: a step each; round 1: drafted alone, the three trees verified in one
+                 * target pass; round 2: drafted together too (one draft decode per depth) */
+                if (round == 0 && specd_session_step(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+                if (round == 1 && specd_session_draft(s[i], NULL, &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+                if (round >= 1) drafted[n_drafted++] = s[i];
+            }
+            if (round == 2) {
+                char *errs[3] = {0};
+                if (specd_sessions_draft(drafted, n_drafted, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
+            }
+            int32_t still = 0; /* a session may have stopped before its step */
+            for (int k = 0; k < n_drafted; k++)
+                if (!specd_session_done(drafted[k])) drafted[still++] = drafted[k];
+            n_drafted = still;
+            char *err = NULL;
+            int32_t accepted[3];
+            char *errs[3] = {0};
+            if (specd_sessions_verify(drafted, n_drafted, accepted, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
+            for (int k = 0; k < n_drafted; k++)
+                if (specd_session_accept(drafted[k], NULL, &err) != SPECD_OK) fail_msg("accept: %s", err);
+        }
+        for (int i = 0; i < 3; i++) {
+            specd_result r;
+            specd_session_take_result(s[i], &r);
+            char what[64];
+            snprintf(what, sizeof what, "round %d, session in slot %d", round, i);
+            assert_same_tokens(&r, &alone[i], what);
+            if (round) assert_int_equal(r.stats.n_prompt_cached, n[i] - 1);
+            if (i < 2) assert_true(r.stats.n_drafted > 0); /* it did speculate */
+            specd_result_clear(&r);
+            specd_session_free(s[i]);
+        }
+        for (int i = 0; i < 3; i++) specd_free(tok[i]);
+    }
+    /* a stop for one session leaves the others running */
+    specd_session *a = NULL, *b = NULL;
+    specd_token *t = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(slots, prompts[0], true, &t, &n, NULL), SPECD_OK);
+    assert_int_equal(specd_session_new_in_slot(slots, 0, t, n, &g[0], &a, NULL), SPECD_OK);
+    assert_int_equal(specd_session_new_in_slot(slots, 1, t, n, &g[0], &b, NULL), SPECD_OK);
+    specd_session_request_stop(a);
+    assert_int_equal(specd_session_step(a, NULL, NULL), SPECD_OK);
+    assert_int_equal(specd_session_step(b, NULL, NULL), SPECD_OK);
+    assert_true(specd_session_done(a) && !specd_session_done(b));
+    assert_int_equal(specd_session_result(a)->stop_reason, SPECD_STOP_CALLBACK);
+    /* one pass for two sessions of one slot is refused, naming the slot */
+    specd_session *c = NULL;
+    assert_int_equal(specd_session_new_in_slot(slots, 1, t, n, &g[0], &c, NULL), SPECD_OK);
+    assert_int_equal(specd_session_draft(b, NULL, NULL), SPECD_OK);
+    assert_int_equal(specd_session_draft(c, NULL, NULL), SPECD_OK);
+    specd_session *same_slot[2] = {b, c};
+    char *err = NULL;
+    char *errs[2] = {0};
+    specd_status sts[2];
+    assert_int_equal(specd_sessions_verify(same_slot, 2, NULL, sts, errs), SPECD_ERR_INVALID_ARGUMENT);
+    assert_int_equal(sts[1], SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(errs[0], "two sessions in slot 1"));
+    assert_null(errs[1]);
+    specd_free(errs[0]);
+    specd_session_free(c);
+    specd_session_free(a);
+    specd_session_free(b);
+    err = NULL;
+    assert_int_equal(specd_session_new_in_slot(slots, 3, t, n, &g[0], &a, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "slot 3 does not exist"));
+    assert_null(a);
+    specd_free(err);
+    specd_free(t);
+    for (int i = 0; i < 3; i++) specd_result_clear(&alone[i]);
+    specd_engine_free(slots);
+}
+
 /* The step in its three public parts equals specd_generate; parts out of order are refused. */
 static void test_session_step_parts_equal_generate(void **state) {
     (void)state;
@@ -738,6 +851,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_spec_type_names_parse_strictly),
         cmocka_unit_test(test_two_sessions_interleaved_equal_their_runs_alone),
         cmocka_unit_test(test_session_step_parts_equal_generate),
+        cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
         cmocka_unit_test(test_only_regular_files_are_models),
         cmocka_unit_test(test_progress_callback_reports_and_cancels),
         cmocka_unit_test(test_quiet_loads_print_nothing),

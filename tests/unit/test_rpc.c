@@ -899,8 +899,31 @@ static void async_cancel_and_busy(void **state) {
     json_t *start = result_of("completion.start", "{\"prompt\":\"she\",\"n_predict\":-1,\"temperature\":1,"
                                                   "\"seed\":3,\"ignore_eos\":true}");
     int64_t id = json_integer_value(json_object_get(start, "id"));
-    expect_error("completion", "{\"prompt\":\"a\"}", -32001, NULL, "busy");
-    expect_error("completion.start", "{\"prompt\":\"a\"}", -32001, NULL, "busy");
+    /* one slot: the next waits in the queue; cancelled there, it ends at once, without running */
+    json_t *queued = result_of("completion.start", "{\"prompt\":\"a\"}");
+    json_t *status = NULL, *slot0 = NULL;
+    for (int tries = 0; tries < 5000; tries++) { /* until the scheduler has taken the first into the slot */
+        json_decref(status);
+        status = result_of("status", "{}");
+        slot0 = json_array_get(json_object_get(status, "slots"), 0);
+        if (json_integer_value(json_object_get(slot0, "id_task")) == id) break;
+        usleep(1000);
+    }
+    assert_string_equal(json_string_value(json_object_get(slot0, "state")), "processing");
+    assert_int_equal(json_integer_value(json_object_get(slot0, "id_task")), id);
+    assert_int_equal(json_integer_value(json_object_get(status, "n_queued")), 1);
+    json_decref(status);
+    char queued_params[64];
+    snprintf(queued_params, sizeof queued_params, "{\"id\":%lld}", (long long)json_integer_value(json_object_get(queued, "id")));
+    json_t *c = result_of("completion.cancel", queued_params);
+    assert_true(json_is_true(json_object_get(c, "cancelled")));
+    json_decref(c);
+    poller q = {.id = json_integer_value(json_object_get(queued, "id"))};
+    poll_until_finished(&q);
+    json_t *qr = result_of("completion.poll", queued_params);
+    json_decref(qr);
+    assert_int_equal(q.bytes, 0);
+    json_decref(queued);
     /* init loads beside the running completion; one that fails leaves it running on its model */
     expect_error("init", "{\"model\":\"x.gguf\"}", -32002, "model", "x.gguf");
     expect_error("completion.poll", "{\"id\":999}", -32004, "id", "no completion with id 999");
