@@ -423,7 +423,10 @@ json_t *rpc_method_status(json_t *params, rpc_error *err) {
                           "busy", G.n_claimed > 0, "has_draft", G.has_draft, "n_ctx", G.n_ctx, "n_vocab",
                           G.n_vocab, "version", specd_version(), "n_parallel", G.n_parallel);
     if (r && G.last_init_error) json_object_set_new(r, "last_init_error", json_string(G.last_init_error));
-    if (r && G.engine && G.placement) json_object_set(r, "placement", G.placement);
+    /* A copy, not a shared reference: a load on another thread replaces G.placement while this
+     * answer is printed, and jansson's reference counts are not something to share across threads
+     * (ThreadSanitizer cannot see them either). */
+    if (r && G.engine && G.placement) json_object_set_new(r, "placement", json_deep_copy(G.placement));
     if (r && G.engine && G.placement_note) json_object_set_new(r, "placement_note", json_string(G.placement_note));
     if (r && state == STATE_FAILED) json_object_set_new(r, "error", json_string(G.last_init_error));
     bool loaded = G.engine != NULL;

@@ -298,6 +298,25 @@ static void test_prompt_cache_on_recurrent_target_is_exact(void **state) {
     specd_engine_free(e);
 }
 
+/* Slots share a context by sequences, and a recurrent state's checkpoints belong to the running
+ * slot: such models serve one slot, however many were asked for, and still generate exactly. */
+static void test_recurrent_models_serve_one_slot(void **state) {
+    (void)state;
+    const char *pairs[][2] = {{mamba_target, mamba_draft}, {attn_target, mamba_draft}, {lfm2_target, NULL}};
+    for (int i = 0; i < 3; i++) {
+        specd_engine_params p = test_engine_params(pairs[i][0], pairs[i][1], 256);
+        p.n_parallel = 4;
+        specd_engine *e = open_engine_with(&p);
+        assert_int_equal(specd_engine_n_parallel(e), 1);
+        specd_engine_free(e);
+    }
+    specd_engine_params p = test_engine_params(attn_target, attn_draft, 256);
+    p.n_parallel = 4;
+    specd_engine *e = open_engine_with(&p);
+    assert_int_equal(specd_engine_n_parallel(e), 4); /* attention models keep them */
+    specd_engine_free(e);
+}
+
 /* Draft trees need a cache that holds several branches: on a recurrent target a clear error. */
 static void test_draft_trees_on_recurrent_target_are_refused(void **state) {
     (void)state;
@@ -380,6 +399,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_model_free_drafters_on_hybrid_target_are_lossless),
         cmocka_unit_test(test_mixed_pairs_are_lossless),
         cmocka_unit_test(test_prompt_cache_on_recurrent_target_is_exact),
+        cmocka_unit_test(test_recurrent_models_serve_one_slot),
         cmocka_unit_test(test_draft_trees_on_recurrent_target_are_refused),
         cmocka_unit_test(test_context_shift_on_recurrent_target_is_refused),
         cmocka_unit_test(test_context_shift_with_recurrent_draft_is_lossless),
