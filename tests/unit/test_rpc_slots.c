@@ -236,10 +236,24 @@ static const char *const long_request = "{\"prompt\":\"she\",\"n_predict\":-1,\"
 
 /* One slot, a queue of one: the third request is the busy error, which says why; cancelling the
  * running one ends it within a step ("cancelled"), and the queued one then runs. */
+/* Waits until the scheduler has taken every request it can into a slot (status: none queued). A
+ * request just started may still sit in the queue for a moment, more so on a loaded machine. */
+static void wait_until_none_queued(void) {
+    for (int i = 0; i < 1000; i++) {
+        json_t *st = result_of("status", "{}");
+        bool queued = json_integer_value(json_object_get(st, "n_queued")) > 0;
+        json_decref(st);
+        if (!queued) return;
+        usleep(2000);
+    }
+    fail_msg("a request stayed queued for 2 s with a slot free");
+}
+
 static void queue_full_is_busy_and_cancel_frees_the_slot(void **state) {
     (void)state;
     init_slots(1, "--queue 1");
     stream running = {.id = start(long_request)};
+    wait_until_none_queued(); /* running holds the slot; the queue is empty */
     stream queued = {.id = start(requests[4])};
     json_t *busy = call("completion.start", requests[0]);
     json_t *err = json_object_get(busy, "error");
