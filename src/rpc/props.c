@@ -34,7 +34,7 @@ json_t *rpc_props_json(rpc_error *err) {
                              "speculative", specd_engine_has_draft(e), "is_processing",
                              json_is_true(json_object_get(status, "busy")), "params", default_settings(e));
     json_t *props = json_pack("{s:o, s:i, s:O, s:O, s:s, s:{s:b}, s:s, s:b, s:b}", "default_generation_settings", slot,
-                              "total_slots", 1, "model_path", json_object_get(status, "model"), "model_alias",
+                              "total_slots", (int)json_integer_value(json_object_get(status, "n_parallel")), "model_path", json_object_get(status, "model"), "model_alias",
                               json_object_get(status, "model_alias"), "chat_template",
                               template_text ? template_text : "", "modalities", "vision", 0, "build_info",
                               specd_version(), "is_sleeping", 0, "has_draft", specd_engine_has_draft(e));
@@ -45,13 +45,46 @@ json_t *rpc_props_json(rpc_error *err) {
     return props;
 }
 
+/* One slot as llama-server's /slots shows it, from the scheduler's view of it (status.slots); the
+ * latest request's generation settings when this slot ran it (metrics.c keeps the latest). */
+static json_t *slot_json(json_t *v, int32_t n_ctx, json_t *latest) {
+    bool processing = !strcmp(json_string_value(json_object_get(v, "state")), "processing");
+    json_int_t task = json_integer_value(json_object_get(v, "id_task")); /* ids start at 1: 0 = none yet */
+    json_t *slot = json_pack("{s:O, s:I, s:i, s:b, s:O, s:O, s:O, s:O}", "id", json_object_get(v, "id"), "id_task",
+                             task > 0 ? task : (json_int_t)-1, "n_ctx", n_ctx, "is_processing", processing, "state",
+                             json_object_get(v, "state"), "n_prompt_tokens", json_object_get(v, "n_prompt_tokens"),
+                             "n_cached", json_object_get(v, "n_cached"), "n_decoded", json_object_get(v, "n_generated"));
+    if (!slot) return NULL;
+    bool same_task = json_integer_value(json_object_get(latest, "id_task")) == json_integer_value(json_object_get(v, "id_task"));
+    json_t *params = same_task ? json_object_get(latest, "params") : NULL;
+    json_object_set_new(slot, "params", params ? json_deep_copy(params) : json_object());
+    json_object_set_new(slot, "speculative",
+                        json_integer_value(json_object_get(v, "n_steps")) > 0
+                            ? json_pack("{s:O, s:O, s:O, s:O}", "steps", json_object_get(v, "n_steps"), "drafted",
+                                        json_object_get(v, "n_drafted"), "accepted", json_object_get(v, "n_accepted"),
+                                        "acceptance_rate", json_object_get(v, "acceptance_rate"))
+                            : json_null());
+    return slot;
+}
+
 json_t *rpc_slots_json(rpc_error *err) {
     json_t *status = rpc_method_status(NULL, err);
     if (!status) return NULL;
-    json_t *slot = rpc_metrics_slot_json(json_is_true(json_object_get(status, "busy")),
-                                         (int32_t)json_integer_value(json_object_get(status, "n_ctx")));
+    int32_t n_ctx = (int32_t)json_integer_value(json_object_get(status, "n_ctx"));
+    json_t *latest = rpc_metrics_slot_json(false, n_ctx), *views = json_object_get(status, "slots");
+    json_t *slots = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(views, i, v) {
+        json_t *slot = slot_json(v, n_ctx, latest);
+        if (!slot || json_array_append_new(slots, slot) != 0) {
+            json_decref(slots);
+            slots = NULL;
+            break;
+        }
+    }
+    json_decref(latest);
     json_decref(status);
-    json_t *slots = slot ? json_pack("[o]", slot) : NULL;
     if (!slots) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for /slots");
     return slots;
 }

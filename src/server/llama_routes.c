@@ -2,7 +2,7 @@
  *   POST /tokenize    {content, add_special (false), parse_special, with_pieces} -> {tokens}
  *   POST /detokenize  {tokens} -> {content}
  *   GET  /props       default generation settings, n_ctx, model path, chat template, build info
- *   GET  /slots       the one slot's state (idle / processing), its latest request and its stats
+ *   GET  /slots       every slot's state (idle / processing), its latest request and its stats
  *   GET  /metrics     Prometheus text: requests, tokens, throughput, speculative counters
  * and how POST /completion reads its body as llama-server does (null = absent, llama-server's
  * probabilities). Everything goes through the JSON API (the dispatcher, or the rpc layer's
@@ -143,7 +143,7 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 /* llama-server's metric names (llamacpp:...) where it has them, specd's own (specd:...) besides. */
-static void write_metrics(FILE *f, const rpc_metrics *m, bool busy) {
+static void write_metrics(FILE *f, const rpc_metrics *m, int64_t processing, int64_t deferred) {
     metric(f, "specd:requests_total", "counter", "Completions finished.", (double)m->requests_total);
     metric(f, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
            (double)m->prompt_tokens_total);
@@ -156,9 +156,9 @@ static void write_metrics(FILE *f, const rpc_metrics *m, bool busy) {
            m->predicted_seconds_total);
     metric(f, "llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
            ratio((double)m->tokens_predicted_total, m->predicted_seconds_total));
-    metric(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.", busy ? 1 : 0);
-    metric(f, "llamacpp:requests_deferred", "gauge", "Number of requests deferred (specd queues none: busy is "
-           "an error).", 0);
+    metric(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.", (double)processing);
+    metric(f, "llamacpp:requests_deferred", "gauge", "Number of requests deferred (waiting for a slot).",
+           (double)deferred);
     metric(f, "llamacpp:n_decode_total", "counter", "Target passes while generating (speculative steps).",
            (double)m->n_steps_total);
     metric(f, "llamacpp:spec_decode_num_draft_tokens_total", "counter", "Total draft tokens verified.",
@@ -180,16 +180,29 @@ static void write_metrics(FILE *f, const rpc_metrics *m, bool busy) {
     }
 }
 
-static enum MHD_Result send_metrics(struct MHD_Connection *c) {
+/* From status: slots processing a request, and requests waiting for one. */
+static void slot_counts(int64_t *processing, int64_t *queued, int64_t *total) {
     json_t *status = serve_rpc("status", NULL, &serve_self);
-    bool busy = json_is_true(json_object_get(json_object_get(status, "result"), "busy"));
+    json_t *result = json_object_get(status, "result");
+    *processing = 0;
+    *queued = json_integer_value(json_object_get(result, "n_queued"));
+    size_t i;
+    json_t *v;
+    json_t *slots = json_object_get(result, "slots");
+    json_array_foreach(slots, i, v) *processing += !strcmp(json_string_value(json_object_get(v, "state")), "processing");
+    *total = (int64_t)json_array_size(slots);
     json_decref(status);
+}
+
+static enum MHD_Result send_metrics(struct MHD_Connection *c) {
+    int64_t processing = 0, queued = 0, total = 0;
+    slot_counts(&processing, &queued, &total);
     rpc_metrics m = rpc_metrics_get();
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
-    write_metrics(f, &m, busy);
+    write_metrics(f, &m, processing, queued);
     fclose(f);
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -209,11 +222,11 @@ enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url
     rpc_error err;
     const char *fail_on_no_slot = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
     if (!strcmp(url, "/slots") && fail_on_no_slot && !strcmp(fail_on_no_slot, "1")) { /* as llama-server */
-        json_t *status = serve_rpc("status", NULL, &serve_self);
-        bool busy = json_is_true(json_object_get(json_object_get(status, "result"), "busy"));
-        json_decref(status);
-        if (busy) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: the one slot is "
-                                    "processing a completion");
+        int64_t processing = 0, queued = 0, total = 0;
+        slot_counts(&processing, &queued, &total);
+        if (processing >= total)
+            return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: every slot is processing "
+                              "a completion");
     }
     json_t *body = !strcmp(url, "/props") ? rpc_props_json(&err) : rpc_slots_json(&err);
     json_t *response = body ? json_pack("{s:o}", "result", body) : error_response(&err);

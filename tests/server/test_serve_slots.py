@@ -52,6 +52,23 @@ def post(port, path, body):
     return r.status, dict(r.getheaders()), json.loads(data)
 
 
+def get(port, path):
+    """(status, body text) of one GET."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", path)
+    r = c.getresponse()
+    data = r.read().decode()
+    c.close()
+    return r.status, data
+
+
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
 def status(port):
     return post(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "status"})[2]["result"]
 
@@ -106,6 +123,17 @@ def check_queue_full_and_disconnect(port):
     check("two endless streams take both slots", running and len(running) == 2, status(port))
     queued = [open_stream(port, ENDLESS) for _ in range(3)]  # fill the queue of three
     wait_for("three queued", lambda: status(port)["n_queued"] == 3)
+    _, slots_text = get(port, "/slots")
+    slots = json.loads(slots_text)
+    code_busy, _ = get(port, "/slots?fail_on_no_slot=1")
+    _, metrics = get(port, "/metrics")
+    _, props = get(port, "/props")
+    check("llama-server's routes see both slots: /slots processing, fail_on_no_slot 503, /metrics processing 2 and "
+          "deferred 3, /props total_slots 2",
+          [s["state"] for s in slots] == ["processing", "processing"] and all(s["is_processing"] for s in slots)
+          and code_busy == 503 and metric(metrics, "llamacpp:requests_processing") == 2
+          and metric(metrics, "llamacpp:requests_deferred") == 3 and json.loads(props)["total_slots"] == 2,
+          (slots, code_busy, metrics[-600:]))
     code, headers, body = post(port, "/completion", {"prompt": "x", "n_predict": 4})
     message = body.get("error", {}).get("message", "")
     check("past the queue: 503 with Retry-After and why", code == 503 and headers.get("Retry-After") == "1"
