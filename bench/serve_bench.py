@@ -128,7 +128,7 @@ def server_command(args, kind, port):
     cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
            str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"]
     if kind == "llama+draft":
-        cmd += ["-md", args.draft, "--draft-max", str(args.draft_max), "-td", str(args.threads)]
+        cmd += ["-md", args.draft, "--spec-draft-n-max", str(args.draft_max), "-td", str(args.threads)]
     return cmd
 
 

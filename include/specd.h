@@ -36,10 +36,10 @@ extern "C" {
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 2
+#define SPECD_VERSION_MINOR 3
 #define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.2.0"
-/* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 200 for 0.2.0. */
+#define SPECD_VERSION_STRING "0.3.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
 #if defined(__GNUC__)
