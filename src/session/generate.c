@@ -545,7 +545,9 @@ static void begin_ingest(generation *g, const specd_token *prompt, int32_t n) {
     specd_engine *e = g->e;
     g->prompt_t0 = specd_now_ms();
     int32_t cached = specd_engine_slot_cached(e, g->slot, prompt, n);
-    specd_slot_truncate(&e->target, cached);
+    specd_model_slot *target = specd_engine_target_view(e, g->slot);
+    specd_slot_truncate(target, cached);
+    if (target->n_kv < cached) cached = target->n_kv; /* a recurrent state went back to a checkpoint */
     g->n_pending = n - 1 - cached;
     g->result->stats.n_prompt = n;
     g->result->stats.n_prompt_cached = cached;
@@ -556,6 +558,8 @@ static void begin_ingest(generation *g, const specd_token *prompt, int32_t n) {
 static specd_status finish_ingest(generation *g, char **error) {
     specd_engine *e = g->e;
     specd_status st = specd_slot_sync(e, &e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
+    /* as ingest_prompt: a recurrent target keeps its state after the prompt */
+    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->target, SPECD_CHECKPOINT_PROMPT, error);
     if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, g->history, g->n_history - 1, error);
     g->n_pending = 0;
     g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
