@@ -22,13 +22,7 @@ json_t *rpc_method_completion_start(json_t *params, rpc_error *err) {
     json_t *result = json_pack("{s:I, s:o}", "id", (json_int_t)job->id, "prompt_stats",
                                completion_prompt_stats(job->request));
     if (!rpc_sched_submit(job, err)) {
-        /* never ran: finished for a poll that found it by id; the error says why */
-        pthread_mutex_lock(&job->lock);
-        job->failed = true;
-        job->error = *err;
-        job->finished = true;
-        pthread_mutex_unlock(&job->lock);
-        rpc_state_unclaim(job);
+        completion_end_unrun(job, err);
         json_decref(result);
         result = NULL;
     }

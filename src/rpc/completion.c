@@ -462,11 +462,21 @@ json_t *completion_exec_end(completion_exec *x) {
 }
 
 /* Claims the one completion slot for `job` and parses its request (tokenizing the prompt). */
+void completion_end_unrun(rpc_job *job, const rpc_error *err) {
+    pthread_mutex_lock(&job->lock);
+    job->failed = true;
+    job->error = *err;
+    job->finished = true;
+    pthread_cond_broadcast(&job->changed);
+    pthread_mutex_unlock(&job->lock);
+    rpc_state_unclaim(job);
+}
+
 bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
     if (!rpc_state_claim(job, err)) return false;
     specd_engine *e;
     if (!rpc_state_acquire_engine(&e, err)) {
-        rpc_state_unclaim(job);
+        completion_end_unrun(job, err);
         return false;
     }
     job->request = completion_request_parse(params, e, err);
@@ -475,7 +485,7 @@ bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
                           completion_settings_json(job->request, e));
     rpc_state_release_engine();
     if (!job->request) {
-        rpc_state_unclaim(job);
+        completion_end_unrun(job, err); /* claimed, so a poll of the latest job finds it: ended, not pending */
         return false;
     }
     debug_log(job->request, "request", params);
@@ -519,7 +529,7 @@ json_t *rpc_method_completion(json_t *params, rpc_error *err) {
             if (!resp) *err = job->error;
             pthread_mutex_unlock(&job->lock);
         } else {
-            rpc_state_unclaim(job);
+            completion_end_unrun(job, err);
         }
     }
     rpc_job_unref(job);

@@ -73,8 +73,13 @@ const specd_result *completion_exec_result(const completion_exec *x);
  * opened gets the response of a cancelled, empty completion. */
 json_t *completion_exec_end(completion_exec *x);
 
+/* A claimed job that will never run (its request was refused, or it could not be queued): it ends
+ * at once, failed with `err`, and is unclaimed, so a poll of it (or of the latest job) sees it
+ * finished with the error instead of waiting forever. */
+void completion_end_unrun(rpc_job *job, const rpc_error *err);
 /* Claims a completion for `job` (an id; the engine stays until it is unclaimed) and parses its
- * request (tokenizing the prompt); false with *err set (no model, invalid params). */
+ * request (tokenizing the prompt); false with *err set (no model, invalid params), the job then
+ * ended (completion_end_unrun) when it had been claimed. */
 bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err);
 
 #endif

@@ -624,6 +624,12 @@ static void completion_param_errors(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_error("completion", cases[i].params, -32602, cases[i].field, cases[i].needle);
+    /* A refused request was given an id: a poll of the latest completion finds it ended with the
+     * error, not pending forever (the fuzzer found poll and cancel waiting on it). */
+    json_t *polled = result_of("completion.poll", "{\"wait_ms\":10}");
+    assert_true(json_is_true(json_object_get(polled, "finished")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(polled, "error"), "code")), -32602);
+    json_decref(polled);
     /* the harmless "off" values of unsupported samplers are fine */
     json_t *r = complete("{\"prompt\":\"a\",\"n_predict\":2,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,"
                          "\"grammar\":\"\",\"n_probs\":0,\"penalize_nl\":false,\"stream\":false,\"__debug\":false}");
