@@ -229,7 +229,7 @@ static int32_t draft_budget(const generation *g) {
  * 2 threads: 75 tokens/s drafting against 90 without). Two of them, as the first is often slowed
  * by warming up (16 ms against 10), then one every PLAIN_EVERY steps until T(1) has its
  * SPECD_DL_LEARN_PASSES (a busy moment during the first two would otherwise decide for good); a
- * cache file's T(1) needs two more. The plain steps produce their tokens as usual. */
+ * cache file's T(1) is settled and needs none. The plain steps produce their tokens as usual. */
 #define PLAIN_STEPS_FIRST 2
 #define PLAIN_EVERY 16
 static bool needs_plain_step(const generation *g) {
