@@ -17,19 +17,8 @@ import subprocess
 import sys
 import time
 
-SKIP = 77
-failures = []
-passed = 0
-
-
-def check(name, ok, detail=""):
-    global passed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failures.append(name)
-        print(f"FAIL {name}: {detail}")
+import test_cli
+from test_cli import SKIP, check, failures
 
 
 def run(args, timeout=300):
@@ -258,7 +247,7 @@ def main():
     rc = cli(*sys.argv[2:4]) if mode == "cli" else rpc(*sys.argv[2:5])
     if rc == SKIP:
         sys.exit(SKIP)
-    print(f"{passed} passed, {len(failures)} failed")
+    print(f"{test_cli.passed} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 
 
