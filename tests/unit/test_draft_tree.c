@@ -130,17 +130,26 @@ static void test_tree_without_splits_is_the_chain(void **state) {
 
 /* ---- exact sampling ------------------------------------------------------------------------- */
 
+/* Sampling at temperature 1 with top_k/top_p on prompts[2] (tokenized into *prompt, owned by the
+ * caller), and the target's exact distribution of its first two tokens under it. */
+static exact_pairs exact_setup(int32_t top_k, float top_p, specd_sampling_params *sp, specd_token **prompt,
+                               int32_t *n) {
+    *sp = specd_generation_default_params().sampling;
+    sp->temperature = 1.0f;
+    sp->top_k = top_k;
+    sp->top_p = top_p;
+    sp->min_p = 0.0f;
+    assert_int_equal(specd_tokenize(engine, prompts[2], true, prompt, n, NULL), SPECD_OK);
+    exact_pairs ex = exact_first_two(target_path, *prompt, *n, sp);
+    assert_non_null(ex.prob);
+    return ex;
+}
+
 static void check_sampled_trees_are_exact(int32_t top_k, float top_p, int n_samples) {
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = 1.0f;
-    sp.top_k = top_k;
-    sp.top_p = top_p;
-    sp.min_p = 0.0f;
+    specd_sampling_params sp;
     specd_token *prompt = NULL;
     int32_t n = 0;
-    assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
-    exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
-    assert_non_null(ex.prob);
+    exact_pairs ex = exact_setup(top_k, top_p, &sp, &prompt, &n);
     /* Trees forced: every split drafted (p_split 0), four siblings at the root. */
     specd_generation_params g = tree_params(SPECD_DRAFT_TREE_ON, 4, 0.0f);
     g.sampling = sp;
@@ -167,16 +176,10 @@ static void check_sampled_trees_are_exact(int32_t top_k, float top_p, int n_samp
  * the draft likes. */
 static void test_sampled_chains_cut_by_confidence_are_exact(void **state) {
     (void)state;
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = 1.0f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
+    specd_sampling_params sp;
     specd_token *prompt = NULL;
     int32_t n = 0;
-    assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
-    exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
-    assert_non_null(ex.prob);
+    exact_pairs ex = exact_setup(0, 1.0f, &sp, &prompt, &n);
     specd_generation_params g = tree_params(SPECD_DRAFT_TREE_OFF, 4, 0.1f);
     g.sampling = sp;
     g.speculative.draft_max = 3;
