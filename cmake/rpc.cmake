@@ -13,6 +13,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/completion.c
   src/rpc/completion_probs.c
   src/rpc/completion_origins.c
+  src/rpc/deadline.c
   src/rpc/metrics.c
   src/rpc/props.c
   src/rpc/async.c

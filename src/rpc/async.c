@@ -45,14 +45,7 @@ static rpc_job *find_job(json_t *params, const char *where, int64_t *wait_ms, rp
 }
 
 static void wait_for_news(rpc_job *job, int64_t wait_ms) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += wait_ms / 1000;
-    deadline.tv_nsec += (wait_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = rpc_realtime_after_ms(wait_ms);
     while (json_array_size(job->updates) == 0 && !job->finished)
         if (pthread_cond_timedwait(&job->changed, &job->lock, &deadline) == ETIMEDOUT) break;
 }

@@ -497,13 +497,7 @@ bool completion_claim_and_parse(rpc_job *job, json_t *params, rpc_error *err) {
 static void wait_watching(rpc_job *job) {
     bool cancelled = false;
     while (!job->finished) {
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_nsec += RPC_WATCH_MS * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
+        struct timespec deadline = rpc_realtime_after_ms(RPC_WATCH_MS);
         pthread_cond_timedwait(&job->changed, &job->lock, &deadline);
         if (job->finished || cancelled) continue;
         pthread_mutex_unlock(&job->lock); /* the check may take time: never hold the job's lock in it */

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 /* JSON-RPC 2.0 codes, then ours (the -32000..-32099 range the specification leaves to servers). */
 /* Short names inside the rpc layer for the public codes (specd_rpc_error_code in specd_rpc.h). */
@@ -137,5 +138,9 @@ void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data);
 bool rpc_thread_still_wanted(void);
 #define RPC_WATCH_MS 200
 json_t *rpc_dispatch(json_t *request);
+
+/* deadline.c: the wall-clock time `ms` from now, as pthread_cond_timedwait takes a deadline
+ * (CLOCK_REALTIME, nanoseconds normalized). */
+struct timespec rpc_realtime_after_ms(int64_t ms);
 
 #endif

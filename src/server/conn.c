@@ -123,13 +123,7 @@ static void *sweeper_main(void *arg) {
     pthread_mutex_lock(&T.lock);
     while (!T.quit) {
         sweep_locked(now_ms());
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += SWEEP_PERIOD_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = rpc_realtime_after_ms(SWEEP_PERIOD_MS);
         int rc = 0;
         while (!T.quit && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.wake, &T.lock, &until);
     }

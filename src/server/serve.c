@@ -86,14 +86,7 @@ static void *signal_thread_main(void *arg) {
 
 /* Waits until a stop is asked for or `ms` pass; true when it was asked for. */
 static bool wait_for_stop(int64_t ms) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = rpc_realtime_after_ms(ms);
     pthread_mutex_lock(&S.lock);
     while (!atomic_load(&S.stopping))
         if (pthread_cond_timedwait(&S.asked, &S.lock, &until) != 0) break;
