@@ -139,4 +139,27 @@ static inline void assert_first_two_follow(specd_engine *e, const specd_token *p
     free(counts);
 }
 
+/* The same check for speculation with fixed chains of `draft_len` drafts from the draft model
+ * (adaptive lengths off, so the draws do not depend on timings): `text` is tokenized with `e`'s
+ * vocabulary, and `target_path` gives the exact distribution under `sp`. */
+static inline void assert_fixed_drafts_are_exact(specd_engine *e, const char *target_path, const char *text,
+                                                 specd_sampling_params sp, int32_t draft_len, int n_samples,
+                                                 const char *label) {
+    specd_token *prompt = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(e, text, true, &prompt, &n, NULL), SPECD_OK);
+    exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
+    assert_non_null(ex.prob);
+    specd_generation_params g = specd_generation_default_params();
+    g.sampling = sp;
+    g.ignore_eos = true;
+    g.speculative.type = SPECD_SPEC_DRAFT;
+    g.speculative.draft_max = draft_len;
+    g.speculative.draft_min = draft_len;
+    g.speculative.adaptive = false;
+    assert_first_two_follow(e, prompt, n, g, &ex, n_samples, label);
+    free(ex.prob);
+    specd_free(prompt);
+}
+
 #endif

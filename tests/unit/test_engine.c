@@ -197,24 +197,10 @@ static void test_n_predict_is_exact(void **state) {
 
 
 static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
-    specd_token *prompt = NULL;
-    int32_t n = 0;
-    assert_int_equal(specd_tokenize(engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
-    exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
-    assert_non_null(ex.prob);
-    specd_generation_params g = specd_generation_default_params();
-    g.sampling = sp;
-    g.ignore_eos = true;
-    g.speculative.type = SPECD_SPEC_DRAFT;
-    g.speculative.draft_max = 3;
-    g.speculative.draft_min = 3;
-    g.speculative.adaptive = false;
     char label[96];
     snprintf(label, sizeof label, "sampling (top_k %d top_p %.2f typical_p %.2f)", sp.top_k, sp.top_p,
              sp.typical_p);
-    assert_first_two_follow(engine, prompt, n, g, &ex, n_samples, label);
-    free(ex.prob);
-    specd_free(prompt);
+    assert_fixed_drafts_are_exact(engine, target_path, prompts[2], sp, 3, n_samples, label);
 }
 
 static specd_sampling_params temperature_one(int32_t top_k, float top_p) {

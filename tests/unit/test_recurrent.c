@@ -241,26 +241,12 @@ static void test_mixed_pairs_are_lossless(void **state) {
  * drafts both accepted and rejected, so the restored state was used for the rejection's draw. */
 static void check_sampling_is_exact(const char *target, const char *draft, const char *label) {
     specd_engine *e = open_engine(target, draft, 256);
-    specd_token *prompt = NULL;
-    int32_t n = 0;
-    assert_int_equal(specd_tokenize(e, prompts[1], true, &prompt, &n, NULL), SPECD_OK);
     specd_sampling_params sp = specd_generation_default_params().sampling;
     sp.temperature = 1.0f;
     sp.top_k = 0;
     sp.top_p = 1.0f;
     sp.min_p = 0.0f;
-    exact_pairs ex = exact_first_two(target, prompt, n, &sp);
-    assert_non_null(ex.prob);
-    specd_generation_params g = specd_generation_default_params();
-    g.sampling = sp;
-    g.ignore_eos = true;
-    g.speculative.type = SPECD_SPEC_DRAFT;
-    g.speculative.draft_max = 3;
-    g.speculative.draft_min = 3;
-    g.speculative.adaptive = false;
-    assert_first_two_follow(e, prompt, n, g, &ex, 6000, label);
-    free(ex.prob);
-    specd_free(prompt);
+    assert_fixed_drafts_are_exact(e, target, prompts[1], sp, 3, 6000, label);
     specd_engine_free(e);
 }
 
