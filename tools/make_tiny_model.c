@@ -695,6 +695,21 @@ static const char *layer_tensor_name(char *buffer, size_t size, int layer, const
     return buffer;
 }
 
+/* A layer's feed-forward block (SwiGLU, as llama.cpp's llama and LFM2 loaders name it), drawn from
+ * `source` in this order: norm, gate, up, down. */
+static void add_ffn(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, int layer,
+                    int64_t n_embd, int64_t n_ff) {
+    char name[GGML_MAX_NAME];
+    double embd_scale = fan_in_scale(n_embd);
+    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ffn_norm.weight"), n_embd);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_gate.weight"),
+               n_embd, n_ff, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_up.weight"),
+               n_embd, n_ff, embd_scale);
+    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_down.weight"),
+               n_ff, n_embd, fan_in_scale(n_ff));
+}
+
 static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
                       const model_options *opts, int layer) {
     int64_t n_embd = opts->n_embd;
@@ -712,13 +727,7 @@ static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weigh
                n_embd, n_embd_kv, embd_scale);
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
                n_embd, n_embd, embd_scale);
-    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ffn_norm.weight"), n_embd);
-    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_gate.weight"),
-               n_embd, n_ff, embd_scale);
-    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_up.weight"),
-               n_embd, n_ff, embd_scale);
-    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_down.weight"),
-               n_ff, n_embd, fan_in_scale(n_ff));
+    add_ffn(gguf, ctx, source, layer, n_embd, n_ff);
 }
 
 /* A tensor of `count` values all equal to `value` (biases, Mamba's D). */
@@ -799,13 +808,7 @@ static void add_lfm2_layer(struct gguf_context *gguf, struct ggml_context *ctx, 
         add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "shortconv.out_proj.weight"),
                    n_embd, n_embd, embd_scale);
     }
-    add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ffn_norm.weight"), n_embd);
-    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_gate.weight"),
-               n_embd, n_ff, embd_scale);
-    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_up.weight"),
-               n_embd, n_ff, embd_scale);
-    add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_down.weight"),
-               n_ff, n_embd, fan_in_scale(n_ff));
+    add_ffn(gguf, ctx, source, layer, n_embd, n_ff);
 }
 
 /* Shapes follow llama.cpp's LLM_ARCH_LLAMA loader, in ggml order {ne0, ne1}
