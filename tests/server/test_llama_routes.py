@@ -335,8 +335,11 @@ def check_json_schema(port):
 # ---- probabilities ----------------------------------------------------------------------------
 
 def check_probs(port):
+    # Fixed chains of 3: the runs compared below then make the same target passes, so their
+    # probabilities are the same floats (adaptive lengths and auto trees follow timings, and a pass
+    # over another number of tokens rounds differently).
     request = {"prompt": "one day the dog ran", "n_predict": 12, "temperature": 0, "n_probs": 3,
-               "return_tokens": True}
+               "return_tokens": True, "speculative": {"n_min": 3, "n_max": 3, "tree": "off"}}
     code, llama = completion(port, request)
     entries = llama.get("completion_probabilities", [])
 
