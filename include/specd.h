@@ -683,7 +683,11 @@ SPECD_API specd_status specd_sessions_draft(specd_session *const *sessions, int3
  * (each in its slot's sequences; n sessions of one engine, each in a different slot, all drafted),
  * then each verified exactly as alone. Sessions still ingesting their prompt
  * (specd_session_begin_in_slot) add their next chunk instead, in the room the trees leave in the
- * batch (-b). When the trees do not fit one batch together (draft_max) each gets its own pass.
+ * batch (-b). The pass that holds the last chunk of a prompt also takes that session's first step
+ * when the room allows (its last prompt token decoded with logits, the first token verified and
+ * emitted, on_tokens called, all within this call): a session that was ingesting before this
+ * call is never accepted after it. When the trees do not fit one batch together (draft_max) each
+ * gets its own pass.
  * Outcomes per session (each array may be NULL, else n entries): n_accepted[i] (0 for a chunk),
  * status[i], errors[i] (a message to free with specd_free, or NULL). A session whose tree cannot be
  * verified fails alone; a failed pass fails every session in it. Returns the first failure, or

@@ -138,6 +138,9 @@ typedef struct specd_tree_pass {
     /* A chunk of the slot's prompt instead of a tree: a chain (depths 0..n-1, branch 0) at the end
      * of the slot's cache, no logits; once decoded it is kept in the slot's token list. */
     bool prompt_chunk;
+    /* A prompt chunk that ends with the root of the session's first step: that last token alone
+     * gets logits (the slot's logits start there), so the first token is verified in this pass. */
+    bool ends_at_root;
 } specd_tree_pass;
 /* The trees of several slots in ONE llama_decode (their tokens together at most the engine's
  * batch); each slot's logits are then read with specd_slot_logits on its view as after a pass of

@@ -216,18 +216,21 @@ static specd_status prepare_tree(specd_model_slot *slot, const specd_tree_pass *
     return SPECD_OK;
 }
 
-/* Appends a slot's tree to the batch, every token with logits; the slot's logits start there. */
-static void add_tree(struct llama_batch *b, specd_model_slot *slot, const specd_tree_token *tokens, int32_t n_tokens,
-                     int32_t n_branches, int32_t pos_root, bool logits) {
-    if (logits) slot->logits_offset = b->n_tokens;
-    for (int32_t i = 0; i < n_tokens; i++) {
+/* Appends a slot's part to the batch: a tree, every token with logits, or a prompt chunk, with
+ * logits only on a root it ends with; the slot's logits start at the first token that has them. */
+static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
+    specd_model_slot *slot = t->slot;
+    bool all_logits = !t->prompt_chunk;
+    if (all_logits) slot->logits_offset = b->n_tokens;
+    if (t->prompt_chunk && t->ends_at_root) slot->logits_offset = b->n_tokens + t->n_tokens - 1;
+    for (int32_t i = 0; i < t->n_tokens; i++) {
         int32_t j = b->n_tokens++;
-        b->token[j] = tokens[i].token;
-        b->pos[j] = pos_root + tokens[i].depth;
-        b->logits[j] = logits;
+        b->token[j] = t->tokens[i].token;
+        b->pos[j] = t->pos_root + t->tokens[i].depth;
+        b->logits[j] = all_logits || (t->ends_at_root && i == t->n_tokens - 1);
         int32_t n_seq = 0;
-        for (int32_t s = 0; s < n_branches; s++)
-            if (tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(slot, s);
+        for (int32_t s = 0; s < t->n_branches; s++)
+            if (t->tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(slot, s);
         b->n_seq_id[j] = n_seq;
     }
 }
@@ -280,7 +283,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
             for (int32_t q = 0; q < p; q++) drop_tree(passes[q].slot, passes[q].n_branches, passes[q].pos_root);
             return st;
         }
-        add_tree(b, t->slot, t->tokens, t->n_tokens, t->n_branches, t->pos_root, !t->prompt_chunk);
+        add_tree(b, t);
     }
     double t0 = specd_now_ms();
     int32_t rc = llama_decode(passes[0].slot->ctx, *b);
@@ -303,7 +306,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false};
+    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false, false};
     specd_status st = specd_slots_decode_trees(e, &pass, 1, ms, error);
     if (st == SPECD_ERR_DECODE)
         specd_set_error(error, "llama_decode failed on a tree of %d tokens at position %d", n_tokens, pos_root);

@@ -330,7 +330,7 @@ static specd_status prepare_tree_tokens(generation *g, char **error) {
 /* This session's part of a joint target pass. */
 static specd_tree_pass tree_pass_of(generation *g) {
     return (specd_tree_pass){specd_engine_target_view(g->e, g->slot), g->tree_tokens, g->tree.n_nodes,
-                             g->tree.n_branches, g->n_history - 1, false};
+                             g->tree.n_branches, g->n_history - 1, false, false};
 }
 
 /* One target pass over the draft tree (the engine decodes it: kv.c). */
@@ -553,6 +553,15 @@ static void begin_ingest(generation *g, const specd_token *prompt, int32_t n) {
     g->result->stats.n_prompt_cached = cached;
 }
 
+/* The prompt is in the target: the drafters learn it, unless the session is over already (the
+ * active slot must be the session's). */
+static specd_status learn_prompt(generation *g, specd_status st, char **error) {
+    if (st == SPECD_OK && g->drafter.ops && !g->done) st = g->drafter.ops->prepare(g->drafter.self, g->history, g->n_history - 1, error);
+    g->n_pending = 0;
+    g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
+    return st;
+}
+
 /* The prompt is in (or the rest goes in now, in one go): the drafters learn it. The active slot
  * must be the session's. */
 static specd_status finish_ingest(generation *g, char **error) {
@@ -560,10 +569,7 @@ static specd_status finish_ingest(generation *g, char **error) {
     specd_status st = specd_slot_sync(e, &e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
     /* as ingest_prompt: a recurrent target keeps its state after the prompt */
     if (st == SPECD_OK) st = specd_slot_checkpoint(&e->target, SPECD_CHECKPOINT_PROMPT, error);
-    if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, g->history, g->n_history - 1, error);
-    g->n_pending = 0;
-    g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
-    return st;
+    return learn_prompt(g, st, error);
 }
 
 /* ---- a session, step by step ------------------------------------------------------------- */
@@ -835,20 +841,46 @@ static bool may_verify_together(specd_session *const *s, int32_t n, char **error
     return true;
 }
 
-/* The next chunk of a session's prompt (at most `room` tokens) as a pass, in its tree_tokens. */
+/* Whether the session's first step may ride on the pass that ends its prompt: the root decoded at
+ * the end of the chunk and the first token verified from its logits at once, which saves a whole
+ * round before the first token (llama-server samples it straight from the prompt's pass too).
+ * Not on recurrent states (their prompt checkpoint comes before the root), nor when a stop was
+ * asked (the draft part sees to that). */
+static bool first_step_joins_chunk(const generation *g, int32_t room) {
+    const specd_engine *e = g->e;
+    bool recurrent = !specd_engine_target_view(g->e, g->slot)->can_drop_tail ||
+                     (e->draft.ctx && !specd_engine_draft_view(g->e, g->slot)->can_drop_tail);
+    bool stop = atomic_load(&e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
+    return g->n_pending + 1 <= room && !recurrent && !stop && g->n_history < e->n_ctx;
+}
+
+/* The next chunk of a session's prompt (at most `room` tokens) as a pass, in its tree_tokens; the
+ * last chunk takes the root along when the first step may join it. */
 static specd_tree_pass prompt_chunk_of(generation *g, int32_t room) {
     specd_model_slot *view = specd_engine_target_view(g->e, g->slot);
-    int32_t n = g->n_pending < room ? g->n_pending : room;
+    bool with_root = first_step_joins_chunk(g, room);
+    int32_t n = with_root ? g->n_pending + 1 : g->n_pending < room ? g->n_pending : room;
     for (int32_t i = 0; i < n; i++) g->tree_tokens[i] = (specd_tree_token){g->history[view->n_kv + i], i, 1u};
-    return (specd_tree_pass){view, g->tree_tokens, n, 1, view->n_kv, true};
+    return (specd_tree_pass){view, g->tree_tokens, n, 1, view->n_kv, true, with_root};
+}
+
+/* The first step on the logits of the root at the end of the prompt's last chunk: a step with
+ * nothing drafted, verified and its token emitted now (so no accept follows this pass); only
+ * then do the drafters learn the prompt (the draft model decodes it), not to delay the token.
+ * The history less its new root is then the prompt, as learn_prompt has it otherwise. */
+static specd_status first_step_from_chunk(generation *g, char **error) {
+    specd_status st = prepare_tree_tokens(g, error); /* the root-only tree's branch (the chunk is decoded) */
+    if (st == SPECD_OK) st = verify_after_pass(g, NULL, error);
+    if (st == SPECD_OK) st = specd_session_accept(g, NULL, error);
+    return learn_prompt(g, st, error);
 }
 
 /* After a pass that held this session's chunk: what is left, and the drafters once it is all in. */
-static specd_status after_chunk(generation *g, int32_t n, char **error) {
-    g->n_pending -= n;
-    if (g->n_pending > 0) return SPECD_OK;
+static specd_status after_chunk(generation *g, const specd_tree_pass *chunk, char **error) {
+    if (!chunk->ends_at_root) g->n_pending -= chunk->n_tokens;
+    if (g->n_pending > 0 && !chunk->ends_at_root) return SPECD_OK;
     specd_engine_use_slot(g->e, g->slot);
-    return finish_ingest(g, error);
+    return chunk->ends_at_root ? first_step_from_chunk(g, error) : finish_ingest(g, error);
 }
 
 /* Session i's outcome into the caller's arrays (either may be NULL); the message is taken. */
@@ -871,7 +903,7 @@ static void verify_each(specd_session *const *s, int32_t n, int32_t *n_accepted,
         } else {
             specd_tree_pass chunk = prompt_chunk_of(g, g->e->batch_cap);
             st = specd_slots_decode_trees(g->e, &chunk, 1, NULL, &message);
-            if (st == SPECD_OK) st = after_chunk(g, chunk.n_tokens, &message);
+            if (st == SPECD_OK) st = after_chunk(g, &chunk, &message);
             fail(g, st);
         }
         set_outcome(status, errors, i, st, message);
@@ -955,7 +987,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         char *msg = NULL; /* a failed pass fails everyone in it, each with its message */
         if (st != SPECD_OK && message) specd_set_error(&msg, "%s", message);
         if (sti == SPECD_OK && passes[k].prompt_chunk) {
-            sti = after_chunk(g, passes[k].n_tokens, &msg);
+            sti = after_chunk(g, &passes[k], &msg);
         } else if (sti == SPECD_OK) {
             g->result->stats.verify_ms += ms;
             specd_engine_use_slot(e, g->slot);

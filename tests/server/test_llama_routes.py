@@ -334,10 +334,23 @@ def check_json_schema(port):
 
 # ---- probabilities ----------------------------------------------------------------------------
 
+def same_probs(a, b, tolerance=1e-4):
+    """The same entries (ids, tokens, bytes, lists), each number within tolerance of the other's."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(same_probs(a[k], b[k], tolerance) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_probs(x, y, tolerance) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= tolerance
+    return a == b
+
+
 def check_probs(port):
-    # Fixed chains of 3: the runs compared below then make the same target passes, so their
-    # probabilities are the same floats (adaptive lengths and auto trees follow timings, and a pass
-    # over another number of tokens rounds differently).
+    # Fixed chains of 3: the runs compared below then make the same target passes after the first
+    # token, so those probabilities are the same floats (adaptive lengths and auto trees follow
+    # timings). The first token's come from the pass that holds what was not cached of the prompt,
+    # 6 tokens the first time and 1 later: another shape rounds differently, so the lists are
+    # compared with a tolerance (same_probs).
     request = {"prompt": "one day the dog ran", "n_predict": 12, "temperature": 0, "n_probs": 3,
                "return_tokens": True, "speculative": {"n_min": 3, "n_max": 3, "tree": "off"}}
     code, llama = completion(port, request)
@@ -377,13 +390,13 @@ def check_probs(port):
           and all(sum(t["prob"] for t in e["top_probs"]) <= 1 + 1e-6 for e in entries), (code, entries[:2]))
     code, specd_shape = completion(port, dict(request, probs_format="specd"))
     check("probs_format specd on /completion gives the old shape", code == 200
-          and specd_shape["completion_probabilities"] == old_entries, specd_shape.get("completion_probabilities"))
+          and same_probs(specd_shape["completion_probabilities"], old_entries), specd_shape.get("completion_probabilities"))
     _, via_rpc = rpc(port, "completion", dict(request, probs_format="llama"), key=KEY)
     check("probs_format llama on JSON-RPC gives llama-server's shape",
-          via_rpc["result"]["completion_probabilities"] == llama["completion_probabilities"], via_rpc)
+          same_probs(via_rpc["result"]["completion_probabilities"], llama["completion_probabilities"]), via_rpc)
     code, alias = completion(port, dict({k: v for k, v in request.items() if k != "n_probs"}, logprobs=3))
     check("logprobs is n_probs on /completion", code == 200
-          and alias["completion_probabilities"] == llama["completion_probabilities"], alias)
+          and same_probs(alias["completion_probabilities"], llama["completion_probabilities"]), alias)
 
 
 def main(specd, models):

@@ -777,6 +777,61 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
     specd_engine_free(slots);
 }
 
+/* A prompt begun in a slot while another slot runs (specd_session_begin_in_slot) goes in by
+ * chunks that join the running slot's passes, and its first token comes out of the pass that
+ * holds its last chunk (the root rides along), not a round later: time to first token. Both
+ * sessions still give exactly what they give alone. */
+static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
+    (void)state;
+    char long_prompt[2048] = "";
+    for (int i = 0; i < 8; i++) strcat(long_prompt, "the little dog ran to the park and saw a big red ball. ");
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    specd_result alone_a = generate_text(engine, prompts[1], &g), alone_b = generate_text(engine, long_prompt, &g);
+    specd_engine_params p = test_engine_params(target_path, draft_path, 2 * 256);
+    p.n_parallel = 2;
+    p.n_batch = 24; /* the long prompt takes several passes */
+    specd_engine *slots = open_engine_with(&p);
+    specd_token *ta = NULL, *tb = NULL;
+    int32_t na = 0, nb = 0;
+    assert_int_equal(specd_tokenize(slots, prompts[1], true, &ta, &na, NULL), SPECD_OK);
+    assert_int_equal(specd_tokenize(slots, long_prompt, true, &tb, &nb, NULL), SPECD_OK);
+    specd_session *s[2] = {NULL, NULL};
+    assert_int_equal(specd_session_new_in_slot(slots, 0, ta, na, &g, &s[0], NULL), SPECD_OK);
+    assert_int_equal(specd_session_begin_in_slot(slots, 1, tb, nb, &g, &s[1], NULL), SPECD_OK);
+    int chunk_passes = 0;
+    for (int passes = 0; !specd_session_done(s[0]) || !specd_session_done(s[1]); passes++) {
+        assert_true(passes < 1000);
+        specd_session *live[2];
+        bool ingesting[2];
+        int n = 0;
+        for (int i = 0; i < 2; i++)
+            if (!specd_session_done(s[i])) ingesting[n] = specd_session_pending_prompt(s[i]) > 0, live[n++] = s[i];
+        char *errs[2] = {0};
+        if (specd_sessions_draft(live, n, NULL, errs) != SPECD_OK) fail_msg("draft: %s", errs[0]);
+        if (specd_sessions_verify(live, n, NULL, NULL, errs) != SPECD_OK) fail_msg("pass: %s", errs[0]);
+        for (int k = 0; k < n; k++) {
+            int32_t emitted = specd_session_result(live[k])->n_tokens;
+            if (ingesting[k]) { /* a chunk: the first token exactly when the prompt is all in */
+                chunk_passes++;
+                assert_int_equal(emitted, specd_session_pending_prompt(live[k]) > 0 ? 0 : 1);
+                if (emitted == 1) assert_int_equal(specd_session_result(live[k])->tokens[0], alone_b.tokens[0]);
+                continue;
+            }
+            char *err = NULL;
+            if (specd_session_accept(live[k], NULL, &err) != SPECD_OK) fail_msg("accept: %s", err);
+        }
+    }
+    assert_true(chunk_passes >= 3); /* several chunks, interleaved with the other slot's steps */
+    assert_same_tokens(specd_session_result(s[0]), &alone_a, "the running slot");
+    assert_same_tokens(specd_session_result(s[1]), &alone_b, "the slot whose prompt came in chunks");
+    for (int i = 0; i < 2; i++) specd_session_free(s[i]);
+    specd_free(ta);
+    specd_free(tb);
+    specd_result_clear(&alone_a);
+    specd_result_clear(&alone_b);
+    specd_engine_free(slots);
+}
+
 /* The step in its three public parts equals specd_generate; parts out of order are refused. */
 static void test_session_step_parts_equal_generate(void **state) {
     (void)state;
@@ -838,6 +893,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_sessions_interleaved_equal_their_runs_alone),
         cmocka_unit_test(test_session_step_parts_equal_generate),
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
+        cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_only_regular_files_are_models),
         cmocka_unit_test(test_progress_callback_reports_and_cancels),
         cmocka_unit_test(test_quiet_loads_print_nothing),
