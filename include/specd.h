@@ -37,8 +37,8 @@ extern "C" {
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
 #define SPECD_VERSION_MINOR 3
-#define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.3.0"
+#define SPECD_VERSION_PATCH 1
+#define SPECD_VERSION_STRING "0.3.1"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -224,6 +224,11 @@ SPECD_API int32_t specd_engine_n_parallel(const specd_engine *engine);
  * decoded). 0 for a slot out of range. Same thread rules as the sessions. */
 SPECD_API int32_t specd_engine_slot_cached(const specd_engine *engine, int32_t slot, const specd_token *prompt,
                                            int32_t n_prompt);
+/* Drops what slot `slot` holds in both caches, so the next session there decodes its whole prompt
+ * (llama-server's cache_prompt: false). Nothing for a slot out of range. Call it between the
+ * sessions of that slot (a live one would decode its history again). Same thread rules as the
+ * sessions. */
+SPECD_API void specd_engine_slot_forget(specd_engine *engine, int32_t slot);
 SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */

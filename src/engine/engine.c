@@ -555,6 +555,13 @@ int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const spec
     while (n < n_prompt - 1 && n < v->n_kv && v->kv_tokens[n] == prompt[n]) n++;
     return n;
 }
+void specd_engine_slot_forget(specd_engine *e, int32_t slot) {
+    if (!e || slot < 0 || slot >= e->n_parallel) return;
+    specd_slot_truncate(specd_engine_target_view(e, slot), 0);
+    specd_model_slot *draft = specd_engine_draft_view(e, slot);
+    if (draft) specd_slot_truncate(draft, 0);
+}
+
 void specd_engine_request_stop(specd_engine *e) { atomic_fetch_add(&e->stop_requests, 1u); }
 
 const char *specd_version(void) { return SPECD_VERSION_STRING; }

@@ -363,6 +363,7 @@ completion_exec *completion_exec_new(rpc_job *job, specd_engine *engine) {
 
 bool completion_exec_open(completion_exec *x, int32_t slot) {
     completion_request *req = x->rs.job->request;
+    if (!req->cache_prompt) specd_engine_slot_forget(x->rs.engine, slot); /* decoded in full, as llama-server */
     /* the prompt goes in by chunks that join the rounds' passes (specd_sessions_verify) */
     x->status = specd_session_begin_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
                                             &x->message);

@@ -29,7 +29,7 @@ struct completion_request {
     bool parse_special;            /* special-token text in the prompt becomes those tokens */
     bool return_origins;           /* specd's `origins`: text pieces from accepted drafts or not */
     bool timings_per_token;        /* `timings` in every streamed chunk */
-    bool cache_prompt;             /* accepted; the engine always reuses the cached prefix */
+    bool cache_prompt;             /* false: the slot forgets its cache first, the prompt is decoded in full */
     bool llama_probs;              /* probs_format "llama": completion_probabilities as llama-server's */
     json_t *response_fields;       /* owned ref: the final response keeps only these paths, or NULL */
 };

@@ -394,6 +394,13 @@ def check_probs(port):
     _, via_rpc = rpc(port, "completion", dict(request, probs_format="llama"), key=KEY)
     check("probs_format llama on JSON-RPC gives llama-server's shape",
           same_probs(via_rpc["result"]["completion_probabilities"], llama["completion_probabilities"]), via_rpc)
+    code, fresh = completion(port, dict(request, cache_prompt=False))
+    check("cache_prompt false decodes the whole prompt again (cache_n 0), the default reuses it",
+          code == 200 and fresh["timings"]["cache_n"] == 0
+          and fresh["timings"]["prompt_n"] == llama["timings"]["prompt_n"] + llama["timings"]["cache_n"]
+          and via_rpc["result"]["timings"]["cache_n"] == fresh["timings"]["prompt_n"] - 1
+          and same_probs(fresh["completion_probabilities"], llama["completion_probabilities"]),
+          (code, llama["timings"], via_rpc["result"]["timings"], fresh["completion_probabilities"][:1], llama["completion_probabilities"][:1]))
     code, alias = completion(port, dict({k: v for k, v in request.items() if k != "n_probs"}, logprobs=3))
     check("logprobs is n_probs on /completion", code == 200
           and same_probs(alias["completion_probabilities"], llama["completion_probabilities"]), alias)
