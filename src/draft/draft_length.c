@@ -73,15 +73,18 @@ double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     return base > 0.0 ? base * drift_of(dl) : prior_ratio(n);
 }
 
+static int32_t copies_of(const specd_draft_length *dl) { return dl->copies > 1 ? dl->copies : 1; }
+
+/* One draft decode of this chain (and of its copies: one token each). */
 static double draft_cost(const specd_draft_length *dl) {
-    if (dl->draft_ms > 0.0) return dl->draft_ms;
-    return PRIOR_DRAFT_RATIO * specd_draft_length_verify_cost(dl, 1);
+    double one = dl->draft_ms > 0.0 ? dl->draft_ms : PRIOR_DRAFT_RATIO * specd_draft_length_verify_cost(dl, 1);
+    return one * copies_of(dl);
 }
 
 /* T of the step's pass when this slot's part of it is n tokens: the other slots' tokens ride in the
  * same pass (specd_draft_length_begin_in_batch). */
 static double pass_cost(const specd_draft_length *dl, int32_t n) {
-    return specd_draft_length_verify_cost(dl, dl->batch_tokens + n);
+    return specd_draft_length_verify_cost(dl, dl->batch_tokens + copies_of(dl) * n);
 }
 
 /* Keeping a draft at `depth`: one more token in the target pass, and for the first draft of a
@@ -103,7 +106,7 @@ static double best_rate_from(const specd_draft_length *dl, int32_t depth, double
     if (best_m) *best_m = 0;
     for (int32_t m = 1; m <= LOOKAHEAD; m++) {
         p_all *= a;
-        expected += p_all;
+        expected += p_all * copies_of(dl);
         double c = cost + m * draft_cost(dl) + pass_cost(dl, depth + 1 + m) - base_verify +
                    (depth == 0 ? dl->state_ms : 0.0);
         if (expected / c > best) {
@@ -117,10 +120,16 @@ static double best_rate_from(const specd_draft_length *dl, int32_t depth, double
 void specd_draft_length_begin(specd_draft_length *dl) { specd_draft_length_begin_in_batch(dl, 0, 0.0); }
 
 void specd_draft_length_begin_in_batch(specd_draft_length *dl, int32_t other_tokens, double other_expected) {
+    specd_draft_length_begin_joint(dl, other_tokens, other_expected, 1);
+}
+
+void specd_draft_length_begin_joint(specd_draft_length *dl, int32_t other_tokens, double other_expected,
+                                    int32_t copies) {
+    dl->copies = copies > 1 ? copies : 1;
     dl->batch_tokens = other_tokens > 0 ? other_tokens : 0;
     dl->batch_expected = other_expected > 0.0 ? other_expected : 0.0;
     dl->p_all = 1.0;
-    dl->expected = 1.0 + dl->batch_expected;
+    dl->expected = dl->copies + dl->batch_expected;
     dl->cost = pass_cost(dl, 1);
 }
 
@@ -128,14 +137,14 @@ bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth
     /* The token is drawn: its draft cost is spent. Keeping it adds one token to the target pass,
      * and maybe more drafts after it. */
     double p = dl->p_all * specd_draft_length_acceptance(dl, confidence);
-    double with =
-        best_rate_from(dl, depth + 1, dl->expected + p, dl->cost + extra_verify_cost(dl, depth), p, true, NULL);
+    double with = best_rate_from(dl, depth + 1, dl->expected + p * copies_of(dl),
+                                 dl->cost + extra_verify_cost(dl, depth), p, true, NULL);
     return with > dl->expected / dl->cost;
 }
 
 void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confidence) {
     dl->p_all *= specd_draft_length_acceptance(dl, confidence);
-    dl->expected += dl->p_all;
+    dl->expected += dl->p_all * copies_of(dl);
     dl->cost += extra_verify_cost(dl, depth);
 }
 
@@ -146,7 +155,7 @@ void specd_draft_length_add(specd_draft_length *dl, int32_t depth, float confide
  * interleaved): temperature 1 46.1 -> 49.4 tokens/s, temperature 0 50.4 -> 52.3. */
 static int32_t best_fixed_length(const specd_draft_length *dl) {
     int32_t k = 0; /* from an empty chain: one pass over the root, nothing drafted yet */
-    best_rate_from(dl, 0, 1.0 + dl->batch_expected, pass_cost(dl, 1), 1.0, true, &k);
+    best_rate_from(dl, 0, copies_of(dl) + dl->batch_expected, pass_cost(dl, 1), 1.0, true, &k);
     return k;
 }
 

@@ -51,6 +51,9 @@ typedef struct specd_draft_length {
     /* the step being drafted */
     int32_t batch_tokens;   /* tokens other slots put in the same target pass */
     double batch_expected;  /* tokens those slots are expected to give from it */
+    /* Chains drafted together with this one (one draft decode per depth), each taken to draft as
+     * this one does: 1 alone. Every own token then stands for this many in the pass. */
+    int32_t copies;
     double p_all;     /* chance that every draft kept so far is accepted */
     double expected;  /* expected tokens from this step */
     double cost;      /* cost of this step so far, in ms: the target pass plus draft decodes */
@@ -65,6 +68,14 @@ void specd_draft_length_begin(specd_draft_length *dl);
  * pass gives. As slots fill, the pass is already large and well used, so drafting shrinks, and
  * stops where it does not pay. */
 void specd_draft_length_begin_in_batch(specd_draft_length *dl, int32_t other_tokens, double other_expected);
+/* Starts a step drafted together with copies - 1 other chains (one draft decode per depth for
+ * all), besides other_tokens tokens of slots drafted before them. The others' lengths are not
+ * known yet, so each chain decides as if they all drafted as it does: a pass of other_tokens +
+ * copies x (depth + 1) tokens. Deciding each as alone beside the others' roots missed what T(n)
+ * does at the size they reach together (on the benchmark pair's CPU a pass of 8 tokens costs less
+ * than one of 5, so two slots drafting 3 each is cheap while one drafting 3 beside a root is not). */
+void specd_draft_length_begin_joint(specd_draft_length *dl, int32_t other_tokens, double other_expected,
+                                    int32_t copies);
 /* A draft token at `depth` with this confidence was drawn: would keeping it pay? */
 bool specd_draft_length_worth_adding(const specd_draft_length *dl, int32_t depth, float confidence);
 /* It is kept: the step's expectation and cost grow. */

@@ -55,6 +55,8 @@ typedef struct specd_session {
     int32_t steps_since_plain; /* steps since one without drafts */
     int32_t explore_every;    /* steps without a draft before one is forced (EXPLORE_FIRST..MAX) */
     bool explored;            /* the last step's draft was forced by exploration */
+    bool lean_round;          /* this round's pass ends another slot's prompt: no draft (specd_sessions_draft) */
+    int32_t round_sessions;   /* sessions in this round's pass (specd_sessions_draft); 0: stepped alone */
     bool drafted_last;        /* the last step verified drafts */
     double state_mark_ms;     /* what both slots had spent on their state when the step began */
     specd_result *result;                  /* = &own_result */
@@ -234,7 +236,11 @@ static int32_t draft_budget(const generation *g) {
 #define PLAIN_EVERY 16
 static bool needs_plain_step(const generation *g) {
     const specd_spec_params *sp = &g->params->speculative;
-    int32_t passes = g->length->base_passes[1];
+    /* With several slots in the pass, the step without a draft is a pass over a root each: that is
+     * the size to learn (a 1-token pass never comes while they all run, and waiting for one kept
+     * two busy slots from drafting at all). */
+    int32_t plain = g->round_sessions > 1 ? g->round_sessions : 1;
+    int32_t passes = g->length->base_passes[plain < SPECD_DL_MAX_BATCH ? plain : SPECD_DL_MAX_BATCH];
     if (!sp->adaptive || sp->draft_min >= 1 || passes >= SPECD_DL_LEARN_PASSES) return false;
     return passes < PLAIN_STEPS_FIRST || g->steps_since_plain >= PLAIN_EVERY;
 }
@@ -260,7 +266,7 @@ static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp
 /* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step). */
 static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     int32_t budget = draft_budget(g);
-    if (!g->drafter.ops || budget == 0) return false;
+    if (!g->drafter.ops || budget == 0 || g->lean_round) return false;
     if (needs_plain_step(g)) {
         g->steps_since_plain = 0;
         return false;
@@ -728,6 +734,8 @@ static specd_status draft_alone(generation *g, int32_t later, round_load *load, 
     return st;
 }
 
+static bool first_step_joins_chunk(const generation *g, int32_t room);
+
 /* One joint draft (draft model, one decode per depth) for m sessions; outcomes into st/err. */
 typedef struct joint_part {
     generation *g;
@@ -751,7 +759,7 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
         if (!local) specd_set_error(&err[i], "out of memory for a joint draft");
         if (st[i] != SPECD_OK || g->done || !plan_draft(g, &parts[i].req, &parts[i].explore)) continue;
         local[i] = *g->length;
-        specd_draft_length_begin_in_batch(&local[i], load->tokens + m - 1, load->expected + m - 1);
+        specd_draft_length_begin_joint(&local[i], load->tokens, load->expected, m); /* the m chains alike */
         if (parts[i].req.length) parts[i].req.length = &local[i];
         parts[i].drafting = true;
         drafters[k] = &g->drafter, slots[k] = g->slot, reqs[k] = parts[i].req, trees[k] = &g->tree, at[k++] = i;
@@ -771,10 +779,25 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
     free(local);
 }
 
+/* Whether this round's pass ends the prompt of one of the sessions (its first token then comes
+ * from that pass: first_step_joins_chunk), counting a root for each of the others. */
+static bool a_prompt_ends_this_round(specd_session *const *s, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (s[i] && s[i]->n_pending > 0 && first_step_joins_chunk(s[i], s[i]->e->batch_cap - (n - 1))) return true;
+    return false;
+}
+
 specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_status *status, char **errors) {
     specd_status st[SPECD_MAX_PARALLEL];
     char *err[SPECD_MAX_PARALLEL] = {0};
     if (n > SPECD_MAX_PARALLEL) n = SPECD_MAX_PARALLEL;
+    /* The round that brings a new request's first token drafts nothing for the others: their drafts
+     * would lengthen both the draft part before the pass and the pass itself, all of it time to
+     * that first token (p99 2 clients: 153-179 ms against llama-server's 127-133). One plain step
+     * per new request is what it costs the running slots. */
+    bool lean = a_prompt_ends_this_round(s, n);
+    for (int32_t i = 0; i < n; i++)
+        if (s[i]) s[i]->lean_round = lean, s[i]->round_sessions = n;
     int32_t n_joint = 0;
     for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i]);
     if (n_joint < 2) n_joint = 0; /* alone, a chain is drafted as always */
@@ -801,6 +824,7 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
         if (errors) errors[i] = err[i];
         else specd_free(err[i]);
         if (st[i] != SPECD_OK && first == SPECD_OK) first = st[i];
+        if (s[i]) s[i]->lean_round = false, s[i]->round_sessions = 0;
     }
     return first;
 }

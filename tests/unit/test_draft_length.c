@@ -277,6 +277,34 @@ static void test_drafting_shrinks_as_the_pass_fills(void **state) {
     assert_float_equal(specd_draft_length_verify_cost(&dl, 2 * SPECD_DL_MAX_BATCH), 2.0 * t64, 1e-9);
 }
 
+/* Two slots drafting together (one draft decode per depth for both) on a CPU whose pass cost
+ * steps with the GEMM's tiles of 4 (this machine: T(1) 10 ms, T(2) 25, T(5) 45, T(8) 41): each
+ * chain alone beside the other's root sees only T(2 + k), where no draft pays at 6 in 10
+ * accepted, but the two chains together fill the cheap pass of 8, and 3 drafts each pay. */
+static void test_chains_drafted_together_see_the_pass_they_fill(void **state) {
+    (void)state;
+    static const double TILED_MS[] = {0, 10, 25, 33, 35, 45, 47, 50, 41, 50, 53, 51, 53};
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    for (int32_t n = 1; n <= 12; n++) specd_draft_length_record_calibration(&dl, n, TILED_MS[n]);
+    specd_draft_length_record_draft(&dl, 1, 1.5);
+    for (int i = 0; i < 200; i++) specd_draft_length_record_outcome(&dl, 0.9f, i % 10 < 6);
+    specd_draft_length_begin_in_batch(&dl, 1, 1.0); /* as decided before: the other is a root */
+    assert_false(specd_draft_length_worth_continuing(&dl, 0));
+    specd_draft_length_begin_joint(&dl, 0, 0.0, 2);
+    int32_t depth = 0;
+    while (specd_draft_length_worth_continuing(&dl, depth) && depth < 8) {
+        specd_draft_length_add_draft_decode(&dl);
+        assert_true(specd_draft_length_worth_adding(&dl, depth, 0.9f));
+        specd_draft_length_add(&dl, depth++, 0.9f);
+    }
+    assert_int_equal(depth, 3);
+    assert_float_equal(dl.cost, 41.0 + 3 * 2 * 1.5, 1e-9); /* T(8) and the 3 joint draft decodes */
+    specd_draft_length_begin(&dl); /* alone: a chain of 3 beside nothing is T(4), as ever */
+    assert_int_equal(dl.copies, 1);
+    assert_float_equal(dl.cost, 10.0, 1e-9);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uncalibrated_costs_follow_the_prior),
@@ -295,6 +323,7 @@ int main(void) {
         cmocka_unit_test(test_an_interrupted_first_pass_is_not_learnt),
         cmocka_unit_test(test_an_interrupted_very_first_pass_is_bounded_later),
         cmocka_unit_test(test_drafting_shrinks_as_the_pass_fills),
+        cmocka_unit_test(test_chains_drafted_together_see_the_pass_they_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

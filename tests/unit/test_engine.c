@@ -779,8 +779,9 @@ static void test_sessions_in_slots_equal_their_runs_alone(void **state) {
 
 /* A prompt begun in a slot while another slot runs (specd_session_begin_in_slot) goes in by
  * chunks that join the running slot's passes, and its first token comes out of the pass that
- * holds its last chunk (the root rides along), not a round later: time to first token. Both
- * sessions still give exactly what they give alone. */
+ * holds its last chunk (the root rides along), not a round later, and the running slot drafts
+ * nothing for that pass: time to first token. Both sessions still give exactly what they give
+ * alone. */
 static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
     (void)state;
     char long_prompt[2048] = "";
@@ -798,7 +799,7 @@ static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
     specd_session *s[2] = {NULL, NULL};
     assert_int_equal(specd_session_new_in_slot(slots, 0, ta, na, &g, &s[0], NULL), SPECD_OK);
     assert_int_equal(specd_session_begin_in_slot(slots, 1, tb, nb, &g, &s[1], NULL), SPECD_OK);
-    int chunk_passes = 0;
+    int chunk_passes = 0, lean_rounds = 0;
     for (int passes = 0; !specd_session_done(s[0]) || !specd_session_done(s[1]); passes++) {
         assert_true(passes < 1000);
         specd_session *live[2];
@@ -807,6 +808,7 @@ static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
         for (int i = 0; i < 2; i++)
             if (!specd_session_done(s[i])) ingesting[n] = specd_session_pending_prompt(s[i]) > 0, live[n++] = s[i];
         char *errs[2] = {0};
+        int32_t drafted_before = specd_session_result(s[0])->stats.n_drafted;
         if (specd_sessions_draft(live, n, NULL, errs) != SPECD_OK) fail_msg("draft: %s", errs[0]);
         if (specd_sessions_verify(live, n, NULL, NULL, errs) != SPECD_OK) fail_msg("pass: %s", errs[0]);
         for (int k = 0; k < n; k++) {
@@ -815,6 +817,11 @@ static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
                 chunk_passes++;
                 assert_int_equal(emitted, specd_session_pending_prompt(live[k]) > 0 ? 0 : 1);
                 if (emitted == 1) assert_int_equal(specd_session_result(live[k])->tokens[0], alone_b.tokens[0]);
+                if (emitted == 1) lean_rounds++;
+                /* that round's pass holds no drafts of the running slot (its fixed chains of 4
+                 * otherwise): all of it is time to the first token */
+                if (emitted == 1) assert_int_equal(specd_session_result(s[0])->stats.n_drafted, drafted_before);
+                else if (!specd_session_done(s[0])) assert_true(specd_session_result(s[0])->stats.n_drafted > drafted_before);
                 continue;
             }
             char *err = NULL;
@@ -822,6 +829,7 @@ static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
         }
     }
     assert_true(chunk_passes >= 3); /* several chunks, interleaved with the other slot's steps */
+    assert_int_equal(lean_rounds, 1);
     assert_same_tokens(specd_session_result(s[0]), &alone_a, "the running slot");
     assert_same_tokens(specd_session_result(s[1]), &alone_b, "the slot whose prompt came in chunks");
     for (int i = 0; i < 2; i++) specd_session_free(s[i]);
@@ -829,6 +837,40 @@ static void test_first_token_comes_with_the_last_prompt_chunk(void **state) {
     specd_free(tb);
     specd_result_clear(&alone_a);
     specd_result_clear(&alone_b);
+    specd_engine_free(slots);
+}
+
+/* Two adaptive sessions stepped together from an engine's first pass (no calibration file): the
+ * plain steps that learn the cost of a step without drafts are passes over both roots, so drafting
+ * starts within a few rounds. (It waited for a 1-token pass, which never comes while both run.)
+ * The draft is the target itself: everything is accepted, so drafting surely pays. */
+static void test_busy_slots_learn_their_plain_pass_and_draft(void **state) {
+    (void)state;
+    specd_engine_params p = test_engine_params(target_path, target_path, 2 * 256);
+    p.n_parallel = 2;
+    specd_engine *slots = open_engine_with(&p);
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 6, true);
+    specd_session *s[2];
+    for (int i = 0; i < 2; i++) {
+        specd_token *t = NULL;
+        int32_t n = 0;
+        assert_int_equal(specd_tokenize(slots, prompts[i], true, &t, &n, NULL), SPECD_OK);
+        assert_int_equal(specd_session_new_in_slot(slots, i, t, n, &g, &s[i], NULL), SPECD_OK);
+        specd_free(t);
+    }
+    for (int round = 0; round < 8; round++) {
+        char *errs[2] = {0};
+        if (specd_sessions_draft(s, 2, NULL, errs) != SPECD_OK) fail_msg("draft: %s", errs[0]);
+        if (specd_sessions_verify(s, 2, NULL, NULL, errs) != SPECD_OK) fail_msg("pass: %s", errs[0]);
+        for (int i = 0; i < 2; i++) assert_int_equal(specd_session_accept(s[i], NULL, NULL), SPECD_OK);
+        assert_false(specd_session_done(s[0]) || specd_session_done(s[1]));
+    }
+    for (int i = 0; i < 2; i++) {
+        const specd_result *r = specd_session_result(s[i]);
+        assert_true(r->stats.n_drafted > 0);
+        assert_int_equal(r->stats.n_accepted, r->stats.n_drafted);
+        specd_session_free(s[i]);
+    }
     specd_engine_free(slots);
 }
 
@@ -894,6 +936,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_session_step_parts_equal_generate),
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
+        cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
         cmocka_unit_test(test_only_regular_files_are_models),
         cmocka_unit_test(test_progress_callback_reports_and_cancels),
         cmocka_unit_test(test_quiet_loads_print_nothing),
