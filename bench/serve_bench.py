@@ -3,7 +3,9 @@
 
   bench/serve_bench.py --specd build/bin/specd --llama-server deps/llama/build-tools/bin/llama-server \\
       --target T.gguf --draft D.gguf [--prompts FILE] [--clients 1,2,4,8] [--temps 0,0.8]
-      [--requests 2] [-n 128] [--threads 2] [--parallel 4] [--draft-max 3] [--out docs/benchmarks-serve.md]
+      [--requests 2] [-n 128] [--threads 2] [--parallel 4] [--draft-max 3] [--out REPORT.md] [--plot PLOT.svg]
+
+`specd bench --serve` runs this same script (embedded in the program) with its own flags.
 
 Servers (each started fresh per temperature and client count, one at a time):
   specd          specd serve -np P -m T -md D (adaptive speculation)
@@ -156,7 +158,8 @@ def main():
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--draft-max", type=int, default=3)
     ap.add_argument("--servers", default="specd,llama,llama+draft")
-    ap.add_argument("--out")
+    ap.add_argument("--out", help="markdown report")
+    ap.add_argument("--plot", help="SVG plot of aggregate tokens/s (needs gnuplot)")
     args = ap.parse_args()
     prompts = [l.strip() for l in open(args.prompts) if l.strip()]
     kinds = [k for k in args.servers.split(",") if k == "specd" or args.llama_server]
@@ -192,16 +195,78 @@ def main():
                 rows.append(row)
                 print("%-12s T=%-4g C=%d  aggregate %6.1f t/s  per-request %6.1f t/s  TTFT p50 %6.0f ms p99 %6.0f ms  "
                       "acceptance %5.2f  RSS %5.0f MB  errors %d" % row, flush=True)
+    if args.plot:
+        draw_plot(args, rows)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write("| server | temperature | clients | aggregate t/s | per-request t/s | TTFT p50 ms | TTFT p99 ms "
-                    "| acceptance | peak RSS MB | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
-            for r in rows:
-                if len(r) == 4:
-                    f.write(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | | | | | | |\n")
-                else:
-                    f.write("| %s | %g | %d | %.1f | %.1f | %.0f | %.0f | %.2f | %.0f | %d |\n" % r)
+        write_report(args, rows)
     return 0
+
+
+def ratios(rows):
+    """specd's aggregate over the better llama-server at each (temperature, clients)."""
+    best, ours = {}, {}
+    for r in rows:
+        if len(r) == 4:
+            continue
+        key = (r[1], r[2])
+        if r[0] == "specd":
+            ours[key] = r[3]
+        else:
+            best[key] = max(best.get(key, 0.0), r[3])
+    return {k: ours[k] / best[k] for k in ours if best.get(k)}
+
+
+def write_report(args, rows):
+    with open(args.out, "w") as f:
+        f.write(f"Settings: {os.path.basename(args.target)} + {os.path.basename(args.draft)}, -np {args.parallel}, "
+                f"-c {args.ctx}, -t {args.threads}, n_predict {args.n}, {args.requests} requests per client, "
+                f"llama-server's draft {args.draft_max}, {time.strftime('%Y-%m-%d %H:%M')}\n\n")
+        f.write("| server | temperature | clients | aggregate t/s | per-request t/s | TTFT p50 ms | TTFT p99 ms "
+                "| acceptance | peak RSS MB | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            if len(r) == 4:
+                f.write(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | | | | | | |\n")
+            else:
+                f.write("| %s | %g | %d | %.1f | %.1f | %.0f | %.0f | %.2f | %.0f | %d |\n" % r)
+        q = ratios(rows)
+        if q:
+            f.write("\nspecd's aggregate tokens/s against the better llama-server:\n\n| temperature | clients | ratio |\n"
+                    "|---|---|---|\n")
+            for (temp, clients), v in sorted(q.items()):
+                f.write(f"| {temp:g} | {clients} | {v:.2f}x |\n")
+        elif not args.llama_server:
+            f.write("\n(llama-server was not measured: make bench-deps builds it.)\n")
+        if args.plot and os.path.exists(args.plot):
+            f.write(f"\n![aggregate tokens/s]({os.path.basename(args.plot)})\n")
+        elif args.plot:
+            f.write("\n(No plot: gnuplot is not installed; make bench-deps installs it.)\n")
+
+
+def draw_plot(args, rows):
+    """Aggregate tokens/s against the number of clients, a line per server and temperature (SVG)."""
+    import shutil
+    if os.path.exists(args.plot):
+        os.unlink(args.plot)  # an old run's plot must not pass for this one's
+    if not shutil.which("gnuplot"):
+        print("serve_bench: plot skipped: gnuplot not found (make bench-deps installs it)", file=sys.stderr)
+        return
+    lines = {}
+    for r in rows:
+        if len(r) != 4:
+            lines.setdefault(f"{r[0]} t={r[1]:g}", []).append((r[2], r[3]))
+    script = [f"set terminal svg size 720,420 dynamic background '#ffffff'", f"set output '{args.plot}'",
+              "set title 'Aggregate generated tokens/s'", "set xlabel 'concurrent clients'",
+              "set ylabel 'tokens/s'", "set key outside right", "set logscale x 2", "set grid"]
+    plots, data = [], []
+    for name, points in lines.items():
+        plots.append(f"'-' using 1:2 with linespoints title '{name}'")
+        data.append("\n".join(f"{c} {v:.2f}" for c, v in sorted(points)) + "\ne")
+    script.append("plot " + ", ".join(plots))
+    text = "\n".join(script + data) + "\n"
+    done = subprocess.run(["gnuplot"], input=text, text=True, capture_output=True)
+    if done.returncode != 0:
+        print(f"serve_bench: plot failed: gnuplot exit status {done.returncode}: {done.stderr[-300:]}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,9 @@ static void bench_usage(FILE *out) {
           "  -ngl N, -ngld N, --device LIST, --device-draft LIST, --rpc HOST:PORT,...\n"
           "                        where the layers go, given to specd and llama.cpp's tools alike\n"
           "                        (e.g. -ngl 99 -ngld 99 on a GPU build: make GPU=cuda)\n"
-          "  --list-devices        list the devices and exit\n",
+          "  --list-devices        list the devices and exit\n"
+          "  --serve               specd serve against llama-server with concurrent clients instead\n"
+          "                        (specd bench --serve --help)\n",
           out);
 }
 
@@ -213,8 +215,7 @@ static void run_group(const bench_options *o, bench_group *g, char prompts[][102
     }
 }
 
-/* mkdir -p: the results folder and its parents. */
-static bool make_dirs(const char *path) {
+bool bench_make_dirs(const char *path) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
@@ -286,6 +287,8 @@ int cli_bench(int argc, char **argv, const char *self) {
         .models_dir = models, .prompts_file = "../shared/bench/prompts.txt", .n_prompts = 6,
         .temps = {0.0, 1.0}, .n_temps = 2, .sweep = {2, 3, 4, 5, 6, 8}, .n_sweep = 6, .out_dir = "results/bench",
     };
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--serve")) return cli_bench_serve(argc, argv, self); /* bench_serve.c */
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < a.argc) {
         const char *f = a.argv[a.i++];
@@ -304,7 +307,7 @@ int cli_bench(int argc, char **argv, const char *self) {
     if (o.n_pairs == 0) default_pairs(&o, pair_paths);
     char err[512];
     /* The folder is made first: a long run must not end unable to write its report. */
-    if (!make_dirs(o.out_dir)) {
+    if (!bench_make_dirs(o.out_dir)) {
         fprintf(stderr, "specd: error: cannot create the results folder '%s'\n", o.out_dir);
         return CLI_EXIT_USAGE;
     }

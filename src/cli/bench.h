@@ -57,6 +57,8 @@ typedef struct bench_settings {
 /* bench_proc.c */
 bool bench_run_config(const bench_settings *s, const bench_config *c, const char *target,
                       const char *draft, const char *prompt, double temp, bench_sample *out);
+/* mkdir -p: a results folder and its parents; false when it cannot be made or written. */
+bool bench_make_dirs(const char *path);
 /* Whether an executable file `name` is in one of PATH's folders. */
 bool bench_tool_in_path(const char *name);
 /* Runs `tool` (looked up in PATH, output dropped) with `input` on its stdin and waits for it.

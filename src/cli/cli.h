@@ -11,6 +11,8 @@
 int cli_run(int argc, char **argv);
 /* `self` is this program's path: the benchmark runs it as a child, like the other tools. */
 int cli_bench(int argc, char **argv, const char *self);
+/* specd bench --serve (bench_serve.c): specd serve against llama-server, concurrent clients. */
+int cli_bench_serve(int argc, char **argv, const char *self);
 
 /* output.c */
 /* Where the time before the first generated token went (specd run). */

@@ -242,9 +242,38 @@ def bench(specd, models):
               and "| specd suffix |" in report and "failed" not in report, r.stderr[-500:] + report[:300])
         bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools)
         bench_plots(specd, target, draft, tmp, prompts)
+        bench_serve(specd, target, draft, tmp, prompts)
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
     check("bench without llama tools says what to do", r.returncode == 2 and "make bench-deps" in r.stderr, r.stderr)
     return 0
+
+
+def bench_serve(specd, target, draft, tmp, prompts):
+    """specd bench --serve on the tiny pair: specd serve with 1 and 2 concurrent clients, no
+    llama-server (said so), a report with both rows; without gnuplot in PATH the plot is skipped
+    and not linked; set-up errors are caught before anything runs."""
+    import shutil
+    only_python = os.path.join(tmp, "only-python")
+    os.makedirs(only_python)
+    os.symlink(shutil.which("python3"), os.path.join(only_python, "python3"))
+    out = os.path.join(tmp, "serve-out")
+    r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--clients", "1,2", "--temps",
+             "0", "-n", "8", "--requests", "1", "-c", "512", "-np", "2", "--llama-bin", "/nonexistent", "--out", out],
+            path=only_python)
+    report = read_text(os.path.join(out, "serve.md")) if r.returncode == 0 else ""
+    rows = [line.split("|") for line in report.splitlines() if line.startswith("| specd |")]
+    check("bench --serve measures specd serve at each client count", r.returncode == 0 and len(rows) == 2
+          and [row[3].strip() for row in rows] == ["1", "2"] and all(float(row[4]) > 0 for row in rows)
+          and all(row[10].strip() == "0" for row in rows), r.stderr[-800:] + report)
+    check("bench --serve says llama-server is missing and what builds it", "llama-server not found" in r.stderr
+          and "make bench-deps" in r.stderr and "llama-server was not measured" in report, r.stderr[-500:])
+    check("bench --serve without gnuplot skips the plot and links none", "plot skipped" in r.stderr
+          and ".svg)" not in report and not os.path.exists(os.path.join(out, "serve.svg")), r.stderr[-500:])
+    r = run([specd, "bench", "--serve", "--pair", target, os.path.join(tmp, "missing.gguf"), "--prompts", prompts])
+    check("bench --serve refuses a missing model before it starts", r.returncode == 2
+          and "missing.gguf" in r.stderr and "make bench-models" in r.stderr, r.stderr)
+    r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--clients", "1,x"])
+    check("bench --serve refuses a bad list", r.returncode == 2 and "--clients" in r.stderr, r.stderr)
 
 
 def bench_plots(specd, target, draft, tmp, prompts):
