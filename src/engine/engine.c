@@ -491,12 +491,15 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->draft_path = params->draft_path && *params->draft_path ? copy_string(params->draft_path) : NULL;
     e->params.target_path = e->target_path;
     e->params.draft_path = e->draft_path;
+    e->calibration_cache = params->calibration_cache ? copy_string(params->calibration_cache) : NULL;
+    e->params.calibration_cache = e->calibration_cache;
     e->params.progress_callback = NULL; /* only the load calls it: the engine keeps no caller's pointer */
     e->params.progress_user_data = NULL;
     e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
     atomic_init(&e->stop_requests, 0u);
-    bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path);
-    if (!copied) specd_set_error(error, "out of memory for the model paths");
+    bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path) &&
+                  (e->calibration_cache || !params->calibration_cache);
+    if (!copied) specd_set_error(error, "out of memory for the model and calibration cache paths");
     st = copied ? engine_load(e, params, &failed, error) : SPECD_ERR_NO_MEMORY;
     if (st != SPECD_OK) {
         if (failed_input) *failed_input = failed;
@@ -534,6 +537,7 @@ void specd_engine_free(specd_engine *e) {
     if (e->batch.token) llama_batch_free(e->batch);
     free(e->target_path);
     free(e->draft_path);
+    free(e->calibration_cache);
     free(e);
 }
 

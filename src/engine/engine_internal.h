@@ -54,6 +54,9 @@ typedef struct specd_model_slot {
 
 struct specd_engine {
     specd_engine_params params;
+    /* The caller's calibration_cache, copied: the file is opened at the first request, when
+     * the caller's string may be gone (JSON-RPC init frees its flags after the load). */
+    char *calibration_cache;
     char *target_path;
     char *draft_path;
     specd_model_slot target;

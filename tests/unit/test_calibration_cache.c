@@ -323,6 +323,29 @@ static void test_the_first_speculative_request_keeps_the_prompt_cache(void **sta
 
 /* ---- the default location -------------------------------------------------------------------- */
 
+/* The engine keeps its own copy of the path: the file is opened at the first request, and a
+ * caller may free its string right after specd_engine_new (JSON-RPC init does: specd serve wrote
+ * its files under names made of freed memory in the working directory). */
+static void test_the_path_may_be_freed_after_the_load(void **state) {
+    (void)state;
+    char *dir = malloc(300);
+    assert_non_null(dir);
+    snprintf(dir, 300, "%s/freed-after-load/", tmp_dir);
+    specd_engine *e = open_cached(dir, 1);
+    memset(dir, 'x', strlen(dir)); /* what a reuse of the memory would leave */
+    free(dir);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "the little girl saw a big red ball", &g);
+    specd_result_clear(&r);
+    specd_calibration_info info = specd_engine_calibration(e);
+    char want[300];
+    snprintf(want, sizeof want, "%s/freed-after-load/calibration-", tmp_dir);
+    assert_non_null(info.path);
+    assert_true(strncmp(info.path, want, strlen(want)) == 0);
+    assert_int_equal(access(info.path, R_OK), 0);
+    specd_engine_free(e);
+}
+
 static void test_the_default_is_under_the_xdg_cache(void **state) {
     (void)state;
     char *old_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
@@ -363,6 +386,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_a_changed_model_makes_the_file_stale),
         cmocka_unit_test(test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on),
         cmocka_unit_test(test_off_means_no_file),
+        cmocka_unit_test(test_the_path_may_be_freed_after_the_load),
         cmocka_unit_test(test_the_first_speculative_request_keeps_the_prompt_cache),
         cmocka_unit_test(test_the_default_is_under_the_xdg_cache),
     };
