@@ -36,9 +36,9 @@ extern "C" {
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 3
-#define SPECD_VERSION_PATCH 1
-#define SPECD_VERSION_STRING "0.3.1"
+#define SPECD_VERSION_MINOR 4
+#define SPECD_VERSION_PATCH 0
+#define SPECD_VERSION_STRING "0.4.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -354,6 +354,15 @@ typedef struct specd_sampling_params {
     /* Locally typical sampling (llama.cpp's typical sampler, after top-k): keep the tokens whose
      * surprise is closest to the entropy, up to this much probability. >= 1: off (default 1). */
     float typical_p;
+    /* With an explicit seed and temperature > 0 (no mirostat): the text depends only on the seed,
+     * the prompt and the target, the same with or without speculation, with any draft length or
+     * tree and whatever other slots run (default true). Each token is then the Gumbel-max draw
+     * at its index in the output, with noise keyed by (seed, index, token): an exact draw from the
+     * target's distribution, and drafts are verified by whether they equal it (the draft model
+     * proposes its own draw from q under the same noise). Acceptance is the chance that two such
+     * draws agree, a little below rejection sampling's; false (or a random seed) keeps rejection
+     * sampling, whose draws follow the drafts: the same distribution, not the same text. */
+    bool reproducible;
 } specd_sampling_params;
 
 #define SPECD_SEED_RANDOM UINT64_MAX

@@ -112,6 +112,8 @@ static inline exact_pairs exact_first_two(const char *model_path, const specd_to
  * ...), counts each pair, and asserts that the counts follow ex->prob (chi-square) and that drafts
  * were both accepted and rejected, so both verification outcomes were exercised. Without
  * ignore_eos a generation may end after one token; its second token then counts as ex->eos. */
+/* With g.sampling.reproducible, each sample's explicit seed makes it a coupled draw (the Gumbel-max
+ * path); without, rejection sampling. Callers say which they test. */
 static inline void assert_first_two_follow(specd_engine *e, const specd_token *prompt, int32_t n,
                                            specd_generation_params g, const exact_pairs *ex, int n_samples,
                                            const char *label) {
@@ -151,7 +153,7 @@ static inline void assert_fixed_drafts_are_exact(specd_engine *e, const char *ta
     exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
     assert_non_null(ex.prob);
     specd_generation_params g = specd_generation_default_params();
-    g.sampling = sp;
+    g.sampling = sp; /* sp.reproducible picks the coupled draws or rejection sampling */
     g.ignore_eos = true;
     g.speculative.type = SPECD_SPEC_DRAFT;
     g.speculative.draft_max = draft_len;

@@ -305,6 +305,7 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
         break;
     case TOOL_SPECD:
         add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp), add(a, "--json");
+        add(a, "--no-reproducible"); /* the seed is for repeatability: measure rejection sampling */
         if (!c->no_draft) add(a, "-md"), add(a, draft), add_draft_placement(a, s);
         if (c->specd_args) {
             snprintf(extra, 256, "%s", c->specd_args);

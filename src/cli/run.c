@@ -63,7 +63,11 @@ static void run_usage(FILE *out) {
           "  --typical P              locally typical sampling (default 1 = off)\n"
           "  --repeat-penalty X       (default 1 = off)   --repeat-last-n N (default 64)\n"
           "  --presence-penalty X     (default 0)         --frequency-penalty X (default 0)\n"
-          "  --seed S                 random seed (default: from the clock)\n"
+          "  --seed S                 random seed (default: from the clock); with a seed the text\n"
+          "                           is the same with any speculation (coupled draws)\n"
+          "  --no-reproducible        with a seed, verify by rejection sampling instead: the same\n"
+          "                           distribution and a higher acceptance, the draws following the\n"
+          "                           drafts\n"
           "  --ignore-eos             do not stop at end-of-generation tokens\n"
           "  --context-shift          when the context is full, drop the older half of what follows\n"
           "                           the first --keep tokens and go on (as llama-server)\n"
@@ -171,6 +175,7 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->presence_penalty = (float)d; }
     else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->frequency_penalty = (float)d; }
     else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
+    else if (!strcmp(f, "--no-reproducible")) s->reproducible = false;
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
     else if (!strcmp(f, "--context-shift")) o->gen.context_shift = true;
     else if (!strcmp(f, "--keep")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); o->gen.n_keep = (int32_t)i; }

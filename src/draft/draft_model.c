@@ -8,6 +8,7 @@
 
 #include "draft_tree.h"
 
+#include "../sample/coupled.h"
 #include "../sample/softmax.h"
 #include "../sample/grammar.h"
 #include "../util/util.h"
@@ -47,7 +48,9 @@ static specd_token draw_token(draft_model *dm, const specd_draft_request *req, c
         return t;
     }
     if (!specd_sampler_dist_filtered(s, logits, req->history, n_history, filter, &dm->q)) return -1;
-    specd_token t = specd_dist_sample(&dm->q, req->rng);
+    specd_token t = req->coupled ? specd_coupled_draw(&dm->q, req->coupled_seed,
+                                                      req->coupled_index + (n_history - req->n_history))
+                                 : specd_dist_sample(&dm->q, req->rng);
     *confidence = specd_dist_prob(&dm->q, t);
     return t;
 }

@@ -33,6 +33,12 @@ typedef struct specd_draft_request {
     float tree_p_split;
     int32_t tree_max_nodes;
     bool tree_auto;
+    /* Coupled draws (sample/coupled.h) for a reproducible seeded request: the draft model proposes
+     * its coupled draw from q at each depth, output index coupled_index + depth, under
+     * coupled_seed, so that it meets the target's draw under the same noise. */
+    bool coupled;
+    uint64_t coupled_seed;
+    int64_t coupled_index;
 } specd_draft_request;
 
 typedef struct specd_drafter_ops {

@@ -59,7 +59,7 @@ static bool parse_seed(rpc_params *rp, completion_request *req) {
     if (rpc_get_int(rp, "seed", -1, INT64_MAX, &seed) < 0) return false;
     req->seed_requested = seed;
     req->gen.sampling.seed = seed < 0 ? SPECD_SEED_RANDOM : (uint64_t)seed;
-    return true;
+    return rpc_get_bool(rp, "reproducible", &req->gen.sampling.reproducible) >= 0;
 }
 
 static bool parse_sampling(rpc_params *rp, completion_request *req) {

@@ -15,6 +15,7 @@
 #include "context_shift.h"
 #include "../draft/draft_length.h"
 #include "probs.h"
+#include "../sample/coupled.h"
 #include "../sample/grammar.h"
 
 #include <stdlib.h>
@@ -40,6 +41,10 @@ typedef struct specd_session {
     specd_sampler sampler;
     specd_verifier verifier;
     specd_rng rng;
+    /* A reproducible seeded request (specd_sampling_params.reproducible): every token is the
+     * coupled draw at its output index (sample/coupled.h), verified by the greedy walk. */
+    bool coupled;
+    specd_dist coupled_dist;  /* scratch for the target's distribution at a node */
     specd_token_tree tree;
     specd_drafter drafter;    /* ops == NULL: speculation off */
     specd_draft_length *length; /* the engine's, shared across generations */
@@ -148,6 +153,9 @@ static specd_status init_sampling(generation *g, char **error) {
     free(forbidden);
     if (!ok) return SPECD_ERR_INVALID_ARGUMENT;
     specd_rng_seed(&g->rng, pick_seed(g->params->sampling.seed));
+    const specd_sampling_params *sp = &g->params->sampling;
+    g->coupled = sp->reproducible && sp->seed != SPECD_SEED_RANDOM && !specd_sampler_is_greedy(&g->sampler) &&
+                 !specd_sampler_needs_target_alone(&g->sampler);
     if (!specd_verifier_init(&g->verifier, g->e->n_vocab)) {
         specd_set_error(error, "out of memory for the verifier");
         return SPECD_ERR_NO_MEMORY;
@@ -201,6 +209,7 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
 static void free_generation(generation *g) {
     specd_sampler_free(&g->sampler);
     specd_verifier_free(&g->verifier);
+    specd_dist_free(&g->coupled_dist);
     specd_tree_free(&g->tree);
     if (g->drafter.ops) g->drafter.ops->destroy(g->drafter.self);
     if (g->grammar) specd_grammar_free(g->grammar);
@@ -283,10 +292,14 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         .rng = &g->rng,
         .length = sp->adaptive ? g->length : NULL,
         .grammar = g->grammar,
-        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF ? 1 : sp->draft_branches,
+        /* coupled draws are one per index: a tree's siblings would be the same token */
+        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || g->coupled ? 1 : sp->draft_branches,
         .tree_p_split = sp->draft_p_split,
         .tree_max_nodes = tree_node_budget(g, sp, budget),
         .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,
+        .coupled = g->coupled,
+        .coupled_seed = g->params->sampling.seed,
+        .coupled_index = g->result->n_tokens,
     };
     if (req->min_len > budget) req->min_len = budget;
     return true;
@@ -381,11 +394,20 @@ static specd_token target_argmax_cb(void *ctx, const specd_token_tree *tree, int
                                          n, node_filter(g, node, &f));
 }
 
+/* A reproducible seeded request's token after `node`: the coupled draw from the target's
+ * distribution there, at that token's index in the output (-1 when out of memory). */
+static specd_token target_coupled_cb(void *ctx, const specd_token_tree *tree, int32_t node) {
+    generation *g = ctx;
+    if (!target_dist_cb(g, tree, node, &g->coupled_dist)) return -1;
+    return specd_coupled_draw(&g->coupled_dist, g->params->sampling.seed,
+                              (int64_t)g->result->n_tokens + tree->nodes[node].depth);
+}
+
 static specd_status verify_step(generation *g, specd_verify_result *vr, char **error) {
-    specd_verify_source src = {target_dist_cb, target_argmax_cb, g};
+    specd_verify_source src = {target_dist_cb, g->coupled ? target_coupled_cb : target_argmax_cb, g};
     vr->path = g->path;
     double t0 = specd_now_ms();
-    bool ok = specd_sampler_is_greedy(&g->sampler)
+    bool ok = specd_sampler_is_greedy(&g->sampler) || g->coupled
                   ? specd_verify_greedy(&g->verifier, &g->tree, &src, vr)
                   : specd_verify_stochastic(&g->verifier, &g->tree, &src, &g->rng, vr);
     g->result->stats.sample_ms += specd_now_ms() - t0;

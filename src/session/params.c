@@ -22,6 +22,7 @@ specd_generation_params specd_generation_default_params(void) {
     p.sampling.mirostat_tau = 5.0f;
     p.sampling.mirostat_eta = 0.1f;
     p.sampling.typical_p = 1.0f;
+    p.sampling.reproducible = true;
     p.speculative.type = SPECD_SPEC_AUTO;
     p.speculative.draft_max = 8;
     p.speculative.draft_min = 0;

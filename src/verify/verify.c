@@ -38,6 +38,7 @@ bool specd_verify_greedy(specd_verifier *v, const specd_token_tree *tree,
     result->last_node = 0;
     for (int32_t node = 0;;) {
         specd_token want = src->target_argmax(src->ctx, tree, node);
+        if (want < 0) return false; /* the source failed (out of memory) */
         int32_t child = find_child(tree, node, want);
         if (child < 0) {
             result->next_token = want;

@@ -406,6 +406,21 @@ def check_probs(port):
           and same_probs(alias["completion_probabilities"], llama["completion_probabilities"]), alias)
 
 
+def check_seeded(port):
+    """A seed fixes the text whatever the speculation (coupled draws), as llama-server's users
+    expect; "reproducible": false keeps rejection sampling; a bad value is refused by name."""
+    base = {"prompt": "she was", "n_predict": 16, "temperature": 0.8, "seed": 5, "return_tokens": True}
+    runs = [completion(port, dict(base, speculative={"n_max": k, "n_min": k})) for k in (1, 4)]
+    runs.append(completion(port, dict(base, speculative={"n_max": 0})))
+    check("a seeded request gives the same tokens with drafts of 1, of 4 and none",
+          all(code == 200 for code, _ in runs) and runs[0][1]["tokens"] == runs[1][1]["tokens"] == runs[2][1]["tokens"]
+          and len(runs[0][1]["tokens"]) == 16, [r[1].get("tokens") for r in runs])
+    code, off = completion(port, dict(base, reproducible=False, speculative={"n_max": 4, "n_min": 4}))
+    check("reproducible false is accepted (rejection sampling)", code == 200 and len(off["tokens"]) == 16, off)
+    code, bad = completion(port, dict(base, reproducible=3))
+    check("reproducible must be a boolean", code == 400 and "reproducible" in bad["error"]["message"], (code, bad))
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1"])
@@ -422,6 +437,7 @@ def main(specd, models):
             check_fields(port)
             check_json_schema(port)
             check_probs(port)
+            check_seeded(port)
         else:
             failures.append("start")
     finally:

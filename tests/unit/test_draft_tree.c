@@ -46,6 +46,7 @@ static specd_generation_params tree_params(specd_draft_tree_mode mode, int32_t b
     g.ignore_eos = true;
     g.sampling.temperature = 0.0f;
     g.sampling.seed = 1;
+    g.sampling.reproducible = false; /* sampled trees: rejection sampling over siblings */
     g.speculative.type = SPECD_SPEC_DRAFT;
     g.speculative.draft_max = 6;
     g.speculative.tree = mode;
@@ -153,6 +154,7 @@ static void check_sampled_trees_are_exact(int32_t top_k, float top_p, int n_samp
     /* Trees forced: every split drafted (p_split 0), four siblings at the root. */
     specd_generation_params g = tree_params(SPECD_DRAFT_TREE_ON, 4, 0.0f);
     g.sampling = sp;
+    g.sampling.reproducible = false; /* rejection sampling */
     g.speculative.draft_max = 3;
     g.speculative.draft_min = 3;
     g.speculative.adaptive = false;
@@ -182,6 +184,7 @@ static void test_sampled_chains_cut_by_confidence_are_exact(void **state) {
     exact_pairs ex = exact_setup(0, 1.0f, &sp, &prompt, &n);
     specd_generation_params g = tree_params(SPECD_DRAFT_TREE_OFF, 4, 0.1f);
     g.sampling = sp;
+    g.sampling.reproducible = false; /* rejection sampling */
     g.speculative.draft_max = 3;
     g.speculative.draft_min = 0;
     g.speculative.draft_p_min = 0.1f; /* cuts some chains, not all (the chain drafter's code before: z = 27) */

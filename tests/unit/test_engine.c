@@ -197,6 +197,7 @@ static void test_n_predict_is_exact(void **state) {
 
 
 static void check_sampling_is_exact(specd_sampling_params sp, int n_samples) {
+    sp.reproducible = false; /* rejection sampling (the coupled draws have their own test) */
     char label[96];
     snprintf(label, sizeof label, "sampling (top_k %d top_p %.2f typical_p %.2f)", sp.top_k, sp.top_p,
              sp.typical_p);
@@ -874,6 +875,70 @@ static void test_busy_slots_learn_their_plain_pass_and_draft(void **state) {
     specd_engine_free(slots);
 }
 
+/* A reproducible seeded request (the default with an explicit seed) at temperature 0.8 gives the
+ * same text without speculation, with fixed drafts of 1 and 4, adaptive lengths, forced trees,
+ * a model-free drafter, and in a slot while another slot runs; its first two tokens still follow
+ * the target's exact distribution (chi-square over seeds, drafts of 3). */
+static void test_a_seeded_request_gives_the_same_text_whatever_runs(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_NONE, 0, true);
+    g.sampling.temperature = 0.8f;
+    g.sampling.seed = 11;
+    specd_result alone = generate_text(engine, prompts[1], &g);
+    struct { specd_spec_type type; int32_t max; bool adaptive; specd_draft_tree_mode tree; } ways[] = {
+        {SPECD_SPEC_DRAFT, 1, false, SPECD_DRAFT_TREE_OFF}, {SPECD_SPEC_DRAFT, 4, false, SPECD_DRAFT_TREE_OFF},
+        {SPECD_SPEC_DRAFT, 6, true, SPECD_DRAFT_TREE_AUTO}, {SPECD_SPEC_DRAFT, 6, true, SPECD_DRAFT_TREE_ON},
+        {SPECD_SPEC_NGRAM_SIMPLE, 4, true, SPECD_DRAFT_TREE_AUTO}};
+    int64_t drafted = 0;
+    for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
+        specd_generation_params s = greedy_params(ways[w].type, ways[w].max, ways[w].adaptive);
+        s.sampling = g.sampling;
+        s.speculative.tree = ways[w].tree;
+        specd_result r = generate_text(engine, prompts[1], &s);
+        char what[64];
+        snprintf(what, sizeof what, "seeded, speculation way %zu", w);
+        assert_same_tokens(&r, &alone, what);
+        drafted += r.stats.n_drafted;
+        specd_result_clear(&r);
+    }
+    assert_true(drafted > 0);
+    /* in slot 1 beside a greedy request in slot 0, stepped together */
+    specd_engine_params p = test_engine_params(target_path, draft_path, 2 * 256);
+    p.n_parallel = 2;
+    specd_engine *slots = open_engine_with(&p);
+    specd_generation_params other = greedy_params(SPECD_SPEC_DRAFT, 4, false), seeded = greedy_params(SPECD_SPEC_DRAFT, 6, true);
+    seeded.sampling = g.sampling;
+    specd_session *s[2];
+    const char *texts[2] = {prompts[0], prompts[1]};
+    const specd_generation_params *params[2] = {&other, &seeded};
+    for (int i = 0; i < 2; i++) {
+        specd_token *t = NULL;
+        int32_t n = 0;
+        assert_int_equal(specd_tokenize(slots, texts[i], true, &t, &n, NULL), SPECD_OK);
+        assert_int_equal(specd_session_new_in_slot(slots, i, t, n, params[i], &s[i], NULL), SPECD_OK);
+        specd_free(t);
+    }
+    for (int round = 0; !specd_session_done(s[1]); round++) {
+        assert_true(round < 1000);
+        specd_session *live[2];
+        int m = 0;
+        for (int i = 0; i < 2; i++)
+            if (!specd_session_done(s[i])) live[m++] = s[i];
+        char *errs[2] = {0};
+        if (specd_sessions_draft(live, m, NULL, errs) != SPECD_OK) fail_msg("draft: %s", errs[0]);
+        if (specd_sessions_verify(live, m, NULL, NULL, errs) != SPECD_OK) fail_msg("pass: %s", errs[0]);
+        for (int k = 0; k < m; k++) assert_int_equal(specd_session_accept(live[k], NULL, NULL), SPECD_OK);
+    }
+    assert_same_tokens(specd_session_result(s[1]), &alone, "seeded, in a slot beside another");
+    for (int i = 0; i < 2; i++) specd_session_free(s[i]);
+    specd_engine_free(slots);
+    specd_result_clear(&alone);
+    specd_sampling_params sp = g.sampling;
+    sp.temperature = 1.0f;
+    sp.top_k = 0, sp.top_p = 1.0f, sp.min_p = 0.0f;
+    assert_fixed_drafts_are_exact(engine, target_path, prompts[2], sp, 3, 6000, "coupled draws, drafts of 3");
+}
+
 /* The step in its three public parts equals specd_generate; parts out of order are refused. */
 static void test_session_step_parts_equal_generate(void **state) {
     (void)state;
@@ -937,6 +1002,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
+        cmocka_unit_test(test_a_seeded_request_gives_the_same_text_whatever_runs),
         cmocka_unit_test(test_only_regular_files_are_models),
         cmocka_unit_test(test_progress_callback_reports_and_cancels),
         cmocka_unit_test(test_quiet_loads_print_nothing),

@@ -188,6 +188,7 @@ static void check_sampling_under_grammar_is_exact(specd_spec_type type, const sp
     assert_non_null(ex.prob);
     specd_generation_params g = greedy(&type, 1, grammar);
     g.sampling = sp;
+    g.sampling.reproducible = false; /* rejection sampling */
     /* End-of-generation stays possible once the grammar is complete (after one word), as in the
      * reference; a second token that ends the generation counts as the end token. */
     g.ignore_eos = false;

@@ -204,6 +204,7 @@ static void test_sampling_with_prompt_lookup_is_exact(void **state) {
     specd_spec_type types[] = {SPECD_SPEC_NGRAM_SIMPLE};
     specd_generation_params g = greedy_list(types, 1, 3, false);
     g.sampling = sp;
+    g.sampling.reproducible = false; /* rejection sampling */
     g.speculative.draft_min = 3;
     assert_first_two_follow(engine, prompt, n, g, &ex, 10000, "ngram-simple sampling");
     free(ex.prob);

@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "chi_square.h"
+#include "sample/coupled.h"
+#include "sample/dist.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
 #include "llama.h"
@@ -447,9 +450,45 @@ static void test_filter_allowing_nothing_gives_its_end_token(void **state) {
     specd_dist_free(&d);
 }
 
+/* Coupled draws (sample/coupled.h): over many seeds, the draw at one index follows the
+ * distribution, and the draws at two indexes of one seed are independent (pairs follow p x p);
+ * one seed and index always give the same token. */
+static void test_coupled_draws_follow_the_distribution(void **state) {
+    (void)state;
+    static const float P[] = {0.4f, 0.25f, 0.15f, 0.1f, 0.07f, 0.03f};
+    enum { K = 6, N = 60000 };
+    specd_dist d = {0};
+    assert_true(specd_dist_reserve(&d, K));
+    d.n = K;
+    for (int i = 0; i < K; i++) d.ids[i] = 100 + 7 * i, d.probs[i] = P[i];
+    double one[K], pair[K * K];
+    int64_t seen_one[K] = {0}, seen_pair[K * K] = {0};
+    for (int i = 0; i < K; i++) {
+        one[i] = P[i];
+        for (int j = 0; j < K; j++) pair[i * K + j] = (double)P[i] * P[j];
+    }
+    int same = 0;
+    for (uint64_t seed = 1; seed <= N; seed++) {
+        specd_token a = specd_coupled_draw(&d, seed, 5), b = specd_coupled_draw(&d, seed, 6);
+        assert_int_equal(specd_coupled_draw(&d, seed, 5), a); /* a function of (seed, index, dist) */
+        int ia = (a - 100) / 7, ib = (b - 100) / 7;
+        assert_true(ia >= 0 && ia < K && ib >= 0 && ib < K);
+        seen_one[ia]++;
+        seen_pair[ia * K + ib]++;
+        same += a == b;
+    }
+    chi_square_result c1 = chi_square_test(one, seen_one, K, N), c2 = chi_square_test(pair, seen_pair, K * K, N);
+    print_message("coupled draws: one index z %.2f, two indexes z %.2f, equal %d of %d\n", c1.z, c2.z, same, N);
+    assert_true(c1.z < CHI_SQUARE_MAX_Z && c2.z < CHI_SQUARE_MAX_Z && c2.df >= 20);
+    d.probs[0] = 0.0f; /* a token with no probability is never drawn */
+    for (uint64_t seed = 1; seed <= 2000; seed++) assert_int_not_equal(specd_coupled_draw(&d, seed, 0), 100);
+    specd_dist_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_softmax_at_temperatures),
+        cmocka_unit_test(test_coupled_draws_follow_the_distribution),
         cmocka_unit_test(test_top_k_top_p_min_p),
         cmocka_unit_test(test_typical_p),
         cmocka_unit_test(test_chain_equals_llama_cpp_samplers),
