@@ -202,12 +202,29 @@ static const char *rpc_servers_of(json_t *init_args) {
 
 #define SERVE_DEFAULT_PARALLEL "4"
 
-static bool has_parallel_flag(json_t *args) {
+static bool has_flag(json_t *args, const char *flag, const char *alias) {
     size_t i;
     json_t *v;
     json_array_foreach(args, i, v)
-        if (!strcmp(json_string_value(v), "-np") || !strcmp(json_string_value(v), "--parallel")) return true;
+        if (!strcmp(json_string_value(v), flag) || (alias && !strcmp(json_string_value(v), alias))) return true;
     return false;
+}
+
+/* The defaults a server adds to init's flags: llama-server's -np 4 (it serves several clients),
+ * and the calibration cache `specd run` keeps, so a server starts from the pass costs earlier
+ * processes measured instead of learning them while it serves (one client, benchmark pair:
+ * 91 against 86 tokens/s, interleaved; docs/performance.md). --calibration-cache off: none. */
+static void add_server_defaults(json_t *args) {
+    if (!has_flag(args, "-np", "--parallel")) {
+        json_array_append_new(args, json_string("-np"));
+        json_array_append_new(args, json_string(SERVE_DEFAULT_PARALLEL));
+    }
+    char *cache = has_flag(args, "--calibration-cache", NULL) ? NULL : specd_default_calibration_cache();
+    if (cache) {
+        json_array_append_new(args, json_string("--calibration-cache"));
+        json_array_append_new(args, json_string(cache));
+    }
+    specd_free(cache);
 }
 
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
@@ -233,10 +250,7 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }
-    if (!has_parallel_flag(o->init_args)) { /* a server serves several clients: llama-server's -np 4 */
-        json_array_append_new(o->init_args, json_string("-np"));
-        json_array_append_new(o->init_args, json_string(SERVE_DEFAULT_PARALLEL));
-    }
+    add_server_defaults(o->init_args);
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
     if (o->api_key && o->admin_key && strcmp(o->api_key, o->admin_key) == 0) {
         cli_fail(a, "--admin-api-key must differ from --api-key: every client with the API key would be an admin");

@@ -407,6 +407,32 @@ def check_sigterm_during_stream(specd, target, draft):
     check("... the stream had started and was ended", text.count("data: ") >= 3, text[:300])
 
 
+def check_calibration_cache(specd, target, draft):
+    """A server keeps the pass costs it learns where `specd run` does ($XDG_CACHE_HOME/specd/
+    calibration/), and reads them at the next start; --calibration-cache off writes nothing."""
+    cache_home = tempfile.mkdtemp(prefix="specd-cache-")
+    env = dict(os.environ, XDG_CACHE_HOME=cache_home)
+    folder = os.path.join(cache_home, "specd", "calibration")
+    body = {"prompt": "the little girl", "n_predict": 24, "temperature": 0, "ignore_eos": True}
+    try:
+        for extra, wanted in (([], True), (["--calibration-cache", "off"], False)):
+            shutil.rmtree(folder, ignore_errors=True)
+            server = subprocess.Popen([specd, "serve", "--port", "0", "-m", target, "-md", draft, "-t", "1", "-c", "256"]
+                                      + extra, stdout=subprocess.PIPE, text=True, env=env)
+            line = server.stdout.readline()
+            port = int(line.rsplit(":", 1)[1]) if line.startswith("specd: listening on http://") else None
+            try:
+                code, _ = curl(port, "/completion", body, key=None) if port else (0, "")
+            finally:
+                stop_server(server)
+            files = os.listdir(folder) if os.path.isdir(folder) else []
+            check(f"serve {' '.join(extra) or '(default)'}: calibration file {'written' if wanted else 'not written'}",
+                  code == 200 and (len(files) == 1 and files[0].startswith("calibration-")) == wanted
+                  and (wanted or not files), (code, files))
+    finally:
+        shutil.rmtree(cache_home, ignore_errors=True)
+
+
 def check_no_webui(specd, target):
     """--no-webui: GET / answers readiness as /health does."""
     server, port = start_server(specd, ["--no-webui", "-m", target, "-t", "1"])
@@ -467,6 +493,7 @@ def main(specd, models):
     check_sigterm_during_stream(specd, target, draft)
     check_ipv6(specd, target)
     check_no_webui(specd, target)
+    check_calibration_cache(specd, target, draft)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
