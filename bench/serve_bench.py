@@ -124,9 +124,10 @@ def run_round(port, prompts, clients, requests, n, temp):
 
 
 def server_command(args, kind, port):
-    if kind == "specd":
-        return [args.specd, "serve", "--port", str(port), "-m", args.target, "-md", args.draft, "-np",
-                str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256"]
+    if kind in ("specd", "specd-plain"):  # specd-plain: no draft model, so no speculation (a control)
+        draft = ["-md", args.draft] if kind == "specd" else []
+        return [args.specd, "serve", "--port", str(port), "-m", args.target] + draft + [
+            "-np", str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256"]
     cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
            str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"]
     if kind == "llama+draft":
@@ -162,7 +163,7 @@ def main():
     ap.add_argument("--plot", help="SVG plot of aggregate tokens/s (needs gnuplot)")
     args = ap.parse_args()
     prompts = [l.strip() for l in open(args.prompts) if l.strip()]
-    kinds = [k for k in args.servers.split(",") if k == "specd" or args.llama_server]
+    kinds = [k for k in args.servers.split(",") if k.startswith("specd") or args.llama_server]
     rows = []
     for temp in [float(t) for t in args.temps.split(",")]:
         for clients in [int(c) for c in args.clients.split(",")]:

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Interleaved A/B of servers: paired rounds, for changes smaller than this machine's noise.
+
+  bench/serve_ab.py --target T.gguf --draft D.gguf [--prompts FILE] [--clients 1] [--temp 0]
+      [--rounds 6] [--requests 4] [-n 128] [--parallel 4] [--threads 2]
+      NAME=KIND:BINARY [NAME=KIND:BINARY ...]
+
+KIND is one of serve_bench.py's servers (specd, specd-plain, llama, llama+draft); BINARY the specd
+or llama-server to run, e.g. new=specd:build/bin/specd old=specd:/tmp/specd-old
+llama=llama:deps/llama/build-tools/bin/llama-server.
+
+All servers are started at once and stay up (an idle server takes no CPU); each round runs the same
+load (C clients x --requests requests, serve_bench.py's run_round) on every server in turn, in an
+order that rotates from round to round. serve_bench.py starts a server per measurement and runs them
+minutes apart, so a change of the machine's speed between them (10-15% here) reads as a difference
+between servers; here every round gives each server's aggregate tokens/s against the first server's
+in the same minute, and the report is the median of those paired ratios. Measurements, not a test.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_bench  # noqa: E402
+
+
+def start(args, spec):
+    name, _, rest = spec.partition("=")
+    kind, _, binary = rest.partition(":")
+    if not name or kind not in ("specd", "specd-plain", "llama", "llama+draft") or not binary:
+        sys.exit(f"serve_ab: '{spec}' is not NAME=KIND:BINARY with KIND specd, specd-plain, llama or llama+draft")
+    args.specd = args.llama_server = binary
+    port = serve_bench.free_port()
+    cmd = serve_bench.server_command(args, kind, port)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not serve_bench.wait_ready(port, proc):
+        proc.kill()
+        sys.exit(f"serve_ab: {name} did not start: {' '.join(cmd)}")
+    serve_bench.one_request(port, args.prompt_list[0], 8, args.temp)  # warm-up, not counted
+    return name, port, proc
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("servers", nargs="+")
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--prompts", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench",
+                                                      "prompts.txt"))
+    ap.add_argument("--clients", type=int, default=1)
+    ap.add_argument("--temp", type=float, default=0.0)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--requests", type=int, default=4)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--draft-max", type=int, default=3)
+    args = ap.parse_args()
+    args.prompt_list = [l.strip() for l in open(args.prompts) if l.strip()]
+    servers = []
+    try:
+        for spec in args.servers:
+            servers.append(start(args, spec))
+        rates = {name: [] for name, _, _ in servers}
+        for r in range(args.rounds):
+            order = servers[r % len(servers):] + servers[:r % len(servers)]
+            for name, port, _ in order:
+                results, errors, wall = serve_bench.run_round(port, args.prompt_list, args.clients, args.requests,
+                                                              args.n, args.temp)
+                if errors:
+                    sys.exit(f"serve_ab: {name}: {errors[0]}")
+                rates[name].append(sum(x[0] for x in results) / wall)
+            print("round %d: %s" % (r + 1, "  ".join("%s %.1f" % (n, rates[n][-1]) for n, _, _ in servers)),
+                  flush=True)
+        first = servers[0][0]
+        print(f"C={args.clients} T={args.temp:g}, {args.rounds} rounds of {args.requests} requests per client, "
+              f"aggregate tokens/s (median) and the median of each round's ratio to {first}:")
+        for name, _, _ in servers:
+            ratios = [a / b for a, b in zip(rates[name], rates[first])]
+            print("  %-10s %6.1f t/s  x%.3f  (ratios %.3f..%.3f)" % (name, statistics.median(rates[name]),
+                  statistics.median(ratios), min(ratios), max(ratios)))
+    finally:
+        for _, _, proc in servers:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    main()
