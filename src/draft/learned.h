@@ -1,5 +1,6 @@
 /* learned.h - what an engine learns across requests: the cost model (draft_length.h) with the file
- * that keeps it between processes (calibrate.h), and the drafters' memory (drafter_memory.h).
+ * that keeps it between processes (calibrate.h), when a draft is forced to test it (exploration.h),
+ * and the drafters' memory (drafter_memory.h).
  *
  * The engine owns it but does not know what is in it: it holds an opaque pointer and the function
  * that frees it, both set here on first use. So the engine layer stays below the drafters, and a
@@ -10,12 +11,14 @@
 #include "../engine/engine_internal.h"
 #include "calibrate.h"
 #include "draft_length.h"
+#include "exploration.h"
 
 struct specd_drafter_memory;
 
 typedef struct specd_learned {
     specd_draft_length costs;                    /* pass costs and acceptance, all requests */
     specd_calibration_state calibration;         /* the file that keeps `costs` */
+    specd_exploration exploration;               /* when a draft is forced, all requests */
     struct specd_drafter_memory *drafter_memory; /* NULL until a model-free drafter runs */
 } specd_learned;
 

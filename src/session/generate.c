@@ -12,6 +12,7 @@
 #include "../verify/verify.h"
 #include "../draft/calibrate.h"
 #include "../draft/learned.h"
+#include "../draft/exploration.h"
 #include "context_shift.h"
 #include "../draft/draft_length.h"
 #include "probs.h"
@@ -21,13 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A draft never starts while the controller has said no for this many steps in a row: it
- * would never learn that drafting pays again. Each exploration after which the controller still
- * says no doubles the wait (up to EXPLORE_MAX): where drafting loses, an exploration costs a
- * pass over two tokens and the draft model's catch-up, about 3 plain steps on the benchmark pair
- * on AMD EPYC (2 threads), and a fixed 16 cost 10% of decode speed there. */
-#define EXPLORE_FIRST 16
-#define EXPLORE_MAX 256
 
 /* Where a session is in its step: draft, then verify, then accept. */
 typedef enum step_phase { PHASE_DRAFT, PHASE_VERIFY, PHASE_ACCEPT } step_phase;
@@ -56,10 +50,8 @@ typedef struct specd_session {
     specd_probs probs;        /* n_probs lists of the step's tokens (off: n == 0) */
     specd_grammar *grammar;   /* NULL: the request has none; else points to grammar_state */
     specd_grammar grammar_state;
-    int32_t steps_without_draft;
     int32_t steps_since_plain; /* steps since one without drafts */
-    int32_t explore_every;    /* steps without a draft before one is forced (EXPLORE_FIRST..MAX) */
-    bool explored;            /* the last step's draft was forced by exploration */
+    specd_exploration *exploration; /* the engine's: when a draft is forced (draft/exploration.h) */
     bool lean_round;          /* this round's pass ends another slot's prompt: no draft (specd_sessions_draft) */
     int32_t round_sessions;   /* sessions in this round's pass (specd_sessions_draft); 0: stepped alone */
     bool drafted_last;        /* the last step verified drafts */
@@ -195,7 +187,7 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     specd_learned *learned = specd_learned_get(e, error);
     if (!learned) return SPECD_ERR_NO_MEMORY;
     g->length = &learned->costs;
-    g->explore_every = EXPLORE_FIRST;
+    g->exploration = &learned->exploration;
     specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
     if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
     /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
@@ -254,14 +246,6 @@ static bool needs_plain_step(const generation *g) {
     return passes < PLAIN_STEPS_FIRST || g->steps_since_plain >= PLAIN_EVERY;
 }
 
-/* After an exploration, a step that drafts on its own resets the wait; one that does not
- * doubles it. */
-static void note_exploration(generation *g, bool explore, bool drafted) {
-    if (!explore && drafted) g->explore_every = EXPLORE_FIRST;
-    else if (!explore && g->explored && g->explore_every < EXPLORE_MAX) g->explore_every *= 2;
-    g->explored = explore;
-}
-
 /* The most draft tokens of a tree: the request's, within the room the context has left (every tree
  * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
 static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
@@ -281,7 +265,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         return false;
     }
     const specd_spec_params *sp = &g->params->speculative;
-    *explore = g->steps_without_draft >= g->explore_every;
+    *explore = specd_exploration_due(g->exploration);
     *req = (specd_draft_request){
         .history = g->history,
         .n_history = g->n_history,
@@ -313,9 +297,8 @@ static specd_status finish_draft(generation *g, specd_status st, double ms, bool
     }
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
-    g->steps_without_draft = n > 0 ? 0 : g->steps_without_draft + 1;
     g->steps_since_plain = n > 0 ? g->steps_since_plain + 1 : 0;
-    note_exploration(g, explore, n > 0);
+    specd_exploration_note(g->exploration, explore, n > 0);
     return st;
 }
 

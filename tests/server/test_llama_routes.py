@@ -157,7 +157,9 @@ def check_slots_and_metrics(port):
     code, text = curl(port, "/metrics")
     before, types, bad = parse_prometheus(text)
     check("/metrics: Prometheus text exposition format", code == 200 and not bad and types, (code, bad, text[:300]))
-    request = {"prompt": "one day the dog ran", "n_predict": 24, "temperature": 0, "ignore_eos": True}
+    # Fixed chains (llama-server's flat speculative.n_min): drafts whatever the cost model thinks.
+    request = {"prompt": "one day the dog ran", "n_predict": 24, "temperature": 0, "ignore_eos": True,
+               "speculative.n_min": 3, "speculative.n_max": 3}
     code, done = completion(port, request)
     code, text = curl(port, "/metrics")
     after, _, bad = parse_prometheus(text)

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "draft/draft_length.h"
+#include "draft/exploration.h"
 
 static const double EMPTY_CACHE_MS[] = {0, 22, 27, 31, 34, 50, 51, 52, 53, 57};
 #define N_SIZES 9
@@ -305,6 +306,34 @@ static void test_chains_drafted_together_see_the_pass_they_fill(void **state) {
     assert_float_equal(dl.cost, 10.0, 1e-9);
 }
 
+/* The wait before a forced draft: it doubles after each exploration the next step does not follow
+ * with a draft of its own, up to SPECD_EXPLORE_MAX, and goes back to SPECD_EXPLORE_FIRST when a step
+ * drafts on its own. */
+static int32_t steps_to_next_exploration(specd_exploration *x) {
+    int32_t steps = 0;
+    while (!specd_exploration_due(x)) {
+        specd_exploration_note(x, false, false);
+        steps++;
+    }
+    specd_exploration_note(x, true, true); /* the forced draft */
+    return steps;
+}
+
+static void test_explorations_that_teach_nothing_wait_longer(void **state) {
+    (void)state;
+    specd_exploration x = {0};
+    assert_int_equal(steps_to_next_exploration(&x), SPECD_EXPLORE_FIRST);
+    int32_t want = SPECD_EXPLORE_FIRST;
+    for (int i = 0; i < 8; i++) {
+        want = want * 2 > SPECD_EXPLORE_MAX ? SPECD_EXPLORE_MAX : want * 2;
+        /* the step after the exploration does not draft: it counts as one without */
+        assert_int_equal(steps_to_next_exploration(&x), want);
+    }
+    /* a step that drafts on its own: drafting paid after all, the wait starts again */
+    specd_exploration_note(&x, false, true);
+    assert_int_equal(steps_to_next_exploration(&x), SPECD_EXPLORE_FIRST);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uncalibrated_costs_follow_the_prior),
@@ -324,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_an_interrupted_very_first_pass_is_bounded_later),
         cmocka_unit_test(test_drafting_shrinks_as_the_pass_fills),
         cmocka_unit_test(test_chains_drafted_together_see_the_pass_they_fill),
+        cmocka_unit_test(test_explorations_that_teach_nothing_wait_longer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

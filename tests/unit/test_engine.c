@@ -150,6 +150,36 @@ static void test_calibration_does_not_come_back(void **state) {
     specd_engine_free(own);
 }
 
+/* Steps of a result that verified drafts. */
+static int32_t drafting_steps(const specd_result *r) { return r->stats.n_steps - r->stats.draft_len_hist[0]; }
+
+/* Where drafting cannot pay (pass costs linear in the tokens), drafts come only from explorations,
+ * and their wait doubles after each that does not change the cost model's mind. The wait is the
+ * engine's, counted over every request's steps: each request used to start again at 16 and
+ * explore 3 times in 128 tokens (3 plain steps' cost each on the benchmark pair: the 7% specd serve
+ * lost to llama-server with one client). */
+static void test_explorations_back_off_across_requests(void **state) {
+    (void)state;
+    specd_engine *own = open_engine(target_path, draft_path, 256); /* the test bends its costs */
+    specd_learned *learned = specd_learned_get(own, NULL);
+    assert_non_null(learned);
+    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) specd_draft_length_record_calibration(&learned->costs, n, 1.25 * n);
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, true);
+    g.n_predict = 128;
+    int32_t drafting[3];
+    for (int i = 0; i < 3; i++) {
+        specd_result r = generate_text(own, prompts[2], &g);
+        assert_int_equal(r.n_tokens, 128);
+        drafting[i] = drafting_steps(&r);
+        specd_result_clear(&r);
+    }
+    assert_true(drafting[0] >= 2); /* the first request explores: at 16 steps, then 32 later */
+    if (drafting[1] + drafting[2] > 1)
+        fail_msg("later requests explored %d and %d times (first: %d): the wait started again", drafting[1],
+                 drafting[2], drafting[0]);
+    specd_engine_free(own);
+}
+
 static bool stop_after_first(const specd_token *t, int32_t n, void *user_data) {
     (void)t;
     *(int32_t *)user_data += n;
@@ -1002,6 +1032,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
+        cmocka_unit_test(test_explorations_back_off_across_requests),
         cmocka_unit_test(test_a_seeded_request_gives_the_same_text_whatever_runs),
         cmocka_unit_test(test_only_regular_files_are_models),
         cmocka_unit_test(test_progress_callback_reports_and_cancels),
