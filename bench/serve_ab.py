@@ -9,7 +9,8 @@ KIND is one of serve_bench.py's servers (specd, specd-plain, llama, llama+draft)
 or llama-server to run, e.g. new=specd:build/bin/specd old=specd:/tmp/specd-old
 llama=llama:deps/llama/build-tools/bin/llama-server.
 
-All servers are started at once and stay up (an idle server takes no CPU); each round runs the same
+All servers are started at once and stay up (an idle server takes no CPU), each specd with a
+calibration cache of its own (what one learns must not decide how another drafts); each round runs the same
 load (C clients x --requests requests, serve_bench.py's run_round) on every server in turn, in an
 order that rotates from round to round. serve_bench.py starts a server per measurement and runs them
 minutes apart, so a change of the machine's speed between them (10-15% here) reads as a difference
@@ -32,6 +33,7 @@ def start(args, spec):
     if not name or kind not in ("specd", "specd-plain", "llama", "llama+draft") or not binary:
         sys.exit(f"serve_ab: '{spec}' is not NAME=KIND:BINARY with KIND specd, specd-plain, llama or llama+draft")
     args.specd = args.llama_server = binary
+    args.calibration = None  # each specd server its own calibration cache (serve_bench.calibration_dir)
     port = serve_bench.free_port()
     cmd = serve_bench.server_command(args, kind, port)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -7,7 +7,8 @@
 
 `specd bench --serve` runs this same script (embedded in the program) with its own flags.
 
-Servers (each started fresh per temperature and client count, one at a time):
+Servers (each started fresh per temperature and client count, one at a time; specd's calibration
+cache is a directory of this run's own, so earlier runs do not decide how it drafts):
   specd          specd serve -np P -m T -md D (adaptive speculation)
   llama          llama-server -np P -m T              (no speculation)
   llama+draft    llama-server -np P -m T -md D --draft-max K
@@ -123,11 +124,25 @@ def run_round(port, prompts, clients, requests, n, temp):
     return results, errors, time.time() - t0
 
 
+def calibration_dir(args):
+    """The calibration cache of this benchmark's specd servers: a directory of its own, shared by
+    the servers it starts in turn (as one user's would be) but not by earlier runs, whose file would
+    otherwise decide how this run drafts (docs/benchmarks-serve.md, 2026-11-25)."""
+    if not getattr(args, "calibration", None):
+        import atexit
+        import shutil
+        import tempfile
+        args.calibration = tempfile.mkdtemp(prefix="specd-bench-calibration-")
+        atexit.register(shutil.rmtree, args.calibration, True)
+    return args.calibration + "/"
+
+
 def server_command(args, kind, port):
     if kind in ("specd", "specd-plain"):  # specd-plain: no draft model, so no speculation (a control)
         draft = ["-md", args.draft] if kind == "specd" else []
         return [args.specd, "serve", "--port", str(port), "-m", args.target] + draft + [
-            "-np", str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256"]
+            "-np", str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256",
+            "--calibration-cache", calibration_dir(args)]
     cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
            str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"]
     if kind == "llama+draft":
