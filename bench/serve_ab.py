@@ -20,7 +20,6 @@ in the same minute, and the report is the median of those paired ratios. Measure
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,34 +33,22 @@ def start(args, spec):
         sys.exit(f"serve_ab: '{spec}' is not NAME=KIND:BINARY with KIND specd, specd-plain, llama or llama+draft")
     args.specd = args.llama_server = binary
     args.calibration = None  # each specd server its own calibration cache (serve_bench.calibration_dir)
-    port = serve_bench.free_port()
-    cmd = serve_bench.server_command(args, kind, port)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if not serve_bench.wait_ready(port, proc):
-        proc.kill()
+    port, proc, cmd = serve_bench.start_server(args, kind, args.prompt_list[0], args.temp)
+    if port is None:
         sys.exit(f"serve_ab: {name} did not start: {' '.join(cmd)}")
-    serve_bench.one_request(port, args.prompt_list[0], 8, args.temp)  # warm-up, not counted
     return name, port, proc
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("servers", nargs="+")
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--draft", required=True)
-    ap.add_argument("--prompts", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench",
-                                                      "prompts.txt"))
+    serve_bench.add_server_args(ap)
     ap.add_argument("--clients", type=int, default=1)
     ap.add_argument("--temp", type=float, default=0.0)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--requests", type=int, default=4)
-    ap.add_argument("-n", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--parallel", type=int, default=4)
-    ap.add_argument("--ctx", type=int, default=4096)
-    ap.add_argument("--draft-max", type=int, default=3)
     args = ap.parse_args()
-    args.prompt_list = [l.strip() for l in open(args.prompts) if l.strip()]
+    args.prompt_list = serve_bench.read_prompts(args.prompts)
     servers = []
     try:
         for spec in args.servers:
@@ -86,11 +73,7 @@ def main():
                   statistics.median(ratios), min(ratios), max(ratios)))
     finally:
         for _, _, proc in servers:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            serve_bench.stop_server(proc)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,15 @@ draft acceptance (drafted tokens accepted, from the final event's timings), peak
 server. Measurements, not a test: run it on a quiet machine.
 """
 import argparse
+import atexit
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -129,9 +132,6 @@ def calibration_dir(args):
     the servers it starts in turn (as one user's would be) but not by earlier runs, whose file would
     otherwise decide how this run drafts (docs/benchmarks-serve.md, 2026-11-25)."""
     if not getattr(args, "calibration", None):
-        import atexit
-        import shutil
-        import tempfile
         args.calibration = tempfile.mkdtemp(prefix="specd-bench-calibration-")
         atexit.register(shutil.rmtree, args.calibration, True)
     return args.calibration + "/"
@@ -150,6 +150,48 @@ def server_command(args, kind, port):
     return cmd
 
 
+def start_server(args, kind, warm_prompt, temp):
+    """Starts one server and warms it with a short request (not counted): (port, process, command),
+    with port None (and nothing left running) when it did not start."""
+    port = free_port()
+    cmd = server_command(args, kind, port)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not wait_ready(port, proc):
+            stop_server(proc)
+            return None, proc, cmd
+        one_request(port, warm_prompt, 8, temp)
+    except BaseException:
+        stop_server(proc)
+        raise
+    return port, proc, cmd
+
+
+def stop_server(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def add_server_args(ap):
+    """The models, prompts and server settings every serving benchmark takes (serve_ab.py too)."""
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--prompts", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench",
+                                                      "prompts.txt"))
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--draft-max", type=int, default=3)
+
+
+def read_prompts(path):
+    return [l.strip() for l in open(path) if l.strip()]
+
+
 def pct(values, q):
     values = sorted(values)
     if not values:
@@ -161,46 +203,30 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specd", required=True)
     ap.add_argument("--llama-server")
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--draft", required=True)
-    ap.add_argument("--prompts", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench",
-                                                      "prompts.txt"))
+    add_server_args(ap)
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--temps", default="0,0.8")
     ap.add_argument("--requests", type=int, default=2)
-    ap.add_argument("-n", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--parallel", type=int, default=4)
-    ap.add_argument("--ctx", type=int, default=4096)
-    ap.add_argument("--draft-max", type=int, default=3)
     ap.add_argument("--servers", default="specd,llama,llama+draft")
     ap.add_argument("--out", help="markdown report")
     ap.add_argument("--plot", help="SVG plot of aggregate tokens/s (needs gnuplot)")
     args = ap.parse_args()
-    prompts = [l.strip() for l in open(args.prompts) if l.strip()]
+    prompts = read_prompts(args.prompts)
     kinds = [k for k in args.servers.split(",") if k.startswith("specd") or args.llama_server]
     rows = []
     for temp in [float(t) for t in args.temps.split(",")]:
         for clients in [int(c) for c in args.clients.split(",")]:
             for kind in kinds:
-                port = free_port()
-                proc = subprocess.Popen(server_command(args, kind, port), stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+                port, proc, cmd = start_server(args, kind, prompts[0], temp)
+                if port is None:
+                    rows.append((kind, temp, clients, "server did not start"))
+                    print(f"{kind}: the server did not start: {' '.join(cmd)}", file=sys.stderr)
+                    continue
                 try:
-                    if not wait_ready(port, proc):
-                        rows.append((kind, temp, clients, "server did not start"))
-                        print(f"{kind}: the server did not start: {' '.join(server_command(args, kind, port))}",
-                              file=sys.stderr)
-                        continue
-                    one_request(port, prompts[0], 8, temp)  # warm-up, not counted
                     results, errors, wall = run_round(port, prompts, clients, args.requests, args.n, temp)
                     rss = peak_rss_mb(proc.pid)
                 finally:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+                    stop_server(proc)
                 tokens = sum(r[0] for r in results)
                 drafted = sum(r[3] for r in results)
                 accepted = sum(r[4] for r in results)

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Where a session is in its step: draft, then verify, then accept. */
 typedef enum step_phase { PHASE_DRAFT, PHASE_VERIFY, PHASE_ACCEPT } step_phase;
 
