@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FILE_MAGIC "specd-calibration 1"
+/* Version 2: each size's cost is on an empty cache (the fill is priced apart, draft_length.h).
+ * Version 1 files held costs learnt at whatever fill their passes had, and are replaced. */
+#define FILE_MAGIC "specd-calibration 2"
 #define HEADER_BYTES (64 * 1024) /* hashed per model file: the GGUF header and metadata */
 #define MAX_FILE_BYTES (64 * 1024)
 #define MAX_MS 1e7 /* a pass or draft token dearer than this is not a measurement */

@@ -14,9 +14,10 @@
  * is ignored with a one-line note (specd_engine_calibration) and replaced.
  *
  * The file is text:
- *     specd-calibration 1
+ *     specd-calibration 2
  *     key <the identity below>
- *     target_ms <n> <ms>        one line per size known (1..SPECD_DL_MAX_BATCH), increasing n
+ *     target_ms <n> <ms>        one line per size known (1..SPECD_DL_MAX_BATCH), increasing n:
+ *                               a pass over n tokens on an empty cache
  *     draft_ms <ms>             when a draft model's token cost is known
  *     check <16 hex digits>     FNV-1a 64 of every byte above
  * The key: for each model, its size, modification time (ns) and an FNV-1a 64 hash of its first

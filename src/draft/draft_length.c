@@ -13,6 +13,9 @@
 #define LOOKAHEAD 8
 #define COUNT_CAP 400.0  /* past this the counts are halved, so estimates follow a changing text */
 #define EMA 0.1
+/* A base learnt from a pass at a high fill is what is left once the fill's part is taken off; an
+ * attention estimate far too dear must not take it to nothing. */
+#define MIN_BASE_SHARE 0.25
 
 /* Moving average that trusts a much faster measurement at once: a calibration pass slowed down by
  * a busy machine must not keep a batch size looking expensive (and so never chosen) for long. */
@@ -62,6 +65,28 @@ static double base_cost(const specd_draft_length *dl, int32_t n) {
     return 0.0;
 }
 
+/* The cells a pass of n tokens reads, weighted as the attention pays for them: own_work cells of
+ * their own sequences in all, in a context of all_cells used cells before the pass. */
+static double pass_work(const specd_draft_length *dl, double own_work, int32_t n, double all_cells) {
+    const specd_attention_cost *a = &dl->attention;
+    return a->own_weight * own_work + (a->all_weight * n + a->pass_weight) * (all_cells + n);
+}
+
+/* A pass of n tokens at the step's fill: each attends to the slot's cells before the root and
+ * to those before it in the pass. */
+static double step_work(const specd_draft_length *dl, int32_t n) {
+    return pass_work(dl, n * dl->own_cells + 0.5 * n * (n + 1), n, dl->all_cells);
+}
+
+/* A (specd_attention_cost) when base(1) is base1 ms. */
+static double attend_ms(const specd_draft_length *dl, double base1) {
+    double a = dl->attention.per_t1 * base1;
+    return a < dl->attention.max_ms ? a : dl->attention.max_ms;
+}
+
+/* The fill's part of a pass, at the level of the bases (0 when nothing is timed). */
+static double fill_cost(const specd_draft_length *dl, double work) { return attend_ms(dl, base_cost(dl, 1)) * work; }
+
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
     /* Past the sizes kept, a pass costs in proportion to its tokens (a batch of several slots):
@@ -70,7 +95,19 @@ double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
         return specd_draft_length_verify_cost(dl, SPECD_DL_MAX_BATCH) * n / (double)SPECD_DL_MAX_BATCH;
     double base = base_cost(dl, n);
     /* Nothing timed: in units of one target token. */
-    return base > 0.0 ? base * drift_of(dl) : prior_ratio(n);
+    if (base <= 0.0) return prior_ratio(n) + dl->attention.per_t1 * step_work(dl, n);
+    return (base + fill_cost(dl, step_work(dl, n))) * drift_of(dl);
+}
+
+void specd_draft_length_set_attention(specd_draft_length *dl, const specd_attention_cost *a) {
+    bool known = a && a->per_t1 > 0.0 && a->max_ms > 0.0 && a->own_weight >= 0.0 && a->all_weight >= 0.0 &&
+                 a->pass_weight >= 0.0;
+    dl->attention = known ? *a : (specd_attention_cost){0};
+}
+
+void specd_draft_length_set_fill(specd_draft_length *dl, int32_t own_cells, int64_t all_cells) {
+    dl->own_cells = own_cells > 0 ? own_cells : 0;
+    dl->all_cells = all_cells > 0 ? (double)all_cells : 0.0;
 }
 
 static int32_t copies_of(const specd_draft_length *dl) { return dl->copies > 1 ? dl->copies : 1; }
@@ -204,23 +241,38 @@ void specd_draft_length_bound_costs(specd_draft_length *dl) {
  * first pass of a size warming up, the scheduler, another process) only ever adds time, and a
  * size that looks too dear is never chosen again, so nothing would correct it (the first plain
  * step of a run took 16 ms where the next ones take 10, and a mean kept drafting where it lost). */
-static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, double expected) {
+static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, double expected, double work) {
     if (expected > 0.0 && level_ms > 2.0 * expected) level_ms = 2.0 * expected;
+    /* the empty-cache part; for n = 1 the fill's part may scale with the base itself */
+    double empty = level_ms - fill_cost(dl, work);
+    double per_t1 = dl->attention.per_t1;
+    if (n == 1 && per_t1 * level_ms / (1.0 + per_t1 * work) < dl->attention.max_ms)
+        empty = level_ms / (1.0 + per_t1 * work);
+    else if (n == 1)
+        empty = level_ms - dl->attention.max_ms * work;
+    if (empty < MIN_BASE_SHARE * level_ms) empty = MIN_BASE_SHARE * level_ms;
     int32_t k = ++dl->base_passes[n];
-    if (k == 1 || level_ms < dl->base_ms[n]) dl->base_ms[n] = level_ms;
+    if (k == 1 || empty < dl->base_ms[n]) dl->base_ms[n] = empty;
     dl->n_learnt++;
     specd_draft_length_bound_costs(dl);
 }
 
 void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double ms) {
+    specd_draft_length_record_pass(dl, n, 0.0, 0, ms);
+}
+
+void specd_draft_length_record_pass(specd_draft_length *dl, int32_t n, double own_work, int64_t all_cells,
+                                    double ms) {
     if (n < 1 || n > SPECD_DL_MAX_BATCH || !(ms > 0.0)) return;
+    double work = pass_work(dl, own_work > 0.0 ? own_work : 0.0, n, all_cells > 0 ? (double)all_cells : 0.0);
     double expected = base_cost(dl, n); /* known or scaled from the nearest known size; 0: none */
+    if (expected > 0.0) expected += fill_cost(dl, work); /* at this pass's fill */
     bool known = dl->base_ms[n] > 0.0, settled = known && dl->base_passes[n] >= SPECD_DL_LEARN_PASSES;
     if ((known && dl->drift <= 0.0) || (settled && dl->level_passes < SPECD_DL_LEARN_PASSES)) {
         /* The first levels of this engine: the least of its first passes of sizes it knows. Only
          * the level: a warm-up pass 1.6x slow used to set it alone, and the next passes, seen
          * against it, lowered the sizes of a cache file run after run. */
-        double x = ms / dl->base_ms[n];
+        double x = ms / expected;
         if (dl->drift <= 0.0 || x < dl->drift) dl->drift = x;
         dl->level_passes++;
         return;
@@ -229,8 +281,8 @@ void specd_draft_length_record_verify(specd_draft_length *dl, int32_t n, double 
     /* Far slower than expected: the machine was busy, the pass says nothing about the model. */
     if (expected > 0.0 && level_ms > 3.0 * expected) return;
     if (!known) dl->base_passes[n] = 0;
-    if (dl->base_passes[n] < SPECD_DL_LEARN_PASSES) learn_base(dl, n, level_ms, expected);
-    if (known) moving_average(&dl->drift, ms / dl->base_ms[n]);
+    if (dl->base_passes[n] < SPECD_DL_LEARN_PASSES) learn_base(dl, n, level_ms, expected, work);
+    if (known) moving_average(&dl->drift, ms / (base_cost(dl, n) + fill_cost(dl, work)));
 }
 
 void specd_draft_length_record_draft(specd_draft_length *dl, int32_t n_decodes, double ms) {

@@ -320,6 +320,12 @@ specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot) {
     return slot == e->active_slot ? &e->target : &e->target_views[slot];
 }
 
+int64_t specd_engine_target_cells(specd_engine *e) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < e->n_parallel; i++) n += specd_engine_target_view(e, i)->n_kv;
+    return n;
+}
+
 specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot) {
     if (!e->draft_views) return NULL;
     return slot == e->active_slot ? &e->draft : &e->draft_views[slot];

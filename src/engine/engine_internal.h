@@ -152,6 +152,9 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
                                       char **error);
 /* The view of slot `slot`: e->target when it is the active one, else the stored one. */
 specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot);
+/* The target context's used cells, every slot's (idle slots keep their prompt caches): each costs
+ * a pass's tokens a little even where masked out (draft_length.h, the cache fill). */
+int64_t specd_engine_target_cells(specd_engine *e);
 /* The same for the draft context (NULL without a draft model). */
 specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot);
 /* One token at the end of each of n views of one context (n different slots), all in ONE decode,

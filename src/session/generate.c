@@ -257,6 +257,8 @@ static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp
 
 /* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step). */
 static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
+    /* what the step's pass will attend: priced by the cost model from here on */
+    specd_draft_length_set_fill(g->length, g->n_history - 1, specd_engine_target_cells(g->e));
     int32_t budget = draft_budget(g);
     if (!g->drafter.ops || budget == 0 || g->lean_round) return false;
     if (needs_plain_step(g)) {
@@ -334,15 +336,24 @@ static specd_tree_pass tree_pass_of(generation *g) {
                              g->tree.n_branches, g->n_history - 1, false, false};
 }
 
+/* The cells the passes' tokens attend in their own sequences (draft_length.h: the cache fill). */
+static double own_work_of(const specd_tree_pass *passes, int32_t n) {
+    double work = 0.0;
+    for (int32_t k = 0; k < n; k++)
+        for (int32_t i = 0; i < passes[k].n_tokens; i++) work += passes[k].pos_root + passes[k].tokens[i].depth + 1;
+    return work;
+}
+
 /* One target pass over the draft tree (the engine decodes it: kv.c). */
 static specd_status target_pass(generation *g, char **error) {
     specd_status st = prepare_tree_tokens(g, error);
     if (st != SPECD_OK) return st;
     double ms = 0.0;
     specd_tree_pass pass = tree_pass_of(g);
+    int64_t cells = specd_engine_target_cells(g->e);
     st = specd_slots_decode_trees(g->e, &pass, 1, &ms, error);
     g->result->stats.verify_ms += ms;
-    if (st == SPECD_OK) specd_draft_length_record_verify(g->length, g->tree.n_nodes, ms);
+    if (st == SPECD_OK) specd_draft_length_record_pass(g->length, g->tree.n_nodes, own_work_of(&pass, 1), cells, ms);
     return st;
 }
 
@@ -1005,8 +1016,12 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         in_pass[m] = s[i], at[m++] = i;
     }
     double ms = 0.0;
+    int64_t cells = specd_engine_target_cells(e);
     specd_status st = specd_slots_decode_trees(e, passes, m, &ms, &message);
-    if (st == SPECD_OK && n_trees > 0) specd_draft_length_record_verify(s[0]->length, total, ms); /* T(the pass) */
+    /* T(the pass), when it holds trees only: a prompt chunk's tokens take no logits, so a pass with
+     * one costs less than a pass of as many tree tokens (a server learnt T(14) at half its cost). */
+    if (st == SPECD_OK && n_trees > 0 && m == n_trees)
+        specd_draft_length_record_pass(s[0]->length, total, own_work_of(passes, m), cells, ms);
     double share = m > 0 ? (specd_now_ms() - t0) / m : 0.0;
     for (int32_t k = 0; k < m; k++) {
         generation *g = in_pass[k];

@@ -178,6 +178,47 @@ static void test_a_corrupt_file_is_ignored(void **state) {
     assert_ignored_then_replaced("edited.txt", bad, "check sum");
 }
 
+/* The cost model prices the cache fill for an attention model on the CPU (draft_length.h:
+ * specd_attention_cost): with flash attention off, each token reads every used cell (and the pass
+ * once more), at a rate
+ * capped by the operations per cell. */
+static void test_the_fill_is_priced_for_an_attention_model(void **state) {
+    (void)state;
+    specd_engine *e = open_cached(NULL, 1);
+    specd_engine_calibration(e); /* creates the learned state */
+    const specd_attention_cost *a = &e->learned->costs.attention;
+    assert_true(a->per_t1 > 0.0);
+    assert_float_equal(a->own_weight, 0.0, 0.0);
+    assert_float_equal(a->all_weight, 1.0, 0.0);
+    assert_float_equal(a->pass_weight, 1.0, 0.0);
+    /* 4 n_layer n_embd operations per cell at 0.021 ms per million on 2 threads, twice that on 1 */
+    double ops = 4.0 * llama_model_n_layer(e->target.model) * llama_model_n_embd(e->target.model);
+    assert_float_equal(a->max_ms, 0.021 * ops / 1e6 * 2.0, 1e-12);
+    specd_engine_free(e);
+}
+
+/* The file's own check line: FNV-1a 64 of every byte before it (calibrate.h). */
+static void reseal(char *text) {
+    char *check = strstr(text, "\ncheck ");
+    assert_non_null(check);
+    unsigned long long h = 14695981039346656037ULL;
+    for (const char *p = text; p <= check; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    sprintf(check + 1, "check %016llx\n", h);
+}
+
+/* A whole file of version 1 held costs learnt at whatever cache fill their passes had (a server's
+ * could price T(8) at 1.4x T(1) where it is 3.7x): it is replaced, not read. */
+static void test_a_file_of_version_1_is_replaced(void **state) {
+    (void)state;
+    char text[8192];
+    valid_file(text, sizeof text);
+    char *magic = strstr(text, "specd-calibration 2\n");
+    assert_ptr_equal(magic, text);
+    magic[strlen("specd-calibration ")] = '1';
+    reseal(text);
+    assert_ignored_then_replaced("version-1.txt", text, "not a specd calibration file of this version");
+}
+
 static void test_a_file_for_other_settings_is_stale(void **state) {
     (void)state;
     char path[512];
@@ -380,6 +421,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_costs_learnt_are_written_and_read_back),
         cmocka_unit_test(test_a_directory_holds_a_file_per_setting),
         cmocka_unit_test(test_a_corrupt_file_is_ignored),
+        cmocka_unit_test(test_a_file_of_version_1_is_replaced),
+        cmocka_unit_test(test_the_fill_is_priced_for_an_attention_model),
         cmocka_unit_test(test_a_file_for_other_settings_is_stale),
         cmocka_unit_test(test_the_key_follows_the_model_file_and_threads),
         cmocka_unit_test(test_the_key_follows_the_placement),

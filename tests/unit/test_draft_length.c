@@ -72,6 +72,90 @@ static void test_an_untimed_size_joins_at_the_current_level(void **state) {
     assert_float_equal(specd_draft_length_verify_cost(&dl, 20), 200.0, 1.0);
 }
 
+/* The cache fill, as tools/pass_costs measured it on the benchmark pair's target (2 threads, flash
+ * attention off as specd runs it): on an empty cache T(1) 12.6 ms, T(2) 28.1, T(8) 47.8; each
+ * token of a pass reads every used cell of the context, and the pass once more: A = 0.00153 ms a
+ * cell. */
+#define FILL_A 0.00153
+static const double FILL_EMPTY_MS[] = {0, 12.6, 28.1, 0, 39.2, 0, 0, 0, 47.8};
+
+static void calibrate_with_fill(specd_draft_length *dl) {
+    specd_draft_length_init(dl);
+    specd_draft_length_set_attention(dl, &(specd_attention_cost){FILL_A / FILL_EMPTY_MS[1], 1.0, 0.0, 1.0, 1.0});
+    specd_draft_length_record_calibration(dl, 1, FILL_EMPTY_MS[1]);
+    specd_draft_length_record_calibration(dl, 8, FILL_EMPTY_MS[8]);
+}
+
+/* What the pass costs on that CPU: 8 tokens spread over 4 slots of 600 cells each. */
+static double spread_pass_ms(double *own_work, int64_t *all_cells) {
+    *own_work = 4 * (601 + 602);
+    *all_cells = 4 * 600;
+    return FILL_EMPTY_MS[8] + FILL_A * (8 + 1) * (double)(*all_cells + 8); /* 81.0 (measured 80.1) */
+}
+
+static void test_a_pass_grows_with_the_fill_as_measured(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate_with_fill(&dl);
+    specd_draft_length_set_fill(&dl, 0, 0);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 8), FILL_EMPTY_MS[8], 0.5);
+    /* 4 slots of 1000 cells: pass_costs measured T(1) 23.2 ms and T(8) 98.9 */
+    specd_draft_length_set_fill(&dl, 1000, 4000);
+    double t1 = specd_draft_length_verify_cost(&dl, 1), t8 = specd_draft_length_verify_cost(&dl, 8);
+    assert_float_equal(t1, 23.2, 0.1 * 23.2);
+    assert_float_equal(t8, 98.9, 0.1 * 98.9);
+    /* a pass of many tokens grows more than a pass of one (measured: 1.13x the empty cache's
+     * ratio): no level factor can price both */
+    assert_true(t8 / t1 > FILL_EMPTY_MS[8] / FILL_EMPTY_MS[1] * 1.08);
+}
+
+/* The defect a multi-client server wrote into its calibration cache: passes of 8 tokens at a high
+ * fill raised the one level factor to 1.7, and a size first met afterwards on an empty cache was
+ * learnt at 1/1.7 of its cost (T(2) 17 ms where it is 28.1), then kept. */
+static void test_passes_at_a_high_fill_leave_the_empty_cache_costs_alone(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    calibrate_with_fill(&dl);
+    double own_work;
+    int64_t all_cells;
+    double ms = spread_pass_ms(&own_work, &all_cells);
+    for (int i = 0; i < 40; i++) specd_draft_length_record_pass(&dl, 8, own_work, all_cells, ms);
+    specd_draft_length_set_fill(&dl, 0, 0);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), FILL_EMPTY_MS[1], 0.05 * FILL_EMPTY_MS[1]);
+    specd_draft_length_record_pass(&dl, 2, 3.0, 0, FILL_EMPTY_MS[2]); /* a new request, alone */
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 2), FILL_EMPTY_MS[2], 0.05 * FILL_EMPTY_MS[2]);
+    /* and the busy pass again, priced at its fill */
+    specd_draft_length_set_fill(&dl, 600, 2400);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 8), ms, 0.05 * ms);
+}
+
+/* A first pass learnt at a high fill gives its size's empty-cache cost. */
+static void test_a_base_learnt_at_a_high_fill_is_the_empty_cache_cost(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    specd_draft_length_set_attention(&dl, &(specd_attention_cost){FILL_A / FILL_EMPTY_MS[1], 1.0, 0.0, 1.0, 1.0});
+    specd_draft_length_record_pass(&dl, 1, 1001.0, 1000, FILL_EMPTY_MS[1] + FILL_A * 2 * 1001);
+    specd_draft_length_record_pass(&dl, 8, 8036.0, 1000, FILL_EMPTY_MS[8] + FILL_A * 9 * 1008);
+    specd_draft_length_set_fill(&dl, 0, 0);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), FILL_EMPTY_MS[1], 0.01 * FILL_EMPTY_MS[1]);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 8), FILL_EMPTY_MS[8], 0.02 * FILL_EMPTY_MS[8]);
+}
+
+/* A small model's T(1) is mostly overhead: its cells cost what their operations do (the cap), not
+ * a share of T(1). With flash attention a token reads the cells of its own sequence. */
+static void test_the_attention_cost_is_capped(void **state) {
+    (void)state;
+    specd_draft_length dl;
+    specd_draft_length_init(&dl);
+    specd_draft_length_set_attention(&dl, &(specd_attention_cost){0.01, 0.0001, 1.0, 0.0, 0.0});
+    specd_draft_length_record_calibration(&dl, 1, 10.0);
+    specd_draft_length_set_fill(&dl, 999, 5000);
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), 10.0 + 0.0001 * 1000, 1e-9);
+    specd_draft_length_set_attention(&dl, NULL); /* not known: the fill is left out */
+    assert_float_equal(specd_draft_length_verify_cost(&dl, 1), 10.0, 1e-9);
+}
+
 /* Drafts `depth` tokens of confidence 0.9 into a fresh step. */
 static void draft_chain(specd_draft_length *dl, int32_t depth) {
     specd_draft_length_begin(dl);
@@ -354,6 +438,10 @@ int main(void) {
         cmocka_unit_test(test_drafting_shrinks_as_the_pass_fills),
         cmocka_unit_test(test_chains_drafted_together_see_the_pass_they_fill),
         cmocka_unit_test(test_explorations_that_teach_nothing_wait_longer),
+        cmocka_unit_test(test_a_pass_grows_with_the_fill_as_measured),
+        cmocka_unit_test(test_passes_at_a_high_fill_leave_the_empty_cache_costs_alone),
+        cmocka_unit_test(test_a_base_learnt_at_a_high_fill_is_the_empty_cache_cost),
+        cmocka_unit_test(test_the_attention_cost_is_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
