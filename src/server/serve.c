@@ -153,7 +153,8 @@ static void serve_usage(FILE *out) {
           "  -np, --parallel N      slots: completions that run side by side (default 4); each gets\n"
           "                         -c / N tokens of context unless --ctx-per-slot N says otherwise\n"
           "  --queue N              requests waiting for a slot at most (default 64); past it 503\n"
-          "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto,\n"
+          "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto\n"
+          "                    (default auto with more than one slot, as llama-server; off with one),\n"
           "                    -ctv f16|f32, -a ALIAS, --verbose, and where the layers go:\n"
           "                    -ngl N|all, -ngld N|all, --device LIST, --device-draft LIST,\n"
           "                    --rpc HOST:PORT,... (as specd run --help says)\n"
@@ -210,14 +211,34 @@ static bool has_flag(json_t *args, const char *flag, const char *alias) {
     return false;
 }
 
-/* The defaults a server adds to init's flags: llama-server's -np 4 (it serves several clients),
- * and the calibration cache `specd run` keeps, so a server starts from the pass costs earlier
- * processes measured instead of learning them while it serves (one client, benchmark pair:
- * 91 against 86 tokens/s, interleaved; docs/performance.md). --calibration-cache off: none. */
+/* The value after the last `flag` or `alias`, or NULL. */
+static const char *flag_value(json_t *args, const char *flag, const char *alias) {
+    const char *value = NULL;
+    for (size_t i = 0; i + 1 < json_array_size(args); i++) {
+        const char *s = json_string_value(json_array_get(args, i));
+        if (!strcmp(s, flag) || (alias && !strcmp(s, alias))) value = json_string_value(json_array_get(args, i + 1));
+    }
+    return value;
+}
+
+/* The defaults a server adds to init's flags: llama-server's -np 4 (it serves several clients);
+ * with more than one slot, llama-server's flash attention auto (on, on the CPU): the slots' cells
+ * share one cache, and the kernel skips other slots' cells where the plain path reads every one
+ * (tools/pass_costs: a pass of 8 tokens over 4 slots of 1000 cells, 86 against 99 ms); paired
+ * rounds on the benchmark pair, against flash attention off: 4 clients 1.075x and 1.086x, 1 and 2
+ * clients within noise (0.99-1.03x; docs/benchmarks-serve.md); and the calibration cache
+ * `specd run` keeps, so a server starts from the pass costs earlier processes measured instead
+ * of learning them while it serves (one client, benchmark pair: 91 against 86 tokens/s,
+ * interleaved; docs/performance.md). --calibration-cache off: none. */
 static void add_server_defaults(json_t *args) {
     if (!has_flag(args, "-np", "--parallel")) {
         json_array_append_new(args, json_string("-np"));
         json_array_append_new(args, json_string(SERVE_DEFAULT_PARALLEL));
+    }
+    const char *parallel = flag_value(args, "-np", "--parallel");
+    if (!has_flag(args, "-fa", "--flash-attn") && parallel && atoi(parallel) > 1) {
+        json_array_append_new(args, json_string("-fa"));
+        json_array_append_new(args, json_string("auto"));
     }
     char *cache = has_flag(args, "--calibration-cache", NULL) ? NULL : specd_default_calibration_cache();
     if (cache) {

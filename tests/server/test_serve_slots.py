@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`specd serve` with several slots (-np) on 127.0.0.1: concurrent greedy completions equal their
 sequential results, a full queue is 503 with Retry-After and a clear message, a client that
-disconnects frees its slot (its completion is cancelled), and a client that stops reading its
-stream does not stall the others.
+disconnects frees its slot (its completion is cancelled), a client that stops reading its
+stream does not stall the others, and flash attention is auto with several slots.
 
     test_serve_slots.py SPECD MODELS_DIR
 """
@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -167,6 +168,30 @@ def check_slow_reader(port):
     stalled.close()
 
 
+def flash_attention_of(specd, target, draft, args):
+    """The flash attention setting a server's engine ran with, as its calibration file keys it."""
+    with tempfile.TemporaryDirectory() as cache:
+        server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1",
+                                            "--calibration-cache", cache + "/"] + args)
+        try:
+            if port:
+                post(port, "/completion", {"prompt": "once upon a time", "n_predict": 16, "temperature": 0})
+        finally:
+            stop_server(server)
+        keys = [line for f in os.listdir(cache) for line in open(os.path.join(cache, f)) if line.startswith("key ")]
+        settings = dict(kv.split("=", 1) for kv in keys[0].split()[1].split(";")) if keys else {}
+        return settings.get("fa")
+
+
+def check_flash_attention_default(specd, target, draft):
+    """Several slots share one cache: flash attention auto (llama-server's default), which skips other
+    slots' cells; one slot: off (a verification pass reads the cache once); -fa wins either way."""
+    got = [flash_attention_of(specd, target, draft, args) for args in (["-np", "2"], [], ["-np", "1"],
+                                                                        ["-np", "2", "-fa", "off"])]
+    check("flash attention: auto with 2 or 4 slots, off with 1 or when asked", got == ["auto", "auto", "off", "off"],
+          got)
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "3",
@@ -184,6 +209,7 @@ def main(specd, models):
     finally:
         rc = stop_server(server)
     check("stops cleanly", rc == 0, rc)
+    check_flash_attention_default(specd, target, draft)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
