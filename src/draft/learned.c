@@ -19,8 +19,9 @@ static void free_learned(struct specd_learned *l) {
  * threads) measured how fast the CPU does those operations, per flash attention setting (off: every
  * used cell read by every token and once more by the pass, at 0.021 ms per million operations, 1.2
  * times slower per operation than the matrix products; on, as auto is on the CPU: own cells at
- * 0.047 ms per million, 2.5 times slower, other used cells at 0.21 of that). A recurrent target keeps no cells; where layers are offloaded
- * the rate is not known, and the fill is left out. */
+ * 0.047 ms per million, 2.5 times slower, other used cells at 0.21 of that). A recurrent target
+ * keeps no cells; a hybrid one is priced as if every layer attended (too dear, never too cheap);
+ * where layers are offloaded the rate is not known, and the fill is left out. */
 typedef struct attention_kernel {
     double slowdown, ms_per_mop_2_threads, own_weight, all_weight, pass_weight;
 } attention_kernel;
