@@ -192,15 +192,6 @@ static bool builtin_template(cli_args *a, const char *name) {
     return found || cli_fail(a, "--chat-template '%s' is not one of llama.cpp's built-in chat templates: %s", name, list);
 }
 
-/* The value of the last --rpc among the model options, or NULL. */
-static const char *rpc_servers_of(json_t *init_args) {
-    const char *servers = NULL;
-    for (size_t i = 0; i + 1 < json_array_size(init_args); i++)
-        if (!strcmp(json_string_value(json_array_get(init_args, i)), "--rpc"))
-            servers = json_string_value(json_array_get(init_args, i + 1));
-    return servers;
-}
-
 #define SERVE_DEFAULT_PARALLEL "4"
 
 static bool has_flag(json_t *args, const char *flag, const char *alias) {
@@ -441,7 +432,7 @@ int cli_serve(int argc, char **argv) {
         return parsed == 1 ? 0 : CLI_EXIT_USAGE;
     }
     if (o.list_devices) {
-        int rc = cli_list_devices(rpc_servers_of(o.init_args));
+        int rc = cli_list_devices(flag_value(o.init_args, "--rpc", NULL)); /* the last --rpc */
         json_decref(o.init_args);
         free(o.models_dir);
         return rc;
