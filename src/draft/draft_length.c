@@ -241,15 +241,17 @@ void specd_draft_length_bound_costs(specd_draft_length *dl) {
  * first pass of a size warming up, the scheduler, another process) only ever adds time, and a
  * size that looks too dear is never chosen again, so nothing would correct it (the first plain
  * step of a run took 16 ms where the next ones take 10, and a mean kept drafting where it lost). */
+/* What is left of a pass of n tokens that cost level_ms once its fill's part is taken off. For
+ * n = 1 that part depends on the very base being learnt (A = per_t1 x base(1), at most max_ms). */
+static double empty_cache_part(const specd_draft_length *dl, int32_t n, double level_ms, double work) {
+    if (n != 1) return level_ms - fill_cost(dl, work);
+    double by_share = level_ms / (1.0 + dl->attention.per_t1 * work);
+    return dl->attention.per_t1 * by_share < dl->attention.max_ms ? by_share : level_ms - dl->attention.max_ms * work;
+}
+
 static void learn_base(specd_draft_length *dl, int32_t n, double level_ms, double expected, double work) {
     if (expected > 0.0 && level_ms > 2.0 * expected) level_ms = 2.0 * expected;
-    /* the empty-cache part; for n = 1 the fill's part may scale with the base itself */
-    double empty = level_ms - fill_cost(dl, work);
-    double per_t1 = dl->attention.per_t1;
-    if (n == 1 && per_t1 * level_ms / (1.0 + per_t1 * work) < dl->attention.max_ms)
-        empty = level_ms / (1.0 + per_t1 * work);
-    else if (n == 1)
-        empty = level_ms - dl->attention.max_ms * work;
+    double empty = empty_cache_part(dl, n, level_ms, work);
     if (empty < MIN_BASE_SHARE * level_ms) empty = MIN_BASE_SHARE * level_ms;
     int32_t k = ++dl->base_passes[n];
     if (k == 1 || empty < dl->base_ms[n]) dl->base_ms[n] = empty;
