@@ -339,6 +339,7 @@ static specd_status decode_next(tree_step *s, char **error) {
     }
     double t0 = specd_now_ms();
     int32_t rc = llama_decode(s->e->draft.ctx, *b);
+    s->e->draft_decodes++;
     double ms = specd_now_ms() - t0;
     if (rc != 0) {
         specd_set_error(error, "llama_decode failed (code %d) on a draft tree pass of %d tokens", rc, s->n_next);

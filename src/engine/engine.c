@@ -273,6 +273,9 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_batch = (uint32_t)e->n_batch;
     cp.n_ubatch = (uint32_t)e->n_batch;
     cp.n_seq_max = (uint32_t)(e->n_parallel * n_branches);
+    /* llama.cpp reserves a row of logits per sequence whatever the batch, and aborts the process
+     * when that exceeds its outputs (0: n_batch): `serve -np 3 -b 8` did (3 x 8 branches). */
+    cp.n_outputs_max = cp.n_batch > cp.n_seq_max ? cp.n_batch : cp.n_seq_max;
     cp.kv_unified = true; /* tree branches share their prefix cells; slots share the cells */
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;

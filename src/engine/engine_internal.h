@@ -74,6 +74,7 @@ struct specd_engine {
     struct llama_batch batch; /* one batch, reused for every decode */
     int32_t batch_cap;
     atomic_uint stop_requests; /* specd_engine_request_stop calls so far: sessions older than one stop */
+    int64_t draft_decodes;     /* llama_decode calls on the draft context so far (kv.c; tests count them) */
     /* What the layers above learn across requests (costs, drafters' memory: draft/learned.h),
      * created by them on first use and freed through free_learned: the engine does not know its
      * type, so it stays below them. NULL until used. */
@@ -117,6 +118,14 @@ void specd_slot_forget_checkpoints(specd_model_slot *slot, int32_t n);
  * when there is none or llama.cpp cannot restore it (the caller then clears the slot). */
 bool specd_slot_restore_checkpoint(specd_model_slot *slot, int32_t n);
 void specd_slot_free_checkpoints(specd_model_slot *slot);
+/* specd_slot_sync with logits for n_views views of one context (n different slots) at once: each
+ * keeps its longest common prefix with its tokens, and what all of them miss goes in ONE decode
+ * (a catch-up longer than the batch, or a recurrent state's, goes first in chunks of its own, the
+ * last tokens still together), so several slots' drafts cost one catch-up pass, not one each.
+ * View i's last token has logits at batch index logits_idx[i]. On failure what the decode wrote
+ * is forgotten (the next sync decodes it again). */
+specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, const specd_token *const *tokens,
+                              const int32_t *n, int32_t n_views, int32_t *logits_idx, char **error);
 /* Decodes one token at the end of the slot, with logits (batch index 0). */
 specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_token token, char **error);
 /* One token of a tree pass: its depth under the root and the branches (sequence ids) through it. */

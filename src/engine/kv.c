@@ -54,8 +54,9 @@ static void batch_add(struct llama_batch *b, llama_seq_id seq, specd_token token
     b->logits[i] = logits;
 }
 
-static specd_status decode_batch(specd_model_slot *slot, struct llama_batch *b, char **error) {
+static specd_status decode_batch(specd_engine *e, specd_model_slot *slot, struct llama_batch *b, char **error) {
     int32_t rc = llama_decode(slot->ctx, *b);
+    if (slot->ctx == e->draft.ctx) e->draft_decodes++;
     slot->last_decode_n = rc == 0 ? b->n_tokens : 0;
     if (rc != 0) {
         specd_set_error(error, "llama_decode failed (code %d) on %d tokens at position %d: %s", rc,
@@ -82,7 +83,7 @@ static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const s
         int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
         b->n_tokens = 0;
         for (int32_t i = start; i < end; i++) batch_add(b, slot->seq, tokens[i], i, want_logits && i == n - 1);
-        specd_status st = decode_batch(slot, b, error);
+        specd_status st = decode_batch(e, slot, b, error);
         if (st != SPECD_OK) {
             forget_from(slot, start);
             return st;
@@ -94,19 +95,29 @@ static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const s
     return SPECD_OK;
 }
 
-specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
-                             int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
-                             char **error) {
-    if (n > slot->cap) {
-        specd_set_error(error, "%d tokens do not fit the context of %d", n, slot->cap);
-        return SPECD_ERR_CONTEXT;
-    }
+static specd_status check_fits(const specd_model_slot *slot, int32_t n, char **error) {
+    if (n <= slot->cap) return SPECD_OK;
+    specd_set_error(error, "%d tokens do not fit the context of %d", n, slot->cap);
+    return SPECD_ERR_CONTEXT;
+}
+
+/* Keeps the longest prefix the slot shares with tokens[0..n) and drops the rest; returns how many
+ * tokens the slot still holds (less than shared when a recurrent state had to go back further). */
+static int32_t keep_common_prefix(specd_model_slot *slot, const specd_token *tokens, int32_t n, bool want_logits) {
     int32_t common = 0;
     while (common < slot->n_kv && common < n && slot->kv_tokens[common] == tokens[common]) common++;
     /* Logits exist only for tokens we decode now: re-decode the last one if it is cached. */
     if (want_logits && common == n && n > 0) common = n - 1;
     specd_slot_truncate(slot, common);
-    common = slot->n_kv; /* less than asked when a recurrent state had to go back further */
+    return slot->n_kv;
+}
+
+specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
+                             int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
+                             char **error) {
+    specd_status fits = check_fits(slot, n, error);
+    if (fits != SPECD_OK) return fits;
+    int32_t common = keep_common_prefix(slot, tokens, n, want_logits);
     if (n_reused) *n_reused = common;
     /* Tokens the slot held before going back, decoded again now: part of what a recurrent
      * state's checkpoints cost (the cost model counts it). */
@@ -115,6 +126,63 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     double t0 = specd_now_ms();
     specd_status st = decode_from(e, slot, tokens, common, n, want_logits, logits_idx, error);
     if (st == SPECD_OK && again > 0) slot->redecode_ms += (specd_now_ms() - t0) * (double)again / (double)(n - common);
+    return st;
+}
+
+/* Whether the slots' missing tokens go in one decode as they are: they fit one batch, and no
+ * recurrent state needs specd_slot_sync's accounting of what it decodes again. */
+static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const *views, const int32_t *n,
+                                 const int32_t *from, int32_t n_views) {
+    int32_t total = 0, limit = e->n_batch < e->batch_cap ? e->n_batch : e->batch_cap;
+    for (int32_t i = 0; i < n_views; i++) {
+        if (!views[i]->can_drop_tail) return false;
+        total += n[i] - from[i];
+    }
+    return total <= limit;
+}
+
+specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, const specd_token *const *tokens,
+                              const int32_t *n, int32_t n_views, int32_t *logits_idx, char **error) {
+    int32_t from[SPECD_MAX_PARALLEL];
+    if (n_views > SPECD_MAX_PARALLEL || n_views > e->batch_cap) {
+        specd_set_error(error, "%d slots to sync at once, at most %d", n_views, SPECD_MAX_PARALLEL);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    for (int32_t i = 0; i < n_views; i++) {
+        specd_status fits = check_fits(views[i], n[i], error);
+        if (fits != SPECD_OK) return fits;
+        if (n[i] < 1) {
+            specd_set_error(error, "slot %d: an empty history has no logits to sync for", i);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+        from[i] = keep_common_prefix(views[i], tokens[i], n[i], true);
+    }
+    if (!sync_fits_one_decode(e, views, n, from, n_views)) {
+        /* A long catch-up (or a recurrent state) in chunks first; the last tokens still go together. */
+        for (int32_t i = 0; i < n_views; i++) {
+            specd_status st = specd_slot_sync(e, views[i], tokens[i], n[i] - 1, false, NULL, NULL, error);
+            if (st != SPECD_OK) return st;
+            from[i] = views[i]->n_kv;
+        }
+    }
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t i = 0; i < n_views; i++) {
+        for (int32_t p = from[i]; p < n[i]; p++) batch_add(b, views[i]->seq, tokens[i][p], p, p == n[i] - 1);
+        logits_idx[i] = b->n_tokens - 1;
+    }
+    specd_status st = b->n_tokens > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
+    for (int32_t i = 0; i < n_views; i++) {
+        specd_model_slot *v = views[i];
+        if (st != SPECD_OK) {
+            forget_from(v, from[i]);
+            continue;
+        }
+        memcpy(v->kv_tokens + from[i], tokens[i] + from[i], (size_t)(n[i] - from[i]) * sizeof *tokens[i]);
+        v->n_kv = n[i];
+        v->logits_offset = 0;
+        v->last_decode_n = n[i] - from[i]; /* its own part of the decode */
+    }
     return st;
 }
 
@@ -127,7 +195,7 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     b->n_tokens = 0;
     slot->logits_offset = 0;
     batch_add(b, slot->seq, token, slot->n_kv, true);
-    specd_status st = decode_batch(slot, b, error);
+    specd_status st = decode_batch(e, slot, b, error);
     if (st != SPECD_OK) return st;
     slot->kv_tokens[slot->n_kv++] = token;
     return SPECD_OK;
@@ -151,7 +219,7 @@ specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, c
         batch_add(b, views[i]->seq, tokens[i], views[i]->n_kv, true);
     }
     double t0 = specd_now_ms();
-    specd_status st = n > 0 ? decode_batch(views[0], b, error) : SPECD_OK;
+    specd_status st = n > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
     if (ms) *ms = specd_now_ms() - t0;
     for (int32_t i = 0; i < n; i++) {
         if (st == SPECD_OK) {
