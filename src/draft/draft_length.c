@@ -52,7 +52,8 @@ static double prior_ratio(int32_t n) { return 1.0 + PRIOR_SLOPE * (n - 1); }
 
 static double drift_of(const specd_draft_length *dl) { return dl->drift > 0.0 ? dl->drift : 1.0; }
 
-/* The base of size n: timed, or scaled from the nearest timed size by the prior's shape; 0 when no
+/* The base of size n: timed, or scaled from the nearest timed size by the prior's shape (what a pass
+ * of an untimed size is checked against when it is learnt; choices: base_cost_to_choose); 0 when no
  * size is timed. */
 static double base_cost(const specd_draft_length *dl, int32_t n) {
     if (dl->base_ms[n] > 0.0) return dl->base_ms[n];
@@ -87,13 +88,30 @@ static double attend_ms(const specd_draft_length *dl, double base1) {
 /* The fill's part of a pass, at the level of the bases (0 when nothing is timed). */
 static double fill_cost(const specd_draft_length *dl, double work) { return attend_ms(dl, base_cost(dl, 1)) * work; }
 
+/* The base a choice prices size n at: timed, or the least of the timed sizes scaled to n by the
+ * prior's shape (0 when none is timed). Optimistic on purpose, where learning checks a pass against
+ * the nearest timed size (base_cost): a size never passed is then chosen once when it might pay,
+ * and known from then on (a calibration file keeps it). Priced from the nearest size, a size next
+ * to a dear one looked dear for good: on this CPU passes of 4 and 8 tokens are cheap and 5-7 dear,
+ * so with 2 slots T(6) = 67.6 ms priced T(8) at 79 where it costs 53, and the slots never drafted
+ * 3 each (2 clients: 1.05x llama-server). */
+static double base_cost_to_choose(const specd_draft_length *dl, int32_t n) {
+    if (dl->base_ms[n] > 0.0) return dl->base_ms[n];
+    double least = 0.0;
+    for (int32_t m = 1; m <= SPECD_DL_MAX_BATCH; m++) {
+        double scaled = dl->base_ms[m] * prior_ratio(n) / prior_ratio(m);
+        if (dl->base_ms[m] > 0.0 && (least <= 0.0 || scaled < least)) least = scaled;
+    }
+    return least;
+}
+
 double specd_draft_length_verify_cost(const specd_draft_length *dl, int32_t n) {
     if (n < 1) n = 1;
     /* Past the sizes kept, a pass costs in proportion to its tokens (a batch of several slots):
      * never as if more tokens were free. */
     if (n > SPECD_DL_MAX_BATCH)
         return specd_draft_length_verify_cost(dl, SPECD_DL_MAX_BATCH) * n / (double)SPECD_DL_MAX_BATCH;
-    double base = base_cost(dl, n);
+    double base = base_cost_to_choose(dl, n);
     /* Nothing timed: in units of one target token. */
     if (base <= 0.0) return prior_ratio(n) + dl->attention.per_t1 * step_work(dl, n);
     return (base + fill_cost(dl, step_work(dl, n))) * drift_of(dl);
