@@ -145,7 +145,8 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
                               const int32_t *n, int32_t n_views, int32_t *logits_idx, char **error) {
     int32_t from[SPECD_MAX_PARALLEL];
     if (n_views > SPECD_MAX_PARALLEL || n_views > e->batch_cap) {
-        specd_set_error(error, "%d slots to sync at once, at most %d", n_views, SPECD_MAX_PARALLEL);
+        specd_set_error(error, "%d slots to sync at once: at most %d, and no more than the batch (%d)", n_views,
+                        SPECD_MAX_PARALLEL, e->batch_cap);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     for (int32_t i = 0; i < n_views; i++) {

@@ -821,7 +821,8 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
     int32_t where[SPECD_MAX_PARALLEL], m = 0, later = n - 1;
     for (int32_t i = 0; i < n; i++) {
         st[i] = SPECD_OK;
-        if (n_joint > 0 && joins_draft(s[i])) {
+        /* one token per joint chain goes in each joint draft decode: at most a batch of them */
+        if (n_joint > 0 && joins_draft(s[i]) && m < s[i]->e->batch_cap) {
             joint[m] = s[i], where[m++] = i;
             continue;
         }

@@ -880,6 +880,58 @@ static void test_slots_catch_up_in_one_draft_decode(void **state) {
     }
 }
 
+/* More slots drafting together than one decode holds (-np 10 with a batch of 8): the first 8 draft
+ * jointly, the others alone, and every slot gives what it gives alone (the joint draft failed every
+ * request of the round: "10 draft tokens do not fit the engine's batch of 8"). */
+static void test_more_drafting_slots_than_the_batch_holds(void **state) {
+    (void)state;
+    enum { SLOTS = 10 };
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    g.n_predict = 16;
+    specd_result alone[3];
+    for (int i = 0; i < 3; i++) alone[i] = generate_text(engine, prompts[i], &g);
+    specd_engine_params p = test_engine_params(target_path, draft_path, SLOTS * 64);
+    p.n_parallel = SLOTS;
+    p.n_batch = 8;
+    p.draft_max = 4;
+    specd_engine *e = open_engine_with(&p);
+    specd_session *s[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        specd_token *tok = NULL;
+        int32_t n = 0;
+        char *err = NULL;
+        assert_int_equal(specd_tokenize(e, prompts[i % 3], true, &tok, &n, NULL), SPECD_OK);
+        if (specd_session_new_in_slot(e, i, tok, n, &g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+        specd_free(tok);
+    }
+    for (int steps = 0;; steps++) {
+        assert_true(steps < 200);
+        specd_session *busy[SLOTS];
+        int32_t n_busy = 0;
+        for (int i = 0; i < SLOTS; i++)
+            if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
+        if (n_busy == 0) break;
+        char *errs[SLOTS] = {0};
+        if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
+        if (specd_sessions_verify(busy, n_busy, NULL, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
+        for (int k = 0; k < n_busy; k++) assert_int_equal(specd_session_accept(busy[k], NULL, NULL), SPECD_OK);
+    }
+    int64_t drafted = 0;
+    for (int i = 0; i < SLOTS; i++) {
+        specd_result r;
+        specd_session_take_result(s[i], &r);
+        char what[32];
+        snprintf(what, sizeof what, "slot %d", i);
+        assert_same_tokens(&r, &alone[i % 3], what);
+        drafted += r.stats.n_drafted;
+        specd_result_clear(&r);
+        specd_session_free(s[i]);
+    }
+    assert_true(drafted > 0);
+    for (int i = 0; i < 3; i++) specd_result_clear(&alone[i]);
+    specd_engine_free(e);
+}
+
 /* A prompt begun in a slot while another slot runs (specd_session_begin_in_slot) goes in by
  * chunks that join the running slot's passes, and its first token comes out of the pass that
  * holds its last chunk (the root rides along), not a round later, and the running slot drafts
@@ -1103,6 +1155,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_session_step_parts_equal_generate),
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
         cmocka_unit_test(test_slots_catch_up_in_one_draft_decode),
+        cmocka_unit_test(test_more_drafting_slots_than_the_batch_holds),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
         cmocka_unit_test(test_explorations_back_off_across_requests),
