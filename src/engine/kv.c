@@ -149,15 +149,15 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
                         SPECD_MAX_PARALLEL, e->batch_cap);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    for (int32_t i = 0; i < n_views; i++) {
+    for (int32_t i = 0; i < n_views; i++) { /* every history checked before any cache changes */
         specd_status fits = check_fits(views[i], n[i], error);
         if (fits != SPECD_OK) return fits;
         if (n[i] < 1) {
             specd_set_error(error, "slot %d: an empty history has no logits to sync for", i);
             return SPECD_ERR_INVALID_ARGUMENT;
         }
-        from[i] = keep_common_prefix(views[i], tokens[i], n[i], true);
     }
+    for (int32_t i = 0; i < n_views; i++) from[i] = keep_common_prefix(views[i], tokens[i], n[i], true);
     if (!sync_fits_one_decode(e, views, n, from, n_views)) {
         /* A long catch-up (or a recurrent state) in chunks first; the last tokens still go together. */
         for (int32_t i = 0; i < n_views; i++) {

@@ -870,10 +870,13 @@ static void test_slots_catch_up_in_one_draft_decode(void **state) {
         assert_int_equal(e->draft_decodes - before, 1);
         for (int i = 0; i < 3; i++) copy_draft_logits(e, idx[i], joint[i]);
         assert_joint_logits_equal_alone(e, views, h, n, joint);
-        /* a history longer than its slot's context is refused, saying so */
+        /* a history longer than its slot's context is refused, saying so, before any cache changes */
+        int32_t held = views[0]->n_kv;
         n[1] = views[1]->cap + 1;
+        n[0] = 1; /* would drop all but the first token of slot 0 */
         assert_int_equal(specd_slots_sync(e, views, h, n, 3, idx, &err), SPECD_ERR_CONTEXT);
         assert_non_null(strstr(err, "do not fit the context"));
+        assert_int_equal(views[0]->n_kv, held);
         specd_free(err);
         for (int i = 0; i < 3; i++) specd_free(tok[i]), free(joint[i]);
         specd_engine_free(e);
