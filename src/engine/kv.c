@@ -133,12 +133,12 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
  * recurrent state needs specd_slot_sync's accounting of what it decodes again. */
 static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const *views, const int32_t *n,
                                  const int32_t *from, int32_t n_views) {
-    int32_t total = 0, limit = e->n_batch < e->batch_cap ? e->n_batch : e->batch_cap;
+    int32_t total = 0;
     for (int32_t i = 0; i < n_views; i++) {
         if (!views[i]->can_drop_tail) return false;
         total += n[i] - from[i];
     }
-    return total <= limit;
+    return total <= e->batch_cap;
 }
 
 specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, const specd_token *const *tokens,
