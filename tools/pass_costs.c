@@ -3,14 +3,20 @@
  * specd makes its target's (unified KV, one sequence per slot, flash attention off as specd's
  * default, or as asked).
  *
- *   pass_costs MODEL [THREADS] [REPEATS] [off|on|auto]
+ *   pass_costs MODEL [THREADS] [REPEATS] [off|on|auto] [--short] [-ngl N]
  *
  * For 1 and 4 filled sequences and fills of 0..1000 tokens each, it times passes of n tokens: all
  * in sequence 0 ("own"), or spread over the filled sequences ("spread"), and prints one line per
  * case: sequences, fill per sequence, n, kind, the least and the median ms of REPEATS passes, and
  * the attention work of the pass two ways: the sum over its tokens of their own sequence's cells
  * ("work_own") and n x every used cell ("work_all"). Which of the two the cost follows says how a
- * multi-slot pass should be priced. */
+ * multi-slot pass should be priced.
+ *
+ * --short prints only the cost shape, one line: T(n) for n = 1..16 on an empty cache, one sequence,
+ * and T(n)/T(1) for n = 2, 4, 8, 16. That is the line printed beside every benchmark table
+ * (specd bench runs it for each target): a reader can tell a compute-bound machine (T(4) 2x T(1))
+ * from a memory-bound one (T(4) about T(1)). -ngl N offloads N layers (default 0: the CPU; as
+ * llama.cpp, -1 or all: every layer). */
 #include "llama.h"
 
 #include <stdio.h>
@@ -100,24 +106,82 @@ static int measure(struct llama_context *ctx, int32_t n_seqs, int32_t fill, int3
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [THREADS] [REPEATS] [off|on|auto]\n", argv[0]);
-        return 2;
+/* The cost shape on an empty cache: "T(1..16) ms: a b c ...; T(n)/T(1): 2 x, 4 x, 8 x, 16 x". */
+static int print_shape(struct llama_context *ctx, int32_t repeats, int32_t n_vocab) {
+    double t[17];
+    if (fill_sequences(ctx, 1, 0, n_vocab) != 0) return -1;
+    for (int32_t n = 1; n <= 16; n++) {
+        double ms[MAX_REPEATS];
+        timed_pass(ctx, n, 1, 0, n_vocab); /* warm-up: the graph of this shape */
+        for (int32_t r = 0; r < repeats; r++)
+            if ((ms[r] = timed_pass(ctx, n, 1, 0, n_vocab)) < 0.0) return -1;
+        qsort(ms, (size_t)repeats, sizeof ms[0], compare_doubles);
+        t[n] = ms[0];
     }
-    int32_t threads = argc > 2 ? atoi(argv[2]) : 2, repeats = argc > 3 ? atoi(argv[3]) : 7;
-    const char *fa = argc > 4 ? argv[4] : "off";
-    if (threads < 1 || repeats < 1 || repeats > MAX_REPEATS ||
-        (strcmp(fa, "off") && strcmp(fa, "on") && strcmp(fa, "auto"))) {
-        fprintf(stderr, "pass_costs: THREADS must be >= 1, REPEATS 1..%d, flash attention off, on or auto\n",
-                MAX_REPEATS);
+    printf("T(1..16) ms, least of %d:", repeats);
+    for (int32_t n = 1; n <= 16; n++) printf(" %.2f", t[n]);
+    printf("; T(n)/T(1): 2 %.2fx, 4 %.2fx, 8 %.2fx, 16 %.2fx\n", t[2] / t[1], t[4] / t[1], t[8] / t[1], t[16] / t[1]);
+    fflush(stdout);
+    return 0;
+}
+
+static int print_table(struct llama_context *ctx, int32_t repeats, int32_t n_vocab) {
+    static const int32_t fills[] = {0, 100, 300, 600, 1000}, sizes[] = {1, 2, 4, 8, 16};
+    int rc = 0;
+    printf("seqs fill n kind min_ms median_ms work_own work_all\n");
+    for (int32_t n_seqs = 1; rc == 0 && n_seqs <= MAX_SEQS; n_seqs += MAX_SEQS - 1)
+        for (size_t f = 0; rc == 0 && f < sizeof fills / sizeof fills[0]; f++) {
+            if (fill_sequences(ctx, n_seqs, fills[f], n_vocab) != 0) rc = -1;
+            for (size_t k = 0; rc == 0 && k < sizeof sizes / sizeof sizes[0]; k++) {
+                rc = measure(ctx, n_seqs, fills[f], sizes[k], 1, repeats, n_vocab);
+                if (rc == 0 && n_seqs > 1 && sizes[k] >= n_seqs)
+                    rc = measure(ctx, n_seqs, fills[f], sizes[k], n_seqs, repeats, n_vocab);
+            }
+        }
+    return rc;
+}
+
+typedef struct options {
+    const char *model, *fa;
+    int32_t threads, repeats, n_gpu_layers;
+    int short_form;
+} options;
+
+/* Flags anywhere, then the positional MODEL [THREADS] [REPEATS] [off|on|auto]. */
+static int parse_options(int argc, char **argv, options *o) {
+    *o = (options){.fa = "off", .threads = 2, .repeats = 7, .n_gpu_layers = 0};
+    int n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--short")) o->short_form = 1;
+        else if (!strcmp(argv[i], "-ngl") && i + 1 < argc) {
+            const char *v = argv[++i];
+            o->n_gpu_layers = (!strcmp(v, "all") || !strcmp(v, "auto")) ? -1 : atoi(v);
+        } else if (n_pos == 0) o->model = argv[i], n_pos++;
+        else if (n_pos == 1) o->threads = atoi(argv[i]), n_pos++;
+        else if (n_pos == 2) o->repeats = atoi(argv[i]), n_pos++;
+        else if (n_pos == 3) o->fa = argv[i], n_pos++;
+        else return -1;
+    }
+    if (!o->model || o->threads < 1 || o->repeats < 1 || o->repeats > MAX_REPEATS ||
+        (strcmp(o->fa, "off") && strcmp(o->fa, "on") && strcmp(o->fa, "auto")))
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    if (parse_options(argc, argv, &o) != 0) {
+        fprintf(stderr, "usage: %s MODEL [THREADS] [REPEATS] [off|on|auto] [--short] [-ngl N|all]\n"
+                        "  THREADS >= 1, REPEATS 1..%d, flash attention off, on or auto\n", argv[0], MAX_REPEATS);
         return 2;
     }
     llama_log_set(quiet, NULL);
     llama_backend_init();
-    struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = o.n_gpu_layers < 0 ? 999 : o.n_gpu_layers;
+    struct llama_model *model = llama_model_load_from_file(o.model, mp);
     if (!model) {
-        fprintf(stderr, "pass_costs: cannot load the model '%s'\n", argv[1]);
+        fprintf(stderr, "pass_costs: cannot load the model '%s'\n", o.model);
         return 1;
     }
     struct llama_context_params cp = llama_context_default_params();
@@ -125,27 +189,18 @@ int main(int argc, char **argv) {
     cp.n_batch = cp.n_ubatch = 1024;
     cp.n_seq_max = MAX_SEQS;
     cp.kv_unified = true;
-    cp.n_threads = cp.n_threads_batch = threads;
-    cp.flash_attn_type = !strcmp(fa, "on")    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                         : !strcmp(fa, "off") ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                              : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.n_threads = cp.n_threads_batch = o.threads;
+    cp.flash_attn_type = !strcmp(o.fa, "on")    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                         : !strcmp(o.fa, "off") ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                : LLAMA_FLASH_ATTN_TYPE_AUTO;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    static const int32_t fills[] = {0, 100, 300, 600, 1000}, sizes[] = {1, 2, 4, 8, 16};
-    int rc = ctx ? 0 : 1;
-    printf("seqs fill n kind min_ms median_ms work_own work_all\n");
-    for (int32_t n_seqs = 1; rc == 0 && n_seqs <= MAX_SEQS; n_seqs += MAX_SEQS - 1)
-        for (size_t f = 0; rc == 0 && f < sizeof fills / sizeof fills[0]; f++) {
-            if (fill_sequences(ctx, n_seqs, fills[f], n_vocab) != 0) rc = 1;
-            for (size_t k = 0; rc == 0 && k < sizeof sizes / sizeof sizes[0]; k++) {
-                rc = measure(ctx, n_seqs, fills[f], sizes[k], 1, repeats, n_vocab);
-                if (rc == 0 && n_seqs > 1 && sizes[k] >= n_seqs)
-                    rc = measure(ctx, n_seqs, fills[f], sizes[k], n_seqs, repeats, n_vocab);
-            }
-        }
-    if (rc) fprintf(stderr, "pass_costs: a decode failed\n");
+    int rc = !ctx                ? 1
+             : o.short_form ? print_shape(ctx, o.repeats, n_vocab)
+                                 : print_table(ctx, o.repeats, n_vocab);
+    if (rc) fprintf(stderr, "pass_costs: %s\n", ctx ? "a decode failed" : "cannot make a context for the model");
     if (ctx) llama_free(ctx);
     llama_model_free(model);
     llama_backend_free();
-    return rc;
+    return rc ? 1 : 0;
 }

@@ -57,6 +57,9 @@ typedef struct bench_settings {
 /* bench_proc.c */
 bool bench_run_config(const bench_settings *s, const bench_config *c, const char *target,
                       const char *draft, const char *prompt, double temp, bench_sample *out);
+/* The target's pass costs, one line from tools/pass_costs --short (beside the specd program) with
+ * the settings' threads and GPU layers, or why there is none. */
+void bench_pass_costs(const bench_settings *s, const char *target, char *line, size_t size);
 /* mkdir -p: a results folder and its parents; false when it cannot be made or written. */
 bool bench_make_dirs(const char *path);
 /* Whether an executable file `name` is in one of PATH's folders. */
@@ -69,6 +72,7 @@ bool bench_feed_tool(const char *tool, const char *input, size_t len, char *err,
 typedef struct bench_group {
     char pair[256];
     char target[1024], draft[1024];
+    char pass_costs[512]; /* the target's, from bench_pass_costs */
     double temp;
     bench_config *configs;
     int n_configs;

@@ -315,6 +315,28 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
     }
 }
 
+/* tools/pass_costs sits beside the specd program in a build (build/bin). */
+void bench_pass_costs(const bench_settings *s, const char *target, char *line, size_t size) {
+    char path[1200];
+    const char *slash = strrchr(s->specd, '/');
+    snprintf(path, sizeof path, "%.*spass_costs", slash ? (int)(slash - s->specd + 1) : 0, s->specd);
+    if (access(path, X_OK) != 0) {
+        snprintf(line, size, "not measured (no %s: build the pass_costs target)", path);
+        return;
+    }
+    arglist a = {.n = 0};
+    add(&a, path), add(&a, target), addf(&a, "%d", s->n_threads), add(&a, "5"), add(&a, "off"), add(&a, "--short");
+    if (s->n_gpu_layers) add(&a, "-ngl"), add(&a, s->n_gpu_layers);
+    captured cap = {0};
+    bool ran = run_captured(a.argv, true, &cap);
+    const char *found = ran ? strstr(cap.text, "T(1..16)") : NULL;
+    if (found && WIFEXITED(cap.status) && WEXITSTATUS(cap.status) == 0)
+        snprintf(line, size, "%.*s", (int)strcspn(found, "\n"), found);
+    else
+        snprintf(line, size, "not measured (%s failed on %s)", path, target);
+    free(cap.text);
+}
+
 bool bench_run_config(const bench_settings *s, const bench_config *c, const char *target, const char *draft,
                       const char *prompt, double temp, bench_sample *out) {
     memset(out, 0, sizeof *out);

@@ -248,6 +248,9 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
     int best_k = 0;
     double limit = probe ? bench_chain_limit(probe, &best_k) : 0.0;
     fprintf(f, "\n### %s, temperature %g\n\n", g->pair, g->temp);
+    if (g->pass_costs[0])
+        fprintf(f, "Pass costs of the target (`tools/pass_costs --short`, flash attention off, empty cache): %s\n\n",
+                g->pass_costs);
     fputs("| configuration | tokens/s | min–max | acceptance | accepted/step | vs no speculation | vs llama.cpp best | of chain limit | peak RSS MB |\n"
           "|---|---|---|---|---|---|---|---|---|\n", f);
     write_row(f, completion, base, llama_best, limit);

@@ -231,6 +231,10 @@ def bench(specd, models):
               and "| specd, speculation off |" in report and "Chain limit:" in report and "failed" not in report,
               r.stderr[-500:] + report[:500])
         check("bench shows progress", "[1/6]" in r.stderr and "[6/6]" in r.stderr, r.stderr[-300:])
+        costs = [line for line in report.splitlines() if line.startswith("Pass costs of the target")]
+        shape = costs[0].split("T(1..16) ms, least of 5:")[1].split(";")[0].split() if costs else []
+        check("bench prints the target's pass costs beside its table", len(costs) == 1 and len(shape) == 16
+              and all(float(x) > 0 for x in shape) and "T(n)/T(1): 2 " in costs[0], report[:1200])
         check("bench without gnuplot says plots are skipped, and links none", r.returncode == 0
               and GNUPLOT_SKIPPED in r.stderr and "Plots skipped" in report and ".png" not in report
               and os.path.exists(os.path.join(out, "raw.tsv")), r.stderr[-500:])
