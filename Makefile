@@ -72,7 +72,7 @@ bench-models: deps
 # BENCH_ARGS=--quick for 3 prompts.
 bench: build bench-deps bench-models
 	@$(BUILD)/bin/specd bench --models $(BENCH_MODELS) --prompts ../shared/bench/prompts.txt \
-		--out results/bench $(if $(GPU),--llama-bin deps/llama-$(GPU)/build-tools/bin -ngl 99 -ngld 99) $(BENCH_ARGS)
+		--out results/bench $(if $(GPU),--llama-bin deps/llama-$(GPU)/build-lib/bin -ngl 99 -ngld 99) $(BENCH_ARGS)
 	@mkdir -p docs/bench && cp results/bench/*.png docs/bench/ 2>/dev/null || true
 	@sed 's|](g\([0-9]*\)-|](bench/g\1-|g' results/bench/benchmarks.md > docs/benchmarks.md
 	@echo "bench: docs/benchmarks.md updated"

@@ -15,7 +15,9 @@
 #    instead, into deps/llama-cuda or deps/llama-vulkan (the CPU build stays as it is), when the
 #    toolkit is there (nvcc; the Vulkan headers, loader and glslc); else it says what is missing.
 #    --bench-tools also builds llama.cpp's own tools (llama-completion, llama-speculative,
-#    llama-speculative-simple, llama-server) into deps/llama/build-tools/bin for comparisons.
+#    llama-speculative-simple, llama-server) into deps/llama/build-tools/bin for comparisons; on a
+#    GPU build into deps/llama-GPU/build-lib/bin, from the library's own build tree, so that the
+#    backend's kernels (minutes of nvcc) are compiled once.
 #    --test-tools also installs what only some tests need (chromium for the page's browser test),
 #    going on without it when it cannot (those tests then skip, saying why).
 #    --fuzz also installs clang, its sanitizer and libFuzzer runtimes and OpenMP for clang
@@ -23,6 +25,10 @@
 #
 # A llama.cpp you already have: set LLAMA_CPP_DIR to its source tree (we build it the same way)
 # or to an install prefix holding lib/cmake/llama (we use it as is); see README.
+# SPECD_LLAMA_CMAKE_ARGS: more cmake arguments for llama.cpp's builds, space-separated (e.g.
+# -DGGML_CUDA_FA_ALL_QUANTS=ON).
+# SPECD_NO_APT=1: never call apt-get (a machine with no package registry, the packages installed
+# some other way); missing packages are named and the build goes on.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +46,8 @@ cpu_flags=(-DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx
 # llama.cpp's RPC backend (ggml-rpc: two source files, a backend with no device until --rpc
 # names a server): on in every build, so `--rpc` works without a rebuild.
 backend_flags=(-DGGML_RPC=ON)
+# shellcheck disable=SC2206
+[ -n "${SPECD_LLAMA_CMAKE_ARGS:-}" ] && backend_flags+=(${SPECD_LLAMA_CMAKE_ARGS})
 
 log() { printf 'deps: %s\n' "$*" >&2; }
 
@@ -51,6 +59,10 @@ install_apt_packages() {
   # npm may come from outside Debian (nodesource): only ask apt for it when there is none at all.
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   [ ${#missing[@]} -eq 0 ] && return 0
+  if [ -n "${SPECD_NO_APT:-}" ]; then
+    log "SPECD_NO_APT: not installing ${missing[*]} (the build needs them, or their files, some other way)"
+    return 0
+  fi
   log "installing apt packages: ${missing[*]}"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -82,7 +94,10 @@ check_gpu_toolkit() {
         if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH
         else missing+=("nvcc (the CUDA toolkit: Debian's nvidia-cuda-toolkit or NVIDIA's cuda-toolkit)"); fi
       fi
-      backend_flags+=(-DGGML_CUDA=ON)
+      # NCCL (collectives between GPUs) only serves several GPUs, and ggml's CMake package does not
+      # name it for the programs that link the static backend: off, unless asked for
+      # (SPECD_LLAMA_CMAKE_ARGS=-DGGML_CUDA_NCCL=ON).
+      backend_flags=(-DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF "${backend_flags[@]}")
       # GGML_NATIVE (on, for the CPU) makes ggml build CUDA code for the GPUs it sees; with none
       # visible (a build machine) that fails: then the architectures ggml would pick for a
       # portable build, or SPECD_CUDA_ARCHS (e.g. "89-real" for one card).
@@ -105,6 +120,21 @@ check_gpu_toolkit() {
     log "install them and run again (the CPU build, plain make, needs none of this)"
     exit 2
   fi
+}
+
+# What a program linking the static GPU backend needs besides it (ggml's CMake package names the
+# CUDA libraries only for GGML_STATIC builds): the CUDA runtime, cuBLAS and the driver.
+gpu_link_flags() {
+  case "$gpu" in
+    cuda)
+      local cuda nccl=""
+      cuda=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
+      # a backend built with NCCL (an install of the user's own) needs it on the link line too
+      # (grep reads all of nm's output: -q would close the pipe early, and pipefail fail the test)
+      if nm "$deps/install/lib/libggml-cuda.a" 2>/dev/null | grep ' U ncclCommInitAll' >/dev/null; then nccl="-L$cuda/lib -lnccl"; fi
+      echo "-lggml-cuda -L$cuda/lib64 -L$cuda/lib64/stubs $nccl -lcublas -lcublasLt -lcudart -lcuda" ;;
+    vulkan) echo "-lggml-vulkan -lvulkan" ;;
+  esac
 }
 
 # The library: libllama + ggml (CPU backend only), static and position-independent so it links
@@ -133,7 +163,7 @@ build_llama_simple() {
   [ -x "$out" ] && return 0
   mkdir -p "$deps/install/bin"
   g++ -std=c++17 -O2 -I"$deps/install/include" "$src/examples/simple/simple.cpp" -o "$out" \
-    -L"$deps/install/lib" -lllama -lggml -lggml-rpc -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+    -L"$deps/install/lib" -lllama -lggml -lggml-rpc $(gpu_link_flags) -lggml-cpu -lggml-base -fopenmp -lpthread -lm
 }
 
 # llama.cpp's rpc-server (tools/rpc, one file on ggml's public headers): what holds a target's
@@ -143,19 +173,23 @@ build_rpc_server() {
   [ -x "$out" ] && return 0
   mkdir -p "$deps/install/bin"
   g++ -std=c++17 -O2 -I"$deps/install/include" "$src/tools/rpc/rpc-server.cpp" -o "$out" \
-    -L"$deps/install/lib" -lggml -lggml-rpc -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+    -L"$deps/install/lib" -lggml -lggml-rpc $(gpu_link_flags) -lggml-cpu -lggml-base -fopenmp -lpthread -lm
 }
 
-# llama.cpp's own tools, for benchmarks only (they need llama.cpp's C++ common library).
+# llama.cpp's own tools, for benchmarks only (they need llama.cpp's C++ common library). On the
+# CPU in a tree of their own; on a GPU in the library's tree, configured again with the tools on:
+# the backend's objects are kept, and its kernels take minutes of nvcc per build.
 build_llama_tools() {
   local src=$1 want=(llama-completion llama-speculative llama-speculative-simple llama-server) t missing=()
-  for t in "${want[@]}"; do [ -x "$deps/build-tools/bin/$t" ] || missing+=("$t"); done
+  local tree=$deps/build-tools
+  [ -n "$gpu" ] && tree=$deps/build-lib
+  for t in "${want[@]}"; do [ -x "$tree/bin/$t" ] || missing+=("$t"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "building llama.cpp tools: ${missing[*]}"
-  cmake -S "$src" -B "$deps/build-tools" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  cmake -S "$src" -B "$tree" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     "${cpu_flags[@]}" "${backend_flags[@]}" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_OPENSSL=OFF >/dev/null
-  cmake --build "$deps/build-tools" -j "$jobs" --target "${missing[@]}"
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF >/dev/null
+  cmake --build "$tree" -j "$jobs" --target "${missing[@]}"
 }
 
 # What only some tests need (make test runs this): Debian's chromium for the chat page's browser
@@ -194,12 +228,8 @@ main() {
     src=$src_default
   fi
   build_llama_library "$src"
-  # On a GPU build these two would need the backend's libraries on their link line: skipped (the
-  # tests that use them skip too).
-  if [ -z "$gpu" ]; then
-    build_llama_simple "$src"
-    build_rpc_server "$src"
-  fi
+  build_llama_simple "$src"
+  build_rpc_server "$src"
   [ "${1:-}" = --bench-tools ] && build_llama_tools "$src"
   return 0
 }

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# One command on a machine with an NVIDIA GPU: the CUDA build, the test suite on it, and specd
+# against llama.cpp's own tools on both benchmark pairs with every layer on the GPU. Meant to fit
+# in 9 minutes on a 16-core machine; writes docs/benchmarks-gpu.md.
+#
+#   scripts/gpu_bench.sh [--minutes N] [--models DIR] [--prompts FILE] [--out DIR] [--report FILE]
+#                        [--no-tests] [--threads N]
+#   scripts/gpu_bench.sh --report-from DIR [--report FILE]
+#
+# Steps (each one's wall time goes into the report):
+#   1. `make GPU=cuda` pieces: scripts/deps.sh builds llama.cpp with CUDA for this machine's GPU
+#      only (GGML_NATIVE), then llama.cpp's tools in the same tree (the kernels are compiled once);
+#      specd is built on it into build-cuda.
+#   2. the test suite (ctest) on build-cuda: every engine test then runs on the GPU.
+#   3. the benchmark pairs (../shared/bench: target.gguf, target-f32.gguf, draft.gguf), grown in the
+#      background while 1 builds, when the models folder lacks them.
+#   4. specd bench on both pairs, -ngl 99 -ngld 99 for specd and llama.cpp's tools alike; as many
+#      prompts as the time left allows (3, 2 or 1). The report carries each target's pass costs.
+# --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
+# and needs no GPU: that is how the report's shape is tested on CPU-only machines.
+# Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
+# 1 a build or the benchmark failed.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+minutes=9
+models=${HOME:-/tmp}/.cache/specd-bench
+shared=${SPECD_SHARED:-$root/../shared}
+prompts=""
+out=$root/results/gpu
+report=$root/docs/benchmarks-gpu.md
+report_from=""
+run_tests=1
+threads=""
+jobs=$(nproc 2>/dev/null || echo 2)
+start=$SECONDS
+
+usage() {
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+die() { # code message...
+  local code=$1
+  shift
+  printf 'gpu_bench: %s\n' "$*" >&2
+  exit "$code"
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --minutes) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die 2 "--minutes takes a whole number of minutes >= 1"
+               minutes=$2; shift ;;
+    --models) [ $# -ge 2 ] || die 2 "--models takes a folder"; models=$2; shift ;;
+    --prompts) [ $# -ge 2 ] || die 2 "--prompts takes a file"; prompts=$2; shift ;;
+    --out) [ $# -ge 2 ] || die 2 "--out takes a folder"; out=$2; shift ;;
+    --report) [ $# -ge 2 ] || die 2 "--report takes a file"; report=$2; shift ;;
+    --report-from) [ $# -ge 2 ] || die 2 "--report-from takes the folder of an earlier run"; report_from=$2; shift ;;
+    --threads) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die 2 "--threads takes a number >= 1"
+               threads=$2; shift ;;
+    --no-tests) run_tests=0 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die 2 "unknown argument '$1' (see --help)" ;;
+  esac
+  shift
+done
+[ -n "$prompts" ] || prompts=$shared/bench/prompts.txt
+budget=$((minutes * 60))
+elapsed() { echo $((SECONDS - start)); }
+left() { echo $((budget - (SECONDS - start))); }
+note() { printf 'gpu_bench: [%4d s] %s\n' "$(elapsed)" "$*" >&2; }
+
+# The report: the machine, each step's time and outcome, then specd bench's tables (which carry
+# the pass costs). Reads only what the run left in $1, so it works without a GPU.
+write_report() {
+  local dir=$1 file=$2
+  [ -f "$dir/steps.tsv" ] || die 2 "no run in '$dir' (its steps.tsv is missing)"
+  mkdir -p "$(dirname "$file")" || die 1 "cannot make the folder of '$file'"
+  {
+    echo "# specd on a GPU"
+    echo
+    echo "Written by \`scripts/gpu_bench.sh\` (one command: the CUDA build, the tests on it, and \`specd bench\`"
+    echo "on both benchmark pairs with every layer on the GPU, \`-ngl 99 -ngld 99\` for specd and llama.cpp's"
+    echo "tools alike). Pass costs (\`tools/pass_costs --short\`) are printed with each pair's tables."
+    echo
+    [ -f "$dir/gpu.txt" ] && echo "GPU: $(head -1 "$dir/gpu.txt")."
+    [ -f "$dir/started.txt" ] && echo "Run: $(cat "$dir/started.txt")."
+    echo
+    echo "| step | wall s | outcome |"
+    echo "|---|---|---|"
+    while IFS=$'\t' read -r step secs outcome; do
+      echo "| $step | $secs | $outcome |"
+    done <"$dir/steps.tsv"
+    echo
+    if [ -s "$dir/tests-failed.txt" ]; then
+      echo "Tests that failed on the GPU:"
+      echo
+      sed 's/^/- /' "$dir/tests-failed.txt"
+      echo
+    fi
+    if [ -f "$dir/bench/benchmarks.md" ]; then
+      # the bench report without its own title; its plots are not kept
+      sed -e '1{/^# /d}' -e '/^!\[/d' -e '/^(Plots skipped/d' "$dir/bench/benchmarks.md"
+    else
+      echo "No benchmark report: the benchmark did not run (see the steps above)."
+    fi
+  } >"$file.tmp" && mv "$file.tmp" "$file" || die 1 "cannot write '$file'"
+  note "report: $file"
+}
+
+if [ -n "$report_from" ]; then
+  write_report "$report_from" "$report"
+  exit 0
+fi
+
+command -v nvidia-smi >/dev/null 2>&1 && gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+[ -n "${gpu_name:-}" ] || die 2 "no NVIDIA GPU visible (nvidia-smi lists none): this script measures specd on a GPU; on the CPU use make test and make bench"
+
+rm -rf "$out" && mkdir -p "$out" || die 1 "cannot make '$out'"
+echo "$gpu_name" >"$out/gpu.txt"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $jobs CPU cores, budget $minutes min" >"$out/started.txt"
+: >"$out/steps.tsv"
+step_done() { # name seconds outcome
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$out/steps.tsv"
+  note "$1: $3 ($2 s)"
+}
+[ -n "$threads" ] || threads=$((jobs < 8 ? jobs : 8))
+
+# 3. the pairs, in the background while the build runs: grow_model.py needs python3 with numpy.
+pair_files=(target.gguf target-f32.gguf draft.gguf)
+grow_pairs() {
+  local py=${SPECD_PYTHON:-python3} gguf_py=$root/deps/llama/src/gguf-py
+  [ -d "${LLAMA_CPP_DIR:-}/gguf-py" ] && gguf_py=$LLAMA_CPP_DIR/gguf-py
+  $py -c 'import numpy' 2>/dev/null || { echo "python3 has no numpy (apt-get install python3-numpy)"; return 1; }
+  [ -f "$shared/bench/grow_model.py" ] || { echo "no $shared/bench/grow_model.py (SPECD_SHARED names the shared folder)"; return 1; }
+  mkdir -p "$models"
+  # the same settings as ../shared/bench/make_pairs.sh
+  local -A spec=(
+    [target.gguf]="--dim 1536 --layers 12 --ffn 6144 --heads 16 --eps 0.15 --seed 2 --q8 --name bench-target"
+    [target-f32.gguf]="--dim 1536 --layers 12 --ffn 6144 --heads 16 --eps 0.15 --seed 2 --f32 --name bench-target-f32"
+    [draft.gguf]="--dim 768 --layers 6 --ffn 3072 --heads 8 --eps 0 --seed 3 --q8 --name bench-draft")
+  local f pids=() rc=0
+  for f in "${pair_files[@]}"; do
+    [ -s "$models/$f" ] && continue
+    # shellcheck disable=SC2086
+    ( $py "$shared/bench/grow_model.py" --gguf-py "$gguf_py" --base "$shared/models/stories260K.gguf" \
+        --out "$models/$f.tmp" ${spec[$f]} >/dev/null && mv "$models/$f.tmp" "$models/$f" ) &
+    pids+=($!)
+  done
+  for f in "${pids[@]}"; do wait "$f" || rc=1; done
+  return $rc
+}
+
+# 1. the build
+t=$SECONDS
+export SPECD_GPU=cuda
+if ! "$root/scripts/deps.sh" --bench-tools >"$out/build-llama.log" 2>&1; then
+  step_done "llama.cpp CUDA build + tools" $((SECONDS - t)) "FAILED (tail of build-llama.log below)"
+  tail -30 "$out/build-llama.log" >&2
+  write_report "$out" "$report"
+  exit 1
+fi
+step_done "llama.cpp CUDA build + tools" $((SECONDS - t)) "ok"
+# the source tree is there now (gguf-py for the pairs)
+( grow_pairs >"$out/pairs.log" 2>&1; echo $? >"$out/pairs.rc" ) &
+pairs_pid=$!
+t=$SECONDS
+llama_dir=$root/deps/llama-cuda/install
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+if ! { cmake -S "$root" -B "$root/build-cuda" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CPP_DIR="$llama_dir" &&
+       cmake --build "$root/build-cuda" -j "$jobs"; } >"$out/build-specd.log" 2>&1; then
+  step_done "specd build (build-cuda)" $((SECONDS - t)) "FAILED (tail of build-specd.log below)"
+  tail -30 "$out/build-specd.log" >&2
+  write_report "$out" "$report"
+  exit 1
+fi
+step_done "specd build (build-cuda)" $((SECONDS - t)) "ok"
+
+# 2. the tests, bounded so that the benchmark keeps at least 3 minutes
+if [ "$run_tests" = 1 ]; then
+  t=$SECONDS
+  limit=$(( $(left) - 180 ))
+  [ "$limit" -gt 240 ] && limit=240
+  if [ "$limit" -lt 30 ]; then
+    step_done "tests (ctest on build-cuda)" 0 "not run: $(left) s left"
+  else
+    timeout "$limit" ctest --test-dir "$root/build-cuda" -j "$jobs" --timeout 150 --output-on-failure \
+      >"$out/tests.log" 2>&1
+    rc=$?
+    grep -E '^[[:space:]]*[0-9]+ - ' "$out/tests.log" | grep -v '(Skipped)' | sed 's/^[[:space:]]*//' >"$out/tests-failed.txt"
+    summary=$(grep -E 'tests passed|tests failed' "$out/tests.log" | tail -1)
+    [ $rc -eq 124 ] && summary="stopped after $limit s ($summary)"
+    step_done "tests (ctest on build-cuda)" $((SECONDS - t)) "${summary:-rc $rc}"
+  fi
+fi
+
+# 4. the benchmark
+t=$SECONDS
+wait "$pairs_pid"
+if [ "$(cat "$out/pairs.rc" 2>/dev/null)" != 0 ]; then
+  step_done "benchmark pairs" $((SECONDS - t)) "FAILED: $(tail -1 "$out/pairs.log")"
+  write_report "$out" "$report"
+  exit 1
+fi
+step_done "benchmark pairs (wait)" $((SECONDS - t)) "ok: ${pair_files[*]} in $models"
+t=$SECONDS
+# one prompt with llama.cpp's sweep and specd's three configurations costs about 50 s per pair
+# and two temperatures on an H100-class machine (process start and model loads dominate)
+n_prompts=3
+[ "$(left)" -lt 200 ] && n_prompts=2
+[ "$(left)" -lt 140 ] && n_prompts=1
+timeout $(( $(left) > 60 ? $(left) - 15 : 45 )) "$root/build-cuda/bin/specd" bench \
+  --pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-f32.gguf" "$models/draft.gguf" \
+  --prompts "$prompts" --n-prompts "$n_prompts" --sweep 3,6,10 --temps 0,1 -t "$threads" \
+  -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" --out "$out/bench" >"$out/bench.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "ok"
+else step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "FAILED (rc $rc; bench.log)"; fi
+write_report "$out" "$report"
+[ $rc -eq 0 ] || exit 1
+note "done in $(elapsed) s"

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""scripts/gpu_bench.sh, the parts that need no GPU: its arguments, its refusal on a machine with
+no NVIDIA GPU, and the report it writes from a run's folder (--report-from).
+
+    test_gpu_bench.py SCRIPT
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+    if not ok:
+        failures.append(name)
+
+
+def run(script, args, path=None):
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run(["/bin/bash", script] + args, capture_output=True, text=True, timeout=60, env=env)
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    script = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        # a PATH with the shell's tools but no nvidia-smi
+        bin_dir = os.path.join(tmp, "bin")
+        os.makedirs(bin_dir)
+        for tool in ("nproc", "sed", "date", "uname", "head", "cat", "mkdir", "rm", "mv", "dirname", "tail"):
+            for d in ("/usr/bin", "/bin"):
+                if os.path.exists(os.path.join(d, tool)):
+                    os.symlink(os.path.join(d, tool), os.path.join(bin_dir, tool))
+                    break
+        r = run(script, ["--out", os.path.join(tmp, "out"), "--report", os.path.join(tmp, "r.md")], path=bin_dir)
+        check("no GPU: exit 2 and say so", r.returncode == 2 and "no NVIDIA GPU visible" in r.stderr
+              and not os.path.exists(os.path.join(tmp, "r.md")), f"rc={r.returncode} {r.stderr}")
+        for args, needle in ((["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
+                             (["--frobnicate"], "unknown argument '--frobnicate'"), (["--models"], "--models")):
+            r = run(script, args)
+            check(f"refuses {' '.join(args)}", r.returncode == 2 and needle in r.stderr, f"rc={r.returncode} {r.stderr}")
+        r = run(script, ["--help"])
+        check("--help says what it does", r.returncode == 0 and "--report-from" in r.stdout, r.stdout[:200])
+
+        run_dir = os.path.join(tmp, "run")
+        write(os.path.join(run_dir, "gpu.txt"), "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n")
+        write(os.path.join(run_dir, "started.txt"), "2026-11-26 05:00 UTC, host, 16 CPU cores, budget 9 min\n")
+        write(os.path.join(run_dir, "steps.tsv"), "llama.cpp CUDA build + tools\t201\tok\n"
+              "tests (ctest on build-cuda)\t40\t97% tests passed, 1 tests failed out of 40\n")
+        write(os.path.join(run_dir, "tests-failed.txt"), "8 - test_engine (Failed)\n")
+        write(os.path.join(run_dir, "bench", "benchmarks.md"), "# specd benchmarks\n\nMachine: x.\n\n"
+              "### target.gguf + draft.gguf, temperature 0\n\nPass costs of the target: T(1..16) ms 1 2\n\n"
+              "| configuration | tokens/s |\n![tokens/s](g0-tps.png) ![acceptance by position](g0-accept.png)\n")
+        report = os.path.join(tmp, "docs", "benchmarks-gpu.md")
+        r = run(script, ["--report-from", run_dir, "--report", report])
+        text = open(report).read() if os.path.exists(report) else ""
+        check("--report-from writes the report", r.returncode == 0 and text.startswith("# specd on a GPU\n"), r.stderr)
+        check("the report names the GPU and each step", "GPU: NVIDIA H100 80GB HBM3" in text
+              and "| llama.cpp CUDA build + tools | 201 | ok |" in text
+              and "| tests (ctest on build-cuda) | 40 | 97% tests passed" in text, text[:800])
+        check("the report lists the failed tests", "- 8 - test_engine (Failed)" in text, text)
+        check("the report carries the bench tables and pass costs, not the bench's title or plots",
+              "### target.gguf + draft.gguf, temperature 0" in text and "T(1..16) ms" in text
+              and "# specd benchmarks" not in text and ".png" not in text, text)
+        r = run(script, ["--report-from", os.path.join(tmp, "nothing"), "--report", report])
+        check("--report-from a folder with no run: exit 2", r.returncode == 2 and "steps.tsv" in r.stderr, r.stderr)
+        os.remove(os.path.join(run_dir, "bench", "benchmarks.md"))
+        r = run(script, ["--report-from", run_dir, "--report", report])
+        check("a run whose benchmark did not run says so", r.returncode == 0
+              and "the benchmark did not run" in open(report).read(), r.stderr)
+    if failures:
+        print(f"{len(failures)} failed: {', '.join(failures)}")
+        return 1
+    print("all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
