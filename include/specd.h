@@ -36,9 +36,9 @@ extern "C" {
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 4
+#define SPECD_VERSION_MINOR 5
 #define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.4.0"
+#define SPECD_VERSION_STRING "0.5.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -452,6 +452,20 @@ typedef struct specd_spec_params {
  * user_data to stream them (read them during the callback only: the arrays grow later). */
 typedef bool (*specd_token_callback)(const specd_token *tokens, int32_t n_tokens, void *user_data);
 
+/* What one step did, for tracing and analysis (specd_generation_params.on_step). Pointers are
+ * valid during the call only. */
+typedef struct specd_step_info {
+    int32_t n_history;     /* tokens before the step: the prompt and the output so far */
+    int32_t n_drafted;     /* draft tokens the step verified (every node of a tree) */
+    int32_t n_accepted;    /* of them accepted */
+    double draft_ms;       /* drafting */
+    double verify_ms;      /* the target pass */
+    double step_ms;        /* the whole step: drafting, the pass, verification, bookkeeping */
+    const float *confidences; /* n_drafted: the drafter's confidence in each draft token, in the
+                               * order drafted (a chain's from its first token on) */
+} specd_step_info;
+typedef void (*specd_step_callback)(const specd_step_info *step, void *user_data);
+
 /* One candidate of a position's probability list (specd_result.probs). */
 typedef struct specd_token_prob {
     specd_token token; /* -1: padding, when fewer than n_probs tokens have a non-zero probability */
@@ -504,6 +518,10 @@ typedef struct specd_generation_params {
      * grammar allows nothing more (it is complete and end-of-generation is refused, e.g. by
      * ignore_eos), generation stops with SPECD_STOP_EOG. */
     const char *grammar;
+    /* Called after each step with what it did (specd_step_info), with user_data; NULL (default):
+     * not called. For tracing and analysis: `specd run --trace-steps FILE` writes one line a step,
+     * and tools/policy_replay replays such steps against every fixed draft length. */
+    specd_step_callback on_step;
 } specd_generation_params;
 
 SPECD_API specd_generation_params specd_generation_default_params(void);

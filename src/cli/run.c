@@ -4,6 +4,7 @@
 #include "../util/args.h"
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ typedef struct run_options {
     const char *prompt_file;
     const char *grammar_file;
     const char *calibration_cache; /* --calibration-cache: a path, "off", or NULL for the default */
+    const char *trace_steps;       /* --trace-steps: a file for one line a step, or NULL */
     bool json;
     bool gpu_layers_given; /* -ngl or -ngld: a CPU-only build says it runs on the CPU */
     bool list_devices;
@@ -96,6 +98,9 @@ static void run_usage(FILE *out) {
           "                           passes and draft tokens between runs (default: a file per\n"
           "                           models and settings in $XDG_CACHE_HOME/specd/calibration/)\n"
           "  --json                   print one JSON object instead of streaming text\n"
+          "  --trace-steps FILE       write one line a step: history length, drafted, accepted,\n"
+          "                           draft/verify/step ms, then each draft's confidence (the\n"
+          "                           input of tools/policy_replay)\n"
           "  --verbose                show llama.cpp's log\n",
           out);
 }
@@ -250,6 +255,7 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--json")) o->json = true;
+    else if (!strcmp(f, "--trace-steps")) ok = (o->trace_steps = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--verbose")) e->verbose = true;
     else return 0;
     return ok ? 1 : -1;
@@ -302,7 +308,17 @@ static char *read_file(const char *path, const char *what, char *error, size_t e
 
 typedef struct stream_state {
     specd_engine *engine;
+    FILE *trace; /* --trace-steps, or NULL */
 } stream_state;
+
+/* --trace-steps: one line a step (tools/policy_replay reads it). */
+static void trace_step(const specd_step_info *step, void *user_data) {
+    stream_state *s = user_data;
+    fprintf(s->trace, "%d %d %d %.3f %.3f %.3f", step->n_history, step->n_drafted, step->n_accepted, step->draft_ms,
+            step->verify_ms, step->step_ms);
+    for (int32_t i = 0; i < step->n_drafted; i++) fprintf(s->trace, " %.4f", step->confidences[i]);
+    fputc('\n', s->trace);
+}
 
 static bool stream_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     stream_state *s = user_data;
@@ -372,11 +388,16 @@ static int execute(run_options *o, const char *prompt_text, double t_start) {
     specd_token *prompt = NULL;
     int32_t n_prompt = 0;
     if (st == SPECD_OK) st = specd_tokenize(engine, prompt_text, true, &prompt, &n_prompt, &error);
-    stream_state stream = {engine};
-    if (!o->json) {
-        o->gen.on_tokens = stream_tokens;
-        o->gen.user_data = &stream;
+    stream_state stream = {engine, NULL};
+    o->gen.user_data = &stream;
+    if (!o->json) o->gen.on_tokens = stream_tokens;
+    if (st == SPECD_OK && o->trace_steps && !(stream.trace = fopen(o->trace_steps, "we"))) {
+        fprintf(stderr, "specd: error: cannot write the step trace '%s': %s\n", o->trace_steps, strerror(errno));
+        specd_free(prompt);
+        specd_engine_free(engine);
+        return CLI_EXIT_USAGE;
     }
+    if (stream.trace) o->gen.on_step = trace_step;
     specd_result result = {0};
     if (st == SPECD_OK) st = specd_generate(engine, prompt, n_prompt, &o->gen, &result, &error);
     int rc = 0;
@@ -387,6 +408,10 @@ static int execute(run_options *o, const char *prompt_text, double t_start) {
         print_calibration_note(engine, note, sizeof note); /* a file that could not be written */
         startup.total_ms = now_ms() - t_start;
         rc = report(o, engine, &result, &startup);
+    }
+    if (stream.trace && fclose(stream.trace) != 0 && rc == 0) {
+        fprintf(stderr, "specd: error: cannot write the step trace '%s': %s\n", o->trace_steps, strerror(errno));
+        rc = CLI_EXIT_RUNTIME;
     }
     specd_result_clear(&result);
     specd_free(prompt);

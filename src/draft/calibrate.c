@@ -17,9 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Version 2: each size's cost is on an empty cache (the fill is priced apart, draft_length.h).
- * Version 1 files held costs learnt at whatever fill their passes had, and are replaced. */
-#define FILE_MAGIC "specd-calibration 2"
+/* Version 3: a step's first draft token apart from the others (first_draft_ms), and the draft
+ * model's acceptance (acceptance greedy|sampled: its counts, acceptance.h). Version 2: each
+ * size's cost is on an empty cache (the fill is priced apart, costs.h); version 1 files held costs
+ * learnt at whatever fill their passes had. Older files are replaced. */
+#define FILE_MAGIC "specd-calibration 3"
 #define HEADER_BYTES (64 * 1024) /* hashed per model file: the GGUF header and metadata */
 #define MAX_FILE_BYTES (64 * 1024)
 #define MAX_MS 1e7 /* a pass or draft token dearer than this is not a measurement */
@@ -163,10 +165,16 @@ static void set_note(specd_calibration_state *c, const char *fmt, ...) {
 /* ---- reading --------------------------------------------------------------------------------- */
 
 typedef struct parsed_costs {
-    double target_ms[SPECD_DL_MAX_BATCH + 1]; /* 0: not in the file */
-    double draft_ms;
+    double target_ms[SPECD_COSTS_MAX_BATCH + 1]; /* 0: not in the file */
+    double draft_ms, first_draft_ms;
+    specd_acceptance acceptance; /* the file's counts */
+    bool has_acceptance;
     char key[1024];
 } parsed_costs;
+
+/* What an earlier process's acceptance counts for: half, so that this run's text soon has its say. */
+#define FILE_ACCEPTANCE_WEIGHT 0.5
+static const char *const MODE_NAMES[SPECD_ACCEPT_MODES] = {"greedy", "sampled"};
 
 /* The whole file, NUL-terminated, or NULL (errno set; EFBIG when it is too large to be ours). */
 static char *read_small_file(const char *path, size_t *len) {
@@ -201,10 +209,26 @@ static bool parse_cost_line(char *line, parsed_costs *pc, int32_t *last_n, const
         if (pc->draft_ms > 0.0 || !parse_ms(line + 9, &pc->draft_ms)) return (*why = "bad draft_ms line"), false;
         return true;
     }
+    if (!strncmp(line, "acceptance ", 11)) {
+        for (int m = 0; m < SPECD_ACCEPT_MODES; m++) {
+            size_t n = strlen(MODE_NAMES[m]);
+            if (strncmp(line + 11, MODE_NAMES[m], n) != 0 || line[11 + n] != ' ') continue;
+            if (!specd_acceptance_parse(&pc->acceptance, (specd_accept_mode)m, line + 12 + n, FILE_ACCEPTANCE_WEIGHT))
+                return (*why = "bad acceptance line"), false;
+            pc->has_acceptance = true;
+            return true;
+        }
+        return (*why = "bad acceptance line"), false;
+    }
+    if (!strncmp(line, "first_draft_ms ", 15)) {
+        if (pc->first_draft_ms > 0.0 || !parse_ms(line + 15, &pc->first_draft_ms))
+            return (*why = "bad first_draft_ms line"), false;
+        return true;
+    }
     if (strncmp(line, "target_ms ", 10) != 0) return (*why = "unknown line"), false;
     char *end = NULL;
     long n = strtol(line + 10, &end, 10);
-    if (end == line + 10 || *end != ' ' || n <= *last_n || n > SPECD_DL_MAX_BATCH)
+    if (end == line + 10 || *end != ' ' || n <= *last_n || n > SPECD_COSTS_MAX_BATCH)
         return (*why = "bad target_ms size"), false;
     if (!parse_ms(end + 1, &pc->target_ms[n])) return (*why = "bad target_ms time"), false;
     *last_n = (int32_t)n;
@@ -237,15 +261,18 @@ static bool parse_file(char *text, size_t len, parsed_costs *pc, const char **wh
     return true;
 }
 
-/* The file's sizes are known: a run's passes set the level they are scaled by, not their shape
- * (refining them against a level that one slow first pass set lowered them run after run). A
- * busy moment already had little say when the file was written: each size is the cheapest of its
- * first passes, within the bounds below. */
+/* The file's costs are where a run starts (costs.h): its first passes set the level they are
+ * scaled by, then the sizes it passes are re-learnt, and its first draft decode replaces the draft
+ * costs. A busy moment already had little say when the file was written: each size is the
+ * cheapest of its first passes, within the bounds below. */
 static void apply_costs(specd_engine *e, const parsed_costs *pc) {
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
-        if (pc->target_ms[n] > 0.0) specd_draft_length_record_calibration(&e->learned->costs, n, pc->target_ms[n]);
-    specd_draft_length_bound_costs(&e->learned->costs); /* a file written on a busy machine */
-    if (pc->draft_ms > 0.0 && e->draft.ctx) e->learned->costs.draft_ms = pc->draft_ms;
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++)
+        if (pc->target_ms[n] > 0.0) specd_costs_record_calibration(&e->learned->costs, n, pc->target_ms[n]);
+    specd_costs_bound(&e->learned->costs); /* a file written on a busy machine */
+    if ((pc->draft_ms > 0.0 || pc->first_draft_ms > 0.0) && e->draft.ctx)
+        specd_costs_record_calibration_draft(&e->learned->costs, pc->first_draft_ms, pc->draft_ms);
+    /* the draft model's acceptance: the plan starts from it instead of a prior (acceptance.h) */
+    if (pc->has_acceptance && e->draft.ctx) e->learned->acceptance = pc->acceptance;
 }
 
 /* Reads the file into the engine's costs when it is whole and made for these models and settings. */
@@ -304,6 +331,7 @@ void specd_calibration_open(specd_engine *e) {
     }
     e->params.calibration_cache = c->path;
     c->saved_learnt = e->learned->costs.n_learnt;
+    c->saved_verdicts = e->learned->acceptance.n_verdicts;
     c->ms += specd_now_ms() - t0;
 }
 
@@ -325,15 +353,22 @@ static bool make_parents(const char *path) {
 
 /* The file's text for the engine's costs; NULL when out of memory. */
 static char *format_file(const specd_engine *e) {
-    size_t cap = 4096 + strlen(e->learned->calibration.key), len = 0;
+    size_t cap = 16384 + strlen(e->learned->calibration.key), len = 0;
     char *text = malloc(cap);
     if (!text) return NULL;
     len += (size_t)snprintf(text + len, cap - len, "%s\nkey %s\n", FILE_MAGIC, e->learned->calibration.key);
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++)
         if (e->learned->costs.base_ms[n] > 0.0)
             len += (size_t)snprintf(text + len, cap - len, "target_ms %d %.6g\n", n, e->learned->costs.base_ms[n]);
     if (e->draft.ctx && e->learned->costs.draft_ms > 0.0)
         len += (size_t)snprintf(text + len, cap - len, "draft_ms %.6g\n", e->learned->costs.draft_ms);
+    if (e->draft.ctx && e->learned->costs.first_draft_ms > 0.0)
+        len += (size_t)snprintf(text + len, cap - len, "first_draft_ms %.6g\n", e->learned->costs.first_draft_ms);
+    for (int m = 0; e->draft.ctx && m < SPECD_ACCEPT_MODES && e->learned->acceptance.n_verdicts > 0; m++) {
+        char numbers[2048];
+        specd_acceptance_format(&e->learned->acceptance, (specd_accept_mode)m, numbers, sizeof numbers);
+        len += (size_t)snprintf(text + len, cap - len, "acceptance %s %s\n", MODE_NAMES[m], numbers);
+    }
     snprintf(text + len, cap - len, "check %016" PRIx64 "\n", fnv1a(FNV_START, text, len));
     return text;
 }
@@ -354,8 +389,8 @@ static int write_atomically(const char *path, const char *text) {
     return err;
 }
 
-static bool knows_a_size(const specd_draft_length *costs) {
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++)
+static bool knows_a_size(const specd_costs *costs) {
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++)
         if (costs->base_ms[n] > 0.0) return true;
     return false;
 }
@@ -363,7 +398,8 @@ static bool knows_a_size(const specd_draft_length *costs) {
 void specd_calibration_save(specd_engine *e) {
     if (!e->learned) return; /* nothing learnt yet */
     specd_calibration_state *c = &e->learned->calibration;
-    if (!c->path || e->learned->costs.n_learnt == c->saved_learnt || !knows_a_size(&e->learned->costs)) return;
+    bool moved = e->learned->costs.n_learnt != c->saved_learnt || e->learned->acceptance.n_verdicts != c->saved_verdicts;
+    if (!c->path || !moved || !knows_a_size(&e->learned->costs)) return;
     double t0 = specd_now_ms();
     char *text = format_file(e);
     int err = !text ? ENOMEM : !make_parents(c->path) ? errno : write_atomically(c->path, text);
@@ -372,6 +408,7 @@ void specd_calibration_save(specd_engine *e) {
         set_note(c, "cannot write the calibration cache '%s' (%s): the costs learnt are not kept", c->path,
                  strerror(err));
     c->saved_learnt = e->learned->costs.n_learnt; /* also after a failure: one note, not one per request */
+    c->saved_verdicts = e->learned->acceptance.n_verdicts;
     c->ms += specd_now_ms() - t0;
 }
 
@@ -390,6 +427,6 @@ specd_calibration_info specd_engine_calibration(specd_engine *e) {
     info.path = c->path;
     info.note = c->note;
     info.ms = c->ms;
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) info.n_sizes_known += e->learned->costs.base_ms[n] > 0.0;
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++) info.n_sizes_known += e->learned->costs.base_ms[n] > 0.0;
     return info;
 }

@@ -14,11 +14,14 @@
  * is ignored with a one-line note (specd_engine_calibration) and replaced.
  *
  * The file is text:
- *     specd-calibration 2
+ *     specd-calibration 3
  *     key <the identity below>
  *     target_ms <n> <ms>        one line per size known (1..SPECD_DL_MAX_BATCH), increasing n:
  *                               a pass over n tokens on an empty cache
- *     draft_ms <ms>             when a draft model's token cost is known
+ *     draft_ms <ms>             when a draft model's token cost is known (after a step's first)
+ *     first_draft_ms <ms>       and the first draft token of a step (costs.h)
+ *     acceptance greedy|sampled <numbers>   the draft model's acceptance counts (acceptance.h),
+ *                               read at half weight
  *     check <16 hex digits>     FNV-1a 64 of every byte above
  * The key: for each model, its size, modification time (ns) and an FNV-1a 64 hash of its first
  * 64 KiB (the GGUF header and metadata); the threads, batch size, flash attention and V cache
@@ -40,6 +43,7 @@ typedef struct specd_calibration_state {
     specd_calibration_source source;
     double ms;   /* spent keying, reading and writing */
     uint32_t saved_learnt; /* costs.n_learnt when the file was last read or written */
+    uint32_t saved_verdicts; /* acceptance.n_verdicts then */
 } specd_calibration_state;
 
 /* What identifies a measurement: the models and the settings that change what a pass costs. */

@@ -60,9 +60,9 @@ static specd_token draw_token(draft_model *dm, const specd_draft_request *req, c
 static bool keep_token(const specd_draft_request *req, int32_t depth, float confidence) {
     bool forced = depth < req->min_len;
     if (!forced && confidence < req->p_min) return false;
-    if (!req->length) return true;
-    if (!forced && !specd_draft_length_worth_adding(req->length, depth, confidence)) return false;
-    specd_draft_length_add(req->length, depth, confidence);
+    if (!req->plan) return true;
+    if (!forced && !specd_draft_plan_worth_adding(req->plan, depth, confidence)) return false;
+    specd_draft_plan_add(req->plan, depth, confidence);
     return true;
 }
 
@@ -70,9 +70,9 @@ static bool keep_token(const specd_draft_request *req, int32_t depth, float conf
 static bool draft_more(const specd_draft_request *req, int32_t depth) {
     if (depth >= req->max_len) return false;
     bool forced = depth < req->min_len;
-    if (!req->length) return true;
-    if (!forced && !specd_draft_length_worth_continuing(req->length, depth)) return false;
-    specd_draft_length_add_draft_decode(req->length);
+    if (!req->plan) return true;
+    if (!forced && !specd_draft_plan_worth_continuing(req->plan, depth)) return false;
+    specd_draft_plan_add_draft_decode(req->plan);
     return true;
 }
 
@@ -81,8 +81,13 @@ static bool draft_more(const specd_draft_request *req, int32_t depth) {
 static specd_status draft_chain(draft_model *dm, const specd_draft_request *req, specd_token_tree *tree,
                                 struct llama_sampler *gs, char **error) {
     specd_engine *e = dm->engine;
-    int32_t idx = 0;
-    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
+    int32_t idx = 0, reused = 0;
+    double t0 = specd_now_ms();
+    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, &reused, error);
+    /* A catch-up of one token is the step's first draft decode (costs.h): a chain of one draft has
+     * no other, and a file's draft costs must be re-measured even where the plan drafts one. */
+    if (st == SPECD_OK && req->costs && req->n_history - reused == 1)
+        specd_costs_record_first_draft(req->costs, specd_now_ms() - t0);
     /* A recurrent draft cannot drop the drafts the target rejects: keep its state before them. */
     if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, SPECD_CHECKPOINT_STEP, error);
     if (st != SPECD_OK) return st;
@@ -99,13 +104,14 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
         }
         /* Refused only when the grammar allows nothing here (t is then its end token). */
         if (gs && !specd_grammar_advance(req->grammar, gs, t)) break;
+        if (req->drawn) specd_acceptance_record_drawn(req->drawn, req->acceptance_mode, confidence);
         /* A sampled token stays even when it does not pay: dropping a drawn token for its own
          * probability biases the output toward what the draft likes (z = 22..29 in
          * test_draft_tree's chi-square with --draft-p-min 0.02..0.2 at temperature 1). Only
          * drafting after it stops. Greedy drafts are not drawn: dropping them is exact. */
         bool keep = keep_token(req, depth, confidence);
         if (!keep && specd_sampler_is_greedy(req->sampler)) break;
-        if (!keep && req->length) specd_draft_length_add(req->length, depth, confidence);
+        if (!keep && req->plan) specd_draft_plan_add(req->plan, depth, confidence);
         parent = specd_tree_add(tree, parent, t, &dm->q, confidence);
         if (parent < 0) {
             specd_set_error(error, "out of memory while drafting");
@@ -113,12 +119,12 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
         }
         req->history[n_history++] = t;
         if (!keep || !draft_more(req, depth + 1)) break;
-        double t0 = specd_now_ms();
+        t0 = specd_now_ms();
         st = specd_slot_push(e, &e->draft, t, error);
         if (st != SPECD_OK) return st;
         /* Only single-token decodes measure the draft's cost per token: the sync before the
          * first token may catch up on many tokens after steps without drafts. */
-        if (req->length) specd_draft_length_record_draft(req->length, 1, specd_now_ms() - t0);
+        if (req->costs) specd_costs_record_draft(req->costs, 1, specd_now_ms() - t0);
         idx = 0;
     }
     return SPECD_OK;
@@ -142,6 +148,7 @@ static void joint_draw(joint_chain *c, const float *logits, char **error) {
     float confidence = 0.0f;
     c->growing = false;
     specd_token t = draw_token(c->dm, c->req, logits, c->n_history, NULL, &confidence);
+    if (t >= 0 && c->req->drawn) specd_acceptance_record_drawn(c->req->drawn, c->req->acceptance_mode, confidence);
     if (t >= 0 && !keep_token(c->req, c->depth, confidence)) return;
     if (t >= 0) c->parent = specd_tree_add(c->tree, c->parent, t, &c->dm->q, confidence);
     if (t < 0 || c->parent < 0) {
@@ -184,7 +191,7 @@ static void joint_start(specd_engine *e, joint_chain *chains, int32_t n, char **
 
 void specd_draft_model_draft_joint(specd_engine *e, specd_drafter *const *drafters, const int32_t *slots,
                                    const specd_draft_request *reqs, specd_token_tree *const *trees, int32_t n,
-                                   specd_draft_length *costs, specd_status *status, char **errors) {
+                                   specd_costs *costs, specd_status *status, char **errors) {
     joint_chain chains[SPECD_MAX_PARALLEL];
     for (int32_t i = 0; i < n; i++) {
         chains[i] = (joint_chain){.dm = drafters[i]->self, .req = &reqs[i], .tree = trees[i], .slot = slots[i],
@@ -202,7 +209,7 @@ void specd_draft_model_draft_joint(specd_engine *e, specd_drafter *const *drafte
         double ms = 0.0;
         char *message = NULL;
         specd_status st = specd_slots_push(e, views, tokens, m, &ms, &message);
-        if (st == SPECD_OK && costs) specd_draft_length_record_draft(costs, m, ms); /* a draft token's share */
+        if (st == SPECD_OK && costs) specd_costs_record_draft(costs, m, ms); /* a draft token's share */
         for (int32_t k = 0; k < m; k++) {
             joint_chain *c = &chains[at[k]];
             if (st != SPECD_OK) {

@@ -18,6 +18,6 @@ bool specd_draft_model_is(const specd_drafter *d);
  * or a message; both arrays of n) say how chain i went. */
 void specd_draft_model_draft_joint(specd_engine *e, specd_drafter *const *drafters, const int32_t *slots,
                                    const specd_draft_request *reqs, specd_token_tree *const *trees, int32_t n,
-                                   specd_draft_length *costs, specd_status *status, char **errors);
+                                   specd_costs *costs, specd_status *status, char **errors);
 
 #endif

@@ -46,7 +46,7 @@ void specd_draft_tree_free(specd_draft_tree *t) {
 }
 
 bool specd_draft_tree_wanted(const specd_draft_request *req) {
-    return req->tree_branches > 1 && !req->grammar && (!req->tree_auto || req->length);
+    return req->tree_branches > 1 && !req->grammar && (!req->tree_auto || req->plan);
 }
 
 /* ---- one drafting step's state ---------------------------------------------------------------- */
@@ -72,8 +72,6 @@ typedef struct tree_step {
     int32_t branches;  /* most leaves */
     int32_t n_leaves;
     int32_t max_nodes; /* most draft tokens */
-    double expected;   /* 1 + sum of node values: expected tokens from the step */
-    double pass_cost;  /* draft passes so far (the first, the sync, is not counted: chains pay it too) */
     open_node open[MAX_B], next[MAX_B];
     int32_t n_open, n_next;
     int32_t seq0_node; /* deepest node decoded in sequence 0 */
@@ -94,35 +92,29 @@ static bool reserve_nodes(specd_draft_tree *t, int32_t n) {
 }
 
 static double acceptance(const tree_step *s, float confidence) {
-    return s->req->length ? specd_draft_length_acceptance(s->req->length, confidence) : confidence;
+    return s->req->plan ? specd_draft_plan_acceptance(s->req->plan, confidence) : confidence;
 }
 
-/* Only auto asks for costs, and auto needs the cost model; without one, in units of one token. */
+/* Only auto asks for costs, and auto needs the plan; without one, in units of one token. */
 static double verify_cost(const tree_step *s, int32_t n_tokens) {
-    return s->req->length ? specd_draft_length_verify_cost(s->req->length, n_tokens) : n_tokens;
+    return s->req->plan ? specd_draft_plan_pass_ms(s->req->plan, n_tokens) : n_tokens;
 }
 
 /* A draft pass over k open branches. */
 static double pass_cost(const tree_step *s, int32_t k) {
     if (k <= 0) return 0.0;
     if (s->t->pass_ms[k] > 0.0) return s->t->pass_ms[k];
-    const specd_draft_length *dl = s->req->length;
-    double one = s->t->pass_ms[1] > 0.0    ? s->t->pass_ms[1]
-                 : dl && dl->draft_ms > 0.0 ? dl->draft_ms
-                                            : 0.1 * verify_cost(s, 1);
+    double one = s->t->pass_ms[1] > 0.0 ? s->t->pass_ms[1]
+                 : s->req->costs        ? specd_costs_draft_token(s->req->costs)
+                                        : 0.1 * verify_cost(s, 1);
     return one * (1.0 + PASS_PRIOR_SLOPE * (k - 1));
 }
 
-/* Cost of the step so far: the target pass over the tree and the draft passes. */
-static double step_cost(const tree_step *s) {
-    return verify_cost(s, s->tree->n_nodes) + s->pass_cost;
-}
-
-/* Would value v for extra_ms (and n_more target tokens) raise the expected tokens per ms? */
+/* Would value v, for extra_ms of draft passes and n_more target tokens, pay at the engine's rate
+ * (draft_length.h)? */
 static bool pays(const tree_step *s, double v, double extra_ms, int32_t n_more) {
-    double cost = step_cost(s);
     double more = verify_cost(s, s->tree->n_nodes + n_more) - verify_cost(s, s->tree->n_nodes) + extra_ms;
-    return (s->expected + v) / (cost + more) > s->expected / cost;
+    return s->req->plan ? specd_draft_plan_net(s->req->plan, v, more) > 0.0 : v > 0.0;
 }
 
 /* Adds a child; `share` is the chance that verification tries it at all (1 for a first child,
@@ -137,7 +129,6 @@ static int32_t add_node(tree_step *s, int32_t parent, specd_token token, const s
     }
     s->t->path_p[child] = s->t->path_p[parent] * confidence;
     s->t->value[child] = s->t->value[parent] * share * acceptance(s, confidence);
-    s->expected += s->t->value[child];
     return child;
 }
 
@@ -198,7 +189,7 @@ static bool main_child_pays(const tree_step *s, int32_t node, float confidence) 
     int32_t depth = s->tree->nodes[node].depth;
     if (depth < req->min_len) return true;
     if (confidence < req->p_min) return false;
-    return !req->length || specd_draft_length_worth_adding(req->length, depth, confidence);
+    return !req->plan || specd_draft_plan_worth_adding(req->plan, depth, confidence);
 }
 
 /* The children of an open node: the first always (opening it decided that; greedy, the main
@@ -226,7 +217,7 @@ static specd_status expand(tree_step *s, const open_node *o, char **error) {
             float confidence = s->tree->nodes[child].confidence;
             /* As the chain drafter: a sampled token that does not pay stays, and ends the branch. */
             s->main_ends = !greedy && !main_child_pays(s, o->node, confidence);
-            if (req->length) specd_draft_length_add(req->length, s->tree->nodes[child].depth - 1, confidence);
+            if (req->plan) specd_draft_plan_add(req->plan, s->tree->nodes[child].depth - 1, confidence);
         }
         /* Chance one of the children so far is accepted: 1 - prod (1 - a_j). */
         tried += (1.0 - tried) * acceptance(s, s->tree->nodes[child].confidence);
@@ -260,7 +251,7 @@ static bool open_main(tree_step *s, int32_t node) {
     if (depth < req->min_len) return true;
     if (s->main_ends) return false;
     if (s->tree->nodes[node].confidence < req->p_min) return false;
-    return !req->length || specd_draft_length_worth_continuing(req->length, depth);
+    return !req->plan || specd_draft_plan_worth_continuing(req->plan, depth);
 }
 
 /* Open a side node too, with n_open already opened this depth (main_open: one of them is the main
@@ -297,7 +288,7 @@ static void choose_next(tree_step *s, int32_t first) {
     s->n_next = 0;
     if (main_child >= 0 && open_main(s, main_child)) {
         s->next[s->n_next++] = (open_node){main_child, 0, 0};
-        if (s->req->length) specd_draft_length_add_draft_decode(s->req->length);
+        if (s->req->plan) specd_draft_plan_add_draft_decode(s->req->plan);
     }
     bool main_open = s->n_next == 1;
     for (int32_t i = 0; i < n_cand && open_side(s, cand[i], s->n_next, main_open); i++)
@@ -347,8 +338,7 @@ static specd_status decode_next(tree_step *s, char **error) {
     }
     double *avg = &s->t->pass_ms[s->n_next];
     *avg = *avg > 0.0 ? (1.0 - PASS_EMA) * *avg + PASS_EMA * ms : ms;
-    s->pass_cost += pass_cost(s, s->n_next);
-    if (s->n_next == 1 && s->req->length) specd_draft_length_record_draft(s->req->length, 1, ms);
+    if (s->n_next == 1 && s->req->costs) specd_costs_record_draft(s->req->costs, 1, ms);
     for (int32_t i = 0; i < s->n_next; i++)
         if (s->next[i].seq == 0) s->seq0_node = s->next[i].node;
     memcpy(s->open, s->next, (size_t)s->n_next * sizeof *s->open);
@@ -370,7 +360,7 @@ static void clean_up(tree_step *s, bool failed) {
 
 specd_status specd_draft_tree_run(specd_draft_tree *t, specd_engine *e, const specd_draft_request *req,
                                   specd_token_tree *tree, char **error) {
-    tree_step s = {.t = t, .e = e, .req = req, .tree = tree, .n_leaves = 1, .expected = 1.0};
+    tree_step s = {.t = t, .e = e, .req = req, .tree = tree, .n_leaves = 1};
     s.branches = req->tree_branches < MAX_B ? req->tree_branches : MAX_B;
     if (s.branches > e->draft.n_seq_max) s.branches = e->draft.n_seq_max;
     /* A recurrent or hybrid model keeps one state per sequence and verifies or drafts chains only
@@ -383,8 +373,8 @@ specd_status specd_draft_tree_run(specd_draft_tree *t, specd_engine *e, const sp
         return SPECD_ERR_NO_MEMORY;
     }
     t->value[0] = t->path_p[0] = 1.0;
-    if (req->min_len < 1 && req->length && !specd_draft_length_worth_continuing(req->length, 0)) return SPECD_OK;
-    if (req->length) specd_draft_length_add_draft_decode(req->length);
+    if (req->min_len < 1 && req->plan && !specd_draft_plan_worth_continuing(req->plan, 0)) return SPECD_OK;
+    if (req->plan) specd_draft_plan_add_draft_decode(req->plan);
     int32_t idx = 0;
     specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
     if (st != SPECD_OK) return st;

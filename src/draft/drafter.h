@@ -21,7 +21,12 @@ typedef struct specd_draft_request {
     float p_min;              /* stop when the drafter's confidence falls below */
     specd_sampler *sampler;   /* the request's transforms: q uses the same ones as p */
     specd_rng *rng;
-    specd_draft_length *length; /* NULL: no adaptive length, only the bounds above */
+    /* The step's length plan (draft_length.h): each drawn token is weighed against it. NULL: no
+     * adaptive length, only the bounds above. */
+    struct specd_draft_plan *plan;
+    specd_costs *costs;       /* the engine's: where measured draft decodes go (NULL: nowhere) */
+    specd_acceptance *drawn;  /* the engine's: where the draft model's drawn tokens go (NULL: nowhere) */
+    specd_accept_mode acceptance_mode; /* how this request's drafts are verified (acceptance.h) */
     /* The request's grammar (NULL: none), at the root in grammar->state. A drafter that samples
      * (the draft model) draws from q under it; the loop cuts every draft at its first token the
      * grammar refuses, so model-free drafters may ignore it. */

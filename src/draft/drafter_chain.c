@@ -2,13 +2,15 @@
  *
  * Value of a proposal cut at depth k (Leviathan et al.'s expected accepted length, per tree node):
  *   P(root) = 1, P(node) = P(parent) * a_d(confidence(node))
- *   E_k = sum of P over the kept nodes of depth <= k;  rate_k = (1 + E_k) / T(nodes_k + 1)
+ *   E_k = sum of P over the kept nodes of depth <= k;  value_k = 1 + E_k - rate x T(nodes_k + 1)
  * where a_d is drafter d's acceptance by confidence, learned from its verified drafts (kept in the
- * engine across requests), and T(n) the measured cost of a target pass over n tokens. Siblings
- * are alternatives (at most one can match the target), so summing their P is right. The draft
- * model cannot be valued before it runs (it costs a decode per token), so it is valued by its
- * recent yield: moving averages of accepted and drafted tokens per call, at the measured cost of
- * a draft token; it runs at least every MODEL_RETRY_EVERY steps to keep that estimate current. */
+ * engine across requests), T(n) the measured cost of a target pass over n tokens and rate what a
+ * ms of the engine is worth in tokens (draft_length.h). Siblings are alternatives (at most one can
+ * match the target), so summing their P is right. The draft model cannot be valued before it runs
+ * (it costs a decode per token), so it is valued by its recent yield: moving averages of accepted
+ * and drafted tokens per call, at the measured cost of a draft token; it runs at least every
+ * MODEL_RETRY_EVERY steps to keep that estimate current. Without a plan (a fixed length), a
+ * proposal's value is its expected tokens. */
 #include "drafter_chain.h"
 #include "learned.h"
 #include "spec_types.h"
@@ -33,7 +35,7 @@ typedef struct member {
     specd_spec_type type;
     specd_drafter drafter;
     specd_token_tree candidate;  /* this step's proposal (model-free members) */
-    specd_draft_length *cal;     /* acceptance by confidence: the engine's, per type */
+    specd_acceptance *cal;       /* acceptance by confidence: the engine's, per type */
     specd_drafter_stats *stats;
     int32_t depth;               /* this step: where to cut the proposal */
     double value;                /* this step: rate (adaptive) or expected accepted tokens */
@@ -46,6 +48,7 @@ typedef struct drafter_chain {
     int32_t n;
     int32_t model;     /* index of the draft-model member, or -1 */
     int32_t chosen;    /* member whose tree is being verified, or -1 */
+    specd_accept_mode mode; /* how the step being verified is verified */
     int32_t steps_without_model; /* steps since the draft model last ran */
     double *p_node;    /* scratch: P per candidate node (-1: not kept) */
     int32_t p_cap;
@@ -108,7 +111,7 @@ static int32_t sum_by_depth(drafter_chain *c, const member *m, const specd_draft
         double parent_p = c->p_node[node->parent];
         bool keep = parent_p >= 0.0 && node->confidence >= req->p_min && kept < req->max_len &&
                     node->depth <= req->max_len;
-        c->p_node[i] = keep ? parent_p * specd_draft_length_acceptance(m->cal, node->confidence) : -1.0;
+        c->p_node[i] = keep ? parent_p * specd_acceptance_of(m->cal, req->acceptance_mode, node->confidence) : -1.0;
         if (!keep) continue;
         kept++;
         c->e_depth[node->depth] += c->p_node[i];
@@ -121,7 +124,7 @@ static int32_t sum_by_depth(drafter_chain *c, const member *m, const specd_draft
 /* Chooses m->depth and m->value for a model-free member's proposal. */
 static bool value_candidate(drafter_chain *c, member *m, const specd_draft_request *req) {
     m->depth = 0;
-    m->value = -1.0;
+    m->value = -INFINITY;
     if (m->candidate.n_nodes <= 1) return true;
     if (!reserve_scratch(c, m->candidate.n_nodes, req->max_len)) return false;
     int32_t deepest = sum_by_depth(c, m, req);
@@ -131,9 +134,9 @@ static bool value_candidate(drafter_chain *c, member *m, const specd_draft_reque
     for (int32_t k = 1; k <= deepest; k++) {
         expected += c->e_depth[k];
         nodes += c->n_depth[k];
-        double value = req->length ? (1.0 + expected) / specd_draft_length_verify_cost(&c->e->learned->costs, nodes + 1)
-                                   : expected;
-        if (k >= min_depth && (value > m->value || !req->length)) {
+        double value = req->plan ? specd_draft_plan_net(req->plan, 1.0 + expected, specd_draft_plan_pass_ms(req->plan, nodes + 1))
+                                 : expected;
+        if (k >= min_depth && (value > m->value || !req->plan)) {
             m->value = value;
             m->depth = k;
         }
@@ -147,10 +150,10 @@ static bool value_candidate(drafter_chain *c, member *m, const specd_draft_reque
 static double model_value(const drafter_chain *c, const specd_draft_request *req) {
     const specd_drafter_memory *mem = c->memory;
     if (c->steps_without_model >= MODEL_RETRY_EVERY) return INFINITY;
-    if (!req->length) return mem->model_accepted;
-    double draft_ms = mem->model_drafted * c->e->learned->costs.draft_ms;
+    if (!req->plan) return mem->model_accepted;
+    double draft_ms = specd_costs_drafts(&c->e->learned->costs, (int32_t)lround(mem->model_drafted));
     int32_t n = (int32_t)lround(mem->model_drafted) + 1;
-    return (1.0 + mem->model_accepted) / (specd_draft_length_verify_cost(&c->e->learned->costs, n) + draft_ms);
+    return specd_draft_plan_net(req->plan, 1.0 + mem->model_accepted, specd_draft_plan_pass_ms(req->plan, n) + draft_ms);
 }
 
 /* ---- drafting ------------------------------------------------------------------------------- */
@@ -204,14 +207,16 @@ static specd_status run_model(drafter_chain *c, const specd_draft_request *req, 
 static specd_status chain_draft(void *self, const specd_draft_request *req, specd_token_tree *tree, char **error) {
     drafter_chain *c = self;
     c->chosen = -1;
+    c->mode = req->acceptance_mode;
     specd_status st = propose_all(c, req, tree->nodes[0].token, error);
     if (st != SPECD_OK) return st;
     /* Drafting nothing is worth one token per single-token pass; a forced draft (min_len) is not
      * allowed to choose it. */
     bool may_skip = req->min_len <= 0;
-    double best = may_skip ? (req->length ? 1.0 / specd_draft_length_verify_cost(&c->e->learned->costs, 1) : 0.0) : -1.0;
+    double skip = req->plan ? specd_draft_plan_net(req->plan, 1.0, specd_draft_plan_pass_ms(req->plan, 1)) : 0.0;
+    double best = may_skip ? skip : -INFINITY;
     for (int32_t i = 0; i < c->n; i++) {
-        double value = i == c->model ? model_value(c, req) : c->m[i].depth > 0 ? c->m[i].value : -1.0;
+        double value = i == c->model ? model_value(c, req) : c->m[i].depth > 0 ? c->m[i].value : -INFINITY;
         if (value > best) {
             best = value;
             c->chosen = i;
@@ -240,12 +245,12 @@ static void chain_observe(void *self, const specd_token_tree *tree, const specd_
     m->stats->n_drafted += n_drafted;
     m->stats->n_accepted += vr->n_accepted;
     /* The draft model's outcomes calibrate the engine's length controller, as without a chain. */
-    specd_draft_length *cal = c->chosen == c->model ? &c->e->learned->costs : m->cal;
+    specd_acceptance *cal = c->chosen == c->model ? &c->e->learned->acceptance : m->cal;
     for (int32_t i = 1; i < tree->n_nodes; i++) {
         const specd_tree_node *node = &tree->nodes[i];
         bool accepted = node->depth <= vr->n_accepted && vr->path[node->depth - 1] == i;
         bool rejected = node->depth == vr->n_accepted + 1 && node->parent == vr->last_node;
-        if (accepted || rejected) specd_draft_length_record_outcome(cal, node->confidence, accepted);
+        if (accepted || rejected) specd_acceptance_record(cal, c->mode, node->depth, node->confidence, accepted);
     }
     if (c->chosen == c->model) {
         specd_drafter_memory *mem = c->memory;

@@ -4,7 +4,7 @@
 #ifndef SPECD_DRAFTER_MEMORY_H
 #define SPECD_DRAFTER_MEMORY_H
 
-#include "draft_length.h"
+#include "acceptance.h"
 #include "ngram_counts.h"
 #include "specd.h"
 #include "suffix_tree.h"
@@ -20,8 +20,8 @@
 #define SPECD_MODEL_PRIOR_ACCEPTED 2.0
 
 typedef struct specd_drafter_memory {
-    /* Acceptance by confidence, per drafter type (only the calibration half of the struct). */
-    specd_draft_length calibration[SPECD_N_SPEC_TYPES];
+    /* Acceptance by confidence, per drafter type. */
+    specd_acceptance calibration[SPECD_N_SPEC_TYPES];
     /* The draft model's moving averages per call: tokens drafted and accepted. */
     double model_drafted, model_accepted;
     /* suffix: prompts and outputs of every request (bounded by SPECD_SUFFIX_MAX_NODES). */

@@ -13,7 +13,7 @@ static void free_learned(struct specd_learned *l) {
     free(l);
 }
 
-/* What the cache fill costs a pass (draft_length.h: specd_attention_cost), from the target's
+/* What the cache fill costs a pass (costs.h: specd_attention_cost), from the target's
  * shape: attention takes about 4 n_layer n_embd operations per token and cell read (scores and
  * values, every head), a pass 2 n_params per token. tools/pass_costs on the benchmark pair (2
  * threads) measured how fast the CPU does those operations, per flash attention setting (off: every
@@ -28,7 +28,7 @@ typedef struct attention_kernel {
 static const attention_kernel ATTENTION_PLAIN = {1.2, 0.021, 0.0, 1.0, 1.0};
 static const attention_kernel ATTENTION_FLASH = {2.5, 0.047, 1.0, 0.21, 0.0};
 
-static void set_attention_cost(specd_draft_length *costs, const specd_engine *e) {
+static void set_attention_cost(specd_costs *costs, const specd_engine *e) {
     const struct llama_model *m = e->target.model;
     if (!m || llama_model_is_recurrent(m) || e->target.placement.n_layers_offloaded > 0) return;
     double params = (double)llama_model_n_params(m), ops = 4.0 * llama_model_n_layer(m) * llama_model_n_embd(m);
@@ -37,7 +37,7 @@ static void set_attention_cost(specd_draft_length *costs, const specd_engine *e)
     const attention_kernel *k = e->params.flash_attn == SPECD_FLASH_ATTN_OFF ? &ATTENTION_PLAIN : &ATTENTION_FLASH;
     specd_attention_cost a = {k->slowdown * ops / (2.0 * params), k->ms_per_mop_2_threads * ops / 1e6 * 2.0 / threads,
                               k->own_weight, k->all_weight, k->pass_weight};
-    specd_draft_length_set_attention(costs, &a);
+    specd_costs_set_attention(costs, &a);
 }
 
 specd_learned *specd_learned_get(specd_engine *e, char **error) {
@@ -47,8 +47,10 @@ specd_learned *specd_learned_get(specd_engine *e, char **error) {
         specd_set_error(error, "out of memory for the engine's learned state");
         return NULL;
     }
-    specd_draft_length_init(&l->costs);
+    specd_costs_init(&l->costs);
     set_attention_cost(&l->costs, e);
+    specd_acceptance_init(&l->acceptance);
+    specd_length_policy_init(&l->policy);
     e->learned = l;
     e->free_learned = free_learned;
     specd_calibration_open(e); /* the costs an earlier process measured, when the file fits */

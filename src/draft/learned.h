@@ -1,6 +1,7 @@
-/* learned.h - what an engine learns across requests: the cost model (draft_length.h) with the file
- * that keeps it between processes (calibrate.h), when a draft is forced to test it (exploration.h),
- * and the drafters' memory (drafter_memory.h).
+/* learned.h - what an engine learns across requests: the cost model (costs.h) with the file that
+ * keeps it between processes (calibrate.h), the draft model's acceptance (acceptance.h), the rate a
+ * ms is worth and the check of the planned lengths against fixed ones (length_policy.h), when a
+ * draft is forced to test them (exploration.h), and the drafters' memory (drafter_memory.h).
  *
  * The engine owns it but does not know what is in it: it holds an opaque pointer and the function
  * that frees it, both set here on first use. So the engine layer stays below the drafters, and a
@@ -9,15 +10,19 @@
 #define SPECD_LEARNED_H
 
 #include "../engine/engine_internal.h"
+#include "acceptance.h"
 #include "calibrate.h"
-#include "draft_length.h"
+#include "costs.h"
 #include "exploration.h"
+#include "length_policy.h"
 
 struct specd_drafter_memory;
 
 typedef struct specd_learned {
-    specd_draft_length costs;                    /* pass costs and acceptance, all requests */
+    specd_costs costs;                           /* pass and draft costs, all requests */
     specd_calibration_state calibration;         /* the file that keeps `costs` */
+    specd_acceptance acceptance;                 /* the draft model's, all requests */
+    specd_length_policy policy;                  /* the rate, and fixed lengths against the planner */
     specd_exploration exploration;               /* when a draft is forced, all requests */
     struct specd_drafter_memory *drafter_memory; /* NULL until a model-free drafter runs */
 } specd_learned;

@@ -15,6 +15,7 @@
 #include "../draft/exploration.h"
 #include "context_shift.h"
 #include "../draft/draft_length.h"
+#include "../draft/length_policy.h"
 #include "probs.h"
 #include "../sample/coupled.h"
 #include "../sample/grammar.h"
@@ -40,7 +41,16 @@ typedef struct specd_session {
     specd_dist coupled_dist;  /* scratch for the target's distribution at a node */
     specd_token_tree tree;
     specd_drafter drafter;    /* ops == NULL: speculation off */
-    specd_draft_length *length; /* the engine's, shared across generations */
+    specd_learned *learned;   /* the engine's costs, acceptance and length policy, all generations */
+    specd_draft_plan plan;    /* the step's draft length plan (draft_length.h) */
+    bool planned;             /* the step's length is the planner's (not fixed, forced or plain) */
+    double step_t0;           /* when the step's draft part began (0: no step under way) */
+    int32_t step_share;       /* sessions sharing the step's round (its time is theirs) */
+    specd_fill step_fill;     /* the cache the step's pass attends */
+    double step_draft_ms;     /* what the step's drafting took */
+    int32_t step_history;     /* the history's length when the step began */
+    double step_verify_mark;  /* stats.verify_ms when the step began */
+    float *step_confidences;  /* scratch: the step's draft confidences for on_step (batch_cap) */
     specd_token *history;     /* prompt + emitted, with room for a tree's depth past the end */
     int32_t n_history;
     int32_t *path;            /* scratch for verification */
@@ -66,7 +76,6 @@ typedef struct specd_session {
     int32_t n_pending;                     /* prompt tokens not in the target's cache yet (begin_in_slot) */
     double prompt_t0;                      /* when the prompt's ingestion began */
     int32_t batch_tokens;                  /* specd_sessions_draft: other slots' tokens in the next pass */
-    double batch_expected;                 /* and the tokens they are expected to give */
     atomic_bool stop;                      /* specd_session_request_stop */
     unsigned stop_requests;                /* the engine's count when it began */
 } generation;
@@ -174,7 +183,9 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->path = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->path);
     g->step_tokens = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->step_tokens);
     g->tree_tokens = specd_alloc_array((size_t)e->batch_cap, sizeof *g->tree_tokens);
-    if (!g->history || !g->path || !g->step_tokens || !g->tree_tokens || !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
+    g->step_confidences = specd_alloc_array((size_t)e->batch_cap, sizeof *g->step_confidences);
+    if (!g->history || !g->path || !g->step_tokens || !g->tree_tokens || !g->step_confidences ||
+        !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
         !specd_probs_init(&g->probs, params->n_probs, params->post_sampling_probs, e->n_vocab,
                           e->params.draft_max + 2)) {
         specd_set_error(error, "out of memory for a generation of up to %d tokens", e->n_ctx);
@@ -185,7 +196,7 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     result->n_probs = g->probs.n; /* set even when no token comes: the stride is known up front */
     specd_learned *learned = specd_learned_get(e, error);
     if (!learned) return SPECD_ERR_NO_MEMORY;
-    g->length = &learned->costs;
+    g->learned = learned;
     g->exploration = &learned->exploration;
     specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
     if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
@@ -208,6 +219,7 @@ static void free_generation(generation *g) {
     free(g->path);
     free(g->step_tokens);
     free(g->tree_tokens);
+    free(g->step_confidences);
     specd_probs_free(&g->probs);
 }
 
@@ -224,25 +236,28 @@ static int32_t draft_budget(const generation *g) {
     return k > 0 ? k : 0;
 }
 
-/* Adaptive drafting compares every draft against the step without one, T(1). Its cost is
- * learnt from real plain steps before the first draft: scaled from the passes that drafts make,
- * the prior's shape can be far off (T(2) is 2.5 T(1) on some CPUs, where the prior says 1.15), and
- * an engine that never measures T(1) keeps drafting where drafting loses (benchmark pair, AMD EPYC,
- * 2 threads: 75 tokens/s drafting against 90 without). Two of them, as the first is often slowed
- * by warming up (16 ms against 10), then one every PLAIN_EVERY steps until T(1) has its
- * SPECD_DL_LEARN_PASSES (a busy moment during the first two would otherwise decide for good); a
- * cache file's T(1) is settled and needs none. The plain steps produce their tokens as usual. */
-#define PLAIN_STEPS_FIRST 2
-#define PLAIN_EVERY 16
+/* Adaptive drafting compares every draft against the step without one, T(1). Its cost is learnt
+ * from real plain steps: scaled from the passes that drafts make, the prior's shape can be far off
+ * (T(2) is 2.5 T(1) on some CPUs, where the prior says 1.15), and an engine that never measures
+ * T(1) keeps drafting where drafting loses (benchmark pair, AMD EPYC, 2 threads: 75 tokens/s
+ * drafting against 90 without). One first (a plain step of the memory-bound pair costs 1.5 tokens
+ * of drafting's), then one every PLAIN_EVERY steps until T(1) has PLAIN_PASSES (a busy moment
+ * during the first would otherwise decide for good), also where a calibration file gives it: a
+ * file is a starting point (costs.h), and a busy machine's file held T(1) 3.5x too dear. The plain
+ * steps produce their tokens as usual. Replayed on recorded steps (tools/policy_replay), one plain
+ * step first instead of two and a wait of 32 instead of 16 gave the memory-bound pair 2% more. */
+#define PLAIN_PASSES 3
+#define PLAIN_EVERY 32
 static bool needs_plain_step(const generation *g) {
     const specd_spec_params *sp = &g->params->speculative;
     /* With several slots in the pass, the step without a draft is a pass over a root each: that is
      * the size to learn (a 1-token pass never comes while they all run, and waiting for one kept
      * two busy slots from drafting at all). */
     int32_t plain = g->round_sessions > 1 ? g->round_sessions : 1;
-    int32_t passes = g->length->base_passes[plain < SPECD_DL_MAX_BATCH ? plain : SPECD_DL_MAX_BATCH];
-    if (!sp->adaptive || sp->draft_min >= 1 || passes >= SPECD_DL_LEARN_PASSES) return false;
-    return passes < PLAIN_STEPS_FIRST || g->steps_since_plain >= PLAIN_EVERY;
+    const specd_costs *c = &g->learned->costs;
+    int32_t size = plain < SPECD_COSTS_MAX_BATCH ? plain : SPECD_COSTS_MAX_BATCH, passes = c->seen[size];
+    if (!sp->adaptive || sp->draft_min >= 1 || passes >= PLAIN_PASSES) return false;
+    return passes < 1 || g->steps_since_plain >= PLAIN_EVERY;
 }
 
 /* The most draft tokens of a tree: the request's, within the room the context has left (every tree
@@ -255,30 +270,73 @@ static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp
     return n > depth_budget ? n : depth_budget; /* a chain of the depth budget always fits */
 }
 
-/* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step). */
+static specd_accept_mode accept_mode_of(const generation *g) {
+    return specd_sampler_is_greedy(&g->sampler) || g->coupled ? SPECD_ACCEPT_GREEDY : SPECD_ACCEPT_SAMPLED;
+}
+
+/* The cache the step's pass attends: priced by the cost model. */
+static specd_fill fill_of(const generation *g) {
+    return (specd_fill){g->n_history - 1, (double)specd_engine_target_cells(g->e)};
+}
+
+/* The step's plan (draft_length.h), alone or as one of `copies` chains drafted together beside
+ * other_tokens tokens of other slots. */
+static void begin_plan(generation *g, int32_t max_len, int32_t other_tokens, int32_t copies) {
+    specd_learned *l = g->learned;
+    specd_draft_plan_params params = {
+        .costs = &l->costs,
+        .acceptance = &l->acceptance,
+        .mode = accept_mode_of(g),
+        .rate = specd_length_policy_rate(&l->policy, &l->costs, &l->acceptance, accept_mode_of(g), &g->step_fill),
+        .fill = g->step_fill,
+        .max_len = max_len,
+        .other_tokens = other_tokens,
+        .copies = copies,
+    };
+    specd_draft_plan_begin(&g->plan, &params);
+}
+
+/* Verdicts at a depth before the plan may draft one deeper. */
+#define TRUST_VERDICTS 1.0
+
+/* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step,
+ * a fixed spell of no drafts). The length policy's fixed spell (length_policy.h) drafts a chain of
+ * its length, as a fixed-length request would. */
 static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
-    /* what the step's pass will attend: priced by the cost model from here on */
-    specd_draft_length_set_fill(g->length, g->n_history - 1, specd_engine_target_cells(g->e));
     int32_t budget = draft_budget(g);
+    g->planned = false;
     if (!g->drafter.ops || budget == 0 || g->lean_round) return false;
     if (needs_plain_step(g)) {
         g->steps_since_plain = 0;
         return false;
     }
     const specd_spec_params *sp = &g->params->speculative;
-    *explore = specd_exploration_due(g->exploration);
+    int32_t fixed = sp->adaptive && specd_draft_model_is(&g->drafter) ? specd_length_policy_fixed(&g->learned->policy) : -1;
+    if (fixed == 0) return false;
+    if (fixed > 0 && fixed < budget) budget = fixed;
+    *explore = fixed < 0 && specd_exploration_due(g->exploration);
+    bool planning = sp->adaptive && fixed < 0;
+    g->planned = planning && !*explore;
+    if (planning) { /* no longer than the verdicts so far vouch for (acceptance.h) */
+        int32_t trusted = specd_acceptance_trusted_depth(&g->learned->acceptance, accept_mode_of(g), TRUST_VERDICTS);
+        if (budget > trusted && sp->draft_min < trusted) budget = trusted;
+    }
+    if (planning) begin_plan(g, budget, g->batch_tokens, 1);
     *req = (specd_draft_request){
         .history = g->history,
         .n_history = g->n_history,
         .max_len = budget,
-        .min_len = *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
-        .p_min = sp->draft_p_min,
+        .min_len = fixed > 0 ? budget : *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
+        .p_min = fixed > 0 ? 0.0f : sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,
-        .length = sp->adaptive ? g->length : NULL,
+        .plan = planning ? &g->plan : NULL,
+        .costs = &g->learned->costs,
+        .drawn = &g->learned->acceptance,
+        .acceptance_mode = accept_mode_of(g),
         .grammar = g->grammar,
         /* coupled draws are one per index: a tree's siblings would be the same token */
-        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || g->coupled ? 1 : sp->draft_branches,
+        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || g->coupled || fixed > 0 ? 1 : sp->draft_branches,
         .tree_p_split = sp->draft_p_split,
         .tree_max_nodes = tree_node_budget(g, sp, budget),
         .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,
@@ -298,6 +356,7 @@ static specd_status finish_draft(generation *g, specd_status st, double ms, bool
     }
     int32_t n = specd_tree_n_drafted(&g->tree);
     g->result->stats.draft_ms += ms;
+    g->step_draft_ms = ms;
     g->steps_since_plain = n > 0 ? g->steps_since_plain + 1 : 0;
     specd_exploration_note(g->exploration, explore, n > 0);
     return st;
@@ -306,8 +365,8 @@ static specd_status finish_draft(generation *g, specd_status st, double ms, bool
 static specd_status draft_step(generation *g, char **error) {
     specd_draft_request req;
     bool explore = false;
+    g->step_draft_ms = 0.0;
     if (!plan_draft(g, &req, &explore)) return SPECD_OK;
-    specd_draft_length_begin_in_batch(g->length, g->batch_tokens, g->batch_expected);
     double t0 = specd_now_ms();
     specd_status st = g->drafter.ops->draft(g->drafter.self, &req, &g->tree, error);
     return finish_draft(g, st, specd_now_ms() - t0, explore, error);
@@ -353,7 +412,7 @@ static specd_status target_pass(generation *g, char **error) {
     int64_t cells = specd_engine_target_cells(g->e);
     st = specd_slots_decode_trees(g->e, &pass, 1, &ms, error);
     g->result->stats.verify_ms += ms;
-    if (st == SPECD_OK) specd_draft_length_record_pass(g->length, g->tree.n_nodes, own_work_of(&pass, 1), cells, ms);
+    if (st == SPECD_OK) specd_costs_record_pass(&g->learned->costs, g->tree.n_nodes, own_work_of(&pass, 1), cells, ms);
     return st;
 }
 
@@ -515,9 +574,69 @@ static void record_step(generation *g, const specd_verify_result *vr) {
         int32_t slot = depth - 1 < SPECD_STATS_MAX_DRAFT ? depth - 1 : SPECD_STATS_MAX_DRAFT - 1;
         s->drafted_at[slot]++;
         s->accepted_at[slot] += accepted;
-        if (!self_calibrating) specd_draft_length_record_outcome(g->length, node->confidence, accepted);
+        if (!self_calibrating)
+            specd_acceptance_record(&g->learned->acceptance, accept_mode_of(g), depth, node->confidence, accepted);
     }
     if (self_calibrating) g->drafter.ops->observe(g->drafter.self, &g->tree, vr);
+}
+
+/* The chain a fixed length would have drafted: from the root, each node's first child (the draft
+ * model's first choice at each depth; a chain's every node). Its length, and how many of it
+ * verification accepted into *n_accepted. */
+static int32_t main_chain(const specd_token_tree *t, const specd_verify_result *vr, int32_t *n_accepted) {
+    int32_t node = 0, depth = 0, accepted = 0;
+    bool on_path = true;
+    for (int32_t i = 1; i < t->n_nodes; i++) { /* children come after their parents */
+        if (t->nodes[i].parent != node) continue;
+        node = i;
+        depth++;
+        on_path = on_path && depth <= vr->n_accepted && vr->path[depth - 1] == i;
+        accepted += on_path;
+    }
+    *n_accepted = accepted;
+    return depth;
+}
+
+/* A step of the draft model, for the check of the planned lengths against fixed ones. */
+static void record_policy_step(generation *g, const specd_verify_result *vr) {
+    if (!specd_draft_model_is(&g->drafter)) return;
+    specd_learned *l = g->learned;
+    specd_policy_step step = {
+        .mode = accept_mode_of(g),
+        .fill = g->step_fill,
+        .n_nodes = g->tree.n_nodes,
+        .n_emitted = vr->n_accepted + 1,
+        .draft_ms = g->step_draft_ms,
+        .planned = g->planned,
+    };
+    step.n_chain = main_chain(&g->tree, vr, &step.n_accepted);
+    specd_length_policy_record_step(&l->policy, &l->costs, &l->acceptance, &step);
+}
+
+/* The step, to the request's on_step (specd_step_info), before the tree is reset. */
+static void report_step(generation *g, const specd_verify_result *vr, double accept_t0) {
+    if (!g->params->on_step) return;
+    int32_t n = 0;
+    for (int32_t i = 1; i < g->tree.n_nodes; i++) g->step_confidences[n++] = g->tree.nodes[i].confidence;
+    const specd_stats *s = &g->result->stats;
+    specd_step_info info = {
+        .n_history = g->step_history,
+        .n_drafted = n,
+        .n_accepted = vr->n_accepted,
+        .draft_ms = g->step_draft_ms,
+        .verify_ms = s->verify_ms - g->step_verify_mark,
+        .step_ms = g->step_t0 > 0.0 ? specd_now_ms() - g->step_t0 : specd_now_ms() - accept_t0,
+        .confidences = g->step_confidences,
+    };
+    g->params->on_step(&info, g->params->user_data);
+}
+
+/* The step's tokens for the engine's rate: made in its share of the round's time. */
+static void record_step_time(generation *g, int32_t emitted) {
+    if (g->step_t0 <= 0.0) return;
+    double ms = (specd_now_ms() - g->step_t0) / (g->step_share > 1 ? g->step_share : 1);
+    specd_length_policy_record_time(&g->learned->policy, emitted, ms);
+    g->step_t0 = 0.0;
 }
 
 /* The probability lists of the step's tokens: token j's position is the tree's root for j = 0,
@@ -538,9 +657,8 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
-static void report_costs(const specd_draft_length *costs, specd_stats *s) {
-    for (int32_t n = 1; n <= SPECD_STATS_MAX_DRAFT; n++)
-        s->verify_cost_ms[n - 1] = specd_draft_length_verify_cost(costs, n);
+static void report_costs(const specd_costs *costs, specd_stats *s) {
+    for (int32_t n = 1; n <= SPECD_STATS_MAX_DRAFT; n++) s->verify_cost_ms[n - 1] = specd_costs_pass(costs, n, NULL);
     s->draft_token_ms = costs->draft_ms;
 }
 
@@ -601,7 +719,7 @@ static void finish(generation *g) {
     g->done = true;
     g->result->stats.n_predicted = g->result->n_tokens;
     if (g->drafter.ops) {
-        report_costs(g->length, &g->result->stats);
+        report_costs(&g->learned->costs, &g->result->stats);
         specd_calibration_save(g->e); /* when this generation learnt a cost, for the next process */
     }
 }
@@ -645,7 +763,7 @@ static void record_state_cost(generation *g) {
     const specd_engine *e = g->e;
     bool recurrent = !e->target.can_drop_tail || (e->draft.ctx && !e->draft.can_drop_tail);
     double spent = slot_state_ms(&e->target) + slot_state_ms(&e->draft);
-    if (recurrent && g->drafted_last) specd_draft_length_record_state(g->length, spent - g->state_mark_ms);
+    if (recurrent && g->drafted_last) specd_costs_record_state(&g->learned->costs, spent - g->state_mark_ms);
     g->state_mark_ms = spent;
 }
 
@@ -664,6 +782,10 @@ static specd_status make_caches_ours(generation *g, char **error) {
 /* What comes before the drafters in a draft part: the rest of a pending prompt, a stop asked for,
  * the caches made this session's (a context shift maybe). */
 static specd_status before_drafting(generation *g, char **error) {
+    g->step_t0 = specd_now_ms();
+    g->step_share = g->round_sessions;
+    g->step_history = g->n_history;
+    g->step_verify_mark = g->result->stats.verify_ms;
     specd_status st = g->n_pending > 0 ? finish_ingest(g, error) : SPECD_OK; /* stepped on its own */
     bool stop = atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
     if (st == SPECD_OK && stop) {
@@ -672,6 +794,7 @@ static specd_status before_drafting(generation *g, char **error) {
     } else if (st == SPECD_OK) {
         st = make_caches_ours(g, error);
     }
+    g->step_fill = fill_of(g);
     return st;
 }
 
@@ -704,23 +827,15 @@ static specd_status verify_after_pass(generation *g, int32_t *n_accepted, char *
 
 static specd_engine *e_of(generation *g) { return g->e; }
 
-/* The tokens this session's drafted step is expected to give (for the slots drafted after it). */
-static double expected_from_draft(const generation *g, int32_t n_drafted) {
-    if (n_drafted == 0) return 1.0;
-    if (g->params->speculative.adaptive) return g->length->expected - g->length->batch_expected;
-    return 1.0 + n_drafted * specd_draft_length_acceptance(g->length, 0.5f);
-}
-
 /* Whether a session's draft can join the others' (the draft model's decodes joined per depth). */
 static bool joins_draft(const generation *g) {
     return g && g->n_pending == 0 && !g->done && g->failed == SPECD_OK && g->phase == PHASE_DRAFT && !g->grammar &&
            specd_draft_model_is(&g->drafter);
 }
 
-/* The batch context of the tokens drafted so far in a round. */
+/* The tokens drafted so far in a round: what the pass holds before the next slot's. */
 typedef struct round_load {
     int32_t tokens;
-    double expected;
 } round_load;
 
 /* Session i drafted alone (a model-free drafter, a grammar, a pending prompt), knowing the load. */
@@ -735,17 +850,11 @@ static specd_status draft_alone(generation *g, int32_t later, round_load *load, 
         load->tokens += 1; /* at least; the chunk takes what room the pass has left */
         return SPECD_OK;
     }
-    if (g) { /* before it: the trees drafted so far; after it: at least each later slot's root */
-        g->batch_tokens = load->tokens + later;
-        g->batch_expected = load->expected + later;
-    }
+    if (g) g->batch_tokens = load->tokens + later; /* before it: the trees so far; after it: each root */
     int32_t n_drafted = 0;
     specd_status st = specd_session_draft(g, &n_drafted, error);
-    if (g) g->batch_tokens = 0, g->batch_expected = 0.0;
-    if (st == SPECD_OK && !specd_session_done(g)) {
-        load->tokens += n_drafted + 1;
-        load->expected += expected_from_draft(g, n_drafted);
-    }
+    if (g) g->batch_tokens = 0;
+    if (st == SPECD_OK && !specd_session_done(g)) load->tokens += n_drafted + 1;
     return st;
 }
 
@@ -761,7 +870,6 @@ typedef struct joint_part {
 
 static void draft_jointly(generation **gs, int32_t m, const round_load *load, specd_status *st, char **err) {
     joint_part parts[SPECD_MAX_PARALLEL];
-    specd_draft_length *local = calloc((size_t)m, sizeof *local); /* each chain's own step state */
     specd_drafter *drafters[SPECD_MAX_PARALLEL];
     int32_t slots[SPECD_MAX_PARALLEL], at[SPECD_MAX_PARALLEL], k = 0;
     specd_draft_request reqs[SPECD_MAX_PARALLEL];
@@ -770,19 +878,18 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
         generation *g = gs[i];
         parts[i] = (joint_part){.g = g, .t0 = specd_now_ms()};
         specd_engine_use_slot(g->e, g->slot);
-        st[i] = local ? before_drafting(g, &err[i]) : SPECD_ERR_NO_MEMORY;
-        if (!local) specd_set_error(&err[i], "out of memory for a joint draft");
+        st[i] = before_drafting(g, &err[i]);
+        g->step_draft_ms = 0.0;
         if (st[i] != SPECD_OK || g->done || !plan_draft(g, &parts[i].req, &parts[i].explore)) continue;
-        local[i] = *g->length;
-        specd_draft_length_begin_joint(&local[i], load->tokens, load->expected, m); /* the m chains alike */
-        if (parts[i].req.length) parts[i].req.length = &local[i];
+        /* the m chains alike, beside the tokens of the slots drafted before them */
+        if (parts[i].req.plan) begin_plan(g, parts[i].req.max_len, load->tokens, m);
         parts[i].drafting = true;
         drafters[k] = &g->drafter, slots[k] = g->slot, reqs[k] = parts[i].req, trees[k] = &g->tree, at[k++] = i;
     }
     specd_status jst[SPECD_MAX_PARALLEL];
     char *jerr[SPECD_MAX_PARALLEL] = {0};
     double t0 = specd_now_ms();
-    if (k > 0) specd_draft_model_draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, gs[0]->length, jst, jerr);
+    if (k > 0) specd_draft_model_draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, &gs[0]->learned->costs, jst, jerr);
     double share = k > 0 ? (specd_now_ms() - t0) / k : 0.0;
     for (int32_t j = 0; j < k; j++) {
         generation *g = gs[at[j]];
@@ -791,7 +898,6 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
         err[at[j]] = jerr[j];
     }
     for (int32_t i = 0; i < m; i++) st[i] = after_drafting(gs[i], st[i], parts[i].t0, NULL);
-    free(local);
 }
 
 /* Whether this round's pass ends the prompt of one of the sessions (its first token then comes
@@ -816,7 +922,7 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
     int32_t n_joint = 0;
     for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i]);
     if (n_joint < 2) n_joint = 0; /* alone, a chain is drafted as always */
-    round_load load = {0, 0.0};
+    round_load load = {0};
     generation *joint[SPECD_MAX_PARALLEL];
     int32_t where[SPECD_MAX_PARALLEL], m = 0, later = n - 1;
     for (int32_t i = 0; i < n; i++) {
@@ -1022,7 +1128,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
     /* T(the pass), when it holds trees only: a prompt chunk's tokens take no logits, so a pass with
      * one costs less than a pass of as many tree tokens (a server learnt T(14) at half its cost). */
     if (st == SPECD_OK && n_trees > 0 && m == n_trees)
-        specd_draft_length_record_pass(s[0]->length, total, own_work_of(passes, m), cells, ms);
+        specd_costs_record_pass(&s[0]->learned->costs, total, own_work_of(passes, m), cells, ms);
     double share = m > 0 ? (specd_now_ms() - t0) / m : 0.0;
     for (int32_t k = 0; k < m; k++) {
         generation *g = in_pass[k];
@@ -1052,6 +1158,7 @@ specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **e
     const specd_verify_result *vr = &g->vr;
     keep_accepted_path(g, vr);
     record_step(g, vr);
+    record_policy_step(g, vr);
     g->drafted_last = specd_tree_n_drafted(&g->tree) > 0;
     specd_sampler_observe(&g->sampler, vr->next_token); /* after step_probs: it reports the drawn-from dist */
     specd_token *out = g->step_tokens;
@@ -1061,6 +1168,8 @@ specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **e
     specd_status st = SPECD_OK;
     bool stop = emit_tokens(g, out, n, error, &st);
     if (n_emitted) *n_emitted = g->result->n_tokens - before;
+    report_step(g, vr, t0);
+    record_step_time(g, g->result->n_tokens - before);
     g->phase = PHASE_DRAFT;
     if (st == SPECD_OK && !stop && !specd_tree_reset(&g->tree, vr->next_token)) {
         specd_set_error(error, "out of memory for the draft tree");

@@ -96,7 +96,7 @@ static void test_costs_learnt_are_written_and_read_back(void **state) {
     assert_non_null(read_text(path));
     int32_t learnt = specd_engine_calibration(e).n_sizes_known;
     assert_true(learnt > 0);
-    double t_ms[SPECD_DL_MAX_BATCH + 1], draft_ms = e->learned->costs.draft_ms;
+    double t_ms[SPECD_COSTS_MAX_BATCH + 1], draft_ms = e->learned->costs.draft_ms;
     memcpy(t_ms, e->learned->costs.base_ms, sizeof t_ms);
     specd_engine_free(e);
 
@@ -105,7 +105,7 @@ static void test_costs_learnt_are_written_and_read_back(void **state) {
     assert_int_equal(info.source, SPECD_CALIBRATION_LOADED);
     assert_null(info.note);
     assert_int_equal(info.n_sizes_known, learnt);
-    for (int32_t n = 1; n <= SPECD_DL_MAX_BATCH; n++) assert_float_equal(again->learned->costs.base_ms[n], t_ms[n], 1e-5 * t_ms[n]);
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++) assert_float_equal(again->learned->costs.base_ms[n], t_ms[n], 1e-5 * t_ms[n]);
     assert_float_equal(again->learned->costs.draft_ms, draft_ms, 1e-5 * draft_ms);
     specd_engine_free(again);
 }
@@ -178,7 +178,7 @@ static void test_a_corrupt_file_is_ignored(void **state) {
     assert_ignored_then_replaced("edited.txt", bad, "check sum");
 }
 
-/* The cost model prices the cache fill for an attention model on the CPU (draft_length.h:
+/* The cost model prices the cache fill for an attention model on the CPU (costs.h:
  * specd_attention_cost): with flash attention off, each token reads every used cell (and the pass
  * once more), at a rate
  * capped by the operations per cell. */
@@ -206,17 +206,21 @@ static void reseal(char *text) {
     sprintf(check + 1, "check %016llx\n", h);
 }
 
-/* A whole file of version 1 held costs learnt at whatever cache fill their passes had (a server's
- * could price T(8) at 1.4x T(1) where it is 3.7x): it is replaced, not read. */
-static void test_a_file_of_version_1_is_replaced(void **state) {
+/* Whole files of older versions are replaced, not read: version 1 held costs learnt at whatever
+ * cache fill their passes had (a server's could price T(8) at 1.4x T(1) where it is 3.7x), version
+ * 2 one draft cost for a step's first draft token and the next ones. */
+static void test_a_file_of_an_older_version_is_replaced(void **state) {
     (void)state;
-    char text[8192];
-    valid_file(text, sizeof text);
-    char *magic = strstr(text, "specd-calibration 2\n");
-    assert_ptr_equal(magic, text);
-    magic[strlen("specd-calibration ")] = '1';
-    reseal(text);
-    assert_ignored_then_replaced("version-1.txt", text, "not a specd calibration file of this version");
+    for (char version = '1'; version <= '2'; version++) {
+        char text[8192], name[32];
+        valid_file(text, sizeof text);
+        char *magic = strstr(text, "specd-calibration 3\n");
+        assert_ptr_equal(magic, text);
+        magic[strlen("specd-calibration ")] = version;
+        reseal(text);
+        snprintf(name, sizeof name, "version-%c.txt", version);
+        assert_ignored_then_replaced(name, text, "not a specd calibration file of this version");
+    }
 }
 
 static void test_a_file_for_other_settings_is_stale(void **state) {
@@ -421,7 +425,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_costs_learnt_are_written_and_read_back),
         cmocka_unit_test(test_a_directory_holds_a_file_per_setting),
         cmocka_unit_test(test_a_corrupt_file_is_ignored),
-        cmocka_unit_test(test_a_file_of_version_1_is_replaced),
+        cmocka_unit_test(test_a_file_of_an_older_version_is_replaced),
         cmocka_unit_test(test_the_fill_is_priced_for_an_attention_model),
         cmocka_unit_test(test_a_file_for_other_settings_is_stale),
         cmocka_unit_test(test_the_key_follows_the_model_file_and_threads),

@@ -1,0 +1,124 @@
+/* length_policy.c - the engine's rate, and fixed lengths against the planner (see .h). */
+#include "length_policy.h"
+
+#include <string.h>
+
+/* Sums decay by this per step: about the last 64 steps count. */
+#define DECAY (1.0 - 1.0 / 64.0)
+/* The engine's own rate counts once it holds this many steps' worth of time. */
+#define RATE_MIN_STEPS 8.0
+/* A trial's paired sums are halved past this many steps, so a long trial follows the text. */
+#define TRIAL_WINDOW 64
+
+void specd_length_policy_init(specd_length_policy *p) {
+    memset(p, 0, sizeof *p);
+    p->fixed = -1;
+    p->spell = SPECD_POLICY_FIRST_SPELL;
+}
+
+void specd_length_policy_record_time(specd_length_policy *p, int32_t tokens, double ms) {
+    if (tokens <= 0 || !(ms > 0.0)) return;
+    p->tokens = DECAY * p->tokens + tokens;
+    p->ms = DECAY * p->ms + ms;
+}
+
+int32_t specd_length_policy_fixed(const specd_length_policy *p) { return p->fixed; }
+
+/* Tokens a chain cut at k would have given on this step's drafts (see the header); past the
+ * drafted chain, each depth at its acceptance once the depths before it were accepted. */
+static double tokens_at(const specd_policy_step *s, int32_t k, const specd_acceptance *a) {
+    if (k <= s->n_chain) return (s->n_accepted < k ? s->n_accepted : k) + 1.0;
+    if (s->n_accepted < s->n_chain) return s->n_accepted + 1.0;
+    double tokens = s->n_chain + 1.0, p = 1.0;
+    for (int32_t i = s->n_chain; i < k; i++) tokens += (p *= specd_acceptance_at_depth(a, s->mode, i + 1));
+    return tokens;
+}
+
+/* A step of a chain of k drafts, by the cost model: its pass, k draft decodes, the state. */
+static double ms_at(const specd_costs *c, const specd_policy_step *s, int32_t k) {
+    if (k == 0) return specd_costs_pass(c, 1, &s->fill);
+    return specd_costs_pass(c, k + 1, &s->fill) + specd_costs_drafts(c, k) + c->state_ms;
+}
+
+static int32_t best_of(const double *tokens, const double *ms) {
+    int32_t best = 0;
+    for (int32_t k = 1; k <= SPECD_POLICY_MAX_FIXED; k++)
+        if (ms[k] > 0.0 && tokens[k] * ms[best] > tokens[best] * ms[k]) best = k;
+    return best;
+}
+
+/* The best fixed length's tokens per ms by the cost model alone: each depth at its acceptance. */
+static double modelled_best_rate(const specd_costs *c, const specd_acceptance *a, specd_accept_mode mode,
+                                 const specd_fill *fill) {
+    specd_policy_step plain = {.mode = mode, .fill = fill ? *fill : (specd_fill){0.0, 0.0}};
+    double best = 0.0;
+    for (int32_t k = 0; k <= SPECD_POLICY_MAX_FIXED; k++) {
+        double rate = tokens_at(&plain, k, a) / ms_at(c, &plain, k);
+        if (rate > best) best = rate;
+    }
+    return best;
+}
+
+double specd_length_policy_rate(const specd_length_policy *p, const specd_costs *c, const specd_acceptance *a,
+                                specd_accept_mode mode, const specd_fill *fill) {
+    double best;
+    if (p->fixed_ms[0] > 0.0) {
+        int32_t k = best_of(p->fixed_tokens, p->fixed_ms);
+        best = p->fixed_tokens[k] / p->fixed_ms[k];
+    } else {
+        best = modelled_best_rate(c, a, mode, fill);
+    }
+    double own = p->ms > RATE_MIN_STEPS * specd_costs_pass(c, 1, NULL) ? p->tokens / p->ms : 0.0;
+    return own > best ? own : best;
+}
+
+static void start_trial(specd_length_policy *p) {
+    p->fixed = -1;
+    p->plan_tokens = p->plan_ms = 0.0;
+    p->plan_steps = 0;
+    memset(p->trial_tokens, 0, sizeof p->trial_tokens);
+    memset(p->trial_ms, 0, sizeof p->trial_ms);
+}
+
+static void halve_trial(specd_length_policy *p) {
+    p->plan_tokens *= 0.5, p->plan_ms *= 0.5;
+    for (int32_t k = 0; k <= SPECD_POLICY_MAX_FIXED; k++) p->trial_tokens[k] *= 0.5, p->trial_ms[k] *= 0.5;
+}
+
+/* After a step the planner drove: does a fixed length beat it on the trial's steps? */
+static void judge_trial(specd_length_policy *p) {
+    if (p->plan_steps < SPECD_POLICY_TRIAL || !(p->plan_ms > 0.0)) return;
+    int32_t k = best_of(p->trial_tokens, p->trial_ms);
+    double fixed_rate = p->trial_tokens[k] / p->trial_ms[k], plan_rate = p->plan_tokens / p->plan_ms;
+    if (fixed_rate > plan_rate * (1.0 + SPECD_POLICY_MARGIN)) {
+        p->fixed = best_of(p->fixed_tokens, p->fixed_ms);
+        p->spell_left = p->spell;
+        p->spell = p->spell * 2 < SPECD_POLICY_MAX_SPELL ? p->spell * 2 : SPECD_POLICY_MAX_SPELL;
+        p->n_spells++;
+    } else if (p->plan_steps >= 4 * SPECD_POLICY_TRIAL) {
+        p->spell = SPECD_POLICY_FIRST_SPELL; /* the planner has held its own: a later loss starts over */
+    }
+}
+
+void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *c, const specd_acceptance *a,
+                                    const specd_policy_step *s) {
+    bool trial = s->planned && p->fixed < 0;
+    for (int32_t k = 0; k <= SPECD_POLICY_MAX_FIXED; k++) {
+        double tokens = tokens_at(s, k, a), ms = ms_at(c, s, k);
+        p->fixed_tokens[k] = DECAY * p->fixed_tokens[k] + tokens;
+        p->fixed_ms[k] = DECAY * p->fixed_ms[k] + ms;
+        if (trial) p->trial_tokens[k] += tokens, p->trial_ms[k] += ms;
+    }
+    if (p->fixed >= 0) {
+        /* a spell: the fixed length that would have done best lately drives, until the next trial */
+        p->fixed = best_of(p->fixed_tokens, p->fixed_ms);
+        if (--p->spell_left <= 0) start_trial(p);
+        return;
+    }
+    if (!trial) return;
+    double drafting = s->n_nodes > 1 ? c->state_ms : 0.0;
+    p->plan_tokens += s->n_emitted;
+    p->plan_ms += specd_costs_pass(c, s->n_nodes, &s->fill) + s->draft_ms + drafting;
+    if (++p->plan_steps % TRIAL_WINDOW == 0) halve_trial(p);
+    judge_trial(p);
+}

@@ -1,0 +1,136 @@
+/* test_length_policy.c - the engine's rate, and the check that the planned draft lengths never lose
+ * to a fixed length (length_policy.h), on steps made up to the measured costs of one machine. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "draft/length_policy.h"
+
+/* A machine whose passes step with the GEMM's tiles (T(1..9), ms), a draft token 2.3 ms. */
+static const double TILED[] = {0, 24.1, 25.6, 29.2, 32.9, 48.2, 52.1, 54.8, 47.2, 63.6};
+
+typedef struct fixture {
+    specd_costs costs;
+    specd_acceptance acceptance;
+    specd_length_policy policy;
+} fixture;
+
+static void set_up(fixture *f) {
+    specd_costs_init(&f->costs);
+    for (int32_t n = 1; n <= 9; n++) specd_costs_record_calibration(&f->costs, n, TILED[n]);
+    specd_costs_record_draft(&f->costs, 1, 2.3);
+    specd_acceptance_init(&f->acceptance);
+    for (int i = 0; i < 100; i++) specd_acceptance_record(&f->acceptance, SPECD_ACCEPT_GREEDY, 1, 0.5f, i % 10 < 8);
+    specd_length_policy_init(&f->policy);
+}
+
+/* A chain step: `drafted` drafts, `accepted` of them accepted, as the planner or a spell chose. */
+static void step(fixture *f, int32_t drafted, int32_t accepted, bool planned) {
+    specd_policy_step s = {.mode = SPECD_ACCEPT_GREEDY, .n_nodes = drafted + 1, .n_chain = drafted,
+                           .n_accepted = accepted, .n_emitted = accepted + 1, .draft_ms = 2.3 * drafted,
+                           .planned = planned};
+    specd_length_policy_record_step(&f->policy, &f->costs, &f->acceptance, &s);
+}
+
+/* The accepted run of step i (deterministic): drafts of this text are accepted 0..8 in a row. */
+static int32_t run_of(int i) {
+    static const int32_t runs[] = {4, 1, 8, 2, 0, 5, 3, 6, 2, 8, 1, 4, 3, 0, 7, 2};
+    return runs[i % 16];
+}
+
+static double rate(fixture *f) {
+    return specd_length_policy_rate(&f->policy, &f->costs, &f->acceptance, SPECD_ACCEPT_GREEDY, NULL);
+}
+
+/* The rate a ms is worth: before any step, the best fixed length by the cost model at the mean
+ * acceptance by depth (here 3 drafts: 1 + a1 + a1 a2 + a1 a2 a3 tokens in T(4) + 3 draft tokens); then the best
+ * fixed length on the steps seen; the engine's own rate where it is higher (several slots). */
+static void test_the_rate_is_the_best_fixed_lengths_or_the_engines(void **state) {
+    (void)state;
+    fixture f;
+    set_up(&f);
+    double a1 = specd_acceptance_at_depth(&f.acceptance, SPECD_ACCEPT_GREEDY, 1);
+    double a2 = specd_acceptance_at_depth(&f.acceptance, SPECD_ACCEPT_GREEDY, 2);
+    double a3 = specd_acceptance_at_depth(&f.acceptance, SPECD_ACCEPT_GREEDY, 3);
+    assert_float_equal(rate(&f), (1 + a1 + a1 * a2 + a1 * a2 * a3) / (TILED[4] + 3 * 2.3), 1e-9);
+    for (int i = 0; i < 64; i++) step(&f, 8, 8, true); /* every draft accepted: 8 or more beats 3 */
+    double best = 0.0;
+    for (int32_t k = 0; k <= SPECD_POLICY_MAX_FIXED; k++)
+        if (f.policy.fixed_tokens[k] / f.policy.fixed_ms[k] > best) best = f.policy.fixed_tokens[k] / f.policy.fixed_ms[k];
+    assert_true(best >= 9.0 / (TILED[9] + 8 * 2.3) - 1e-9);
+    assert_float_equal(rate(&f), best, 1e-9);
+    /* the engine made more than that (two slots' tokens per pass): its own rate */
+    for (int i = 0; i < 400; i++) specd_length_policy_record_time(&f.policy, 6, 40.0);
+    assert_float_equal(rate(&f), 6.0 / 40.0, 0.002);
+    /* a slow moment of its own does not lower the rate below the best fixed length's */
+    for (int i = 0; i < 400; i++) specd_length_policy_record_time(&f.policy, 1, 400.0);
+    assert_float_equal(rate(&f), best, 1e-9);
+}
+
+/* A planner that drafts 8 on this text (its estimates wrong), where 3 does best: after its trial
+ * a fixed length drives, the one that did best on the same drafts; after the spell the planner
+ * is tried again, and when it loses again the next spell is twice as long. */
+static void test_a_planner_that_loses_gives_way_to_the_best_fixed_length(void **state) {
+    (void)state;
+    fixture f;
+    set_up(&f);
+    int i = 0;
+    for (; i < SPECD_POLICY_TRIAL - 1; i++) step(&f, 8, run_of(i) < 8 ? run_of(i) : 8, true);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), -1);
+    step(&f, 8, run_of(i), true), i++;
+    int32_t fixed = specd_length_policy_fixed(&f.policy);
+    assert_true(fixed >= 2 && fixed <= 4);
+    int32_t spell = 0;
+    while (specd_length_policy_fixed(&f.policy) >= 0) {
+        int32_t k = specd_length_policy_fixed(&f.policy);
+        step(&f, k, run_of(i) < k ? run_of(i) : k, false), i++;
+        spell++;
+    }
+    assert_int_equal(spell, SPECD_POLICY_FIRST_SPELL);
+    for (int j = 0; j < SPECD_POLICY_TRIAL; j++, i++) step(&f, 8, run_of(i) < 8 ? run_of(i) : 8, true);
+    assert_true(specd_length_policy_fixed(&f.policy) >= 0);
+    assert_int_equal(f.policy.spell_left, 2 * SPECD_POLICY_FIRST_SPELL);
+    assert_int_equal(f.policy.n_spells, 2);
+}
+
+/* A planner that chooses what the best fixed length would (3 here) keeps driving. */
+static void test_a_planner_as_good_as_fixed_keeps_driving(void **state) {
+    (void)state;
+    fixture f;
+    set_up(&f);
+    for (int i = 0; i < 10 * SPECD_POLICY_TRIAL; i++) step(&f, 3, run_of(i) < 3 ? run_of(i) : 3, true);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), -1);
+    assert_int_equal(f.policy.n_spells, 0);
+}
+
+/* Drafts that are never accepted: the best fixed length is none at all. */
+static void test_drafts_that_never_pay_give_way_to_no_drafts(void **state) {
+    (void)state;
+    fixture f;
+    set_up(&f);
+    for (int i = 0; i < SPECD_POLICY_TRIAL; i++) step(&f, 2, 0, true);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), 0);
+}
+
+/* Steps that did not follow the planner (a forced draft, a fixed-length request) teach the fixed
+ * lengths but are not held against the planner. */
+static void test_steps_the_planner_did_not_choose_are_not_its_trial(void **state) {
+    (void)state;
+    fixture f;
+    set_up(&f);
+    for (int i = 0; i < 4 * SPECD_POLICY_TRIAL; i++) step(&f, 8, 0, false);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), -1);
+    assert_int_equal(f.policy.plan_steps, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_rate_is_the_best_fixed_lengths_or_the_engines),
+        cmocka_unit_test(test_a_planner_that_loses_gives_way_to_the_best_fixed_length),
+        cmocka_unit_test(test_a_planner_as_good_as_fixed_keeps_driving),
+        cmocka_unit_test(test_drafts_that_never_pay_give_way_to_no_drafts),
+        cmocka_unit_test(test_steps_the_planner_did_not_choose_are_not_its_trial),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
