@@ -137,6 +137,11 @@ gpu_link_flags() {
   esac
 }
 
+# ggml's RPC backend built with RDMA (where the machine has libibverbs) needs it on a link line too.
+rdma_link_flags() {
+  if nm "$deps/install/lib/libggml-rpc.a" 2>/dev/null | grep ' U ibv_' >/dev/null; then echo "-libverbs"; fi
+}
+
 # The library: libllama + ggml (CPU backend only), static and position-independent so it links
 # into both libspecd.so and the specd program.
 build_llama_library() {
@@ -163,7 +168,7 @@ build_llama_simple() {
   [ -x "$out" ] && return 0
   mkdir -p "$deps/install/bin"
   g++ -std=c++17 -O2 -I"$deps/install/include" "$src/examples/simple/simple.cpp" -o "$out" \
-    -L"$deps/install/lib" -lllama -lggml -lggml-rpc $(gpu_link_flags) -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+    -L"$deps/install/lib" -lllama -lggml -lggml-rpc $(rdma_link_flags) $(gpu_link_flags) -lggml-cpu -lggml-base -fopenmp -lpthread -lm
 }
 
 # llama.cpp's rpc-server (tools/rpc, one file on ggml's public headers): what holds a target's
@@ -173,7 +178,7 @@ build_rpc_server() {
   [ -x "$out" ] && return 0
   mkdir -p "$deps/install/bin"
   g++ -std=c++17 -O2 -I"$deps/install/include" "$src/tools/rpc/rpc-server.cpp" -o "$out" \
-    -L"$deps/install/lib" -lggml -lggml-rpc $(gpu_link_flags) -lggml-cpu -lggml-base -fopenmp -lpthread -lm
+    -L"$deps/install/lib" -lggml -lggml-rpc $(rdma_link_flags) $(gpu_link_flags) -lggml-cpu -lggml-base -fopenmp -lpthread -lm
 }
 
 # llama.cpp's own tools, for benchmarks only (they need llama.cpp's C++ common library). On the
