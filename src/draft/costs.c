@@ -146,13 +146,18 @@ double specd_costs_pass_to_choose(const specd_costs *c, int32_t n, const specd_f
     return pass_ms(c, n, fill, base_to_choose);
 }
 
+/* A measured draft cost at the level of the moment. */
+static double at_level(const specd_costs *c, double ms) {
+    return c->draft_level > 0.0 ? ms * level_of(c) / c->draft_level : ms;
+}
+
 double specd_costs_draft_token(const specd_costs *c) {
-    if (c->draft_ms > 0.0) return c->draft_ms;
-    return c->first_draft_ms > 0.0 ? c->first_draft_ms : PRIOR_DRAFT_RATIO * specd_costs_pass(c, 1, NULL);
+    if (c->draft_ms > 0.0) return at_level(c, c->draft_ms);
+    return c->first_draft_ms > 0.0 ? at_level(c, c->first_draft_ms) : PRIOR_DRAFT_RATIO * specd_costs_pass(c, 1, NULL);
 }
 
 double specd_costs_first_draft_token(const specd_costs *c) {
-    return c->first_draft_ms > 0.0 ? c->first_draft_ms : specd_costs_draft_token(c);
+    return c->first_draft_ms > 0.0 ? at_level(c, c->first_draft_ms) : specd_costs_draft_token(c);
 }
 
 double specd_costs_drafts(const specd_costs *c, int32_t n) {
@@ -263,6 +268,7 @@ void specd_costs_record_draft(specd_costs *c, int32_t n_decodes, double ms) {
     if (c->draft_ms <= 0.0) c->n_learnt++; /* known from now on (its average moves, unsaved) */
     c->draft_decodes += n_decodes;
     moving_average(&c->draft_ms, ms / n_decodes);
+    c->draft_level = level_of(c);
 }
 
 void specd_costs_record_first_draft(specd_costs *c, double ms) {
@@ -271,6 +277,7 @@ void specd_costs_record_first_draft(specd_costs *c, double ms) {
     if (c->first_draft_ms <= 0.0) c->n_learnt++;
     c->draft_decodes++;
     moving_average(&c->first_draft_ms, ms);
+    c->draft_level = level_of(c);
 }
 
 /* A plain moving average: the cost is bimodal (a step whose drafts were all accepted only saved

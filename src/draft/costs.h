@@ -68,6 +68,10 @@ typedef struct specd_costs {
      * stopped one token short of the best fixed length. */
     double first_draft_ms, draft_ms;
     int32_t draft_decodes; /* draft decodes this process measured (0: the costs are a file's) */
+    /* The level when the draft costs were last measured: until they are again, they follow the
+     * level (both models share the machine). Kept apart, a busy moment raised every T(n) but not
+     * the draft token, drafting looked cheaper than it was, and a run that should not draft did. */
+    double draft_level;
     specd_attention_cost attention;
     /* On a model whose state cannot drop rejected tokens (recurrent, hybrid): what a step that
      * drafts pays on top of its passes, moving average in ms: saving the state before the drafts,

@@ -84,9 +84,10 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
     int32_t idx = 0, reused = 0;
     double t0 = specd_now_ms();
     specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, &reused, error);
-    /* A catch-up of one token is the step's first draft decode (costs.h): a chain of one draft has
-     * no other, and a file's draft costs must be re-measured even where the plan drafts one. */
-    if (st == SPECD_OK && req->costs && req->n_history - reused == 1)
+    /* A catch-up of one or two tokens (the step before's last draft and its own token) is the
+     * step's first draft decode (costs.h; a decode of two costs what one does): a chain of one draft
+     * has no other, and a file's draft costs must be re-measured even where the plan drafts one. */
+    if (st == SPECD_OK && req->costs && req->n_history - reused <= 2)
         specd_costs_record_first_draft(req->costs, specd_now_ms() - t0);
     /* A recurrent draft cannot drop the drafts the target rejects: keep its state before them. */
     if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, SPECD_CHECKPOINT_STEP, error);

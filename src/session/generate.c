@@ -296,6 +296,15 @@ static void begin_plan(generation *g, int32_t max_len, int32_t other_tokens, int
     specd_draft_plan_begin(&g->plan, &params);
 }
 
+/* A calibration file's draft costs, not measured yet in this process: the step drafts two tokens
+ * to measure them (the catch-up and a next decode). A busy machine's file priced a draft token at
+ * 78 ms where it costs 4, and the plan never drafted to find out. */
+static bool draft_costs_unmeasured(const generation *g) {
+    const specd_costs *c = &g->learned->costs;
+    return g->params->speculative.adaptive && specd_draft_model_is(&g->drafter) && c->draft_decodes == 0 &&
+           (c->draft_ms > 0.0 || c->first_draft_ms > 0.0);
+}
+
 /* Verdicts at a depth before the plan may draft one deeper. */
 #define TRUST_VERDICTS 1.0
 
@@ -312,12 +321,13 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     }
     const specd_spec_params *sp = &g->params->speculative;
     int32_t fixed = sp->adaptive && specd_draft_model_is(&g->drafter) ? specd_length_policy_fixed(&g->learned->policy) : -1;
-    if (fixed == 0) return false;
     if (fixed > 0 && fixed < budget) budget = fixed;
-    *explore = fixed < 0 && specd_exploration_due(g->exploration);
+    bool remeasure = draft_costs_unmeasured(g);
+    if (fixed == 0 && !remeasure) return false;
+    *explore = remeasure || (fixed < 0 && specd_exploration_due(g->exploration));
     bool planning = sp->adaptive && fixed < 0;
     g->planned = planning && !*explore;
-    if (planning) { /* no longer than the verdicts so far vouch for (acceptance.h) */
+    if (planning && !remeasure) { /* no longer than the verdicts so far vouch for (acceptance.h) */
         int32_t trusted = specd_acceptance_trusted_depth(&g->learned->acceptance, accept_mode_of(g), TRUST_VERDICTS);
         if (budget > trusted && sp->draft_min < trusted) budget = trusted;
     }
@@ -326,7 +336,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         .history = g->history,
         .n_history = g->n_history,
         .max_len = budget,
-        .min_len = fixed > 0 ? budget : *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
+        .min_len = fixed > 0 ? budget : remeasure ? 2 : *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
         .p_min = fixed > 0 ? 0.0f : sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,

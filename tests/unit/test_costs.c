@@ -324,6 +324,21 @@ static void test_one_slow_pass_does_not_keep_a_size_dear(void **state) {
     assert_float_equal(T(&c, 4), 37.0, 0.5);
 }
 
+/* Both models share the machine: while the draft token is not measured again, it follows the level
+ * the target's passes show. Kept apart, a busy moment raised every T(n) but not the draft token,
+ * drafting looked cheaper than it was, and a run that should not draft did (a test engine drafted
+ * 17 steps of 128 where its costs said no draft pays). */
+static void test_the_draft_token_follows_the_level(void **state) {
+    (void)state;
+    specd_costs c;
+    specd_costs_init(&c);
+    for (int i = 0; i < 8; i++) specd_costs_record_verify(&c, 4, EMPTY_CACHE_MS[4]); /* learnt, the level 1 */
+    specd_costs_record_draft(&c, 1, 3.0);
+    assert_float_equal(specd_costs_draft_token(&c), 3.0, 1e-9);
+    for (int i = 0; i < 60; i++) specd_costs_record_verify(&c, 4, 2.0 * EMPTY_CACHE_MS[4]);
+    assert_float_equal(specd_costs_draft_token(&c) / T(&c, 4), 3.0 / EMPTY_CACHE_MS[4], 0.02 * 3.0 / EMPTY_CACHE_MS[4]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_uncalibrated_costs_follow_the_prior, empty_fill),
@@ -344,6 +359,7 @@ int main(void) {
         cmocka_unit_test_setup(test_a_quiet_file_follows_a_busy_machine, empty_fill),
         cmocka_unit_test_setup(test_an_untried_size_is_priced_to_be_tried, empty_fill),
         cmocka_unit_test_setup(test_one_slow_pass_does_not_keep_a_size_dear, empty_fill),
+        cmocka_unit_test_setup(test_the_draft_token_follows_the_level, empty_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
