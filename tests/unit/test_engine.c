@@ -177,8 +177,12 @@ static void test_explorations_back_off_across_requests(void **state) {
         drafting[i] = drafting_steps(&r);
         specd_result_clear(&r);
     }
-    assert_true(drafting[0] >= 2); /* the first request explores: at 16 steps, then 32 later */
-    if (drafting[1] + drafting[2] > 1)
+    /* The first request explores at 16 steps, then 32 and 64 later; the wait goes on doubling over
+     * the next requests (one exploration in the second, none in the third), unless a step once
+     * drafts on its own (the measured costs of these tiny models move with the machine's load) and
+     * the wait starts again at 16: at most one each, never three per request as before. */
+    assert_true(drafting[0] >= 2);
+    if (drafting[1] > 1 || drafting[2] > 1)
         fail_msg("later requests explored %d and %d times (first: %d): the wait started again", drafting[1],
                  drafting[2], drafting[0]);
     specd_engine_free(own);
