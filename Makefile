@@ -17,7 +17,7 @@ BENCH_ARGS ?=
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test asan tsan fuzz bench bench-deps bench-models clean
+.PHONY: all deps build demo test asan tsan fuzz bench bench-serve bench-deps bench-models gpu-bench clean
 
 all: build
 
@@ -76,6 +76,17 @@ bench: build bench-deps bench-models
 	@mkdir -p docs/bench && cp results/bench/*.png docs/bench/ 2>/dev/null || true
 	@sed 's|](g\([0-9]*\)-|](bench/g\1-|g' results/bench/benchmarks.md > docs/benchmarks.md
 	@echo "bench: docs/benchmarks.md updated"
+
+# specd serve against llama-server with concurrent clients, on both pairs.
+bench-serve: build bench-deps bench-models
+	@$(BUILD)/bin/specd bench --serve --models $(BENCH_MODELS) --out results/bench-serve $(BENCH_ARGS)
+	@$(BUILD)/bin/specd bench --serve --models $(BENCH_MODELS) --target target-f32.gguf \
+		--out results/bench-serve-f32 $(BENCH_ARGS)
+
+# On a machine with an NVIDIA GPU: the CUDA build, the tests on it and the benchmark of both pairs
+# with every layer on the GPU, in one command (docs/benchmarks-gpu.md).
+gpu-bench:
+	@scripts/gpu_bench.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-cuda build-vulkan

@@ -173,7 +173,7 @@ static int make_ngram_configs(const bench_options *o, bench_config *c) {
 }
 
 /* The configurations measured for one pair and temperature. */
-static int make_configs(const bench_options *o, bench_config *c, int n_prompts) {
+static int make_configs(const bench_options *o, const bench_group *g, bench_config *c, int n_prompts) {
     int n = 0;
     if (o->ngram) {
         n = make_ngram_configs(o, c);
@@ -192,9 +192,19 @@ static int make_configs(const bench_options *o, bench_config *c, int n_prompts) 
             snprintf(c[n++].name, sizeof c->name, "llama-speculative, draft %d", o->sweep[k]);
         }
     }
-    c[n++] = (bench_config){.name = "specd, speculation off", .tool = TOOL_SPECD, .specd_args = "--spec none"};
-    c[n++] = (bench_config){.name = "specd draft (default: adaptive)", .tool = TOOL_SPECD};
-    c[n++] = (bench_config){.name = "specd draft, fixed 8", .tool = TOOL_SPECD, .specd_args = "--draft-fixed --draft-max 8"};
+    c[n++] = (bench_config){.name = "specd, speculation off", .tool = TOOL_SPECD, .specd_args = "--spec none",
+                            .cache = "off"};
+    /* The default three ways: a first run (no calibration cache), a run after the earlier ones
+     * (the group's own cache, which each run updates), and a run from the file a run on a busy
+     * machine left (copied afresh before each run). */
+    c[n++] = (bench_config){.name = "specd draft (default, first run)", .tool = TOOL_SPECD, .cache = "off"};
+    c[n++] = (bench_config){.name = "specd draft (default, cache of earlier runs)", .tool = TOOL_SPECD,
+                            .cache = g->cache_dir};
+    if (g->busy_cache[0])
+        c[n++] = (bench_config){.name = "specd draft (default, cache learnt under load)", .tool = TOOL_SPECD,
+                                .cache = g->busy_copy, .cache_from = g->busy_cache};
+    c[n++] = (bench_config){.name = "specd draft, fixed 8", .tool = TOOL_SPECD, .specd_args = "--draft-fixed --draft-max 8",
+                            .cache = "off"};
     for (int i = 0; i < n; i++) {
         c[i].samples = calloc((size_t)n_prompts, sizeof *c[i].samples);
         c[i].n_samples = n_prompts;
@@ -227,6 +237,21 @@ bool bench_make_dirs(const char *path) {
     return (mkdir(buf, 0755) == 0 || access(buf, W_OK) == 0);
 }
 
+/* The calibration cache a run on a busy machine leaves, learnt once per group (a warning when it
+ * cannot be: the group then goes without that configuration). */
+static void prepare_busy_cache(const bench_options *o, bench_group *g, int index, const char *prompt) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%.1000s/calibration", o->out_dir);
+    snprintf(g->busy_cache, sizeof g->busy_cache, "%s/g%d-busy.txt", dir, index);
+    snprintf(g->busy_copy, sizeof g->busy_copy, "%s/g%d-busy-run.txt", dir, index);
+    fprintf(stderr, "%s t=%g: learning a calibration cache with every core busy\n", g->pair, g->temp);
+    if (!bench_make_dirs(dir) ||
+        !bench_learn_under_load(&o->s, g->target, g->draft, prompt, g->temp, g->busy_cache)) {
+        fprintf(stderr, "specd bench: warning: no calibration cache could be learnt under load for %s\n", g->pair);
+        g->busy_cache[0] = '\0';
+    }
+}
+
 static int run_benchmark(bench_options *o) {
     char prompts[MAX_PROMPTS][1024];
     int n_prompts = read_prompts(o->prompts_file, prompts, o->n_prompts);
@@ -245,13 +270,15 @@ static int run_benchmark(bench_options *o) {
             snprintf(g->pair, sizeof g->pair, "%s + %s", base_name(g->target), base_name(g->draft));
             g->temp = o->temps[t];
             g->configs = calloc(64, sizeof *g->configs);
-            g->n_configs = make_configs(o, g->configs, n_prompts);
+            snprintf(g->cache_dir, sizeof g->cache_dir, "%s/calibration/g%d/", o->out_dir, n_groups - 1);
+            if (!o->ngram) prepare_busy_cache(o, g, n_groups - 1, prompts[0]);
+            g->n_configs = make_configs(o, g, g->configs, n_prompts);
             total += g->n_configs * n_prompts;
         }
     for (int i = 0; i < n_groups; i++) {
         /* each target's pass costs once, beside its tables: the shape decides what drafting can gain */
         if (i > 0 && strcmp(groups[i].target, groups[i - 1].target) == 0)
-            snprintf(groups[i].pass_costs, sizeof groups[i].pass_costs, "%s", groups[i - 1].pass_costs);
+            memcpy(groups[i].pass_costs, groups[i - 1].pass_costs, sizeof groups[i].pass_costs);
         else
             bench_pass_costs(&o->s, groups[i].target, groups[i].pass_costs, sizeof groups[i].pass_costs);
         fprintf(stderr, "%s pass costs: %s\n", base_name(groups[i].target), groups[i].pass_costs);

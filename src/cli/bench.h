@@ -39,6 +39,9 @@ typedef struct bench_config {
     const char *specd_args;   /* extra specd run flags, e.g. "--spec none" */
     const char *spec_type;    /* TOOL_LLAMA_NGRAM: llama.cpp's --spec-type */
     bool no_draft;            /* run without the pair's draft model */
+    /* specd's calibration cache: given as --calibration-cache (NULL: none given, the tool's own
+     * default); cache_from, when set, is copied over it before each run (every run starts from it) */
+    const char *cache, *cache_from;
     bench_sample *samples;    /* one per prompt */
     int n_samples;
 } bench_config;
@@ -60,6 +63,10 @@ bool bench_run_config(const bench_settings *s, const bench_config *c, const char
 /* The target's pass costs, one line from tools/pass_costs --short (beside the specd program) with
  * the settings' threads and GPU layers, or why there is none. */
 void bench_pass_costs(const bench_settings *s, const char *target, char *line, size_t size);
+/* Runs specd on the pair once, with every core kept busy by spinning processes, writing its
+ * calibration cache to `path`: the file a run on a busy machine leaves. */
+bool bench_learn_under_load(const bench_settings *s, const char *target, const char *draft, const char *prompt,
+                            double temp, const char *path);
 /* mkdir -p: a results folder and its parents; false when it cannot be made or written. */
 bool bench_make_dirs(const char *path);
 /* Whether an executable file `name` is in one of PATH's folders. */
@@ -73,6 +80,9 @@ typedef struct bench_group {
     char pair[256];
     char target[1024], draft[1024];
     char pass_costs[512]; /* the target's, from bench_pass_costs */
+    /* the group's calibration caches: shared by its runs, the one learnt under load, and the copy
+     * of it each run starts from */
+    char cache_dir[1100], busy_cache[1100], busy_copy[1100];
     double temp;
     bench_config *configs;
     int n_configs;

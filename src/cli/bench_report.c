@@ -219,18 +219,22 @@ static void write_sweep(FILE *f, const bench_group *g) {
     fputs("\n", f);
 }
 
-/* The comparisons the targets are stated in: best speculative against best speculative, and
+/* The comparisons the targets are stated in: each of specd's default runs (first run, after
+ * earlier runs, from a cache learnt under load) against llama.cpp's best speculative tool, and
  * plain decoding against plain decoding. */
 static void write_summary(FILE *f, const bench_group *g, const bench_config *completion) {
     const bench_config *llama = best_where(g, is_llama_speculative, TOOL_SPECD);
-    const bench_config *specd = best_where(g, is_specd_default, TOOL_SPECD);
     const bench_config *off = find_specd(g, "specd, speculation off");
-    if (specd && llama)
-        fprintf(f, "\nspecd's best default speculative configuration (%s, %.1f tokens/s) is %.2fx llama.cpp's best "
-                   "speculative tool (%s, %.1f tokens/s).",
-                specd->name, bench_median_tokens_per_s(specd),
-                bench_median_tokens_per_s(specd) / bench_median_tokens_per_s(llama), llama->name,
-                bench_median_tokens_per_s(llama));
+    bool first = true;
+    for (int i = 0; llama && i < g->n_configs; i++) {
+        const bench_config *c = &g->configs[i];
+        if (!is_specd_default(c, TOOL_SPECD)) continue;
+        fprintf(f, "%s%s %.2fx", first ? "\nspecd's defaults against llama.cpp's best speculative tool: " : ", ",
+                c->name + strlen("specd draft "), bench_median_tokens_per_s(c) / bench_median_tokens_per_s(llama));
+        first = false;
+    }
+    if (!first)
+        fprintf(f, " (llama.cpp's best: %s, %.1f tokens/s).", llama->name, bench_median_tokens_per_s(llama));
     if (off && completion)
         fprintf(f, " specd without speculation is %.2fx llama-completion.",
                 bench_median_tokens_per_s(off) / bench_median_tokens_per_s(completion));

@@ -26,6 +26,8 @@ extern const size_t specd_serve_bench_py_size;
 
 typedef struct serve_options {
     const char *target, *draft, *prompts, *clients, *temps, *llama_bin, *out_dir;
+    const char *target_name; /* --target: a file, or a name in the models folder */
+    char models_dir[1024];
     char target_buf[1024], draft_buf[1024];
     int64_t n_predict, n_threads, n_ctx, n_parallel, requests, draft_max;
     bool with_llama;
@@ -39,6 +41,8 @@ static void serve_usage(FILE *out) {
           "  --models DIR              benchmark pair folder with target.gguf and draft.gguf\n"
           "                            (default ~/.cache/specd-bench: make bench-models)\n"
           "  --pair TARGET DRAFT       the models instead\n"
+          "  --target FILE             the target: a file, or a name in the models folder (default\n"
+          "                            target.gguf; target-f32.gguf: the memory-bound pair)\n"
           "  --prompts FILE            one prompt per line (default ../shared/bench/prompts.txt)\n"
           "  --clients LIST            concurrent clients (default 1,2,4,8)\n"
           "  --temps LIST              temperatures (default 0,0.8: llama.cpp's default sampling)\n"
@@ -63,10 +67,12 @@ static int parse_serve_flag(cli_args *a, const char *f, serve_options *o) {
         const char *dir = cli_value(a, f);
         ok = dir != NULL;
         if (ok) {
+            snprintf(o->models_dir, sizeof o->models_dir, "%s", dir);
             snprintf(o->target_buf, sizeof o->target_buf, "%s/target.gguf", dir);
             snprintf(o->draft_buf, sizeof o->draft_buf, "%s/draft.gguf", dir);
         }
     } else if (!strcmp(f, "--pair")) ok = (o->target = cli_value(a, f)) && (o->draft = cli_value(a, f));
+    else if (!strcmp(f, "--target")) ok = (o->target_name = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--prompts")) ok = (o->prompts = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--clients")) ok = (o->clients = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--temps")) ok = (o->temps = cli_value(a, f)) != NULL;
@@ -212,6 +218,14 @@ int cli_bench_serve(int argc, char **argv, const char *self) {
     }
     if (!o.target) o.target = o.target_buf[0] ? o.target_buf : models_target;
     if (!o.draft) o.draft = o.draft_buf[0] ? o.draft_buf : models_draft;
+    static char named_target[2048];
+    if (o.target_name && strchr(o.target_name, '/')) o.target = o.target_name;
+    else if (o.target_name) {
+        const char *dir = o.models_dir[0] ? o.models_dir : NULL;
+        if (dir) snprintf(named_target, sizeof named_target, "%s/%s", dir, o.target_name);
+        else snprintf(named_target, sizeof named_target, "%s/.cache/specd-bench/%s", home ? home : ".", o.target_name);
+        o.target = named_target;
+    }
     char llama_server[1100], script[1024];
     if (!check_serve_setup(&o, llama_server, sizeof llama_server)) return CLI_EXIT_USAGE;
     if (!bench_make_dirs(o.out_dir)) {
