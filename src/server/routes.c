@@ -325,6 +325,14 @@ static enum MHD_Result begin_openai(struct MHD_Connection *c, const serve_option
     return MHD_YES;
 }
 
+/* 414 at once for a request line with too many query arguments (query_args.c cut them off). */
+static enum MHD_Result refuse_too_many_query_args(struct MHD_Connection *c, const char *url) {
+    char message[200];
+    snprintf(message, sizeof message, "the URL has more than %d query arguments (after '?'): send the "
+             "parameters in the request body", QUERY_ARGS_MAX);
+    return refuse_bad_body(c, strncmp(url, "/v1/", 4) == 0, MHD_HTTP_URI_TOO_LONG, RPC_INVALID_REQUEST, message);
+}
+
 /* The first call, with the headers only: everything that can be refused is, before the body. */
 static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_options *o, const char *url,
                                      const char *method, void **state) {
@@ -408,6 +416,10 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
                               const char *version, const char *upload, size_t *upload_size, void **state) {
     (void)version;
     const serve_options *o = cls;
+    if (*state == QUERY_ARGS_TOO_MANY) {
+        *state = NULL;
+        return refuse_too_many_query_args(c, url);
+    }
     request_state *rs = *state;
     if (!rs) return begin_request(c, o, url, method, state);
     if (rs->call) return finish_deferred(c, rs);
@@ -422,7 +434,7 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
 void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
     (void)cls;
     (void)why;
-    request_state *rs = *state;
+    request_state *rs = *state == QUERY_ARGS_TOO_MANY ? NULL : *state; /* refused before it was answered */
     if (rs) {
         call_release(rs->call);
         openai_call_free(rs->openai);

@@ -385,6 +385,7 @@ static struct MHD_Daemon *start_daemon(serve_options *o) {
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->request_timeout_s, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)routes_request_done, NULL},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_notify, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)query_args_check, NULL},
         /* with one thread, the daemon's own polling thread serves alone: no pool (of 1) */
         {o->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)o->http_threads, NULL},
         {MHD_OPTION_END, 0, NULL},

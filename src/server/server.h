@@ -6,6 +6,7 @@
  *             suspended (no libmicrohttpd pool thread ever blocks on a completion or a load)
  *   sse.c     Server-Sent Events streams, fed by a pump thread per stream
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
+ *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
  *   openai.c  the OpenAI-compatible routes (/v1/chat/completions, /v1/completions, /v1/models):
  *             requests -> completion params, results -> OpenAI's responses and errors (openai.h)
  *   openai_stream.c  a streamed OpenAI answer: completion updates -> chat.completion.chunk /
@@ -107,6 +108,13 @@ void conn_request_arrived(struct MHD_Connection *c);
 void conn_request_finished(struct MHD_Connection *c);
 /* How many connections the deadline closed so far. */
 int64_t conn_closed_by_deadline(void);
+
+/* ---- query_args.c ----------------------------------------------------------------------------- */
+#define QUERY_ARGS_MAX 64
+/* MHD_OPTION_URI_LOG_CALLBACK: NULL, or QUERY_ARGS_TOO_MANY for a request with more than
+ * QUERY_ARGS_MAX query arguments (then cut off); it is the request's first state (routes.c). */
+void *query_args_check(void *cls, const char *uri, struct MHD_Connection *c);
+extern void *const QUERY_ARGS_TOO_MANY;
 
 /* ---- page.c ----------------------------------------------------------------------------------- */
 /* GET /: the embedded page (a chat that shows speculation at work). */
