@@ -239,13 +239,22 @@ static json_t *speculative_json(json_t *type, const char *off_reason, const spec
     return sp;
 }
 
+/* A job asked to end before it finished: why, as its stop_type. */
+static const char *ended_early_type(int why) {
+    switch (why) {
+    case RPC_END_SHUTDOWN: return "shutdown";
+    case RPC_END_TIME_LIMIT: return "time_limit";
+    default: return "cancelled";
+    }
+}
+
 static const char *stop_type(const run_state *rs, const specd_result *r) {
     if (specd_text_stream_stopped(&rs->text)) return "word";
     switch (r->stop_reason) {
     case SPECD_STOP_EOG: return "eos";
     case SPECD_STOP_LIMIT: return "limit";
     case SPECD_STOP_CONTEXT: return "context";
-    case SPECD_STOP_CALLBACK: return "cancelled";
+    case SPECD_STOP_CALLBACK: return ended_early_type(atomic_load(&rs->job->end_reason));
     }
     return "unknown";
 }

@@ -67,6 +67,15 @@ static rpc_job *take_queued_locked(int32_t i) {
     return job;
 }
 
+/* A job taken off the queue fails with err, never having run. */
+static void fail_unrun(rpc_job *job, const rpc_error *err) {
+    pthread_mutex_lock(&job->lock);
+    job->failed = true;
+    job->error = *err;
+    pthread_mutex_unlock(&job->lock);
+    finish_job(job, NULL);
+}
+
 /* Every queued job fails with err (there is no engine to run them on). */
 static void fail_queued(const rpc_error *err) {
     for (;;) {
@@ -74,15 +83,13 @@ static void fail_queued(const rpc_error *err) {
         rpc_job *job = S.n_queued > 0 ? take_queued_locked(0) : NULL;
         pthread_mutex_unlock(&S.lock);
         if (!job) return;
-        pthread_mutex_lock(&job->lock);
-        job->failed = true;
-        job->error = *err;
-        pthread_mutex_unlock(&job->lock);
-        finish_job(job, NULL);
+        fail_unrun(job, err);
     }
 }
 
-/* Jobs cancelled while queued: answered as cancelled completions that never ran. */
+/* Jobs ended while queued: answered as completions that never ran (their stop_type says why),
+ * except a blocking one ended by a shutdown, which fails as busy: its client may retry elsewhere
+ * or later, and a 200 with no text would read as an answer. */
 static void drop_cancelled(specd_engine *engine) {
     for (;;) {
         rpc_job *job = NULL;
@@ -91,6 +98,13 @@ static void drop_cancelled(specd_engine *engine) {
             if (atomic_load(&S.queue[i]->cancel)) job = take_queued_locked(i);
         pthread_mutex_unlock(&S.lock);
         if (!job) return;
+        if (!job->stream && atomic_load(&job->end_reason) == RPC_END_SHUTDOWN) {
+            rpc_error err;
+            rpc_fail(&err, RPC_BUSY, "", "the server is stopping or unloading its models (shutdown): this request "
+                     "waited in the queue and never ran; retry later");
+            fail_unrun(job, &err);
+            continue;
+        }
         completion_exec *x = completion_exec_new(job, engine);
         finish_job(job, x ? completion_exec_end(x) : NULL);
     }
@@ -243,12 +257,16 @@ bool rpc_sched_submit(rpc_job *job, rpc_error *err) {
     return ok;
 }
 
-void rpc_sched_cancel(rpc_job *job) {
+void rpc_sched_end(rpc_job *job, rpc_end_reason why) {
+    int none = RPC_END_NONE;
+    atomic_compare_exchange_strong(&job->end_reason, &none, (int)why);
     atomic_store(&job->cancel, true);
     pthread_mutex_lock(&S.lock);
     pthread_cond_broadcast(&S.wake);
     pthread_mutex_unlock(&S.lock);
 }
+
+void rpc_sched_cancel(rpc_job *job) { rpc_sched_end(job, RPC_END_CANCELLED); }
 
 json_t *rpc_sched_slots_json(int32_t *n_queued, int32_t *queue_max) {
     json_t *a = json_array();

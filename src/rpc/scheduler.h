@@ -20,8 +20,12 @@ void rpc_sched_configure(int32_t n_slots, int32_t n_queue);
  * is in job->response (blocking) or the last of job->updates (job->stream), job->finished is set
  * and the job is unclaimed. */
 bool rpc_sched_submit(rpc_job *job, rpc_error *err);
-/* Asks the scheduler to end a job: a queued one at once (a final response with stop_type
- * "cancelled"), a running one at its next step. */
+/* Asks the scheduler to end a job for `why`: a queued one at once, a running one at its next
+ * step, with a final response whose stop_type says why ("cancelled", "shutdown", "time_limit").
+ * A blocking job that never ran because of a shutdown fails instead (busy: retry later). The first
+ * reason given wins; a finished job is left as it is. */
+void rpc_sched_end(rpc_job *job, rpc_end_reason why);
+/* rpc_sched_end(job, RPC_END_CANCELLED). */
 void rpc_sched_cancel(rpc_job *job);
 /* The slots for `status`: an array of {id, state, id_task, n_prompt_tokens, n_cached,
  * n_generated, n_drafted, n_accepted, acceptance_rate, n_steps} (new reference; an idle slot shows

@@ -37,6 +37,7 @@ static struct {
     char *last_init_error;        /* owned: why the latest init's load failed; NULL if it did not */
     atomic_bool abort_load;       /* read by the load's progress callback: stop now */
     bool shutting_down;
+    bool closed;                  /* rpc_state_close: the server is stopping for good */
     pthread_t init_thread;
     bool has_init_thread;
     rpc_state_load_hook load_hook; /* tests only */
@@ -77,6 +78,7 @@ static const char *state_name(load_state s) {
 
 /* Why there is no engine to use (G.lock held). */
 static bool fail_no_engine_locked(rpc_error *err) {
+    if (G.closed) return rpc_fail(err, RPC_BUSY, "", "the server is stopping: retry later");
     if (G.shutting_down) return rpc_fail(err, RPC_NO_MODEL, "", "shutdown in progress: call init again after it");
     if (G.loading) return rpc_fail(err, RPC_NO_MODEL, "", "the model is still loading: poll status");
     return rpc_fail(err, RPC_NO_MODEL, "", "no model loaded: call init first");
@@ -89,6 +91,7 @@ rpc_job *rpc_job_new(void) {
     if (!job) return NULL;
     atomic_init(&job->refs, 1);
     atomic_init(&job->cancel, false);
+    atomic_init(&job->end_reason, RPC_END_NONE);
     pthread_mutex_init(&job->lock, NULL);
     pthread_cond_init(&job->changed, NULL);
     job->updates = json_array();
@@ -141,7 +144,7 @@ static void record_job_locked(rpc_job *job) {
 bool rpc_state_claim(rpc_job *job, rpc_error *err) {
     pthread_mutex_lock(&G.lock);
     while (G.swapping) pthread_cond_wait(&G.changed, &G.lock);
-    bool ok = G.engine && !G.shutting_down;
+    bool ok = G.engine && !G.shutting_down && !G.closed;
     if (!ok) fail_no_engine_locked(err);
     if (ok) {
         job->id = G.next_id++;
@@ -153,6 +156,24 @@ bool rpc_state_claim(rpc_job *job, rpc_error *err) {
     }
     pthread_mutex_unlock(&G.lock);
     return ok;
+}
+
+/* Every claimed job is among G.jobs (G.lock held; then the scheduler's lock: the allowed order). */
+static void end_all_locked(rpc_end_reason why) {
+    for (int32_t i = 0; i < G.n_jobs; i++) rpc_sched_end(G.jobs[i], why); /* finished ones: nothing happens */
+}
+
+void rpc_state_end_all(rpc_end_reason why) {
+    pthread_mutex_lock(&G.lock);
+    end_all_locked(why);
+    pthread_mutex_unlock(&G.lock);
+}
+
+void rpc_state_close(void) {
+    pthread_mutex_lock(&G.lock);
+    G.closed = true;
+    pthread_mutex_unlock(&G.lock);
+    rpc_state_end_all(RPC_END_SHUTDOWN);
 }
 
 void rpc_state_unclaim(rpc_job *job) {
@@ -526,10 +547,10 @@ done:
 /* ---- shutdown -------------------------------------------------------------------------------- */
 
 /* Stops what runs (G.lock held, released while waiting): aborts a load and waits for it to
- * end, cancels every claimed completion and waits for them. The load's thread goes to *init. */
+ * end, ends every claimed completion (stop_type "shutdown") and waits for them. The load's thread goes to *init. */
 static void stop_everything_locked(pthread_t *init, bool *has_init) {
     atomic_store(&G.abort_load, true);
-    for (int32_t i = 0; i < G.n_jobs; i++) rpc_sched_cancel(G.jobs[i]); /* finished ones: nothing happens */
+    end_all_locked(RPC_END_SHUTDOWN);
     pthread_cond_broadcast(&G.idle); /* a load waiting to swap in sees the abort */
     while (G.loading) pthread_cond_wait(&G.changed, &G.lock); /* until its next progress call */
     while (G.n_claimed > 0) pthread_cond_wait(&G.idle, &G.lock);
@@ -538,17 +559,15 @@ static void stop_everything_locked(pthread_t *init, bool *has_init) {
     G.has_init_thread = false;
 }
 
-/* Frees the engine and forgets everything about it and the latest init (G.lock held). */
+/* Frees the engine and forgets everything about it and the latest init (G.lock held). The
+ * finished jobs stay findable by id, as always: a stream's poller still gets the final update of
+ * a completion the shutdown ended. */
 static void clear_locked(void) {
     specd_engine_free(G.engine);
     G.engine = NULL;
     replace_string(&G.model, NULL);
     replace_string(&G.alias, NULL);
     replace_string(&G.last_init_error, NULL);
-    rpc_job_unref(G.latest);
-    G.latest = NULL;
-    for (int32_t i = 0; i < G.n_jobs; i++) rpc_job_unref(G.jobs[i]);
-    G.n_jobs = 0;
     G.n_parallel = 0;
     free(G.history);
     G.history = NULL;

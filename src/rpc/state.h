@@ -18,6 +18,14 @@
 
 typedef struct completion_request completion_request;
 
+/* Why a job was asked to end before it finished by itself (the first reason given wins). */
+typedef enum rpc_end_reason {
+    RPC_END_NONE,
+    RPC_END_CANCELLED,  /* completion.cancel, or its client went away */
+    RPC_END_SHUTDOWN,   /* shutdown, or the server is stopping */
+    RPC_END_TIME_LIMIT, /* a time limit (job->time_limit names it) */
+} rpc_end_reason;
+
 /* A completion, blocking or async. Shared by the thread that runs it, pollers and cancellers:
  * reference-counted, freed by the last rpc_job_unref. */
 typedef struct rpc_job {
@@ -30,6 +38,8 @@ typedef struct rpc_job {
     bool failed;                /* error says why */
     rpc_error error;
     atomic_bool cancel;         /* stop it (the scheduler looks at every step) */
+    atomic_int end_reason;      /* rpc_end_reason: why, set before cancel */
+    const char *time_limit;     /* RPC_END_TIME_LIMIT: the limit's name (the scheduler thread's) */
     bool stream;                /* partial responses and the final one go to updates */
     json_t *response;           /* without stream: the final response once finished (owned) */
     completion_request *request; /* owned */
@@ -53,6 +63,12 @@ int32_t rpc_state_draft_max(void);
  * removes it. */
 typedef void (*rpc_state_load_hook)(float progress, void *user_data);
 void rpc_state_set_load_hook(rpc_state_load_hook hook, void *user_data);
+
+/* Ends every claimed completion, queued or running, with `why` (rpc_sched_end). */
+void rpc_state_end_all(rpc_end_reason why);
+/* The server is stopping for good: every claimed completion ends (RPC_END_SHUTDOWN) and new
+ * claims are refused (busy: the server is stopping). */
+void rpc_state_close(void);
 
 /* Claims a completion for `job` (no model, or shutdown: an error); assigns its id and records it,
  * so that poll and cancel find it by id (RPC_KEEP_JOBS finished ones are kept for polls). */

@@ -216,7 +216,18 @@ bool call_result(deferred_call *call, json_t **response, unsigned *http_status) 
 void calls_close_intake(void) {
     pthread_mutex_lock(&pool.lock);
     pool.intake_closed = true;
+    deferred_call *queued = pool.head; /* answered now, not when a worker frees up */
+    pool.head = pool.tail = NULL;
+    pool.queued = 0;
     pthread_mutex_unlock(&pool.lock);
+    while (queued) {
+        deferred_call *call = queued;
+        queued = call->next_queued;
+        pthread_mutex_lock(&call->lock);
+        answer_locked(call, refusal("the server is stopping"), MHD_HTTP_SERVICE_UNAVAILABLE);
+        pthread_mutex_unlock(&call->lock);
+        call_unref(call); /* the worker's reference: no worker will take it */
+    }
 }
 
 int calls_pending(void) { return atomic_load(&pool.unanswered); }

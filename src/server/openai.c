@@ -463,9 +463,21 @@ json_t *openai_completion_params(const char *url, const char *body_text, size_t 
 
 /* ---- responses ------------------------------------------------------------------------------- */
 
+const char *openai_finish_reason(const char *stop_type) {
+    static const char *const cut[] = {"limit", "context", "time_limit", "shutdown"};
+    for (size_t i = 0; stop_type && i < sizeof cut / sizeof *cut; i++)
+        if (!strcmp(stop_type, cut[i])) return "length";
+    return "stop";
+}
+
 static const char *finish_reason(json_t *result) {
-    const char *type = json_string_value(json_object_get(result, "stop_type"));
-    return type && (!strcmp(type, "limit") || !strcmp(type, "context")) ? "length" : "stop";
+    return openai_finish_reason(json_string_value(json_object_get(result, "stop_type")));
+}
+
+void openai_add_specd_fields(json_t *to, json_t *result) {
+    json_t *spec = json_object_get(result, "speculative"), *type = json_object_get(result, "stop_type");
+    if (to && spec) json_object_set(to, "speculative", spec);
+    if (to && type) json_object_set(to, "stop_type", type);
 }
 
 json_t *openai_usage(json_t *result) {
@@ -490,8 +502,7 @@ json_t *openai_response(const openai_call *call, json_t *result) {
     json_t *response = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", call->id, "object",
                                  call->kind == OPENAI_CHAT ? "chat.completion" : "text_completion", "created",
                                  call->created, "model", call->model, "choices", choice, "usage", openai_usage(result));
-    json_t *spec = json_object_get(result, "speculative");
-    if (response && spec) json_object_set(response, "speculative", spec);
+    openai_add_specd_fields(response, result);
     json_t *origins = json_object_get(result, "origins");
     if (response && origins && call->return_origins) json_object_set(response, "origins", origins);
     return response;

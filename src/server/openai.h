@@ -43,6 +43,12 @@ void openai_call_free(openai_call *call);
 
 /* The completion method's result (borrowed) -> the OpenAI response (new). */
 json_t *openai_response(const openai_call *call, json_t *result);
+/* OpenAI's finish_reason for a completion's stop_type: "length" for every cut (a limit, the
+ * context, a time limit, a shutdown: the text is unfinished), "stop" for the rest. */
+const char *openai_finish_reason(const char *stop_type);
+/* specd's figures beside OpenAI's fields: speculative and stop_type of a final result (borrowed)
+ * into `to`. */
+void openai_add_specd_fields(json_t *to, json_t *result);
 /* usage {prompt_tokens, completion_tokens, total_tokens} of a final result (borrowed); new. */
 json_t *openai_usage(json_t *result);
 /* A dispatcher error object (borrowed) -> an openai_error. */

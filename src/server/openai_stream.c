@@ -91,17 +91,15 @@ static void add_text(openai_call *call, json_t *update, json_t *events) {
 
 /* The end: finish_reason and speculative; then usage when asked. */
 static void add_finish(openai_call *call, json_t *update, json_t *events) {
-    const char *type = json_string_value(json_object_get(update, "stop_type"));
-    const char *finish = type && (!strcmp(type, "limit") || !strcmp(type, "context")) ? "length" : "stop";
+    const char *finish = openai_finish_reason(json_string_value(json_object_get(update, "stop_type")));
     json_t *empty = call->kind == OPENAI_CHAT ? json_object() : json_string("");
     json_t *event = chunk(call, json_pack("[o]", choice(call, empty, finish, NULL)));
-    json_t *spec = json_object_get(update, "speculative");
-    if (event && spec) json_object_set(event, "speculative", spec);
+    openai_add_specd_fields(event, update);
     add(events, event);
     if (!call->include_usage) return;
     event = chunk(call, json_array());
     if (event) json_object_set_new(event, "usage", openai_usage(update));
-    if (event && spec) json_object_set(event, "speculative", spec);
+    openai_add_specd_fields(event, update);
     add(events, event);
 }
 

@@ -4,6 +4,7 @@
  * SIGTERM refuse new work, cancel what runs, let open streams and calls end, resume every suspended
  * connection and stop the daemon; a watchdog exits anyway when that has not finished in time. */
 #define _XOPEN_SOURCE 700 /* realpath */
+#include "../rpc/state.h"
 #include "../util/args.h"
 #include "serve.h"
 #include "server.h"
@@ -95,18 +96,17 @@ static bool wait_for_stop(int64_t ms) {
     return asked;
 }
 
-static void cancel_running_completion(void) { json_decref(serve_rpc("completion.cancel", NULL, &serve_self)); }
-
 /* Graceful stop of a running daemon; every step is bounded except joining a worker stuck in a
  * call (a model load), which is the watchdog's case. */
 static void stop_daemon(struct MHD_Daemon *d) {
     MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     calls_close_intake();
-    /* Let running calls and streams end by themselves, with their final answers; the cancel is
-     * repeated in case a call that was already on a worker starts a completion after it. */
+    /* Every completion, running or queued, ends at its next step with stop_type "shutdown" (a
+     * blocking one that never ran: 503), and no new one can start; then the calls and streams
+     * end by themselves, with those final answers. */
+    rpc_state_close();
     for (int waited = 0; waited < DRAIN_MS && (calls_pending() > 0 || sse_live() > 0); waited += 20) {
-        cancel_running_completion();
         struct timespec t = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
         nanosleep(&t, NULL);
     }
@@ -162,8 +162,8 @@ static void serve_usage(FILE *out) {
           "\n"
           "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health,\n"
           "        POST /v1/chat/completions, POST /v1/completions, GET /v1/models (OpenAI's API)\n"
-          "SIGINT/SIGTERM stop it: running completions are cancelled and streams end; after 10 s\n"
-          "(or a second signal) it exits anyway.\n",
+          "SIGINT/SIGTERM stop it: every completion ends (stop_type shutdown; a queued blocking one\n"
+          "gets 503), then it exits 0; after 10 s (or a second signal) it exits anyway.\n",
           out);
 }
 

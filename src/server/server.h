@@ -64,7 +64,7 @@ deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_c
  * only) with *http_status 0, or the server's own refusal (a JSON body) with that HTTP status. */
 bool call_result(deferred_call *call, json_t **response, unsigned *http_status);
 void call_release(deferred_call *call);
-/* The stop: refuse new calls; calls still queued are answered with 503 instead of run. */
+/* The stop: refuse new calls; calls still queued are answered with 503 at once instead of run. */
 void calls_close_intake(void);
 /* Calls not answered yet (queued or running). */
 int calls_pending(void);
