@@ -14,6 +14,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/completion_probs.c
   src/rpc/completion_origins.c
   src/rpc/deadline.c
+  src/rpc/limits.c
   src/rpc/metrics.c
   src/rpc/props.c
   src/rpc/async.c

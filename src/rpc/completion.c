@@ -9,6 +9,7 @@
 #include "completion_probs.h"
 #include "completion_origins.h"
 #include "metrics.h"
+#include "limits.h"
 #include "scheduler.h"
 
 #include <stdio.h>
@@ -26,6 +27,7 @@ typedef struct run_state {
     completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
     int32_t n_tokens_sent;       /* return_tokens while streaming: ids handed out so far */
     completion_origins origins;  /* return_origins: which bytes came from accepted drafts */
+    int64_t first_token_ms;      /* t_max_predict_ms: when the first token came (0: not yet) */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -77,12 +79,28 @@ static void add_per_chunk_fields(run_state *rs, json_t *update, size_t from, siz
     }
 }
 
-/* The engine's per-step callback: text in, decided text out, stop when a stop string matched
- * or the job was cancelled (both take effect after this step). */
+/* Ends the job for a time limit named `limit` (the scheduler thread's: it alone reads the name). */
+static void end_for_time(rpc_job *job, const char *limit) {
+    if (rpc_sched_end(job, RPC_END_TIME_LIMIT)) job->time_limit = limit;
+}
+
+/* llama-server's t_max_predict_ms: once that long has passed since the first token, the step
+ * whose text (from byte `from`) holds a newline is the last. */
+static void check_t_max_predict(run_state *rs, size_t from) {
+    int64_t limit = rs->job->request->t_max_predict_ms, now = rpc_now_ms();
+    if (limit <= 0) return;
+    if (!rs->first_token_ms) rs->first_token_ms = now;
+    if (now - rs->first_token_ms > limit && rs->text.len > from && memchr(rs->text.buf + from, '\n', rs->text.len - from))
+        end_for_time(rs->job, "t_max_predict_ms");
+}
+
+/* The engine's per-step callback: text in, decided text out, stop when a stop string matched,
+ * the job was cancelled or a time limit passed (each takes effect after this step). */
 static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
     run_state *rs = user_data;
     bool with_probs = rs->result->n_probs > 0, with_origins = rs->job->request->return_origins;
     int32_t n_drafts = with_origins ? completion_origins_step(&rs->origins, rs->result) : 0;
+    size_t step_from = rs->text.len;
     for (int32_t i = 0; i < n && !specd_text_stream_stopped(&rs->text); i++) {
         size_t start = rs->text.len;
         if (!push_token(rs, tokens[i]) ||
@@ -92,6 +110,7 @@ static bool on_tokens(const specd_token *tokens, int32_t n, void *user_data) {
             return false;
         }
     }
+    check_t_max_predict(rs, step_from);
     if (rs->stream) {
         size_t len = 0;
         const char *chunk = specd_text_stream_take(&rs->text, false, &len);
@@ -259,6 +278,20 @@ static const char *stop_type(const run_state *rs, const specd_result *r) {
     return "unknown";
 }
 
+/* Which limit ended the completion (stop_type limit, context or time_limit), by the name that set
+ * it: the request's field or the server's flag; "" when none did. */
+static const char *stopping_limit(const completion_request *req, const run_state *rs, const specd_result *r) {
+    if (specd_text_stream_stopped(&rs->text)) return "";
+    switch (r->stop_reason) {
+    case SPECD_STOP_LIMIT:
+        return req->n_predict_by_server ? "--n-predict" : req->n_predict_field ? req->n_predict_field : "n_predict";
+    case SPECD_STOP_CONTEXT: return "context";
+    case SPECD_STOP_CALLBACK:
+        return atomic_load(&rs->job->end_reason) == RPC_END_TIME_LIMIT && rs->job->time_limit ? rs->job->time_limit : "";
+    default: return "";
+    }
+}
+
 /* As llama-server reports it: the context ran out, so the prompt was cut, the context shifted, or
  * generation stopped at its end. */
 static bool truncated(const completion_request *req, const specd_result *r) {
@@ -285,17 +318,18 @@ static json_t *only_fields(json_t *resp, json_t *fields) {
 static json_t *final_response(const completion_request *req, run_state *rs, const specd_result *r) {
     size_t len = 0;
     const char *text = rs->stream ? specd_text_stream_take(&rs->text, true, &len) : specd_text_stream_text(&rs->text, &len);
-    const char *type = stop_type(rs, r);
+    const char *type = stop_type(rs, r), *limit = stopping_limit(req, rs, r);
     bool word = strcmp(type, "word") == 0;
     json_t *resp = json_pack(
         "{s:o, s:b, s:o, s:i, s:i, s:o, s:O, s:b, s:b, s:b, s:b, s:s, s:s, s:i, s:o, s:i, s:o, s:o}", "content",
         sanitized_string(text, len), "stop", 1, "model", rpc_state_model_name(), "tokens_predicted", r->n_tokens,
         "tokens_evaluated", req->n_tokens, "generation_settings", completion_settings_json(req, rs->engine),
         "prompt", req->prompt, "truncated", truncated(req, r), "stopped_eos", strcmp(type, "eos") == 0,
-        "stopped_word", word, "stopped_limit", strcmp(type, "limit") == 0 || strcmp(type, "context") == 0,
+        "stopped_word", word, "stopped_limit", *limit != '\0',
         "stopping_word", word ? req->stops[rs->text.stop_index] : "", "stop_type", type, "tokens_cached",
         r->stats.n_prompt + r->n_tokens, "timings", timings_json(&r->stats), "status", 200, "prompt_stats",
         completion_prompt_stats(req), "speculative", speculative_json(spec_types_string(req, rs->engine), spec_off_reason(req, rs->engine), &r->stats));
+    if (resp) json_object_set_new(resp, "stopping_limit", json_string(limit));
     if (resp && req->gen.n_probs > 0)
         json_object_set_new(resp, "completion_probabilities",
                             completion_probs_take(&rs->probs, rs->engine, r, &rs->text, true));
@@ -344,6 +378,7 @@ static void debug_log(const completion_request *req, const char *what, json_t *v
 /* A completion running in a slot, driven step by step by the scheduler. */
 struct completion_exec {
     run_state rs;
+    int64_t deadline_ms;         /* the server's --time-limit, on rpc_now_ms (0: none) */
     specd_session *session;      /* NULL until opened (a job cancelled in the queue never is) */
     specd_result empty;          /* the result of a job that never ran */
     specd_status status;         /* the first failure */
@@ -374,6 +409,8 @@ bool completion_exec_open(completion_exec *x, int32_t slot) {
     completion_request *req = x->rs.job->request;
     if (!req->cache_prompt) specd_engine_slot_forget(x->rs.engine, slot); /* decoded in full, as llama-server */
     /* the prompt goes in by chunks that join the rounds' passes (specd_sessions_verify) */
+    int64_t limit = rpc_limits_get().time_limit_ms;
+    x->deadline_ms = limit > 0 ? rpc_now_ms() + limit : 0; /* its time in the slot, prompt included */
     x->status = specd_session_begin_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
                                             &x->message);
     if (x->status == SPECD_OK) x->rs.result = specd_session_result(x->session);
@@ -403,6 +440,7 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
     for (int32_t i = 0; i < n && d < SPECD_MAX_PARALLEL; i++) {
         completion_exec *x = xs[i];
         if (exec_over(x)) continue;
+        if (x->deadline_ms && rpc_now_ms() >= x->deadline_ms) end_for_time(x->rs.job, "--time-limit");
         if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
         drafting[d] = x->session;
         drafters[d++] = x;

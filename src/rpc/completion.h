@@ -21,6 +21,9 @@ struct completion_request {
     json_t *logit_bias_json;       /* owned ref, for the settings echo */
     char *grammar;                 /* GBNF text (owned; gen.grammar points to it), NULL for none */
     int32_t n_keep;
+    const char *n_predict_field;   /* the field that set gen.n_predict (n_predict or an alias), NULL: none */
+    bool n_predict_by_server;      /* gen.n_predict is the server's -n / --n-predict (the request gave none) */
+    int64_t t_max_predict_ms;      /* llama-server's: > 0, it ends at the next newline after that long */
     int64_t seed_requested;        /* -1: random */
     bool stream;
     bool debug;

@@ -5,7 +5,7 @@
  *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.n_max / n_min / p_min /
  *    type / ngram_size_n / ngram_min_hits keys, json_schema (a grammar), return_tokens,
  *    timings_per_token, response_fields, cache_prompt, samplers (the order specd's chain has),
- *    stream_options;
+ *    stream_options, t_max_predict_ms;
  *  - what it does not implement is accepted where the value changes nothing (its default, or any
  *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
  *  - any other name stays an unknown field (rpc_params_finish).
@@ -45,7 +45,6 @@ static const inert_field inert_fields[] = {
     {"n_indent", "0", NULL, false, 0, "stops at a line indented less than n_indent"},
     {"n_discard", "0", NULL, false, 0, "sets how many tokens a context shift drops (specd drops half, as 0 does)"},
     {"n_cache_reuse", "0", NULL, false, 0, "reuses cache chunks by KV shifting"},
-    {"t_max_predict_ms", "-1", NULL, true, 0, "limits the generation time"},
     {"t_max_prompt_ms", "-1", NULL, true, 0, "limits the prompt time (llama-server reads it no more)"},
     {"top_n_sigma", "-1", NULL, true, 0, "is the top-n-sigma sampler"},
     {"xtc_probability", "0", NULL, true, 0, "is the XTC sampler"},
@@ -149,11 +148,13 @@ static bool parse_reasoning_format(rpc_params *rp) {
 static bool parse_n_predict_aliases(rpc_params *rp, completion_request *req) {
     static const char *aliases[] = {"max_completion_tokens", "max_tokens"};
     bool taken = present(rp, "n_predict");
+    if (taken) req->n_predict_field = "n_predict";
     for (size_t i = 0; i < 2; i++) {
         int32_t n = req->gen.n_predict;
         if (!rpc_read_int32(rp, aliases[i], -1, INT32_MAX, &n)) return false;
         if (!taken && present(rp, aliases[i])) {
             req->gen.n_predict = n;
+            req->n_predict_field = aliases[i];
             taken = true;
         }
     }
@@ -360,8 +361,15 @@ static bool parse_samplers(rpc_params *rp, const completion_request *req) {
     return true;
 }
 
+/* t_max_predict_ms: as llama-server reads it, once that long has passed since the first generated
+ * token, generation ends at the next step that produces a newline (<= 0: never). */
+static bool parse_t_max_predict_ms(rpc_params *rp, completion_request *req) {
+    return rpc_get_int(rp, "t_max_predict_ms", INT64_MIN, INT64_MAX, &req->t_max_predict_ms) >= 0;
+}
+
 bool completion_parse_llama_fields(rpc_params *rp, completion_request *req, specd_engine *engine) {
-    return parse_n_predict_aliases(rp, req) && parse_logprobs_alias(rp, req) && parse_counts(rp) &&
+    return parse_n_predict_aliases(rp, req) && parse_t_max_predict_ms(rp, req) && parse_logprobs_alias(rp, req) &&
+           parse_counts(rp) &&
            parse_flags(rp, req) && parse_probs_format(rp, req) && parse_response_fields(rp, req) &&
            parse_flat_speculative(rp, req, specd_engine_has_draft(engine)) && parse_json_schema(rp, req) &&
            parse_samplers(rp, req) && parse_reasoning_format(rp) && parse_inert_fields(rp);

@@ -6,6 +6,8 @@
  * the flat speculative.* keys, the fields specd does not implement) are completion_llama.c's. */
 #include "completion.h"
 
+#include "limits.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +223,23 @@ static bool parse_speculative(rpc_params *rp, completion_request *req, bool has_
     return rpc_params_finish(&sp);
 }
 
+/* The server's -n / --n-predict (limits.h): a request that gives no n_predict (or -1, "until the
+ * end") gets it, and one that asks for more is refused naming the field it used. */
+static bool apply_n_predict_limit(completion_request *req, rpc_error *err) {
+    int32_t max = rpc_limits_get().n_predict_max;
+    if (max < 0) return true;
+    if (req->gen.n_predict < 0) {
+        req->gen.n_predict = max;
+        req->n_predict_by_server = true;
+        return true;
+    }
+    if (req->gen.n_predict <= max) return true;
+    const char *field = req->n_predict_field ? req->n_predict_field : "n_predict";
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "completion params: '%s' is %d, more than this server allows "
+                    "(-n / --n-predict %d): ask for at most %d tokens, or leave it out to get %d",
+                    field, req->gen.n_predict, max, max, max);
+}
+
 /* The library's names for the fields (specd_generation_params_validate) -> this API's names. */
 static const char *api_field_name(const char *field) {
     static const struct {
@@ -344,7 +363,8 @@ completion_request *completion_request_parse(json_t *params, specd_engine *e, rp
     bool ok = parse_sampling(&rp, req) && parse_grammar(&rp, req, e) && parse_n_probs(&rp, req) &&
               parse_logit_bias(&rp, req, specd_engine_n_vocab(e)) &&
               parse_stop(&rp, req) && parse_speculative(&rp, req, specd_engine_has_draft(e)) &&
-              completion_parse_llama_fields(&rp, req, e) && rpc_params_finish(&rp) && validate_ranges(req, err) &&
+              completion_parse_llama_fields(&rp, req, e) && rpc_params_finish(&rp) && apply_n_predict_limit(req, err) &&
+              validate_ranges(req, err) &&
               tokenize_prompt(req, prompt, e, err) && truncate_prompt(req, err);
     if (!ok) {
         completion_request_free(req);

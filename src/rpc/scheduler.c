@@ -257,13 +257,14 @@ bool rpc_sched_submit(rpc_job *job, rpc_error *err) {
     return ok;
 }
 
-void rpc_sched_end(rpc_job *job, rpc_end_reason why) {
+bool rpc_sched_end(rpc_job *job, rpc_end_reason why) {
     int none = RPC_END_NONE;
-    atomic_compare_exchange_strong(&job->end_reason, &none, (int)why);
+    bool first = atomic_compare_exchange_strong(&job->end_reason, &none, (int)why);
     atomic_store(&job->cancel, true);
     pthread_mutex_lock(&S.lock);
     pthread_cond_broadcast(&S.wake);
     pthread_mutex_unlock(&S.lock);
+    return first;
 }
 
 void rpc_sched_cancel(rpc_job *job) { rpc_sched_end(job, RPC_END_CANCELLED); }

@@ -24,7 +24,7 @@ bool rpc_sched_submit(rpc_job *job, rpc_error *err);
  * step, with a final response whose stop_type says why ("cancelled", "shutdown", "time_limit").
  * A blocking job that never ran because of a shutdown fails instead (busy: retry later). The first
  * reason given wins; a finished job is left as it is. */
-void rpc_sched_end(rpc_job *job, rpc_end_reason why);
+bool rpc_sched_end(rpc_job *job, rpc_end_reason why); /* true when `why` is the reason that counts */
 /* rpc_sched_end(job, RPC_END_CANCELLED). */
 void rpc_sched_cancel(rpc_job *job);
 /* The slots for `status`: an array of {id, state, id_task, n_prompt_tokens, n_cached,

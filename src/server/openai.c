@@ -203,7 +203,7 @@ static bool map_max_tokens(json_t *body, json_t *params, openai_error *err) {
     if (!v) return true;
     if (!json_is_integer(v) || json_integer_value(v) < 1)
         return BAD(err, name, "'%s' must be a positive integer", name);
-    json_object_set(params, "n_predict", v);
+    json_object_set(params, name, v); /* an alias of n_predict: an error about it names it as sent */
     return true;
 }
 

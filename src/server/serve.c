@@ -4,6 +4,7 @@
  * SIGTERM refuse new work, cancel what runs, let open streams and calls end, resume every suspended
  * connection and stop the daemon; a watchdog exits anyway when that has not finished in time. */
 #define _XOPEN_SOURCE 700 /* realpath */
+#include "../rpc/limits.h"
 #include "../rpc/state.h"
 #include "../util/args.h"
 #include "serve.h"
@@ -31,6 +32,7 @@
 #define DEFAULT_MAX_CONNS 4096
 #define DEFAULT_MAX_CONNS_PER_IP 256
 #define FDS_KEPT 64             /* descriptors kept for models, logs and the listening socket */
+#define DEFAULT_TIME_LIMIT_S 600 /* --time-limit: no request holds a slot longer by default */
 
 /* ---- the stop -------------------------------------------------------------------------------- */
 
@@ -153,6 +155,10 @@ static void serve_usage(FILE *out) {
           "  -np, --parallel N      slots: completions that run side by side (default 4); each gets\n"
           "                         -c / N tokens of context unless --ctx-per-slot N says otherwise\n"
           "  --queue N              requests waiting for a slot at most (default 64); past it 503\n"
+          "  -n, --n-predict N      tokens a completion gets when it asks for none (or -1), and the\n"
+          "                         most it may ask for (more: 400); default -1: no limit\n"
+          "  --time-limit S         a completion ends after S seconds in its slot, prompt included\n"
+          "                         (stop_type time_limit; default 600; 0 = no limit)\n"
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto\n"
           "                    (default auto with more than one slot, as llama-server; off with one),\n"
           "                    -ctv f16|f32, -a ALIAS, --verbose, and where the layers go:\n"
@@ -259,6 +265,8 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
         else if (!strcmp(f, "--chat-template")) ok = (o->chat_template = cli_value(a, f)) && builtin_template(a, o->chat_template);
         else if (!strcmp(f, "--list-devices")) o->list_devices = true;
+        else if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) ok = cli_int(a, f, -1, INT32_MAX, &o->n_predict);
+        else if (!strcmp(f, "--time-limit")) ok = cli_int(a, f, 0, 100 * 24 * 3600, &o->time_limit_s);
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }
@@ -421,7 +429,8 @@ static int serve(serve_options *o) {
 
 int cli_serve(int argc, char **argv) {
     serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
-                       .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4};
+                       .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4, .n_predict = -1,
+                       .time_limit_s = DEFAULT_TIME_LIMIT_S};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
     if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;
@@ -439,6 +448,7 @@ int cli_serve(int argc, char **argv) {
         return rc;
     }
     fit_connection_limits(&o);
+    rpc_limits_set((rpc_limits){.n_predict_max = (int32_t)o.n_predict, .time_limit_ms = o.time_limit_s * 1000});
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */
     sigset_t set;
     stop_signals(&set);

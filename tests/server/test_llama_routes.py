@@ -49,7 +49,7 @@ LLAMA_FIELDS_AT_DEFAULT = {
 # Fields specd does not implement, each at a value that would change the output.
 UNIMPLEMENTED = {
     "verbose": True, "return_progress": True, "sse_ping_interval": 5, "n_indent": 2, "n_discard": 8,
-    "n_cache_reuse": 16, "t_max_predict_ms": 100, "t_max_prompt_ms": 100, "top_n_sigma": 1.5,
+    "n_cache_reuse": 16, "t_max_prompt_ms": 100, "top_n_sigma": 1.5,
     "xtc_probability": 0.5, "dynatemp_range": 0.5, "dry_multiplier": 0.8, "adaptive_target": 0.5,
     "min_keep": 2, "backend_sampling": True, "lora": [{"id": 0, "scale": 1}], "grammar_lazy": True,
     "chat_format": 3, "parse_tool_calls": True, "echo": True, "reasoning_budget_tokens": 10,

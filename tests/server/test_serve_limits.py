@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The work one request may make `specd serve` do (127.0.0.1 only): -n / --n-predict (the default
+and the ceiling of n_predict and its aliases), --time-limit (a completion ends after that long in
+its slot), llama-server's t_max_predict_ms (it ends at the next newline after that long), each
+ending with a stop_type and a stopping_limit that name the limit.
+
+    test_serve_limits.py SPECD MODELS_DIR
+"""
+import json
+import os
+import sys
+import time
+
+from test_serve import check, curl, failures, rpc, sse_events, start_server, stop_server
+
+ENDLESS = {"prompt": "once upon a time", "n_predict": 1000000, "ignore_eos": True, "temperature": 1}
+
+
+def post(port, path, body):
+    code, text = curl(port, path, body, key=None)
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, text
+
+
+def check_n_predict(specd, target, draft):
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1", "-n", "20"])
+    try:
+        if not port:
+            check("server with -n 20 starts", False)
+            return
+        for body, limit in (({}, "--n-predict"), ({"n_predict": -1}, "--n-predict"), ({"n_predict": 12}, "n_predict"),
+                            ({"max_tokens": 20}, "max_tokens")):
+            code, r = post(port, "/completion", dict(body, prompt="once", ignore_eos=True))
+            want = body.get("n_predict", body.get("max_tokens", -1))
+            want = 20 if want < 0 else want
+            check(f"-n 20, {json.dumps(body) or 'no n_predict'}: {want} tokens, stopping_limit {limit}",
+                  code == 200 and r["tokens_predicted"] == want and r["stop_type"] == "limit"
+                  and r["stopped_limit"] is True and r["stopping_limit"] == limit, (code, r))
+        for path, body, field in (("/completion", {"n_predict": 21}, "n_predict"),
+                                  ("/completion", {"max_tokens": 1000}, "max_tokens"),
+                                  ("/v1/completions", {"max_tokens": 2 ** 31 - 1}, "max_tokens")):
+            code, r = post(port, path, dict(body, prompt="once"))
+            e = r.get("error", {}) if isinstance(r, dict) else {}
+            named = e.get("param") if path.startswith("/v1") else e.get("data", {}).get("field")
+            check(f"-n 20: {path} with {json.dumps(body)} is refused with 400 naming {field} and the limit",
+                  code == 400 and named == field and "--n-predict 20" in e.get("message", ""), (code, r))
+        code, r = rpc(port, "completion", {"prompt": "once", "n_predict": 100}, key=None)
+        check("-n 20: JSON-RPC too (-32602 naming n_predict)", r.get("error", {}).get("code") == -32602
+              and r["error"]["data"]["field"] == "n_predict", r)
+    finally:
+        stop_server(server)
+
+
+def check_time_limit(specd, target, draft):
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1", "--time-limit", "1"])
+    try:
+        if not port:
+            check("server with --time-limit 1 starts", False)
+            return
+        start = time.monotonic()
+        code, r = post(port, "/completion", ENDLESS)
+        took = time.monotonic() - start
+        check(f"--time-limit 1: an endless completion ends after 1 s ({took:.2f} s) with stop_type time_limit, "
+              "stopping_limit --time-limit", code == 200 and r["stop_type"] == "time_limit" and r["stopped_limit"] is True
+              and r["stopping_limit"] == "--time-limit" and r["tokens_predicted"] > 0 and 0.9 < took < 5,
+              (code, {k: r.get(k) for k in ("stop_type", "stopping_limit", "tokens_predicted")} if isinstance(r, dict) else r))
+        code, text = curl(port, "/completion", dict(ENDLESS, stream=True), key=None)
+        events = sse_events(text)
+        check("--time-limit 1: a stream's final event too", code == 200 and events and events[-1]["stop"] is True
+              and events[-1]["stop_type"] == "time_limit" and events[-1]["stopping_limit"] == "--time-limit",
+              (code, text[-300:]))
+        code, r = post(port, "/v1/completions", {"prompt": "once", "max_tokens": 1000000,
+                                                 "logit_bias": {"2": -100}})  # no end of text: 2 is the models' EOS
+        check("--time-limit 1: OpenAI's finish_reason length, stop_type time_limit", code == 200
+              and r["choices"][0]["finish_reason"] == "length" and r["stop_type"] == "time_limit", (code, r))
+    finally:
+        stop_server(server)
+
+
+def check_t_max_predict_ms(specd, target, draft):
+    """t_max_predict_ms as llama-server reads it: once that long has passed since the first token,
+    generation ends with the next step whose text holds a newline (made frequent with logit_bias)."""
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1"])
+    try:
+        if not port:
+            check("server for t_max_predict_ms starts", False)
+            return
+        newline = post(port, "/tokenize", {"content": "\n"})[1]["tokens"][-1]
+        body = dict(ENDLESS, t_max_predict_ms=300, logit_bias={str(newline): 2.0})
+        start = time.monotonic()
+        code, r = post(port, "/completion", body)
+        took = time.monotonic() - start
+        check(f"t_max_predict_ms 300: ends at a newline after 300 ms ({took:.2f} s), stop_type time_limit, "
+              "stopping_limit t_max_predict_ms", code == 200 and r["stop_type"] == "time_limit"
+              and r["stopping_limit"] == "t_max_predict_ms" and "\n" in r["content"] and 0.3 < took < 10,
+              (code, r if not isinstance(r, dict) else {k: r.get(k) for k in ("stop_type", "stopping_limit", "content")}))
+        code, r = post(port, "/completion", {"prompt": "once", "n_predict": 8, "t_max_predict_ms": 0})
+        check("t_max_predict_ms 0: no limit (n_predict ends it)", code == 200 and r.get("stopping_limit") == "n_predict",
+              (code, r))
+    finally:
+        stop_server(server)
+
+
+def main(specd, models):
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    check_n_predict(specd, target, draft)
+    check_time_limit(specd, target, draft)
+    check_t_max_predict_ms(specd, target, draft)
+    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
