@@ -6,6 +6,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/params.c
   src/rpc/rpc.c
   src/rpc/init_args.c
+  src/rpc/confine.c
   src/rpc/state.c
   src/rpc/text_stream.c
   src/rpc/completion_request.c

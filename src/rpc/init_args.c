@@ -1,14 +1,15 @@
 /* init_args.c - the settings of `init`: a llama.cpp-style command line ("-m model.gguf -c 2048"),
  * an argument list, or a JSON object, all strictly checked into engine parameters; and the model
  * paths of a caller confined to a models directory. */
-#define _XOPEN_SOURCE 700 /* strdup, realpath */
+#define _XOPEN_SOURCE 700 /* strdup */
 #include "rpc_internal.h"
+
+#include "confine.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 void rpc_engine_settings_free(rpc_engine_settings *s) {
     free(s->model);
@@ -246,11 +247,22 @@ static bool parse_placement_object(rpc_params *rp, rpc_engine_settings *s) {
            copy_string_field(rp, "rpc", &s->rpc_servers);
 }
 
+/* "calibration_cache": a file or folder (as --calibration-cache), or "off". */
+static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, "calibration_cache", &v);
+    if (got <= 0) return got == 0;
+    free(s->calibration_cache);
+    s->calibration_cache = NULL;
+    return !strcmp(v, "off") || set_string(&s->calibration_cache, v, rp->err, "calibration_cache");
+}
+
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     int64_t port = 0;
     const char *host = NULL;
     return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
+           read_calibration_cache(rp, s) &&
            copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
            rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
            rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
@@ -299,36 +311,14 @@ bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error
 
 /* ---- models directory ------------------------------------------------------------------------ */
 
-/* The real path of `path` (a relative one taken relative to dir) when it is a regular file under
- * dir; NULL otherwise, whatever the reason (missing, unreadable, outside, not a regular file),
- * so that callers cannot tell these apart. */
-static char *confined_real_path(const char *path, const char *dir) {
-    char *joined = NULL;
-    if (path[0] != '/') {
-        size_t size = strlen(dir) + strlen(path) + 2;
-        joined = malloc(size);
-        if (!joined) return NULL;
-        snprintf(joined, size, "%s/%s", dir, path);
-    }
-    char *real = realpath(joined ? joined : path, NULL); /* resolves symlinks and ".." */
-    free(joined);
-    if (!real) return NULL;
-    size_t n = strlen(dir);
-    bool under = strcmp(dir, "/") == 0 ? real[1] != '\0' : strncmp(real, dir, n) == 0 && real[n] == '/';
-    struct stat st;
-    if (!under || stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
-        free(real);
-        return NULL;
-    }
-    return real;
-}
-
-/* Sets params[field] to the checked real path of `path`. */
-static bool pin_path(json_t *params, const char *field, const char *path, const char *dir, rpc_error *err) {
-    char *real = confined_real_path(path, dir);
+/* Sets params[field] to the checked real path of `path` (`what` names it in the message, which is
+ * the same whatever made the path fail: confine.h). */
+static bool pin_path(json_t *params, const char *field, const char *path, rpc_path_kind kind, const char *what,
+                     const char *dir, rpc_error *err) {
+    char *real = rpc_confine_path(path, dir, kind);
     if (!real)
-        return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: model path '%s' is not a file under the models "
-                        "directory (--models-dir)", path);
+        return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s path '%s' is not a %s under the models directory "
+                        "(--models-dir)", what, path, kind == RPC_PATH_FILE ? "file" : "file or existing folder");
     int rc = json_object_set_new(params, field, json_string(real));
     free(real);
     return rc == 0 || rpc_fail(err, RPC_INTERNAL_ERROR, field, "init: out of memory");
@@ -337,14 +327,16 @@ static bool pin_path(json_t *params, const char *field, const char *path, const 
 json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_error *err) {
     rpc_engine_settings s;
     if (!rpc_engine_settings_parse(params, &s, err)) return NULL;
-    /* The paths init would load are those the parse found, from whichever form named them. They
-     * are pinned in the object fields "model" / "model_draft", which init reads after cmd and
-     * args, so they win over the words that named them (a path cannot change between this check
-     * and the load by being re-read from a symlink in a cmd word). */
+    /* The paths init would load or write are those the parse found, from whichever form named
+     * them. They are pinned in the object fields "model", "model_draft" and "calibration_cache",
+     * which init reads after cmd and args, so they win over the words that named them (a path
+     * cannot change between this check and its use by being re-read from a symlink in a cmd word). */
     json_t *copy = json_deep_copy(params);
     bool ok = copy ? true : rpc_fail(err, RPC_INTERNAL_ERROR, "", "init: out of memory");
-    ok = ok && pin_path(copy, "model", s.model, models_dir, err);
-    ok = ok && (!s.model_draft || pin_path(copy, "model_draft", s.model_draft, models_dir, err));
+    ok = ok && pin_path(copy, "model", s.model, RPC_PATH_FILE, "model", models_dir, err);
+    ok = ok && (!s.model_draft || pin_path(copy, "model_draft", s.model_draft, RPC_PATH_FILE, "model", models_dir, err));
+    ok = ok && (!s.calibration_cache || pin_path(copy, "calibration_cache", s.calibration_cache, RPC_PATH_WRITABLE,
+                                                 "calibration cache", models_dir, err));
     rpc_engine_settings_free(&s);
     if (ok) return copy;
     json_decref(copy);

@@ -97,11 +97,12 @@ bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *out, rpc_err
 void rpc_engine_settings_free(rpc_engine_settings *s);
 
 /* init's params for a caller confined to `models_dir` (a real path: absolute, no symlinks, no
- * trailing slash): a copy of `params` (new reference) in which the target and draft paths init
- * would load, whichever of init's forms named them, are pinned to their real paths, each checked
- * to be a regular file under models_dir; a relative path is taken relative to models_dir. NULL
- * with *err set otherwise: RPC_INVALID_PARAMS with one message for every refused path, so it never
- * tells whether a path outside the directory exists. */
+ * trailing slash): a copy of `params` (new reference) in which every path init would use,
+ * whichever of init's forms named it, is pinned to its real path after the one check of
+ * confine.h: the target and draft must be regular files under models_dir, the calibration cache a
+ * file or folder under it (or a new name in an existing folder there); a relative path is taken
+ * relative to models_dir. NULL with *err set otherwise: RPC_INVALID_PARAMS with one message per
+ * field for every refused path, so it never tells whether a path outside the directory exists. */
 json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_error *err);
 
 /* ---- the methods (state.c, completion.c, async.c) -------------------------------------------- */

@@ -297,6 +297,8 @@ def check_admin(port, models, confined_dir):
     check("... and none of them changed the loaded model", r["result"]["state"] == "ready"
           and r["result"]["model"] == outside, r)
 
+    check_calibration_confined(port, confined_dir)
+
     code, r = rpc(port, "init", {"cmd": "-m target.gguf -md draft.gguf -c 256 -t 1"}, key=ADMIN)
     real = os.path.realpath(os.path.join(confined_dir, "target.gguf"))
     check("init with the admin key and a path under --models-dir (relative, cmd form) loads it",
@@ -315,6 +317,53 @@ def check_admin(port, models, confined_dir):
           (code, text))
     code, r = rpc(port, "init", {"model": "target.gguf", "n_ctx": 256, "n_threads": 1}, key=ADMIN)
     check("init again (settings object form)", r.get("result", {}).get("state") == "ready", r)
+
+
+def check_calibration_confined(port, confined_dir):
+    """--models-dir covers the calibration cache init writes (a file, or a folder that gets one file
+    per models and settings): every form, the same message whether the path exists or not, and
+    nothing is ever written outside; a file or new folder inside works."""
+    outside = tempfile.mkdtemp(prefix="specd-outside-")
+    os.symlink(outside, os.path.join(confined_dir, "link-out"))
+    try:
+        def refused(params):
+            code, r = rpc(port, "init", dict(params, n_threads=1), key=ADMIN)
+            return r.get("error", {}) if isinstance(r, dict) else {"message": r}
+
+        existing, missing = refused({"model": "target.gguf", "calibration_cache": outside}), \
+            refused({"model": "target.gguf", "calibration_cache": "/nonexistent/cache"})
+        check("a calibration cache outside --models-dir: refused naming calibration_cache, the same message "
+              "whether it exists or not", existing.get("code") == -32602
+              and existing.get("data", {}).get("field") == "calibration_cache"
+              and "not a file or existing folder under the models directory" in existing.get("message", "")
+              and existing["message"].replace(outside, "P") == missing.get("message", "").replace("/nonexistent/cache", "P"),
+              (existing, missing))
+        cases = {
+            "a folder outside (args form)": {"args": ["-m", "target.gguf", "--calibration-cache", outside + "/"]},
+            "a file outside (cmd form)": {"cmd": f"-m target.gguf --calibration-cache {outside}/c.txt"},
+            "'..' out of the directory": {"model": "target.gguf", "calibration_cache": "sub/../../c.txt"},
+            "a symlink in the directory to a folder outside": {"model": "target.gguf", "calibration_cache": "link-out/"},
+            "a new file below the symlink": {"model": "target.gguf", "calibration_cache": "link-out/c.txt"},
+            "a file in a folder that does not exist": {"model": "target.gguf", "calibration_cache": "no/such/c.txt"},
+        }
+        for name, params in cases.items():
+            e = refused(params)
+            check(f"init refuses a calibration cache: {name}", e.get("code") == -32602
+                  and e.get("data", {}).get("field") == "calibration_cache"
+                  and "not a file or existing folder under the models directory" in e.get("message", ""), e)
+        inside = os.path.join(confined_dir, "costs")  # absolute: a server that ignored --models-dir would not
+        # write into its working directory
+        code, r = rpc(port, "init", {"cmd": f"-m target.gguf -md draft.gguf -c 256 -t 1 --calibration-cache {inside}/"},
+                      key=ADMIN)
+        code, text = curl(port, "/completion", {"prompt": "once upon a time", "n_predict": 16, "temperature": 0})
+        written = os.listdir(inside) if os.path.isdir(inside) else []
+        check("a new calibration folder inside --models-dir is used (a file written in it)",
+              r.get("result", {}).get("state") == "ready" and code == 200 and len(written) == 1
+              and written[0].startswith("calibration-"), (r, code, written))
+        check("... and nothing was ever written outside", os.listdir(outside) == [], os.listdir(outside))
+    finally:
+        os.unlink(os.path.join(confined_dir, "link-out"))
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 def check_startup_refusals(specd, target, models):
