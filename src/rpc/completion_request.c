@@ -34,7 +34,9 @@ static bool not_supported(rpc_params *rp, const char *field, const char *why) {
 
 /* Ranges are the library's to decide (specd_generation_params_validate, called once everything is
  * read): the readers here check types, and only the API's own limits (n_predict, n_probs, the
- * engine's draft_max) besides. */
+ * engine's draft_max, n_keep within the context) besides. The API is also stricter than the
+ * library where a value would silently mean "off": top_p 2 or top_k -5 are a client's mistakes,
+ * so the probabilities must lie in [0, 1] (1 is off) and top_k be 0 or -1 (off) or more. */
 
 /* mirostat 1 or 2 runs on the target alone (the engine turns speculation off; the response says so). */
 static bool parse_mirostat(rpc_params *rp, specd_sampling_params *s) {
@@ -68,10 +70,10 @@ static bool parse_sampling(rpc_params *rp, completion_request *req) {
     specd_sampling_params *s = &req->gen.sampling;
     return rpc_read_int32(rp, "n_predict", -1, INT32_MAX, &req->gen.n_predict) &&
            rpc_read_any_float(rp, "temperature", &s->temperature) &&
-           rpc_read_any_int32(rp, "top_k", &s->top_k) &&
-           rpc_read_any_float(rp, "top_p", &s->top_p) &&
-           rpc_read_any_float(rp, "min_p", &s->min_p) &&
-           rpc_read_any_float(rp, "typical_p", &s->typical_p) &&
+           rpc_read_int32(rp, "top_k", -1, INT32_MAX, &s->top_k) &&
+           rpc_read_float(rp, "top_p", 0.0, 1.0, &s->top_p) &&
+           rpc_read_float(rp, "min_p", 0.0, 1.0, &s->min_p) &&
+           rpc_read_float(rp, "typical_p", 0.0, 1.0, &s->typical_p) &&
            rpc_read_any_int32(rp, "repeat_last_n", &s->repeat_last_n) &&
            rpc_read_any_float(rp, "repeat_penalty", &s->repeat_penalty) &&
            rpc_read_any_float(rp, "presence_penalty", &s->presence_penalty) &&
@@ -262,6 +264,9 @@ static const char *api_field_name(const char *field) {
 
 /* Every range, decided by the library; the error names the field as this API spells it. */
 static bool validate_ranges(completion_request *req, rpc_error *err) {
+    if (req->n_keep < -1 || req->n_keep > req->n_ctx)
+        return rpc_fail(err, RPC_INVALID_PARAMS, "n_keep", "completion params: 'n_keep' must be from -1 (the whole "
+                        "prompt) to %d (the context of a slot), got %d", req->n_ctx, req->n_keep);
     req->gen.n_keep = req->n_keep;
     const char *field = NULL;
     char *message = NULL;

@@ -311,11 +311,27 @@ static char *message_text(json_t *content, size_t index, openai_error *err) {
     return joined;
 }
 
+/* The roles a chat template knows: "tool" and "function" messages come with tool calls, which
+ * specd does not support, and any other name is a client's mistake the template would pass on. */
+static bool known_role(const char *role) {
+    static const char *const roles[] = {"system", "developer", "user", "assistant"};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        if (!strcmp(role, roles[i])) return true;
+    return false;
+}
+
 static bool check_message(json_t *m, size_t i, openai_error *err) {
     char param[64];
     snprintf(param, sizeof param, "messages[%zu]", i);
     if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
         return BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (!known_role(role)) {
+        char role_param[80];
+        snprintf(role_param, sizeof role_param, "%s.role", param);
+        return BAD(err, role_param, "'%s' is '%.100s': it must be \"system\", \"developer\", \"user\" or "
+                   "\"assistant\" (tool messages need tool calls, which specd does not support)", role_param, role);
+    }
     const char *key;
     json_t *v;
     json_object_foreach(m, key, v) {

@@ -175,6 +175,10 @@ async function main() {
       [{ n: 2 }, "n", /'n' must be 1/],
       [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools", /tool calling/],
       [{ frobnicate: true }, "frobnicate", /unknown field 'frobnicate'/],
+      [{ messages: [{ role: "wizard", content: "hi" }] }, "messages[0].role", /'messages\[0\]\.role' is 'wizard'/],
+      [{ messages: [{ role: "tool", content: "42" }] }, "messages[0].role", /tool calls/],
+      [{ top_p: 2 }, "top_p", /'top_p' must be a number from 0 to 1/],
+      [{ top_k: -5 }, "top_k", /'top_k' must be an integer from -1/],
     ];
     for (const [extra, param, message] of cases) {
       await assert.rejects(openai.chat.completions.create({ ...ask, ...extra }), (e) => {
