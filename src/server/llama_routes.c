@@ -215,6 +215,26 @@ static enum MHD_Result send_metrics(struct MHD_Connection *c) {
     return ok;
 }
 
+/* ---- /slots actions -------------------------------------------------------------------------- */
+
+bool llama_route_slot_action(struct MHD_Connection *c, const char *url) {
+    return strncmp(url, "/slots/", 7) == 0 ||
+           (!strcmp(url, "/slots") && MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"));
+}
+
+/* llama-server's POST /slots/{id}?action=save|restore|erase: refused by name (501, as llama-server
+ * answers without --slot-save-path), never read as GET /slots. A slot's cache cannot go to a file
+ * and back here: the draft model's cache and the drafters' memory would not follow it. */
+enum MHD_Result llama_route_slot_action_refuse(struct MHD_Connection *c) {
+    const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+    char message[500];
+    snprintf(message, sizeof message, "the /slots action '%.40s' is not implemented by specd: it does not save a "
+             "slot's cache to a file, restore one or erase one on demand (llama-server's POST /slots/ID?action="
+             "save|restore|erase); to run a request on an empty cache, send it with \"cache_prompt\": false",
+             action ? action : "");
+    return send_error(c, MHD_HTTP_NOT_IMPLEMENTED, RPC_METHOD_NOT_FOUND, message);
+}
+
 /* ---- GET ------------------------------------------------------------------------------------- */
 
 enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url) {

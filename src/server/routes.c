@@ -349,6 +349,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
+    if (llama_route_slot_action(c, url)) return llama_route_slot_action_refuse(c);
     if (llama_route_get(url))
         return get ? llama_route_answer_get(c, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");

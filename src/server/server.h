@@ -139,6 +139,10 @@ enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response);
  * a body (/tokenize, /detokenize). */
 bool llama_route_get(const char *url);
 bool llama_route_post(const char *url);
+/* Whether the request is one of llama-server's slot actions (/slots/ID, /slots?action=...), and
+ * their answer: 501 naming the action, which specd does not implement. */
+bool llama_route_slot_action(struct MHD_Connection *c, const char *url);
+enum MHD_Result llama_route_slot_action_refuse(struct MHD_Connection *c);
 /* Answers a GET route (the caller checked the key). */
 enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url);
 /* Answers a POST route once its body is in. */

@@ -193,6 +193,19 @@ def check_slots_and_metrics(port):
           and slots[0]["n_prompt_tokens"] == ngram["tokens_evaluated"] and slots[0]["n_decoded"] == 24
           and slots[0]["speculative"]["drafted"] == ngram["speculative"]["drafted"]
           and slots[0]["params"]["n_predict"] == 24, slots)
+    check_slot_actions(port)
+
+
+def check_slot_actions(port):
+    """llama-server's slot actions are refused by name (501), never answered as GET /slots."""
+    for method_path, body, action in ((("/slots?action=erase",), None, "erase"),
+                                      (("/slots/0?action=save",), {"filename": "x.bin"}, "save"),
+                                      (("/slots/0?action=restore",), {"filename": "../../etc/passwd"}, "restore"),
+                                      (("/slots/0?action=erase",), {}, "erase")):
+        code, text = curl(port, method_path[0], body)
+        message = json.loads(text).get("error", {}).get("message", "") if text.startswith("{") else ""
+        check(f"{'POST' if body is not None else 'GET'} {method_path[0]}: 501 naming the action '{action}'",
+              code == 501 and f"action '{action}' is not implemented" in message, (code, text[:300]))
 
 
 def check_slot_while_processing(port):
