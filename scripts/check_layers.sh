@@ -5,13 +5,13 @@
 #
 # A file may include its own folder and any folder to the right; an include to the left is a
 # back arrow and fails the check. draft, verify and sample are one layer. llama.h is included only
-# in engine/ and where a llama.cpp type is the point (sample/grammar.*).
+# in engine/ and where a llama.cpp type is the point (sample/grammar.*, sample/grammar_error.*).
 #
 #   scripts/check_layers.sh [SRC_DIR]      exit 0: clean; 1: prints each back arrow
 set -euo pipefail
 src=${1:-$(dirname "$0")/../src}
 declare -A rank=([util]=0 [engine]=1 [draft]=2 [verify]=2 [sample]=2 [session]=3 [rpc]=4 [server]=5 [cli]=6)
-llama_ok='^(engine/|sample/grammar\.)'
+llama_ok='^(engine/|sample/grammar(_error)?\.)'
 bad=0
 for f in "$src"/*/*.[ch]; do
     rel=${f#"$src"/}
@@ -27,7 +27,7 @@ for f in "$src"/*/*.[ch]; do
         fi
     done < <(grep -n '^#include "' "$f" | sed -E 's/^([0-9]+):#include "([^"]+)".*/\1:\2/')
     if grep -q '^#include "llama.h"' "$f" && ! [[ $rel =~ $llama_ok ]]; then
-        echo "$rel: includes llama.h above the engine (only engine/ and sample/grammar.* may)"; bad=1
+        echo "$rel: includes llama.h above the engine (only engine/ and sample/grammar*.* may)"; bad=1
     fi
 done
 [ $bad -eq 0 ] && echo "layers: clean ($(ls "$src"/*/*.[ch] | wc -l) files)"

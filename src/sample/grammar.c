@@ -2,6 +2,8 @@
  * (see grammar.h). */
 #include "grammar.h"
 
+#include "grammar_error.h"
+
 #include "../engine/engine_internal.h"
 #include "../util/util.h"
 
@@ -43,9 +45,11 @@ specd_status specd_grammar_init(specd_grammar *g, const struct llama_vocab *voca
     }
     g->state = llama_sampler_init_grammar(vocab, text, "root");
     if (!g->state) {
-        specd_set_error(error, "grammar: llama.cpp cannot parse it as GBNF (its reason is printed on stderr): "
-                        "check the syntax (llama.cpp grammars/README.md); left recursion and undefined "
-                        "rules are refused too");
+        char *reason = specd_grammar_refusal(vocab, text);
+        specd_set_error(error, "grammar: llama.cpp cannot parse it as GBNF: %s; check the syntax (llama.cpp "
+                        "grammars/README.md); left recursion and undefined rules are refused too",
+                        reason ? reason : "(its reason could not be read)");
+        free(reason);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     g->vocab = vocab;

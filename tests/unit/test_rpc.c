@@ -620,7 +620,12 @@ static void completion_param_errors(void **state) {
         {"{\"prompt\":\"a\",\"n_probs\":-1}", "n_probs", "an integer from 0 to 100"},
         {"{\"prompt\":\"a\",\"post_sampling_probs\":1}", "post_sampling_probs", "true or false"},
         {"{\"prompt\":\"a\",\"grammar\":\"word ::= [a-z]+\"}", "grammar", "grammar: no 'root' rule"},
-        {"{\"prompt\":\"a\",\"grammar\":\"root ::= (\\\"a\\\"\"}", "grammar", "llama.cpp cannot parse it as GBNF"},
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= (\\\"a\\\"\"}", "grammar",
+         "llama.cpp cannot parse it as GBNF: line 1, column 14: expecting ')' (at the end of the grammar)"},
+        /* llama.cpp prints its reason on stderr only: grammar_error.c reads it back for the message */
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= x\\nfoo bar\"}", "grammar", "line 2, column 5: expecting ::= (at 'bar')"},
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= x\"}", "grammar", "Undefined rule identifier 'x'"},
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= [a-z]\\nx ::= x \\\"a\\\"\"}", "grammar", "left recursion detected"},
         {"{\"prompt\":\"a\",\"grammar\":[\"root\"]}", "grammar", "a string"},
         {"{\"prompt\":\"a\",\"typical_p\":-0.5}", "typical_p", "'typical_p' must be a number from 0 to 1"},
         {"{\"prompt\":\"a\",\"tfs_z\":0.5}", "tfs_z", "not supported yet"},
