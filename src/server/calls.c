@@ -30,6 +30,7 @@ struct deferred_call {
     pthread_mutex_t lock;
     int refs;                  /* under pool.lock: the handler's and the worker's */
     json_t *request;           /* owned until the worker takes it */
+    call_fn run;               /* what the worker does with it: the dispatcher, or a route's own */
     int fd;                    /* the client's socket (-1: unknown), to notice it going away */
     rpc_caller caller;
     struct MHD_Connection *connection;
@@ -136,7 +137,7 @@ static void *worker_main(void *arg) {
         call->request = NULL;
         pthread_mutex_unlock(&call->lock);
         rpc_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
-        json_t *response = request ? rpc_dispatch_as(request, &call->caller) : NULL;
+        json_t *response = request ? call->run(request, &call->caller) : NULL;
         rpc_watch_thread(NULL, NULL);
         json_decref(request);
         pthread_mutex_lock(&call->lock);
@@ -156,6 +157,11 @@ bool calls_start(int n_workers) {
 }
 
 deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_caller *caller, const char **why) {
+    return call_defer_run(c, rpc_dispatch_as, request, caller, why);
+}
+
+deferred_call *call_defer_run(struct MHD_Connection *c, call_fn run, json_t *request, const rpc_caller *caller,
+                              const char **why) {
     deferred_call *call = calloc(1, sizeof *call);
     if (!call) {
         json_decref(request);
@@ -165,6 +171,7 @@ deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_c
     pthread_mutex_init(&call->lock, NULL);
     call->refs = 2;
     call->request = request;
+    call->run = run;
     call->caller = *caller;
     call->connection = c;
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

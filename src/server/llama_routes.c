@@ -79,7 +79,7 @@ json_t *llama_completion_params(json_t *params, rpc_error *err) {
 static json_t *error_response(const rpc_error *err) { return json_pack("{s:o}", "error", rpc_error_object(err)); }
 
 /* llama-server's /tokenize fields -> the tokenize method's; its answer -> llama-server's. */
-static json_t *tokenize(json_t *body, const rpc_caller *caller) {
+json_t *llama_route_tokenize(json_t *body, const rpc_caller *caller) {
     rpc_params rp;
     rpc_error err;
     rpc_params_open(&rp, body, "tokenize", "", &err);
@@ -106,7 +106,7 @@ static json_t *tokenize(json_t *body, const rpc_caller *caller) {
     return list ? json_pack("{s:{s:o}}", "result", "tokens", list) : error_response(&err);
 }
 
-static json_t *detokenize(json_t *body, const rpc_caller *caller) {
+json_t *llama_route_detokenize(json_t *body, const rpc_caller *caller) {
     rpc_params rp;
     rpc_error err;
     rpc_params_open(&rp, body, "detokenize", "", &err);
@@ -118,20 +118,14 @@ static json_t *detokenize(json_t *body, const rpc_caller *caller) {
     return response;
 }
 
-enum MHD_Result llama_route_post_body(struct MHD_Connection *c, const char *url, const char *body, size_t len,
-                                      const rpc_caller *caller) {
+json_t *llama_route_parse_body(const char *body, size_t len, char *message, size_t size) {
     json_error_t jerr;
     json_t *parsed = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(parsed)) {
-        char message[300];
-        snprintf(message, sizeof message, "parse error: the body must be a JSON object (%s at line %d, column %d)",
-                 parsed ? "not an object" : jerr.text, jerr.line, jerr.column);
-        json_decref(parsed);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
-    }
-    json_t *response = !strcmp(url, "/tokenize") ? tokenize(parsed, caller) : detokenize(parsed, caller);
+    if (json_is_object(parsed)) return parsed;
+    snprintf(message, size, "parse error: the body must be a JSON object (%s at line %d, column %d)",
+             parsed ? "not an object" : jerr.text, jerr.line, jerr.column);
     json_decref(parsed);
-    return send_rpc_outcome(c, response);
+    return NULL;
 }
 
 /* ---- /metrics -------------------------------------------------------------------------------- */

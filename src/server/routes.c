@@ -33,6 +33,7 @@ typedef struct request_state {
     char *body;           /* what arrived so far (owned), NUL-terminated */
     size_t len, cap;
     bool too_large;       /* over --max-body: the rest is read and dropped */
+    bool large;           /* MEMORY_LARGE_BODY or more arrived: counted by memory.c until done */
     int64_t nul_at;       /* offset of the first NUL byte in the body, -1: none */
     bool stream;          /* /completion with "stream": true */
     deferred_call *call;  /* while a call runs on a worker */
@@ -196,7 +197,8 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
         return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:n, s:o}", "jsonrpc", "2.0", "id", "error",
                                                    rpc_error_object(&err)));
     }
-    if (slow_call(request)) return defer(c, rs, request);
+    /* a large body may mean long work (a 1 MiB tokenize): never on libmicrohttpd's threads */
+    if (slow_call(request) || rs->large) return defer(c, rs, request);
     json_t *response = rpc_dispatch_as(request, &rs->caller);
     json_decref(request);
     return send_rpc_response(c, response);
@@ -218,6 +220,17 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
                                 rs->stream ? "completion.start" : "completion", "params", params);
     if (!request) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
     return defer(c, rs, request);
+}
+
+/* /tokenize, /detokenize: parsed here, run on a worker (llama_routes.c). */
+static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state *rs) {
+    char message[300];
+    json_t *body = llama_route_parse_body(rs->body, rs->len, message, sizeof message);
+    if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+    call_fn run = strcmp(rs->url, "/tokenize") == 0 ? llama_route_tokenize : llama_route_detokenize;
+    const char *why = NULL;
+    rs->call = call_defer_run(c, run, body, &rs->caller, &why);
+    return rs->call ? MHD_YES : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
 }
 
 /* /v1/chat/completions, /v1/completions: the request mapped onto a completion (openai.c). */
@@ -263,6 +276,7 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     if (rs->route == ROUTE_OPENAI) return finish_openai(c, rs, response, http_status);
     if (http_status) return send_json(c, http_status, response);
     if (rs->route == ROUTE_RPC) return send_rpc_response(c, response);
+    if (rs->route == ROUTE_LLAMA) return send_rpc_outcome(c, response);
     json_t *result = json_object_get(response, "result");
     if (!rs->stream || !result) return send_rpc_outcome(c, response);
     json_int_t id = json_integer_value(json_object_get(result, "id"));
@@ -395,6 +409,10 @@ static void collect_body(request_state *rs, const char *data, size_t n, int64_t 
     memcpy(rs->body + rs->len, data, n);
     rs->len += n;
     rs->body[rs->len] = '\0';
+    if (!rs->large && rs->len >= MEMORY_LARGE_BODY) {
+        rs->large = true;
+        memory_large_request_begins();
+    }
 }
 
 /* The whole body is in. */
@@ -408,7 +426,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options
                  "contain one", (long long)rs->nul_at);
         return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
-    if (rs->route == ROUTE_LLAMA) return llama_route_post_body(c, rs->url, rs->body, rs->len, &rs->caller);
+    if (rs->route == ROUTE_LLAMA) return route_llama_post(c, rs);
     if (rs->route == ROUTE_OPENAI) return route_openai(c, rs);
     return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
 }
@@ -436,6 +454,7 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
     (void)cls;
     (void)why;
     request_state *rs = *state == QUERY_ARGS_TOO_MANY ? NULL : *state; /* refused before it was answered */
+    bool large = rs && rs->large;
     if (rs) {
         call_release(rs->call);
         openai_call_free(rs->openai);
@@ -444,4 +463,5 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
     }
     *state = NULL;
     conn_request_finished(c);
+    if (large) memory_large_request_done();
 }

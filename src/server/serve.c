@@ -448,6 +448,7 @@ int cli_serve(int argc, char **argv) {
         return rc;
     }
     fit_connection_limits(&o);
+    memory_settle_start();
     rpc_limits_set((rpc_limits){.n_predict_max = (int32_t)o.n_predict, .time_limit_ms = o.time_limit_s * 1000});
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */
     sigset_t set;

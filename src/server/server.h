@@ -7,6 +7,7 @@
  *   sse.c     Server-Sent Events streams, fed by a pump thread per stream
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
  *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
+ *   memory.c  memory that large requests took goes back to the system
  *   openai.c  the OpenAI-compatible routes (/v1/chat/completions, /v1/completions, /v1/models):
  *             requests -> completion params, results -> OpenAI's responses and errors (openai.h)
  *   openai_stream.c  a streamed OpenAI answer: completion updates -> chat.completion.chunk /
@@ -62,6 +63,12 @@ bool calls_start(int n_workers);
  * queued (queue full, or stopping): *why says so and `c` is not suspended. Must be called from
  * the handler of `c`. */
 deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_caller *caller, const char **why);
+/* The same with `run` in place of the dispatcher: the worker answers `request` (taken, given back
+ * borrowed to `run`) with run(request, caller), a response as the dispatcher's ({result} or
+ * {error}). For routes of their own whose work can take long (a 1 MiB /tokenize). */
+typedef json_t *(*call_fn)(json_t *request, const rpc_caller *caller);
+deferred_call *call_defer_run(struct MHD_Connection *c, call_fn run, json_t *request, const rpc_caller *caller,
+                              const char **why);
 /* False until answered. Then *response (taken) is the dispatcher's answer (NULL: notifications
  * only) with *http_status 0, or the server's own refusal (a JSON body) with that HTTP status. */
 bool call_result(deferred_call *call, json_t **response, unsigned *http_status);
@@ -118,6 +125,15 @@ int64_t conn_closed_by_deadline(void);
 void *query_args_check(void *cls, const char *uri, struct MHD_Connection *c);
 extern void *const QUERY_ARGS_TOO_MANY;
 
+/* ---- memory.c --------------------------------------------------------------------------------- */
+#define MEMORY_LARGE_BODY (64 * 1024)
+/* At start, before any thread: glibc's thresholds fixed (memory.c says why). */
+void memory_settle_start(void);
+/* A request whose body reached MEMORY_LARGE_BODY, and its end: when the last such request in
+ * flight is done, free memory goes back to the system. */
+void memory_large_request_begins(void);
+void memory_large_request_done(void);
+
 /* ---- page.c ----------------------------------------------------------------------------------- */
 /* GET /: the embedded page (a chat that shows speculation at work). */
 enum MHD_Result page_respond(struct MHD_Connection *c);
@@ -145,9 +161,12 @@ bool llama_route_slot_action(struct MHD_Connection *c, const char *url);
 enum MHD_Result llama_route_slot_action_refuse(struct MHD_Connection *c);
 /* Answers a GET route (the caller checked the key). */
 enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url);
-/* Answers a POST route once its body is in. */
-enum MHD_Result llama_route_post_body(struct MHD_Connection *c, const char *url, const char *body, size_t len,
-                                      const rpc_caller *caller);
+/* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`. */
+json_t *llama_route_parse_body(const char *body, size_t len, char *message, size_t size);
+/* The work of a POST route on its parsed body (borrowed): a response as the dispatcher's. Runs on
+ * a call worker (call_fn): tokenizing a large body takes long. */
+json_t *llama_route_tokenize(json_t *body, const rpc_caller *caller);
+json_t *llama_route_detokenize(json_t *body, const rpc_caller *caller);
 /* /completion's body (taken, returned) read as llama-server reads it: null fields are absent, `stop`
  * may be one string, `logit_bias` an object, and completion_probabilities come in llama-server's
  * shape unless probs_format says otherwise. NULL with *err set for what llama-server would read
