@@ -20,6 +20,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/props.c
   src/rpc/async.c
   src/rpc/scheduler.c
+  src/rpc/heavy.c
   src/rpc/abi.c
   src/rpc/json_schema.c
   src/rpc/json_schema_object.c

@@ -27,7 +27,7 @@ typedef struct run_state {
     completion_probs probs;      /* n_probs > 0: which tokens' entries were handed out */
     int32_t n_tokens_sent;       /* return_tokens while streaming: ids handed out so far */
     completion_origins origins;  /* return_origins: which bytes came from accepted drafts */
-    int64_t first_token_ms;      /* t_max_predict_ms: when the first token came (0: not yet) */
+    double first_token_ms;       /* t_max_predict_ms: when the first token came (0: not yet) */
 } run_state;
 
 static json_t *sanitized_string(const char *bytes, size_t n) {
@@ -79,19 +79,19 @@ static void add_per_chunk_fields(run_state *rs, json_t *update, size_t from, siz
     }
 }
 
-/* Ends the job for a time limit named `limit` (the scheduler thread's: it alone reads the name). */
-static void end_for_time(rpc_job *job, const char *limit) {
+void completion_end_for_time(rpc_job *job, const char *limit) {
     if (rpc_sched_end(job, RPC_END_TIME_LIMIT)) job->time_limit = limit;
 }
 
 /* llama-server's t_max_predict_ms: once that long has passed since the first token, the step
  * whose text (from byte `from`) holds a newline is the last. */
 static void check_t_max_predict(run_state *rs, size_t from) {
-    int64_t limit = rs->job->request->t_max_predict_ms, now = rpc_now_ms();
+    int64_t limit = rs->job->request->t_max_predict_ms;
     if (limit <= 0) return;
+    double now = rpc_now_ms();
     if (!rs->first_token_ms) rs->first_token_ms = now;
-    if (now - rs->first_token_ms > limit && rs->text.len > from && memchr(rs->text.buf + from, '\n', rs->text.len - from))
-        end_for_time(rs->job, "t_max_predict_ms");
+    if (now - rs->first_token_ms > (double)limit && rs->text.len > from && memchr(rs->text.buf + from, '\n', rs->text.len - from))
+        completion_end_for_time(rs->job, "t_max_predict_ms");
 }
 
 /* The engine's per-step callback: text in, decided text out, stop when a stop string matched,
@@ -378,7 +378,7 @@ static void debug_log(const completion_request *req, const char *what, json_t *v
 /* A completion running in a slot, driven step by step by the scheduler. */
 struct completion_exec {
     run_state rs;
-    int64_t deadline_ms;         /* the server's --time-limit, on rpc_now_ms (0: none) */
+    double deadline_ms;          /* the server's --time-limit, on rpc_now_ms (0: none) */
     specd_session *session;      /* NULL until opened (a job cancelled in the queue never is) */
     specd_result empty;          /* the result of a job that never ran */
     specd_status status;         /* the first failure */
@@ -410,7 +410,7 @@ bool completion_exec_open(completion_exec *x, int32_t slot) {
     if (!req->cache_prompt) specd_engine_slot_forget(x->rs.engine, slot); /* decoded in full, as llama-server */
     /* the prompt goes in by chunks that join the rounds' passes (specd_sessions_verify) */
     int64_t limit = rpc_limits_get().time_limit_ms;
-    x->deadline_ms = limit > 0 ? rpc_now_ms() + limit : 0; /* its time in the slot, prompt included */
+    x->deadline_ms = limit > 0 ? rpc_now_ms() + (double)limit : 0.0; /* its time in the slot, prompt included */
     x->status = specd_session_begin_in_slot(x->rs.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
                                             &x->message);
     if (x->status == SPECD_OK) x->rs.result = specd_session_result(x->session);
@@ -440,7 +440,7 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
     for (int32_t i = 0; i < n && d < SPECD_MAX_PARALLEL; i++) {
         completion_exec *x = xs[i];
         if (exec_over(x)) continue;
-        if (x->deadline_ms && rpc_now_ms() >= x->deadline_ms) end_for_time(x->rs.job, "--time-limit");
+        if (x->deadline_ms && rpc_now_ms() >= x->deadline_ms) completion_end_for_time(x->rs.job, "--time-limit");
         if (atomic_load(&x->rs.job->cancel)) specd_session_request_stop(x->session);
         drafting[d] = x->session;
         drafters[d++] = x;

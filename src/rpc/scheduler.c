@@ -1,11 +1,15 @@
 /* scheduler.c - see scheduler.h. One thread owns the engine's slots: each round it admits queued
  * jobs into idle slots (the slot whose cache shares the longest prefix with the prompt), then steps
  * every active slot once, in slot order, so every running completion advances by one speculative
- * step per round whatever else runs. A finished job is answered and unclaimed at once. */
+ * step per round whatever else runs; except a slot whose own work would stall the others (a
+ * runaway grammar), which steps in rounds of its own (heavy.h). A finished job is answered and
+ * unclaimed at once. */
 #define _POSIX_C_SOURCE 200809L
 #include "scheduler.h"
 
 #include "completion.h"
+#include "heavy.h"
+#include "limits.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +153,7 @@ static void end_slot(int32_t i) {
     json_t *final = completion_exec_end(slot->exec);
     slot->job = NULL;
     slot->exec = NULL;
+    heavy_forget(i);
     pthread_mutex_lock(&S.lock);
     S.n_running--;
     pthread_mutex_unlock(&S.lock);
@@ -184,16 +189,44 @@ static void admit(specd_engine *engine) {
     }
 }
 
-/* One round: admit, then one step of every active slot, their verifications in one target pass. */
+/* The target pass time a slot's result has counted so far (a prompt chunk's, a tree's). */
+static double pass_time_of(int32_t i) {
+    const specd_result *r = completion_exec_result(S.slots[i].exec);
+    return r->stats.verify_ms + r->stats.prompt_ms;
+}
+
+/* One round: admit, then one step of the slots heavy.h picks (every light one, or one heavy one
+ * alone), their verifications in one target pass. */
 static void run_round(specd_engine *engine) {
+    static const specd_engine *last_engine; /* this thread's only, as heavy.c's state */
+    if (engine != last_engine) heavy_reset(); /* another engine: its passes are not the last one's */
+    last_engine = engine;
     drop_cancelled(engine);
     admit(engine);
-    completion_exec *execs[SPECD_MAX_PARALLEL];
-    int32_t at[SPECD_MAX_PARALLEL], n = 0;
+    int32_t active[SPECD_MAX_PARALLEL], n_active = 0;
     for (int32_t i = 0; i < SPECD_MAX_PARALLEL; i++)
-        if (S.slots[i].job) execs[n] = S.slots[i].exec, at[n++] = i;
-    bool done[SPECD_MAX_PARALLEL];
+        if (S.slots[i].job) active[n_active++] = i;
+    int32_t at[SPECD_MAX_PARALLEL];
+    bool solo = false;
+    int32_t n = heavy_pick_round(active, n_active, at, &solo);
+    completion_exec *execs[SPECD_MAX_PARALLEL];
+    bool grammar[SPECD_MAX_PARALLEL], done[SPECD_MAX_PARALLEL];
+    double pass_before[SPECD_MAX_PARALLEL], pass_ms = 0.0;
+    for (int32_t k = 0; k < n; k++) {
+        execs[k] = S.slots[at[k]].exec;
+        grammar[k] = S.slots[at[k]].job->request->grammar != NULL;
+        pass_before[k] = pass_time_of(at[k]);
+    }
+    double t0 = rpc_now_ms(), cpu0 = rpc_thread_cpu_ms();
     completion_execs_step(execs, n, done);
+    double round_ms = rpc_now_ms() - t0, cpu_ms = rpc_thread_cpu_ms() - cpu0;
+    for (int32_t k = 0; k < n; k++) /* every slot in the pass counts all of it */
+        if (pass_time_of(at[k]) - pass_before[k] > pass_ms) pass_ms = pass_time_of(at[k]) - pass_before[k];
+    /* the slots' own work: the round less its pass, but never more than this thread's CPU time
+     * (a round the machine took the CPU from is not a slow one) */
+    double own_ms = round_ms - pass_ms < cpu_ms ? round_ms - pass_ms : cpu_ms;
+    int32_t over = heavy_after_round(at, grammar, n, solo, round_ms, own_ms, pass_ms);
+    if (over >= 0) completion_end_for_time(S.slots[over].job, "--step-limit");
     for (int32_t k = 0; k < n; k++) {
         if (done[k]) end_slot(at[k]);
         else publish_view(at[k]);

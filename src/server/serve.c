@@ -33,6 +33,7 @@
 #define DEFAULT_MAX_CONNS_PER_IP 256
 #define FDS_KEPT 64             /* descriptors kept for models, logs and the listening socket */
 #define DEFAULT_TIME_LIMIT_S 600 /* --time-limit: no request holds a slot longer by default */
+#define DEFAULT_STEP_LIMIT_MS 10 /* --step-limit (src/rpc/heavy.h) */
 
 /* ---- the stop -------------------------------------------------------------------------------- */
 
@@ -159,6 +160,10 @@ static void serve_usage(FILE *out) {
           "                         most it may ask for (more: 400); default -1: no limit\n"
           "  --time-limit S         a completion ends after S seconds in its slot, prompt included\n"
           "                         (stop_type time_limit; default 600; 0 = no limit)\n"
+          "  --step-limit MS        a completion whose grammar makes one step's own work (not the\n"
+          "                         target pass) take over MS ms and 10 target passes ends\n"
+          "                         (stop_type time_limit; default 10; 0 = no limit); such slots\n"
+          "                         step apart, never slowing the others by more than half\n"
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto\n"
           "                    (default auto with more than one slot, as llama-server; off with one),\n"
           "                    -ctv f16|f32, -a ALIAS, --verbose, and where the layers go:\n"
@@ -267,6 +272,7 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "--list-devices")) o->list_devices = true;
         else if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) ok = cli_int(a, f, -1, INT32_MAX, &o->n_predict);
         else if (!strcmp(f, "--time-limit")) ok = cli_int(a, f, 0, 100 * 24 * 3600, &o->time_limit_s);
+        else if (!strcmp(f, "--step-limit")) ok = cli_int(a, f, 0, 3600 * 1000, &o->step_limit_ms);
         else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
         if (!ok) return -1;
     }
@@ -430,7 +436,7 @@ static int serve(serve_options *o) {
 int cli_serve(int argc, char **argv) {
     serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
                        .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4, .n_predict = -1,
-                       .time_limit_s = DEFAULT_TIME_LIMIT_S};
+                       .time_limit_s = DEFAULT_TIME_LIMIT_S, .step_limit_ms = DEFAULT_STEP_LIMIT_MS};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
     if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;
@@ -449,7 +455,8 @@ int cli_serve(int argc, char **argv) {
     }
     fit_connection_limits(&o);
     memory_settle_start();
-    rpc_limits_set((rpc_limits){.n_predict_max = (int32_t)o.n_predict, .time_limit_ms = o.time_limit_s * 1000});
+    rpc_limits_set((rpc_limits){.n_predict_max = (int32_t)o.n_predict, .time_limit_ms = o.time_limit_s * 1000,
+                                .step_limit_ms = o.step_limit_ms});
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */
     sigset_t set;
     stop_signals(&set);

@@ -36,6 +36,7 @@ typedef struct serve_options {
     int64_t request_timeout_s;
     int64_t n_predict;     /* -n / --n-predict: -1 none (rpc_limits) */
     int64_t time_limit_s;  /* --time-limit: 0 none */
+    int64_t step_limit_ms; /* --step-limit: 0 none */
     int64_t http_threads;
     json_t *init_args;     /* the model options, for init (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */

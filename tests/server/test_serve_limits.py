@@ -2,14 +2,15 @@
 """The work one request may make `specd serve` do (127.0.0.1 only): -n / --n-predict (the default
 and the ceiling of n_predict and its aliases), --time-limit (a completion ends after that long in
 its slot), llama-server's t_max_predict_ms (it ends at the next newline after that long), each
-ending with a stop_type and a stopping_limit that name the limit; and the memory large bodies
-took goes back to the system.
+ending with a stop_type and a stopping_limit that name the limit; a runaway grammar (--step-limit)
+that holds up nobody while it runs; and the memory large bodies took goes back to the system.
 
     test_serve_limits.py SPECD MODELS_DIR
 """
 import http.client
 import json
 import os
+import statistics
 import sys
 import threading
 import time
@@ -106,6 +107,70 @@ def check_t_max_predict_ms(specd, target, draft):
         stop_server(server)
 
 
+AMBIGUOUS = 'root ::= x\nx ::= [a-z] x | [a-z] x x | ""'  # llama.cpp's parse stacks multiply with every letter
+
+
+def timed_post(port, path, body, timeout=30):
+    """(ms, status, parsed body or None) of one POST; None ms when it did not answer in `timeout`."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    start = time.monotonic()
+    try:
+        c.request("POST" if body is not None else "GET", path, json.dumps(body) if body is not None else None)
+        r = c.getresponse()
+        data = r.read()
+        return (time.monotonic() - start) * 1000, r.status, json.loads(data)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None, 0, None
+    finally:
+        c.close()
+
+
+def check_runaway_grammar(specd, target, draft):
+    """The ambiguous grammar used to take over 60 s for 128 tokens and hold every other slot's
+    steps (an 8-token request: 1.5 s instead of 5 ms). Now its slot steps apart and ends once one
+    step's own work passes --step-limit (10 ms by default); an ordinary grammar is not cut."""
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "2048", "-t", "1"])
+    try:
+        if not port:
+            check("server for the runaway grammar starts", False)
+            return
+        worst = {"prompt": "once", "n_predict": 128, "grammar": AMBIGUOUS, "temperature": 1, "seed": 1}
+        ms, code, r = timed_post(port, "/completion", worst)
+        check(f"the ambiguous grammar ends within 10 s ({(ms or 0) / 1000:.2f} s), stop_type time_limit, "
+              "stopping_limit --step-limit", ms is not None and ms < 10000 and code == 200
+              and r["stop_type"] == "time_limit" and r["stopping_limit"] == "--step-limit", (ms, code, r and
+              {k: r.get(k) for k in ("stop_type", "stopping_limit", "tokens_predicted")}))
+        _, code, r = timed_post(port, "/completion", {"prompt": "once", "n_predict": 64, "temperature": 1, "seed": 1,
+                                                      "grammar": "root ::= [a-z ]+"})
+        check("an ordinary grammar runs to its n_predict", code == 200 and r.get("stopping_limit") == "n_predict"
+              and r["tokens_predicted"] == 64, (code, r and {k: r.get(k) for k in ("stop_type", "stopping_limit")}))
+        stop = threading.Event()
+
+        def keep_sending_the_worst():
+            seed = 0
+            while not stop.is_set():
+                seed += 1
+                timed_post(port, "/completion", dict(worst, seed=seed))
+        sender = threading.Thread(target=keep_sending_the_worst)
+        sender.start()
+        time.sleep(0.3)
+        health, short = [], []
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            health.append(timed_post(port, "/health", None)[0])
+            short.append(timed_post(port, "/completion", {"prompt": "the little girl", "n_predict": 8,
+                                                          "temperature": 0, "ignore_eos": True})[0])
+            time.sleep(0.05)
+        stop.set()
+        sender.join(60)
+        median = lambda xs: statistics.median(x if x is not None else 1e9 for x in xs)  # noqa: E731
+        check(f"while it runs (sent again and again): /health {median(health):.1f} ms and an 8-token completion in "
+              f"another slot {median(short):.1f} ms (medians, under 50 ms)", median(health) < 50 and median(short) < 50,
+              (sorted(short), sorted(health)))
+    finally:
+        stop_server(server)
+
+
 def rss_mb(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmRSS:"))
@@ -155,6 +220,7 @@ def main(specd, models):
     check_time_limit(specd, target, draft)
     check_t_max_predict_ms(specd, target, draft)
     check_memory_returned(specd, target, draft)
+    check_runaway_grammar(specd, target, draft)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 

@@ -1,0 +1,66 @@
+/* heavy.c - see heavy.h. */
+#include "heavy.h"
+
+#include "limits.h"
+
+#include <string.h>
+
+#define PASS_EMA_WEIGHT 0.05
+#define PASS_OUTLIER 2.0
+
+static struct {
+    bool heavy[SPECD_MAX_PARALLEL];
+    double owed_ms;      /* the light slots' time still due before the next heavy round */
+    int32_t next_heavy;  /* round-robin among heavy slots */
+    double pass_ms;      /* a typical target pass: what "long" is measured against */
+} H;
+
+/* The typical pass follows the passes slowly, each counted at most PASS_OUTLIER times the
+ * typical one: a pass stretched by the CPU being taken away (a busy machine) must not make every
+ * slot's own work look small, and passes that really grew (a longer context) still move it. */
+static void note_pass(double pass_ms) {
+    if (pass_ms <= 0.0) return;
+    if (H.pass_ms <= 0.0) H.pass_ms = pass_ms;
+    double counted = pass_ms < PASS_OUTLIER * H.pass_ms ? pass_ms : PASS_OUTLIER * H.pass_ms;
+    H.pass_ms += PASS_EMA_WEIGHT * (counted - H.pass_ms);
+}
+
+int32_t heavy_pick_round(const int32_t *active, int32_t n, int32_t *out, bool *solo) {
+    int32_t n_light = 0, n_heavy = 0, heavy[SPECD_MAX_PARALLEL];
+    for (int32_t i = 0; i < n; i++) {
+        if (H.heavy[active[i]]) heavy[n_heavy++] = active[i];
+        else out[n_light++] = active[i];
+    }
+    *solo = n_heavy > 0 && (n_light == 0 || H.owed_ms <= 0.0);
+    if (!*solo) return n_light;
+    out[0] = heavy[H.next_heavy++ % n_heavy];
+    return 1;
+}
+
+/* The most a heavy slot's own work in one step may take. */
+static double step_limit_ms(void) {
+    double floor_ms = (double)rpc_limits_get().step_limit_ms;
+    if (floor_ms <= 0.0) return 0.0; /* no limit */
+    double by_pass = STEP_LIMIT_PASSES * H.pass_ms;
+    return by_pass > floor_ms ? by_pass : floor_ms;
+}
+
+int32_t heavy_after_round(const int32_t *stepped, const bool *has_grammar, int32_t n, bool solo, double round_ms,
+                          double own_ms, double pass_ms) {
+    note_pass(pass_ms);
+    double heavy_above = H.pass_ms > HEAVY_MIN_MS ? H.pass_ms : HEAVY_MIN_MS;
+    if (!solo) {
+        H.owed_ms -= round_ms;
+        if (own_ms > heavy_above) /* one of them stalled the round: only a grammar can run away */
+            for (int32_t i = 0; i < n; i++) H.heavy[stepped[i]] |= has_grammar[i];
+        return -1;
+    }
+    int32_t slot = stepped[0];
+    H.owed_ms = round_ms;
+    double limit = step_limit_ms();
+    return limit > 0.0 && own_ms > limit ? slot : -1;
+}
+
+void heavy_forget(int32_t slot) { H.heavy[slot] = false; }
+
+void heavy_reset(void) { memset(&H, 0, sizeof H); }
