@@ -459,7 +459,7 @@ typedef struct specd_step_info {
     int32_t n_drafted;     /* draft tokens the step verified (every node of a tree) */
     int32_t n_accepted;    /* of them accepted */
     double draft_ms;       /* drafting */
-    double verify_ms;      /* the target pass */
+    double verify_ms;      /* the target pass (its part, by tokens, of one shared with other slots) */
     double step_ms;        /* the whole step: drafting, the pass, verification, bookkeeping */
     const float *confidences; /* n_drafted: the drafter's confidence in each draft token, in the
                                * order drafted (a chain's from its first token on) */
@@ -592,6 +592,9 @@ typedef struct specd_stats {
     int32_t drafted_at[SPECD_STATS_MAX_DRAFT];
     double prompt_ms;         /* prompt ingest, target and draft */
     double decode_ms;         /* from the first generated token to the last */
+    /* Sessions of other slots drafting and verifying in the same decodes and passes
+     * (specd_sessions_draft / specd_sessions_verify) each count their part of them, in proportion
+     * to their tokens there: the parts add up to the decode or pass. */
     double draft_ms;          /* of decode_ms: drafting */
     double verify_ms;         /* of decode_ms: target passes */
     double sample_ms;         /* of decode_ms: sampling and verification arithmetic */

@@ -189,11 +189,9 @@ static void admit(specd_engine *engine) {
     }
 }
 
-/* The target pass time a slot's result has counted so far (a prompt chunk's, a tree's). */
-static double pass_time_of(int32_t i) {
-    const specd_result *r = completion_exec_result(S.slots[i].exec);
-    return r->stats.verify_ms + r->stats.prompt_ms;
-}
+/* The target pass time a slot's result has counted so far: its part of every pass that verified
+ * its trees (the parts of one pass add up to it). */
+static double pass_time_of(int32_t i) { return completion_exec_result(S.slots[i].exec)->stats.verify_ms; }
 
 /* One round: admit, then one step of the slots heavy.h picks (every light one, or one heavy one
  * alone), their verifications in one target pass. */
@@ -210,21 +208,22 @@ static void run_round(specd_engine *engine) {
     bool solo = false;
     int32_t n = heavy_pick_round(active, n_active, at, &solo);
     completion_exec *execs[SPECD_MAX_PARALLEL];
-    bool grammar[SPECD_MAX_PARALLEL], done[SPECD_MAX_PARALLEL];
+    bool grammar[SPECD_MAX_PARALLEL], done[SPECD_MAX_PARALLEL], ingesting = false;
     double pass_before[SPECD_MAX_PARALLEL], pass_ms = 0.0;
     for (int32_t k = 0; k < n; k++) {
         execs[k] = S.slots[at[k]].exec;
         grammar[k] = S.slots[at[k]].job->request->grammar != NULL;
         pass_before[k] = pass_time_of(at[k]);
+        ingesting |= completion_exec_ingesting(execs[k]);
     }
     double t0 = rpc_now_ms(), cpu0 = rpc_thread_cpu_ms();
     completion_execs_step(execs, n, done);
     double round_ms = rpc_now_ms() - t0, cpu_ms = rpc_thread_cpu_ms() - cpu0;
-    for (int32_t k = 0; k < n; k++) /* every slot in the pass counts all of it */
-        if (pass_time_of(at[k]) - pass_before[k] > pass_ms) pass_ms = pass_time_of(at[k]) - pass_before[k];
+    for (int32_t k = 0; k < n; k++) pass_ms += pass_time_of(at[k]) - pass_before[k];
     /* the slots' own work: the round less its pass, but never more than this thread's CPU time
-     * (a round the machine took the CPU from is not a slow one) */
-    double own_ms = round_ms - pass_ms < cpu_ms ? round_ms - pass_ms : cpu_ms;
+     * (a round the machine took the CPU from is not a slow one); a round that took a prompt chunk
+     * is not judged (the chunk's part of the pass is nobody's verify time) */
+    double own_ms = ingesting ? 0.0 : round_ms - pass_ms < cpu_ms ? round_ms - pass_ms : cpu_ms;
     int32_t over = heavy_after_round(at, grammar, n, solo, round_ms, own_ms, pass_ms);
     if (over >= 0) completion_end_for_time(S.slots[over].job, "--step-limit");
     for (int32_t k = 0; k < n; k++) {

@@ -900,10 +900,12 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
     char *jerr[SPECD_MAX_PARALLEL] = {0};
     double t0 = specd_now_ms();
     if (k > 0) specd_draft_model_draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, &gs[0]->learned->costs, jst, jerr);
-    double share = k > 0 ? (specd_now_ms() - t0) / k : 0.0;
+    /* each chain's part of the joint decodes is its part of the tokens drafted (a root at least) */
+    double elapsed = specd_now_ms() - t0, weight[SPECD_MAX_PARALLEL], weights = 0.0;
+    for (int32_t j = 0; j < k; j++) weights += weight[j] = 1.0 + specd_tree_n_drafted(trees[j]);
     for (int32_t j = 0; j < k; j++) {
         generation *g = gs[at[j]];
-        st[at[j]] = finish_draft(g, jst[j], share, parts[at[j]].explore, &jerr[j]);
+        st[at[j]] = finish_draft(g, jst[j], elapsed * weight[j] / weights, parts[at[j]].explore, &jerr[j]);
         specd_free(err[at[j]]);
         err[at[j]] = jerr[j];
     }
@@ -1139,7 +1141,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
      * one costs less than a pass of as many tree tokens (a server learnt T(14) at half its cost). */
     if (st == SPECD_OK && n_trees > 0 && m == n_trees)
         specd_costs_record_pass(&s[0]->learned->costs, total, own_work_of(passes, m), cells, ms);
-    double share = m > 0 ? (specd_now_ms() - t0) / m : 0.0;
+    double elapsed = specd_now_ms() - t0;
     for (int32_t k = 0; k < m; k++) {
         generation *g = in_pass[k];
         double t1 = specd_now_ms();
@@ -1149,10 +1151,13 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         if (sti == SPECD_OK && passes[k].prompt_chunk) {
             sti = after_chunk(g, &passes[k], &msg);
         } else if (sti == SPECD_OK) {
-            g->result->stats.verify_ms += ms;
+            /* each request's part of the shared pass is its tokens' part, so its verify_ms stays
+             * part of its decode_ms and requests' figures add up to the pass */
+            double part = total > 0 ? (double)passes[k].n_tokens / total : 1.0 / m;
+            g->result->stats.verify_ms += ms * part;
             specd_engine_use_slot(e, g->slot);
             sti = verify_after_pass(g, n_accepted ? &n_accepted[at[k]] : NULL, &msg);
-            g->result->stats.decode_ms += share + (specd_now_ms() - t1);
+            g->result->stats.decode_ms += elapsed * part + (specd_now_ms() - t1);
         }
         fail(g, sti);
         set_outcome(status, errors, at[k], sti, msg);

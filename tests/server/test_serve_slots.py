@@ -192,6 +192,35 @@ def check_flash_attention_default(specd, target, draft):
           got)
 
 
+def check_stats_are_each_requests_own(specd, target, draft):
+    """Four requests in the same rounds: each one's speculative.draft_ms and verify_ms are its part of
+    the shared drafts and passes, so they stay within its own decode time (timings.predicted_ms,
+    which they are part of). Every request used to count each shared pass in full: verify_ms was
+    larger than its whole decode time."""
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "2048", "-np", "4", "-t", "1"])
+    try:
+        if not port:
+            check("server for the per-request stats starts", False)
+            return
+        kinds = [{}, {}, {"speculative": {"type": ["none"]}}, {"speculative": {"type": ["ngram-simple", "draft"]}}]
+        answers = [None] * len(kinds)
+
+        def run(i):
+            answers[i] = post(port, "/completion", dict(kinds[i], prompt="once upon a time", n_predict=48,
+                                                        temperature=0, ignore_eos=True))[2]
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(kinds))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        figures = [(a["speculative"]["draft_ms"], a["speculative"]["verify_ms"], a["timings"]["predicted_ms"])
+                   for a in answers]
+        check("4 requests in the same rounds: each one's draft_ms + verify_ms is within its own decode time",
+              all(d + v <= p * 1.01 + 0.05 for d, v, p in figures), figures)
+    finally:
+        stop_server(server)
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "3",
@@ -210,6 +239,7 @@ def main(specd, models):
         rc = stop_server(server)
     check("stops cleanly", rc == 0, rc)
     check_flash_attention_default(specd, target, draft)
+    check_stats_are_each_requests_own(specd, target, draft)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
