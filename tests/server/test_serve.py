@@ -7,6 +7,7 @@ the per-IP limit, 1,500 slow connections (serve_slow.py), SIGTERM during a strea
     test_serve.py SPECD MODELS_DIR
 Each server listens on a free port (--port 0, read from its first line) and is stopped at the end.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -107,6 +108,26 @@ def stop_server(server, timeout=30):
         server.kill()
         server.wait()
         return -9
+
+
+def timed_stop(server, timeout=15):
+    """SIGTERM: (exit status, seconds it took); killed (-9) past `timeout`."""
+    start = time.monotonic()
+    rc = stop_server(server, timeout)
+    return rc, time.monotonic() - start
+
+
+@contextlib.contextmanager
+def served(specd, args, what):
+    """`specd serve --port 0 ARGS` for `what`: (process, port), port None when it did not start (the
+    failure checked); stopped after."""
+    server, port = start_server(specd, args)
+    try:
+        if not port:
+            check(f"the server for {what} starts", False)
+        yield server, port
+    finally:
+        stop_server(server)
 
 
 # ---- the main server: API key, admin key, models directory ---------------------------------------
@@ -457,14 +478,7 @@ def check_sigterm_during_stream(specd, target, draft):
             if not chunk:
                 break
             got += chunk
-        start = time.monotonic()
-        server.send_signal(signal.SIGTERM)
-        try:
-            rc = server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            rc = server.wait()
-        took = time.monotonic() - start
+        rc, took = timed_stop(server)
         try:
             while True:
                 chunk = s.recv(65536)

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from test_serve import check, curl, failures, rpc, sse_events, start_server, stop_server
+from test_serve import check, curl, failures, rpc, served, sse_events
 
 ENDLESS = {"prompt": "once upon a time", "n_predict": 1000000, "ignore_eos": True, "temperature": 1}
 
@@ -29,10 +29,8 @@ def post(port, path, body):
 
 
 def check_n_predict(specd, target, draft):
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1", "-n", "20"])
-    try:
+    with served(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1", "-n", "20"], "-n 20") as (_, port):
         if not port:
-            check("server with -n 20 starts", False)
             return
         for body, limit in (({}, "--n-predict"), ({"n_predict": -1}, "--n-predict"), ({"n_predict": 12}, "n_predict"),
                             ({"max_tokens": 20}, "max_tokens")):
@@ -53,23 +51,21 @@ def check_n_predict(specd, target, draft):
         code, r = rpc(port, "completion", {"prompt": "once", "n_predict": 100}, key=None)
         check("-n 20: JSON-RPC too (-32602 naming n_predict)", r.get("error", {}).get("code") == -32602
               and r["error"]["data"]["field"] == "n_predict", r)
-    finally:
-        stop_server(server)
 
 
 def check_time_limit(specd, target, draft):
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1", "--time-limit", "1"])
-    try:
+    args = ["-m", target, "-md", draft, "-c", "512", "-t", "1", "--time-limit", "1"]
+    with served(specd, args, "--time-limit 1") as (_, port):
         if not port:
-            check("server with --time-limit 1 starts", False)
             return
         start = time.monotonic()
         code, r = post(port, "/completion", ENDLESS)
         took = time.monotonic() - start
+        shown = {k: r.get(k) for k in ("stop_type", "stopping_limit", "tokens_predicted")} if isinstance(r, dict) else r
         check(f"--time-limit 1: an endless completion ends after 1 s ({took:.2f} s) with stop_type time_limit, "
-              "stopping_limit --time-limit", code == 200 and r["stop_type"] == "time_limit" and r["stopped_limit"] is True
-              and r["stopping_limit"] == "--time-limit" and r["tokens_predicted"] > 0 and 0.9 < took < 5,
-              (code, {k: r.get(k) for k in ("stop_type", "stopping_limit", "tokens_predicted")} if isinstance(r, dict) else r))
+              "stopping_limit --time-limit", code == 200 and r["stop_type"] == "time_limit"
+              and r["stopped_limit"] is True and r["stopping_limit"] == "--time-limit" and r["tokens_predicted"] > 0
+              and 0.9 < took < 5, (code, shown))
         code, text = curl(port, "/completion", dict(ENDLESS, stream=True), key=None)
         events = sse_events(text)
         check("--time-limit 1: a stream's final event too", code == 200 and events and events[-1]["stop"] is True
@@ -79,17 +75,13 @@ def check_time_limit(specd, target, draft):
                                                  "logit_bias": {"2": -100}})  # no end of text: 2 is the models' EOS
         check("--time-limit 1: OpenAI's finish_reason length, stop_type time_limit", code == 200
               and r["choices"][0]["finish_reason"] == "length" and r["stop_type"] == "time_limit", (code, r))
-    finally:
-        stop_server(server)
 
 
 def check_t_max_predict_ms(specd, target, draft):
     """t_max_predict_ms as llama-server reads it: once that long has passed since the first token,
     generation ends with the next step whose text holds a newline (made frequent with logit_bias)."""
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1"])
-    try:
+    with served(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1"], "t_max_predict_ms") as (_, port):
         if not port:
-            check("server for t_max_predict_ms starts", False)
             return
         newline = post(port, "/tokenize", {"content": "\n"})[1]["tokens"][-1]
         body = dict(ENDLESS, t_max_predict_ms=300, logit_bias={str(newline): 2.0})
@@ -103,8 +95,6 @@ def check_t_max_predict_ms(specd, target, draft):
         code, r = post(port, "/completion", {"prompt": "once", "n_predict": 8, "t_max_predict_ms": 0})
         check("t_max_predict_ms 0: no limit (n_predict ends it)", code == 200 and r.get("stopping_limit") == "n_predict",
               (code, r))
-    finally:
-        stop_server(server)
 
 
 AMBIGUOUS = 'root ::= x\nx ::= [a-z] x | [a-z] x x | ""'  # llama.cpp's parse stacks multiply with every letter
@@ -129,10 +119,8 @@ def check_runaway_grammar(specd, target, draft):
     """The ambiguous grammar used to take over 60 s for 128 tokens and hold every other slot's
     steps (an 8-token request: 1.5 s instead of 5 ms). Now its slot steps apart and ends once one
     step's own work passes --step-limit (10 ms by default); an ordinary grammar is not cut."""
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "2048", "-t", "1"])
-    try:
+    with served(specd, ["-m", target, "-md", draft, "-c", "2048", "-t", "1"], "the runaway grammar") as (_, port):
         if not port:
-            check("server for the runaway grammar starts", False)
             return
         worst = {"prompt": "once", "n_predict": 128, "grammar": AMBIGUOUS, "temperature": 1, "seed": 1}
         ms, code, r = timed_post(port, "/completion", worst)
@@ -167,8 +155,6 @@ def check_runaway_grammar(specd, target, draft):
         check(f"while it runs (sent again and again): /health {median(health):.1f} ms and an 8-token completion in "
               f"another slot {median(short):.1f} ms (medians, under 50 ms)", median(health) < 50 and median(short) < 50,
               (sorted(short), sorted(health)))
-    finally:
-        stop_server(server)
 
 
 def rss_mb(pid):
@@ -179,10 +165,8 @@ def rss_mb(pid):
 def check_memory_returned(specd, target, draft):
     """8 concurrent 1 MiB /tokenize bodies, twice: every one answered, and afterwards the server is
     about as large as before (glibc kept 60-150 MB of them for good)."""
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1"])
-    try:
+    with served(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1"], "the memory test") as (server, port):
         if not port:
-            check("server for the memory test starts", False)
             return
         body = json.dumps({"content": "once upon a time " * 61000})
         before = rss_mb(server.pid)
@@ -210,8 +194,6 @@ def check_memory_returned(specd, target, draft):
         check(f"16 x 1 MiB /tokenize: all answered, memory back (RSS {before} MB before, {after} MB after"
               + (f"; not checked under {sanitized})" if sanitized else ")"),
               [c for c, _ in codes] == [200] * 16 and (sanitized or after <= before + 20), (codes, before, after))
-    finally:
-        stop_server(server)
 
 
 def main(specd, models):

@@ -10,14 +10,12 @@ still waiting for a worker thread; the process exits 0 well within its 10 s watc
 import http.client
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
-from test_serve import ADMIN, check, failures, rpc, sse_events, start_server, stop_server
+from test_serve import ADMIN, check, failures, rpc, sse_events, start_server, stop_server, timed_stop
 
 ENDLESS = {"prompt": "once upon a time", "n_predict": 1000000, "ignore_eos": True, "temperature": 1}
 
@@ -124,14 +122,7 @@ def check_sigterm(specd, target, draft):
     waiting_for_worker.start()
     time.sleep(0.5)
     check("2 running, 9 queued, 1 more waiting for a worker thread", ok and status(port)["n_queued"] == 9, status(port))
-    start = time.monotonic()
-    server.send_signal(signal.SIGTERM)
-    try:
-        rc = server.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        rc = server.wait()
-    took = time.monotonic() - start
+    rc, took = timed_stop(server)
     for r in running + queued_streams + queued_blocking + [waiting_for_worker]:
         r.join(10)
     check(f"SIGTERM with busy slots and a queue: exit status 0 within 5 s ({took:.2f} s)", rc == 0 and took < 5,
