@@ -276,6 +276,11 @@ def check_query_args(port):
               and ('"type":"invalid_request_error"' in body) == v1, answer[:300])
     code, text = curl(port, "/health?" + "&".join(["a=b"] * 64), key=None)
     check("64 query arguments pass", code == 200 and json.loads(text) == {"status": "ok"}, (code, text))
+    start = time.monotonic()
+    answer = raw_http(port, b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: b\r\n" % i for i in range(2000))
+                      + b"\r\n", wait=8)
+    check(f"2000 headers: 431 at once ({time.monotonic() - start:.2f} s; libmicrohttpd's own answer)",
+          answer.startswith("HTTP/1.1 431") and time.monotonic() - start < 2, answer[:200])
 
 
 def check_admin(port, models, confined_dir):
