@@ -554,8 +554,13 @@ SPECD_API int32_t specd_generation_drafters(const specd_engine *engine, const sp
 
 /* Checks that `grammar` (GBNF) parses for the engine's vocabulary, as specd_generate would ("" is
  * no grammar: fine). Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why
- * (llama.cpp prints its own parse diagnostics to stderr). */
+ * (llama.cpp's reason, read back from what it prints on stderr). */
 SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const char *grammar, char **error);
+/* The CPU time the calling thread has spent so far in llama.cpp's grammar engine, for the grammars
+ * of the sessions it steps, in ms: what a scheduler reads around a step to see what the step's
+ * grammars cost (an ambiguous grammar's cost grows with every token, and no preemption or other
+ * work counts in it). */
+SPECD_API double specd_grammar_thread_ms(void);
 
 typedef enum specd_stop_reason {
     SPECD_STOP_LIMIT = 0,    /* n_predict tokens generated */

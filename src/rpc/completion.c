@@ -478,10 +478,6 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done) {
 
 const specd_result *completion_exec_result(const completion_exec *x) { return x->rs.result; }
 
-bool completion_exec_ingesting(const completion_exec *x) {
-    return x->session && specd_session_pending_prompt(x->session) > 0;
-}
-
 json_t *completion_exec_end(completion_exec *x) {
     rpc_job *job = x->rs.job;
     completion_request *req = job->request;

@@ -73,8 +73,6 @@ void completion_execs_step(completion_exec **xs, int32_t n, bool *done);
 /* Ends the job for the time limit named `limit` (its stop_type time_limit, its stopping_limit
  * `limit`, a static string); on the scheduler thread, which alone reads the name. */
 void completion_end_for_time(rpc_job *job, const char *limit);
-/* Whether its prompt is still going in (a chunk of it joins the next pass). */
-bool completion_exec_ingesting(const completion_exec *x);
 /* The result so far (for the slots' statistics). */
 const specd_result *completion_exec_result(const completion_exec *x);
 /* The final response (new reference), or NULL with the job's error set; frees x. A job never

@@ -17,7 +17,7 @@ static struct {
 
 /* The typical pass follows the passes slowly, each counted at most PASS_OUTLIER times the
  * typical one: a pass stretched by the CPU being taken away (a busy machine) must not make every
- * slot's own work look small, and passes that really grew (a longer context) still move it. */
+ * grammar look cheap, and passes that really grew (a longer context) still move it. */
 static void note_pass(double pass_ms) {
     if (pass_ms <= 0.0) return;
     if (H.pass_ms <= 0.0) H.pass_ms = pass_ms;
@@ -37,7 +37,7 @@ int32_t heavy_pick_round(const int32_t *active, int32_t n, int32_t *out, bool *s
     return 1;
 }
 
-/* The most a heavy slot's own work in one step may take. */
+/* The most a heavy slot's grammar may cost in one step. */
 static double step_limit_ms(void) {
     double floor_ms = (double)rpc_limits_get().step_limit_ms;
     if (floor_ms <= 0.0) return 0.0; /* no limit */
@@ -46,19 +46,19 @@ static double step_limit_ms(void) {
 }
 
 int32_t heavy_after_round(const int32_t *stepped, const bool *has_grammar, int32_t n, bool solo, double round_ms,
-                          double own_ms, double pass_ms) {
+                          double grammar_ms, double pass_ms) {
     note_pass(pass_ms);
     double heavy_above = H.pass_ms > HEAVY_MIN_MS ? H.pass_ms : HEAVY_MIN_MS;
     if (!solo) {
         H.owed_ms -= round_ms;
-        if (own_ms > heavy_above) /* one of them stalled the round: only a grammar can run away */
+        if (grammar_ms > heavy_above) /* one of them stalled the round */
             for (int32_t i = 0; i < n; i++) H.heavy[stepped[i]] |= has_grammar[i];
         return -1;
     }
     int32_t slot = stepped[0];
     H.owed_ms = round_ms;
     double limit = step_limit_ms();
-    return limit > 0.0 && own_ms > limit ? slot : -1;
+    return limit > 0.0 && grammar_ms > limit ? slot : -1;
 }
 
 void heavy_forget(int32_t slot) { H.heavy[slot] = false; }

@@ -20,12 +20,8 @@ rpc_limits rpc_limits_get(void) {
                         .step_limit_ms = atomic_load(&step_limit_ms)};
 }
 
-static double clock_ms(clockid_t clock) {
+double rpc_now_ms(void) {
     struct timespec t;
-    clock_gettime(clock, &t);
+    clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
 }
-
-double rpc_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-
-double rpc_thread_cpu_ms(void) { return clock_ms(CLOCK_THREAD_CPUTIME_ID); }

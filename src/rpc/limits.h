@@ -16,8 +16,5 @@ void rpc_limits_set(rpc_limits limits);
 rpc_limits rpc_limits_get(void);
 /* Milliseconds on a monotonic clock (to the microsecond), for the time limits. */
 double rpc_now_ms(void);
-/* The CPU time the calling thread has used, in ms: work a busy machine's preemption does not
- * stretch (heavy.c). */
-double rpc_thread_cpu_ms(void);
 
 #endif

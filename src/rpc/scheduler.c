@@ -208,23 +208,18 @@ static void run_round(specd_engine *engine) {
     bool solo = false;
     int32_t n = heavy_pick_round(active, n_active, at, &solo);
     completion_exec *execs[SPECD_MAX_PARALLEL];
-    bool grammar[SPECD_MAX_PARALLEL], done[SPECD_MAX_PARALLEL], ingesting = false;
+    bool grammar[SPECD_MAX_PARALLEL], done[SPECD_MAX_PARALLEL];
     double pass_before[SPECD_MAX_PARALLEL], pass_ms = 0.0;
     for (int32_t k = 0; k < n; k++) {
         execs[k] = S.slots[at[k]].exec;
         grammar[k] = S.slots[at[k]].job->request->grammar != NULL;
         pass_before[k] = pass_time_of(at[k]);
-        ingesting |= completion_exec_ingesting(execs[k]);
     }
-    double t0 = rpc_now_ms(), cpu0 = rpc_thread_cpu_ms();
+    double t0 = rpc_now_ms(), grammar0 = specd_grammar_thread_ms();
     completion_execs_step(execs, n, done);
-    double round_ms = rpc_now_ms() - t0, cpu_ms = rpc_thread_cpu_ms() - cpu0;
+    double round_ms = rpc_now_ms() - t0, grammar_ms = specd_grammar_thread_ms() - grammar0;
     for (int32_t k = 0; k < n; k++) pass_ms += pass_time_of(at[k]) - pass_before[k];
-    /* the slots' own work: the round less its pass, but never more than this thread's CPU time
-     * (a round the machine took the CPU from is not a slow one); a round that took a prompt chunk
-     * is not judged (the chunk's part of the pass is nobody's verify time) */
-    double own_ms = ingesting ? 0.0 : round_ms - pass_ms < cpu_ms ? round_ms - pass_ms : cpu_ms;
-    int32_t over = heavy_after_round(at, grammar, n, solo, round_ms, own_ms, pass_ms);
+    int32_t over = heavy_after_round(at, grammar, n, solo, round_ms, grammar_ms, pass_ms);
     if (over >= 0) completion_end_for_time(S.slots[over].job, "--step-limit");
     for (int32_t k = 0; k < n; k++) {
         if (done[k]) end_slot(at[k]);

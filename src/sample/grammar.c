@@ -1,5 +1,6 @@
 /* grammar.c - GBNF grammars through llama.cpp's grammar sampler, as token filters over draft trees
  * (see grammar.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "grammar.h"
 
 #include "grammar_error.h"
@@ -11,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The token to produce when the grammar allows nothing: EOS, else EOT, else any end-of-generation
  * token. Generation then ends (generate.c stops at it even with ignore_eos). */
@@ -79,13 +81,38 @@ void specd_grammar_free(specd_grammar *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* ---- what the grammar engine costs this thread (specd_grammar_thread_ms) ----------------------- */
+
+static _Thread_local double thread_grammar_ms;
+
+static double thread_cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
+}
+
+double specd_grammar_thread_ms(void) { return thread_grammar_ms; }
+
+/* llama.cpp's grammar calls, each timed: their cost is what grows with an ambiguous grammar. */
+static void apply_timed(struct llama_sampler *state, llama_token_data_array *cur) {
+    double t0 = thread_cpu_ms();
+    llama_sampler_apply(state, cur);
+    thread_grammar_ms += thread_cpu_ms() - t0;
+}
+
+static void accept_timed(struct llama_sampler *state, specd_token token) {
+    double t0 = thread_cpu_ms();
+    llama_sampler_accept(state, token);
+    thread_grammar_ms += thread_cpu_ms() - t0;
+}
+
 /* specd_token_filter.mask: llama.cpp's grammar sampler sets refused candidates to -INFINITY. */
 static void grammar_mask(void *ctx, void *state, const specd_token *ids, int32_t n, float *logits) {
     specd_grammar *g = ctx;
     if (n <= 0) return;
     for (int32_t i = 0; i < n; i++) g->scratch[i] = (llama_token_data){ids[i], logits[ids[i]], 0.0f};
     llama_token_data_array cur = {g->scratch, (size_t)n, -1, false};
-    llama_sampler_apply(state, &cur);
+    apply_timed(state, &cur);
     for (size_t i = 0; i < cur.size; i++)
         if (cur.data[i].logit == -INFINITY) logits[cur.data[i].id] = -INFINITY;
 }
@@ -102,18 +129,21 @@ bool specd_grammar_allows(specd_grammar *g, struct llama_sampler *state, specd_t
     if (token < 0 || token >= g->n_vocab) return false;
     g->scratch[0] = (llama_token_data){token, 0.0f, 0.0f};
     llama_token_data_array cur = {g->scratch, 1, -1, false};
-    llama_sampler_apply(state, &cur);
+    apply_timed(state, &cur);
     return cur.data[0].logit != -INFINITY;
 }
 
 bool specd_grammar_advance(specd_grammar *g, struct llama_sampler *state, specd_token token) {
     if (!specd_grammar_allows(g, state, token)) return false;
-    llama_sampler_accept(state, token);
+    accept_timed(state, token);
     return true;
 }
 
 struct llama_sampler *specd_grammar_fork(const struct llama_sampler *state) {
-    return llama_sampler_clone(state);
+    double t0 = thread_cpu_ms();
+    struct llama_sampler *copy = llama_sampler_clone(state); /* copies every parse stack */
+    thread_grammar_ms += thread_cpu_ms() - t0;
+    return copy;
 }
 
 static bool reserve_nodes(specd_grammar *g, int32_t n) {
@@ -140,7 +170,7 @@ static struct llama_sampler *node_state(specd_grammar *g, const specd_token_tree
         *oom = true;
         return NULL;
     }
-    llama_sampler_accept(s, tree->nodes[i].token);
+    accept_timed(s, tree->nodes[i].token);
     return s;
 }
 

@@ -33,7 +33,7 @@ static void light_slots_step_together(void **state) {
     bool solo;
     assert_int_equal(pick(&first, &solo), 2);
     assert_false(solo);
-    /* a round whose own work stays under max(2 ms, the pass): nobody becomes heavy */
+    /* a round whose grammars cost less than max(2 ms, the pass): nobody becomes heavy */
     assert_int_equal(heavy_after_round(both, grammar_in_0, 2, false, 1.5, 1.0, 0.5), -1);
     assert_int_equal(pick(&first, &solo), 2);
 }
@@ -43,7 +43,7 @@ static void a_stalling_grammar_steps_alone_and_the_others_get_as_much_time(void 
     reset();
     int32_t first;
     bool solo;
-    /* 8 ms of own work in a round of a 0.2 ms pass: the grammar slot (0) is heavy, not slot 1 */
+    /* grammars costing 8 ms in a round of a 0.2 ms pass: the grammar slot (0) is heavy, not slot 1 */
     assert_int_equal(heavy_after_round(both, grammar_in_0, 2, false, 8.2, 8.0, 0.2), -1);
     assert_int_equal(pick(&first, &solo), 1);
     assert_true(solo);
@@ -76,7 +76,7 @@ static void a_step_past_the_limit_ends_the_request(void **state) {
     heavy_after_round(slot0, grammar_in_0, 1, false, 5.2, 5.0, 0.2); /* heavy */
     assert_int_equal(heavy_after_round(slot0, grammar_in_0, 1, true, 9.2, 9.0, 0.2), -1);
     assert_int_equal(heavy_after_round(slot0, grammar_in_0, 1, true, 12.2, 12.0, 0.2), 0);
-    /* preemption stretches the round, not its own (CPU) work: no end */
+    /* preemption stretches the round, not the grammar's CPU time: no end */
     assert_int_equal(heavy_after_round(slot0, grammar_in_0, 1, true, 40.2, 3.0, 0.2), -1);
     rpc_limits_set((rpc_limits){.n_predict_max = -1, .step_limit_ms = 0});
     assert_int_equal(heavy_after_round(slot0, grammar_in_0, 1, true, 500.2, 500.0, 0.2), -1); /* 0: no limit */
