@@ -1,7 +1,7 @@
 /* policy_replay.c - the draft length policy on recorded steps, against every fixed length.
  *
  *   policy_replay --trace FILE --costs "T1 T2 ... T16" --draft "FIRST NEXT" [--sampled]
- *                 [--runs N] [--noise S] [--seed X] [--warm] [--verbose]
+ *                 [--runs N] [--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R]
  *
  * FILE: steps recorded drafting a fixed 15 tokens (specd run --draft-fixed --draft-max 15
  * --trace-steps FILE): per line the history length, drafted, accepted, three times, then the 15
@@ -18,7 +18,9 @@
  * process after others). --sampled: verified by rejection sampling (a drawn token stays). Prints
  * the tokens per ms (x 1000) of each fixed length and of the policy, its ratio to the best fixed
  * length, and how many drafts its steps kept. This is how the policy was tuned: its goal is never
- * to lose to the best fixed length (docs/performance.md). */
+ * to lose to the best fixed length (docs/performance.md). --min-ratio R: exit 3 when the policy's
+ * ratio to the best fixed length is under R (tests/tools/policy_replay.cmake keeps the recorded
+ * traces in tests/data above their floors, so a change to the policy cannot lose speed unseen). */
 #include "draft/draft_length.h"
 #include "draft/length_policy.h"
 
@@ -186,7 +188,7 @@ static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
 
 static void usage(const char *self) {
     fprintf(stderr, "usage: %s --trace FILE --costs \"T1 .. T16\" --draft \"FIRST NEXT\" [--sampled] [--runs N] "
-                    "[--noise S] [--seed X] [--warm] [--verbose]\n", self);
+                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R]\n", self);
 }
 
 /* n numbers from a space-separated string; false when it holds fewer or anything else. */
@@ -205,6 +207,7 @@ int main(int argc, char **argv) {
     bool costs = false, drafts = false;
     specd_accept_mode mode = SPECD_ACCEPT_GREEDY;
     int runs = 60;
+    double min_ratio = 0.0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--sampled")) mode = SPECD_ACCEPT_SAMPLED;
@@ -217,6 +220,7 @@ int main(int argc, char **argv) {
             drafts = parse_numbers(v, d, 2), d_first = d[0], d_next = d[1], i++;
         } else if (v && !strcmp(f, "--runs")) runs = atoi(v), i++;
         else if (v && !strcmp(f, "--noise")) noise = atof(v), i++;
+        else if (v && !strcmp(f, "--min-ratio")) min_ratio = atof(v), i++;
         else if (v && !strcmp(f, "--seed")) rng_state = strtoull(v, NULL, 10) | 1, i++;
         else {
             usage(argv[0]);
@@ -247,5 +251,10 @@ int main(int argc, char **argv) {
     printf("drafts:");
     for (int32_t k = 0; k <= CHAIN; k++) printf(" %d:%d", k, hist[k]);
     printf("\n");
+    if (policy / fixed[best] < min_ratio) {
+        fprintf(stderr, "policy_replay: the policy gave %.3fx the best fixed length (%d) on %s, under the floor %.3f\n",
+                policy / fixed[best], best, trace, min_ratio);
+        return 3;
+    }
     return 0;
 }
