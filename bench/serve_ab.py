@@ -67,6 +67,7 @@ def main():
         for spec in args.servers:
             servers.append(start(args, spec))
         rates = {name: [] for name, _, _ in servers}
+        drafts = {name: [0, 0] for name, _, _ in servers}  # drafted, accepted: a row that drafts nothing shows it
         for r in range(args.rounds):
             order = servers[r % len(servers):] + servers[:r % len(servers)]
             for name, port, _ in order:
@@ -75,6 +76,8 @@ def main():
                 if errors:
                     sys.exit(f"serve_ab: {name}: {errors[0]}")
                 rates[name].append(sum(x[0] for x in results) / wall)
+                drafts[name][0] += sum(x[3] for x in results)
+                drafts[name][1] += sum(x[4] for x in results)
             print("round %d: %s" % (r + 1, "  ".join("%s %.1f" % (n, rates[n][-1]) for n, _, _ in servers)),
                   flush=True)
         first = servers[0][0]
@@ -82,8 +85,10 @@ def main():
               f"aggregate tokens/s (median) and the median of each round's ratio to {first}:")
         for name, _, _ in servers:
             ratios = [a / b for a, b in zip(rates[name], rates[first])]
-            print("  %-10s %6.1f t/s  x%.3f  (ratios %.3f..%.3f)" % (name, statistics.median(rates[name]),
-                  statistics.median(ratios), min(ratios), max(ratios)))
+            drafted, accepted = drafts[name]
+            print("  %-10s %6.1f t/s  x%.3f  (ratios %.3f..%.3f)  drafted %d, accepted %s" % (
+                  name, statistics.median(rates[name]), statistics.median(ratios), min(ratios), max(ratios),
+                  drafted, "%.0f%%" % (100.0 * accepted / drafted) if drafted else "-"))
     finally:
         for _, _, proc in servers:
             serve_bench.stop_server(proc)

@@ -146,7 +146,10 @@ def server_command(args, kind, port):
     cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
            str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"]
     if kind == "llama+draft":
-        cmd += ["-md", args.draft, "--spec-draft-n-max", str(args.draft_max), "-td", str(args.threads)]
+        # --spec-type: the pinned llama-server loads -md without it but never drafts (its types
+        # default to none unless the draft's GGUF names a head), so without it this row was plain.
+        cmd += ["-md", args.draft, "--spec-type", "draft-simple", "--spec-draft-n-max", str(args.draft_max),
+                "-td", str(args.threads)]
     return cmd
 
 
@@ -230,6 +233,9 @@ def main():
                 tokens = sum(r[0] for r in results)
                 drafted = sum(r[3] for r in results)
                 accepted = sum(r[4] for r in results)
+                if kind == "llama+draft" and results and not drafted:
+                    print("llama+draft: llama-server drafted nothing (check its --spec-type): this row "
+                          "is llama-server without speculation", file=sys.stderr)
                 row = (kind, temp, clients, tokens / wall if wall > 0 else 0.0,
                        statistics.median([r[0] / r[1] for r in results]) if results else float("nan"),
                        pct([r[2] for r in results], 0.5) * 1000, pct([r[2] for r in results], 0.99) * 1000,
