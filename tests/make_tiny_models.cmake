@@ -1,7 +1,11 @@
 # Writes the tiny test models: a target, a draft that is the target plus noise (it agrees with
 # the target often but not always), a model with a different vocabulary, and recurrent (Mamba) and
 # hybrid (LFM2: convolution, attention, convolution) models with the same vocabulary: each a target
-# and its noisy draft, to pair with each other and with the attention models.
+# and its noisy draft, to pair with each other and with the attention models. Then the drafting
+# heads: a target whose next token depends mostly on the current one (head-target), a GLM-4.5-style
+# target with its MTP layer (mtp-target), EAGLE-3, DFlash and DSpark drafts for head-target that
+# agree with it often (tools/tiny_heads.c), and heads that do not fit it (a wrong hidden size,
+# a target layer it lacks).
 file(MAKE_DIRECTORY ${OUT})
 function(make name)
   execute_process(COMMAND ${TOOL} --out ${OUT}/${name} ${ARGN} RESULT_VARIABLE rc)
@@ -16,3 +20,16 @@ make(mamba-target.gguf --arch mamba --seed 1 --logit-scale ${SCALE})
 make(mamba-draft.gguf --arch mamba --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(lfm2-target.gguf --arch lfm2 --n-layer 3 --seed 1 --logit-scale ${SCALE})
 make(lfm2-draft.gguf --arch lfm2 --n-layer 3 --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
+make(head-target.gguf --seed 3 --n-layer 3 --layer-scale 0.1 --logit-scale ${SCALE})
+make(mtp-target.gguf --arch glm4moe --seed 3 --n-layer 2 --layer-scale 0.1 --hidden-mix 0.25 --logit-scale ${SCALE})
+make(eagle3.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,2 --seed 5 --hidden-mix 0.2
+  --layer-scale 0.1)
+make(dflash.gguf --arch dflash --target ${OUT}/head-target.gguf --target-layers 1,2 --seed 6 --n-layer 1
+  --hidden-mix 0.2)
+make(dspark.gguf --arch dspark --target ${OUT}/head-target.gguf --target-layers 1,2 --seed 6 --n-layer 1
+  --hidden-mix 0.2)
+make(eagle3-wide.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,2 --seed 5
+  --target-hidden-size 48)
+make(eagle3-deep.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,9 --seed 5)
+make(dflash-deep.gguf --arch dflash --target ${OUT}/head-target.gguf --target-layers 1,7 --seed 6 --n-layer 1)
+make(eagle3-vocab.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,2 --seed 5 --vocab different)

@@ -18,11 +18,22 @@
  * SwiGLU feed-forward), with the same vocabulary, so either can be the
  * target or the draft of a llama model.
  *
+ * The drafting heads' models (tiny_heads.c): --arch glm4moe writes a target
+ * with one nextn (multi-token prediction) layer as GLM-4.5 ships it, and
+ * --arch eagle3, dflash and dspark write a draft head for the target GGUF
+ * named by --target, reading its --target-layers. With --layer-scale below 1
+ * the target's next token depends mostly on the current one, and the heads
+ * are built to see the current token (tied to the target's embeddings and
+ * output), so they agree with the target often: drafts get accepted.
+ *
  * Usage:
- *   make_tiny_model --out FILE [--arch llama|mamba|lfm2] [--vocab normal|different] [--n-embd 32]
+ *   make_tiny_model --out FILE [--arch llama|mamba|lfm2|glm4moe|eagle3|dflash|dspark]
+ *       [--vocab normal|different] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
- *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0]
+ *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT]
+ *       [--hidden-mix 0.5] [--target FILE] [--target-layers A,B,C] [--target-hidden-size N]
+ *       [--block-size 8]
  *
  *   --arch A          llama (attention, the default), mamba (recurrent:
  *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
@@ -37,6 +48,17 @@
  *   --logit-scale S   multiplies output.weight; logits have roughly unit
  *                     spread at S = 1, so larger S gives peakier
  *                     distributions without changing the greedy choice.
+ *   --layer-scale S   multiplies the matrices that write into the residual
+ *                     stream (attention output, feed-forward down).
+ *   --hidden-mix M    heads: weight of the target's hidden state against the
+ *                     token's embedding in the head's input.
+ *   --target FILE     eagle3, dflash, dspark: the target they draft for (its
+ *                     hidden size; DFlash copies its embeddings and output).
+ *   --target-layers L eagle3 (3 layers), dflash, dspark: the target layers
+ *                     whose inputs the head reads.
+ *   --target-hidden-size N  the target hidden size an EAGLE-3 claims (default
+ *                     the target's; another value makes a mismatched head).
+ *   --block-size B    dflash, dspark: the block drafted per pass.
  *   --chat-template T stores T as tokenizer.chat_template, as a real model
  *                     carries its Jinja template: either the template text
  *                     or a name llama.cpp knows ("chatml", "llama3", ...),
@@ -58,6 +80,7 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "tiny_model.h"
 
 #define PROGRAM_NAME "make_tiny_model"
 #define EXIT_USAGE_ERROR 2
@@ -80,31 +103,11 @@ enum token_type {
 
 enum { TOKEN_ID_UNK = 0, TOKEN_ID_BOS = 1, TOKEN_ID_EOS = 2 };
 
-typedef enum { ARCH_LLAMA, ARCH_MAMBA, ARCH_LFM2 } model_arch;
-
 /* LFM2's convolution cache length (its kernel size): the reference models' 3. */
 enum { LFM2_L_CACHE = 3 };
 
 /* Mamba's fixed state-space sizes: small, and what llama.cpp's loader accepts. */
 enum { MAMBA_D_STATE = 8, MAMBA_D_CONV = 4 };
-
-typedef struct {
-    const char *out_path;
-    const char *name;
-    model_arch arch;
-    bool different_vocab;
-    int n_embd;
-    int n_layer;
-    int n_head;
-    int n_head_kv;
-    int n_ff;
-    int n_ctx;
-    uint64_t seed;
-    uint64_t noise_seed;
-    double noise;
-    double logit_scale;
-    const char *chat_template; /* NULL: none */
-} model_options;
 
 typedef struct {
     char text[MAX_VOCAB][MAX_PIECE_BYTES];
@@ -114,24 +117,11 @@ typedef struct {
     int first_word_id;
 } tiny_vocab;
 
-typedef struct {
-    uint64_t state;
-} prng;
-
-/* Weights are drawn from one stream and the draft perturbation from another,
- * so changing --noise never changes the underlying target weights. */
-typedef struct {
-    prng weights;
-    prng noise;
-    double noise_eps;
-} weight_source;
-
 /* ------------------------------------------------------------------------ */
 /* Error reporting                                                           */
 /* ------------------------------------------------------------------------ */
 
-static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *format, ...) {
+void fail(const char *format, ...) {
     va_list args;
     va_start(args, format);
     fprintf(stderr, PROGRAM_NAME ": error: ");
@@ -143,11 +133,12 @@ static void fail(const char *format, ...) {
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
-            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2] [--vocab normal|different]"
-            " [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
+            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2|glm4moe|eagle3|dflash|dspark]"
+            " [--vocab normal|different] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
-            " [--noise-seed 7] [--logit-scale 1.0] [--name NAME]"
-            " [--chat-template NAME_OR_TEXT]\n");
+            " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
+            " [--chat-template NAME_OR_TEXT] [--hidden-mix 0.5] [--target FILE]"
+            " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8]\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -197,17 +188,34 @@ static bool parse_vocab_kind(const char *text) {
 }
 
 static model_arch parse_arch(const char *text) {
-    if (strcmp(text, "llama") == 0) {
-        return ARCH_LLAMA;
+    static const struct {
+        const char *name;
+        model_arch arch;
+    } names[] = {{"llama", ARCH_LLAMA},     {"mamba", ARCH_MAMBA},   {"lfm2", ARCH_LFM2},    {"glm4moe", ARCH_GLM4MOE},
+                 {"eagle3", ARCH_EAGLE3},   {"dflash", ARCH_DFLASH}, {"dspark", ARCH_DSPARK}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(text, names[i].name) == 0) {
+            return names[i].arch;
+        }
     }
-    if (strcmp(text, "mamba") == 0) {
-        return ARCH_MAMBA;
+    fail("--arch expects llama, mamba, lfm2, glm4moe, eagle3, dflash or dspark, got '%s'", text);
+}
+
+/* "0,1,2": the target layers a head reads. */
+static void parse_target_layers(model_options *opts, const char *text) {
+    opts->n_target_layers = 0;
+    for (const char *p = text; *p;) {
+        char *end = NULL;
+        errno = 0;
+        long id = strtol(p, &end, 10);
+        if (errno != 0 || end == p || id < 0 || id >= MAX_LAYERS || (*end != ',' && *end != '\0') ||
+            opts->n_target_layers == MAX_TARGET_LAYERS) {
+            fail("--target-layers expects up to %d layer numbers in [0, %ld] separated by commas, got '%s'",
+                 MAX_TARGET_LAYERS, MAX_LAYERS - 1, text);
+        }
+        opts->target_layers[opts->n_target_layers++] = (int32_t)id;
+        p = *end == ',' ? end + 1 : end;
     }
-    if (strcmp(text, "lfm2") == 0) {
-        return ARCH_LFM2;
-    }
-    fail("--arch expects 'llama', 'mamba' or 'lfm2', got '%s'", text);
-    return ARCH_LLAMA;
 }
 
 static model_options default_options(void) {
@@ -227,15 +235,12 @@ static model_options default_options(void) {
         .noise = 0.0,
         .logit_scale = 1.0,
         .chat_template = NULL,
+        .layer_scale = 1.0,
+        .hidden_mix = 0.5,
+        .block_size = 8,
     };
     return opts;
 }
-
-/* Dimension limits keep every size product well inside size_t and int64_t;
- * a unit-test model never needs more. */
-#define MAX_DIMENSION 8192L
-#define MAX_LAYERS 64L
-#define MAX_CONTEXT 1048576L
 
 static int parse_dimension(const char *flag, const char *value) {
     return (int)parse_long_in_range(flag, value, 1, MAX_DIMENSION);
@@ -273,6 +278,18 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->logit_scale = parse_double(flag, value);
     } else if (strcmp(flag, "--chat-template") == 0) {
         opts->chat_template = value;
+    } else if (strcmp(flag, "--layer-scale") == 0) {
+        opts->layer_scale = parse_double(flag, value);
+    } else if (strcmp(flag, "--hidden-mix") == 0) {
+        opts->hidden_mix = parse_double(flag, value);
+    } else if (strcmp(flag, "--target") == 0) {
+        opts->target_path = value;
+    } else if (strcmp(flag, "--target-layers") == 0) {
+        parse_target_layers(opts, value);
+    } else if (strcmp(flag, "--target-hidden-size") == 0) {
+        opts->target_hidden_size = parse_dimension(flag, value);
+    } else if (strcmp(flag, "--block-size") == 0) {
+        opts->block_size = (int)parse_long_in_range(flag, value, 2, 64);
     } else {
         return false;
     }
@@ -285,7 +302,8 @@ static void validate_options(model_options *opts) {
         fail("--out FILE is required");
     }
     if (opts->name == NULL) {
-        opts->name = opts->arch == ARCH_MAMBA ? "tiny-mamba" : opts->arch == ARCH_LFM2 ? "tiny-lfm2" : "tiny-llama";
+        opts->name = opts->arch == ARCH_MAMBA ? "tiny-mamba" : opts->arch == ARCH_LFM2 ? "tiny-lfm2"
+                     : tiny_heads_handles(opts->arch) ? tiny_heads_arch_name(opts->arch) : "tiny-llama";
     }
     if (opts->name[0] == '\0') {
         fail("--name must not be empty");
@@ -308,6 +326,12 @@ static void validate_options(model_options *opts) {
     }
     if (!(opts->logit_scale > 0.0 && opts->logit_scale <= 1e6)) {
         fail("--logit-scale must be in (0, 1e6], got %g", opts->logit_scale);
+    }
+    if (!(opts->layer_scale >= 0.0 && opts->layer_scale <= 1e3) || !(opts->hidden_mix >= 0.0 && opts->hidden_mix <= 1e3)) {
+        fail("--layer-scale and --hidden-mix must be in [0, 1000], got %g and %g", opts->layer_scale, opts->hidden_mix);
+    }
+    if (tiny_heads_handles(opts->arch)) {
+        tiny_heads_validate(opts);
     }
 }
 
@@ -534,7 +558,7 @@ static double prng_uniform(prng *rng) {
 /* Sum of four uniforms (Irwin-Hall) rescaled to mean 0, variance 1. Avoids
  * log/cos so the output does not depend on the libm implementation, which
  * keeps files byte-identical across machines. */
-static double prng_approx_normal(prng *rng) {
+double prng_approx_normal(prng *rng) {
     double sum = 0.0;
     for (int i = 0; i < 4; i++) {
         sum += prng_uniform(rng);
@@ -622,11 +646,9 @@ static size_t model_float_count(const model_options *opts, int n_vocab) {
 
 /* The ggml context owns all weights until the file is written, because
  * gguf_add_tensor keeps pointers to the data rather than copying it. */
-static struct ggml_context *create_weight_context(const model_options *opts, int n_vocab,
-                                                  void **buffer_out) {
+static struct ggml_context *create_weight_context(size_t n_floats, size_t n_tensors, void **buffer_out) {
     size_t per_tensor = ggml_tensor_overhead() + GGML_MEM_ALIGN;
-    size_t size = model_float_count(opts, n_vocab) * sizeof(float) +
-                  tensor_count(opts) * per_tensor + 4096;
+    size_t size = n_floats * sizeof(float) + n_tensors * per_tensor + 4096;
     size = (size + 63) / 64 * 64; /* aligned_alloc needs a multiple of the alignment */
     /* Allocating here, not inside ggml_init, turns an oversized request into a
      * clean error instead of an assertion abort. */
@@ -643,7 +665,7 @@ static struct ggml_context *create_weight_context(const model_options *opts, int
     return ctx;
 }
 
-static struct ggml_tensor *new_named_tensor(struct ggml_context *ctx, const char *name,
+struct ggml_tensor *new_named_tensor(struct ggml_context *ctx, const char *name,
                                             int64_t ne0, int64_t ne1) {
     struct ggml_tensor *tensor = ne1 > 0 ? ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne0, ne1)
                                          : ggml_new_tensor_1d(ctx, GGML_TYPE_F32, ne0);
@@ -653,7 +675,7 @@ static struct ggml_tensor *new_named_tensor(struct ggml_context *ctx, const char
 
 /* RMS-norm gains of 1 leave the normalised activations unscaled, which is
  * what a freshly initialised llama has. */
-static void add_norm(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
+void add_norm(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
                      int64_t size) {
     struct ggml_tensor *tensor = new_named_tensor(ctx, name, size, 0);
     float *data = (float *)tensor->data;
@@ -668,7 +690,7 @@ static void add_norm(struct gguf_context *gguf, struct ggml_context *ctx, const 
  * --noise 0 reproduces the target bit for bit. The noise is relative: it is
  * scaled like the weights, so --noise 0.3 is a 30% perturbation regardless
  * of the layer's fan-in. */
-static void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
                        const char *name, int64_t ne0, int64_t ne1, double scale) {
     struct ggml_tensor *tensor = new_named_tensor(ctx, name, ne0, ne1);
     float *data = (float *)tensor->data;
@@ -686,11 +708,11 @@ static void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weig
 /* 1/sqrt(fan_in) keeps each projection's output at roughly unit variance, so
  * activations neither explode nor vanish across layers. (sqrt is correctly
  * rounded by IEEE 754, so this does not endanger byte-identical output.) */
-static double fan_in_scale(int64_t fan_in) {
+double fan_in_scale(int64_t fan_in) {
     return 1.0 / sqrt((double)fan_in);
 }
 
-static const char *layer_tensor_name(char *buffer, size_t size, int layer, const char *suffix) {
+const char *layer_tensor_name(char *buffer, size_t size, int layer, const char *suffix) {
     snprintf(buffer, size, "blk.%d.%s", layer, suffix);
     return buffer;
 }
@@ -698,7 +720,7 @@ static const char *layer_tensor_name(char *buffer, size_t size, int layer, const
 /* A layer's feed-forward block (SwiGLU, as llama.cpp's llama and LFM2 loaders name it), drawn from
  * `source` in this order: norm, gate, up, down. */
 static void add_ffn(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, int layer,
-                    int64_t n_embd, int64_t n_ff) {
+                    int64_t n_embd, int64_t n_ff, double layer_scale) {
     char name[GGML_MAX_NAME];
     double embd_scale = fan_in_scale(n_embd);
     add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "ffn_norm.weight"), n_embd);
@@ -707,7 +729,7 @@ static void add_ffn(struct gguf_context *gguf, struct ggml_context *ctx, weight_
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_up.weight"),
                n_embd, n_ff, embd_scale);
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "ffn_down.weight"),
-               n_ff, n_embd, fan_in_scale(n_ff));
+               n_ff, n_embd, layer_scale * fan_in_scale(n_ff));
 }
 
 static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
@@ -726,12 +748,12 @@ static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weigh
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_v.weight"),
                n_embd, n_embd_kv, embd_scale);
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
-               n_embd, n_embd, embd_scale);
-    add_ffn(gguf, ctx, source, layer, n_embd, n_ff);
+               n_embd, n_embd, opts->layer_scale * embd_scale);
+    add_ffn(gguf, ctx, source, layer, n_embd, n_ff, opts->layer_scale);
 }
 
 /* A tensor of `count` values all equal to `value` (biases, Mamba's D). */
-static void add_constant(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
+void add_constant(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
                          int64_t ne0, int64_t ne1, float value) {
     struct ggml_tensor *tensor = new_named_tensor(ctx, name, ne0, ne1);
     float *data = (float *)tensor->data;
@@ -799,7 +821,7 @@ static void add_lfm2_layer(struct gguf_context *gguf, struct ggml_context *ctx, 
         add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_v.weight"),
                    n_embd, n_embd_kv, embd_scale);
         add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
-                   n_embd, n_embd, embd_scale);
+                   n_embd, n_embd, opts->layer_scale * embd_scale);
     } else {
         add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "shortconv.conv.weight"),
                    LFM2_L_CACHE, n_embd, fan_in_scale(LFM2_L_CACHE));
@@ -808,7 +830,7 @@ static void add_lfm2_layer(struct gguf_context *gguf, struct ggml_context *ctx, 
         add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "shortconv.out_proj.weight"),
                    n_embd, n_embd, embd_scale);
     }
-    add_ffn(gguf, ctx, source, layer, n_embd, n_ff);
+    add_ffn(gguf, ctx, source, layer, n_embd, n_ff, opts->layer_scale);
 }
 
 /* Shapes follow llama.cpp's LLM_ARCH_LLAMA loader, in ggml order {ne0, ne1}
@@ -951,16 +973,27 @@ int main(int argc, char **argv) {
     }
     build_vocab(vocab, opts.different_vocab);
 
+    bool head = tiny_heads_handles(opts.arch);
+    size_t n_tensors = head ? tiny_heads_tensor_count(&opts) : tensor_count(&opts);
+    size_t n_floats = head ? tiny_heads_float_count(&opts, vocab->count) : model_float_count(&opts, vocab->count);
     void *weight_buffer = NULL;
-    struct ggml_context *ctx = create_weight_context(&opts, vocab->count, &weight_buffer);
+    struct ggml_context *ctx = create_weight_context(n_floats, n_tensors, &weight_buffer);
     struct gguf_context *gguf = gguf_init_empty();
-    set_model_metadata(gguf, &opts, vocab->count);
+    if (head) {
+        tiny_heads_set_metadata(gguf, &opts, vocab->count);
+    } else {
+        set_model_metadata(gguf, &opts, vocab->count);
+    }
     set_tokenizer_metadata(gguf, vocab, opts.chat_template);
-    add_all_tensors(gguf, ctx, &opts, vocab->count);
+    if (head) {
+        tiny_heads_add_tensors(gguf, ctx, &opts, vocab->count);
+    } else {
+        add_all_tensors(gguf, ctx, &opts, vocab->count);
+    }
     write_gguf_file(gguf, opts.out_path);
 
     fprintf(stderr, PROGRAM_NAME ": wrote %s (n_vocab=%d, first_word_id=%d, tensors=%zu)\n",
-            opts.out_path, vocab->count, vocab->first_word_id, tensor_count(&opts));
+            opts.out_path, vocab->count, vocab->first_word_id, n_tensors);
 
     gguf_free(gguf);
     ggml_free(ctx);

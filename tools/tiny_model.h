@@ -1,0 +1,99 @@
+/* tiny_model.h - what make_tiny_model's writers share: the options, the deterministic weight
+ * streams and the tensor helpers. make_tiny_model.c writes the plain models (llama, mamba, lfm2)
+ * and the vocabulary; tiny_heads.c the drafting heads' models (a GLM-4.5-style target with a
+ * nextn layer, EAGLE-3, DFlash and DSpark drafts). */
+#ifndef TINY_MODEL_H
+#define TINY_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ggml.h"
+#include "gguf.h"
+
+/* Dimension limits keep every size product well inside size_t and int64_t;
+ * a unit-test model never needs more. */
+#define MAX_DIMENSION 8192L
+#define MAX_LAYERS 64L
+#define MAX_CONTEXT 1048576L
+/* Target layers an EAGLE-3 or DFlash draft reads. */
+#define MAX_TARGET_LAYERS 8
+
+typedef enum { ARCH_LLAMA, ARCH_MAMBA, ARCH_LFM2, ARCH_GLM4MOE, ARCH_EAGLE3, ARCH_DFLASH, ARCH_DSPARK } model_arch;
+
+typedef struct {
+    const char *out_path;
+    const char *name;
+    model_arch arch;
+    bool different_vocab;
+    int n_embd;
+    int n_layer;
+    int n_head;
+    int n_head_kv;
+    int n_ff;
+    int n_ctx;
+    uint64_t seed;
+    uint64_t noise_seed;
+    double noise;
+    double logit_scale;
+    const char *chat_template; /* NULL: none */
+    /* Scale of the matrices that write into the residual stream (attention output, feed-forward
+     * down): below 1 the next token depends mostly on the current one, so a head that sees the
+     * current token can agree with the target. 1 keeps the plain models as they were. */
+    double layer_scale;
+    /* Heads: how much of the target's hidden state enters the head's prediction (relative to the
+     * token's own embedding), so the target features matter without drowning the token. */
+    double hidden_mix;
+    /* EAGLE-3, DFlash, DSpark: the target GGUF they draft for, the target layers they read, the
+     * target hidden size they claim (0: the target's), and DFlash's block size. */
+    const char *target_path;
+    int32_t target_layers[MAX_TARGET_LAYERS];
+    int n_target_layers;
+    int target_hidden_size;
+    int block_size;
+} model_options;
+
+typedef struct {
+    uint64_t state;
+} prng;
+
+/* Weights are drawn from one stream and the draft perturbation from another,
+ * so changing --noise never changes the underlying target weights. */
+typedef struct {
+    prng weights;
+    prng noise;
+    double noise_eps;
+} weight_source;
+
+/* One line on stderr, exit status 2. */
+void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Sum of four uniforms rescaled to mean 0, variance 1 (no libm: byte-identical everywhere). */
+double prng_approx_normal(prng *rng);
+
+struct ggml_tensor *new_named_tensor(struct ggml_context *ctx, const char *name, int64_t ne0, int64_t ne1);
+/* A norm gain of ones. */
+void add_norm(struct gguf_context *gguf, struct ggml_context *ctx, const char *name, int64_t size);
+/* A matrix of scale x (approx-normal + noise), one value of each stream per element. */
+void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
+                int64_t ne0, int64_t ne1, double scale);
+/* A tensor of `value` everywhere (ne1 0: a vector). */
+void add_constant(struct gguf_context *gguf, struct ggml_context *ctx, const char *name, int64_t ne0, int64_t ne1,
+                  float value);
+/* 1/sqrt(fan_in): each projection's output at roughly unit variance. */
+double fan_in_scale(int64_t fan_in);
+/* "blk.LAYER.SUFFIX" in buffer. */
+const char *layer_tensor_name(char *buffer, size_t size, int layer, const char *suffix);
+
+/* tiny_heads.c: the heads' architectures. */
+bool tiny_heads_handles(model_arch arch);
+const char *tiny_heads_arch_name(model_arch arch);
+void tiny_heads_validate(const model_options *opts);
+size_t tiny_heads_tensor_count(const model_options *opts);
+size_t tiny_heads_float_count(const model_options *opts, int n_vocab);
+void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx, const model_options *opts,
+                            int n_vocab);
+void tiny_heads_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab);
+
+#endif
