@@ -1,19 +1,16 @@
 /* draft_model.c - the draft-model drafter (its trees: draft_tree.c): sample a chain from the draft
- * model under the request's transforms, one token per draft decode, until the length controller
- * or the bounds say stop.
+ * model under the request's transforms (sampled_chain.h), one token per draft decode, until the
+ * length controller or the bounds say stop.
  *
  * The draft's KV cache follows the history lazily: each step first syncs it to the history (usually
  * one or two new tokens), then decodes each drafted token it needs logits after. */
 #include "draft_model.h"
 
 #include "draft_tree.h"
+#include "sampled_chain.h"
 
-#include "../sample/coupled.h"
-#include "../sample/softmax.h"
-#include "../sample/grammar.h"
 #include "../util/util.h"
 
-#include <math.h>
 #include <stdlib.h>
 
 typedef struct draft_model {
@@ -29,57 +26,10 @@ static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n,
     return st == SPECD_OK ? specd_slot_checkpoint(&dm->engine->draft, SPECD_CHECKPOINT_PROMPT, error) : st;
 }
 
-/* Probability of `token` under the softmax of raw logits: the confidence of a greedy draft. */
-static float softmax_prob(const float *logits, int32_t n_vocab, specd_token token) {
-    float max;
-    double sum = specd_softmax_denominator(logits, n_vocab, &max);
-    return (float)(exp((double)logits[token] - max) / sum);
-}
-
-/* Draws the next draft token and its q (under `filter`, the grammar at this depth, when not NULL).
- * Returns the token, or -1 when out of memory. */
-static specd_token draw_token(draft_model *dm, const specd_draft_request *req, const float *logits,
-                              int32_t n_history, const specd_token_filter *filter, float *confidence) {
-    specd_sampler *s = req->sampler;
-    if (specd_sampler_is_greedy(s)) {
-        specd_token t = specd_sampler_argmax_filtered(s, logits, req->history, n_history, filter);
-        if (!specd_dist_set_one_hot(&dm->q, t)) return -1;
-        *confidence = softmax_prob(s->logits, s->n_vocab, t);
-        return t;
-    }
-    if (!specd_sampler_dist_filtered(s, logits, req->history, n_history, filter, &dm->q)) return -1;
-    specd_token t = req->coupled ? specd_coupled_draw(&dm->q, req->coupled_seed,
-                                                      req->coupled_index + (n_history - req->n_history))
-                                 : specd_dist_sample(&dm->q, req->rng);
-    *confidence = specd_dist_prob(&dm->q, t);
-    return t;
-}
-
-/* Keep the token just drawn at `depth`? Tokens below min_len are kept regardless, but still
- * counted by the length controller so its later choices see the whole chain. */
-static bool keep_token(const specd_draft_request *req, int32_t depth, float confidence) {
-    bool forced = depth < req->min_len;
-    if (!forced && confidence < req->p_min) return false;
-    if (!req->plan) return true;
-    if (!forced && !specd_draft_plan_worth_adding(req->plan, depth, confidence)) return false;
-    specd_draft_plan_add(req->plan, depth, confidence);
-    return true;
-}
-
-/* Spend a draft decode to get one more token after `depth` kept ones? */
-static bool draft_more(const specd_draft_request *req, int32_t depth) {
-    if (depth >= req->max_len) return false;
-    bool forced = depth < req->min_len;
-    if (!req->plan) return true;
-    if (!forced && !specd_draft_plan_worth_continuing(req->plan, depth)) return false;
-    specd_draft_plan_add_draft_decode(req->plan);
-    return true;
-}
-
-/* The chain: one token per depth, each drawn under the grammar state `gs` (NULL: no grammar),
- * which follows the chain. */
-static specd_status draft_chain(draft_model *dm, const specd_draft_request *req, specd_token_tree *tree,
-                                struct llama_sampler *gs, char **error) {
+/* The chain's source: the draft's cache synced to the history (the root's logits), then one decode
+ * per drafted token. */
+static specd_status dm_first(void *self, const specd_draft_request *req, const float **logits, char **error) {
+    draft_model *dm = self;
     specd_engine *e = dm->engine;
     int32_t idx = 0, reused = 0;
     double t0 = specd_now_ms();
@@ -91,43 +41,21 @@ static specd_status draft_chain(draft_model *dm, const specd_draft_request *req,
         specd_costs_record_first_draft(req->costs, specd_now_ms() - t0);
     /* A recurrent draft cannot drop the drafts the target rejects: keep its state before them. */
     if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, SPECD_CHECKPOINT_STEP, error);
+    if (st == SPECD_OK) *logits = llama_get_logits_ith(e->draft.ctx, idx);
+    return st;
+}
+
+static specd_status dm_next(void *self, const specd_draft_request *req, specd_token token, const float **logits,
+                            char **error) {
+    draft_model *dm = self;
+    specd_engine *e = dm->engine;
+    double t0 = specd_now_ms();
+    specd_status st = specd_slot_push(e, &e->draft, token, error);
     if (st != SPECD_OK) return st;
-    specd_token_filter filter;
-    if (gs) filter = specd_grammar_filter(req->grammar, gs);
-    int32_t parent = 0, n_history = req->n_history;
-    for (int32_t depth = 0;; depth++) {
-        const float *logits = llama_get_logits_ith(e->draft.ctx, idx);
-        float confidence = 0.0f;
-        specd_token t = draw_token(dm, req, logits, n_history, gs ? &filter : NULL, &confidence);
-        if (t < 0) {
-            specd_set_error(error, "out of memory while drafting");
-            return SPECD_ERR_NO_MEMORY;
-        }
-        /* Refused only when the grammar allows nothing here (t is then its end token). */
-        if (gs && !specd_grammar_advance(req->grammar, gs, t)) break;
-        if (req->drawn) specd_acceptance_record_drawn(req->drawn, req->acceptance_mode, confidence);
-        /* A sampled token stays even when it does not pay: dropping a drawn token for its own
-         * probability biases the output toward what the draft likes (z = 22..29 in
-         * test_draft_tree's chi-square with --draft-p-min 0.02..0.2 at temperature 1). Only
-         * drafting after it stops. Greedy drafts are not drawn: dropping them is exact. */
-        bool keep = keep_token(req, depth, confidence);
-        if (!keep && specd_sampler_is_greedy(req->sampler)) break;
-        if (!keep && req->plan) specd_draft_plan_add(req->plan, depth, confidence);
-        parent = specd_tree_add(tree, parent, t, &dm->q, confidence);
-        if (parent < 0) {
-            specd_set_error(error, "out of memory while drafting");
-            return SPECD_ERR_NO_MEMORY;
-        }
-        req->history[n_history++] = t;
-        if (!keep || !draft_more(req, depth + 1)) break;
-        t0 = specd_now_ms();
-        st = specd_slot_push(e, &e->draft, t, error);
-        if (st != SPECD_OK) return st;
-        /* Only single-token decodes measure the draft's cost per token: the sync before the
-         * first token may catch up on many tokens after steps without drafts. */
-        if (req->costs) specd_costs_record_draft(req->costs, 1, specd_now_ms() - t0);
-        idx = 0;
-    }
+    /* Only single-token decodes measure the draft's cost per token: the sync before the
+     * first token may catch up on many tokens after steps without drafts. */
+    if (req->costs) specd_costs_record_draft(req->costs, 1, specd_now_ms() - t0);
+    *logits = llama_get_logits_ith(e->draft.ctx, 0);
     return SPECD_OK;
 }
 
@@ -148,9 +76,9 @@ typedef struct joint_chain {
 static void joint_draw(joint_chain *c, const float *logits, char **error) {
     float confidence = 0.0f;
     c->growing = false;
-    specd_token t = draw_token(c->dm, c->req, logits, c->n_history, NULL, &confidence);
+    specd_token t = specd_chain_draw(&c->dm->q, c->req, logits, c->n_history, NULL, &confidence);
     if (t >= 0 && c->req->drawn) specd_acceptance_record_drawn(c->req->drawn, c->req->acceptance_mode, confidence);
-    if (t >= 0 && !keep_token(c->req, c->depth, confidence)) return;
+    if (t >= 0 && !specd_chain_keep(c->req, c->depth, confidence)) return;
     if (t >= 0) c->parent = specd_tree_add(c->tree, c->parent, t, &c->dm->q, confidence);
     if (t < 0 || c->parent < 0) {
         specd_set_error(error, "out of memory while drafting");
@@ -160,7 +88,7 @@ static void joint_draw(joint_chain *c, const float *logits, char **error) {
     c->req->history[c->n_history++] = t;
     c->depth++;
     c->next = t;
-    c->growing = draft_more(c->req, c->depth);
+    c->growing = specd_chain_more(c->req, c->depth);
 }
 
 /* The first token of every chain that drafts, after ONE catch-up decode of all their slots (one
@@ -171,7 +99,7 @@ static void joint_start(specd_engine *e, joint_chain *chains, int32_t n, char **
     const specd_token *histories[SPECD_MAX_PARALLEL];
     int32_t lengths[SPECD_MAX_PARALLEL], idx[SPECD_MAX_PARALLEL], at[SPECD_MAX_PARALLEL], m = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (!draft_more(chains[i].req, 0)) continue;
+        if (!specd_chain_more(chains[i].req, 0)) continue;
         views[m] = specd_engine_draft_view(e, chains[i].slot);
         histories[m] = chains[i].req->history, lengths[m] = chains[i].req->n_history, at[m++] = i;
     }
@@ -239,17 +167,8 @@ static specd_status dm_draft(void *self, const specd_draft_request *req, specd_t
                              char **error) {
     draft_model *dm = self;
     if (specd_draft_tree_wanted(req)) return specd_draft_tree_run(dm->tree, dm->engine, req, tree, error);
-    if (!draft_more(req, 0)) return SPECD_OK;
-    if (!req->grammar) return draft_chain(dm, req, tree, NULL, error);
-    /* The grammar state follows the chain in a fork; the request's stays at the root. */
-    struct llama_sampler *gs = specd_grammar_fork(req->grammar->state);
-    if (!gs) {
-        specd_set_error(error, "out of memory for the grammar state of a draft");
-        return SPECD_ERR_NO_MEMORY;
-    }
-    specd_status st = draft_chain(dm, req, tree, gs, error);
-    llama_sampler_free(gs);
-    return st;
+    specd_chain_source src = {dm, dm_first, dm_next};
+    return specd_sampled_chain(&src, &dm->q, req, tree, error);
 }
 
 static void dm_destroy(void *self) {
