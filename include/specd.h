@@ -159,6 +159,12 @@ typedef struct specd_engine_params {
      * holding n_parallel of them. Given, the context holds n_parallel x n_ctx_per_slot tokens
      * and n_ctx is ignored. specd_engine_n_ctx reports the per-slot context. */
     int32_t n_ctx_per_slot;
+    /* Load the target's multi-token-prediction (nextn) layers and give them a context of their own,
+     * for the 'mtp' drafter (llama.cpp's draft-mtp): GLM-4.5 to 4.7, Qwen3.5, DeepSeek-V3 style
+     * models ship them. specd_engine_new fails, naming the model, when the target has none. An
+     * EAGLE-3 or DFlash head needs no flag: it is the draft_path file (its architecture says so).
+     * Default false. */
+    bool mtp;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
@@ -376,6 +382,15 @@ typedef enum specd_spec_type {
     SPECD_SPEC_NGRAM_MAP = 3,    /* n-gram -> continuations with hit counts; drafts only frequent ones */
     SPECD_SPEC_NGRAM_CACHE = 4,  /* n-gram statistics: this context, earlier requests, a static file */
     SPECD_SPEC_SUFFIX = 5,       /* suffix tree over prompts and past outputs (SuffixDecoding) */
+    /* Drafting heads, fed the target's own hidden states (the engine loads them, see
+     * specd_engine_params.mtp and draft_path); each drafts chains sampled from its q: */
+    SPECD_SPEC_MTP = 6,    /* the target's multi-token-prediction (nextn) layers */
+    SPECD_SPEC_EAGLE3 = 7, /* an EAGLE-3 head (draft_path: an eagle3 GGUF) */
+    SPECD_SPEC_DFLASH = 8, /* a DFlash block-diffusion head (draft_path: a dflash GGUF): a block per pass */
+    SPECD_SPEC_DSPARK = 9, /* DFlash with its Markov head (a dflash GGUF with markov_w1) */
+    /* More model-free drafters, as llama.cpp's: */
+    SPECD_SPEC_NGRAM_MOD = 10,     /* hashed n-gram -> next token table, rebuilt when it stops paying */
+    SPECD_SPEC_NGRAM_MAP_K4V = 11, /* n-gram key -> up to 4 continuations, the most seen drafted */
 } specd_spec_type;
 
 /* Whether the draft model may draft trees (specd_spec_params.tree). */
@@ -396,11 +411,15 @@ SPECD_API bool specd_draft_tree_mode_from_name(const char *name, specd_draft_tre
 /* Most drafters one request may list (specd_spec_params.types). */
 #define SPECD_SPEC_MAX_TYPES 8
 
-/* "none", "draft", "ngram-simple", "ngram-map", "ngram-cache", "suffix" ("auto" for AUTO); NULL
- * for an unknown type. */
+/* "none", "draft", "ngram-simple", "ngram-map", "ngram-cache", "suffix", "mtp", "eagle3", "dflash",
+ * "dspark", "ngram-mod", "ngram-map-k4v" ("auto" for AUTO); NULL for an unknown type. */
 SPECD_API const char *specd_spec_type_name(specd_spec_type type);
-/* The type with this name; returns false when there is none. */
+/* The type with this name; returns false when there is none. llama-server's --spec-type names are
+ * accepted too: "draft-simple" (draft), "draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark",
+ * "ngram-map-k" (ngram-map). */
 SPECD_API bool specd_spec_type_from_name(const char *name, specd_spec_type *type);
+/* Every type's name, for help and messages: "none, draft, ngram-simple, ..." (a constant string). */
+SPECD_API const char *specd_spec_type_names(void);
 
 /* Sets sp->type / sp->types from drafter names: one name sets `type` ("none", "draft", a
  * model-free type; n_types = 0), several set the list ("ngram-simple", "draft"); "auto" is not a
@@ -463,6 +482,7 @@ typedef struct specd_step_info {
     double step_ms;        /* the whole step: drafting, the pass, verification, bookkeeping */
     const float *confidences; /* n_drafted: the drafter's confidence in each draft token, in the
                                * order drafted (a chain's from its first token on) */
+    const specd_token *drafts; /* n_drafted: the draft tokens, in the same order */
 } specd_step_info;
 typedef void (*specd_step_callback)(const specd_step_info *step, void *user_data);
 

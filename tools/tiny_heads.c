@@ -408,7 +408,9 @@ void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     if (t.n_embd != opts->n_embd) {
         fail("the head's --n-embd (%d) must be the target's hidden size (%d)", opts->n_embd, t.n_embd);
     }
-    if (opts->arch == ARCH_EAGLE3) eagle3_tensors(gguf, ctx, &source, opts, t.n_embd);
+    /* fc reads the hidden size the head claims (a wrong one makes a head for another target) */
+    int claimed = opts->target_hidden_size > 0 ? opts->target_hidden_size : t.n_embd;
+    if (opts->arch == ARCH_EAGLE3) eagle3_tensors(gguf, ctx, &source, opts, claimed);
     else dflash_tensors(gguf, ctx, &source, opts, &t, n_vocab);
     close_target(&t);
 }

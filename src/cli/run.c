@@ -77,9 +77,11 @@ static void run_usage(FILE *out) {
           "                           default 0)\n"
           "  --grammar TEXT           GBNF grammar the output must match (start symbol root)\n"
           "  --grammar-file FILE      read the grammar from FILE\n"
-          "  --spec LIST              speculation: none, or a comma-separated list of draft,\n"
-          "                           ngram-simple, ngram-map, ngram-cache, suffix; each step uses\n"
-          "                           the one expected to pay most (default: draft when -md is given)\n"
+          "  --spec LIST              speculation: none, or a comma-separated list of drafters\n"
+          "                           (specd run --help lists them; llama-server's --spec-type names\n"
+          "                           too); each step uses the one expected to pay most (default: the\n"
+          "                           draft model or head given with -md); mtp loads the target's MTP\n"
+          "                           layers, eagle3/dflash/dspark need that head as -md\n"
           "  --spec-ngram-n N         n-gram length of ngram-simple and ngram-map (default 3)\n"
           "  --spec-ngram-min-hits N  ngram-map drafts continuations seen N times (default 2)\n"
           "  --spec-ngram-cache FILE  static n-gram cache for ngram-cache (tools/build_ngram_cache)\n"
@@ -100,7 +102,7 @@ static void run_usage(FILE *out) {
           "  --json                   print one JSON object instead of streaming text\n"
           "  --trace-steps FILE       write one line a step: history length, drafted, accepted,\n"
           "                           draft/verify/step ms, then each draft's confidence (the\n"
-          "                           input of tools/policy_replay)\n"
+          "                           input of tools/policy_replay), then '|' and the draft tokens\n"
           "  --verbose                show llama.cpp's log\n",
           out);
 }
@@ -111,16 +113,16 @@ static bool parse_spec(cli_args *a, specd_spec_params *sp) {
     if (!v) return false;
     char *err = NULL;
     bool ok = specd_spec_params_parse_types(sp, v, &err) == SPECD_OK;
-    if (!ok) cli_fail(a, "--spec must be none or a comma-separated list of draft, ngram-simple, ngram-map, "
-                      "ngram-cache, suffix: %s", err ? err : "");
+    if (!ok) cli_fail(a, "--spec must be none or a comma-separated list of %s: %s", specd_spec_type_names(),
+                      err ? err : "");
     specd_free(err);
     return ok;
 }
 
-static bool spec_lists_draft(const specd_spec_params *sp) {
-    if (sp->n_types == 0) return sp->type == SPECD_SPEC_DRAFT;
+static bool spec_lists(const specd_spec_params *sp, specd_spec_type type) {
+    if (sp->n_types == 0) return sp->type == type;
     for (int32_t i = 0; i < sp->n_types; i++)
-        if (sp->types[i] == SPECD_SPEC_DRAFT) return true;
+        if (sp->types[i] == type) return true;
     return false;
 }
 
@@ -279,8 +281,10 @@ static int parse_run_options(cli_args *a, run_options *o) {
     if (o->gen.grammar && o->grammar_file)
         return cli_fail(a, "give either --grammar or --grammar-file, not both") ? 0 : -1;
     if (!ranges_valid(a, &o->gen)) return -1;
-    if (spec_lists_draft(&o->gen.speculative) && !o->engine.draft_path)
+    if (spec_lists(&o->gen.speculative, SPECD_SPEC_DRAFT) && !o->engine.draft_path)
         return cli_fail(a, "--spec draft needs a draft model: pass -md FILE") ? 0 : -1;
+    /* the MTP head is the target's own layers: loaded when the list names it */
+    o->engine.mtp = spec_lists(&o->gen.speculative, SPECD_SPEC_MTP);
     return 0;
 }
 
@@ -317,6 +321,8 @@ static void trace_step(const specd_step_info *step, void *user_data) {
     fprintf(s->trace, "%d %d %d %.3f %.3f %.3f", step->n_history, step->n_drafted, step->n_accepted, step->draft_ms,
             step->verify_ms, step->step_ms);
     for (int32_t i = 0; i < step->n_drafted; i++) fprintf(s->trace, " %.4f", step->confidences[i]);
+    if (step->n_drafted > 0) fputs(" |", s->trace);
+    for (int32_t i = 0; i < step->n_drafted; i++) fprintf(s->trace, " %d", step->drafts[i]);
     fputc('\n', s->trace);
 }
 

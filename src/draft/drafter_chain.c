@@ -18,6 +18,8 @@
 #include "../util/util.h"
 #include "draft_model.h"
 #include "drafter_memory.h"
+#include "head_drafters.h"
+#include "../engine/head.h"
 #include "ngram_cache.h"
 #include "ngram_map.h"
 #include "ngram_simple.h"
@@ -33,6 +35,8 @@
 
 typedef struct member {
     specd_spec_type type;
+    bool decodes;                /* the draft model or a head: valued by its recent yield */
+    int32_t steps_without;       /* decoding members: steps since it last ran */
     specd_drafter drafter;
     specd_token_tree candidate;  /* this step's proposal (model-free members) */
     specd_acceptance *cal;       /* acceptance by confidence: the engine's, per type */
@@ -46,10 +50,8 @@ typedef struct drafter_chain {
     specd_drafter_memory *memory;
     member m[SPECD_SPEC_MAX_TYPES];
     int32_t n;
-    int32_t model;     /* index of the draft-model member, or -1 */
     int32_t chosen;    /* member whose tree is being verified, or -1 */
     specd_accept_mode mode; /* how the step being verified is verified */
-    int32_t steps_without_model; /* steps since the draft model last ran */
     double *p_node;    /* scratch: P per candidate node (-1: not kept) */
     int32_t p_cap;
     double *e_depth;   /* scratch: sum of P by depth */
@@ -65,16 +67,46 @@ bool specd_drafter_chain_wanted(const specd_spec_params *sp) {
 }
 
 
+/* The head a head type runs, and how to load it. */
+static specd_head_kind head_of(specd_spec_type t) {
+    switch (t) {
+    case SPECD_SPEC_MTP: return SPECD_HEAD_MTP;
+    case SPECD_SPEC_EAGLE3: return SPECD_HEAD_EAGLE3;
+    case SPECD_SPEC_DFLASH: return SPECD_HEAD_DFLASH;
+    default: return SPECD_HEAD_DSPARK;
+    }
+}
+
+static const char *how_to_load(specd_spec_type t) {
+    switch (t) {
+    case SPECD_SPEC_MTP: return "the target's MTP layers: load the engine with them (specd_engine_params.mtp; "
+                                "specd run/serve --spec mtp)";
+    case SPECD_SPEC_EAGLE3: return "an EAGLE-3 head: give its GGUF (architecture eagle3) as the draft (-md)";
+    case SPECD_SPEC_DFLASH: return "a DFlash head: give its GGUF (architecture dflash) as the draft (-md)";
+    default: return "a DSpark head: give its GGUF (a dflash with a Markov head) as the draft (-md)";
+    }
+}
+
+/* A type the engine cannot run: what it needs, and what the engine has instead. */
+static specd_status refuse_type(const specd_engine *e, specd_spec_type t, char **error) {
+    const char *has = specd_engine_head(e) != SPECD_HEAD_NONE ? specd_engine_head_desc(e) : NULL;
+    if (t == SPECD_SPEC_DRAFT)
+        specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or leave 'draft' out "
+                        "of the list%s%s", has ? "; the draft given is the " : "", has ? has : "");
+    else
+        specd_set_error(error, "speculative type '%s' needs %s%s%s", specd_spec_type_name(t), how_to_load(t),
+                        has ? "; the engine has the " : "", has ? has : "");
+    return SPECD_ERR_INVALID_ARGUMENT;
+}
+
 specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spec_params *sp, char **error) {
     /* Ranges, unknown and repeated types: specd_generation_params_validate. What needs the engine: */
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
-    int32_t n = specd_spec_resolve_types(sp, e->draft.ctx != NULL, types);
+    int32_t n = specd_spec_resolve_types(sp, specd_spec_auto_type(e), types);
     for (int32_t i = 0; i < n; i++) {
-        if (types[i] == SPECD_SPEC_DRAFT && !e->draft.ctx) {
-            specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or leave "
-                            "'draft' out of the list");
-            return SPECD_ERR_INVALID_ARGUMENT;
-        }
+        bool missing = types[i] == SPECD_SPEC_DRAFT ? !e->draft.ctx
+                       : specd_spec_type_is_head(types[i]) && specd_engine_head(e) != head_of(types[i]);
+        if (missing) return refuse_type(e, types[i], error);
     }
     return SPECD_OK;
 }
@@ -144,16 +176,17 @@ static bool value_candidate(drafter_chain *c, member *m, const specd_draft_reque
     return true;
 }
 
-/* The draft model's expected value from its recent calls. Its cost per call is the measured cost
+/* A decoding member's expected value from its recent calls. Its cost per call is the measured cost
  * of a draft token times the tokens it drafts: the wall time of a call also holds catching up on
  * tokens the model-free drafters proposed, a one-off that would make the model look slow. */
-static double model_value(const drafter_chain *c, const specd_draft_request *req) {
+static double model_value(const drafter_chain *c, const member *m, const specd_draft_request *req) {
     const specd_drafter_memory *mem = c->memory;
-    if (c->steps_without_model >= MODEL_RETRY_EVERY) return INFINITY;
-    if (!req->plan) return mem->model_accepted;
-    double draft_ms = specd_costs_drafts(&c->e->learned->costs, (int32_t)lround(mem->model_drafted));
-    int32_t n = (int32_t)lround(mem->model_drafted) + 1;
-    return specd_draft_plan_net(req->plan, 1.0 + mem->model_accepted, specd_draft_plan_pass_ms(req->plan, n) + draft_ms);
+    double drafted = mem->model_drafted[m->type], accepted = mem->model_accepted[m->type];
+    if (m->steps_without >= MODEL_RETRY_EVERY) return INFINITY;
+    if (!req->plan) return accepted;
+    double draft_ms = specd_costs_drafts(&c->e->learned->costs, (int32_t)lround(drafted));
+    int32_t n = (int32_t)lround(drafted) + 1;
+    return specd_draft_plan_net(req->plan, 1.0 + accepted, specd_draft_plan_pass_ms(req->plan, n) + draft_ms);
 }
 
 /* ---- drafting ------------------------------------------------------------------------------- */
@@ -161,7 +194,7 @@ static double model_value(const drafter_chain *c, const specd_draft_request *req
 static specd_status propose_all(drafter_chain *c, const specd_draft_request *req, specd_token root, char **error) {
     for (int32_t i = 0; i < c->n; i++) {
         member *m = &c->m[i];
-        if (i == c->model) continue;
+        if (m->decodes) continue;
         if (!specd_tree_reset(&m->candidate, root)) goto oom;
         double t0 = specd_now_ms();
         specd_status st = m->drafter.ops->draft(m->drafter.self, req, &m->candidate, error);
@@ -194,9 +227,7 @@ static bool copy_candidate(drafter_chain *c, const member *m, specd_token_tree *
     return ok;
 }
 
-static specd_status run_model(drafter_chain *c, const specd_draft_request *req, specd_token_tree *tree,
-                              char **error) {
-    member *m = &c->m[c->model];
+static specd_status run_model(member *m, const specd_draft_request *req, specd_token_tree *tree, char **error) {
     double t0 = specd_now_ms();
     specd_status st = m->drafter.ops->draft(m->drafter.self, req, tree, error);
     m->stats->draft_ms += specd_now_ms() - t0;
@@ -216,17 +247,18 @@ static specd_status chain_draft(void *self, const specd_draft_request *req, spec
     double skip = req->plan ? specd_draft_plan_net(req->plan, 1.0, specd_draft_plan_pass_ms(req->plan, 1)) : 0.0;
     double best = may_skip ? skip : -INFINITY;
     for (int32_t i = 0; i < c->n; i++) {
-        double value = i == c->model ? model_value(c, req) : c->m[i].depth > 0 ? c->m[i].value : -INFINITY;
+        const member *m = &c->m[i];
+        double value = m->decodes ? model_value(c, m, req) : m->depth > 0 ? m->value : -INFINITY;
         if (value > best) {
             best = value;
             c->chosen = i;
         }
     }
-    c->steps_without_model = c->chosen == c->model ? 0 : c->steps_without_model + 1;
+    for (int32_t i = 0; i < c->n; i++) c->m[i].steps_without = c->chosen == i ? 0 : c->m[i].steps_without + 1;
     if (c->chosen < 0) return SPECD_OK;
     member *m = &c->m[c->chosen];
     tree->drafter = c->chosen;
-    if (c->chosen == c->model) st = run_model(c, req, tree, error);
+    if (m->decodes) st = run_model(m, req, tree, error);
     else if (!copy_candidate(c, m, tree)) {
         specd_set_error(error, "out of memory while drafting");
         st = SPECD_ERR_NO_MEMORY;
@@ -244,18 +276,19 @@ static void chain_observe(void *self, const specd_token_tree *tree, const specd_
     int32_t n_drafted = specd_tree_n_drafted(tree);
     m->stats->n_drafted += n_drafted;
     m->stats->n_accepted += vr->n_accepted;
-    /* The draft model's outcomes calibrate the engine's length controller, as without a chain. */
-    specd_acceptance *cal = c->chosen == c->model ? &c->e->learned->acceptance : m->cal;
+    /* A decoding member's outcomes calibrate the engine's length controller, as the draft model's do
+     * without a chain (its plan prices their drafts). */
+    specd_acceptance *cal = m->decodes ? &c->e->learned->acceptance : m->cal;
     for (int32_t i = 1; i < tree->n_nodes; i++) {
         const specd_tree_node *node = &tree->nodes[i];
         bool accepted = node->depth <= vr->n_accepted && vr->path[node->depth - 1] == i;
         bool rejected = node->depth == vr->n_accepted + 1 && node->parent == vr->last_node;
         if (accepted || rejected) specd_acceptance_record(cal, c->mode, node->depth, node->confidence, accepted);
     }
-    if (c->chosen == c->model) {
+    if (m->decodes) {
         specd_drafter_memory *mem = c->memory;
-        mem->model_drafted = (1.0 - MODEL_EMA) * mem->model_drafted + MODEL_EMA * n_drafted;
-        mem->model_accepted = (1.0 - MODEL_EMA) * mem->model_accepted + MODEL_EMA * vr->n_accepted;
+        mem->model_drafted[m->type] = (1.0 - MODEL_EMA) * mem->model_drafted[m->type] + MODEL_EMA * n_drafted;
+        mem->model_accepted[m->type] = (1.0 - MODEL_EMA) * mem->model_accepted[m->type] + MODEL_EMA * vr->n_accepted;
     }
     if (m->drafter.ops->observe) m->drafter.ops->observe(m->drafter.self, tree, vr);
 }
@@ -318,6 +351,10 @@ static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *me
     case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
     case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
     case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, sp->suffix_branches, out, error);
+    case SPECD_SPEC_MTP:
+    case SPECD_SPEC_EAGLE3: return specd_head_chain_new(e, out, error);
+    case SPECD_SPEC_DFLASH:
+    case SPECD_SPEC_DSPARK: return specd_head_block_new(e, out, error);
     default: break;
     }
     specd_set_error(error, "speculative type '%s' is not available in this build",
@@ -338,20 +375,19 @@ specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *s
     }
     c->e = e;
     c->memory = mem;
-    c->model = -1;
     c->chosen = -1;
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
-    int32_t n = specd_spec_resolve_types(sp, e->draft.ctx != NULL, types);
+    int32_t n = specd_spec_resolve_types(sp, specd_spec_auto_type(e), types);
     stats->n_drafters = n;
     for (int32_t i = 0; i < n && st == SPECD_OK; i++) {
         member *m = &c->m[i];
         m->type = types[i];
+        m->decodes = types[i] == SPECD_SPEC_DRAFT || specd_spec_type_is_head(types[i]);
         m->cal = &mem->calibration[types[i]];
         m->stats = &stats->drafters[i];
         m->stats->type = types[i];
         st = new_member_drafter(e, mem, sp, types[i], &m->drafter, error);
         if (st == SPECD_OK) c->n++;
-        if (types[i] == SPECD_SPEC_DRAFT) c->model = i;
     }
     if (st != SPECD_OK) {
         chain_destroy(c);

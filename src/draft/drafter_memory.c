@@ -19,9 +19,11 @@ specd_drafter_memory *specd_drafter_memory_get(struct specd_engine *e, char **er
         specd_set_error(error, "out of memory for the drafters' state");
         return NULL;
     }
-    for (int i = 0; i < SPECD_N_SPEC_TYPES; i++) specd_acceptance_init(&m->calibration[i]);
-    m->model_drafted = SPECD_MODEL_PRIOR_DRAFTED;
-    m->model_accepted = SPECD_MODEL_PRIOR_ACCEPTED;
+    for (int i = 0; i < SPECD_N_SPEC_TYPES; i++) {
+        specd_acceptance_init(&m->calibration[i]);
+        m->model_drafted[i] = SPECD_MODEL_PRIOR_DRAFTED;
+        m->model_accepted[i] = SPECD_MODEL_PRIOR_ACCEPTED;
+    }
     specd_ngram_counts_init(&m->dynamic, SPECD_DYNAMIC_CACHE_MAX_PAIRS);
     specd_ngram_counts_init(&m->statics, 0);
     learned->drafter_memory = m;

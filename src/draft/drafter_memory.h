@@ -1,6 +1,7 @@
 /* drafter_memory.h - what the drafters keep across requests, owned by the engine: per-drafter
  * acceptance calibration (so a chain knows from the first step which drafter to trust) and the
- * draft model's recent yield. Created on first use, bounded in size, freed with the engine. */
+ * recent yield of the drafters that decode (the draft model, the heads). Created on first use,
+ * bounded in size, freed with the engine. */
 #ifndef SPECD_DRAFTER_MEMORY_H
 #define SPECD_DRAFTER_MEMORY_H
 
@@ -9,7 +10,7 @@
 #include "specd.h"
 #include "suffix_tree.h"
 
-#define SPECD_N_SPEC_TYPES (SPECD_SPEC_SUFFIX + 1)
+#define SPECD_N_SPEC_TYPES (SPECD_SPEC_NGRAM_MAP_K4V + 1)
 /* Bounds of what is kept across requests: about 12 MB for the suffix tree, 24 MB for the cache. */
 #define SPECD_SUFFIX_MAX_NODES (1 << 18)
 #define SPECD_SUFFIX_DEPTH 24
@@ -22,8 +23,9 @@
 typedef struct specd_drafter_memory {
     /* Acceptance by confidence, per drafter type. */
     specd_acceptance calibration[SPECD_N_SPEC_TYPES];
-    /* The draft model's moving averages per call: tokens drafted and accepted. */
-    double model_drafted, model_accepted;
+    /* The moving averages per call of each drafter that decodes (the draft model, the heads):
+     * tokens drafted and accepted, by type. */
+    double model_drafted[SPECD_N_SPEC_TYPES], model_accepted[SPECD_N_SPEC_TYPES];
     /* suffix: prompts and outputs of every request (bounded by SPECD_SUFFIX_MAX_NODES). */
     specd_suffix_tree suffix;
     /* ngram-cache: statistics of earlier requests (bounded), and the static file last asked for. */

@@ -1,14 +1,30 @@
 /* spec_types.c - see spec_types.h; and the public parsers of drafter names. */
 #include "spec_types.h"
 
+#include "../engine/head.h"
 #include "../util/util.h"
 
 #include <string.h>
 
-int32_t specd_spec_resolve_types(const specd_spec_params *sp, bool has_draft,
+specd_spec_type specd_spec_auto_type(const specd_engine *e) {
+    if (specd_engine_has_draft(e)) return SPECD_SPEC_DRAFT;
+    switch (specd_engine_head(e)) {
+    case SPECD_HEAD_MTP: return SPECD_SPEC_MTP;
+    case SPECD_HEAD_EAGLE3: return SPECD_SPEC_EAGLE3;
+    case SPECD_HEAD_DFLASH: return SPECD_SPEC_DFLASH;
+    case SPECD_HEAD_DSPARK: return SPECD_SPEC_DSPARK;
+    default: return SPECD_SPEC_NONE;
+    }
+}
+
+bool specd_spec_type_is_head(specd_spec_type t) {
+    return t == SPECD_SPEC_MTP || t == SPECD_SPEC_EAGLE3 || t == SPECD_SPEC_DFLASH || t == SPECD_SPEC_DSPARK;
+}
+
+int32_t specd_spec_resolve_types(const specd_spec_params *sp, specd_spec_type auto_type,
                                  specd_spec_type out[SPECD_SPEC_MAX_TYPES]) {
     if (sp->n_types <= 0) {
-        out[0] = sp->type == SPECD_SPEC_AUTO ? (has_draft ? SPECD_SPEC_DRAFT : SPECD_SPEC_NONE) : sp->type;
+        out[0] = sp->type == SPECD_SPEC_AUTO ? auto_type : sp->type;
         return out[0] == SPECD_SPEC_NONE ? 0 : 1;
     }
     int32_t n = 0;
@@ -20,15 +36,15 @@ int32_t specd_spec_resolve_types(const specd_spec_params *sp, bool has_draft,
 specd_status specd_spec_params_set_types(specd_spec_params *sp, const char *const *names, int32_t n_names,
                                          char **error) {
     if (n_names < 1 || n_names > SPECD_SPEC_MAX_TYPES) {
-        specd_set_error(error, "speculative types: give 1 to %d of none, draft, ngram-simple, ngram-map, "
-                        "ngram-cache, suffix (got %d)", SPECD_SPEC_MAX_TYPES, n_names);
+        specd_set_error(error, "speculative types: give 1 to %d of %s (got %d)", SPECD_SPEC_MAX_TYPES,
+                        specd_spec_type_names(), n_names);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
     for (int32_t i = 0; i < n_names; i++) {
         if (!specd_spec_type_from_name(names[i], &types[i]) || types[i] == SPECD_SPEC_AUTO) {
-            specd_set_error(error, "speculative type %d is '%s', not one of none, draft, ngram-simple, "
-                            "ngram-map, ngram-cache, suffix", i, names[i] ? names[i] : "(null)");
+            specd_set_error(error, "speculative type %d is '%s', not one of %s", i, names[i] ? names[i] : "(null)",
+                            specd_spec_type_names());
             return SPECD_ERR_INVALID_ARGUMENT;
         }
         if (types[i] == SPECD_SPEC_NONE && n_names > 1) {

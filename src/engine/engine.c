@@ -3,6 +3,7 @@
  * compete for the cores. */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
+#include "head_internal.h"
 #include "rpc_servers.h"
 
 #include "../util/util.h"
@@ -182,6 +183,8 @@ static specd_status load_model(const specd_engine_params *params, const char *pa
     if (st != SPECD_OK) return st;
     struct llama_model **out = &slot->model;
     struct llama_model_params mp = llama_model_default_params();
+    /* the target's nextn layers are left out unless the MTP head will run them (as llama.cpp does) */
+    mp.load_mtp = params->mtp && !strcmp(role, "target");
     specd_placement_apply(&slot->placement, &mp);
     load_progress lp = {.params = params};
     if (params->progress_callback) { /* without one, llama.cpp's own prints dots in verbose mode */
@@ -312,6 +315,8 @@ static void swap_view(specd_model_slot *active, specd_model_slot *views, int32_t
     views[from].kv_tokens = active->kv_tokens;
     views[from].n_kv = active->n_kv;
     views[from].logits_offset = active->logits_offset;
+    views[from].features = active->features;
+    active->features = views[to].features;
     active->kv_tokens = views[to].kv_tokens;
     active->n_kv = views[to].n_kv;
     active->seq = views[to].seq;
@@ -457,7 +462,8 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
     if (e->draft_path) {
         st = load_model(params, e->draft_path, "draft", &e->draft, error);
-        if (st == SPECD_OK) st = check_pair(e, error);
+        /* an EAGLE-3 or DFlash file is a head: it is checked against the target as one (head.c) */
+        if (st == SPECD_OK && !specd_head_is_head_model(e->draft.model)) st = check_pair(e, error);
         if (st != SPECD_OK) return blame(failed, SPECD_INPUT_DRAFT, st);
     }
     e->vocab = llama_model_get_vocab(e->target.model);
@@ -470,10 +476,15 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     bool chains_only = llama_model_is_recurrent(e->target.model) || llama_model_is_hybrid(e->target.model);
     st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, &e->target_views, "target", error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
-    if (e->draft.model)
+    bool draft_is_head = e->draft.model && specd_head_is_head_model(e->draft.model);
+    if (e->draft.model && !draft_is_head)
         st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, &e->draft_views,
                                                              "draft", error));
-    return st;
+    if (st != SPECD_OK || (!draft_is_head && !params->mtp)) return st;
+    struct llama_model *head_model = draft_is_head ? e->draft.model : NULL; /* the head owns it from here */
+    e->draft.model = NULL;
+    return blame(failed, head_model ? SPECD_INPUT_DRAFT : SPECD_INPUT_TARGET,
+                 specd_head_new(e, head_model, e->draft_path, params->mtp, error));
 }
 
 specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine **out,
@@ -541,6 +552,7 @@ static void free_slot(specd_model_slot *slot, specd_model_slot *views, int32_t n
 void specd_engine_free(specd_engine *e) {
     if (!e) return;
     if (e->learned) e->free_learned(e->learned);
+    specd_head_free(e); /* before the target: its context reads the target's */
     free_slot(&e->draft, e->draft_views, e->n_parallel, e->active_slot);
     free_slot(&e->target, e->target_views, e->n_parallel, e->active_slot);
     if (e->batch.token) llama_batch_free(e->batch);
@@ -573,6 +585,7 @@ void specd_engine_slot_forget(specd_engine *e, int32_t slot) {
     specd_slot_truncate(specd_engine_target_view(e, slot), 0);
     specd_model_slot *draft = specd_engine_draft_view(e, slot);
     if (draft) specd_slot_truncate(draft, 0);
+    specd_head_forget_slot(e, slot);
 }
 
 void specd_engine_request_stop(specd_engine *e) { atomic_fetch_add(&e->stop_requests, 1u); }

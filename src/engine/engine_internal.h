@@ -50,6 +50,9 @@ typedef struct specd_model_slot {
     double checkpoint_ms, restore_ms, redecode_ms; /* redecode: tokens decoded again after going back */
     int32_t lost_until; /* positions before it that going back dropped and the next sync decodes again */
     specd_placement placement; /* where its layers are (placement.h) */
+    /* Target views with a drafting head: the target's hidden states the head reads, by position
+     * (features.h; the head owns them). NULL otherwise. */
+    struct specd_features *features;
 } specd_model_slot;
 
 struct specd_engine {
@@ -61,6 +64,9 @@ struct specd_engine {
     char *draft_path;
     specd_model_slot target;
     specd_model_slot draft;   /* ctx == NULL without a draft model */
+    /* A drafting head's companion context (head.h): the target's MTP layers, or an EAGLE-3 or
+     * DFlash model given as the draft. NULL without one. */
+    struct specd_head *head;
     /* Slots: views of the two contexts, one per slot. e->target and e->draft hold the active
      * slot's views (every caller uses them); specd_engine_use_slot swaps another in. */
     int32_t n_parallel;

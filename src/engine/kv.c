@@ -2,6 +2,8 @@
  * prefix, drop the rest, decode what is missing. A slot is one sequence of a context shared by
  * every slot (engine_internal.h); a recurrent state goes back to checkpoints (state.c). */
 #include "engine_internal.h"
+#include "features.h"
+#include "head_internal.h"
 
 #include "../util/util.h"
 
@@ -91,6 +93,10 @@ static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const s
         memcpy(slot->kv_tokens + start, tokens + start, (size_t)(end - start) * sizeof *tokens);
         slot->n_kv = end;
         if (logits_idx) *logits_idx = end - start - 1;
+        /* a drafting head reads the target's hidden states: kept, and taken in chunk by chunk */
+        st = specd_head_capture(e, slot, 0, start, end - start, error);
+        if (st == SPECD_OK) st = specd_head_keep_up(e, slot, error);
+        if (st != SPECD_OK) return st;
     }
     return SPECD_OK;
 }
@@ -126,7 +132,8 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     double t0 = specd_now_ms();
     specd_status st = decode_from(e, slot, tokens, common, n, want_logits, logits_idx, error);
     if (st == SPECD_OK && again > 0) slot->redecode_ms += (specd_now_ms() - t0) * (double)again / (double)(n - common);
-    return st;
+    /* the verify passes' hidden states a head has not taken in yet, when they pile up */
+    return st == SPECD_OK ? specd_head_keep_up(e, slot, error) : st;
 }
 
 /* Whether the slots' missing tokens go in one decode as they are: they fit one batch, and no
@@ -173,6 +180,7 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
         logits_idx[i] = b->n_tokens - 1;
     }
     specd_status st = b->n_tokens > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
+    int32_t b0 = 0;
     for (int32_t i = 0; i < n_views; i++) {
         specd_model_slot *v = views[i];
         if (st != SPECD_OK) {
@@ -183,6 +191,8 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
         v->n_kv = n[i];
         v->logits_offset = 0;
         v->last_decode_n = n[i] - from[i]; /* its own part of the decode */
+        st = specd_head_capture(e, v, b0, from[i], n[i] - from[i], error);
+        b0 += n[i] - from[i];
     }
     return st;
 }
@@ -242,6 +252,7 @@ bool specd_slot_can_shift(const specd_model_slot *slot) {
 
 void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard) {
     int32_t end = n_keep + n_discard;
+    if (slot->features) specd_features_shift(slot->features, n_keep, n_discard);
     if (slot->n_kv <= end || !specd_slot_can_shift(slot)) {
         /* Nothing cached after the dropped tokens (or it cannot move): the next sync decodes it. */
         specd_slot_truncate(slot, n_keep);
@@ -313,13 +324,19 @@ static void drop_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_ro
 }
 
 /* After a good pass: a chain or a prompt chunk is in the slot's cache, so its token list holds it
- * (keep_branch then drops a chain's rejected tail, which a recurrent state does by going back). */
-static void record_pass(const specd_tree_pass *t) {
+ * (keep_branch then drops a chain's rejected tail, which a recurrent state does by going back), and
+ * a head keeps its hidden states (batch index b0 on); a tree's branches share positions: the head's
+ * rows end at its root. */
+static specd_status record_pass(specd_engine *e, const specd_tree_pass *t, int32_t b0, char **error) {
     specd_model_slot *slot = t->slot;
     slot->last_decode_n = t->n_tokens; /* its own part of the decode */
-    if (t->n_branches != 1) return;
+    if (t->n_branches != 1) {
+        specd_head_cut(slot, t->pos_root);
+        return SPECD_OK;
+    }
     for (int32_t i = 0; i < t->n_tokens; i++) slot->kv_tokens[t->pos_root + t->tokens[i].depth] = t->tokens[i].token;
     slot->n_kv = t->pos_root + t->n_tokens;
+    return specd_head_capture(e, slot, b0, t->pos_root, t->n_tokens, error);
 }
 
 specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *passes, int32_t n_passes, double *ms,
@@ -358,8 +375,12 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
     int32_t rc = llama_decode(passes[0].slot->ctx, *b);
     if (ms) *ms = specd_now_ms() - t0;
     if (rc == 0) {
-        for (int32_t p = 0; p < n_passes; p++) record_pass(&passes[p]);
-        return SPECD_OK;
+        specd_status st = SPECD_OK;
+        for (int32_t p = 0, b0 = 0; p < n_passes; b0 += passes[p++].n_tokens) {
+            specd_status sp = record_pass(e, &passes[p], b0, error);
+            if (st == SPECD_OK) st = sp;
+        }
+        return st;
     }
     for (int32_t p = 0; p < n_passes; p++) drop_tree(passes[p].slot, passes[p].n_branches, passes[p].pos_root);
     specd_set_error(error, "llama_decode failed (code %d) on the trees of %d slots, %d tokens in all", rc, n_passes,

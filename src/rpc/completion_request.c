@@ -167,8 +167,8 @@ bool completion_parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool ha
     size_t n = json_array_size(type);
     if (!json_is_array(type) || n == 0 || n > SPECD_SPEC_MAX_TYPES)
         return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
-                        "completion params: 'speculative.type' must be a list of 1 to %d of \"none\", \"draft\", "
-                        "\"ngram-simple\", \"ngram-map\", \"ngram-cache\", \"suffix\"", SPECD_SPEC_MAX_TYPES);
+                        "completion params: 'speculative.type' must be a list of 1 to %d of %s", SPECD_SPEC_MAX_TYPES,
+                        specd_spec_type_names());
     const char *names[SPECD_SPEC_MAX_TYPES];
     bool lists_draft = false;
     for (size_t i = 0; i < n; i++) {
@@ -176,7 +176,8 @@ bool completion_parse_spec_type(rpc_params *sp, specd_spec_params *spec, bool ha
         if (!names[i])
             return rpc_fail(sp->err, RPC_INVALID_PARAMS, "speculative.type",
                             "completion params: speculative.type[%zu] must be a string", i);
-        lists_draft |= strcmp(names[i], "draft") == 0;
+        specd_spec_type t;
+        lists_draft |= specd_spec_type_from_name(names[i], &t) && t == SPECD_SPEC_DRAFT; /* or "draft-simple" */
     }
     char *message = NULL;
     if (specd_spec_params_set_types(spec, names, (int32_t)n, &message) != SPECD_OK) {

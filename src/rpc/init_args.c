@@ -109,6 +109,23 @@ static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *er
 }
 
 /* Flags that only matter to a server; accepted so existing command lines work. */
+/* --spec-type LIST (llama-server's: "draft-mtp", "ngram-mod,draft-simple", ...): the names are
+ * checked, and a list that names MTP loads the target's MTP layers. Requests still name their own
+ * drafters; AUTO drafts with what was loaded. */
+static bool spec_type_value(const char *v, specd_engine_params *p, rpc_error *err, const char *field) {
+    specd_generation_params g = specd_generation_default_params();
+    char *message = NULL;
+    if (specd_spec_params_parse_types(&g.speculative, v, &message) != SPECD_OK) {
+        rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s: %s", field, message ? message : "");
+        specd_free(message);
+        return false;
+    }
+    const specd_spec_params *sp = &g.speculative;
+    for (int32_t i = 0; i < (sp->n_types > 0 ? sp->n_types : 1); i++)
+        if ((sp->n_types > 0 ? sp->types[i] : sp->type) == SPECD_SPEC_MTP) p->mtp = true;
+    return true;
+}
+
 static bool is_ignored_flag_with_value(const char *f) {
     return !strcmp(f, "--host") || !strcmp(f, "--port");
 }
@@ -169,6 +186,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
         return (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
     if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v"))
         return (v = next_value(c, f)) && cache_type_value(v, &p->cache_type_v, c->err, f);
+    if (!strcmp(f, "--spec-type")) return (v = next_value(c, f)) && spec_type_value(v, p, c->err, f);
     int r = parse_gpu_layers_flag(c, f, s);
     if (r == 0) r = parse_device_flag(c, f, s);
     if (r != 0) return r > 0;
@@ -176,7 +194,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
-                    "--calibration-cache, --verbose)", f);
+                    "--calibration-cache, --spec-type, --verbose)", f);
 }
 
 static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
@@ -271,6 +289,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_type(rp, &p->cache_type_v) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
+           rpc_get_bool(rp, "mtp", &p->mtp) >= 0 &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }

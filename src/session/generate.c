@@ -51,6 +51,7 @@ typedef struct specd_session {
     int32_t step_history;     /* the history's length when the step began */
     double step_verify_mark;  /* stats.verify_ms when the step began */
     float *step_confidences;  /* scratch: the step's draft confidences for on_step (batch_cap) */
+    specd_token *step_drafts; /* scratch: the step's draft tokens for on_step (batch_cap) */
     specd_token *history;     /* prompt + emitted, with room for a tree's depth past the end */
     int32_t n_history;
     int32_t *path;            /* scratch for verification */
@@ -120,11 +121,8 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
                         e->target.desc);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (sp->type == SPECD_SPEC_DRAFT && sp->draft_max > 0 && !e->draft.ctx) {
-        specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or use "
-                        "--spec none");
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
+    /* a single type (draft, a head) needs what the engine loaded, as in a list */
+    if (sp->draft_max > 0 && !specd_drafter_chain_wanted(sp)) return specd_drafter_chain_validate(e, sp, error);
     return SPECD_OK;
 }
 
@@ -184,7 +182,8 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->step_tokens = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->step_tokens);
     g->tree_tokens = specd_alloc_array((size_t)e->batch_cap, sizeof *g->tree_tokens);
     g->step_confidences = specd_alloc_array((size_t)e->batch_cap, sizeof *g->step_confidences);
-    if (!g->history || !g->path || !g->step_tokens || !g->tree_tokens || !g->step_confidences ||
+    g->step_drafts = specd_alloc_array((size_t)e->batch_cap, sizeof *g->step_drafts);
+    if (!g->history || !g->path || !g->step_tokens || !g->tree_tokens || !g->step_confidences || !g->step_drafts ||
         !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
         !specd_probs_init(&g->probs, params->n_probs, params->post_sampling_probs, e->n_vocab,
                           e->params.draft_max + 2)) {
@@ -200,8 +199,8 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->exploration = &learned->exploration;
     specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
     if (specd_generation_drafters(e, params, drafters, NULL) == 0) return SPECD_OK;
-    /* A list, or a model-free type, goes through the drafter chain (draft/drafter_chain.h). */
-    bool chain = specd_drafter_chain_wanted(&params->speculative);
+    /* A list, a model-free type or a head goes through the drafter chain (draft/drafter_chain.h). */
+    bool chain = specd_drafter_chain_wanted(&params->speculative) || drafters[0] != SPECD_SPEC_DRAFT;
     /* No timed calibration passes: the costs come from the calibration cache or are learnt from
      * this generation's own passes (calibrate.h), so nothing clears the prompt cache. */
     return chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
@@ -220,6 +219,7 @@ static void free_generation(generation *g) {
     free(g->step_tokens);
     free(g->tree_tokens);
     free(g->step_confidences);
+    free(g->step_drafts);
     specd_probs_free(&g->probs);
 }
 
@@ -627,7 +627,10 @@ static void record_policy_step(generation *g, const specd_verify_result *vr) {
 static void report_step(generation *g, const specd_verify_result *vr, double accept_t0) {
     if (!g->params->on_step) return;
     int32_t n = 0;
-    for (int32_t i = 1; i < g->tree.n_nodes; i++) g->step_confidences[n++] = g->tree.nodes[i].confidence;
+    for (int32_t i = 1; i < g->tree.n_nodes; i++, n++) {
+        g->step_confidences[n] = g->tree.nodes[i].confidence;
+        g->step_drafts[n] = g->tree.nodes[i].token;
+    }
     const specd_stats *s = &g->result->stats;
     specd_step_info info = {
         .n_history = g->step_history,
@@ -637,6 +640,7 @@ static void report_step(generation *g, const specd_verify_result *vr, double acc
         .verify_ms = s->verify_ms - g->step_verify_mark,
         .step_ms = g->step_t0 > 0.0 ? specd_now_ms() - g->step_t0 : specd_now_ms() - accept_t0,
         .confidences = g->step_confidences,
+        .drafts = g->step_drafts,
     };
     g->params->on_step(&info, g->params->user_data);
 }

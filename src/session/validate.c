@@ -90,15 +90,14 @@ static void check_sampling(checker *c, const specd_sampling_params *s) {
     }
 }
 
-static bool known_type(specd_spec_type t) { return t >= SPECD_SPEC_AUTO && t <= SPECD_SPEC_SUFFIX; }
+static bool known_type(specd_spec_type t) { return specd_spec_type_name(t) != NULL; }
 
 static void check_type_list(checker *c, const specd_spec_params *sp) {
     if (!int_between(c, "speculative.n_types", sp->n_types, 0, SPECD_SPEC_MAX_TYPES)) return;
     for (int32_t i = 0; i < sp->n_types; i++) {
         specd_spec_type t = sp->types[i];
-        if (t < SPECD_SPEC_NONE || t > SPECD_SPEC_SUFFIX) { /* none in a list is skipped */
-            fail(c, "speculative.types", "entry %d is %d, not a drafter (draft, ngram-simple, ngram-map, "
-                 "ngram-cache, suffix)", i, (int)t);
+        if (t == SPECD_SPEC_AUTO || !known_type(t)) { /* none in a list is skipped */
+            fail(c, "speculative.types", "entry %d is %d, not a drafter (%s)", i, (int)t, specd_spec_type_names());
             return;
         }
         for (int32_t j = 0; j < i; j++)
@@ -111,8 +110,7 @@ static void check_type_list(checker *c, const specd_spec_params *sp) {
 
 static void check_speculative(checker *c, const specd_spec_params *sp) {
     if (!known_type(sp->type))
-        fail(c, "speculative.type", "is %d, not a speculative type (auto, none, draft, ngram-simple, ngram-map, "
-             "ngram-cache, suffix)", (int)sp->type);
+        fail(c, "speculative.type", "is %d, not a speculative type (auto, %s)", (int)sp->type, specd_spec_type_names());
     check_type_list(c, sp);
     if (int_between(c, "speculative.draft_max", sp->draft_max, 0, MAX_DRAFT) &&
         int_between(c, "speculative.draft_min", sp->draft_min, 0, MAX_DRAFT) && sp->draft_min > sp->draft_max)

@@ -310,9 +310,12 @@ def check_fields(port):
     code, answer = completion(port, dict(base, n_predict=2, speculative={"n_max": 3}, **{"speculative.n_max": 4}))
     check("flat and nested speculative.n_max both: 400", code == 400
           and error_field(answer) == "speculative.n_max", (code, answer))
-    code, answer = completion(port, dict(base, n_predict=2, **{"speculative.type": "eagle3"}))
+    code, answer = completion(port, dict(base, n_predict=2, **{"speculative.type": "medusa"}))
     check("unknown speculative.type: 400 naming it", code == 400 and error_field(answer) == "speculative.type",
           (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, **{"speculative.type": "draft-eagle3"}))
+    check("llama-server's draft-eagle3 without an EAGLE-3 head: 400 saying what it needs", code == 400
+          and "needs an EAGLE-3 head" in json.dumps(answer), (code, answer))
 
 
 def matches_schema(doc):
