@@ -22,6 +22,8 @@
 #include "../engine/head.h"
 #include "ngram_cache.h"
 #include "ngram_map.h"
+#include "ngram_map_k4v.h"
+#include "ngram_mod.h"
 #include "ngram_simple.h"
 #include "suffix.h"
 
@@ -351,10 +353,13 @@ static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *me
     case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
     case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
     case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, sp->suffix_branches, out, error);
+    case SPECD_SPEC_NGRAM_MOD: return specd_ngram_mod_new(&mem->mod, out, error);
+    case SPECD_SPEC_NGRAM_MAP_K4V:
+        return specd_ngram_map_k4v_new(sp->ngram_n, sp->draft_max, sp->ngram_min_hits, out, error);
     case SPECD_SPEC_MTP:
-    case SPECD_SPEC_EAGLE3: return specd_head_chain_new(e, out, error);
+    case SPECD_SPEC_EAGLE3:
     case SPECD_SPEC_DFLASH:
-    case SPECD_SPEC_DSPARK: return specd_head_block_new(e, out, error);
+    case SPECD_SPEC_DSPARK: return specd_head_drafter_new(e, out, error);
     default: break;
     }
     specd_set_error(error, "speculative type '%s' is not available in this build",

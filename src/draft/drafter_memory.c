@@ -35,6 +35,7 @@ void specd_drafter_memory_free(specd_drafter_memory *m) {
     specd_suffix_tree_free(&m->suffix);
     specd_ngram_counts_free(&m->dynamic);
     specd_ngram_counts_free(&m->statics);
+    specd_ngram_mod_table_free(&m->mod);
     free(m->statics_path);
     free(m);
 }

@@ -7,6 +7,7 @@
 
 #include "acceptance.h"
 #include "ngram_counts.h"
+#include "ngram_mod.h"
 #include "specd.h"
 #include "suffix_tree.h"
 
@@ -32,6 +33,8 @@ typedef struct specd_drafter_memory {
     specd_ngram_counts dynamic;
     specd_ngram_counts statics;
     char *statics_path;  /* NULL: none loaded */
+    /* ngram-mod: its table of long n-grams (16 MB, allocated when first used). */
+    specd_ngram_mod_table mod;
 } specd_drafter_memory;
 
 struct specd_engine;

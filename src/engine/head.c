@@ -361,6 +361,17 @@ void specd_head_batch_add(specd_head *h, specd_token token, const float *row, in
     b->logits[i] = logits;
 }
 
+specd_status specd_head_keep_prev(specd_head *h, int32_t i, int32_t width, const float **logits, char **error) {
+    const float *row = specd_ext_nextn_row(h->ctx, i);
+    *logits = llama_get_logits_ith(h->ctx, i);
+    if (!row || !*logits) {
+        specd_set_error(error, "llama.cpp gave no output for the %s's draft", h->desc);
+        return SPECD_ERR_DECODE;
+    }
+    memcpy(h->prev, row, (size_t)width * sizeof *h->prev);
+    return SPECD_OK;
+}
+
 specd_status specd_head_decode(specd_head *h, char **error) {
     int32_t rc = llama_decode(h->ctx, h->batch);
     int32_t n = h->batch.n_tokens;

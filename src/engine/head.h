@@ -11,8 +11,8 @@
  * what it lacks rows for (a tree pass, a shift), the target decodes again.
  *
  * How each kind is driven follows the pinned llama.cpp's common/speculative.cpp (head_mtp.c,
- * head_eagle3.c, head_dflash.c). Drafters (src/draft/head_*.c) use only the functions below: they
- * see logits, never llama.cpp. Every call works on the engine's active slot. */
+ * head_eagle3.c, head_dflash.c). The drafter (src/draft/head_drafter.c) uses only the functions
+ * below: it sees logits, never llama.cpp. Every call works on the engine's active slot. */
 #ifndef SPECD_HEAD_H
 #define SPECD_HEAD_H
 

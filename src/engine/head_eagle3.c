@@ -49,17 +49,6 @@ static specd_status eagle3_catch_up(specd_engine *e, specd_head *h, int32_t slot
     return SPECD_OK;
 }
 
-static specd_status keep_prev(specd_head *h, int32_t i, const float **logits, char **error) {
-    const float *row = specd_ext_nextn_row(h->ctx, i);
-    *logits = llama_get_logits_ith(h->ctx, i);
-    if (!row || !*logits) {
-        specd_set_error(error, "llama.cpp gave no output for the %s's draft", h->desc);
-        return SPECD_ERR_DECODE;
-    }
-    memcpy(h->prev, row, (size_t)h->n_embd * sizeof *h->prev);
-    return SPECD_OK;
-}
-
 /* The target holds tokens[0..n): entries [n_kv, n-1) and the root's (root, g of n-1) at n-1, in one
  * decode (a long catch-up goes first). */
 static specd_status eagle3_start(specd_engine *e, specd_head *h, int32_t slot, const specd_token *tokens, int32_t n,
@@ -81,7 +70,7 @@ static specd_status eagle3_start(specd_engine *e, specd_head *h, int32_t slot, c
     if (st != SPECD_OK) return st;
     /* the root's entry holds confirmed inputs only: it stays (the tokens through the root) */
     specd_head_confirm(h, slot, tokens, n);
-    return keep_prev(h, last, logits, error);
+    return specd_head_keep_prev(h, last, h->n_embd, logits, error);
 }
 
 static specd_status eagle3_next(specd_engine *e, specd_head *h, int32_t slot, specd_token token, const float **logits,
@@ -92,7 +81,7 @@ static specd_status eagle3_next(specd_engine *e, specd_head *h, int32_t slot, sp
     specd_status st = specd_head_decode(h, error);
     if (st != SPECD_OK) return st;
     v->n_draft++;
-    return keep_prev(h, 0, logits, error);
+    return specd_head_keep_prev(h, 0, h->n_embd, logits, error);
 }
 
 const specd_head_ops specd_head_eagle3_ops = {

@@ -78,6 +78,9 @@ specd_status specd_head_keep_up(specd_engine *e, specd_model_slot *view, char **
 /* Appends one entry to the head's batch: a token (or -1: none), an embedding row (or NULL: none). */
 void specd_head_batch_add(specd_head *h, specd_token token, const float *row, int32_t width, int32_t pos, int32_t seq,
                           bool logits);
+/* Chains: output i's logits, and its hidden state (width floats) kept as the next draft token's
+ * partner (h->prev). */
+specd_status specd_head_keep_prev(specd_head *h, int32_t i, int32_t width, const float **logits, char **error);
 /* Decodes the head's batch; an error names the head. */
 specd_status specd_head_decode(specd_head *h, char **error);
 /* The target's row of position pos in slot's store (NULL when missing). */

@@ -7,8 +7,6 @@
 
 #include "../util/util.h"
 
-#include "llama_ext.h"
-
 #include <string.h>
 
 static int32_t row_width(const specd_head *h) { return h->batch_width; }
@@ -34,18 +32,6 @@ static specd_status mtp_catch_up(specd_engine *e, specd_head *h, int32_t slot, c
     return SPECD_OK;
 }
 
-/* The layer's own hidden state after output i becomes the next draft token's partner. */
-static specd_status keep_prev(specd_head *h, int32_t i, const float **logits, char **error) {
-    const float *row = specd_ext_nextn_row(h->ctx, i);
-    *logits = llama_get_logits_ith(h->ctx, i);
-    if (!row || !*logits) {
-        specd_set_error(error, "llama.cpp gave no output for the %s's draft", h->desc);
-        return SPECD_ERR_DECODE;
-    }
-    memcpy(h->prev, row, (size_t)row_width(h) * sizeof *h->prev);
-    return SPECD_OK;
-}
-
 /* The entries the target confirmed and the root in one decode (a long catch-up goes first). Every
  * entry of it is an output: llama.cpp reads the hidden states of a decode's first outputs (the
  * graph's rows, not the outputs'), so the root's would be another token's if only it were one (the
@@ -62,7 +48,7 @@ static specd_status mtp_start(specd_engine *e, specd_head *h, int32_t slot, cons
     if (st != SPECD_OK) return st;
     /* the root's entry holds confirmed inputs only (the root and the target's row): it stays */
     specd_head_confirm(h, slot, tokens, n + 1);
-    return keep_prev(h, last, logits, error);
+    return specd_head_keep_prev(h, last, row_width(h), logits, error);
 }
 
 static specd_status mtp_next(specd_engine *e, specd_head *h, int32_t slot, specd_token token, const float **logits,
@@ -73,7 +59,7 @@ static specd_status mtp_next(specd_engine *e, specd_head *h, int32_t slot, specd
     specd_status st = specd_head_decode(h, error);
     if (st != SPECD_OK) return st;
     v->n_draft++;
-    return keep_prev(h, 0, logits, error);
+    return specd_head_keep_prev(h, 0, row_width(h), logits, error);
 }
 
 const specd_head_ops specd_head_mtp_ops = {

@@ -151,12 +151,40 @@ def errors(specd, models):
                        "cannot be part of a list")
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],
                        "needs a draft model")
+    heads(specd, models, target)
 
     recurrent(specd, models)
 
     r = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "16", "--temp", "0"])
     check("plain output streams text then statistics", r.returncode == 0 and len(r.stdout.strip()) > 0
           and "acceptance" not in r.stdout and "accepted" in r.stderr and "tokens/s" in r.stderr, r.stderr)
+
+
+def heads(specd, models, target):
+    """The drafting heads as a user names them: specd's names and llama-server's, and the refusals."""
+    mtp_target = os.path.join(models, "mtp-target.gguf")
+    head_target = os.path.join(models, "head-target.gguf")
+    expect_usage_error(specd, "mtp on a model without nextn layers", ["-m", target, "-p", "x", "--spec", "draft-mtp"],
+                       "has no multi-token-prediction (nextn) layers")
+    expect_usage_error(specd, "eagle3 without its head", ["-m", head_target, "-p", "x", "--spec", "eagle3"],
+                       "needs an EAGLE-3 head")
+    expect_usage_error(specd, "a head that does not fit", ["-m", head_target, "-md",
+                       os.path.join(models, "eagle3-deep.gguf"), "-p", "x"], "reads target layer 9")
+    expect_usage_error(specd, "an unknown type lists them all", ["-m", target, "-p", "x", "--spec", "medusa"],
+                       "ngram-mod, ngram-map-k4v")
+    common = ["-p", "the little girl", "-n", "24", "--temp", "0", "--ignore-eos", "--json", "--draft-fixed",
+              "--draft-max", "3", "--draft-min", "3"]
+    plain = run([specd, "run", "-m", mtp_target, "--spec", "none"] + common)
+    for spec in ("mtp", "draft-mtp", "mtp,ngram-mod,ngram-map-k4v"):
+        r = run([specd, "run", "-m", mtp_target, "--spec", spec] + common)
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("--spec %s gives the target's text with drafts" % spec, r.returncode == 0 and plain.returncode == 0
+              and out.get("text") == json.loads(plain.stdout).get("text")
+              and out.get("speculative", {}).get("n_drafted", 0) > 0, r.stdout + r.stderr)
+    r = run([specd, "run", "-m", head_target, "-md", os.path.join(models, "dspark.gguf")] + common)
+    out = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("-md with a DSpark head drafts with it by default", out.get("speculative", {}).get("type") == "dspark"
+          and out.get("speculative", {}).get("n_accepted", 0) > 0, r.stdout + r.stderr)
 
 
 def recurrent(specd, models):

@@ -647,6 +647,26 @@ static void test_spec_type_names_parse_strictly(void **state) {
     assert_int_equal(specd_spec_params_parse_types(&sp, "ngram-map,suffix,draft", &err), SPECD_OK);
     assert_int_equal(sp.n_types, 3);
     assert_int_equal(sp.types[2], SPECD_SPEC_DRAFT);
+    /* llama-server's --spec-type names, each the type it means; the names list has specd's own only */
+    static const struct {
+        const char *name;
+        specd_spec_type type;
+    } llama_names[] = {{"draft-simple", SPECD_SPEC_DRAFT},   {"draft-mtp", SPECD_SPEC_MTP},
+                       {"draft-eagle3", SPECD_SPEC_EAGLE3},  {"draft-dflash", SPECD_SPEC_DFLASH},
+                       {"draft-dspark", SPECD_SPEC_DSPARK},  {"ngram-map-k", SPECD_SPEC_NGRAM_MAP},
+                       {"ngram-map-k4v", SPECD_SPEC_NGRAM_MAP_K4V}, {"ngram-mod", SPECD_SPEC_NGRAM_MOD},
+                       {"ngram-simple", SPECD_SPEC_NGRAM_SIMPLE}, {"ngram-cache", SPECD_SPEC_NGRAM_CACHE}};
+    for (size_t i = 0; i < sizeof llama_names / sizeof *llama_names; i++) {
+        specd_spec_type t = SPECD_SPEC_NONE;
+        assert_true(specd_spec_type_from_name(llama_names[i].name, &t));
+        assert_int_equal(t, llama_names[i].type);
+    }
+    assert_string_equal(specd_spec_type_name(SPECD_SPEC_DRAFT), "draft"); /* an alias names no type back */
+    assert_string_equal(specd_spec_type_names(), "none, draft, ngram-simple, ngram-map, ngram-cache, suffix, mtp, "
+                                                 "eagle3, dflash, dspark, ngram-mod, ngram-map-k4v");
+    assert_int_equal(specd_spec_params_parse_types(&sp, "draft-simple,ngram-mod,ngram-map-k4v", &err), SPECD_OK);
+    assert_int_equal(sp.n_types, 3);
+    assert_int_equal(sp.types[1], SPECD_SPEC_NGRAM_MOD);
 }
 
 /* ---- sessions: several generations against one engine, step by step ------------------------ */
