@@ -441,6 +441,29 @@ def check_seeded(port):
     check("reproducible must be a boolean", code == 400 and "reproducible" in bad["error"]["message"], (code, bad))
 
 
+def check_mtp_server(specd, models):
+    """llama-server's --spec-type draft-mtp loads the target's MTP layers; requests draft with them by
+    default (AUTO), or name them with llama-server's type, and get the target's own text."""
+    target = os.path.join(models, "mtp-target.gguf")
+    server, port = start_server(specd, ["--api-key", KEY, "-m", target, "--spec-type", "draft-mtp", "-c", "256",
+                                        "-t", "1", "-np", "1"])
+    try:
+        base = {"prompt": "once upon a time", "n_predict": 24, "temperature": 0, "ignore_eos": True}
+        plain = completion(port, dict(base, **{"speculative.type": "none"}))[1] if port else {}
+        for spec in (None, "draft-mtp"):
+            body = dict(base, **{"speculative.n_max": 3, "speculative.n_min": 3})
+            if spec:
+                body["speculative.type"] = spec
+            code, answer = completion(port, body) if port else (0, {})
+            timings = answer.get("timings", {}) if isinstance(answer, dict) else {}
+            check("--spec-type draft-mtp: a request %s drafts with MTP, the target's text" % (spec or "without a type"),
+                  code == 200 and answer.get("content") == plain.get("content")
+                  and timings.get("draft_n", 0) > 0, (code, answer))
+    finally:
+        rc = stop_server(server)
+    check("the MTP server starts and stops cleanly", port and rc == 0, rc)
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1"])
@@ -463,6 +486,7 @@ def main(specd, models):
     finally:
         rc = stop_server(server)
     check("stops cleanly", rc == 0, rc)
+    check_mtp_server(specd, models)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
