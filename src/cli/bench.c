@@ -23,6 +23,7 @@ typedef struct bench_options {
     bench_settings s;
     const char *models_dir;
     const char *pairs[MAX_PAIRS][2];
+    const char *heads[MAX_PAIRS]; /* a pair's drafting head type (--head), or NULL */
     int n_pairs;
     const char *prompts_file;
     int n_prompts;
@@ -41,6 +42,10 @@ static void bench_usage(FILE *out) {
           "                        draft.gguf (compute-bound on a small CPU) and target-f32.gguf + draft.gguf\n"
           "                        (memory-bound, as large models and GPUs), those that exist\n"
           "  --pair TARGET DRAFT   a pair to measure instead (repeatable; e.g. target-easy.gguf)\n"
+          "  --head TYPE TARGET HEAD  a drafting head instead of a draft model (repeatable): TYPE mtp\n"
+          "                        (HEAD -: the target's own layers), eagle3, dflash or dspark (HEAD its\n"
+          "                        GGUF), against llama-speculative-simple --spec-type draft-TYPE; the\n"
+          "                        report gives each draft token's cost beside the draft model's\n"
           "  --prompts FILE        one prompt per line (default ../shared/bench/prompts.txt)\n"
           "  --n-prompts N         first N prompts (default 6)   --quick   3 prompts\n"
           "  -n N                  tokens per prompt (default 128)\n"
@@ -86,6 +91,10 @@ static const char *gpu_layers(cli_args *a, const char *flag) {
     return v;
 }
 
+static bool is_head_type(specd_spec_type t) {
+    return t == SPECD_SPEC_MTP || t == SPECD_SPEC_EAGLE3 || t == SPECD_SPEC_DFLASH || t == SPECD_SPEC_DSPARK;
+}
+
 static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
     int64_t i = 0;
     bool ok = true;
@@ -94,6 +103,14 @@ static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
         if (o->n_pairs == MAX_PAIRS) return cli_fail(a, "at most %d pairs", MAX_PAIRS) ? 1 : -1;
         ok = (o->pairs[o->n_pairs][0] = cli_value(a, f)) && (o->pairs[o->n_pairs][1] = cli_value(a, f));
         o->n_pairs += ok;
+    } else if (!strcmp(f, "--head")) {
+        if (o->n_pairs == MAX_PAIRS) return cli_fail(a, "at most %d pairs", MAX_PAIRS) ? 1 : -1;
+        const char *type = cli_value(a, f);
+        specd_spec_type t;
+        if (type && (!specd_spec_type_from_name(type, &t) || !is_head_type(t)))
+            return cli_fail(a, "--head expects mtp, eagle3, dflash or dspark, got '%s'", type) ? 1 : -1;
+        ok = type && (o->pairs[o->n_pairs][0] = cli_value(a, f)) && (o->pairs[o->n_pairs][1] = cli_value(a, f));
+        if (ok) o->heads[o->n_pairs++] = specd_spec_type_name(t);
     } else if (!strcmp(f, "--prompts")) ok = (o->prompts_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--n-prompts")) { ok = cli_int(a, f, 1, MAX_PROMPTS, &i); o->n_prompts = (int)i; }
     else if (!strcmp(f, "--quick")) o->n_prompts = 3;
@@ -172,11 +189,36 @@ static int make_ngram_configs(const bench_options *o, bench_config *c) {
     return n;
 }
 
+/* A drafting head: llama-speculative-simple with the same head at each length of the sweep, against
+ * specd's default and its probe (drafting a fixed 8). */
+static int make_head_configs(const bench_options *o, const bench_group *g, bench_config *c) {
+    static char llama_types[MAX_PAIRS * MAX_TEMPS][32], specd_args[MAX_PAIRS * MAX_TEMPS][2][96];
+    static int next;
+    int at = next++ % (MAX_PAIRS * MAX_TEMPS), n = 0;
+    snprintf(llama_types[at], sizeof llama_types[at], "draft-%s", g->head);
+    snprintf(specd_args[at][0], sizeof specd_args[at][0], "--spec %s", g->head);
+    snprintf(specd_args[at][1], sizeof specd_args[at][1], "--spec %s --draft-fixed --draft-max 8", g->head);
+    if (o->s.with_llama) {
+        c[n++] = (bench_config){.name = "llama-completion (no speculation)", .tool = TOOL_LLAMA_COMPLETION};
+        for (int k = 0; k < o->n_sweep; k++) {
+            c[n] = (bench_config){.tool = TOOL_LLAMA_SPEC_SIMPLE, .draft_max = o->sweep[k], .spec_type = llama_types[at]};
+            snprintf(c[n++].name, sizeof c->name, "llama-speculative-simple %s, draft %d", g->head, o->sweep[k]);
+        }
+    }
+    c[n++] = (bench_config){.name = "specd, speculation off", .tool = TOOL_SPECD, .specd_args = "--spec none",
+                            .cache = "off"};
+    c[n] = (bench_config){.tool = TOOL_SPECD, .specd_args = specd_args[at][0], .cache = "off"};
+    snprintf(c[n++].name, sizeof c->name, "specd %s (default, first run)", g->head);
+    c[n] = (bench_config){.tool = TOOL_SPECD, .specd_args = specd_args[at][1], .cache = "off", .probe = true};
+    snprintf(c[n++].name, sizeof c->name, "specd %s, fixed 8", g->head);
+    return n;
+}
+
 /* The configurations measured for one pair and temperature. */
 static int make_configs(const bench_options *o, const bench_group *g, bench_config *c, int n_prompts) {
     int n = 0;
-    if (o->ngram) {
-        n = make_ngram_configs(o, c);
+    if (o->ngram || g->head) {
+        n = g->head ? make_head_configs(o, g, c) : make_ngram_configs(o, c);
         for (int i = 0; i < n; i++) {
             c[i].samples = calloc((size_t)n_prompts, sizeof *c[i].samples);
             c[i].n_samples = n_prompts;
@@ -204,7 +246,7 @@ static int make_configs(const bench_options *o, const bench_group *g, bench_conf
         c[n++] = (bench_config){.name = "specd draft (default, cache learnt under load)", .tool = TOOL_SPECD,
                                 .cache = g->busy_copy, .cache_from = g->busy_cache};
     c[n++] = (bench_config){.name = "specd draft, fixed 8", .tool = TOOL_SPECD, .specd_args = "--draft-fixed --draft-max 8",
-                            .cache = "off"};
+                            .cache = "off", .probe = true};
     for (int i = 0; i < n; i++) {
         c[i].samples = calloc((size_t)n_prompts, sizeof *c[i].samples);
         c[i].n_samples = n_prompts;
@@ -266,12 +308,18 @@ static int run_benchmark(bench_options *o) {
             bench_group *g = &groups[n_groups++];
             memset(g, 0, sizeof *g);
             snprintf(g->target, sizeof g->target, "%s", o->pairs[p][0]);
-            snprintf(g->draft, sizeof g->draft, "%s", o->pairs[p][1]);
-            snprintf(g->pair, sizeof g->pair, "%s + %s", base_name(g->target), base_name(g->draft));
+            g->head = o->heads[p];
+            bool own = g->head && !strcmp(o->pairs[p][1], "-"); /* MTP: the target's own layers */
+            snprintf(g->draft, sizeof g->draft, "%s", own ? "" : o->pairs[p][1]);
+            if (g->head)
+                snprintf(g->pair, sizeof g->pair, "%s + %s (%s head)", base_name(g->target),
+                         own ? "its MTP layers" : base_name(g->draft), g->head);
+            else
+                snprintf(g->pair, sizeof g->pair, "%s + %s", base_name(g->target), base_name(g->draft));
             g->temp = o->temps[t];
             g->configs = calloc(64, sizeof *g->configs);
             snprintf(g->cache_dir, sizeof g->cache_dir, "%s/calibration/g%d/", o->out_dir, n_groups - 1);
-            if (!o->ngram) prepare_busy_cache(o, g, n_groups - 1, prompts[0]);
+            if (!o->ngram && !g->head) prepare_busy_cache(o, g, n_groups - 1, prompts[0]);
             g->n_configs = make_configs(o, g, g->configs, n_prompts);
             total += g->n_configs * n_prompts;
         }

@@ -37,7 +37,8 @@ typedef struct bench_config {
     bench_tool tool;
     int draft_max;            /* llama tools and specd fixed: draft length; 0 = none/adaptive */
     const char *specd_args;   /* extra specd run flags, e.g. "--spec none" */
-    const char *spec_type;    /* TOOL_LLAMA_NGRAM: llama.cpp's --spec-type */
+    const char *spec_type;    /* TOOL_LLAMA_NGRAM, and a head's TOOL_LLAMA_SPEC_SIMPLE: llama.cpp's --spec-type */
+    bool probe;               /* specd drafting a fixed 8 tokens: the chain limit's acceptance by position */
     bool no_draft;            /* run without the pair's draft model */
     /* specd's calibration cache: given as --calibration-cache (NULL: none given, the tool's own
      * default); cache_from, when set, is copied over it before each run (every run starts from it) */
@@ -78,7 +79,8 @@ bool bench_feed_tool(const char *tool, const char *input, size_t len, char *err,
 /* bench_report.c */
 typedef struct bench_group {
     char pair[256];
-    char target[1024], draft[1024];
+    char target[1024], draft[1024]; /* draft: a draft model, a head's GGUF, or "" (MTP: the target's own) */
+    const char *head;                /* a drafting head's type (mtp, eagle3, dflash, dspark), or NULL */
     char pass_costs[512]; /* the target's, from bench_pass_costs */
     /* the group's calibration caches: shared by its runs, the one learnt under load, and the copy
      * of it each run starts from */

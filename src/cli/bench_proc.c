@@ -294,10 +294,10 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
     case TOOL_LLAMA_SPEC_SIMPLE:
     case TOOL_LLAMA_SPEC:
         tool_path(path, path_size, s, c->tool == TOOL_LLAMA_SPEC ? "llama-speculative" : "llama-speculative-simple");
-        add(a, path), add_common(a, s, target, prompt, temp), add(a, "-md"), add(a, draft);
-        add_draft_placement(a, s);
+        add(a, path), add_common(a, s, target, prompt, temp);
+        if (draft[0]) add(a, "-md"), add(a, draft), add_draft_placement(a, s); /* MTP: the target's own layers */
         add(a, "--spec-draft-n-max"), addf(a, "%d", c->draft_max);
-        if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, "draft-simple");
+        if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, c->spec_type ? c->spec_type : "draft-simple");
         break;
     case TOOL_LLAMA_NGRAM:
         tool_path(path, path_size, s, "llama-speculative-simple");
@@ -307,7 +307,7 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
         add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp), add(a, "--json");
         add(a, "--no-reproducible"); /* the seed is for repeatability: measure rejection sampling */
         if (c->cache) add(a, "--calibration-cache"), add(a, c->cache);
-        if (!c->no_draft) add(a, "-md"), add(a, draft), add_draft_placement(a, s);
+        if (!c->no_draft && draft[0]) add(a, "-md"), add(a, draft), add_draft_placement(a, s);
         if (c->specd_args) {
             snprintf(extra, 256, "%s", c->specd_args);
             add_split(a, extra);

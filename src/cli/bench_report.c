@@ -186,6 +186,12 @@ static const bench_config *best_where(const bench_group *g, config_filter keep, 
 /* The best configuration of a llama.cpp tool (over its draft-length sweep), or NULL. */
 static const bench_config *best_of(const bench_group *g, bench_tool tool) { return best_where(g, is_tool, tool); }
 
+static const bench_config *find_probe(const bench_group *g) {
+    for (int i = 0; i < g->n_configs; i++)
+        if (g->configs[i].probe) return &g->configs[i];
+    return NULL;
+}
+
 static const bench_config *find_specd(const bench_group *g, const char *name) {
     for (int i = 0; i < g->n_configs; i++)
         if (g->configs[i].tool == TOOL_SPECD && strcmp(g->configs[i].name, name) == 0) return &g->configs[i];
@@ -195,7 +201,7 @@ static const bench_config *find_specd(const bench_group *g, const char *name) {
 static void write_row(FILE *f, const bench_config *c, double base, double llama_best, double limit) {
     double med, lo, hi;
     if (!c || tokens_per_s_stats(c, &med, &lo, &hi) == 0) {
-        if (c) fprintf(f, "| %s | failed | | | | | | | |\n", c->name);
+        if (c) fprintf(f, "| %s | failed | | | | | | | | |\n", c->name);
         return;
     }
     fprintf(f, "| %s | %.1f | %.1f–%.1f |", c->name, med, lo, hi);
@@ -206,6 +212,8 @@ static void write_row(FILE *f, const bench_config *c, double base, double llama_
     print_ratio(f, med, llama_best);
     if (limit > 0.0) fprintf(f, " %.0f%% |", 100.0 * med / limit);
     else fputs(" – |", f);
+    double draft_ms = c->tool == TOOL_SPECD ? mean_field(c, offsetof(bench_sample, draft_token_ms)) : -1.0;
+    print_optional(f, " %.3f |", draft_ms > 0.0 ? draft_ms : -1.0);
     fprintf(f, " %.0f |\n", max_rss(c));
 }
 
@@ -230,7 +238,7 @@ static void write_summary(FILE *f, const bench_group *g, const bench_config *com
         const bench_config *c = &g->configs[i];
         if (!is_specd_default(c, TOOL_SPECD)) continue;
         fprintf(f, "%s%s %.2fx", first ? "\nspecd's defaults against llama.cpp's best speculative tool: " : ", ",
-                c->name + strlen("specd draft "), bench_median_tokens_per_s(c) / bench_median_tokens_per_s(llama));
+                c->name + strlen("specd "), bench_median_tokens_per_s(c) / bench_median_tokens_per_s(llama));
         first = false;
     }
     if (!first)
@@ -248,15 +256,15 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
     const bench_config *llama = best_where(g, is_llama, TOOL_SPECD);
     double base = completion ? bench_median_tokens_per_s(completion) : 0.0;
     double llama_best = llama ? bench_median_tokens_per_s(llama) : 0.0;
-    const bench_config *probe = find_specd(g, "specd draft, fixed 8");
+    const bench_config *probe = find_probe(g);
     int best_k = 0;
     double limit = probe ? bench_chain_limit(probe, &best_k) : 0.0;
     fprintf(f, "\n### %s, temperature %g\n\n", g->pair, g->temp);
     if (g->pass_costs[0])
         fprintf(f, "Pass costs of the target (`tools/pass_costs --short`, flash attention off, empty cache): %s\n\n",
                 g->pass_costs);
-    fputs("| configuration | tokens/s | min–max | acceptance | accepted/step | vs no speculation | vs llama.cpp best | of chain limit | peak RSS MB |\n"
-          "|---|---|---|---|---|---|---|---|---|\n", f);
+    fputs("| configuration | tokens/s | min–max | acceptance | accepted/step | vs no speculation | vs llama.cpp best | of chain limit | draft ms/token | peak RSS MB |\n"
+          "|---|---|---|---|---|---|---|---|---|---|\n", f);
     write_row(f, completion, base, llama_best, limit);
     write_row(f, simple, base, llama_best, limit);
     write_row(f, spec, base, llama_best, limit);

@@ -21,7 +21,7 @@
 typedef struct head_drafter {
     struct specd_engine *engine;
     specd_dist q;
-    int32_t next; /* blocks: the block position of the next depth */
+    int32_t next, end; /* blocks: the block position of the next depth, and the block's length */
 } head_drafter;
 
 /* ---- chains: a head decode per token ---------------------------------------------------------- */
@@ -62,6 +62,7 @@ static specd_status block_first(void *self, const specd_draft_request *req, cons
     if (st != SPECD_OK) return st;
     if (req->costs) specd_costs_record_first_draft(req->costs, specd_now_ms() - t0);
     hd->next = first + 1;
+    hd->end = n;
     *logits = specd_head_block_logits(hd->engine, first);
     return SPECD_OK;
 }
@@ -70,6 +71,8 @@ static specd_status block_next(void *self, const specd_draft_request *req, specd
                                char **error) {
     (void)token;
     head_drafter *hd = self;
+    *logits = NULL;
+    if (hd->next >= hd->end) return SPECD_OK; /* the block is drafted: a longer chain needs a longer block */
     double t0 = specd_now_ms();
     *logits = specd_head_block_logits(hd->engine, hd->next++);
     /* decoded with the block: a token after the first costs only this */

@@ -84,7 +84,7 @@ static specd_status draw_chain(const specd_chain_source *src, specd_dist *q, con
         req->history[n_history++] = t;
         if (!keep || !specd_chain_more(req, depth + 1)) break;
         st = src->next(src->self, req, t, &logits, error);
-        if (st != SPECD_OK) return st;
+        if (st != SPECD_OK || !logits) return st; /* no logits: the source has no more (a block's end) */
     }
     return SPECD_OK;
 }

@@ -13,7 +13,7 @@ typedef struct specd_chain_source {
     /* The logits after the root req->history[req->n_history - 1] (the source catches up first);
      * NULL (and SPECD_OK): no draft this step. */
     specd_status (*first)(void *self, const specd_draft_request *req, const float **logits, char **error);
-    /* The logits after one more token, decoded after the last. */
+    /* The logits after one more token, decoded after the last; NULL (and SPECD_OK): no more. */
     specd_status (*next)(void *self, const specd_draft_request *req, specd_token token, const float **logits,
                          char **error);
 } specd_chain_source;

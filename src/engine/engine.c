@@ -481,8 +481,11 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
         st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, &e->draft_views,
                                                              "draft", error));
     if (st != SPECD_OK || (!draft_is_head && !params->mtp)) return st;
-    struct llama_model *head_model = draft_is_head ? e->draft.model : NULL; /* the head owns it from here */
-    e->draft.model = NULL;
+    struct llama_model *head_model = NULL;
+    if (draft_is_head) { /* the head owns it from here */
+        head_model = e->draft.model;
+        e->draft.model = NULL;
+    }
     return blame(failed, head_model ? SPECD_INPUT_DRAFT : SPECD_INPUT_TARGET,
                  specd_head_new(e, head_model, e->draft_path, params->mtp, error));
 }

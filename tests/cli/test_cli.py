@@ -278,6 +278,7 @@ def bench(specd, models):
         check("bench --ngram measures the model-free drafters", "| specd ngram-simple |" in report
               and "| specd suffix |" in report and "failed" not in report, r.stderr[-500:] + report[:300])
         bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools)
+        bench_heads(specd, models, tmp, prompts, no_tools)
         bench_plots(specd, target, draft, tmp, prompts)
         bench_serve(specd, target, draft, tmp, prompts)
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
@@ -350,6 +351,44 @@ FAKE_TOOLS = {
     "llama-speculative-simple": 'echo "decoded  128 tokens in    2.000 seconds, speed:   45.000 t/s" >&2; '
                                 'echo "n_drafted = 100" >&2; echo "n_accept  = 60" >&2',
 }
+
+
+def bench_heads(specd, models, tmp, prompts, no_tools):
+    """--head: each drafting head beside the draft model, every specd row with its draft token's cost;
+    llama-speculative-simple gets the head's --spec-type (and -md only for a head's own file)."""
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    mtp_target, head_target = os.path.join(models, "mtp-target.gguf"), os.path.join(models, "head-target.gguf")
+    eagle3 = os.path.join(models, "eagle3.gguf")
+    bin_dir, log = os.path.join(tmp, "fake-llama-heads"), os.path.join(tmp, "llama-args.txt")
+    os.makedirs(bin_dir)
+    for name, body in FAKE_TOOLS.items():
+        write_script(bin_dir, name, body + '; echo "$@" >> ' + log)
+    out = os.path.join(tmp, "heads-out")
+    r = run([specd, "bench", "--pair", target, draft, "--head", "mtp", mtp_target, "-", "--head", "eagle3",
+             head_target, eagle3, "--llama-bin", bin_dir, "--prompts", prompts, "-n", "12", "--temps", "0",
+             "--sweep", "3", "--out", out], path=no_tools)
+    report = read_text(os.path.join(out, "benchmarks.md")) if r.returncode == 0 else ""
+
+    def draft_ms(row_name):  # the row's "draft ms/token" cell (the tenth)
+        rows = [line.split("|") for line in report.splitlines() if line.startswith("| " + row_name + " |")]
+        try:
+            return float(rows[0][9]) if rows else 0.0
+        except ValueError:
+            return 0.0
+    check("bench --head measures each head beside the draft model, with each one's draft token cost",
+          r.returncode == 0 and "mtp-target.gguf + its MTP layers (mtp head)" in report
+          and "head-target.gguf + eagle3.gguf (eagle3 head)" in report
+          and "| llama-speculative-simple mtp, draft 3 | 45.0 |" in report
+          and draft_ms("specd draft, fixed 8") > 0 and draft_ms("specd mtp, fixed 8") > 0
+          and draft_ms("specd eagle3, fixed 8") > 0 and report.count("Chain limit:") == 3
+          and "failed" not in report, r.stderr[-800:] + report[:600])
+    calls = read_text(log).splitlines() if os.path.exists(log) else []
+    check("bench --head runs llama.cpp with the same head",
+          any("--spec-type draft-mtp" in c and "-md" not in c for c in calls)
+          and any("--spec-type draft-eagle3" in c and "-md " + eagle3 in c for c in calls), "\n".join(calls[-6:]))
+    r = run([specd, "bench", "--head", "medusa", target, draft])
+    check("bench --head names the head types", r.returncode == 2 and "mtp, eagle3, dflash or dspark" in r.stderr,
+          r.stderr)
 
 
 def bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools):

@@ -124,6 +124,22 @@ static void test_each_head_alone_gives_the_targets_text(void **state) {
     }
 }
 
+/* A block head drafts at most its trained block (8 here): DFlash the positions after the root (7),
+ * DSpark from the root's own (8), however long a draft the request allows. */
+static void test_blocks_draft_within_their_size(void **state) {
+    (void)state;
+    for (int c = 2; c < N_CASES; c++) {
+        int32_t most = cases[c].type == SPECD_SPEC_DSPARK ? 8 : 7;
+        specd_generation_params none = greedy(SPECD_SPEC_NONE, 12, false), g = greedy(cases[c].type, 12, false);
+        specd_result alone = generate_text(cases[c].engine, prompts[0], &none), r = generate_text(cases[c].engine, prompts[0], &g);
+        assert_same_tokens(&r, &alone, cases[c].name);
+        assert_true(r.stats.draft_len_hist[most] > 0);
+        for (int32_t k = most + 1; k < SPECD_STATS_MAX_DRAFT; k++) assert_int_equal(r.stats.draft_len_hist[k], 0);
+        specd_result_clear(&r);
+        specd_result_clear(&alone);
+    }
+}
+
 static void test_auto_drafts_with_the_loaded_head(void **state) {
     (void)state;
     for (int c = 0; c < N_CASES; c++) {
@@ -171,6 +187,8 @@ static void test_mtp_beside_a_draft_model(void **state) {
     specd_engine_params p = test_engine_params(target, draft, N_CTX);
     p.mtp = true;
     specd_engine *e = open_engine_with(&p);
+    /* the draft model stays the engine's beside the head */
+    assert_true(specd_engine_has_draft(e) && specd_engine_placement(e, true).n_layers > 0);
     specd_generation_params g = greedy(SPECD_SPEC_AUTO, 4, false);
     g.speculative.types[0] = SPECD_SPEC_MTP;
     g.speculative.types[1] = SPECD_SPEC_DRAFT;
@@ -394,6 +412,7 @@ int main(int argc, char **argv) {
     models_dir = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_head_alone_gives_the_targets_text),
+        cmocka_unit_test(test_blocks_draft_within_their_size),
         cmocka_unit_test(test_auto_drafts_with_the_loaded_head),
         cmocka_unit_test(test_heads_in_a_list_give_the_targets_text),
         cmocka_unit_test(test_mtp_beside_a_draft_model),
