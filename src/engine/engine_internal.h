@@ -110,6 +110,11 @@ specd_status specd_check_vocab_compatible(const struct llama_model *target,
 specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const specd_token *tokens,
                              int32_t n, bool want_logits, int32_t *logits_idx, int32_t *n_reused,
                              char **error);
+/* The target's outputs (a head's rows, head.h) for its cached positions [from, to) again: an
+ * attention cache decodes them in the slot's scratch sequence over a copy of its cells before
+ * `from`, leaving its own sequence as it was; a recurrent state drops them and decodes them again. */
+specd_status specd_slot_redecode(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t from,
+                                 int32_t to, char **error);
 /* Drops everything from position `n` on (of the slot's own sequence). A recurrent state that cannot
  * drop them goes back to its checkpoint, or is cleared: the slot may then hold fewer than n tokens
  * (n_kv says how many; the next sync decodes the rest again). */

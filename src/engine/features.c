@@ -27,15 +27,32 @@ static bool reserve(specd_features *f, int32_t end) {
     return true;
 }
 
+/* Room for n rows before lo: the held rows move up. */
+static bool make_room_before(specd_features *f, int32_t n) {
+    int32_t held = f->hi - f->lo;
+    f->lo -= n;
+    if (!reserve(f, f->hi)) {
+        f->lo += n;
+        return false;
+    }
+    size_t row = (size_t)f->width;
+    memmove(f->rows + (size_t)n * row, f->rows, (size_t)held * row * sizeof *f->rows);
+    return true;
+}
+
 bool specd_features_capture(specd_features *f, const specd_taps *taps, struct llama_context *target, int32_t b0,
                             int32_t pos, int32_t n) {
     if (n <= 0) return true;
     f->width = specd_taps_width(taps);
-    if (pos < f->lo || pos > f->hi) f->lo = f->hi = pos; /* a gap: start over from here */
-    f->hi = pos;                                         /* what followed pos is not the target's now */
-    if (!reserve(f, pos + n)) {
-        specd_features_cut(f, pos);
-        return false;
+    bool before = pos + n == f->lo && f->hi > f->lo; /* the rows just before the held ones (decoded again) */
+    if (before && !make_room_before(f, n)) return false;
+    if (!before) {
+        if (pos < f->lo || pos > f->hi) f->lo = f->hi = pos; /* a gap: start over from here */
+        f->hi = pos;                                         /* what followed pos is not the target's now */
+        if (!reserve(f, pos + n)) {
+            specd_features_cut(f, pos);
+            return false;
+        }
     }
     for (int32_t k = 0; k < taps->n; k++) {
         bool nextn = taps->layer[k] == SPECD_TAP_NEXTN;
@@ -49,7 +66,7 @@ bool specd_features_capture(specd_features *f, const specd_taps *taps, struct ll
             memcpy(dst, src + (size_t)(b0 + i) * (size_t)taps->n_embd, (size_t)taps->n_embd * sizeof *dst);
         }
     }
-    f->hi = pos + n;
+    if (!before) f->hi = pos + n;
     return true;
 }
 

@@ -36,8 +36,9 @@ static inline int32_t specd_taps_width(const specd_taps *t) { return t->n * t->n
 /* Asks the target context for the taps (llama_ext.h); false when llama.cpp refuses one. */
 bool specd_taps_enable(const specd_taps *t, struct llama_context *target);
 
-/* After a target decode whose batch indices [b0, b0 + n) held positions [pos, pos + n): their rows.
- * False when out of memory (the rows from pos on are then gone). */
+/* After a target decode whose batch indices [b0, b0 + n) held positions [pos, pos + n): their rows
+ * (what the store held from pos on is replaced; rows that end where the held ones start are put
+ * before them). False when out of memory (the rows from pos on are then gone). */
 bool specd_features_capture(specd_features *f, const specd_taps *taps, struct llama_context *target, int32_t b0,
                             int32_t pos, int32_t n);
 /* The rows from `pos` on are no longer the target's. */

@@ -309,16 +309,16 @@ static int32_t first_row(const specd_head *h, int32_t slot) {
     return p > 0 ? p : 0;
 }
 
-/* The target decodes again from the first row the head lacks (a tree pass or a shift dropped them):
- * its rows come back with the decode. */
+/* The target decodes again the cached positions whose rows the head lacks: those before the held
+ * ones (a prompt found in the cache: its last row, the one before the common prefix's end), those
+ * after them (a tree pass of another drafter, whose branches shared positions), or all. */
 static specd_status redecode_target(specd_engine *e, specd_head *h, int32_t slot, const specd_token *tokens,
                                     int32_t n, char **error) {
     const specd_features *f = &h->features[slot];
-    int32_t from = first_row(h, slot);
-    int32_t missing = f->lo <= from && f->hi > from ? f->hi : from;
-    specd_model_slot *target = specd_engine_target_view(e, slot);
-    specd_slot_truncate(target, missing);
-    specd_status st = specd_slot_sync(e, target, tokens, n, false, NULL, NULL, error);
+    int32_t from = first_row(h, slot), to = n;
+    if (f->lo <= from && f->hi > from) from = f->hi; /* only the end is missing */
+    else if (f->lo > from && f->lo < n && f->hi >= n) to = f->lo; /* only the start */
+    specd_status st = specd_slot_redecode(e, specd_engine_target_view(e, slot), tokens, from, to, error);
     if (st == SPECD_OK && !specd_features_hold(f, first_row(h, slot), n)) {
         specd_set_error(error, "the target's hidden states for the %s are missing after decoding them again", h->desc);
         st = SPECD_ERR_DECODE;

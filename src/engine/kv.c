@@ -243,6 +243,26 @@ specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, c
     return st;
 }
 
+specd_status specd_slot_redecode(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t from,
+                                 int32_t to, char **error) {
+    if (from >= to) return SPECD_OK;
+    if (!slot->can_drop_tail || slot->n_seq_max < 2 || to > slot->n_kv || to - from > e->batch_cap) {
+        specd_slot_truncate(slot, from); /* the slot's own sequence decodes them again */
+        return specd_slot_sync(e, slot, tokens, to, false, NULL, NULL, error);
+    }
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    llama_seq_id scratch = branch_seq(slot, 1);
+    llama_memory_seq_rm(mem, scratch, -1, -1);
+    llama_memory_seq_cp(mem, slot->seq, scratch, 0, from); /* shares the cells: nothing is copied */
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t p = from; p < to; p++) batch_add(b, scratch, tokens[p], p, false);
+    specd_status st = decode_batch(e, slot, b, error);
+    slot->last_decode_n = 0; /* the sequence's own last decode is no longer the context's last */
+    llama_memory_seq_rm(mem, scratch, -1, -1);
+    return st == SPECD_OK ? specd_head_capture(e, slot, 0, from, to - from, error) : st;
+}
+
 /* llama.cpp says a recurrent memory can shift (it only renumbers the state's position), but the
  * state still holds the dropped tokens: the model would no longer see the history the slot says
  * it holds, and a later restart from the history would give another state. So no shift there. */

@@ -198,6 +198,17 @@ static void test_mtp_beside_a_draft_model(void **state) {
     assert_same_tokens(&r, &alone, "mtp,draft");
     assert_true(r.stats.drafters[0].n_drafted > 0 || r.stats.drafters[1].n_drafted > 0);
     specd_result_clear(&r);
+    /* the draft model's trees between MTP's chains: a tree pass leaves no rows for MTP (its branches
+     * share positions), so the target decodes the accepted path again for it */
+    g.speculative.tree = SPECD_DRAFT_TREE_ON;
+    g.speculative.draft_p_split = 0.0f;
+    g.n_predict = none.n_predict = 96;
+    specd_result_clear(&alone);
+    alone = generate_text(e, prompts[1], &none);
+    r = generate_text(e, prompts[1], &g);
+    assert_same_tokens(&r, &alone, "mtp,draft with trees");
+    assert_true(r.stats.n_tree_steps > 0 && r.stats.drafters[0].n_chosen > 0);
+    specd_result_clear(&r);
     specd_result_clear(&alone);
     specd_engine_free(e);
 }
