@@ -84,9 +84,10 @@ bench-serve: build bench-deps bench-models
 		--out results/bench-serve-f32 $(BENCH_ARGS)
 
 # On a machine with an NVIDIA GPU: the CUDA build, the tests on it and the benchmark of both pairs
-# with every layer on the GPU, in one command (docs/benchmarks-gpu.md).
+# with every layer on the GPU, in one command (docs/benchmarks-gpu.md). GPU_BENCH_ARGS="--heads
+# --minutes 13" adds the drafting heads on real-shaped models.
 gpu-bench:
-	@scripts/gpu_bench.sh
+	@scripts/gpu_bench.sh $(GPU_BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-cuda build-vulkan

@@ -4,7 +4,7 @@
 # in 9 minutes on a 16-core machine; writes docs/benchmarks-gpu.md.
 #
 #   scripts/gpu_bench.sh [--minutes N] [--models DIR] [--prompts FILE] [--out DIR] [--report FILE]
-#                        [--no-tests] [--threads N]
+#                        [--no-tests] [--threads N] [--heads]
 #   scripts/gpu_bench.sh --report-from DIR [--report FILE]
 #
 # Steps (each one's wall time goes into the report):
@@ -16,10 +16,14 @@
 #      background while 1 builds, when the models folder lacks them.
 #   4. specd bench on both pairs, -ngl 99 -ngld 99 for specd and llama.cpp's tools alike; as many
 #      prompts as the time left allows (3, 2 or 1). The report carries each target's pass costs.
+#   5. with --heads: the drafting heads (MTP, EAGLE-3, DFlash, DSpark) on real-shaped models that
+#      make_tiny_model writes (hidden 2048, 16 layers; its small vocabulary), specd bench --head each
+#      against llama-speculative-simple with the same head, one prompt at temperature 0. Step 4
+#      leaves it 4 minutes (give --minutes 12 or more so that 4 keeps its 3 prompts).
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
-# 1 a build or the benchmark failed.
+# 1 a build or a benchmark (the pairs' or the heads') failed.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,12 +35,13 @@ out=$root/results/gpu
 report=$root/docs/benchmarks-gpu.md
 report_from=""
 run_tests=1
+heads=0
 threads=""
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$SECONDS
 
-usage() {
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+usage() { # the comment block at the top of this file
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
 }
 
 die() { # code message...
@@ -58,6 +63,7 @@ while [ $# -gt 0 ]; do
     --threads) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die 2 "--threads takes a number >= 1"
                threads=$2; shift ;;
     --no-tests) run_tests=0 ;;
+    --heads) heads=1 ;;
     -h|--help) usage; exit 0 ;;
     *) die 2 "unknown argument '$1' (see --help)" ;;
   esac
@@ -65,6 +71,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$prompts" ] || prompts=$shared/bench/prompts.txt
 budget=$((minutes * 60))
+# the seconds step 4 leaves to step 5: making the heads' models (about 8 GB of F32 weights) and 4
+# heads x 6 configurations, each run loading its target (measured nowhere yet: a first estimate)
+heads_reserve=0
+[ "$heads" = 1 ] && heads_reserve=240
 elapsed() { echo $((SECONDS - start)); }
 left() { echo $((budget - (SECONDS - start))); }
 note() { printf 'gpu_bench: [%4d s] %s\n' "$(elapsed)" "$*" >&2; }
@@ -102,6 +112,11 @@ write_report() {
       sed -e '1{/^# /d}' -e '/^!\[/d' -e '/^(Plots skipped/d' "$dir/bench/benchmarks.md"
     else
       echo "No benchmark report: the benchmark did not run (see the steps above)."
+    fi
+    if [ -f "$dir/heads/benchmarks.md" ]; then
+      echo
+      echo "## Drafting heads (real-shaped models from make_tiny_model, --heads)"
+      sed -e '1{/^# /d}' -e '/^!\[/d' -e '/^(Plots skipped/d' "$dir/heads/benchmarks.md"
     fi
   } >"$file.tmp" && mv "$file.tmp" "$file" || die 1 "cannot write '$file'"
   note "report: $file"
@@ -206,16 +221,59 @@ step_done "benchmark pairs (wait)" $((SECONDS - t)) "ok: ${pair_files[*]} in $mo
 t=$SECONDS
 # one prompt with llama.cpp's sweep and specd's three configurations costs about 50 s per pair
 # and two temperatures on an H100-class machine (process start and model loads dominate)
+bench_left=$(( $(left) - heads_reserve ))
 n_prompts=3
-[ "$(left)" -lt 200 ] && n_prompts=2
-[ "$(left)" -lt 140 ] && n_prompts=1
-timeout $(( $(left) > 60 ? $(left) - 15 : 45 )) "$root/build-cuda/bin/specd" bench \
+[ "$bench_left" -lt 200 ] && n_prompts=2
+[ "$bench_left" -lt 140 ] && n_prompts=1
+timeout $(( bench_left > 60 ? bench_left - 15 : 45 )) "$root/build-cuda/bin/specd" bench \
   --pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-f32.gguf" "$models/draft.gguf" \
   --prompts "$prompts" --n-prompts "$n_prompts" --sweep 3,6,10 --temps 0,1 -t "$threads" \
   -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" --out "$out/bench" >"$out/bench.log" 2>&1
 rc=$?
 if [ $rc -eq 0 ]; then step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "ok"
 else step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "FAILED (rc $rc; bench.log)"; fi
+
+# The heads' models for step 5 in $1: a target in the shapes of a small real model and its heads.
+make_heads() {
+  local dir=$1 make=$root/build-cuda/bin/make_tiny_model kind
+  local shape=(--n-embd 2048 --n-ff 5632 --n-head 16 --n-head-kv 16)
+  mkdir -p "$dir" || return 1
+  "$make" --out "$dir/target.gguf" --seed 3 --n-layer 16 "${shape[@]}" --layer-scale 0.1 --logit-scale 4 || return 1
+  "$make" --out "$dir/mtp-target.gguf" --arch glm4moe --seed 3 --n-layer 16 "${shape[@]}" --layer-scale 0.1 \
+    --logit-scale 4 || return 1
+  "$make" --out "$dir/eagle3.gguf" --arch eagle3 --target "$dir/target.gguf" --target-layers 2,8,14 --seed 5 \
+    "${shape[@]}" --layer-scale 0.1 || return 1
+  for kind in dflash dspark; do
+    "$make" --out "$dir/$kind.gguf" --arch $kind --target "$dir/target.gguf" --target-layers 4,10 --seed 6 \
+      --n-layer 2 "${shape[@]}" --block-size 16 || return 1
+  done
+}
+
+# 5. the heads: a target with its MTP layer and a target with EAGLE-3, DFlash and DSpark heads, in
+# the shapes of a small real model (its next token depends mostly on the current one, so the
+# heads agree with it often: what matters here is each head's cost against llama.cpp's). Run
+# whatever step 4 did: the heads do not need the pairs.
+if [ "$heads" = 1 ]; then
+  t=$SECONDS
+  if [ "$(left)" -le 90 ]; then
+    step_done "heads" 0 "not run: $(left) s left"
+  elif ! make_heads "$out/head-models" >>"$out/heads.log" 2>&1; then
+    step_done "heads: making the models" $((SECONDS - t)) "FAILED (heads.log)"
+    rc=1
+  else
+    step_done "heads: making the models" $((SECONDS - t)) "ok"
+    t=$SECONDS
+    hd=$out/head-models
+    timeout $(( $(left) > 60 ? $(left) - 15 : 45 )) "$root/build-cuda/bin/specd" bench \
+      --head mtp "$hd/mtp-target.gguf" - --head eagle3 "$hd/target.gguf" "$hd/eagle3.gguf" \
+      --head dflash "$hd/target.gguf" "$hd/dflash.gguf" --head dspark "$hd/target.gguf" "$hd/dspark.gguf" \
+      --prompts "$prompts" --n-prompts 1 --sweep 4,8 --temps 0 -t "$threads" -ngl 99 -ngld 99 \
+      --llama-bin "$root/deps/llama-cuda/build-lib/bin" --out "$out/heads" >>"$out/heads.log" 2>&1
+    hrc=$?
+    if [ $hrc -eq 0 ]; then step_done "heads: specd bench --head, 1 prompt" $((SECONDS - t)) "ok"
+    else step_done "heads: specd bench --head, 1 prompt" $((SECONDS - t)) "FAILED (rc $hrc; heads.log)"; rc=1; fi
+  fi
+fi
 write_report "$out" "$report"
 [ $rc -eq 0 ] || exit 1
 note "done in $(elapsed) s"

@@ -45,12 +45,21 @@ def main():
         r = run(script, ["--out", os.path.join(tmp, "out"), "--report", os.path.join(tmp, "r.md")], path=bin_dir)
         check("no GPU: exit 2 and say so", r.returncode == 2 and "no NVIDIA GPU visible" in r.stderr
               and not os.path.exists(os.path.join(tmp, "r.md")), f"rc={r.returncode} {r.stderr}")
+        # --heads is an argument it knows: it gets as far as the GPU check
+        r = run(script, ["--heads", "--no-tests", "--out", os.path.join(tmp, "out"), "--report",
+                         os.path.join(tmp, "r.md")], path=bin_dir)
+        check("--heads is accepted (no GPU: exit 2 and say so)", r.returncode == 2
+              and "no NVIDIA GPU visible" in r.stderr and "unknown argument" not in r.stderr, f"rc={r.returncode} {r.stderr}")
         for args, needle in ((["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
-                             (["--frobnicate"], "unknown argument '--frobnicate'"), (["--models"], "--models")):
+                             (["--frobnicate"], "unknown argument '--frobnicate'"), (["--models"], "--models"),
+                             (["--heads=1"], "unknown argument '--heads=1'")):
             r = run(script, args)
             check(f"refuses {' '.join(args)}", r.returncode == 2 and needle in r.stderr, f"rc={r.returncode} {r.stderr}")
         r = run(script, ["--help"])
         check("--help says what it does", r.returncode == 0 and "--report-from" in r.stdout, r.stdout[:200])
+        check("--help describes --heads and every step up to the exit codes", "--heads" in r.stdout
+              and "5. with --heads" in r.stdout and "Exit codes:" in r.stdout
+              and "set -uo" not in r.stdout, r.stdout[-400:])
 
         run_dir = os.path.join(tmp, "run")
         write(os.path.join(run_dir, "gpu.txt"), "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n")
@@ -72,12 +81,34 @@ def main():
         check("the report carries the bench tables and pass costs, not the bench's title or plots",
               "### target.gguf + draft.gguf, temperature 0" in text and "T(1..16) ms" in text
               and "# specd benchmarks" not in text and ".png" not in text, text)
+        check("a run without --heads has no heads section", "Drafting heads" not in text, text)
+
+        # a run with --heads: its steps and specd bench --head's tables, after the pairs'
+        with open(os.path.join(run_dir, "steps.tsv"), "a") as f:
+            f.write("heads: making the models\t35\tok\nheads: specd bench --head, 1 prompt\t150\tok\n")
+        write(os.path.join(run_dir, "heads", "benchmarks.md"), "# specd benchmarks\n\nMachine: y.\n\n"
+              "### mtp-target.gguf + its MTP layers (mtp head), temperature 0\n\n"
+              "| configuration | tokens/s | draft ms/token |\n| specd mtp, fixed 8 | 80.0 | 0.9 |\n"
+              "![tokens/s](g0-tps.png) ![acceptance by position](g0-accept.png)\n"
+              "(Plots skipped: no gnuplot.)\n")
+        r = run(script, ["--report-from", run_dir, "--report", report])
+        text = open(report).read() if os.path.exists(report) else ""
+        heads_at = text.find("## Drafting heads")
+        check("--report-from with the heads' run: the heads' steps in the table", r.returncode == 0
+              and "| heads: making the models | 35 | ok |" in text
+              and "| heads: specd bench --head, 1 prompt | 150 | ok |" in text, r.stderr + text[:1200])
+        check("the heads' tables in their own section after the pairs', without title or plots",
+              heads_at > text.find("### target.gguf + draft.gguf") > 0
+              and text.find("### mtp-target.gguf + its MTP layers (mtp head)") > heads_at
+              and "| specd mtp, fixed 8 | 80.0 | 0.9 |" in text and "# specd benchmarks" not in text
+              and ".png" not in text and "Plots skipped" not in text, text)
         r = run(script, ["--report-from", os.path.join(tmp, "nothing"), "--report", report])
         check("--report-from a folder with no run: exit 2", r.returncode == 2 and "steps.tsv" in r.stderr, r.stderr)
         os.remove(os.path.join(run_dir, "bench", "benchmarks.md"))
         r = run(script, ["--report-from", run_dir, "--report", report])
-        check("a run whose benchmark did not run says so", r.returncode == 0
-              and "the benchmark did not run" in open(report).read(), r.stderr)
+        text = open(report).read()
+        check("a run whose benchmark did not run says so (and still carries the heads)", r.returncode == 0
+              and "the benchmark did not run" in text and "(mtp head)" in text, r.stderr + text)
     if failures:
         print(f"{len(failures)} failed: {', '.join(failures)}")
         return 1
