@@ -19,7 +19,7 @@
 #   5. with --heads: the drafting heads (MTP, EAGLE-3, DFlash, DSpark) on real-shaped models that
 #      make_tiny_model writes (hidden 2048, 16 layers; its small vocabulary), specd bench --head each
 #      against llama-speculative-simple with the same head, one prompt at temperature 0. Step 4
-#      leaves it 4 minutes (give --minutes 12 or more so that 4 keeps its 3 prompts).
+#      leaves it 4 minutes (give --minutes 13 so that 4 keeps its 3 prompts).
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
