@@ -43,11 +43,12 @@ asan: deps
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# The JSON API's threads (async poll and cancel from several threads) under ThreadSanitizer.
+# The JSON API's threads (async poll and cancel from several threads, two servers side by side)
+# under ThreadSanitizer.
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots make_tiny_model
-	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc' --output-on-failure
+	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots test_servers make_tiny_model
+	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc|test_servers' --output-on-failure
 
 # libFuzzer on the JSON-RPC dispatcher (tests/fuzz): FUZZ_SECONDS with no model, then as long
 # with the tiny models. Our code with clang + ASan + UBSan + coverage; llama.cpp is the gcc build.

@@ -1,26 +1,41 @@
-# The JSON API (src/rpc, include/specd_rpc.h) as its own library on top of libspecd, so the core
-# needs no JSON library: libspecd-rpc (static for the specd program and the tests, shared for
+# The JSON API (src/rpc, include/specd_rpc.h) and the server object under it (src/serve: typed
+# requests, the scheduler, slots, jobs; no JSON) as their own library on top of libspecd, so the
+# core needs no JSON library: libspecd-rpc (static for the specd program and the tests, shared for
 # apps), and the drop-in compatibility library libspecd-rpcserver.so with the users' old C names.
-# The rpc layer uses libspecd's public API only (specd.h).
+# Both layers use libspecd's public API only (specd.h).
 set(SPECD_RPC_SOURCES
+  src/serve/fault.c
+  src/serve/clock.c
+  src/serve/request.c
+  src/serve/prepare.c
+  src/serve/reply.c
+  src/serve/text_stream.c
+  src/serve/origins.c
+  src/serve/probs_window.c
+  src/serve/history.c
+  src/serve/metrics.c
+  src/serve/heavy.c
+  src/serve/job.c
+  src/serve/run.c
+  src/serve/scheduler.c
+  src/serve/server.c
+  src/rpc/errors.c
   src/rpc/params.c
   src/rpc/rpc.c
   src/rpc/init_args.c
   src/rpc/confine.c
-  src/rpc/state.c
-  src/rpc/text_stream.c
-  src/rpc/completion_request.c
-  src/rpc/completion_llama.c
-  src/rpc/completion.c
-  src/rpc/completion_probs.c
-  src/rpc/completion_origins.c
-  src/rpc/deadline.c
-  src/rpc/limits.c
-  src/rpc/metrics.c
+  src/rpc/host.c
+  src/rpc/host_load.c
+  src/rpc/host_status.c
+  src/rpc/request_json.c
+  src/rpc/request_spec.c
+  src/rpc/request_llama.c
+  src/rpc/reply_json.c
+  src/rpc/probs_json.c
   src/rpc/props.c
-  src/rpc/async.c
-  src/rpc/scheduler.c
-  src/rpc/heavy.c
+  src/rpc/methods_model.c
+  src/rpc/methods_tokens.c
+  src/rpc/methods_completion.c
   src/rpc/abi.c
   src/rpc/json_schema.c
   src/rpc/json_schema_object.c

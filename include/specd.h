@@ -225,6 +225,9 @@ SPECD_API bool specd_engine_has_draft(const specd_engine *engine);
 SPECD_API int32_t specd_engine_n_ctx(const specd_engine *engine);
 /* Slots (specd_engine_params.n_parallel), at least 1. */
 SPECD_API int32_t specd_engine_n_parallel(const specd_engine *engine);
+/* The longest draft the engine will verify (specd_engine_params.draft_max, 16 by default): the
+ * ceiling of a request's speculative.draft_max. */
+SPECD_API int32_t specd_engine_draft_max(const specd_engine *engine);
 /* How many leading tokens of `prompt` slot `slot` holds in the target's KV cache already (the
  * prompt cache a session in that slot would reuse, at most n_prompt - 1: the last token is always
  * decoded). 0 for a slot out of range. Same thread rules as the sessions. */
@@ -322,6 +325,10 @@ SPECD_API specd_status specd_chat_apply_template(const specd_engine *engine, con
 /* The target model's own chat template text (tokenizer.chat_template), or NULL when it has none.
  * Owned by the engine. */
 SPECD_API const char *specd_engine_chat_template(const specd_engine *engine);
+/* Whether `name` is one of llama.cpp's built-in chat templates. When it is not and `names` is not
+ * NULL, *names is the list of them, "chatml, llama2, ..." (heap, free with specd_free; NULL when
+ * out of memory). */
+SPECD_API bool specd_chat_template_is_builtin(const char *name, char **names);
 
 /* ---- generation ----------------------------------------------------------------------------- */
 

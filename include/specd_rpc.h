@@ -5,9 +5,10 @@
  * Strings: every `const char *` these functions return is a heap copy owned by the caller;
  * release it with specd_free() (declared in specd.h). NULL is returned only where documented.
  *
- * Threads: every function may be called from any thread. There is one global engine (one model
- * pair) with n_parallel slots (init's -np, default 1): that many completions run side by side on
- * one scheduler thread; the others wait in a FIFO of n_queue (--queue, default 64), and past it a
+ * Threads: every function may be called from any thread. They share the process's one host of
+ * models: one model pair at a time (init loads another beside it and swaps it in) with
+ * n_parallel slots (init's -np, default 1): that many completions run side by side on one
+ * scheduler thread; the others wait in a FIFO of n_queue (--queue, default 64), and past it a
  * completion request is answered at once with the busy error (-32001). A blocking `completion`
  * waits in the calling thread until its answer is there. tokenize/detokenize/status/poll/cancel
  * never wait for a running completion.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that #include "..." between src/ folders follows the layer order (README, "How it works"):
 #
-#   cli -> server -> rpc -> session -> draft, verify, sample -> engine -> util
+#   cli -> server -> rpc -> serve -> session -> draft, verify, sample -> engine -> util
 #
 # A file may include its own folder and any folder to the right; an include to the left is a
 # back arrow and fails the check. draft, verify and sample are one layer. llama.h is included only
@@ -10,7 +10,7 @@
 #   scripts/check_layers.sh [SRC_DIR]      exit 0: clean; 1: prints each back arrow
 set -euo pipefail
 src=${1:-$(dirname "$0")/../src}
-declare -A rank=([util]=0 [engine]=1 [draft]=2 [verify]=2 [sample]=2 [session]=3 [rpc]=4 [server]=5 [cli]=6)
+declare -A rank=([util]=0 [engine]=1 [draft]=2 [verify]=2 [sample]=2 [session]=3 [serve]=4 [rpc]=5 [server]=6 [cli]=7)
 llama_ok='^(engine/|sample/grammar(_error)?\.)'
 bad=0
 for f in "$src"/*/*.[ch]; do

@@ -40,6 +40,13 @@ static bool is_builtin_template(const char *name) {
     return found;
 }
 
+bool specd_chat_template_is_builtin(const char *name, char **names) {
+    if (names) *names = NULL;
+    if (name && is_builtin_template(name)) return true;
+    if (names) *names = builtin_template_list();
+    return false;
+}
+
 /* Sets *error to `what` followed by the built-in names; returns SPECD_ERR_INVALID_ARGUMENT. */
 static specd_status fail_listing_builtins(char **error, const char *what, const char *name) {
     char *list = builtin_template_list();

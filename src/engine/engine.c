@@ -576,6 +576,8 @@ int32_t specd_engine_n_ctx(const specd_engine *e) { return e->n_ctx; }
 int32_t specd_engine_n_vocab(const specd_engine *e) { return e->n_vocab; }
 int32_t specd_engine_n_parallel(const specd_engine *e) { return e ? e->n_parallel : 0; }
 
+int32_t specd_engine_draft_max(const specd_engine *e) { return e ? e->params.draft_max : 0; }
+
 int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt) {
     if (!e || slot < 0 || slot >= e->n_parallel || !prompt) return 0;
     const specd_model_slot *v = slot == e->active_slot ? &e->target : &e->target_views[slot];

@@ -63,19 +63,17 @@ static json_t *split_command_line(const char *cmd, rpc_error *err) {
 }
 
 typedef struct arg_cursor {
-    json_t *args;
-    size_t i;
+    const char *const *words;
+    size_t n, i;
     rpc_error *err;
 } arg_cursor;
 
 static const char *next_value(arg_cursor *c, const char *flag) {
-    json_t *v = json_array_get(c->args, c->i);
-    if (!json_is_string(v)) {
+    if (c->i >= c->n) {
         rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s needs a value", flag);
         return NULL;
     }
-    c->i++;
-    return json_string_value(v);
+    return c->words[c->i++];
 }
 
 static bool next_int(arg_cursor *c, const char *flag, long min, long max, int32_t *out) {
@@ -170,6 +168,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
         return (v = next_value(c, f)) && set_string(&s->alias, v, c->err, f);
     if (!strcmp(f, "--calibration-cache")) { /* a file or directory (specd_engine_params), or "off" */
         if (!(v = next_value(c, f))) return false;
+        s->calibration_given = true;
         free(s->calibration_cache);
         s->calibration_cache = NULL;
         return !strcmp(v, "off") || set_string(&s->calibration_cache, v, c->err, f);
@@ -178,12 +177,13 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return next_int(c, f, 1, 1024, &p->n_threads);
     if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
     if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft")) return next_int(c, f, 1, 256, &p->draft_max);
-    if (!strcmp(f, "-np") || !strcmp(f, "--parallel")) return next_int(c, f, 1, SPECD_MAX_PARALLEL, &p->n_parallel);
+    if (!strcmp(f, "-np") || !strcmp(f, "--parallel"))
+        return (s->parallel_given = true) && next_int(c, f, 1, SPECD_MAX_PARALLEL, &p->n_parallel);
     if (!strcmp(f, "--ctx-per-slot")) return next_int(c, f, 16, 1 << 24, &p->n_ctx_per_slot);
     if (!strcmp(f, "--queue")) return next_int(c, f, 0, 1 << 20, &s->n_queue);
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
     if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn"))
-        return (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
+        return (s->flash_attn_given = true) && (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
     if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v"))
         return (v = next_value(c, f)) && cache_type_value(v, &p->cache_type_v, c->err, f);
     if (!strcmp(f, "--spec-type")) return (v = next_value(c, f)) && spec_type_value(v, p, c->err, f);
@@ -197,15 +197,26 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "--calibration-cache, --spec-type, --verbose)", f);
 }
 
-static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
-    arg_cursor c = {args, 0, err};
-    while (c.i < json_array_size(args)) {
-        json_t *word = json_array_get(args, c.i++);
-        if (!json_is_string(word))
-            return rpc_fail(err, RPC_INVALID_PARAMS, "args", "init: args must be an array of strings");
-        if (!parse_flag(&c, json_string_value(word), s)) return false;
-    }
+static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
+    arg_cursor c = {words, n, 0, err};
+    while (c.i < c.n)
+        if (!parse_flag(&c, c.words[c.i++], s)) return false;
     return true;
+}
+
+/* A JSON array of strings (init's "args", or a split command line) as flags. */
+static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
+    size_t n = json_array_size(args);
+    const char **words = calloc(n + 1, sizeof *words);
+    if (!words) return rpc_fail(err, RPC_INTERNAL_ERROR, "args", "out of memory");
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        words[i] = json_string_value(json_array_get(args, i));
+        if (!words[i]) ok = rpc_fail(err, RPC_INVALID_PARAMS, "args", "init: args must be an array of strings");
+    }
+    ok = ok && parse_words(words, n, s, err);
+    free(words);
+    return ok;
 }
 
 /* ---- JSON object ----------------------------------------------------------------------------- */
@@ -270,6 +281,7 @@ static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
     const char *v = NULL;
     int got = rpc_get_string(rp, "calibration_cache", &v);
     if (got <= 0) return got == 0;
+    s->calibration_given = true;
     free(s->calibration_cache);
     s->calibration_cache = NULL;
     return !strcmp(v, "off") || set_string(&s->calibration_cache, v, rp->err, "calibration_cache");
@@ -277,6 +289,8 @@ static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
 
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
+    s->parallel_given |= json_object_get(rp->obj, "n_parallel") != NULL;
+    s->flash_attn_given |= json_object_get(rp->obj, "flash_attn") != NULL;
     int64_t port = 0;
     const char *host = NULL;
     return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
@@ -294,10 +308,36 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }
 
-bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error *err) {
+static void start_settings(rpc_engine_settings *s) {
     memset(s, 0, sizeof *s);
     s->params = specd_engine_default_params();
     s->n_queue = -1;
+}
+
+/* The settings are complete: a target model is named (when needed), and the params point at the
+ * strings. */
+static bool finish_settings(rpc_engine_settings *s, bool ok, bool need_model, rpc_error *err) {
+    if (ok && need_model && !s->model)
+        ok = rpc_fail(err, RPC_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
+    if (!ok) {
+        rpc_engine_settings_free(s);
+        return false;
+    }
+    rpc_engine_settings_point(s);
+    return true;
+}
+
+void rpc_engine_settings_point(rpc_engine_settings *s) {
+    s->params.target_path = s->model;
+    s->params.draft_path = s->model_draft;
+    s->params.calibration_cache = s->calibration_cache;
+    s->params.devices = s->devices;
+    s->params.devices_draft = s->devices_draft;
+    s->params.rpc_servers = s->rpc_servers;
+}
+
+bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error *err) {
+    start_settings(s);
     rpc_params rp;
     rpc_params_open(&rp, params, "init params", "", err);
     const char *cmd = NULL;
@@ -313,19 +353,13 @@ bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error
         json_decref(words);
     }
     ok = ok && parse_object(&rp, s) && parse_placement_object(&rp, s) && rpc_params_finish(&rp);
-    if (ok && !s->model)
-        ok = rpc_fail(err, RPC_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
-    if (!ok) {
-        rpc_engine_settings_free(s);
-        return false;
-    }
-    s->params.target_path = s->model;
-    s->params.draft_path = s->model_draft;
-    s->params.calibration_cache = s->calibration_cache;
-    s->params.devices = s->devices;
-    s->params.devices_draft = s->devices_draft;
-    s->params.rpc_servers = s->rpc_servers;
-    return true;
+    return finish_settings(s, ok, true, err);
+}
+
+bool rpc_engine_settings_parse_words(const char *const *words, size_t n, bool need_model, rpc_engine_settings *s,
+                                     rpc_error *err) {
+    start_settings(s);
+    return finish_settings(s, parse_words(words, n, s, err), need_model, err);
 }
 
 /* ---- models directory ------------------------------------------------------------------------ */

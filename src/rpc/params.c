@@ -4,25 +4,8 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...) {
-    err->code = code;
-    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-json_t *rpc_error_object(const rpc_error *err) {
-    json_t *e = json_pack("{s:i, s:s}", "code", err->code, "message", err->message);
-    if (e && err->field[0]) json_object_set_new(e, "data", json_pack("{s:s}", "field", err->field));
-    return e;
-}
 
 void rpc_params_open(rpc_params *p, json_t *obj, const char *where, const char *prefix, rpc_error *err) {
     memset(p, 0, sizeof *p);
@@ -39,7 +22,8 @@ const char *rpc_field_name(const rpc_params *p, const char *name, char *buf, siz
 
 json_t *rpc_get_value(rpc_params *p, const char *name) {
     if (p->n_seen < RPC_MAX_FIELDS) p->seen[p->n_seen++] = name;
-    return p->obj ? json_object_get(p->obj, name) : NULL;
+    json_t *v = p->obj ? json_object_get(p->obj, name) : NULL;
+    return p->null_is_absent && json_is_null(v) ? NULL : v;
 }
 
 static int type_error(rpc_params *p, const char *name, const char *expected) {
@@ -132,8 +116,7 @@ bool rpc_params_finish(rpc_params *p) {
     const char *key;
     json_t *value;
     json_object_foreach(p->obj, key, value) {
-        (void)value;
-        if (was_seen(p, key)) continue;
+        if (was_seen(p, key) || (p->null_is_absent && json_is_null(value))) continue;
         char field[160];
         rpc_field_name(p, key, field, sizeof field);
         return rpc_fail(p->err, RPC_INVALID_PARAMS, field, "%s: unknown field '%s' (check its spelling)",

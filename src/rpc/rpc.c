@@ -1,15 +1,15 @@
 /* rpc.c - the one JSON-RPC 2.0 dispatcher every transport goes through (C functions, HTTP):
  * framing (single requests, batches, notifications, id echo), the error objects, the table of
  * methods, and the caller's rights (admin methods, the models directory). The methods themselves
- * live in state.c, completion.c and async.c. */
+ * are methods.h's, on a host's models (host.h). */
 #include "specd_rpc.h"
 
-#include "rpc_internal.h"
+#include "methods.h"
 
 #include <stdio.h>
 #include <string.h>
 
-typedef json_t *(*rpc_method_fn)(json_t *params, rpc_error *err);
+typedef json_t *(*rpc_method_fn)(rpc_host *host, json_t *params, rpc_error *err);
 
 /* `admin`: the method loads, replaces or unloads the models, so a caller needs admin rights
  * (any future model-loading method must be marked so too). */
@@ -73,15 +73,16 @@ static bool validate_request(json_t *req, rpc_error *err) {
 
 /* init for a caller confined to a models directory: the same call on params whose model paths
  * are checked and pinned to their real paths. */
-static json_t *call_init_confined(json_t *params, const char *models_dir, rpc_error *err) {
+static json_t *call_init_confined(rpc_host *host, json_t *params, const char *models_dir, rpc_error *err) {
     json_t *confined = rpc_init_params_confine(params, models_dir, err);
     if (!confined) return NULL;
-    json_t *result = rpc_method_init(confined, err);
+    json_t *result = rpc_method_init(host, confined, err);
     json_decref(confined);
     return result;
 }
 
-static json_t *call_method(const char *name, json_t *params, const rpc_caller *caller, rpc_error *err) {
+static json_t *call_method(rpc_host *host, const char *name, json_t *params, const rpc_caller *caller,
+                           rpc_error *err) {
     if (json_is_array(params)) {
         rpc_fail(err, RPC_INVALID_PARAMS, "params",
                  "%s: params must be an object with named fields, not an array", name);
@@ -97,8 +98,8 @@ static json_t *call_method(const char *name, json_t *params, const rpc_caller *c
         }
         /* A future model-loading method needs its paths confined here too. */
         if (methods[i].fn == rpc_method_init && caller->models_dir)
-            return call_init_confined(params, caller->models_dir, err);
-        return methods[i].fn(params, err);
+            return call_init_confined(host, params, caller->models_dir, err);
+        return methods[i].fn(host, params, err);
     }
     rpc_fail(err, RPC_METHOD_NOT_FOUND, "method",
              "method not found: '%s' (methods: init, status, tokenize, detokenize, completion, "
@@ -107,13 +108,13 @@ static json_t *call_method(const char *name, json_t *params, const rpc_caller *c
 }
 
 /* One request object; NULL when it is a notification (no id member). */
-static json_t *dispatch_one(json_t *req, const rpc_caller *caller) {
+static json_t *dispatch_one(rpc_host *host, json_t *req, const rpc_caller *caller) {
     if (!json_is_object(req))
         return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: a request must be a JSON object");
     json_t *id = json_object_get(req, "id");
     rpc_error err;
     if (!validate_request(req, &err)) return error_response(id && valid_id(id) ? id : NULL, &err);
-    json_t *result = call_method(json_string_value(json_object_get(req, "method")),
+    json_t *result = call_method(host, json_string_value(json_object_get(req, "method")),
                                  json_object_get(req, "params"), caller, &err);
     if (!id) { /* a notification: done, whatever happened */
         json_decref(result);
@@ -125,14 +126,14 @@ static json_t *dispatch_one(json_t *req, const rpc_caller *caller) {
     return r;
 }
 
-static json_t *dispatch_batch(json_t *batch, const rpc_caller *caller) {
+static json_t *dispatch_batch(rpc_host *host, json_t *batch, const rpc_caller *caller) {
     if (json_array_size(batch) == 0)
         return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: an empty batch");
     json_t *responses = json_array();
     size_t i;
     json_t *req;
     json_array_foreach(batch, i, req) {
-        json_t *r = dispatch_one(req, caller);
+        json_t *r = dispatch_one(host, req, caller);
         if (r) json_array_append_new(responses, r);
     }
     if (json_array_size(responses) == 0) { /* only notifications: nothing at all is returned */
@@ -142,9 +143,9 @@ static json_t *dispatch_batch(json_t *batch, const rpc_caller *caller) {
     return responses;
 }
 
-json_t *rpc_dispatch_as(json_t *request, const rpc_caller *caller) {
+json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller) {
     if (!caller) caller = &least_rights; /* forgetting the caller must not grant anything */
-    return json_is_array(request) ? dispatch_batch(request, caller) : dispatch_one(request, caller);
+    return json_is_array(request) ? dispatch_batch(host, request, caller) : dispatch_one(host, request, caller);
 }
 
 static _Thread_local rpc_still_wanted_fn watch_fn;
@@ -157,7 +158,7 @@ void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data) {
 
 bool rpc_thread_still_wanted(void) { return !watch_fn || watch_fn(watch_data); }
 
-json_t *rpc_dispatch(json_t *request) { return rpc_dispatch_as(request, &full_rights); }
+json_t *rpc_dispatch(json_t *request) { return rpc_dispatch_as(rpc_host_default(), request, &full_rights); }
 
 static char *dump(json_t *value) {
     char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;

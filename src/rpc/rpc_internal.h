@@ -1,16 +1,16 @@
-/* rpc_internal.h - what the JSON-RPC layer's files share: error codes, strict parameter readers,
- * the global engine state, and the methods the dispatcher calls. Nothing here reaches the engine
- * internals (llama.h): the rpc layer uses the public specd.h API only. */
+/* rpc_internal.h - what the JSON API's files share: error codes, strict parameter readers, init's
+ * settings, the caller's rights and the dispatcher. Nothing here reaches the engine internals
+ * (llama.h): the rpc layer uses the public specd.h API and the server object (src/serve) only. */
 #ifndef SPECD_RPC_INTERNAL_H
 #define SPECD_RPC_INTERNAL_H
 
+#include "../serve/fault.h"
 #include "specd.h"
 #include "specd_rpc.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 /* JSON-RPC 2.0 codes, then ours (the -32000..-32099 range the specification leaves to servers). */
 /* Short names inside the rpc layer for the public codes (specd_rpc_error_code in specd_rpc.h). */
@@ -43,6 +43,8 @@ bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...)
 
 /* The JSON-RPC error object {code, message, data: {field}} for err (new reference). */
 json_t *rpc_error_object(const rpc_error *err);
+/* The server's fault in this API's codes. */
+void rpc_error_from_fault(const serve_fault *fault, rpc_error *err);
 
 /* ---- strict parameter readers (params.c) ------------------------------------------------------
  * Each getter returns 1 when the field is present and valid (value stored), 0 when absent, -1 when
@@ -53,6 +55,7 @@ typedef struct rpc_params {
     json_t *obj;        /* borrowed; NULL means no params */
     const char *where;  /* "completion params", ... for messages */
     const char *prefix; /* "speculative." for nested objects, else "" */
+    bool null_is_absent; /* a null value reads as a field not given (llama-server's clients send them) */
     const char *seen[RPC_MAX_FIELDS];
     int n_seen;
     rpc_error *err;
@@ -89,11 +92,20 @@ typedef struct rpc_engine_settings {
     /* -ngl or -ngld was given (not the default): a CPU-only build then says it runs on the CPU */
     bool gpu_layers_given;
     int32_t n_queue;            /* --queue: requests waiting for a slot at most; -1: the default */
+    bool parallel_given;        /* -np / n_parallel was given (a server's default applies otherwise) */
+    bool flash_attn_given;      /* -fa / flash_attn was given */
+    bool calibration_given;     /* --calibration-cache / calibration_cache was given (a path or off) */
     bool async;
 } rpc_engine_settings;
 
 /* From init's params: {"cmd": "-m x -c 2048"}, {"args": ["-m", "x"]} or a settings object. */
 bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *out, rpc_error *err);
+/* From command-line words ("-m", "x", "-c", "2048"), as `specd serve` passes its model options;
+ * without `need_model` a missing -m is no error (--list-devices). */
+bool rpc_engine_settings_parse_words(const char *const *words, size_t n, bool need_model, rpc_engine_settings *out,
+                                     rpc_error *err);
+/* Points params' paths at the settings' strings again (after one of them was replaced). */
+void rpc_engine_settings_point(rpc_engine_settings *s);
 void rpc_engine_settings_free(rpc_engine_settings *s);
 
 /* init's params for a caller confined to `models_dir` (a real path: absolute, no symlinks, no
@@ -105,18 +117,6 @@ void rpc_engine_settings_free(rpc_engine_settings *s);
  * field for every refused path, so it never tells whether a path outside the directory exists. */
 json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_error *err);
 
-/* ---- the methods (state.c, completion.c, async.c) -------------------------------------------- */
-/* Each returns the result (new reference) or NULL with *err set. `params` may be NULL. */
-json_t *rpc_method_init(json_t *params, rpc_error *err);
-json_t *rpc_method_status(json_t *params, rpc_error *err);
-json_t *rpc_method_tokenize(json_t *params, rpc_error *err);
-json_t *rpc_method_detokenize(json_t *params, rpc_error *err);
-json_t *rpc_method_shutdown(json_t *params, rpc_error *err);
-json_t *rpc_method_completion(json_t *params, rpc_error *err);
-json_t *rpc_method_completion_start(json_t *params, rpc_error *err);
-json_t *rpc_method_completion_poll(json_t *params, rpc_error *err);
-json_t *rpc_method_completion_cancel(json_t *params, rpc_error *err);
-
 /* Who is calling the dispatcher. A library user (specd_rpc, the C ABI) is trusted: full rights.
  * `specd serve` gives an HTTP client admin rights only when it sends the admin key. */
 typedef struct rpc_caller {
@@ -125,10 +125,12 @@ typedef struct rpc_caller {
                              * (a real path, see rpc_init_params_confine) */
 } rpc_caller;
 
-/* The dispatcher on a parsed request (object or batch, borrowed): the response, or NULL when
- * there is nothing to answer (notifications only). rpc_dispatch calls with full rights; it is
- * what specd_rpc and the C ABI wrappers use. */
-json_t *rpc_dispatch_as(json_t *request, const rpc_caller *caller);
+typedef struct rpc_host rpc_host;
+
+/* The dispatcher on a parsed request (object or batch, borrowed) for the models of `host`: the
+ * response, or NULL when there is nothing to answer (notifications only). rpc_dispatch calls the
+ * process's own host (host.h) with full rights; it is what specd_rpc and the C ABI wrappers use. */
+json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller);
 
 /* Whether whoever waits for this thread's blocking calls still wants the answer (an HTTP client
  * still connected). `specd serve` sets it on the thread that runs a blocking completion; the
@@ -139,9 +141,5 @@ void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data);
 bool rpc_thread_still_wanted(void);
 #define RPC_WATCH_MS 200
 json_t *rpc_dispatch(json_t *request);
-
-/* deadline.c: the wall-clock time `ms` from now, as pthread_cond_timedwait takes a deadline
- * (CLOCK_REALTIME, nanoseconds normalized). */
-struct timespec rpc_realtime_after_ms(int64_t ms);
 
 #endif

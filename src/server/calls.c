@@ -1,7 +1,7 @@
-/* calls.c - calling the dispatcher in-process (parsed JSON, no text round trip), and running the
- * calls that can take long (a blocking completion, init, shutdown, a poll that waits) on a small
- * pool of worker threads while the HTTP connection waits suspended, so that libmicrohttpd's pool
- * threads only ever do quick work. The queue is bounded: past it a request gets 503 at once.
+/* calls.c - running the work that can take long (a blocking completion, a large prompt's
+ * tokenization, init, shutdown, a poll that waits) on a small pool of worker threads while the
+ * HTTP connection waits suspended, so that libmicrohttpd's pool threads only ever do quick work.
+ * The queue is bounded: past it a request gets 503 at once.
  *
  * Locks: a call's own lock, then the pool lock (call_defer); never the other way round. */
 #define _GNU_SOURCE /* POLLRDHUP */
@@ -17,22 +17,14 @@
 
 const rpc_caller serve_self = {.admin = true, .models_dir = NULL};
 
-json_t *serve_rpc(const char *method, json_t *params, const rpc_caller *caller) {
-    json_t *request = json_pack("{s:s, s:i, s:s}", "jsonrpc", "2.0", "id", 1, "method", method);
-    if (!request) return NULL;
-    if (params) json_object_set(request, "params", params);
-    json_t *response = rpc_dispatch_as(request, caller);
-    json_decref(request);
-    return response;
-}
-
 struct deferred_call {
     pthread_mutex_t lock;
     int refs;                  /* under pool.lock: the handler's and the worker's */
-    json_t *request;           /* owned until the worker takes it */
-    call_fn run;               /* what the worker does with it: the dispatcher, or a route's own */
+    call_fn run;               /* the work */
+    void *ctx;                 /* its context (owned) */
+    void (*free_ctx)(void *ctx);
+    bool taken;                /* a worker took it (or it was answered before) */
     int fd;                    /* the client's socket (-1: unknown), to notice it going away */
-    rpc_caller caller;
     struct MHD_Connection *connection;
     bool suspended;            /* the connection waits for this answer */
     bool answered;
@@ -68,7 +60,7 @@ static void call_unref(deferred_call *call) {
     }
     pthread_mutex_unlock(&pool.lock);
     if (!last) return;
-    json_decref(call->request);
+    if (call->free_ctx) call->free_ctx(call->ctx);
     json_decref(call->response);
     pthread_mutex_destroy(&call->lock);
     free(call);
@@ -133,13 +125,12 @@ static void *worker_main(void *arg) {
     deferred_call *call;
     while ((call = next_call()) != NULL) {
         pthread_mutex_lock(&call->lock);
-        json_t *request = call->answered ? NULL : call->request;
-        call->request = NULL;
+        bool run = !call->answered && !call->taken;
+        call->taken = true;
         pthread_mutex_unlock(&call->lock);
         rpc_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
-        json_t *response = request ? call->run(request, &call->caller) : NULL;
+        json_t *response = run ? call->run(call->ctx) : NULL;
         rpc_watch_thread(NULL, NULL);
-        json_decref(request);
         pthread_mutex_lock(&call->lock);
         answer_locked(call, response, 0);
         pthread_mutex_unlock(&call->lock);
@@ -156,23 +147,18 @@ bool calls_start(int n_workers) {
     return pool.n_workers == n_workers;
 }
 
-deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_caller *caller, const char **why) {
-    return call_defer_run(c, rpc_dispatch_as, request, caller, why);
-}
-
-deferred_call *call_defer_run(struct MHD_Connection *c, call_fn run, json_t *request, const rpc_caller *caller,
-                              const char **why) {
+deferred_call *call_defer(struct MHD_Connection *c, call_fn run, void *ctx, void (*free_ctx)(void *), const char **why) {
     deferred_call *call = calloc(1, sizeof *call);
     if (!call) {
-        json_decref(request);
+        if (free_ctx) free_ctx(ctx);
         *why = "out of memory";
         return NULL;
     }
     pthread_mutex_init(&call->lock, NULL);
     call->refs = 2;
-    call->request = request;
     call->run = run;
-    call->caller = *caller;
+    call->ctx = ctx;
+    call->free_ctx = free_ctx;
     call->connection = c;
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     call->fd = info ? info->connect_fd : -1;
@@ -197,7 +183,7 @@ deferred_call *call_defer_run(struct MHD_Connection *c, call_fn run, json_t *req
         pthread_mutex_unlock(&call->lock);
         *why = pool.intake_closed ? "the server is stopping"
                                   : "the server is busy: too many calls are waiting; try again later";
-        json_decref(call->request);
+        if (free_ctx) free_ctx(ctx);
         pthread_mutex_destroy(&call->lock);
         free(call);
         return NULL;
@@ -219,6 +205,8 @@ bool call_result(deferred_call *call, json_t **response, unsigned *http_status) 
     pthread_mutex_unlock(&call->lock);
     return answered;
 }
+
+void *call_context(deferred_call *call) { return call->ctx; }
 
 void calls_close_intake(void) {
     pthread_mutex_lock(&pool.lock);

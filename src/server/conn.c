@@ -12,6 +12,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
+#include "../serve/clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -123,7 +125,7 @@ static void *sweeper_main(void *arg) {
     pthread_mutex_lock(&T.lock);
     while (!T.quit) {
         sweep_locked(now_ms());
-        struct timespec until = rpc_realtime_after_ms(SWEEP_PERIOD_MS);
+        struct timespec until = serve_realtime_after_ms(SWEEP_PERIOD_MS);
         int rc = 0;
         while (!T.quit && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.wake, &T.lock, &until);
     }

@@ -4,82 +4,34 @@
  *   GET  /props       default generation settings, n_ctx, model path, chat template, build info
  *   GET  /slots       every slot's state (idle / processing), its latest request and its stats
  *   GET  /metrics     Prometheus text: requests, tokens, throughput, speculative counters
- * and how POST /completion reads its body as llama-server does (null = absent, llama-server's
- * probabilities). Everything goes through the JSON API (the dispatcher, or the rpc layer's
- * props and metrics), which owns the engine: nothing here decides what a model does. */
+ * Everything goes through the JSON API (its methods and props, on the host's models): nothing
+ * here decides what a model does. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "server.h"
 
-#include "../rpc/metrics.h"
+#include "../rpc/methods.h"
 #include "../rpc/props.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-bool llama_route_get(const char *url) {
+bool route_is_llama_get(const char *url) {
     return !strcmp(url, "/props") || !strcmp(url, "/slots") || !strcmp(url, "/metrics");
 }
 
-bool llama_route_post(const char *url) { return !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize"); }
-
-/* ---- /completion ----------------------------------------------------------------------------- */
-
-/* logit_bias as an object {"token id": bias} (OpenAI's form, which llama-server takes too) -> the
- * [[id, bias]] pairs the request takes; a key that is not a token id is kept as a string, which the
- * request refuses naming logit_bias (specd does not tokenize bias keys). */
-static json_t *bias_pairs(json_t *object) {
-    json_t *pairs = json_array();
-    const char *key;
-    json_t *value;
-    json_object_foreach(object, key, value) {
-        char *end = NULL;
-        long long id = strtoll(key, &end, 10);
-        json_t *token = *key && end && !*end ? json_integer(id) : json_string(key);
-        json_array_append_new(pairs, json_pack("[o, O]", token, value));
-    }
-    return pairs;
-}
-
-/* Several prompts in one request (an array of two or more strings, or of arrays) make several
- * completions in llama-server; the JSON API would read them as one prompt, so they are refused. */
-static bool several_prompts(json_t *prompt) {
-    if (!json_is_array(prompt) || json_array_size(prompt) < 2) return false;
-    size_t i;
-    json_t *item;
-    json_array_foreach(prompt, i, item) if (!json_is_string(item) && !json_is_array(item)) return false;
-    return true;
-}
-
-json_t *llama_completion_params(json_t *params, rpc_error *err) {
-    if (!json_is_object(params)) return params;
-    if (several_prompts(json_object_get(params, "prompt"))) {
-        json_decref(params);
-        rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt' holds several prompts (an array of "
-                 "strings or of arrays): specd makes one completion per request; send one request per prompt, or "
-                 "one string, or one array mixing text and token ids");
-        return NULL;
-    }
-    const char *key;
-    json_t *value;
-    void *tmp;
-    json_object_foreach_safe(params, tmp, key, value) if (json_is_null(value)) json_object_del(params, key);
-    if (!json_object_get(params, "probs_format")) json_object_set_new(params, "probs_format", json_string("llama"));
-    /* Prompts as llama-server tokenizes them: special-token text becomes those tokens. */
-    if (!json_object_get(params, "parse_special")) json_object_set_new(params, "parse_special", json_true());
-    json_t *stop = json_object_get(params, "stop");
-    if (json_is_string(stop)) json_object_set_new(params, "stop", json_pack("[O]", stop)); /* one stop string */
-    json_t *bias = json_object_get(params, "logit_bias");
-    if (json_is_object(bias)) json_object_set_new(params, "logit_bias", bias_pairs(bias));
-    return params;
-}
+bool route_is_llama_post(const char *url) { return !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize"); }
 
 /* ---- /tokenize, /detokenize ------------------------------------------------------------------ */
 
 static json_t *error_response(const rpc_error *err) { return json_pack("{s:o}", "error", rpc_error_object(err)); }
 
+static json_t *result_response(json_t *result, const rpc_error *err) {
+    return result ? json_pack("{s:o}", "result", result) : error_response(err);
+}
+
 /* llama-server's /tokenize fields -> the tokenize method's; its answer -> llama-server's. */
-json_t *llama_route_tokenize(json_t *body, const rpc_caller *caller) {
+static json_t *tokenize(rpc_host *host, json_t *body) {
     rpc_params rp;
     rpc_error err;
     rpc_params_open(&rp, body, "tokenize", "", &err);
@@ -94,31 +46,54 @@ json_t *llama_route_tokenize(json_t *body, const rpc_caller *caller) {
     }
     json_t *params = json_pack("{s:O, s:b, s:b}", "text", content, "add_special", add_special, "parse_special",
                                parse_special);
-    json_t *response = serve_rpc("tokenize", params, caller);
+    json_t *result = rpc_method_tokenize(host, params, &err);
     json_decref(params);
-    json_t *result = json_object_get(response, "result");
     if (!result || !pieces) {
         if (result) json_object_del(result, "length");
-        return response;
+        return result_response(result, &err);
     }
-    json_t *list = rpc_tokens_with_pieces(json_object_get(result, "tokens"), &err);
-    json_decref(response);
+    json_t *list = rpc_tokens_with_pieces(host, json_object_get(result, "tokens"), &err);
+    json_decref(result);
     return list ? json_pack("{s:{s:o}}", "result", "tokens", list) : error_response(&err);
 }
 
-json_t *llama_route_detokenize(json_t *body, const rpc_caller *caller) {
+static json_t *detokenize(rpc_host *host, json_t *body) {
     rpc_params rp;
     rpc_error err;
     rpc_params_open(&rp, body, "detokenize", "", &err);
     json_t *tokens = rpc_get_value(&rp, "tokens");
     if (!rpc_params_finish(&rp)) return error_response(&err);
     json_t *params = tokens ? json_pack("{s:O}", "tokens", tokens) : json_object();
-    json_t *response = serve_rpc("detokenize", params, caller);
+    json_t *result = rpc_method_detokenize(host, params, &err);
     json_decref(params);
-    return response;
+    return result_response(result, &err);
 }
 
-json_t *llama_route_parse_body(const char *body, size_t len, char *message, size_t size) {
+typedef struct tokens_call {
+    rpc_host *host;
+    bool tokenize;
+    json_t *body;
+} tokens_call;
+
+void *route_tokens_call(rpc_host *host, const char *url, json_t *body) {
+    tokens_call *call = malloc(sizeof *call);
+    if (call) *call = (tokens_call){host, strcmp(url, "/tokenize") == 0, body};
+    else json_decref(body);
+    return call;
+}
+
+json_t *route_tokens_run(void *ctx) {
+    tokens_call *call = ctx;
+    return call->tokenize ? tokenize(call->host, call->body) : detokenize(call->host, call->body);
+}
+
+void route_tokens_free(void *ctx) {
+    tokens_call *call = ctx;
+    if (call) json_decref(call->body);
+    free(call);
+}
+
+json_t *route_parse_body(const char *body, size_t len, char *message, size_t size) {
     json_error_t jerr;
     json_t *parsed = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (json_is_object(parsed)) return parsed;
@@ -137,7 +112,7 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 /* llama-server's metric names (llamacpp:...) where it has them, specd's own (specd:...) besides. */
-static void write_metrics(FILE *f, const rpc_metrics *m, int64_t processing, int64_t deferred) {
+static void write_metrics(FILE *f, const serve_metrics *m, int64_t processing, int64_t deferred) {
     metric(f, "specd:requests_total", "counter", "Completions finished.", (double)m->requests_total);
     metric(f, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
            (double)m->prompt_tokens_total);
@@ -167,36 +142,40 @@ static void write_metrics(FILE *f, const rpc_metrics *m, int64_t processing, int
     for (size_t k = 0; k < sizeof per / sizeof *per; k++) {
         fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", per[k].name, per[k].help, per[k].name);
         for (int i = 0; i < m->n_drafters; i++) {
-            const rpc_drafter_metrics *d = &m->drafters[i];
+            const serve_drafter_metrics *d = &m->drafters[i];
             int64_t v = k == 0 ? d->drafted : k == 1 ? d->accepted : d->chosen;
             fprintf(f, "%s{drafter=\"%s\"} %lld\n", per[k].name, specd_spec_type_name(d->type), (long long)v);
         }
     }
 }
 
-/* From status: slots processing a request, and requests waiting for one. */
-static void slot_counts(int64_t *processing, int64_t *queued, int64_t *total) {
-    json_t *status = serve_rpc("status", NULL, &serve_self);
-    json_t *result = json_object_get(status, "result");
-    *processing = 0;
-    *queued = json_integer_value(json_object_get(result, "n_queued"));
-    size_t i;
-    json_t *v;
-    json_t *slots = json_object_get(result, "slots");
-    json_array_foreach(slots, i, v) *processing += !strcmp(json_string_value(json_object_get(v, "state")), "processing");
-    *total = (int64_t)json_array_size(slots);
-    json_decref(status);
+/* Slots processing a request, requests waiting for one, and the counters: all zero without a model. */
+static void server_figures(rpc_host *host, serve_status *st, serve_metrics *m) {
+    memset(st, 0, sizeof *st);
+    memset(m, 0, sizeof *m);
+    serve_server *server = NULL;
+    rpc_error err;
+    if (!rpc_host_acquire_server(host, &server, &err)) return;
+    *st = serve_server_status(server);
+    *m = serve_server_metrics(server);
+    rpc_host_release_engine(host);
 }
 
-static enum MHD_Result send_metrics(struct MHD_Connection *c) {
-    int64_t processing = 0, queued = 0, total = 0;
-    slot_counts(&processing, &queued, &total);
-    rpc_metrics m = rpc_metrics_get();
+static int64_t processing_slots(const serve_status *st) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < st->n_slots; i++) n += st->slots[i].processing;
+    return n;
+}
+
+static enum MHD_Result send_metrics(struct MHD_Connection *c, rpc_host *host) {
+    serve_status st;
+    serve_metrics m;
+    server_figures(host, &st, &m);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
-    write_metrics(f, &m, processing, queued);
+    write_metrics(f, &m, processing_slots(&st), st.n_queued);
     fclose(f);
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -211,7 +190,7 @@ static enum MHD_Result send_metrics(struct MHD_Connection *c) {
 
 /* ---- /slots actions -------------------------------------------------------------------------- */
 
-bool llama_route_slot_action(struct MHD_Connection *c, const char *url) {
+bool route_is_slot_action(struct MHD_Connection *c, const char *url) {
     return strncmp(url, "/slots/", 7) == 0 ||
            (!strcmp(url, "/slots") && MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"));
 }
@@ -219,7 +198,7 @@ bool llama_route_slot_action(struct MHD_Connection *c, const char *url) {
 /* llama-server's POST /slots/{id}?action=save|restore|erase: refused by name (501, as llama-server
  * answers without --slot-save-path), never read as GET /slots. A slot's cache cannot go to a file
  * and back here: the draft model's cache and the drafters' memory would not follow it. */
-enum MHD_Result llama_route_slot_action_refuse(struct MHD_Connection *c) {
+enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c) {
     const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
     char message[500];
     snprintf(message, sizeof message, "the /slots action '%.40s' is not implemented by specd: it does not save a "
@@ -231,18 +210,18 @@ enum MHD_Result llama_route_slot_action_refuse(struct MHD_Connection *c) {
 
 /* ---- GET ------------------------------------------------------------------------------------- */
 
-enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url) {
-    if (!strcmp(url, "/metrics")) return send_metrics(c);
+enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const char *url) {
+    if (!strcmp(url, "/metrics")) return send_metrics(c, host);
     rpc_error err;
     const char *fail_on_no_slot = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
     if (!strcmp(url, "/slots") && fail_on_no_slot && !strcmp(fail_on_no_slot, "1")) { /* as llama-server */
-        int64_t processing = 0, queued = 0, total = 0;
-        slot_counts(&processing, &queued, &total);
-        if (processing >= total)
+        serve_status st;
+        serve_metrics m;
+        server_figures(host, &st, &m);
+        if (processing_slots(&st) >= st.n_slots)
             return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: every slot is processing "
                               "a completion");
     }
-    json_t *body = !strcmp(url, "/props") ? rpc_props_json(&err) : rpc_slots_json(&err);
-    json_t *response = body ? json_pack("{s:o}", "result", body) : error_response(&err);
-    return send_rpc_outcome(c, response);
+    json_t *body = !strcmp(url, "/props") ? rpc_props_json(host, &err) : rpc_slots_json(host, &err);
+    return send_rpc_outcome(c, body ? json_pack("{s:o}", "result", body) : error_response(&err));
 }

@@ -27,43 +27,16 @@ typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI }
 typedef struct request_state {
     route_id route;
     const char *url;      /* ROUTE_LLAMA, ROUTE_OPENAI: which one (a static string) */
-    const char *chat_template; /* --chat-template */
-    openai_call *openai;  /* ROUTE_OPENAI: how to answer (owned) */
+    const http_options *options;
     rpc_caller caller;
     char *body;           /* what arrived so far (owned), NUL-terminated */
     size_t len, cap;
     bool too_large;       /* over --max-body: the rest is read and dropped */
     bool large;           /* MEMORY_LARGE_BODY or more arrived: counted by memory.c until done */
     int64_t nul_at;       /* offset of the first NUL byte in the body, -1: none */
-    bool stream;          /* /completion with "stream": true */
+    bool stream;          /* /completion with "stream": true, or OpenAI's stream */
     deferred_call *call;  /* while a call runs on a worker */
 } request_state;
-
-/* ---- responses ------------------------------------------------------------------------------- */
-
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, const char *text) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    /* busy (every slot and the queue full), loading, stopping: worth retrying soon */
-    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-    json_decref(value);
-    enum MHD_Result ok = send_text(c, text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json",
-                                   text ? text : "{\"error\":{\"code\":-32603,\"message\":\"out of memory\"}}");
-    free(text);
-    return ok;
-}
-
-enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message) {
-    return send_json(c, status, json_pack("{s:{s:i, s:s}}", "error", "code", code, "message", message));
-}
 
 static enum MHD_Result send_no_content(struct MHD_Connection *c) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -71,30 +44,6 @@ static enum MHD_Result send_no_content(struct MHD_Connection *c) {
     enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
     MHD_destroy_response(r);
     return ok;
-}
-
-/* HTTP status for a JSON-RPC error code on the plain (non-/rpc) routes. */
-static unsigned http_status_for(json_int_t code) {
-    if (code == RPC_PARSE_ERROR || code == RPC_INVALID_REQUEST || code == RPC_INVALID_PARAMS)
-        return MHD_HTTP_BAD_REQUEST;
-    if (code == RPC_NO_MODEL || code == RPC_BUSY) return MHD_HTTP_SERVICE_UNAVAILABLE;
-    if (code == RPC_METHOD_NOT_FOUND || code == RPC_UNKNOWN_JOB) return MHD_HTTP_NOT_FOUND;
-    if (code == RPC_FORBIDDEN) return MHD_HTTP_FORBIDDEN;
-    return MHD_HTTP_INTERNAL_SERVER_ERROR;
-}
-
-/* A plain route's answer: the result with 200, or the error object with a matching status. */
-enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response) {
-    json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
-    if (result) {
-        enum MHD_Result ok = send_json(c, MHD_HTTP_OK, json_incref(result));
-        json_decref(response);
-        return ok;
-    }
-    unsigned status = http_status_for(json_integer_value(json_object_get(error, "code")));
-    json_t *body = json_pack("{s:O}", "error", error ? error : json_null());
-    json_decref(response);
-    return send_json(c, status, body);
 }
 
 /* /rpc's answer: the JSON-RPC response with 200, or 204 when there is nothing to answer. */
@@ -129,7 +78,7 @@ typedef struct http_caller {
     bool admin; /* sent the admin key */
 } http_caller;
 
-static http_caller identify(struct MHD_Connection *c, const serve_options *o) {
+static http_caller identify(struct MHD_Connection *c, const http_options *o) {
     const char *keys[2] = {
         bearer_token(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key"),
@@ -147,14 +96,13 @@ static http_caller identify(struct MHD_Connection *c, const serve_options *o) {
 
 /* Readiness for anyone ({"status": "ok" | "loading" | "unavailable"}); the full status (model,
  * last load error, ...) only for a caller with a valid key. */
-static enum MHD_Result route_health(struct MHD_Connection *c, bool detailed) {
-    json_t *response = serve_rpc("status", NULL, &serve_self);
-    json_t *status = json_object_get(response, "result");
+static enum MHD_Result route_health(struct MHD_Connection *c, rpc_host *host, bool detailed) {
+    json_t *status = rpc_host_status(host);
     const char *state = json_string_value(json_object_get(status, "state"));
     const char *word = !state ? "unavailable" : !strcmp(state, "ready") ? "ok"
                                               : !strcmp(state, "loading") ? "loading" : "unavailable";
     json_t *body = detailed && status ? json_incref(status) : json_object();
-    json_decref(response);
+    json_decref(status);
     if (body) json_object_set_new(body, "status", json_string(word));
     return send_json(c, strcmp(word, "ok") == 0 ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
 }
@@ -181,11 +129,34 @@ static bool slow_call(json_t *request) {
     return false;
 }
 
-/* Runs `request` (taken) on a worker, the connection suspended until the answer is there. */
-static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, json_t *request) {
+/* A JSON-RPC request for a worker: the dispatcher on it, as its caller. */
+typedef struct dispatch_call {
+    rpc_host *host;
+    json_t *request;
+    rpc_caller caller;
+} dispatch_call;
+
+static json_t *dispatch_run(void *ctx) {
+    dispatch_call *d = ctx;
+    return rpc_dispatch_as(d->host, d->request, &d->caller);
+}
+
+static void dispatch_free(void *ctx) {
+    dispatch_call *d = ctx;
+    if (d) json_decref(d->request);
+    free(d);
+}
+
+/* Runs the work on a worker, the connection suspended until the answer is there; 503 when it
+ * cannot be queued (in OpenAI's shape on the /v1 routes). */
+static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, call_fn run, void *ctx,
+                             void (*free_ctx)(void *)) {
     const char *why = NULL;
-    rs->call = call_defer(c, request, &rs->caller, &why);
-    return rs->call ? MHD_YES : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
+    rs->call = ctx ? call_defer(c, run, ctx, free_ctx, &why) : NULL;
+    if (rs->call) return MHD_YES;
+    if (!why) why = "out of memory";
+    return rs->route == ROUTE_OPENAI ? openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, why)
+                                     : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
 }
 
 static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
@@ -198,57 +169,59 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
                                                    rpc_error_object(&err)));
     }
     /* a large body may mean long work (a 1 MiB tokenize): never on libmicrohttpd's threads */
-    if (slow_call(request) || rs->large) return defer(c, rs, request);
-    json_t *response = rpc_dispatch_as(request, &rs->caller);
+    if (slow_call(request) || rs->large) {
+        dispatch_call *d = malloc(sizeof *d);
+        if (d) *d = (dispatch_call){rs->options->rpc, request, rs->caller};
+        else json_decref(request);
+        return defer(c, rs, dispatch_run, d, dispatch_free);
+    }
+    json_t *response = rpc_dispatch_as(rs->options->rpc, request, &rs->caller);
     json_decref(request);
     return send_rpc_response(c, response);
 }
 
+/* POST /completion: llama-server's dialect of the JSON API's completion (rpc/request_json.h). */
 static enum MHD_Result route_completion(struct MHD_Connection *c, request_state *rs) {
     json_error_t jerr;
-    json_t *params = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!params) {
+    json_t *body = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body) {
         char message[300];
         snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
         return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
-    rpc_error err;
-    if (!(params = llama_completion_params(params, &err)))
-        return send_json(c, MHD_HTTP_BAD_REQUEST, json_pack("{s:o}", "error", rpc_error_object(&err)));
-    rs->stream = json_is_true(json_object_get(params, "stream"));
-    json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method",
-                                rs->stream ? "completion.start" : "completion", "params", params);
-    if (!request) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
-    return defer(c, rs, request);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_PARAMS, "completion params: the body must be a JSON "
+                          "object");
+    }
+    rs->stream = json_is_true(json_object_get(body, "stream"));
+    completion_call *call = completion_call_new(rs->options->rpc, rs->stream);
+    if (call) call->body = body;
+    else json_decref(body);
+    return defer(c, rs, completion_call_run, call, completion_call_free);
 }
 
 /* /tokenize, /detokenize: parsed here, run on a worker (llama_routes.c). */
 static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state *rs) {
     char message[300];
-    json_t *body = llama_route_parse_body(rs->body, rs->len, message, sizeof message);
+    json_t *body = route_parse_body(rs->body, rs->len, message, sizeof message);
     if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
-    call_fn run = strcmp(rs->url, "/tokenize") == 0 ? llama_route_tokenize : llama_route_detokenize;
-    const char *why = NULL;
-    rs->call = call_defer_run(c, run, body, &rs->caller, &why);
-    return rs->call ? MHD_YES : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
+    return defer(c, rs, route_tokens_run, route_tokens_call(rs->options->rpc, rs->url, body), route_tokens_free);
 }
 
-/* /v1/chat/completions, /v1/completions: the request mapped onto a completion (openai.c). */
+/* /v1/chat/completions, /v1/completions: the request read into the server's own (openai_request.c). */
 static enum MHD_Result route_openai(struct MHD_Connection *c, request_state *rs) {
     openai_error err;
-    json_t *params = openai_completion_params(rs->url, rs->body, rs->len, rs->chat_template, &rs->openai, &err);
-    if (!params) return openai_send_error(c, &err);
-    rs->stream = rs->openai->stream;
-    json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method",
-                                rs->stream ? "completion.start" : "completion", "params", params);
-    if (!request) return openai_fail(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
-    const char *why = NULL;
-    rs->call = call_defer(c, request, &rs->caller, &why);
-    return rs->call ? MHD_YES : openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, why);
+    completion_call *call = openai_completion_call(rs->options->rpc, rs->url, rs->body, rs->len,
+                                                   rs->options->chat_template, &err);
+    if (!call) return openai_send_error(c, &err);
+    rs->stream = call->stream;
+    return defer(c, rs, completion_call_run, call, completion_call_free);
 }
 
 /* A /v1 call's answer: OpenAI's response, stream or error. */
-static enum MHD_Result finish_openai(struct MHD_Connection *c, request_state *rs, json_t *response, unsigned http_status) {
+static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *call, json_t *response,
+                                     unsigned http_status) {
     json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
     enum MHD_Result ok;
     if (http_status || !result) {
@@ -256,14 +229,20 @@ static enum MHD_Result finish_openai(struct MHD_Connection *c, request_state *rs
         openai_error_from_rpc(error, &err);
         if (http_status) err.status = http_status;
         ok = openai_send_error(c, &err);
-    } else if (rs->stream) {
-        ok = openai_stream_respond(c, json_integer_value(json_object_get(result, "id")), rs->openai);
-        rs->openai = NULL; /* the stream's now */
+    } else if (call->stream) {
+        ok = openai_stream_respond(c, call->job);
     } else {
-        ok = send_json(c, MHD_HTTP_OK, openai_response(rs->openai, result));
+        ok = send_json(c, MHD_HTTP_OK, json_incref(result));
     }
     json_decref(response);
     return ok;
+}
+
+/* A /completion call's answer: the result, its stream, or the error. */
+static enum MHD_Result finish_completion(struct MHD_Connection *c, completion_call *call, json_t *response) {
+    if (!call->stream || !json_object_get(response, "result")) return send_rpc_outcome(c, response);
+    json_decref(response);
+    return sse_respond(c, call->job, NULL);
 }
 
 /* The handler is called again once the worker has answered: send that answer. */
@@ -271,17 +250,16 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     json_t *response = NULL;
     unsigned http_status = 0;
     if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
+    void *ctx = call_context(rs->call);
+    enum MHD_Result ok;
+    if (rs->route == ROUTE_OPENAI) ok = finish_openai(c, ctx, response, http_status);
+    else if (http_status) ok = send_json(c, http_status, response);
+    else if (rs->route == ROUTE_RPC) ok = send_rpc_response(c, response);
+    else if (rs->route == ROUTE_LLAMA) ok = send_rpc_outcome(c, response);
+    else ok = finish_completion(c, ctx, response);
     call_release(rs->call);
     rs->call = NULL;
-    if (rs->route == ROUTE_OPENAI) return finish_openai(c, rs, response, http_status);
-    if (http_status) return send_json(c, http_status, response);
-    if (rs->route == ROUTE_RPC) return send_rpc_response(c, response);
-    if (rs->route == ROUTE_LLAMA) return send_rpc_outcome(c, response);
-    json_t *result = json_object_get(response, "result");
-    if (!rs->stream || !result) return send_rpc_outcome(c, response);
-    json_int_t id = json_integer_value(json_object_get(result, "id"));
-    json_decref(response);
-    return sse_respond(c, id);
+    return ok;
 }
 
 /* ---- the handler ----------------------------------------------------------------------------- */
@@ -291,7 +269,7 @@ static enum MHD_Result refuse_bad_body(struct MHD_Connection *c, bool v1, unsign
     return v1 ? openai_fail(c, status, "invalid_request_error", NULL, message) : send_error(c, status, code, message);
 }
 
-static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const serve_options *o, bool v1) {
+static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const http_options *o, bool v1) {
     char message[160];
     snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)", (long long)o->max_body);
     return refuse_bad_body(c, v1, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
@@ -307,23 +285,23 @@ static bool declared_too_large(struct MHD_Connection *c, int64_t limit) {
     return end != value && (errno == ERANGE || n > (unsigned long long)limit);
 }
 
-static request_state *new_request_state(route_id route, const char *url, http_caller who, const serve_options *o) {
+static request_state *new_request_state(route_id route, const char *url, http_caller who, const http_options *o) {
     request_state *rs = calloc(1, sizeof *rs);
     if (!rs) return NULL;
     rs->route = route;
     rs->url = url;
-    rs->chat_template = o->chat_template;
+    rs->options = o;
     rs->caller = (rpc_caller){.admin = who.admin, .models_dir = o->models_dir};
     rs->nul_at = -1;
     return rs;
 }
 
 /* The /v1 routes, refused in OpenAI's shape. */
-static enum MHD_Result begin_openai(struct MHD_Connection *c, const serve_options *o, const char *url,
+static enum MHD_Result begin_openai(struct MHD_Connection *c, const http_options *o, const char *url,
                                     const char *method, http_caller who, void **state) {
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     if (openai_route_get(url))
-        return get ? openai_answer_get(c, url)
+        return get ? openai_answer_get(c, o->rpc, url)
                    : openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use GET");
     if (!openai_route_post(url))
         return openai_fail(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not found: POST /v1/chat/completions, "
@@ -348,14 +326,14 @@ static enum MHD_Result refuse_too_many_query_args(struct MHD_Connection *c, cons
 }
 
 /* The first call, with the headers only: everything that can be refused is, before the body. */
-static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_options *o, const char *url,
+static enum MHD_Result begin_request(struct MHD_Connection *c, const http_options *o, const char *url,
                                      const char *method, void **state) {
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     http_caller who = identify(c, o);
     /* Answers from the headers keep the request's deadline: they are sent at once, and a body
      * that a client trickles after them does not hold the connection past it. */
     if (get && (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0) && o->web_page) return page_respond(c);
-    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, who.keyed);
+    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, o->rpc, who.keyed);
     bool v1 = strncmp(url, "/v1/", 4) == 0;
     if (!who.user && v1)
         return openai_fail(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "unauthorized: send the API key "
@@ -363,12 +341,12 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const serve_optio
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
-    if (llama_route_slot_action(c, url)) return llama_route_slot_action_refuse(c);
-    if (llama_route_get(url))
-        return get ? llama_route_answer_get(c, url)
+    if (route_is_slot_action(c, url)) return route_refuse_slot_action(c);
+    if (route_is_llama_get(url))
+        return get ? route_llama_get(c, o->rpc, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     if (v1) return begin_openai(c, o, url, method, who, state);
-    bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = llama_route_post(url);
+    bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = route_is_llama_post(url);
     if (!rpc && !completion && !llama)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
                           "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
@@ -416,7 +394,7 @@ static void collect_body(request_state *rs, const char *data, size_t n, int64_t 
 }
 
 /* The whole body is in. */
-static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options *o, request_state *rs) {
+static enum MHD_Result run_request(struct MHD_Connection *c, const http_options *o, request_state *rs) {
     conn_request_arrived(c); /* in time: from here on the deadline no longer applies */
     bool v1 = rs->route == ROUTE_OPENAI;
     if (rs->too_large) return refuse_too_large(c, o, v1);
@@ -434,7 +412,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const serve_options
 enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state) {
     (void)version;
-    const serve_options *o = cls;
+    const http_options *o = cls;
     if (*state == QUERY_ARGS_TOO_MANY) {
         *state = NULL;
         return refuse_too_many_query_args(c, url);
@@ -457,7 +435,6 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
     bool large = rs && rs->large;
     if (rs) {
         call_release(rs->call);
-        openai_call_free(rs->openai);
         free(rs->body);
         free(rs);
     }

@@ -4,14 +4,10 @@
  * SIGTERM refuse new work, cancel what runs, let open streams and calls end, resume every suspended
  * connection and stop the daemon; a watchdog exits anyway when that has not finished in time. */
 #define _XOPEN_SOURCE 700 /* realpath */
-#include "../rpc/limits.h"
-#include "../rpc/state.h"
+#include "../serve/clock.h"
 #include "../util/args.h"
 #include "serve.h"
 #include "server.h"
-#include "specd_rpc.h"
-
-#include <llama.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WATCHDOG_S 10           /* a graceful stop that takes longer ends with _exit */
 #define DRAIN_MS 3000           /* how long the stop waits for running calls and streams to end */
 #define CALL_WORKERS 8          /* threads for slow calls (completions, loads, waiting polls) */
 #define DEFAULT_MAX_CONNS 4096
@@ -37,78 +32,16 @@
 
 /* ---- the stop -------------------------------------------------------------------------------- */
 
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t asked;
-    atomic_bool stopping;
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .asked = PTHREAD_COND_INITIALIZER};
-
-bool serve_stopping(void) { return atomic_load(&S.stopping); }
-
-static void stop_signals(sigset_t *set) {
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-}
-
-/* True when one of `set` arrives within `seconds`. An interrupted wait goes on (the leak checker
- * of a sanitizer build interrupts it while the process exits). */
-static bool second_signal_within(const sigset_t *set, int seconds) {
-    struct timespec now, end;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    end.tv_sec += seconds;
-    for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t left_ns = (int64_t)(end.tv_sec - now.tv_sec) * 1000000000 + (end.tv_nsec - now.tv_nsec);
-        if (left_ns <= 0) return false;
-        struct timespec left = {.tv_sec = left_ns / 1000000000, .tv_nsec = left_ns % 1000000000};
-        siginfo_t info;
-        if (sigtimedwait(set, &info, &left) > 0) return true;
-        if (errno != EINTR) return false;
-    }
-}
-
-/* The first SIGINT/SIGTERM asks for a graceful stop; then a second signal, or WATCHDOG_S seconds
- * without the stop finishing (a model load that does not end, a stuck call), exit at once. */
-static void *signal_thread_main(void *arg) {
-    (void)arg;
-    sigset_t set;
-    stop_signals(&set);
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) return NULL;
-    pthread_mutex_lock(&S.lock);
-    atomic_store(&S.stopping, true);
-    pthread_cond_broadcast(&S.asked);
-    pthread_mutex_unlock(&S.lock);
-    if (second_signal_within(&set, WATCHDOG_S))
-        fprintf(stderr, "specd: a second stop signal: exiting at once\n");
-    else
-        fprintf(stderr, "specd: the stop did not finish within %d s (a model load or a call that does not "
-                "end); exiting anyway\n", WATCHDOG_S);
-    _exit(1);
-}
-
-/* Waits until a stop is asked for or `ms` pass; true when it was asked for. */
-static bool wait_for_stop(int64_t ms) {
-    struct timespec until = rpc_realtime_after_ms(ms);
-    pthread_mutex_lock(&S.lock);
-    while (!atomic_load(&S.stopping))
-        if (pthread_cond_timedwait(&S.asked, &S.lock, &until) != 0) break;
-    bool asked = atomic_load(&S.stopping);
-    pthread_mutex_unlock(&S.lock);
-    return asked;
-}
-
 /* Graceful stop of a running daemon; every step is bounded except joining a worker stuck in a
  * call (a model load), which is the watchdog's case. */
-static void stop_daemon(struct MHD_Daemon *d) {
+static void stop_daemon(struct MHD_Daemon *d, rpc_host *host) {
     MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     calls_close_intake();
     /* Every completion, running or queued, ends at its next step with stop_type "shutdown" (a
      * blocking one that never ran: 503), and no new one can start; then the calls and streams
      * end by themselves, with those final answers. */
-    rpc_state_close();
+    rpc_host_close(host);
     for (int waited = 0; waited < DRAIN_MS && (calls_pending() > 0 || sse_live() > 0); waited += 20) {
         struct timespec t = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
         nanosleep(&t, NULL);
@@ -191,75 +124,56 @@ static bool key_value(cli_args *a, const char *flag, const char **slot) {
 
 /* --chat-template must name one of llama.cpp's built-in templates; the error lists them. */
 static bool builtin_template(cli_args *a, const char *name) {
-    int32_t n = llama_chat_builtin_templates(NULL, 0);
-    const char **names = n > 0 ? calloc((size_t)n, sizeof *names) : NULL;
-    if (!names) return cli_fail(a, "out of memory");
-    llama_chat_builtin_templates(names, (size_t)n);
-    char list[4096] = "";
-    bool found = false;
-    for (int32_t i = 0; i < n; i++) {
-        found = found || strcmp(names[i], name) == 0;
-        size_t used = strlen(list);
-        snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
-    }
-    free(names);
-    return found || cli_fail(a, "--chat-template '%s' is not one of llama.cpp's built-in chat templates: %s", name, list);
-}
-
-#define SERVE_DEFAULT_PARALLEL "4"
-
-static bool has_flag(json_t *args, const char *flag, const char *alias) {
-    size_t i;
-    json_t *v;
-    json_array_foreach(args, i, v)
-        if (!strcmp(json_string_value(v), flag) || (alias && !strcmp(json_string_value(v), alias))) return true;
+    char *names = NULL;
+    if (specd_chat_template_is_builtin(name, &names)) return true;
+    cli_fail(a, "--chat-template '%s' is not one of llama.cpp's built-in chat templates: %s", name,
+             names ? names : "(out of memory listing them)");
+    specd_free(names);
     return false;
 }
 
-/* The value after the last `flag` or `alias`, or NULL. */
-static const char *flag_value(json_t *args, const char *flag, const char *alias) {
-    const char *value = NULL;
-    for (size_t i = 0; i + 1 < json_array_size(args); i++) {
-        const char *s = json_string_value(json_array_get(args, i));
-        if (!strcmp(s, flag) || (alias && !strcmp(s, alias))) value = json_string_value(json_array_get(args, i + 1));
+#define SERVE_DEFAULT_PARALLEL 4
+
+/* The defaults a server adds to the model options: llama-server's -np 4 (it serves several
+ * clients); with more than one slot, llama-server's flash attention auto (on, on the CPU): the
+ * slots' cells share one cache, and the kernel skips other slots' cells where the plain path reads
+ * every one (tools/pass_costs: a pass of 8 tokens over 4 slots of 1000 cells, 86 against 99 ms);
+ * paired rounds on the benchmark pair, against flash attention off: 4 clients 1.075x and 1.086x, 1
+ * and 2 clients within noise (0.99-1.03x; docs/benchmarks-serve.md); and the calibration cache
+ * `specd run` keeps, so a server starts from the pass costs earlier processes measured instead of
+ * learning them while it serves (one client, benchmark pair: 91 against 86 tokens/s, interleaved;
+ * docs/performance.md). --calibration-cache off: none. */
+static void add_server_defaults(rpc_engine_settings *s) {
+    if (!s->parallel_given) s->params.n_parallel = SERVE_DEFAULT_PARALLEL;
+    if (!s->flash_attn_given && s->params.n_parallel > 1) s->params.flash_attn = SPECD_FLASH_ATTN_AUTO;
+    if (!s->calibration_given) {
+        char *cache = specd_default_calibration_cache();
+        free(s->calibration_cache);
+        s->calibration_cache = cache ? strdup(cache) : NULL;
+        specd_free(cache);
     }
-    return value;
+    rpc_engine_settings_point(s);
 }
 
-/* The defaults a server adds to init's flags: llama-server's -np 4 (it serves several clients);
- * with more than one slot, llama-server's flash attention auto (on, on the CPU): the slots' cells
- * share one cache, and the kernel skips other slots' cells where the plain path reads every one
- * (tools/pass_costs: a pass of 8 tokens over 4 slots of 1000 cells, 86 against 99 ms); paired
- * rounds on the benchmark pair, against flash attention off: 4 clients 1.075x and 1.086x, 1 and 2
- * clients within noise (0.99-1.03x; docs/benchmarks-serve.md); and the calibration cache
- * `specd run` keeps, so a server starts from the pass costs earlier processes measured instead
- * of learning them while it serves (one client, benchmark pair: 91 against 86 tokens/s,
- * interleaved; docs/performance.md). --calibration-cache off: none. */
-static void add_server_defaults(json_t *args) {
-    if (!has_flag(args, "-np", "--parallel")) {
-        json_array_append_new(args, json_string("-np"));
-        json_array_append_new(args, json_string(SERVE_DEFAULT_PARALLEL));
-    }
-    const char *parallel = flag_value(args, "-np", "--parallel");
-    if (!has_flag(args, "-fa", "--flash-attn") && parallel && atoi(parallel) > 1) {
-        json_array_append_new(args, json_string("-fa"));
-        json_array_append_new(args, json_string("auto"));
-    }
-    char *cache = has_flag(args, "--calibration-cache", NULL) ? NULL : specd_default_calibration_cache();
-    if (cache) {
-        json_array_append_new(args, json_string("--calibration-cache"));
-        json_array_append_new(args, json_string(cache));
-    }
-    specd_free(cache);
+/* The model options (the words no serve option took), typed once: -m, -md, -np, ... */
+static bool parse_model_options(cli_args *a, const char *const *words, size_t n, http_options *o) {
+    rpc_error err;
+    if (rpc_engine_settings_parse_words(words, n, !o->list_devices, &o->models, &err)) return true;
+    return cli_fail(a, "%s", err.message);
 }
 
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
-static int parse_serve_options(cli_args *a, serve_options *o) {
-    o->init_args = json_array();
+static int parse_serve_options(cli_args *a, http_options *o) {
+    const char **words = calloc((size_t)a->argc + 1, sizeof *words);
+    size_t n_words = 0;
+    if (!words) return cli_fail(a, "out of memory"), -1;
     while (a->i < a->argc) {
         const char *f = a->argv[a->i++];
         bool ok = true;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            free(words);
+            return 1;
+        }
         if (!strcmp(f, "--host")) ok = (o->host = cli_value(a, f)) != NULL;
         else if (!strcmp(f, "--port")) ok = cli_int(a, f, 0, 65535, &o->port);
         else if (!strcmp(f, "--api-key")) ok = key_value(a, f, &o->api_key);
@@ -276,10 +190,16 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
         else if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) ok = cli_int(a, f, -1, INT32_MAX, &o->n_predict);
         else if (!strcmp(f, "--time-limit")) ok = cli_int(a, f, 0, 100 * 24 * 3600, &o->time_limit_s);
         else if (!strcmp(f, "--step-limit")) ok = cli_int(a, f, 0, 3600 * 1000, &o->step_limit_ms);
-        else json_array_append_new(o->init_args, json_string(f)); /* init checks the rest */
-        if (!ok) return -1;
+        else words[n_words++] = f; /* a model option, or a value of one: checked once all are in */
+        if (!ok) {
+            free(words);
+            return -1;
+        }
     }
-    add_server_defaults(o->init_args);
+    bool typed = parse_model_options(a, words, n_words, o);
+    free(words);
+    if (!typed) return -1;
+    add_server_defaults(&o->models);
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
     if (o->api_key && o->admin_key && strcmp(o->api_key, o->admin_key) == 0) {
         cli_fail(a, "--admin-api-key must differ from --api-key: every client with the API key would be an admin");
@@ -289,7 +209,7 @@ static int parse_serve_options(cli_args *a, serve_options *o) {
 }
 
 /* The real path of --models-dir, which must be a directory. */
-static bool resolve_models_dir(serve_options *o, cli_args *a) {
+static bool resolve_models_dir(http_options *o, cli_args *a) {
     if (!o->models_dir_arg) return true;
     o->models_dir = realpath(o->models_dir_arg, NULL);
     struct stat st;
@@ -299,7 +219,7 @@ static bool resolve_models_dir(serve_options *o, cli_args *a) {
 }
 
 /* Connection limits that fit the open-file limit (raised to its hard limit first). */
-static void fit_connection_limits(serve_options *o) {
+static void fit_connection_limits(http_options *o) {
     int64_t fds = conn_raise_fd_limit();
     int64_t room = fds > FDS_KEPT + 16 ? fds - FDS_KEPT : 16;
     if (o->max_conns == 0) o->max_conns = DEFAULT_MAX_CONNS < room ? DEFAULT_MAX_CONNS : room;
@@ -310,29 +230,24 @@ static void fit_connection_limits(serve_options *o) {
 
 /* ---- start-up -------------------------------------------------------------------------------- */
 
-/* Loads the models (on init's own thread, so that a stop signal is seen meanwhile). Returns 0
- * when ready, 1 when a stop was asked for first, CLI_EXIT_USAGE on an error (printed). */
-static int load_models(json_t *args) {
-    json_t *params = json_pack("{s:O, s:b}", "args", args, "async", 1);
-    json_t *response = serve_rpc("init", params, &serve_self);
-    json_decref(params);
-    json_t *error = json_object_get(response, "error");
-    if (!response || error) {
-        fprintf(stderr, "specd: error: %s\n", error ? json_string_value(json_object_get(error, "message")) : "out of memory");
-        json_decref(response);
+/* Loads the models (on a load thread of their own, so that a stop signal is seen meanwhile).
+ * Returns 0 when ready, 1 when a stop was asked for first, CLI_EXIT_USAGE on an error (printed). */
+static int load_models(rpc_host *host, rpc_engine_settings *models) {
+    rpc_error err;
+    models->async = true;
+    if (!rpc_host_load(host, models, &err)) { /* the settings are taken */
+        fprintf(stderr, "specd: error: %s\n", err.message);
         return CLI_EXIT_USAGE;
     }
-    json_decref(response);
     for (;;) {
-        if (wait_for_stop(20)) return 1;
-        json_t *status = serve_rpc("status", NULL, &serve_self);
-        json_t *result = json_object_get(status, "result");
-        const char *state = json_string_value(json_object_get(result, "state"));
+        if (stop_wait(20)) return 1;
+        json_t *status = rpc_host_status(host);
+        const char *state = json_string_value(json_object_get(status, "state"));
         int rc = !state || !strcmp(state, "loading") ? -1 : !strcmp(state, "ready") ? 0 : CLI_EXIT_USAGE;
-        const char *note = json_string_value(json_object_get(result, "placement_note"));
+        const char *note = json_string_value(json_object_get(status, "placement_note"));
         if (rc == 0 && note) fprintf(stderr, "specd: note: %s\n", note);
         if (rc == CLI_EXIT_USAGE) {
-            const char *why = json_string_value(json_object_get(result, "error"));
+            const char *why = json_string_value(json_object_get(status, "error"));
             fprintf(stderr, "specd: error: init: %s\n", why ? why : "loading failed");
         }
         json_decref(status);
@@ -364,7 +279,7 @@ static void log_http(void *cls, const char *format, va_list ap) {
 }
 
 /* Fills `addr` from --host (an IPv4 or IPv6 literal); returns its size, or 0 when it is neither. */
-static socklen_t host_address(const serve_options *o, struct sockaddr_storage *addr) {
+static socklen_t host_address(const http_options *o, struct sockaddr_storage *addr) {
     memset(addr, 0, sizeof *addr);
     struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
@@ -381,7 +296,7 @@ static socklen_t host_address(const serve_options *o, struct sockaddr_storage *a
     return 0;
 }
 
-static struct MHD_Daemon *start_daemon(serve_options *o) {
+static struct MHD_Daemon *start_daemon(http_options *o) {
     struct sockaddr_storage addr;
     if (host_address(o, &addr) == 0) {
         fprintf(stderr, "specd: error: --host must be an IPv4 or IPv6 address such as 127.0.0.1 or ::1, "
@@ -415,7 +330,7 @@ static struct MHD_Daemon *start_daemon(serve_options *o) {
 }
 
 /* Serves until a stop is asked for, then stops gracefully. Returns the exit status. */
-static int serve(serve_options *o) {
+static int serve(http_options *o) {
     if (!conn_deadlines_start(o->request_timeout_s) || !calls_start(CALL_WORKERS)) {
         fprintf(stderr, "specd: error: could not start the server's threads\n");
         return CLI_EXIT_RUNTIME;
@@ -431,13 +346,19 @@ static int serve(serve_options *o) {
     printf("specd: listening on http://%s%s%s:%u\n", v6 ? "[" : "", o->host, v6 ? "]" : "",
            info ? (unsigned)info->port : (unsigned)o->port);
     fflush(stdout);
-    while (!wait_for_stop(60000)) continue;
-    stop_daemon(d);
+    while (!stop_wait(60000)) continue;
+    stop_daemon(d, o->rpc);
     return 0;
 }
 
+/* What the options took. */
+static void free_options(http_options *o) {
+    rpc_engine_settings_free(&o->models);
+    free(o->models_dir);
+}
+
 int cli_serve(int argc, char **argv) {
-    serve_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
+    http_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
                        .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4, .n_predict = -1,
                        .time_limit_s = DEFAULT_TIME_LIMIT_S, .step_limit_ms = DEFAULT_STEP_LIMIT_MS};
     cli_args a = {.argc = argc, .argv = argv};
@@ -446,33 +367,30 @@ int cli_serve(int argc, char **argv) {
     if (parsed != 0) {
         if (parsed == 1) serve_usage(stdout);
         else fprintf(stderr, "specd: error: %s\n", a.error);
-        json_decref(o.init_args);
-        free(o.models_dir);
+        free_options(&o);
         return parsed == 1 ? 0 : CLI_EXIT_USAGE;
     }
     if (o.list_devices) {
-        int rc = cli_list_devices(flag_value(o.init_args, "--rpc", NULL)); /* the last --rpc */
-        json_decref(o.init_args);
-        free(o.models_dir);
+        int rc = cli_list_devices(o.models.rpc_servers); /* the last --rpc */
+        free_options(&o);
         return rc;
+    }
+    if (!(o.rpc = rpc_host_new())) {
+        fprintf(stderr, "specd: error: out of memory\n");
+        free_options(&o);
+        return CLI_EXIT_RUNTIME;
     }
     fit_connection_limits(&o);
     memory_settle_start();
-    rpc_limits_set((rpc_limits){.n_predict_max = (int32_t)o.n_predict, .time_limit_ms = o.time_limit_s * 1000,
-                                .step_limit_ms = o.step_limit_ms});
+    rpc_host_set_limits(o.rpc, (serve_limits){.n_predict_max = (int32_t)o.n_predict,
+                                               .time_limit_ms = o.time_limit_s * 1000,
+                                               .step_limit_ms = o.step_limit_ms});
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */
-    sigset_t set;
-    stop_signals(&set);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    pthread_t signal_thread;
-    int rc = pthread_create(&signal_thread, NULL, signal_thread_main, NULL) == 0 ? 0 : CLI_EXIT_RUNTIME;
-    if (rc == 0) pthread_detach(signal_thread);
-    if (rc == 0) rc = load_models(o.init_args);
+    int rc = stop_watch_start() ? 0 : CLI_EXIT_RUNTIME;
+    if (rc == 0) rc = load_models(o.rpc, &o.models);
     if (rc == 0) rc = serve(&o);
     else if (rc == 1) rc = 0; /* stopped while loading */
-    specd_deinit();
-    json_decref(o.init_args);
-    free(o.models_dir);
+    rpc_host_free(o.rpc);
+    free_options(&o);
     return rc;
 }

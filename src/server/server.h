@@ -1,30 +1,31 @@
 /* server.h - what the files of `specd serve` share:
- *   serve.c   the command: options, start-up, signals, the graceful stop and its watchdog
+ *   serve.c   the command: options, start-up, the daemon, the graceful stop
+ *   stop.c    the stop signals and the watchdog
+ *   respond.c answers: JSON bodies, errors, a JSON-RPC outcome on a plain route
  *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
+ *   completion_call.c  a completion on a call worker: submitted to the host's server (already
+ *             typed, or read from /completion's body), its answer waited for or streamed
  *   llama_routes.c  llama-server's other routes (/tokenize, /detokenize, /props, /slots, /metrics)
- *   calls.c   dispatcher calls, and slow ones run on worker threads while the connection waits
- *             suspended (no libmicrohttpd pool thread ever blocks on a completion or a load)
- *   sse.c     Server-Sent Events streams, fed by a pump thread per stream
+ *   calls.c   work that can take long (a completion, a load, a waiting poll) on worker threads
+ *             while the connection waits suspended (no libmicrohttpd pool thread ever blocks)
+ *   sse.c     Server-Sent Events streams of a job's pieces, fed by a pump thread per stream
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
  *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
  *   memory.c  memory that large requests took goes back to the system
- *   openai.c  the OpenAI-compatible routes (/v1/chat/completions, /v1/completions, /v1/models):
- *             requests -> completion params, results -> OpenAI's responses and errors (openai.h)
- *   openai_stream.c  a streamed OpenAI answer: completion updates -> chat.completion.chunk /
- *             text_completion events, ending with data: [DONE]
+ *   openai.c, openai_request.c, openai_reply.c  the OpenAI-compatible routes (openai.h)
  * Threads: libmicrohttpd's epoll pool (the handler, readers, notifications), the call workers, the
  * stream pumps, the deadline sweeper, the signal thread. */
 #ifndef SPECD_SERVER_H
 #define SPECD_SERVER_H
 
-#include "../rpc/rpc_internal.h"
+#include "../rpc/host.h"
 
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef struct serve_options {
+typedef struct http_options {
     const char *host;
     int64_t port;
     const char *api_key;   /* NULL: every client may use the API (not the admin methods) */
@@ -38,41 +39,44 @@ typedef struct serve_options {
     int64_t time_limit_s;  /* --time-limit: 0 none */
     int64_t step_limit_ms; /* --step-limit: 0 none */
     int64_t http_threads;
-    json_t *init_args;     /* the model options, for init (owned) */
+    rpc_engine_settings models; /* the model options (-m, -md, -np, ...), for the start-up load */
+    rpc_host *rpc;         /* the JSON API's host: the models it serves (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
     const char *chat_template; /* --chat-template: a llama.cpp built-in for /v1/chat/completions */
     bool list_devices;     /* --list-devices: print them and exit */
-} serve_options;
+} http_options;
 
-/* ---- serve.c ---------------------------------------------------------------------------------- */
+/* ---- stop.c ----------------------------------------------------------------------------------- */
+/* Starts the thread that waits for SIGINT/SIGTERM (the stop signals blocked everywhere else); call
+ * before any other thread starts. */
+bool stop_watch_start(void);
 /* True once a stop was asked for (SIGINT/SIGTERM): new requests are refused with 503. */
 bool serve_stopping(void);
+/* Waits until a stop is asked for or `ms` pass; true when it was asked for. */
+bool stop_wait(int64_t ms);
 
 /* ---- calls.c ---------------------------------------------------------------------------------- */
-/* Calls `method` with `params` (borrowed, may be NULL) as `caller`; returns the whole JSON-RPC
- * response object (new reference; NULL only when out of memory). */
-json_t *serve_rpc(const char *method, json_t *params, const rpc_caller *caller);
 /* Full rights: for the server's own calls (start-up load, health, stop). */
 extern const rpc_caller serve_self;
 
-/* A dispatcher call that runs on a worker while its connection waits suspended. */
+/* Work that runs on a call worker while its connection waits suspended. */
 typedef struct deferred_call deferred_call;
+/* The work: an answer for the handler (a JSON body as the dispatcher answers: {result} or {error};
+ * NULL: nothing to answer), from `ctx`. While it runs, rpc_thread_still_wanted says whether the
+ * client is still there. */
+typedef json_t *(*call_fn)(void *ctx);
 
 bool calls_start(int n_workers);
-/* Runs `request` (taken) as `caller` on a worker; connection `c` is suspended until the answer is
- * there, then resumed, and the handler collects it with call_result. NULL when it cannot be
- * queued (queue full, or stopping): *why says so and `c` is not suspended. Must be called from
- * the handler of `c`. */
-deferred_call *call_defer(struct MHD_Connection *c, json_t *request, const rpc_caller *caller, const char **why);
-/* The same with `run` in place of the dispatcher: the worker answers `request` (taken, given back
- * borrowed to `run`) with run(request, caller), a response as the dispatcher's ({result} or
- * {error}). For routes of their own whose work can take long (a 1 MiB /tokenize). */
-typedef json_t *(*call_fn)(json_t *request, const rpc_caller *caller);
-deferred_call *call_defer_run(struct MHD_Connection *c, call_fn run, json_t *request, const rpc_caller *caller,
-                              const char **why);
-/* False until answered. Then *response (taken) is the dispatcher's answer (NULL: notifications
- * only) with *http_status 0, or the server's own refusal (a JSON body) with that HTTP status. */
+/* Runs run(ctx) on a worker; connection `c` is suspended until the answer is there, then resumed,
+ * and the handler collects it with call_result. `ctx` is taken (free_ctx frees it with the call).
+ * NULL when it cannot be queued (queue full, or stopping): *why says so, `c` is not suspended and
+ * ctx is freed. Must be called from the handler of `c`. */
+deferred_call *call_defer(struct MHD_Connection *c, call_fn run, void *ctx, void (*free_ctx)(void *), const char **why);
+/* False until answered. Then *response (taken) is the work's answer with *http_status 0, or the
+ * server's own refusal (a JSON body) with that HTTP status. */
 bool call_result(deferred_call *call, json_t **response, unsigned *http_status);
+/* The call's ctx (for the handler, once answered). */
+void *call_context(deferred_call *call);
 void call_release(deferred_call *call);
 /* The stop: refuse new calls; calls still queued are answered with 503 at once instead of run. */
 void calls_close_intake(void);
@@ -84,22 +88,36 @@ void calls_abandon(void);
 /* Joins the workers; blocks while one is stuck in a call (the watchdog's case). */
 void calls_join(void);
 
+/* ---- completion_call.c ------------------------------------------------------------------------ */
+/* A completion for a call worker: either a request already read (OpenAI's: `request` and `reply`
+ * taken), or /completion's body (`body`, taken) read in llama-server's dialect. `stream`: answer
+ * piece by piece. After the work, `job` is the submitted job (referenced) or NULL. */
+typedef struct completion_call {
+    rpc_host *host;
+    json_t *body;
+    serve_request *request;
+    serve_reply reply;
+    bool stream;
+    serve_job *job;
+} completion_call;
+
+completion_call *completion_call_new(rpc_host *host, bool stream);
+void completion_call_free(void *call);
+/* The call_fn: submits, then waits for a blocking completion's answer ({"result": answer} or
+ * {"error"}); a streamed one answers {"result": {"id"}} at once, its job left in call->job. */
+json_t *completion_call_run(void *call);
+
 /* ---- sse.c ------------------------------------------------------------------------------------ */
-/* Answers `c` with a stream of completion `id`'s updates; on failure the completion is cancelled
- * and an error is sent instead. */
-enum MHD_Result sse_respond(struct MHD_Connection *c, json_int_t id);
-/* What a stream makes of the updates (openai_stream.c): each update becomes the events `events`
- * returns (a new array), an error the event `error` returns, and after the last one a `done` data
- * line ("[DONE]") follows. `ctx` is taken: `free` frees it, also when the stream cannot start. */
+/* How a stream ends: the event for a failure (the job's fault; new object), and the data line that
+ * follows the last event (NULL: none; OpenAI's "[DONE]"). */
 typedef struct sse_format {
-    json_t *(*events)(void *ctx, json_t *update);
-    json_t *(*error)(void *ctx, json_t *error);
+    json_t *(*error)(const serve_fault *fault);
     const char *done;
-    void (*free)(void *ctx);
-    void *ctx;
 } sse_format;
-/* As sse_respond, with the updates formatted (NULL: as they are). */
-enum MHD_Result sse_respond_as(struct MHD_Connection *c, json_int_t id, const sse_format *format);
+/* Answers `c` with a stream of `job`'s pieces (referenced by the stream), as its reply made them: a
+ * JSON object is one event, an array one event per element. A client that goes away ends the job;
+ * when the stream cannot start the job is ended and an error sent instead. */
+enum MHD_Result sse_respond(struct MHD_Connection *c, serve_job *job, const sse_format *format);
 /* Streams whose client has not let go yet (or whose pump still runs). */
 int sse_live(void);
 /* The stop: every stream ends after what it holds; no connection stays suspended. */
@@ -140,7 +158,7 @@ void memory_large_request_done(void);
 enum MHD_Result page_respond(struct MHD_Connection *c);
 
 /* ---- routes.c --------------------------------------------------------------------------------- */
-/* MHD_AccessHandlerCallback (cls: the serve_options) and MHD_OPTION_NOTIFY_COMPLETED. */
+/* MHD_AccessHandlerCallback (cls: the http_options) and MHD_OPTION_NOTIFY_COMPLETED. */
 enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state);
 void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why);
@@ -150,28 +168,26 @@ enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, 
 /* A plain route's answer from a dispatcher response (taken): the result with 200, or the error
  * object with the HTTP status its code maps to. */
 enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response);
+/* The HTTP status of a JSON-RPC error code on the plain (non-/rpc) routes. */
+unsigned http_status_for(json_int_t code);
 
 /* ---- llama_routes.c --------------------------------------------------------------------------- */
 /* Whether `url` is one of llama-server's GET routes (/props, /slots, /metrics) / POST routes with
  * a body (/tokenize, /detokenize). */
-bool llama_route_get(const char *url);
-bool llama_route_post(const char *url);
+bool route_is_llama_get(const char *url);
+bool route_is_llama_post(const char *url);
 /* Whether the request is one of llama-server's slot actions (/slots/ID, /slots?action=...), and
  * their answer: 501 naming the action, which specd does not implement. */
-bool llama_route_slot_action(struct MHD_Connection *c, const char *url);
-enum MHD_Result llama_route_slot_action_refuse(struct MHD_Connection *c);
+bool route_is_slot_action(struct MHD_Connection *c, const char *url);
+enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c);
 /* Answers a GET route (the caller checked the key). */
-enum MHD_Result llama_route_answer_get(struct MHD_Connection *c, const char *url);
+enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const char *url);
 /* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`. */
-json_t *llama_route_parse_body(const char *body, size_t len, char *message, size_t size);
-/* The work of a POST route on its parsed body (borrowed): a response as the dispatcher's. Runs on
- * a call worker (call_fn): tokenizing a large body takes long. */
-json_t *llama_route_tokenize(json_t *body, const rpc_caller *caller);
-json_t *llama_route_detokenize(json_t *body, const rpc_caller *caller);
-/* /completion's body (taken, returned) read as llama-server reads it: null fields are absent, `stop`
- * may be one string, `logit_bias` an object, and completion_probabilities come in llama-server's
- * shape unless probs_format says otherwise. NULL with *err set for what llama-server would read
- * differently from the JSON API (several prompts in one request). */
-json_t *llama_completion_params(json_t *params, rpc_error *err);
+json_t *route_parse_body(const char *body, size_t len, char *message, size_t size);
+/* The work of /tokenize or /detokenize (`url`) on a call worker (tokenizing a large body takes
+ * long): a context (the body taken) and its call_fn, whose answer is as the dispatcher's. */
+void *route_tokens_call(rpc_host *host, const char *url, json_t *body);
+json_t *route_tokens_run(void *ctx);
+void route_tokens_free(void *ctx);
 
 #endif

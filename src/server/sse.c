@@ -1,9 +1,8 @@
-/* sse.c - Server-Sent Events for one async completion: each poll's updates become "data: {...}"
- * events. A pump thread per stream polls the completion (waiting on it, off libmicrohttpd's
+/* sse.c - Server-Sent Events for one streamed job: each piece its reply made becomes "data: {...}"
+ * events. A pump thread per stream takes the job's pieces (waiting on it, off libmicrohttpd's
  * threads); the content reader never waits: with nothing to send it suspends the connection and
- * returns 0, and the pump resumes it when there is news. A client that goes away cancels its
- * completion. Only one completion runs at a time, so there are few streams; they are bounded all
- * the same.
+ * returns 0, and the pump resumes it when there is news. A client that goes away ends its job.
+ * Streams are bounded.
  *
  * Locks: the live list's lock, then a stream's lock; a stream's lock, then libmicrohttpd's own
  * (suspend, resume). */
@@ -20,7 +19,7 @@
 typedef struct sse_stream {
     pthread_mutex_t lock;
     int refs;                  /* the response's (libmicrohttpd) and the pump's */
-    json_int_t id;
+    serve_job *job;            /* referenced */
     struct MHD_Connection *connection;
     char *pending;             /* formatted events not sent yet (owned) */
     size_t len, sent;
@@ -28,7 +27,7 @@ typedef struct sse_stream {
     bool ended;                /* nothing more will be added (finished, or the stop) */
     bool gone;                 /* the response was freed: the client let go */
     bool suspended;            /* the reader suspended the connection until the pump has news */
-    sse_format format;         /* what each update becomes; all NULL: the updates as they are (ctx owned) */
+    sse_format format;         /* how it ends */
     struct sse_stream *prev, *next;
 } sse_stream;
 
@@ -58,7 +57,7 @@ static void stream_unref(sse_stream *s) {
     live.n--;
     pthread_mutex_unlock(&live.lock);
     pthread_mutex_destroy(&s->lock);
-    if (s->format.free) s->format.free(s->format.ctx);
+    serve_job_unref(s->job);
     free(s->pending);
     free(s);
 }
@@ -84,12 +83,16 @@ static void append_event(sse_stream *s, json_t *event) {
     free(text);
 }
 
-/* Appends one update, or what the stream's format makes of it (events taken). */
-static void append_formatted(sse_stream *s, json_t *events) {
-    size_t i;
-    json_t *event;
-    json_array_foreach(events, i, event) append_event(s, event);
-    json_decref(events);
+/* Appends one piece (taken): an object is one event, an array one event per element. */
+static void append_item(sse_stream *s, json_t *item) {
+    if (!json_is_array(item)) {
+        append_event(s, item);
+    } else {
+        size_t i;
+        json_t *event;
+        json_array_foreach(item, i, event) append_event(s, event);
+    }
+    json_decref(item);
 }
 
 /* Wakes the reader when it waits and there is something for it; called with s->lock held. */
@@ -100,22 +103,17 @@ static void wake_locked(sse_stream *s) {
     }
 }
 
-/* One poll's updates (and error) into the stream; called with s->lock held. */
-static void take_updates(sse_stream *s, json_t *response) {
-    json_t *result = json_object_get(response, "result");
-    size_t i;
-    json_t *update;
-    json_array_foreach(json_object_get(result, "completion_updates"), i, update) {
-        if (s->format.events) append_formatted(s, s->format.events(s->format.ctx, update));
-        else append_event(s, update);
-    }
-    json_t *error = result ? json_object_get(result, "error") : json_object_get(response, "error");
-    if (error) {
-        json_t *event = s->format.error ? s->format.error(s->format.ctx, error) : json_pack("{s:O}", "error", error);
+/* The pieces taken (and the error) into the stream; called with s->lock held. */
+static void take_pieces(sse_stream *s, void **items, size_t n, bool finished, bool failed, const serve_fault *fault) {
+    for (size_t i = 0; i < n; i++) append_item(s, items[i]);
+    if (failed) {
+        rpc_error err;
+        rpc_error_from_fault(fault, &err);
+        json_t *event = s->format.error ? s->format.error(fault) : json_pack("{s:o}", "error", rpc_error_object(&err));
         append_event(s, event);
         json_decref(event);
     }
-    if (!result || json_is_true(json_object_get(result, "finished"))) {
+    if (finished) {
         if (s->format.done) append_data(s, s->format.done);
         s->finished = s->ended = true;
     }
@@ -123,20 +121,21 @@ static void take_updates(sse_stream *s, json_t *response) {
 
 static void *pump_main(void *arg) {
     sse_stream *s = arg;
-    json_t *params = json_pack("{s:I, s:i}", "id", s->id, "wait_ms", SSE_POLL_WAIT_MS);
     for (;;) {
         pthread_mutex_lock(&s->lock);
         bool over = s->ended || s->gone;
         pthread_mutex_unlock(&s->lock);
-        if (over || !params) break;
-        json_t *response = serve_rpc("completion.poll", params, &serve_self); /* waits up to 200 ms */
+        if (over) break;
+        size_t n = 0;
+        bool finished = false, failed = false;
+        serve_fault fault;
+        void **items = serve_job_take(s->job, SSE_POLL_WAIT_MS, &n, &finished, &failed, &fault); /* waits up to 200 ms */
         pthread_mutex_lock(&s->lock);
-        take_updates(s, response);
+        take_pieces(s, items, n, finished, failed, &fault);
         wake_locked(s);
         pthread_mutex_unlock(&s->lock);
-        json_decref(response);
+        free(items);
     }
-    json_decref(params);
     stream_unref(s);
     return NULL;
 }
@@ -170,34 +169,22 @@ static void sse_free(void *cls) {
     s->gone = true;
     bool finished = s->finished;
     pthread_mutex_unlock(&s->lock);
-    if (!finished) {
-        json_t *params = json_pack("{s:I}", "id", s->id);
-        json_decref(serve_rpc("completion.cancel", params, &serve_self));
-        json_decref(params);
-    }
+    if (!finished) serve_job_end(s->job, SERVE_END_CANCELLED);
     stream_unref(s);
 }
 
-static enum MHD_Result refuse(struct MHD_Connection *c, json_int_t id, unsigned status, const char *message) {
-    json_t *params = json_pack("{s:I}", "id", id);
-    json_decref(serve_rpc("completion.cancel", params, &serve_self));
-    json_decref(params);
+static enum MHD_Result refuse(struct MHD_Connection *c, serve_job *job, unsigned status, const char *message) {
+    serve_job_end(job, SERVE_END_CANCELLED);
     return send_error(c, status, RPC_BUSY, message);
 }
 
-enum MHD_Result sse_respond(struct MHD_Connection *c, json_int_t id) {
-    return sse_respond_as(c, id, NULL);
-}
-
-enum MHD_Result sse_respond_as(struct MHD_Connection *c, json_int_t id, const sse_format *format) {
+enum MHD_Result sse_respond(struct MHD_Connection *c, serve_job *job, const sse_format *format) {
     sse_stream *s = calloc(1, sizeof *s);
-    if (!s) {
-        if (format && format->free) format->free(format->ctx);
-        return refuse(c, id, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    }
+    if (!s) return refuse(c, job, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     if (format) s->format = *format;
     pthread_mutex_init(&s->lock, NULL);
-    s->id = id;
+    serve_job_ref(job);
+    s->job = job;
     s->connection = c;
     s->refs = 2;
     pthread_mutex_lock(&live.lock);
@@ -211,15 +198,16 @@ enum MHD_Result sse_respond_as(struct MHD_Connection *c, json_int_t id, const ss
     pthread_mutex_unlock(&live.lock);
     if (!room) {
         pthread_mutex_destroy(&s->lock);
-        if (s->format.free) s->format.free(s->format.ctx);
+        serve_job_unref(s->job);
         free(s);
-        return refuse(c, id, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open streams, or the server is stopping");
+        return refuse(c, job, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open streams, or the server is stopping");
     }
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
     if (!r) { /* never handed to libmicrohttpd: drop both references */
+        serve_job_end(job, SERVE_END_CANCELLED);
         stream_unref(s);
         stream_unref(s);
-        return refuse(c, id, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_BUSY, "out of memory");
     }
     pthread_t pump;
     pthread_attr_t attr;

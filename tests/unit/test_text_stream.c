@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "rpc/text_stream.h"
+#include "serve/text_stream.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,32 @@
+/* errors.c - the JSON API's errors: the error objects it answers with, and the server's faults
+ * (src/serve/fault.h) in its codes. */
+#include "rpc_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...) {
+    err->code = code;
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+json_t *rpc_error_object(const rpc_error *err) {
+    json_t *e = json_pack("{s:i, s:s}", "code", err->code, "message", err->message);
+    if (e && err->field[0]) json_object_set_new(e, "data", json_pack("{s:s}", "field", err->field));
+    return e;
+}
+
+void rpc_error_from_fault(const serve_fault *fault, rpc_error *err) {
+    static const int codes[] = {
+        [SERVE_INVALID] = RPC_INVALID_PARAMS,
+        [SERVE_BUSY] = RPC_BUSY,
+        [SERVE_GENERATION] = RPC_GENERATION,
+        [SERVE_INTERNAL] = RPC_INTERNAL_ERROR,
+    };
+    rpc_fail(err, codes[fault->kind], fault->field, "%s", fault->message);
+}

@@ -1,0 +1,180 @@
+/* host.c - a host (host.h): made and freed, the process's own, and what completions and short
+ * calls take from it: claims, submitting to the serving server, the jobs found by id, the engine.
+ * Loading and unloading are host_load.c's. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "host_state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+rpc_host *rpc_host_new(void) {
+    rpc_host *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->idle, NULL);
+    pthread_cond_init(&h->changed, NULL);
+    pthread_rwlock_init(&h->engine_lock, NULL);
+    h->limits = (serve_limits){.n_predict_max = -1};
+    h->next_id = 1;
+    return h;
+}
+
+void rpc_host_free(rpc_host *h) {
+    if (!h) return;
+    bool was_loaded;
+    rpc_host_shutdown(h, &was_loaded);
+    for (int32_t i = 0; i < h->n_jobs; i++) serve_job_unref(h->jobs[i]);
+    free(h->jobs);
+    serve_job_unref(h->latest);
+    free(h->loading_model);
+    pthread_rwlock_destroy(&h->engine_lock);
+    pthread_cond_destroy(&h->changed);
+    pthread_cond_destroy(&h->idle);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+/* The process's host lives as long as the process: the old ABI has no call that would free it
+ * (specd_deinit only unloads its models). */
+static rpc_host *default_host;
+static void make_default_host(void) { default_host = rpc_host_new(); }
+
+rpc_host *rpc_host_default(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_default_host);
+    return default_host;
+}
+
+void rpc_host_set_limits(rpc_host *h, serve_limits limits) {
+    pthread_mutex_lock(&h->lock);
+    h->limits = limits;
+    pthread_mutex_unlock(&h->lock);
+}
+
+load_state host_state_locked(const rpc_host *h) {
+    if (h->server) return STATE_READY;
+    if (h->loading) return STATE_LOADING;
+    return h->last_init_error ? STATE_FAILED : STATE_NONE;
+}
+
+bool host_fail_no_model_locked(const rpc_host *h, rpc_error *err) {
+    if (h->closed) return rpc_fail(err, RPC_BUSY, "", "the server is stopping: retry later");
+    if (h->shutting_down) return rpc_fail(err, RPC_NO_MODEL, "", "shutdown in progress: call init again after it");
+    if (h->loading) return rpc_fail(err, RPC_NO_MODEL, "", "the model is still loading: poll status");
+    return rpc_fail(err, RPC_NO_MODEL, "", "no model loaded: call init first");
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+/* Records a claimed job (lock held): findable by id; the oldest finished ones are forgotten. */
+static void record_job_locked(rpc_host *h, serve_job *job) {
+    if (h->n_jobs >= RPC_KEEP_JOBS) {
+        for (int32_t i = 0; i < h->n_jobs; i++) {
+            if (!serve_job_finished(h->jobs[i])) continue;
+            serve_job_unref(h->jobs[i]);
+            memmove(h->jobs + i, h->jobs + i + 1, (size_t)(h->n_jobs - i - 1) * sizeof *h->jobs);
+            h->n_jobs--;
+            break;
+        }
+    }
+    if (h->n_jobs == h->jobs_cap) {
+        int32_t cap = h->jobs_cap ? h->jobs_cap * 2 : 16;
+        serve_job **grown = realloc(h->jobs, (size_t)cap * sizeof *grown);
+        if (!grown) return; /* not findable by id: polls without id still find it as the latest */
+        h->jobs = grown;
+        h->jobs_cap = cap;
+    }
+    serve_job_ref(job);
+    h->jobs[h->n_jobs++] = job;
+}
+
+serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
+    pthread_mutex_lock(&h->lock);
+    while (h->swapping || h->draining) pthread_cond_wait(&h->changed, &h->lock);
+    serve_job *job = NULL;
+    if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
+    else if (!(job = serve_job_new(h->next_id))) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
+    if (job) {
+        h->next_id++;
+        h->n_claimed++;
+        record_job_locked(h, job);
+        serve_job_unref(h->latest);
+        serve_job_ref(job);
+        h->latest = job;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return job;
+}
+
+bool rpc_host_submit(rpc_host *h, serve_job *job, const serve_names *names, rpc_error *err) {
+    pthread_mutex_lock(&h->lock);
+    serve_server *server = h->server; /* claimed: it stays until the claim ends */
+    pthread_mutex_unlock(&h->lock);
+    serve_fault fault;
+    if (serve_server_submit(server, job, names, &fault)) return true;
+    rpc_error_from_fault(&fault, err);
+    return false;
+}
+
+void rpc_host_unclaim(rpc_host *h, serve_job *job) {
+    (void)job;
+    pthread_mutex_lock(&h->lock);
+    h->n_claimed--;
+    pthread_cond_broadcast(&h->idle);
+    pthread_mutex_unlock(&h->lock);
+}
+
+serve_job *rpc_host_find_job(rpc_host *h, int64_t id, rpc_error *err) {
+    pthread_mutex_lock(&h->lock);
+    serve_job *found = id < 0 ? h->latest : NULL;
+    for (int32_t i = 0; id >= 0 && i < h->n_jobs && !found; i++)
+        if (h->jobs[i]->id == id) found = h->jobs[i];
+    if (found) serve_job_ref(found);
+    pthread_mutex_unlock(&h->lock);
+    if (!found && id >= 0)
+        rpc_fail(err, RPC_UNKNOWN_JOB, "id", "no completion with id %lld: it never existed, or it finished long ago "
+                 "(the latest %d are kept)", (long long)id, RPC_KEEP_JOBS);
+    else if (!found)
+        rpc_fail(err, RPC_UNKNOWN_JOB, "id", "no completion has been started: call completion.start first");
+    return found;
+}
+
+/* ---- the engine, for short calls ------------------------------------------------------------- */
+
+bool rpc_host_acquire_server(rpc_host *h, serve_server **server, rpc_error *err) {
+    /* Look first, so a call without a model fails at once instead of waiting for the lock; a swap
+     * about to happen is waited for (it only waits for short calls like this one). Look again
+     * under the read lock, which is what keeps the server alive. */
+    pthread_mutex_lock(&h->lock);
+    while (h->swapping) pthread_cond_wait(&h->changed, &h->lock);
+    bool has = h->server != NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (has) {
+        pthread_rwlock_rdlock(&h->engine_lock);
+        pthread_mutex_lock(&h->lock);
+        *server = h->server;
+        pthread_mutex_unlock(&h->lock);
+        if (*server) return true;
+        pthread_rwlock_unlock(&h->engine_lock);
+    }
+    pthread_mutex_lock(&h->lock);
+    host_fail_no_model_locked(h, err);
+    pthread_mutex_unlock(&h->lock);
+    return false;
+}
+
+bool rpc_host_acquire_engine(rpc_host *h, specd_engine **engine, rpc_error *err) {
+    serve_server *server = NULL;
+    if (!rpc_host_acquire_server(h, &server, err)) return false;
+    *engine = serve_server_engine(server);
+    return true;
+}
+
+void rpc_host_release_engine(rpc_host *h) { pthread_rwlock_unlock(&h->engine_lock); }
+
+char *rpc_host_model_name(rpc_host *h) {
+    pthread_mutex_lock(&h->lock);
+    char *name = strdup(h->alias ? h->alias : h->model ? h->model : "");
+    pthread_mutex_unlock(&h->lock);
+    return name;
+}

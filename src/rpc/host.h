@@ -1,0 +1,78 @@
+/* host.h - the JSON API's models: a host holds the serving model pair as a server (src/serve/server.h,
+ * which owns the engine), loads another beside it and swaps it in (init), unloads it (shutdown),
+ * and hands completions to the serving one. An object: specd_rpc() and the users' old C ABI share
+ * the process's own host (rpc_host_default), `specd serve` makes its own, and two hosts serve two
+ * model pairs side by side.
+ *
+ * Threads: every function is safe from any thread, except rpc_host_free (once, with no call in
+ * flight). A completion is claimed (rpc_host_claim) from before its request is read until it has
+ * been handed to the server (rpc_host_unclaim); a swap waits until none is claimed and the serving
+ * server is idle, and claims wait while it happens. */
+#ifndef SPECD_RPC_HOST_H
+#define SPECD_RPC_HOST_H
+
+#include "rpc_internal.h"
+
+#include "../serve/server.h"
+
+rpc_host *rpc_host_new(void);
+/* Cancels what runs, unloads the models, frees the host. */
+void rpc_host_free(rpc_host *h);
+/* The process's own host, made on first use (specd_rpc, the old ABI). */
+rpc_host *rpc_host_default(void);
+
+/* What one request may ask of the servers this host makes from now on (specd serve's -n,
+ * --time-limit, --step-limit; none by default). */
+void rpc_host_set_limits(rpc_host *h, serve_limits limits);
+
+/* ---- the models (host_load.c) ---------------------------------------------------------------- */
+
+/* Loads the models `s` describes (taken) beside the serving ones and swaps them in once no
+ * completion runs; with s->async on a thread of its own (follow it with the status). False with
+ * *err set when it cannot start (busy: a load or a shutdown runs) or, blocking, when it failed. */
+bool rpc_host_load(rpc_host *h, rpc_engine_settings *s, rpc_error *err);
+/* Stops what runs: aborts a load (through llama.cpp's progress callback, so it returns in bounded
+ * time), ends every completion (stop_type "shutdown") and unloads the models. *was_loaded: a
+ * model was serving. */
+void rpc_host_shutdown(rpc_host *h, bool *was_loaded);
+/* The program is stopping for good: every completion ends (shutdown), new ones are refused (busy). */
+void rpc_host_close(rpc_host *h);
+/* Test-only: called from llama.cpp's progress callback each time a load reads a tensor, before
+ * the callback checks for an abort (a test makes loads slow with it, as a slow disk would). NULL
+ * removes it. */
+typedef void (*rpc_host_load_hook)(float progress, void *user_data);
+void rpc_host_set_load_hook(rpc_host *h, rpc_host_load_hook hook, void *user_data);
+
+/* ---- completions (host.c) -------------------------------------------------------------------- */
+
+/* A new completion job, its id assigned and recorded (the latest, found by rpc_host_find_job),
+ * claimed: the serving model stays until rpc_host_unclaim. NULL with *err set when no model
+ * serves (loading, none, stopping). */
+serve_job *rpc_host_claim(rpc_host *h, rpc_error *err);
+/* Hands the claimed job (its request and reply filled) to the serving server; false with *err set
+ * when the server refused it (the job has then ended with the error). */
+bool rpc_host_submit(rpc_host *h, serve_job *job, const serve_names *names, rpc_error *err);
+/* The claim is over (the job submitted, or failed with serve_job_fail). */
+void rpc_host_unclaim(rpc_host *h, serve_job *job);
+/* The job with this id (id < 0: the latest claimed), referenced; NULL with *err set. */
+serve_job *rpc_host_find_job(rpc_host *h, int64_t id, rpc_error *err);
+/* Finished jobs kept findable by id, beyond those running. */
+#define RPC_KEEP_JOBS 256
+
+/* The serving engine for a short call (tokenize, detokenize, /props): read-locked until
+ * rpc_host_release_engine. False with *err set when none serves. */
+bool rpc_host_acquire_engine(rpc_host *h, specd_engine **engine, rpc_error *err);
+void rpc_host_release_engine(rpc_host *h);
+/* The serving server, read-locked as the engine is (release with rpc_host_release_engine). */
+bool rpc_host_acquire_server(rpc_host *h, serve_server **server, rpc_error *err);
+/* The model's alias, or its path (heap copy; "" when none serves). */
+char *rpc_host_model_name(rpc_host *h);
+
+/* ---- status (host_status.c) ------------------------------------------------------------------ */
+
+/* {state, init_success, model, model_alias, loading_model, busy, has_draft, n_ctx, n_vocab,
+ * version, n_parallel, last_init_error?, placement?, placement_note?, error?, slots, n_queued,
+ * queue_max} (new reference). */
+json_t *rpc_host_status(rpc_host *h);
+
+#endif

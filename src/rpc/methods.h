@@ -1,0 +1,33 @@
+/* methods.h - the JSON-RPC methods the dispatcher (rpc.c) calls, on a host's models. Each
+ * returns the result (new reference) or NULL with *err set; `params` may be NULL.
+ *   methods_model.c       init, status, shutdown
+ *   methods_tokens.c      tokenize, detokenize
+ *   methods_completion.c  completion, completion.start, completion.poll, completion.cancel */
+#ifndef SPECD_RPC_METHODS_H
+#define SPECD_RPC_METHODS_H
+
+#include "host.h"
+#include "request_json.h"
+
+json_t *rpc_method_init(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_status(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_shutdown(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_tokenize(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_detokenize(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_completion(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_completion_start(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_completion_poll(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_completion_cancel(rpc_host *h, json_t *params, rpc_error *err);
+
+/* A completion request in `dialect` (params borrowed) claimed, read and handed to the host's
+ * server, its answer in the JSON API's shape (reply_json.h): the job (referenced), or NULL with
+ * *err set; a refused request still got an id, so a poll of the latest finds it ended with the
+ * error. `stream` overrides the request's own field: the answer comes piece by piece. Also what
+ * llama-server's POST /completion runs (src/server). */
+serve_job *rpc_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err);
+/* The same for a request already read (OpenAI's): *request (malloc'd) and *reply are taken (both
+ * emptied; a request never handed over is freed here). */
+serve_job *rpc_completion_submit(rpc_host *h, serve_request **request, serve_reply *reply, bool stream,
+                                 rpc_error *err);
+
+#endif

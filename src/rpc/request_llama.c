@@ -1,0 +1,334 @@
+/* request_llama.c - the fields llama-server's /completion accepts (tools/server/server-schema.cpp
+ * and server-context.cpp of llama.cpp 0.5.0, plus the flat speculative.* keys it used to take),
+ * so that its clients work unchanged, and a typo still fails:
+ *  - what specd implements acts as there: aliases (max_tokens, max_completion_tokens, logprobs,
+ *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.* keys
+ *    (request_spec.c), json_schema (a grammar), return_tokens, timings_per_token, response_fields,
+ *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms;
+ *  - what it does not implement is accepted where the value changes nothing (its default, or any
+ *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
+ *  - any other name stays an unknown field (rpc_params_finish).
+ * Also probs_format, which picks the shape of completion_probabilities (probs_json.h). */
+#include "request_json.h"
+
+#include "json_schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool refuse(rpc_params *rp, const char *field, const char *why) {
+    return rpc_fail(rp->err, RPC_INVALID_PARAMS, field, "completion params: '%s' %s", field, why);
+}
+
+static bool present(const rpc_params *rp, const char *name) {
+    json_t *v = json_object_get(rp->obj, name);
+    return v && !(rp->null_is_absent && json_is_null(v));
+}
+
+/* ---- fields specd does not implement ---------------------------------------------------------- */
+
+/* A field accepted only where it changes nothing: at `inert` (JSON text), or for numbers also
+ * anything <= `off_at_most` (when has_off), or any value of the right type while `gate` (another
+ * field) has its inert value, i.e. the sampler it tunes is off. */
+typedef struct inert_field {
+    const char *name;
+    const char *inert;
+    const char *gate;       /* NULL: none */
+    bool has_off;
+    double off_at_most;
+    const char *what;       /* what it would do, for the message */
+} inert_field;
+
+static const inert_field inert_fields[] = {
+    {"verbose", "false", NULL, false, 0, "adds __verbose debug output"},
+    {"return_progress", "false", NULL, false, 0, "streams prompt progress events"},
+    {"n_indent", "0", NULL, false, 0, "stops at a line indented less than n_indent"},
+    {"n_discard", "0", NULL, false, 0, "sets how many tokens a context shift drops (specd drops half, as 0 does)"},
+    {"n_cache_reuse", "0", NULL, false, 0, "reuses cache chunks by KV shifting"},
+    {"t_max_prompt_ms", "-1", NULL, true, 0, "limits the prompt time (llama-server reads it no more)"},
+    {"top_n_sigma", "-1", NULL, true, 0, "is the top-n-sigma sampler"},
+    {"xtc_probability", "0", NULL, true, 0, "is the XTC sampler"},
+    {"xtc_threshold", "0.1", "xtc_probability", false, 0, "tunes the XTC sampler"},
+    {"dynatemp_range", "0", NULL, true, 0, "is dynamic temperature"},
+    {"dynatemp_exponent", "1", "dynatemp_range", false, 0, "tunes dynamic temperature"},
+    {"dry_multiplier", "0", NULL, false, 0, "is the DRY repetition penalty"},
+    {"dry_base", "1.75", "dry_multiplier", false, 0, "tunes the DRY penalty"},
+    {"dry_allowed_length", "2", "dry_multiplier", false, 0, "tunes the DRY penalty"},
+    {"dry_penalty_last_n", "64", "dry_multiplier", false, 0, "tunes the DRY penalty"},
+    {"dry_sequence_breakers", "[\"\\n\", \":\", \"\\\"\", \"*\"]", "dry_multiplier", false, 0, "tunes the DRY penalty"},
+    {"adaptive_target", "-1", NULL, true, -1e-30, "is the adaptive-p sampler"},
+    {"adaptive_decay", "0.9", "adaptive_target", false, 0, "tunes the adaptive-p sampler"},
+    {"min_keep", "0", NULL, false, 0, "makes samplers keep at least min_keep tokens"},
+    {"backend_sampling", "false", NULL, false, 0, "samples on the backend"},
+    {"lora", "[]", NULL, false, 0, "applies LoRA adapters"},
+    {"grammar_lazy", "false", NULL, false, 0, "applies the grammar only after a trigger"},
+    {"grammar_type", "\"\"", NULL, false, 0, "marks a tool-call grammar"},
+    {"grammar_triggers", "[]", NULL, false, 0, "triggers a lazy grammar"},
+    {"preserved_tokens", "[]", NULL, false, 0, "keeps tokens for a lazy grammar"},
+    {"chat_format", "0", NULL, false, 0, "parses the output as a chat message"},
+    {"generation_prompt", "\"\"", NULL, false, 0, "parses the output as a chat message"},
+    {"parse_tool_calls", "false", NULL, false, 0, "parses tool calls from the output"},
+    {"chat_parser", "\"\"", NULL, false, 0, "parses the output as a chat message"},
+    {"continue_final_message", "false", NULL, false, 0, "continues a chat message"},
+    {"echo", "false", NULL, false, 0, "echoes the prompt"},
+    {"message_delimiters", "[]", NULL, false, 0, "checkpoints chat messages"},
+    {"reasoning_control", "false", NULL, false, 0, "controls a reasoning budget"},
+    {"reasoning_budget_tokens", "-1", NULL, false, 0, "is a reasoning budget"},
+    {"reasoning_budget_start_tag", "\"\"", NULL, false, 0, "tunes a reasoning budget"},
+    {"reasoning_budget_end_tags", "[]", NULL, false, 0, "tunes a reasoning budget"},
+    {"reasoning_budget_end_tag", "\"\"", NULL, false, 0, "tunes a reasoning budget"},
+    {"reasoning_budget_message", "\"\"", NULL, false, 0, "tunes a reasoning budget"},
+    {"speculative.ngram_size_m", "48", NULL, false, 0, "sets the m-gram length of ngram drafts (specd drafts up to "
+     "speculative.n_max tokens)"},
+};
+
+static bool same_value(json_t *a, json_t *b) {
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    return json_equal(a, b);
+}
+
+static bool same_kind(json_t *a, json_t *b) {
+    return (json_is_number(a) && json_is_number(b)) || (json_is_boolean(a) && json_is_boolean(b)) ||
+           json_typeof(a) == json_typeof(b);
+}
+
+static const inert_field *find_inert(const char *name) {
+    for (size_t i = 0; i < sizeof inert_fields / sizeof *inert_fields; i++)
+        if (strcmp(inert_fields[i].name, name) == 0) return &inert_fields[i];
+    return NULL;
+}
+
+/* Whether field f's value `v` changes nothing; `v` NULL means absent (its default). */
+static bool is_inert(rpc_params *rp, const inert_field *f, json_t *v) {
+    if (!v || (rp->null_is_absent && json_is_null(v))) return true;
+    json_t *inert = json_loads(f->inert, JSON_DECODE_ANY, NULL);
+    bool ok = inert && same_value(v, inert);
+    if (!ok && f->has_off && json_is_number(v)) ok = json_number_value(v) <= f->off_at_most;
+    json_decref(inert);
+    if (ok || !f->gate) return ok;
+    const inert_field *gate = find_inert(f->gate);
+    return gate && is_inert(rp, gate, json_object_get(rp->obj, f->gate));
+}
+
+static bool parse_inert_fields(rpc_params *rp) {
+    for (size_t i = 0; i < sizeof inert_fields / sizeof *inert_fields; i++) {
+        const inert_field *f = &inert_fields[i];
+        json_t *v = rpc_get_value(rp, f->name);
+        if (!v) continue;
+        json_t *inert = json_loads(f->inert, JSON_DECODE_ANY, NULL);
+        bool kind = inert && same_kind(v, inert);
+        char shape[200];
+        snprintf(shape, sizeof shape, "must have the type of its default %s", f->inert);
+        json_decref(inert);
+        if (!kind) return refuse(rp, f->name, shape);
+        if (is_inert(rp, f, v)) continue;
+        char why[400];
+        snprintf(why, sizeof why, "is not implemented by specd (it %s): leave it out or give its default %s%s%s",
+                 f->what, f->inert, f->gate ? ", or turn off " : "", f->gate ? f->gate : "");
+        return refuse(rp, f->name, why);
+    }
+    return true;
+}
+
+/* reasoning_format only shapes chat messages (the OpenAI chat route); /completion is raw text
+ * in llama-server too, so any of its names is accepted and changes nothing here. */
+static bool parse_reasoning_format(rpc_params *rp) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, "reasoning_format", &v);
+    if (got <= 0) return got == 0;
+    static const char *names[] = {"none", "auto", "deepseek", "deepseek-legacy"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(v, names[i]) == 0) return true;
+    return refuse(rp, "reasoning_format", "must be one of \"none\", \"auto\", \"deepseek\", \"deepseek-legacy\"");
+}
+
+/* ---- fields specd implements ----------------------------------------------------------------- */
+
+/* n_predict, else max_completion_tokens, else max_tokens (llama-server's order of aliases). */
+static bool parse_n_predict_aliases(rpc_params *rp, json_request *jr) {
+    static const char *aliases[] = {"max_completion_tokens", "max_tokens"};
+    serve_request *req = jr->req;
+    bool taken = present(rp, "n_predict");
+    if (taken) req->n_predict_field = "n_predict";
+    for (size_t i = 0; i < 2; i++) {
+        int32_t n = req->gen.n_predict;
+        if (!rpc_read_int32(rp, aliases[i], -1, INT32_MAX, &n)) return false;
+        if (!taken && present(rp, aliases[i])) {
+            req->gen.n_predict = n;
+            req->n_predict_field = aliases[i];
+            taken = true;
+        }
+    }
+    return true;
+}
+
+/* logprobs: n_probs when n_probs is not given (as llama-server's /completion reads it). */
+static bool parse_logprobs_alias(rpc_params *rp, json_request *jr) {
+    int32_t n = jr->req->gen.n_probs;
+    if (!rpc_read_int32(rp, "logprobs", 0, 100, &n)) return false;
+    if (!present(rp, "n_probs")) jr->req->gen.n_probs = n;
+    return true;
+}
+
+/* n_cmpl (alias n): completions per request; specd makes one. id_slot: the one slot is 0. */
+static bool parse_counts(rpc_params *rp) {
+    static const char *names[] = {"n_cmpl", "n"};
+    for (size_t i = 0; i < 2; i++) {
+        int64_t n = 1;
+        if (rpc_get_int(rp, names[i], INT64_MIN, INT64_MAX, &n) < 0) return false;
+        if (n != 1) return refuse(rp, names[i], "must be 1: specd generates one completion per request (send "
+                                  "several requests for more)");
+    }
+    int64_t slot = -1;
+    if (rpc_get_int(rp, "id_slot", INT64_MIN, INT64_MAX, &slot) < 0) return false;
+    if (slot != -1 && slot != 0) return refuse(rp, "id_slot", "must be -1 (any) or 0: this server has one slot");
+    return true;
+}
+
+static bool parse_flags(rpc_params *rp, json_request *jr) {
+    if (rpc_get_bool(rp, "return_tokens", &jr->reply->return_tokens) < 0 ||
+        rpc_get_bool(rp, "parse_special", &jr->req->parse_special) < 0 ||
+        rpc_get_bool(rp, "timings_per_token", &jr->reply->timings_per_token) < 0 ||
+        rpc_get_bool(rp, "cache_prompt", &jr->req->cache_prompt) < 0)
+        return false;
+    int64_t ping = 30;
+    if (rpc_get_int(rp, "sse_ping_interval", -1, INT32_MAX, &ping) < 0) return false;
+    if (ping != 30 && ping != -1)
+        return refuse(rp, "sse_ping_interval", "is not implemented by specd (it sends no SSE pings): leave it "
+                      "out, or give 30 (the default) or -1 (no pings)");
+    /* stream_options.include_usage only matters on the OpenAI routes, as in llama-server */
+    json_t *so = rpc_get_value(rp, "stream_options");
+    if (!so) return true;
+    if (!json_is_object(so)) return refuse(rp, "stream_options", "must be an object {include_usage}");
+    rpc_params sp;
+    rpc_params_open(&sp, so, "completion params", "stream_options.", rp->err);
+    sp.null_is_absent = rp->null_is_absent;
+    bool usage = false;
+    return rpc_get_bool(&sp, "include_usage", &usage) >= 0 && rpc_params_finish(&sp);
+}
+
+/* response_fields: the final response keeps only these fields; "a/b" is b inside a, under the
+ * key "a/b" (llama-server's json_get_nested_values); missing ones are left out. */
+static bool parse_response_fields(rpc_params *rp, json_request *jr) {
+    json_t *v = rpc_get_value(rp, "response_fields");
+    if (!v) return true;
+    size_t i;
+    json_t *item;
+    bool strings = json_is_array(v);
+    json_array_foreach(v, i, item) strings = strings && json_is_string(item);
+    if (!strings) return refuse(rp, "response_fields", "must be an array of field names (\"a/b\" for b inside a)");
+    if (json_array_size(v) > 0) jr->reply->response_fields = json_incref(v);
+    return true;
+}
+
+/* probs_format: "llama" (llama-server's entries, the default of POST /completion) or "specd"
+ * ({content, probs: [{tok_str, prob}]}, the default of JSON-RPC and the C ABI). */
+static bool parse_probs_format(rpc_params *rp, json_request *jr) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, "probs_format", &v);
+    if (got < 0) return false;
+    if (got == 0) return true;
+    if (strcmp(v, "llama") && strcmp(v, "specd"))
+        return refuse(rp, "probs_format", "must be \"llama\" (llama-server's completion_probabilities) or \"specd\" "
+                      "({tok_str, prob})");
+    jr->reply->llama_probs = strcmp(v, "llama") == 0;
+    return true;
+}
+
+/* ---- json_schema ----------------------------------------------------------------------------- */
+
+/* json_schema: the output must be JSON matching it (a grammar, so speculation stays exact). An
+ * empty object means any object, as in llama-server. With a non-empty grammar as well it is
+ * refused: llama-server's documentation and its code disagree on which one wins. */
+static bool parse_json_schema(rpc_params *rp, json_request *jr) {
+    json_t *schema = rpc_get_value(rp, "json_schema");
+    if (!schema) return true;
+    if (jr->req->grammar)
+        return refuse(rp, "json_schema", "and 'grammar' are both given: give one (json_schema becomes a grammar)");
+    json_t *any_object = json_is_object(schema) && json_object_size(schema) == 0 ? json_pack("{s:s}", "type", "object")
+                                                                                 : NULL;
+    char *gbnf = NULL;
+    bool ok = specd_json_schema_to_grammar(any_object ? any_object : schema, "json_schema", &gbnf, rp->err);
+    json_decref(any_object);
+    if (!ok) return false;
+    serve_request_take_grammar(jr->req, gbnf);
+    return true;
+}
+
+/* ---- samplers -------------------------------------------------------------------------------- */
+
+/* specd's chain, in llama.cpp's default order (sampler.c): each must be listed in this order,
+ * except one whose setting leaves it off; llama.cpp's other samplers may be listed anywhere while
+ * they are off (their settings are refused otherwise). */
+static const struct {
+    const char *name;
+    char chr;
+} chain[] = {{"penalties", 'e'}, {"top_k", 'k'}, {"typ_p", 'y'}, {"top_p", 'p'}, {"min_p", 'm'}, {"temperature", 't'}};
+static const struct {
+    const char *name;
+    char chr;
+} off_samplers[] = {{"dry", 'd'}, {"top_n_sigma", 's'}, {"xtc", 'x'}, {"adaptive_p", 'a'}};
+
+static bool sampler_on(const json_request *jr, int i) {
+    const specd_sampling_params *s = &jr->req->gen.sampling;
+    switch (i) {
+    case 0: return s->repeat_penalty != 1.0f || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f;
+    case 1: return s->top_k > 0;
+    case 2: return s->typical_p < 1.0f;
+    case 3: return s->top_p < 1.0f;
+    case 4: return s->min_p > 0.0f;
+    default: return true; /* temperature: greedy or not, it decides */
+    }
+}
+
+/* The chain index of entry `name` (or char `c`), -2 for an off sampler, -1 unknown. */
+static int sampler_index(const char *name, char c) {
+    for (int i = 0; i < (int)(sizeof chain / sizeof *chain); i++)
+        if (name ? strcmp(name, chain[i].name) == 0 : c == chain[i].chr) return i;
+    for (size_t i = 0; i < sizeof off_samplers / sizeof *off_samplers; i++)
+        if (name ? strcmp(name, off_samplers[i].name) == 0 : c == off_samplers[i].chr) return -2;
+    return -1;
+}
+
+static bool parse_samplers(rpc_params *rp, const json_request *jr) {
+    json_t *v = rpc_get_value(rp, "samplers");
+    if (!v) return true;
+    size_t n = json_is_array(v) ? json_array_size(v) : json_is_string(v) ? json_string_length(v) : 0;
+    if (!json_is_array(v) && !json_is_string(v))
+        return refuse(rp, "samplers", "must be an array of sampler names or a string of sampler letters");
+    int next = 0; /* the chain entry expected next */
+    for (size_t i = 0; i < n; i++) {
+        const char *name = json_is_array(v) ? json_string_value(json_array_get(v, i)) : NULL;
+        if (json_is_array(v) && !name) return refuse(rp, "samplers", "must hold strings");
+        int at = sampler_index(name, name ? 0 : json_string_value(v)[i]);
+        if (at == -1) return refuse(rp, "samplers", "names a sampler llama.cpp does not have");
+        if (at == -2) continue;
+        while (next < at && !sampler_on(jr, next)) next++;
+        if (at > next) break; /* chain[next] is on but not listed: said below */
+        if (at != next)
+            return refuse(rp, "samplers", "must keep specd's order: penalties, top_k, typ_p, top_p, min_p, "
+                          "temperature (llama.cpp's default; other orders are not implemented)");
+        next++;
+    }
+    while (next < (int)(sizeof chain / sizeof *chain) && !sampler_on(jr, next)) next++;
+    if (next < (int)(sizeof chain / sizeof *chain))
+        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "samplers", "completion params: 'samplers' leaves out %s, "
+                        "which this request's settings use: specd cannot skip it (set it off instead)",
+                        chain[next].name);
+    return true;
+}
+
+/* t_max_predict_ms: as llama-server reads it, once that long has passed since the first generated
+ * token, generation ends at the next step that produces a newline (<= 0: never). */
+static bool parse_t_max_predict_ms(rpc_params *rp, json_request *jr) {
+    return rpc_get_int(rp, "t_max_predict_ms", INT64_MIN, INT64_MAX, &jr->req->t_max_predict_ms) >= 0;
+}
+
+bool request_json_llama_fields(json_request *jr) {
+    rpc_params *rp = jr->rp;
+    return parse_n_predict_aliases(rp, jr) && parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) &&
+           parse_counts(rp) && parse_flags(rp, jr) && parse_probs_format(rp, jr) && parse_response_fields(rp, jr) &&
+           request_json_flat_speculative(jr) && parse_json_schema(rp, jr) && parse_samplers(rp, jr) &&
+           parse_reasoning_format(rp) && parse_inert_fields(rp);
+}

@@ -1,0 +1,201 @@
+/* prepare.c - serve_request_prepare (request.h): a request checked once, against the engine and
+ * the server's limits, and its prompt made: tokenized (or the chat through its template), then
+ * cut to the context as llama-server cuts it. Messages start with the API's `where` and name
+ * fields as the API spells them. */
+#include "request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *field_name(const serve_names *names, const char *library_field) {
+    return names->field ? names->field(library_field) : library_field;
+}
+
+/* ---- the draft lengths, the drafters, the grammar, the bias: what needs the engine ------------ */
+
+static bool check_draft_lengths(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    int32_t max = specd_engine_draft_max(e);
+    const char *fields[2] = {"speculative.draft_max", "speculative.draft_min"};
+    int32_t values[2] = {r->gen.speculative.draft_max, r->gen.speculative.draft_min};
+    for (int i = 0; i < 2; i++) {
+        if (values[i] <= max) continue;
+        const char *name = field_name(names, fields[i]);
+        return serve_fail(fault, SERVE_INVALID, name, "%s: '%s' must be an integer from 0 to %d", names->where, name,
+                          max);
+    }
+    return true;
+}
+
+static bool lists_draft_model(const specd_spec_params *sp) {
+    if (sp->n_types == 0) return sp->type == SPECD_SPEC_DRAFT;
+    for (int32_t i = 0; i < sp->n_types; i++)
+        if (sp->types[i] == SPECD_SPEC_DRAFT) return true;
+    return false;
+}
+
+static bool check_drafters(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    if (!lists_draft_model(&r->gen.speculative) || specd_engine_has_draft(e)) return true;
+    const char *name = field_name(names, "speculative.types");
+    return serve_fail(fault, SERVE_INVALID, name, "%s: %s \"draft\" needs a draft model: init with -md FILE",
+                      names->where, name);
+}
+
+/* Checked against the vocabulary now rather than when it runs. */
+static bool check_grammar(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    if (!r->grammar) return true;
+    char *message = NULL;
+    bool ok = specd_grammar_check(e, r->grammar, &message) == SPECD_OK;
+    if (!ok) serve_fail(fault, SERVE_INVALID, "grammar", "%s: %s", names->where, message ? message : "bad grammar");
+    specd_free(message);
+    return ok;
+}
+
+static bool check_logit_bias(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    int32_t n_vocab = specd_engine_n_vocab(e);
+    for (int32_t i = 0; i < r->gen.sampling.n_logit_bias; i++) {
+        specd_token t = r->bias[i].token;
+        if (t >= 0 && t < n_vocab) continue;
+        return serve_fail(fault, SERVE_INVALID, "logit_bias", "%s: logit_bias[%d] must be [token id from 0 to %d, "
+                          "number or false]", names->where, i, n_vocab - 1);
+    }
+    return true;
+}
+
+/* ---- the server's -n / --n-predict, and the ranges ------------------------------------------- */
+
+/* A request that gives no n_predict (or -1, "until the end") gets the server's, and one that asks
+ * for more is refused naming the field it used. */
+static bool apply_n_predict_limit(serve_request *r, const serve_limits *limits, const serve_names *names,
+                                  serve_fault *fault) {
+    int32_t max = limits ? limits->n_predict_max : -1;
+    if (max < 0) return true;
+    if (r->gen.n_predict < 0) {
+        r->gen.n_predict = max;
+        r->n_predict_by_server = true;
+        return true;
+    }
+    if (r->gen.n_predict <= max) return true;
+    const char *field = r->n_predict_field ? r->n_predict_field : "n_predict";
+    return serve_fail(fault, SERVE_INVALID, field, "%s: '%s' is %d, more than this server allows (-n / --n-predict "
+                      "%d): ask for at most %d tokens, or leave it out to get %d", names->where, field,
+                      r->gen.n_predict, max, max, max);
+}
+
+/* Every range, decided by the library; the message names the field as the API spells it. */
+static bool check_ranges(serve_request *r, const serve_names *names, serve_fault *fault) {
+    if (r->n_keep < -1 || r->n_keep > r->n_ctx)
+        return serve_fail(fault, SERVE_INVALID, "n_keep", "%s: 'n_keep' must be from -1 (the whole prompt) to %d "
+                          "(the context of a slot), got %d", names->where, r->n_ctx, r->n_keep);
+    r->gen.n_keep = r->n_keep;
+    const char *field = NULL;
+    char *message = NULL;
+    if (specd_generation_params_validate(&r->gen, &field, &message) == SPECD_OK) return true;
+    const char *name = field ? field_name(names, field) : "";
+    const char *detail = message && field ? message + strlen(field) : " is out of range";
+    serve_fail(fault, SERVE_INVALID, name, "%s: '%s'%s", names->where, name, detail);
+    specd_free(message);
+    return false;
+}
+
+/* ---- the prompt ------------------------------------------------------------------------------ */
+
+static bool append_tokens(serve_request *r, const specd_token *t, int32_t n, int32_t *cap) {
+    if (r->n_tokens + n > *cap) {
+        int32_t grown_cap = (r->n_tokens + n) * 2 + 16;
+        specd_token *grown = realloc(r->tokens, (size_t)grown_cap * sizeof *grown);
+        if (!grown) return false;
+        r->tokens = grown;
+        *cap = grown_cap;
+    }
+    if (n) memcpy(r->tokens + r->n_tokens, t, (size_t)n * sizeof *t);
+    r->n_tokens += n;
+    return true;
+}
+
+static bool tokenize_text(serve_request *r, specd_engine *e, const char *text, bool first, int32_t *cap,
+                          const serve_names *names, serve_fault *fault) {
+    specd_token *t = NULL;
+    int32_t n = 0;
+    char *message = NULL;
+    bool ok = specd_tokenize_special(e, text, first, r->parse_special, &t, &n, &message) == SPECD_OK;
+    if (!ok) serve_fail(fault, SERVE_INVALID, "prompt", "%s: prompt: %s", names->where, message ? message : "");
+    else if (!append_tokens(r, t, n, cap)) ok = serve_fail(fault, SERVE_INTERNAL, "prompt", "out of memory");
+    specd_free(t);
+    specd_free(message);
+    return ok;
+}
+
+/* Text parts and token ids in order; BOS only before a leading text part. */
+static bool tokenize_parts(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    int32_t cap = 0, n_vocab = specd_engine_n_vocab(e);
+    for (int32_t i = 0; i < r->n_parts; i++) {
+        const serve_prompt_part *p = &r->parts[i];
+        if (p->text) {
+            if (!tokenize_text(r, e, p->text, i == 0, &cap, names, fault)) return false;
+        } else if (p->token < 0 || p->token >= n_vocab) {
+            return serve_fail(fault, SERVE_INVALID, "prompt", "%s: prompt[%d] must be a string or a token id from 0 "
+                              "to %d", names->where, i, n_vocab - 1);
+        } else if (!append_tokens(r, &p->token, 1, &cap)) {
+            return serve_fail(fault, SERVE_INTERNAL, "prompt", "out of memory");
+        }
+    }
+    return true;
+}
+
+/* The conversation through the chat template, as one text. */
+static bool tokenize_messages(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    if (!r->chat_template && !specd_engine_chat_template(e))
+        return serve_fail(fault, SERVE_INVALID, "messages", "the model has no chat template: start `specd serve` with "
+                          "--chat-template NAME (one of llama.cpp's built-in templates, e.g. chatml, llama3), or "
+                          "use /v1/completions");
+    specd_chat_message *list = calloc((size_t)r->n_messages, sizeof *list);
+    if (!list) return serve_fail(fault, SERVE_INTERNAL, "", "out of memory");
+    for (int32_t i = 0; i < r->n_messages; i++) list[i] = (specd_chat_message){r->messages[i].role, r->messages[i].content};
+    char *text = NULL, *why = NULL;
+    bool ok = specd_chat_apply_template(e, list, r->n_messages, r->chat_template, true, &text, &why) == SPECD_OK;
+    if (!ok) serve_fail(fault, SERVE_INVALID, "messages", "the chat template failed: %s", why ? why : "unknown error");
+    int32_t cap = 0;
+    ok = ok && tokenize_text(r, e, text, true, &cap, names, fault);
+    specd_free(text);
+    specd_free(why);
+    free(list);
+    return ok;
+}
+
+/* A prompt that does not fit: the first n_keep tokens stay, whole blocks of half the rest after
+ * them go (as the old API, llama-server, did). */
+static bool truncate_prompt(serve_request *r, const serve_names *names, serve_fault *fault) {
+    r->n_prompt_tokens = r->n_tokens;
+    if (r->n_tokens == 0)
+        return serve_fail(fault, SERVE_INVALID, "prompt", "%s: the prompt is empty (the model adds no BOS token): "
+                          "give some text or token ids", names->where);
+    if (r->n_tokens < r->n_ctx) return true;
+    int32_t n_keep = r->n_keep < 0 ? r->n_tokens : r->n_keep;
+    int32_t block = (r->n_ctx - n_keep) / 2;
+    if (n_keep >= r->n_ctx - 1 || block < 1)
+        return serve_fail(fault, SERVE_INVALID, "n_keep", "%s: the prompt has %d tokens, the context holds %d, and "
+                          "n_keep (%d) leaves nothing to drop: lower n_keep, shorten the prompt or init with a larger "
+                          "-c", names->where, r->n_tokens, r->n_ctx, r->n_keep);
+    int32_t erased = (r->n_tokens - n_keep - block) / block * block;
+    if (r->n_tokens - erased >= r->n_ctx) erased += block;
+    memmove(r->tokens + n_keep, r->tokens + n_keep + erased, (size_t)(r->n_tokens - n_keep - erased) * sizeof *r->tokens);
+    r->n_tokens -= erased;
+    r->truncated = true;
+    return true;
+}
+
+bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits *limits, const serve_names *names,
+                           serve_fault *fault) {
+    r->n_ctx = specd_engine_n_ctx(e);
+    r->n_tokens = 0;
+    bool ok = check_draft_lengths(r, e, names, fault) && check_drafters(r, e, names, fault) &&
+              check_grammar(r, e, names, fault) && check_logit_bias(r, e, names, fault) &&
+              apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault);
+    ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));
+    if (!ok || !truncate_prompt(r, names, fault)) return false;
+    /* The old API shifted the context during generation (where the model's cache can). */
+    r->gen.context_shift = specd_engine_can_shift_context(e);
+    r->gen.n_keep = r->n_keep;
+    return true;
+}

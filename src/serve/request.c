@@ -1,0 +1,101 @@
+/* request.c - building a request (see request.h); serve_request_prepare is prepare.c's. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void serve_request_init(serve_request *r) {
+    memset(r, 0, sizeof *r);
+    r->gen = specd_generation_default_params();
+    r->seed_requested = -1;
+    r->cache_prompt = true;
+}
+
+void serve_request_clear(serve_request *r) {
+    for (int32_t i = 0; i < r->n_parts; i++) free(r->parts[i].text);
+    for (int32_t i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->parts);
+    free(r->messages);
+    free(r->stops);
+    free(r->chat_template);
+    free(r->grammar);
+    free(r->bias);
+    free(r->tokens);
+    serve_request_init(r);
+}
+
+/* Room for one more entry of `size` bytes in *list (n used, *cap allocated). */
+static bool reserve_one(void **list, int32_t n, int32_t *cap, size_t size) {
+    if (n < *cap) return true;
+    int32_t grown_cap = *cap ? *cap * 2 : 4;
+    void *grown = realloc(*list, (size_t)grown_cap * size);
+    if (!grown) return false;
+    *list = grown;
+    *cap = grown_cap;
+    return true;
+}
+
+bool serve_request_add_text(serve_request *r, const char *text) {
+    char *copy = strdup(text);
+    if (!copy || !reserve_one((void **)&r->parts, r->n_parts, &r->cap_parts, sizeof *r->parts)) {
+        free(copy);
+        return false;
+    }
+    r->parts[r->n_parts++] = (serve_prompt_part){.text = copy};
+    return true;
+}
+
+bool serve_request_add_token(serve_request *r, specd_token token) {
+    if (!reserve_one((void **)&r->parts, r->n_parts, &r->cap_parts, sizeof *r->parts)) return false;
+    r->parts[r->n_parts++] = (serve_prompt_part){.token = token};
+    return true;
+}
+
+bool serve_request_add_message(serve_request *r, const char *role, const char *content) {
+    char *role_copy = strdup(role), *content_copy = strdup(content);
+    if (!role_copy || !content_copy ||
+        !reserve_one((void **)&r->messages, r->n_messages, &r->cap_messages, sizeof *r->messages)) {
+        free(role_copy);
+        free(content_copy);
+        return false;
+    }
+    r->messages[r->n_messages++] = (serve_message){role_copy, content_copy};
+    return true;
+}
+
+bool serve_request_add_stop(serve_request *r, const char *stop) {
+    char **grown = realloc(r->stops, ((size_t)r->n_stops + 1) * sizeof *grown);
+    if (grown) r->stops = grown;
+    char *copy = grown ? strdup(stop) : NULL;
+    if (!copy) return false;
+    r->stops[r->n_stops++] = copy;
+    return true;
+}
+
+void serve_request_take_grammar(serve_request *r, char *gbnf) {
+    free(r->grammar);
+    r->grammar = gbnf;
+    r->gen.grammar = gbnf;
+}
+
+bool serve_request_set_grammar(serve_request *r, const char *gbnf) {
+    if (!gbnf || !gbnf[0]) {
+        serve_request_take_grammar(r, NULL);
+        return true;
+    }
+    char *copy = strdup(gbnf);
+    if (copy) serve_request_take_grammar(r, copy);
+    return copy != NULL;
+}
+
+void serve_request_take_logit_bias(serve_request *r, specd_logit_bias *bias, int32_t n) {
+    free(r->bias);
+    r->bias = bias;
+    r->gen.sampling.logit_bias = bias;
+    r->gen.sampling.n_logit_bias = n;
+}

@@ -1,0 +1,179 @@
+/* scheduler.c - a server's one thread (server_state.h). Each round it admits queued jobs into idle
+ * slots (the slot whose cache shares the longest prefix with the prompt), then steps every active
+ * slot once, in slot order, so every running completion advances by one speculative step per
+ * round whatever else runs; except a slot whose own work would stall the others (a runaway
+ * grammar), which steps in rounds of its own (heavy.h). A finished job is answered at once. */
+#include "server_state.h"
+
+#include "clock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static run_env env_of(serve_server *s) {
+    return (run_env){.engine = s->engine, .model = s->model, .limits = &s->limits, .metrics = &s->metrics,
+                     .history = &s->history};
+}
+
+/* The job is over: the server forgets it first (so that whoever sees it finished may submit the
+ * next at once), then its answer goes where its caller waits. `slot`: the slot it held, or -1. */
+static void finish_job(serve_server *s, serve_job *job, void *final, int32_t slot) {
+    pthread_mutex_lock(&s->lock);
+    if (slot >= 0) {
+        s->n_running--;
+        s->running[slot] = NULL;
+        s->views[slot].processing = false;
+    }
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+    serve_job_complete(job, final);
+    serve_job_unref(job);
+}
+
+/* Removes queue entry i (s->lock held); returns the job, still referenced. */
+static serve_job *take_queued_locked(serve_server *s, int32_t i) {
+    serve_job *job = s->queue[i];
+    memmove(s->queue + i, s->queue + i + 1, (size_t)(s->n_queued - i - 1) * sizeof *s->queue);
+    s->n_queued--;
+    return job;
+}
+
+/* Jobs ended while queued: answered as completions that never ran (their stop says why), except
+ * a blocking one ended by a shutdown, which fails as busy: its client may retry elsewhere or
+ * later, and a 200 with no text would read as an answer. */
+static void drop_ended(serve_server *s) {
+    for (;;) {
+        serve_job *job = NULL;
+        pthread_mutex_lock(&s->lock);
+        for (int32_t i = 0; i < s->n_queued && !job; i++)
+            if (atomic_load(&s->queue[i]->cancel)) job = take_queued_locked(s, i);
+        pthread_mutex_unlock(&s->lock);
+        if (!job) return;
+        if (!job->request.stream && atomic_load(&job->end_reason) == SERVE_END_SHUTDOWN) {
+            serve_fault fault;
+            serve_fail(&fault, SERVE_BUSY, "", "the server is stopping or unloading its models (shutdown): this "
+                       "request waited in the queue and never ran; retry later");
+            serve_job_set_fault(job, &fault);
+            finish_job(s, job, NULL, -1);
+            continue;
+        }
+        run_env env = env_of(s);
+        serve_run *run = serve_run_new(job, &env);
+        finish_job(s, job, run ? serve_run_end(run) : NULL, -1);
+    }
+}
+
+/* The idle slot whose cache shares the longest prefix with the job's prompt (the first on ties,
+ * so a lone client keeps its slot); -1 when none is idle. */
+static int32_t best_slot(serve_server *s, const serve_request *req) {
+    int32_t best = -1, best_len = -1;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        if (s->slots[i].job) continue;
+        int32_t len = specd_engine_slot_cached(s->engine, i, req->tokens, req->n_tokens);
+        if (len > best_len) best = i, best_len = len;
+    }
+    return best;
+}
+
+/* The running request's figures into the slot's view. */
+static void publish_view(serve_server *s, int32_t i) {
+    sched_slot *slot = &s->slots[i];
+    const specd_result *r = serve_run_result(slot->run);
+    serve_slot_view v = {.processing = true, .id_task = slot->job->id, .n_prompt = r->stats.n_prompt,
+                         .n_cached = r->stats.n_prompt_cached, .n_generated = r->n_tokens,
+                         .n_steps = r->stats.n_steps, .n_drafted = r->stats.n_drafted,
+                         .n_accepted = r->stats.n_accepted};
+    pthread_mutex_lock(&s->lock);
+    s->views[i] = v;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Ends the job in slot i and frees the slot; its view keeps the figures of the request it ran. */
+static void end_slot(serve_server *s, int32_t i) {
+    sched_slot *slot = &s->slots[i];
+    serve_job *job = slot->job;
+    publish_view(s, i); /* its final figures */
+    void *final = serve_run_end(slot->run);
+    slot->job = NULL;
+    slot->run = NULL;
+    heavy_forget(&s->heavy, i);
+    finish_job(s, job, final, i);
+}
+
+/* The job goes into slot i (s->lock held): the slot's latest from now on. */
+static void seat_locked(serve_server *s, int32_t i, serve_job *job) {
+    s->slots[i].job = job;
+    serve_job_ref(job);
+    serve_job_unref(s->latest[i]);
+    s->latest[i] = job;
+    s->running[i] = job;
+    s->n_running++;
+}
+
+/* Moves queued jobs into idle slots, in FIFO order, and begins their sessions. */
+static void admit(serve_server *s) {
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        int32_t i = s->n_queued > 0 ? best_slot(s, &s->queue[0]->request) : -1;
+        serve_job *job = i >= 0 ? take_queued_locked(s, 0) : NULL;
+        if (job) seat_locked(s, i, job);
+        pthread_mutex_unlock(&s->lock);
+        if (!job) return;
+        run_env env = env_of(s);
+        s->slots[i].run = serve_run_new(job, &env);
+        if (!s->slots[i].run) {
+            s->slots[i].job = NULL;
+            finish_job(s, job, NULL, i);
+            continue;
+        }
+        if (!serve_run_open(s->slots[i].run, i)) end_slot(s, i);
+        else publish_view(s, i);
+    }
+}
+
+/* The target pass time a slot's result has counted so far: its part of every pass that verified
+ * its trees (the parts of one pass add up to it). */
+static double pass_time_of(serve_server *s, int32_t i) { return serve_run_result(s->slots[i].run)->stats.verify_ms; }
+
+/* One round: admit, then one step of the slots heavy.h picks (every light one, or one heavy one
+ * alone), their verifications in one target pass. */
+static void run_round(serve_server *s) {
+    drop_ended(s);
+    admit(s);
+    int32_t active[SPECD_MAX_PARALLEL], n_active = 0;
+    for (int32_t i = 0; i < SPECD_MAX_PARALLEL; i++)
+        if (s->slots[i].job) active[n_active++] = i;
+    int32_t at[SPECD_MAX_PARALLEL];
+    bool solo = false;
+    int32_t n = heavy_pick_round(&s->heavy, active, n_active, at, &solo);
+    serve_run *runs[SPECD_MAX_PARALLEL];
+    bool grammar[SPECD_MAX_PARALLEL], done[SPECD_MAX_PARALLEL];
+    double pass_before[SPECD_MAX_PARALLEL], pass_ms = 0.0;
+    for (int32_t k = 0; k < n; k++) {
+        runs[k] = s->slots[at[k]].run;
+        grammar[k] = s->slots[at[k]].job->request.grammar != NULL;
+        pass_before[k] = pass_time_of(s, at[k]);
+    }
+    double t0 = serve_now_ms(), grammar0 = specd_grammar_thread_ms();
+    serve_runs_step(runs, n, done);
+    double round_ms = serve_now_ms() - t0, grammar_ms = specd_grammar_thread_ms() - grammar0;
+    for (int32_t k = 0; k < n; k++) pass_ms += pass_time_of(s, at[k]) - pass_before[k];
+    int32_t over = heavy_after_round(&s->heavy, at, grammar, n, solo, round_ms, grammar_ms, pass_ms);
+    if (over >= 0) serve_run_end_for_time(s->slots[over].job, "--step-limit");
+    for (int32_t k = 0; k < n; k++) {
+        if (done[k]) end_slot(s, at[k]);
+        else publish_view(s, at[k]);
+    }
+}
+
+void *serve_scheduler_main(void *server) {
+    serve_server *s = server;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (s->n_queued == 0 && s->n_running == 0 && !s->quit) pthread_cond_wait(&s->wake, &s->lock);
+        bool quit = s->quit && s->n_queued == 0 && s->n_running == 0;
+        pthread_mutex_unlock(&s->lock);
+        if (quit) return NULL;
+        run_round(s);
+    }
+}

@@ -1,0 +1,221 @@
+/* openai_reply.c - an OpenAI answer, built once from the result (views of the running request,
+ * serve/reply.h) on the server's thread:
+ *  - not streamed: chat.completion / text_completion with choices[0] (message or text,
+ *    finish_reason, logprobs), usage, and specd's `speculative`, stop_type (and origins, asked);
+ *  - streamed (sse.c sends the chunks): chat, a first chunk with delta {role: "assistant"}, then
+ *    {content} deltas (with `origins` beside `choices` when return_origins was asked), a last chunk
+ *    with an empty delta, the finish_reason and specd's `speculative` figures, then with
+ *    stream_options.include_usage a chunk with choices [] and usage (and speculative again), then
+ *    "data: [DONE]"; /v1/completions: text_completion chunks with choices[].text, ending the same
+ *    way. */
+#include "openai.h"
+
+#include "../rpc/probs_json.h"
+#include "../rpc/reply_json.h"
+#include "../serve/text_stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- logprobs -------------------------------------------------------------------------------- */
+
+/* Result token i's alternatives (the top list), at most n_top. */
+static const specd_token_prob *top_list(const specd_result *r, int32_t i, int32_t *n) {
+    const specd_token_prob *list = r->probs + (size_t)i * (size_t)r->n_probs;
+    *n = 0;
+    while (*n < r->n_probs && list[*n].token >= 0) (*n)++;
+    return list;
+}
+
+/* Token i's own probability when it is among the top list, else -1 (unknown). */
+static double own_prob(const specd_result *r, int32_t i) {
+    int32_t n = 0;
+    const specd_token_prob *list = top_list(r, i, &n);
+    for (int32_t k = 0; k < n; k++)
+        if (list[k].token == r->tokens[i]) return list[k].prob;
+    return -1.0;
+}
+
+/* Chat's {token, logprob, bytes} of one token. */
+static json_t *chat_token(specd_engine *e, specd_token token, double p) {
+    json_t *bytes = NULL, *piece = probs_json_piece(e, token, &bytes);
+    return json_pack("{s:o, s:o, s:o}", "token", piece, "logprob", probs_json_logprob(p), "bytes", bytes);
+}
+
+/* Chat's {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}. */
+static json_t *chat_logprobs(const openai_call *call, const serve_view *v) {
+    json_t *content = json_array();
+    for (int32_t i = v->probs_from; content && i < v->probs_to; i++) {
+        json_t *entry = chat_token(v->engine, v->result->tokens[i], own_prob(v->result, i));
+        json_t *top = json_array();
+        int32_t n = 0;
+        const specd_token_prob *list = top_list(v->result, i, &n);
+        for (int32_t k = 0; top && k < n && k < call->top_logprobs; k++)
+            json_array_append_new(top, chat_token(v->engine, list[k].token, list[k].prob));
+        if (entry) json_object_set_new(entry, "top_logprobs", top);
+        else json_decref(top);
+        json_array_append_new(content, entry);
+    }
+    return json_pack("{s:o}", "content", content);
+}
+
+/* /v1/completions' {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}. */
+static json_t *text_logprobs(openai_call *call, const serve_view *v) {
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offsets = json_array();
+    for (int32_t i = v->probs_from; i < v->probs_to; i++) {
+        json_t *bytes = NULL;
+        json_array_append_new(tokens, probs_json_piece(v->engine, v->result->tokens[i], &bytes));
+        json_array_append_new(lps, probs_json_logprob(own_prob(v->result, i)));
+        json_t *top = json_object();
+        int32_t n = 0;
+        const specd_token_prob *list = top_list(v->result, i, &n);
+        for (int32_t k = 0; top && k < n && k < call->top_logprobs; k++) {
+            json_t *piece = probs_json_piece(v->engine, list[k].token, NULL);
+            if (json_string_value(piece)) json_object_set_new(top, json_string_value(piece), probs_json_logprob(list[k].prob));
+            json_decref(piece);
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer(call->text_offset));
+        call->text_offset += (json_int_t)json_array_size(bytes);
+        json_decref(bytes);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offsets);
+}
+
+static json_t *logprobs_json(openai_call *call, const serve_view *v) {
+    if (!call->logprobs) return json_null();
+    return call->kind == OPENAI_TEXT ? text_logprobs(call, v) : chat_logprobs(call, v);
+}
+
+/* ---- shared parts ---------------------------------------------------------------------------- */
+
+static json_t *piece_text(const serve_view *v) {
+    char *clean = specd_utf8_sanitize(v->text + v->from, v->to - v->from);
+    json_t *s = json_string(clean ? clean : "");
+    free(clean);
+    return s;
+}
+
+static json_t *usage_json(const serve_view *v) {
+    json_int_t prompt = v->request->n_tokens, completion = v->result->n_tokens;
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
+                     prompt + completion);
+}
+
+/* specd's figures beside OpenAI's fields: speculative and stop_type. */
+static void add_specd_fields(json_t *to, const serve_view *v) {
+    if (!to) return;
+    json_object_set_new(to, "speculative", reply_json_speculative(v));
+    json_object_set_new(to, "stop_type", json_string(serve_stop_name(v->stop)));
+}
+
+static json_t *model_of(const serve_view *v) {
+    char *id = openai_model_id(v->model);
+    json_t *s = json_string(id ? id : "");
+    free(id);
+    return s;
+}
+
+/* ---- the response ---------------------------------------------------------------------------- */
+
+static json_t *response(openai_call *call, const serve_view *v) {
+    json_t *text = piece_text(v), *logprobs = logprobs_json(call, v);
+    const char *finish = openai_finish_reason(v->stop);
+    json_t *choice = call->kind == OPENAI_CHAT
+        ? json_pack("{s:i, s:{s:s, s:o}, s:s, s:o}", "index", 0, "message", "role", "assistant", "content", text,
+                    "finish_reason", finish, "logprobs", logprobs)
+        : json_pack("{s:i, s:o, s:s, s:o}", "index", 0, "text", text, "finish_reason", finish, "logprobs", logprobs);
+    json_t *r = json_pack("{s:s, s:s, s:I, s:o, s:[o], s:o}", "id", call->id, "object",
+                          call->kind == OPENAI_CHAT ? "chat.completion" : "text_completion", "created", call->created,
+                          "model", model_of(v), "choices", choice, "usage", usage_json(v));
+    add_specd_fields(r, v);
+    if (r && v->origins && call->return_origins) json_object_set_new(r, "origins", reply_json_origins(v));
+    return r;
+}
+
+/* ---- chunks ---------------------------------------------------------------------------------- */
+
+static json_t *chunk(const openai_call *call, const serve_view *v, json_t *choices) {
+    return json_pack("{s:s, s:s, s:I, s:o, s:o}", "id", call->id, "object",
+                     call->kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion", "created", call->created,
+                     "model", model_of(v), "choices", choices);
+}
+
+/* One choice: chat's {index, delta, finish_reason, logprobs} or text's {index, text, ...}. */
+static json_t *choice(const openai_call *call, json_t *delta_or_text, const char *finish, json_t *logprobs) {
+    return json_pack("{s:i, s:o, s:o, s:o}", "index", 0, call->kind == OPENAI_CHAT ? "delta" : "text", delta_or_text,
+                     "finish_reason", finish ? json_string(finish) : json_null(), "logprobs",
+                     logprobs ? logprobs : json_null());
+}
+
+static void add(json_t *events, json_t *event) {
+    if (event) json_array_append_new(events, event);
+}
+
+/* The piece's text as a chunk (with its logprobs and origins). */
+static void add_text(openai_call *call, const serve_view *v, json_t *events) {
+    if (v->to == v->from && v->probs_to == v->probs_from) return;
+    json_t *logprobs = call->logprobs ? logprobs_json(call, v) : NULL;
+    json_t *text = piece_text(v);
+    json_t *piece = call->kind == OPENAI_CHAT ? json_pack("{s:o}", "content", text) : text;
+    json_t *event = chunk(call, v, json_pack("[o]", choice(call, piece, NULL, logprobs)));
+    if (event && call->return_origins && v->origins) json_object_set_new(event, "origins", reply_json_origins(v));
+    add(events, event);
+}
+
+/* The end: finish_reason and speculative; then usage when asked. */
+static void add_finish(openai_call *call, const serve_view *v, json_t *events) {
+    json_t *empty = call->kind == OPENAI_CHAT ? json_object() : json_string("");
+    json_t *event = chunk(call, v, json_pack("[o]", choice(call, empty, openai_finish_reason(v->stop), NULL)));
+    add_specd_fields(event, v);
+    add(events, event);
+    if (!call->include_usage) return;
+    event = chunk(call, v, json_array());
+    if (event) json_object_set_new(event, "usage", usage_json(v));
+    add_specd_fields(event, v);
+    add(events, event);
+}
+
+/* The events of one piece (the final one ends the stream). */
+static json_t *stream_events(openai_call *call, const serve_view *v) {
+    json_t *events = json_array();
+    if (!events) return NULL;
+    if (call->kind == OPENAI_CHAT && !call->role_sent) {
+        call->role_sent = true;
+        json_t *delta = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+        add(events, chunk(call, v, json_pack("[o]", choice(call, delta, NULL, NULL))));
+    }
+    add_text(call, v, events);
+    if (v->final) add_finish(call, v, events);
+    return events;
+}
+
+/* ---- the formatter --------------------------------------------------------------------------- */
+
+static void *update_cb(void *ctx, const serve_view *v) { return stream_events(ctx, v); }
+
+static void *final_cb(void *ctx, const serve_view *v) {
+    openai_call *call = ctx;
+    return call->stream ? stream_events(call, v) : response(call, v);
+}
+
+static void free_item(void *item) { json_decref(item); }
+
+serve_reply openai_reply_formatter(openai_call *call) {
+    return (serve_reply){.update = update_cb, .final = final_cb, .free_item = free_item, .free_ctx = free, .ctx = call};
+}
+
+/* A failure in the middle of a stream, in OpenAI's shape. */
+static json_t *stream_error(const serve_fault *fault) {
+    rpc_error rerr;
+    rpc_error_from_fault(fault, &rerr);
+    openai_error err;
+    openai_error_from(&rerr, &err);
+    return openai_error_body(&err);
+}
+
+enum MHD_Result openai_stream_respond(struct MHD_Connection *c, serve_job *job) {
+    static const sse_format format = {.error = stream_error, .done = "[DONE]"};
+    return sse_respond(c, job, &format);
+}

@@ -1,0 +1,410 @@
+/* openai_request.c - an OpenAI request's body into the server's typed request (serve/request.h) and
+ * the choices that shape its answer (openai_call). Fields, by policy: what specd implements is
+ * read into the request (the fields it shares with the JSON API by the JSON API's own readers);
+ * fields clients send by habit that change nothing here (user, store, metadata, ...) are accepted
+ * and ignored; fields that would change the output but are not implemented (tools, n > 1, audio,
+ * ...) are a 400 naming them, as are unknown fields: a request is never silently answered
+ * differently from what it asked. */
+#define _POSIX_C_SOURCE 200809L
+#include "openai.h"
+
+#include "../rpc/json_schema.h"
+#include "../rpc/request_json.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BAD(err, param, ...) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", param, __VA_ARGS__)
+
+/* One request being read: the body, the request and the answer's choices. */
+typedef struct openai_read {
+    json_t *body;
+    openai_kind kind;
+    serve_request *req;
+    openai_call *call;
+    openai_error *err;
+} openai_read;
+
+/* ---- fields ---------------------------------------------------------------------------------- */
+
+/* Read as the JSON API reads them (request_json.h: names it shares with OpenAI, and llama-server's
+ * sampler extensions that OpenAI clients send through extra_body). */
+static const char *const passed_fields[] = {
+    "temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias",
+    "speculative", "return_origins", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", NULL};
+
+/* Mapped by the functions below (or checked for a harmless value by check_harmless). */
+static const char *const mapped_fields[] = {
+    "messages", "prompt", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs", "n", "stream",
+    "stream_options", "response_format", "tools", "tool_choice", "modalities", "echo", "suffix", "best_of", NULL};
+
+/* Accepted and ignored: they change nothing about the output (model: one is served, any name). */
+static const char *const ignored_fields[] = {
+    "model", "user", "store", "metadata", "service_tier", "service_level", "prompt_cache_key",
+    "safety_identifier", "parallel_tool_calls", NULL};
+
+/* Would change the output, not implemented: a 400 with the reason. */
+static const struct { const char *name, *why; } refused_fields[] = {
+    {"functions", "function calling is not implemented"},
+    {"function_call", "function calling is not implemented"},
+    {"audio", "audio output is not implemented"},
+    {"prediction", "predicted outputs are not implemented"},
+    {"reasoning_effort", "reasoning effort is not implemented"},
+    {"web_search_options", "web search is not implemented"},
+    {"verbosity", "verbosity is not implemented"},
+    {NULL, NULL}};
+
+static bool listed(const char *const *names, const char *key) {
+    for (; *names; names++)
+        if (strcmp(*names, key) == 0) return true;
+    return false;
+}
+
+/* Every field must be known: mapped, passed, ignored; the refused ones say why. */
+static bool check_names(json_t *body, openai_error *err) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(body, key, value) {
+        for (int i = 0; refused_fields[i].name; i++)
+            if (strcmp(refused_fields[i].name, key) == 0)
+                return BAD(err, key, "'%s' is not supported: %s", key, refused_fields[i].why);
+        if (!listed(passed_fields, key) && !listed(mapped_fields, key) && !listed(ignored_fields, key))
+            return BAD(err, key, "unknown field '%s'", key);
+    }
+    return true;
+}
+
+/* Fields that are only accepted at their harmless values. */
+static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
+    json_t *v;
+    if ((v = json_object_get(body, "n")) && (!json_is_integer(v) || json_integer_value(v) != 1))
+        return BAD(err, "n", "'n' must be 1: specd makes one choice per request");
+    if ((v = json_object_get(body, "tools")) && !(json_is_array(v) && json_array_size(v) == 0))
+        return BAD(err, "tools", "'tools' is not supported: tool calling is not implemented");
+    if ((v = json_object_get(body, "tool_choice")) && !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
+        return BAD(err, "tool_choice", "'tool_choice' may only be \"none\": tool calling is not implemented");
+    if ((v = json_object_get(body, "modalities"))) {
+        bool text_only = json_is_array(v);
+        size_t i;
+        json_t *m;
+        json_array_foreach(v, i, m) text_only = text_only && json_is_string(m) && !strcmp(json_string_value(m), "text");
+        if (!text_only) return BAD(err, "modalities", "'modalities' may only be [\"text\"]");
+    }
+    if (kind == OPENAI_TEXT) {
+        if ((v = json_object_get(body, "echo")) && !json_is_false(v))
+            return BAD(err, "echo", "'echo' must be false: echoing the prompt is not implemented");
+        if ((v = json_object_get(body, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
+            return BAD(err, "suffix", "'suffix' is not supported: insertion is not implemented");
+        if ((v = json_object_get(body, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
+            return BAD(err, "best_of", "'best_of' must be 1");
+    } else {
+        static const char *const text_only_fields[] = {"prompt", "echo", "suffix", "best_of", NULL};
+        for (const char *const *f = text_only_fields; *f; f++)
+            if (json_object_get(body, *f))
+                return BAD(err, *f, "unknown field '%s' (it belongs to /v1/completions)", *f);
+    }
+    if (kind == OPENAI_TEXT && json_object_get(body, "messages"))
+        return BAD(err, "messages", "unknown field 'messages' (it belongs to /v1/chat/completions)");
+    return true;
+}
+
+/* The shared fields, as the JSON API reads them (llama-server's dialect: `stop` may be one
+ * string, `logit_bias` an object); an error names the field as sent. */
+static bool read_passed_fields(openai_read *r) {
+    rpc_error rerr;
+    rpc_params rp;
+    rpc_params_open(&rp, r->body, "completion params", "", &rerr);
+    json_request jr = {&rp, DIALECT_LLAMA, r->req, NULL};
+    if (request_json_fields(&jr, passed_fields)) return true;
+    openai_error_from(&rerr, r->err);
+    return false;
+}
+
+/* max_completion_tokens (or max_tokens) -> n_predict, named as sent in errors. */
+static bool read_max_tokens(openai_read *r) {
+    const char *name = json_object_get(r->body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    json_t *v = json_object_get(r->body, name);
+    if (!v) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT32_MAX)
+        return BAD(r->err, name, "'%s' must be a positive integer", name);
+    r->req->gen.n_predict = (int32_t)json_integer_value(v);
+    r->req->n_predict_field = name;
+    return true;
+}
+
+/* chat: logprobs (bool) + top_logprobs (0..20); completions: logprobs (int 0..5, the top count). */
+static bool read_logprobs(openai_read *r) {
+    json_t *lp = json_object_get(r->body, "logprobs"), *top = json_object_get(r->body, "top_logprobs");
+    openai_call *call = r->call;
+    json_int_t n_top = 0;
+    if (r->kind == OPENAI_CHAT) {
+        if (lp && !json_is_boolean(lp)) return BAD(r->err, "logprobs", "'logprobs' must be true or false");
+        if (top && (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > 20))
+            return BAD(r->err, "top_logprobs", "'top_logprobs' must be an integer from 0 to 20");
+        if (top && !json_is_true(lp)) return BAD(r->err, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        call->logprobs = json_is_true(lp);
+        n_top = top ? json_integer_value(top) : 0;
+    } else {
+        if (top)
+            return BAD(r->err, "top_logprobs", "unknown field 'top_logprobs' (a chat field; here 'logprobs' is the count)");
+        if (lp && (!json_is_integer(lp) || json_integer_value(lp) < 0 || json_integer_value(lp) > 20))
+            return BAD(r->err, "logprobs", "'logprobs' must be an integer from 0 to 20");
+        call->logprobs = lp != NULL;
+        n_top = lp ? json_integer_value(lp) : 0;
+    }
+    call->top_logprobs = (int)n_top;
+    /* n_probs candidates hold the chosen token's probability too; at least one for it */
+    if (call->logprobs) r->req->gen.n_probs = n_top > 0 ? (int32_t)n_top : 1;
+    return true;
+}
+
+static bool read_stream(openai_read *r) {
+    json_t *stream = json_object_get(r->body, "stream"), *so = json_object_get(r->body, "stream_options");
+    openai_call *call = r->call;
+    if (stream && !json_is_boolean(stream)) return BAD(r->err, "stream", "'stream' must be true or false");
+    call->stream = json_is_true(stream);
+    if (so) {
+        if (!json_is_object(so)) return BAD(r->err, "stream_options", "'stream_options' must be an object");
+        const char *key;
+        json_t *v;
+        json_object_foreach(so, key, v) {
+            if (strcmp(key, "include_usage") != 0 && strcmp(key, "include_obfuscation") != 0)
+                return BAD(r->err, "stream_options", "unknown field 'stream_options.%s'", key);
+            if (!json_is_boolean(v))
+                return BAD(r->err, "stream_options", "'stream_options.%s' must be true or false", key);
+        }
+        if (!call->stream) return BAD(r->err, "stream_options", "'stream_options' needs 'stream': true");
+        call->include_usage = json_is_true(json_object_get(so, "include_usage"));
+    }
+    r->req->stream = call->stream;
+    call->return_origins = r->req->return_origins;
+    return true;
+}
+
+/* A JSON Schema as the request's grammar (an empty one: any object). */
+static bool schema_grammar(openai_read *r, json_t *schema) {
+    json_t *any_object = json_object_size(schema) == 0 ? json_pack("{s:s}", "type", "object") : NULL;
+    char *gbnf = NULL;
+    rpc_error rerr;
+    bool ok = specd_json_schema_to_grammar(any_object ? any_object : schema, "json_schema", &gbnf, &rerr);
+    json_decref(any_object);
+    if (!ok) {
+        openai_error_from(&rerr, r->err);
+        return false;
+    }
+    serve_request_take_grammar(r->req, gbnf);
+    return true;
+}
+
+/* response_format: text (nothing), json_object (any object), json_schema ({schema}). */
+static bool read_response_format(openai_read *r) {
+    json_t *rf = json_object_get(r->body, "response_format");
+    if (!rf) return true;
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !type)
+        return BAD(r->err, "response_format", "'response_format' must be an object with a 'type'");
+    if (!strcmp(type, "text")) return true;
+    json_t *empty = json_object();
+    bool ok = !strcmp(type, "json_object") ? schema_grammar(r, empty) : true;
+    json_decref(empty);
+    if (!strcmp(type, "json_object")) return ok;
+    if (strcmp(type, "json_schema") != 0)
+        return BAD(r->err, "response_format", "'response_format.type' must be \"text\", \"json_object\" or "
+                   "\"json_schema\"");
+    json_t *schema = json_object_get(json_object_get(rf, "json_schema"), "schema");
+    if (!json_is_object(schema))
+        return BAD(r->err, "response_format", "'response_format.json_schema.schema' (the JSON Schema, an object) is "
+                   "required");
+    return schema_grammar(r, schema);
+}
+
+/* ---- requests: the prompt -------------------------------------------------------------------- */
+
+/* A message's content: a string, null, or an array of {type: "text", text} parts (joined). Heap. */
+static char *out_of_memory(openai_error *err) {
+    openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    return NULL;
+}
+
+static char *message_text(json_t *content, size_t index, openai_error *err) {
+    const char *plain = json_is_string(content) ? json_string_value(content)
+                      : !content || json_is_null(content) ? "" : NULL;
+    if (plain) {
+        char *copy = strdup(plain);
+        return copy ? copy : out_of_memory(err);
+    }
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu].content", index);
+    if (!json_is_array(content)) {
+        BAD(err, param, "'%s' must be a string or an array of {\"type\": \"text\", \"text\"} parts", param);
+        return NULL;
+    }
+    size_t len = 1, i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
+            BAD(err, param, "%s[%zu]: only text parts ({\"type\": \"text\", \"text\": \"...\"}) are supported", param, i);
+            return NULL;
+        }
+        len += json_string_length(text);
+    }
+    char *joined = malloc(len);
+    if (!joined) return out_of_memory(err);
+    joined[0] = '\0';
+    json_array_foreach(content, i, part) strcat(joined, json_string_value(json_object_get(part, "text")));
+    return joined;
+}
+
+/* The roles a chat template knows: "tool" and "function" messages come with tool calls, which
+ * specd does not support, and any other name is a client's mistake the template would pass on. */
+static bool known_role(const char *role) {
+    static const char *const roles[] = {"system", "developer", "user", "assistant"};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        if (!strcmp(role, roles[i])) return true;
+    return false;
+}
+
+static bool check_message(json_t *m, size_t i, openai_error *err) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu]", i);
+    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
+        return BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (!known_role(role)) {
+        char role_param[80];
+        snprintf(role_param, sizeof role_param, "%s.role", param);
+        return BAD(err, role_param, "'%s' is '%.100s': it must be \"system\", \"developer\", \"user\" or "
+                   "\"assistant\" (tool messages need tool calls, which specd does not support)", role_param, role);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(m, key, v) {
+        if (!strcmp(key, "role") || !strcmp(key, "content") || !strcmp(key, "name") ||
+            (!strcmp(key, "refusal") && json_is_null(v)))
+            continue;
+        if (!strcmp(key, "tool_calls") && json_is_array(v) && json_array_size(v) == 0) continue;
+        return BAD(err, param, "'%s.%s' is not supported (messages carry a role, a content and a name)", param, key);
+    }
+    return true;
+}
+
+/* The conversation as chat messages (the template is applied once the request meets the engine). */
+static bool read_messages(openai_read *r, json_t *messages) {
+    size_t n = json_array_size(messages);
+    if (!json_is_array(messages) || n == 0)
+        return BAD(r->err, "messages", "'messages' (a non-empty array of {role, content}) is required");
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(messages, i);
+        char *text = check_message(m, i, r->err) ? message_text(json_object_get(m, "content"), i, r->err) : NULL;
+        bool ok = text && serve_request_add_message(r->req, json_string_value(json_object_get(m, "role")), text);
+        if (text && !ok) out_of_memory(r->err);
+        free(text);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static bool token_ids(json_t *list) {
+    if (!json_is_array(list) || json_array_size(list) == 0) return false;
+    size_t i;
+    json_t *id;
+    json_array_foreach(list, i, id) if (!json_is_integer(id)) return false;
+    return true;
+}
+
+/* The token ids of a prompt (a wrong id is the token -1, which serve_request_prepare refuses). */
+static bool add_token_ids(serve_request *req, json_t *list) {
+    size_t i;
+    json_t *id;
+    json_array_foreach(list, i, id) {
+        json_int_t v = json_integer_value(id);
+        if (!serve_request_add_token(req, v >= 0 && v <= INT32_MAX ? (specd_token)v : -1)) return false;
+    }
+    return true;
+}
+
+static bool read_prompt(openai_read *r, const char *chat_template) {
+    if (r->kind == OPENAI_CHAT) {
+        if (chat_template && !(r->req->chat_template = strdup(chat_template))) return out_of_memory(r->err) != NULL;
+        return read_messages(r, json_object_get(r->body, "messages"));
+    }
+    json_t *prompt = json_object_get(r->body, "prompt");
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 && !json_is_integer(json_array_get(prompt, 0)))
+        prompt = json_array_get(prompt, 0); /* one prompt in a list: a string or token ids */
+    if (!json_is_string(prompt) && !token_ids(prompt))
+        return BAD(r->err, "prompt", "'prompt' (a string, or an array of token ids) is required; specd makes one "
+                   "completion per request: send one request per prompt");
+    bool ok = json_is_string(prompt) ? serve_request_add_text(r->req, json_string_value(prompt))
+                                     : add_token_ids(r->req, prompt);
+    return ok || out_of_memory(r->err) != NULL;
+}
+
+/* ---- the request ----------------------------------------------------------------------------- */
+
+static openai_call *new_call(openai_kind kind) {
+    static atomic_uint_fast64_t counter;
+    openai_call *call = calloc(1, sizeof *call);
+    if (!call) return NULL;
+    call->kind = kind;
+    call->created = (json_int_t)time(NULL);
+    unsigned long long n = (unsigned long long)atomic_fetch_add(&counter, 1) + 1;
+    snprintf(call->id, sizeof call->id, "%s-%llx%06llx", kind == OPENAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)call->created, n);
+    return call;
+}
+
+static json_t *drop_nulls(json_t *body) {
+    const char *key;
+    json_t *value;
+    void *tmp;
+    json_object_foreach_safe(body, tmp, key, value) if (json_is_null(value)) json_object_del(body, key);
+    return body;
+}
+
+/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"). */
+static json_t *parse_body(const char *text, size_t len, openai_error *err) {
+    json_error_t jerr;
+    json_t *body = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (json_is_object(body)) return drop_nulls(body);
+    if (body) BAD(err, NULL, "the request body must be a JSON object");
+    else BAD(err, NULL, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+    json_decref(body);
+    return NULL;
+}
+
+static bool read_request(openai_read *r, const char *chat_template) {
+    /* the prompt as llama-server tokenizes it: special-token text (the chat template's control
+     * tokens) becomes those tokens */
+    r->req->parse_special = true;
+    return check_names(r->body, r->err) && check_harmless(r->body, r->kind, r->err) && read_max_tokens(r) &&
+           read_logprobs(r) && read_passed_fields(r) && read_stream(r) && read_response_format(r) &&
+           read_prompt(r, chat_template);
+}
+
+completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,
+                                        const char *chat_template, openai_error *err) {
+    openai_kind kind = strcmp(url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
+    json_t *body = parse_body(text, len, err);
+    if (!body) return NULL;
+    completion_call *call = completion_call_new(host, false);
+    serve_request *req = call ? malloc(sizeof *req) : NULL;
+    openai_call *answer = req ? new_call(kind) : NULL;
+    if (req) serve_request_init(req);
+    if (call) call->request = req;
+    if (answer) call->reply = openai_reply_formatter(answer);
+    bool ok = answer ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    openai_read r = {body, kind, req, answer, err};
+    ok = ok && read_request(&r, chat_template);
+    json_decref(body);
+    if (ok) {
+        call->stream = answer->stream;
+        return call;
+    }
+    completion_call_free(call);
+    return NULL;
+}
