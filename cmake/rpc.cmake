@@ -22,6 +22,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/errors.c
   src/rpc/params.c
   src/rpc/rpc.c
+  src/rpc/watch.c
   src/rpc/init_args.c
   src/rpc/confine.c
   src/rpc/host.c

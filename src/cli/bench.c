@@ -267,18 +267,6 @@ static void run_group(const bench_options *o, bench_group *g, char prompts[][102
     }
 }
 
-bool bench_make_dirs(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && access(buf, W_OK) != 0) return false;
-        *p = '/';
-    }
-    return (mkdir(buf, 0755) == 0 || access(buf, W_OK) == 0);
-}
-
 /* The calibration cache a run on a busy machine leaves, learnt once per group (a warning when it
  * cannot be: the group then goes without that configuration). */
 static void prepare_busy_cache(const bench_options *o, bench_group *g, int index, const char *prompt) {

@@ -68,7 +68,8 @@ void bench_pass_costs(const bench_settings *s, const char *target, char *line, s
  * calibration cache to `path`: the file a run on a busy machine leaves. */
 bool bench_learn_under_load(const bench_settings *s, const char *target, const char *draft, const char *prompt,
                             double temp, const char *path);
-/* mkdir -p: a results folder and its parents; false when it cannot be made or written. */
+/* bench_report.c: mkdir -p: a results folder and its parents; false when it cannot be made or
+ * written. */
 bool bench_make_dirs(const char *path);
 /* Whether an executable file `name` is in one of PATH's folders. */
 bool bench_tool_in_path(const char *name);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -411,4 +412,16 @@ bool bench_write_report(const char *dir, const bench_group *groups, int n_groups
     if (!close_written(f, path, err, err_size) || !write_raw(dir, groups, n_groups, err, err_size)) return false;
     if (with_plots) plot_groups(dir, groups, n_groups);
     return true;
+}
+
+bool bench_make_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && access(buf, W_OK) != 0) return false;
+        *p = '/';
+    }
+    return (mkdir(buf, 0755) == 0 || access(buf, W_OK) == 0);
 }

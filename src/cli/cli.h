@@ -11,6 +11,11 @@
 int cli_run(int argc, char **argv);
 /* `self` is this program's path: the benchmark runs it as a child, like the other tools. */
 int cli_bench(int argc, char **argv, const char *self);
+/* specd serve (serve.c): the JSON API and llama-server's and OpenAI's routes over HTTP. */
+int cli_serve(int argc, char **argv);
+/* --list-devices (devices.c): prints llama.cpp's device list (after registering the RPC servers of
+ * `rpc_servers`, NULL: none) to stdout; returns the exit code (an error is printed). */
+int cli_list_devices(const char *rpc_servers);
 /* specd bench --serve (bench_serve.c): specd serve against llama-server, concurrent clients. */
 int cli_bench_serve(int argc, char **argv, const char *self);
 

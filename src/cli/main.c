@@ -1,6 +1,5 @@
 /* main.c - the specd program: dispatches to its subcommands. */
 #define _DEFAULT_SOURCE
-#include "../server/serve.h"
 #include "cli.h"
 
 #include <stdio.h>

@@ -2,7 +2,6 @@
  * writing it atomically (see calibrate.h). */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "calibrate.h"
-#include "learned.h"
 
 #include "../util/util.h"
 
@@ -63,7 +62,7 @@ static bool describe_model(const char *path, char *out, size_t size) {
 }
 
 /* llama.cpp's system info names the backend and the CPU features its kernels use. */
-static uint64_t backend_hash(void) { return hash_string(llama_print_system_info()); }
+static uint64_t backend_hash(void) { return hash_string(specd_engine_backend_info()); }
 
 static const char *flash_attn_name(specd_flash_attn f) {
     return f == SPECD_FLASH_ATTN_ON ? "on" : f == SPECD_FLASH_ATTN_AUTO ? "auto" : "off";
@@ -86,25 +85,10 @@ bool specd_calibration_key(const specd_calibration_identity *id, char *out, size
     return true;
 }
 
-/* The identity's placement part: empty when no layer of either model is offloaded. */
-static void describe_placement(const specd_engine *e, char *out, size_t size) {
-    char target[160], draft[160] = "none";
-    specd_placement_key(&e->target.placement, target, sizeof target);
-    if (e->draft.model) specd_placement_key(&e->draft.placement, draft, sizeof draft);
-    bool offloaded = e->target.placement.n_layers_offloaded > 0 ||
-                     (e->draft.model && e->draft.placement.n_layers_offloaded > 0);
-    if (offloaded) snprintf(out, size, "target=%s;draft=%s", target, draft);
-    else out[0] = '\0';
-}
-
-/* placement: a buffer of 400 bytes for the placement part, which the identity points to. */
-static specd_calibration_identity identity_of(const specd_engine *e, char *placement, size_t size) {
-    specd_cache_type v = e->params.cache_type_v;
-    if (v == SPECD_CACHE_TYPE_DEFAULT) /* as engine.c resolves it */
-        v = e->params.flash_attn == SPECD_FLASH_ATTN_OFF ? SPECD_CACHE_TYPE_F32 : SPECD_CACHE_TYPE_F16;
-    describe_placement(e, placement, size);
-    return (specd_calibration_identity){e->target_path, e->draft_path, e->params.n_threads, e->n_batch,
-                                        e->params.flash_attn, v, placement};
+/* The engine's identity; `setup` holds its strings. */
+static specd_calibration_identity identity_of(const specd_engine_setup *setup) {
+    return (specd_calibration_identity){setup->target_path, setup->draft_path, setup->n_threads, setup->n_batch,
+                                        setup->flash_attn, setup->cache_type_v, setup->placement};
 }
 
 /* ---- where the file is ----------------------------------------------------------------------- */
@@ -265,19 +249,19 @@ static bool parse_file(char *text, size_t len, parsed_costs *pc, const char **wh
  * scaled by, then the sizes it passes are re-learnt, and its first draft decode replaces the draft
  * costs. A busy moment already had little say when the file was written: each size is the
  * cheapest of its first passes, within the bounds below. */
-static void apply_costs(specd_engine *e, const parsed_costs *pc) {
+static void apply_costs(const specd_calibrated *k, const parsed_costs *pc) {
     for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++)
-        if (pc->target_ms[n] > 0.0) specd_costs_record_calibration(&e->learned->costs, n, pc->target_ms[n]);
-    specd_costs_bound(&e->learned->costs); /* a file written on a busy machine */
-    if ((pc->draft_ms > 0.0 || pc->first_draft_ms > 0.0) && e->draft.ctx)
-        specd_costs_record_calibration_draft(&e->learned->costs, pc->first_draft_ms, pc->draft_ms);
+        if (pc->target_ms[n] > 0.0) specd_costs_record_calibration(k->costs, n, pc->target_ms[n]);
+    specd_costs_bound(k->costs); /* a file written on a busy machine */
+    if ((pc->draft_ms > 0.0 || pc->first_draft_ms > 0.0) && k->has_draft)
+        specd_costs_record_calibration_draft(k->costs, pc->first_draft_ms, pc->draft_ms);
     /* the draft model's acceptance: the plan starts from it instead of a prior (acceptance.h) */
-    if (pc->has_acceptance && e->draft.ctx) e->learned->acceptance = pc->acceptance;
+    if (pc->has_acceptance && k->has_draft) *k->acceptance = pc->acceptance;
 }
 
-/* Reads the file into the engine's costs when it is whole and made for these models and settings. */
-static void load_file(specd_engine *e) {
-    specd_calibration_state *c = &e->learned->calibration;
+/* Reads the file into the costs when it is whole and made for these models and settings. */
+static void load_file(const specd_calibrated *k) {
+    specd_calibration_state *c = k->state;
     size_t len = 0;
     char *text = read_small_file(c->path, &len);
     if (!text) {
@@ -295,7 +279,7 @@ static void load_file(specd_engine *e) {
         set_note(c, "calibration cache '%s' is stale (made for other model files or settings): ignored; costs are "
                  "learnt again and the file replaced", c->path);
     else {
-        apply_costs(e, &pc);
+        apply_costs(k, &pc);
         c->source = SPECD_CALIBRATION_LOADED;
     }
     free(text);
@@ -308,30 +292,29 @@ static char *copy_string(const char *s) {
     return c;
 }
 
-void specd_calibration_open(specd_engine *e) {
-    specd_calibration_state *c = &e->learned->calibration;
-    const char *asked = e->params.calibration_cache;
-    e->params.calibration_cache = NULL; /* the caller's string: not kept */
+void specd_calibration_open(const specd_engine *e, const specd_calibrated *k) {
+    specd_calibration_state *c = k->state;
+    specd_engine_setup setup;
+    specd_engine_setup_of(e, &setup);
+    const char *asked = setup.calibration_cache;
     if (!asked || !asked[0]) return;
     double t0 = specd_now_ms();
-    char placement[400];
-    specd_calibration_identity id = identity_of(e, placement, sizeof placement);
+    specd_calibration_identity id = identity_of(&setup);
     char key[1024];
     c->source = SPECD_CALIBRATION_LEARNT;
     c->path = names_directory(asked) ? file_in_directory(asked, &id) : copy_string(asked);
     if (!specd_calibration_key(&id, key, sizeof key)) {
         set_note(c, "cannot key the calibration cache on the model files: costs are learnt from this run's passes");
     } else if (c->path && (c->key = copy_string(key)) != NULL) {
-        load_file(e);
+        load_file(k);
     }
     if (!c->path || !c->key) { /* nothing to read or write */
         free(c->path);
         c->path = NULL;
         c->source = SPECD_CALIBRATION_OFF;
     }
-    e->params.calibration_cache = c->path;
-    c->saved_learnt = e->learned->costs.n_learnt;
-    c->saved_verdicts = e->learned->acceptance.n_verdicts;
+    c->saved_learnt = k->costs->n_learnt;
+    c->saved_verdicts = k->acceptance->n_verdicts;
     c->ms += specd_now_ms() - t0;
 }
 
@@ -351,22 +334,22 @@ static bool make_parents(const char *path) {
     return ok;
 }
 
-/* The file's text for the engine's costs; NULL when out of memory. */
-static char *format_file(const specd_engine *e) {
-    size_t cap = 16384 + strlen(e->learned->calibration.key), len = 0;
+/* The file's text for the costs; NULL when out of memory. */
+static char *format_file(const specd_calibrated *k) {
+    const specd_costs *costs = k->costs;
+    size_t cap = 16384 + strlen(k->state->key), len = 0;
     char *text = malloc(cap);
     if (!text) return NULL;
-    len += (size_t)snprintf(text + len, cap - len, "%s\nkey %s\n", FILE_MAGIC, e->learned->calibration.key);
+    len += (size_t)snprintf(text + len, cap - len, "%s\nkey %s\n", FILE_MAGIC, k->state->key);
     for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++)
-        if (e->learned->costs.base_ms[n] > 0.0)
-            len += (size_t)snprintf(text + len, cap - len, "target_ms %d %.6g\n", n, e->learned->costs.base_ms[n]);
-    if (e->draft.ctx && e->learned->costs.draft_ms > 0.0)
-        len += (size_t)snprintf(text + len, cap - len, "draft_ms %.6g\n", e->learned->costs.draft_ms);
-    if (e->draft.ctx && e->learned->costs.first_draft_ms > 0.0)
-        len += (size_t)snprintf(text + len, cap - len, "first_draft_ms %.6g\n", e->learned->costs.first_draft_ms);
-    for (int m = 0; e->draft.ctx && m < SPECD_ACCEPT_MODES && e->learned->acceptance.n_verdicts > 0; m++) {
+        if (costs->base_ms[n] > 0.0) len += (size_t)snprintf(text + len, cap - len, "target_ms %d %.6g\n", n, costs->base_ms[n]);
+    if (k->has_draft && costs->draft_ms > 0.0)
+        len += (size_t)snprintf(text + len, cap - len, "draft_ms %.6g\n", costs->draft_ms);
+    if (k->has_draft && costs->first_draft_ms > 0.0)
+        len += (size_t)snprintf(text + len, cap - len, "first_draft_ms %.6g\n", costs->first_draft_ms);
+    for (int m = 0; k->has_draft && m < SPECD_ACCEPT_MODES && k->acceptance->n_verdicts > 0; m++) {
         char numbers[2048];
-        specd_acceptance_format(&e->learned->acceptance, (specd_accept_mode)m, numbers, sizeof numbers);
+        specd_acceptance_format(k->acceptance, (specd_accept_mode)m, numbers, sizeof numbers);
         len += (size_t)snprintf(text + len, cap - len, "acceptance %s %s\n", MODE_NAMES[m], numbers);
     }
     snprintf(text + len, cap - len, "check %016" PRIx64 "\n", fnv1a(FNV_START, text, len));
@@ -395,20 +378,19 @@ static bool knows_a_size(const specd_costs *costs) {
     return false;
 }
 
-void specd_calibration_save(specd_engine *e) {
-    if (!e->learned) return; /* nothing learnt yet */
-    specd_calibration_state *c = &e->learned->calibration;
-    bool moved = e->learned->costs.n_learnt != c->saved_learnt || e->learned->acceptance.n_verdicts != c->saved_verdicts;
-    if (!c->path || !moved || !knows_a_size(&e->learned->costs)) return;
+void specd_calibration_save(const specd_calibrated *k) {
+    specd_calibration_state *c = k->state;
+    bool moved = k->costs->n_learnt != c->saved_learnt || k->acceptance->n_verdicts != c->saved_verdicts;
+    if (!c->path || !moved || !knows_a_size(k->costs)) return;
     double t0 = specd_now_ms();
-    char *text = format_file(e);
+    char *text = format_file(k);
     int err = !text ? ENOMEM : !make_parents(c->path) ? errno : write_atomically(c->path, text);
     free(text);
     if (err)
         set_note(c, "cannot write the calibration cache '%s' (%s): the costs learnt are not kept", c->path,
                  strerror(err));
-    c->saved_learnt = e->learned->costs.n_learnt; /* also after a failure: one note, not one per request */
-    c->saved_verdicts = e->learned->acceptance.n_verdicts;
+    c->saved_learnt = k->costs->n_learnt; /* also after a failure: one note, not one per request */
+    c->saved_verdicts = k->acceptance->n_verdicts;
     c->ms += specd_now_ms() - t0;
 }
 
@@ -419,14 +401,8 @@ void specd_calibration_close(specd_calibration_state *c) {
     memset(c, 0, sizeof *c);
 }
 
-specd_calibration_info specd_engine_calibration(specd_engine *e) {
-    specd_calibration_info info = {0};
-    if (!e || !specd_learned_get(e, NULL)) return info; /* the first call reads the file */
-    const specd_calibration_state *c = &e->learned->calibration;
-    info.source = c->source;
-    info.path = c->path;
-    info.note = c->note;
-    info.ms = c->ms;
-    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++) info.n_sizes_known += e->learned->costs.base_ms[n] > 0.0;
+specd_calibration_info specd_calibration_describe(const specd_calibration_state *c, const specd_costs *costs) {
+    specd_calibration_info info = {.source = c->source, .path = c->path, .note = c->note, .ms = c->ms};
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++) info.n_sizes_known += costs->base_ms[n] > 0.0;
     return info;
 }

@@ -31,7 +31,9 @@
 #ifndef SPECD_CALIBRATE_H
 #define SPECD_CALIBRATE_H
 
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
+#include "acceptance.h"
+#include "costs.h"
 
 #include <stddef.h>
 
@@ -64,14 +66,24 @@ typedef struct specd_calibration_identity {
  * file cannot be read (the cache is then not used). */
 bool specd_calibration_key(const specd_calibration_identity *id, char *out, size_t size);
 
-/* Called by specd_engine_new once the models are loaded: copies the cache path, and when there is
- * a usable file, puts its costs into the engine's learned costs. Never fails the engine: a file that cannot be
- * used only leaves a note. */
-void specd_calibration_open(specd_engine *engine);
+/* What the file keeps, and where it stands (learned.c holds them). */
+typedef struct specd_calibrated {
+    specd_calibration_state *state;
+    specd_costs *costs;
+    specd_acceptance *acceptance; /* the draft model's */
+    bool has_draft;               /* the draft's costs and acceptance are kept only with one */
+} specd_calibrated;
+
+/* Once, when the engine's learned state is made: keys the models and settings, and when the
+ * engine was given a cache (specd_engine_params.calibration_cache) and its file fits, puts its
+ * costs into `k`. Never fails the engine: a file that cannot be used only leaves a note. */
+void specd_calibration_open(const specd_engine *engine, const specd_calibrated *k);
 /* After a generation: writes the file when the costs learnt something since it was read or
  * written (a write that fails leaves a note; the engine goes on). */
-void specd_calibration_save(specd_engine *engine);
+void specd_calibration_save(const specd_calibrated *k);
 /* Frees the strings (when the engine frees its learned state). */
 void specd_calibration_close(specd_calibration_state *calibration);
+/* What specd_engine_calibration reports. */
+specd_calibration_info specd_calibration_describe(const specd_calibration_state *c, const specd_costs *costs);
 
 #endif

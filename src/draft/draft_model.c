@@ -21,9 +21,9 @@ typedef struct draft_model {
 
 static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n, char **error) {
     draft_model *dm = self;
-    specd_status st = specd_slot_sync(dm->engine, &dm->engine->draft, tokens, n, false, NULL, NULL, error);
+    specd_status st = specd_slot_sync(dm->engine, specd_engine_draft(dm->engine), tokens, n, false, NULL, NULL, error);
     /* A recurrent draft keeps its state after the prompt for the next request's prompt cache. */
-    return st == SPECD_OK ? specd_slot_checkpoint(&dm->engine->draft, SPECD_CHECKPOINT_PROMPT, error) : st;
+    return st == SPECD_OK ? specd_slot_checkpoint(specd_engine_draft(dm->engine), SPECD_CHECKPOINT_PROMPT, error) : st;
 }
 
 /* The chain's source: the draft's cache synced to the history (the root's logits), then one decode
@@ -31,17 +31,18 @@ static specd_status dm_prepare(void *self, const specd_token *tokens, int32_t n,
 static specd_status dm_first(void *self, const specd_draft_request *req, const float **logits, char **error) {
     draft_model *dm = self;
     specd_engine *e = dm->engine;
+    specd_model_slot *draft = specd_engine_draft(e);
     int32_t idx = 0, reused = 0;
     double t0 = specd_now_ms();
-    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, &reused, error);
+    specd_status st = specd_slot_sync(e, draft, req->history, req->n_history, true, &idx, &reused, error);
     /* A catch-up of one or two tokens (the step before's last draft and its own token) is the
      * step's first draft decode (costs.h; a decode of two costs what one does): a chain of one draft
      * has no other, and a file's draft costs must be re-measured even where the plan drafts one. */
     if (st == SPECD_OK && req->costs && req->n_history - reused <= 2)
         specd_costs_record_first_draft(req->costs, specd_now_ms() - t0);
     /* A recurrent draft cannot drop the drafts the target rejects: keep its state before them. */
-    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->draft, SPECD_CHECKPOINT_STEP, error);
-    if (st == SPECD_OK) *logits = llama_get_logits_ith(e->draft.ctx, idx);
+    if (st == SPECD_OK) st = specd_slot_checkpoint(draft, SPECD_CHECKPOINT_STEP, error);
+    if (st == SPECD_OK) *logits = specd_slot_logits(draft, idx);
     return st;
 }
 
@@ -50,12 +51,12 @@ static specd_status dm_next(void *self, const specd_draft_request *req, specd_to
     draft_model *dm = self;
     specd_engine *e = dm->engine;
     double t0 = specd_now_ms();
-    specd_status st = specd_slot_push(e, &e->draft, token, error);
+    specd_status st = specd_slot_push(e, specd_engine_draft(e), token, error);
     if (st != SPECD_OK) return st;
     /* Only single-token decodes measure the draft's cost per token: the sync before the
      * first token may catch up on many tokens after steps without drafts. */
     if (req->costs) specd_costs_record_draft(req->costs, 1, specd_now_ms() - t0);
-    *logits = llama_get_logits_ith(e->draft.ctx, 0);
+    *logits = specd_slot_logits(specd_engine_draft(e), 0);
     return SPECD_OK;
 }
 
@@ -109,7 +110,7 @@ static void joint_start(specd_engine *e, joint_chain *chains, int32_t n, char **
     for (int32_t k = 0; k < m; k++) {
         joint_chain *c = &chains[at[k]];
         if (st == SPECD_OK) {
-            joint_draw(c, llama_get_logits_ith(e->draft.ctx, idx[k]), &errors[at[k]]);
+            joint_draw(c, specd_slot_logits(views[k], idx[k]), &errors[at[k]]);
             continue;
         }
         c->st = st;
@@ -146,7 +147,7 @@ void specd_draft_model_draft_joint(specd_engine *e, specd_drafter *const *drafte
                 if (message) specd_set_error(&errors[at[k]], "%s", message);
                 continue;
             }
-            joint_draw(c, llama_get_logits_ith(e->draft.ctx, k), &errors[at[k]]);
+            joint_draw(c, specd_slot_logits(views[k], k), &errors[at[k]]);
         }
         specd_free(message);
     }
@@ -159,7 +160,7 @@ static specd_status dm_shift(void *self, int32_t n_keep, int32_t n_discard, cons
                              char **error) {
     (void)tokens, (void)n, (void)error;
     draft_model *dm = self;
-    specd_slot_shift(&dm->engine->draft, n_keep, n_discard);
+    specd_slot_shift(specd_engine_draft(dm->engine), n_keep, n_discard);
     return SPECD_OK;
 }
 
@@ -190,12 +191,12 @@ static const specd_drafter_ops draft_model_ops = {
 bool specd_draft_model_is(const specd_drafter *d) { return d && d->ops == &draft_model_ops; }
 
 specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, char **error) {
-    if (!engine->draft.ctx) {
+    if (!specd_engine_has_draft(engine)) {
         specd_set_error(error, "speculative type 'draft' needs a draft model (-md)");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     draft_model *dm = calloc(1, sizeof *dm);
-    if (dm && !(dm->tree = specd_draft_tree_new(engine->n_vocab))) {
+    if (dm && !(dm->tree = specd_draft_tree_new(specd_engine_n_vocab(engine)))) {
         free(dm);
         dm = NULL;
     }

@@ -2,7 +2,7 @@
 #ifndef SPECD_DRAFT_MODEL_H
 #define SPECD_DRAFT_MODEL_H
 
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
 #include "drafter.h"
 
 /* A drafter that runs the engine's draft model. Owned by the caller; free with ops->destroy. */

@@ -51,16 +51,9 @@ bool specd_draft_tree_wanted(const specd_draft_request *req) {
 
 /* ---- one drafting step's state ---------------------------------------------------------------- */
 
-/* The draft context's sequence of tree branch b; branch 0 is the slot's own sequence (the
- * history). The one place that maps branches to sequences: where a context holds several slots,
- * each with its own sequence and scratch ones, this follows specd_slot_decode_tree's mapping. */
-static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t b) {
-    return b == 0 ? slot->seq : slot->branch_base + b - 1;
-}
-
 typedef struct open_node {
     int32_t node;
-    int32_t seq;       /* draft branch (branch_seq: its sequence) holding its path */
+    int32_t seq;       /* draft branch holding its path (0: the view's own sequence) */
     int32_t batch_idx; /* its logits in the last draft pass */
 } open_node;
 
@@ -198,7 +191,7 @@ static bool main_child_pays(const tree_step *s, int32_t node, float confidence) 
 static specd_status expand(tree_step *s, const open_node *o, char **error) {
     const specd_draft_request *req = s->req;
     int32_t n_history = req->n_history - 1 + specd_tree_path(s->tree, o->node, req->history + req->n_history - 1);
-    const float *logits = llama_get_logits_ith(s->e->draft.ctx, o->batch_idx);
+    const float *logits = specd_slot_logits(specd_engine_draft(s->e), o->batch_idx);
     bool greedy = specd_sampler_is_greedy(req->sampler);
     int32_t n_ranked = 0;
     if (greedy) n_ranked = rank_greedy(s, logits, n_history);
@@ -302,40 +295,28 @@ static void choose_next(tree_step *s, int32_t first) {
         if (s->next[i].seq < 0 && !taken && ps > 0) s->next[i].seq = ps;
         if (s->next[i].seq >= 0) used[s->next[i].seq] = true;
     }
-    llama_memory_t mem = llama_get_memory(s->e->draft.ctx);
     for (int32_t i = 0; i < s->n_next; i++) {
         if (s->next[i].seq >= 0) continue;
         int32_t free_seq = 1;
         while (used[free_seq]) free_seq++;
         used[free_seq] = true;
         s->next[i].seq = free_seq;
-        llama_seq_id from = branch_seq(&s->e->draft, seq_of(s, s->tree->nodes[s->next[i].node].parent));
-        llama_memory_seq_rm(mem, branch_seq(&s->e->draft, free_seq), -1, -1);
-        llama_memory_seq_cp(mem, from, branch_seq(&s->e->draft, free_seq), -1, -1);
+        specd_slot_copy_branch(specd_engine_draft(s->e), seq_of(s, s->tree->nodes[s->next[i].node].parent), free_seq);
     }
 }
 
 /* One draft pass over the opened nodes. */
 static specd_status decode_next(tree_step *s, char **error) {
-    struct llama_batch *b = &s->e->batch;
-    b->n_tokens = s->n_next;
+    specd_branch_token tokens[MAX_B];
     for (int32_t i = 0; i < s->n_next; i++) {
         const specd_tree_node *node = &s->tree->nodes[s->next[i].node];
-        b->token[i] = node->token;
-        b->pos[i] = s->req->n_history - 1 + node->depth;
-        b->n_seq_id[i] = 1;
-        b->seq_id[i][0] = branch_seq(&s->e->draft, s->next[i].seq);
-        b->logits[i] = 1;
+        tokens[i] = (specd_branch_token){node->token, s->req->n_history - 1 + node->depth, s->next[i].seq};
         s->next[i].batch_idx = i;
     }
     double t0 = specd_now_ms();
-    int32_t rc = llama_decode(s->e->draft.ctx, *b);
-    s->e->draft_decodes++;
+    specd_status st = specd_slot_decode_branches(s->e, specd_engine_draft(s->e), tokens, s->n_next, error);
     double ms = specd_now_ms() - t0;
-    if (rc != 0) {
-        specd_set_error(error, "llama_decode failed (code %d) on a draft tree pass of %d tokens", rc, s->n_next);
-        return SPECD_ERR_DECODE;
-    }
+    if (st != SPECD_OK) return st;
     double *avg = &s->t->pass_ms[s->n_next];
     *avg = *avg > 0.0 ? (1.0 - PASS_EMA) * *avg + PASS_EMA * ms : ms;
     if (s->n_next == 1 && s->req->costs) specd_costs_record_draft(s->req->costs, 1, ms);
@@ -346,28 +327,27 @@ static specd_status decode_next(tree_step *s, char **error) {
     return SPECD_OK;
 }
 
-/* Leaves only sequence 0 in the draft's cache: the history and the drafts decoded on it. */
+/* Leaves only the main branch in the draft's cache: the history and the drafts decoded on it. */
 static void clean_up(tree_step *s, bool failed) {
-    specd_model_slot *slot = &s->e->draft;
-    llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t b = 1; b < MAX_B && b < slot->n_seq_max; b++) llama_memory_seq_rm(mem, branch_seq(slot, b), -1, -1);
-    int32_t n_history = s->req->n_history;
-    int32_t depth = failed ? 0 : s->tree->nodes[s->seq0_node].depth;
-    llama_memory_seq_rm(mem, branch_seq(slot, 0), n_history + depth, -1);
-    if (depth > 0) specd_tree_path(s->tree, s->seq0_node, slot->kv_tokens + n_history - 1);
-    slot->n_kv = n_history + depth;
+    specd_model_slot *slot = specd_engine_draft(s->e);
+    int32_t n_branches = specd_slot_n_seq_max(slot) < MAX_B ? specd_slot_n_seq_max(slot) : MAX_B;
+    specd_token *path = s->req->history + s->req->n_history - 1; /* the root, then the drafts (scratch) */
+    int32_t n_path = failed ? 1 : specd_tree_path(s->tree, s->seq0_node, path);
+    specd_slot_keep_branch(slot, 0, n_branches, s->req->n_history - 1, path, n_path);
 }
 
 specd_status specd_draft_tree_run(specd_draft_tree *t, specd_engine *e, const specd_draft_request *req,
                                   specd_token_tree *tree, char **error) {
     tree_step s = {.t = t, .e = e, .req = req, .tree = tree, .n_leaves = 1};
     s.branches = req->tree_branches < MAX_B ? req->tree_branches : MAX_B;
-    if (s.branches > e->draft.n_seq_max) s.branches = e->draft.n_seq_max;
+    specd_model_slot *draft = specd_engine_draft(e), *target = specd_engine_target(e);
+    if (s.branches > specd_slot_n_seq_max(draft)) s.branches = specd_slot_n_seq_max(draft);
     /* A recurrent or hybrid model keeps one state per sequence and verifies or drafts chains only
      * (kv.c, state.c): with one, the tree is its main branch, the chain a chain drafter makes. */
-    if (s.branches > e->target.n_seq_max) s.branches = e->target.n_seq_max;
-    if (!e->target.can_drop_tail || !e->draft.can_drop_tail) s.branches = 1;
-    s.max_nodes = req->tree_max_nodes < e->batch_cap - 1 ? req->tree_max_nodes : e->batch_cap - 1;
+    if (s.branches > specd_slot_n_seq_max(target)) s.branches = specd_slot_n_seq_max(target);
+    if (!specd_slot_can_drop_tail(target) || !specd_slot_can_drop_tail(draft)) s.branches = 1;
+    int32_t batch_cap = specd_engine_batch_cap(e);
+    s.max_nodes = req->tree_max_nodes < batch_cap - 1 ? req->tree_max_nodes : batch_cap - 1;
     if (!reserve_nodes(t, 1)) {
         specd_set_error(error, "out of memory while drafting a tree");
         return SPECD_ERR_NO_MEMORY;
@@ -376,7 +356,7 @@ specd_status specd_draft_tree_run(specd_draft_tree *t, specd_engine *e, const sp
     if (req->min_len < 1 && req->plan && !specd_draft_plan_worth_continuing(req->plan, 0)) return SPECD_OK;
     if (req->plan) specd_draft_plan_add_draft_decode(req->plan);
     int32_t idx = 0;
-    specd_status st = specd_slot_sync(e, &e->draft, req->history, req->n_history, true, &idx, NULL, error);
+    specd_status st = specd_slot_sync(e, draft, req->history, req->n_history, true, &idx, NULL, error);
     if (st != SPECD_OK) return st;
     s.open[0] = (open_node){0, 0, idx};
     s.n_open = 1;

@@ -21,7 +21,7 @@
 #ifndef SPECD_DRAFT_TREE_H
 #define SPECD_DRAFT_TREE_H
 
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
 #include "drafter.h"
 
 typedef struct specd_draft_tree specd_draft_tree;

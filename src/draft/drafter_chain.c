@@ -106,7 +106,7 @@ specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spe
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
     int32_t n = specd_spec_resolve_types(sp, specd_spec_auto_type(e), types);
     for (int32_t i = 0; i < n; i++) {
-        bool missing = types[i] == SPECD_SPEC_DRAFT ? !e->draft.ctx
+        bool missing = types[i] == SPECD_SPEC_DRAFT ? !specd_engine_has_draft(e)
                        : specd_spec_type_is_head(types[i]) && specd_engine_head(e) != head_of(types[i]);
         if (missing) return refuse_type(e, types[i], error);
     }
@@ -186,7 +186,7 @@ static double model_value(const drafter_chain *c, const member *m, const specd_d
     double drafted = mem->model_drafted[m->type], accepted = mem->model_accepted[m->type];
     if (m->steps_without >= MODEL_RETRY_EVERY) return INFINITY;
     if (!req->plan) return accepted;
-    double draft_ms = specd_costs_drafts(&c->e->learned->costs, (int32_t)lround(drafted));
+    double draft_ms = specd_costs_drafts(&specd_engine_learned(c->e)->costs, (int32_t)lround(drafted));
     int32_t n = (int32_t)lround(drafted) + 1;
     return specd_draft_plan_net(req->plan, 1.0 + accepted, specd_draft_plan_pass_ms(req->plan, n) + draft_ms);
 }
@@ -280,7 +280,7 @@ static void chain_observe(void *self, const specd_token_tree *tree, const specd_
     m->stats->n_accepted += vr->n_accepted;
     /* A decoding member's outcomes calibrate the engine's length controller, as the draft model's do
      * without a chain (its plan prices their drafts). */
-    specd_acceptance *cal = m->decodes ? &c->e->learned->acceptance : m->cal;
+    specd_acceptance *cal = m->decodes ? &specd_engine_learned(c->e)->acceptance : m->cal;
     for (int32_t i = 1; i < tree->n_nodes; i++) {
         const specd_tree_node *node = &tree->nodes[i];
         bool accepted = node->depth <= vr->n_accepted && vr->path[node->depth - 1] == i;
@@ -341,7 +341,7 @@ static const specd_drafter_ops chain_ops = {
 static specd_status new_ngram_cache(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
                                     specd_drafter *out, char **error) {
     const specd_ngram_counts *statics = NULL;
-    specd_status st = specd_drafter_memory_statics(mem, e->n_vocab, sp->ngram_cache_path, &statics, error);
+    specd_status st = specd_drafter_memory_statics(mem, specd_engine_n_vocab(e), sp->ngram_cache_path, &statics, error);
     return st == SPECD_OK ? specd_ngram_cache_new(&mem->dynamic, statics, out, error) : st;
 }
 
@@ -372,7 +372,7 @@ specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *s
     specd_status st = specd_drafter_chain_validate(e, sp, error);
     if (st != SPECD_OK) return st;
     drafter_chain *c = calloc(1, sizeof *c);
-    specd_drafter_memory *mem = specd_drafter_memory_get(e, error);
+    specd_drafter_memory *mem = specd_learned_drafter_memory(e, error);
     if (!c || !mem) {
         free(c);
         if (mem) specd_set_error(error, "out of memory for the drafter chain");

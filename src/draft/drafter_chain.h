@@ -6,7 +6,7 @@
 #ifndef SPECD_DRAFTER_CHAIN_H
 #define SPECD_DRAFTER_CHAIN_H
 
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
 #include "drafter.h"
 
 /* Does this request need the chain (a list, or a model-free type) rather than the plain loop? */

@@ -1,18 +1,13 @@
-/* drafter_memory.c - creating and freeing the engine's drafter memory (see .h). */
+/* drafter_memory.c - creating and freeing the drafters' memory (see .h). */
 #include "drafter_memory.h"
-#include "learned.h"
 
-#include "../engine/engine_internal.h"
 #include "../util/util.h"
 #include "ngram_cache_file.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-specd_drafter_memory *specd_drafter_memory_get(struct specd_engine *e, char **error) {
-    specd_learned *learned = specd_learned_get(e, error);
-    if (!learned) return NULL;
-    if (learned->drafter_memory) return learned->drafter_memory;
+specd_drafter_memory *specd_drafter_memory_new(char **error) {
     specd_drafter_memory *m = calloc(1, sizeof *m);
     if (!m || !specd_suffix_tree_init(&m->suffix, SPECD_SUFFIX_MAX_NODES, SPECD_SUFFIX_DEPTH)) {
         specd_drafter_memory_free(m);
@@ -26,7 +21,6 @@ specd_drafter_memory *specd_drafter_memory_get(struct specd_engine *e, char **er
     }
     specd_ngram_counts_init(&m->dynamic, SPECD_DYNAMIC_CACHE_MAX_PAIRS);
     specd_ngram_counts_init(&m->statics, 0);
-    learned->drafter_memory = m;
     return m;
 }
 

@@ -37,10 +37,9 @@ typedef struct specd_drafter_memory {
     specd_ngram_mod_table mod;
 } specd_drafter_memory;
 
-struct specd_engine;
-
-/* The engine's memory, created on first use; NULL (with *error set) when out of memory. */
-specd_drafter_memory *specd_drafter_memory_get(struct specd_engine *engine, char **error);
+/* A new memory (the engine's learned state keeps one: learned.h); NULL (with *error set) when out
+ * of memory. */
+specd_drafter_memory *specd_drafter_memory_new(char **error);
 void specd_drafter_memory_free(specd_drafter_memory *memory);
 /* The static n-gram cache at `path`, loaded once and kept while requests name the same file. */
 specd_status specd_drafter_memory_statics(specd_drafter_memory *memory, int32_t n_vocab, const char *path,

@@ -2,7 +2,6 @@
 #include "learned.h"
 
 #include "../util/util.h"
-#include "drafter_memory.h"
 
 #include <stdlib.h>
 
@@ -29,19 +28,25 @@ static const attention_kernel ATTENTION_PLAIN = {1.2, 0.021, 0.0, 1.0, 1.0};
 static const attention_kernel ATTENTION_FLASH = {2.5, 0.047, 1.0, 0.21, 0.0};
 
 static void set_attention_cost(specd_costs *costs, const specd_engine *e) {
-    const struct llama_model *m = e->target.model;
-    if (!m || llama_model_is_recurrent(m) || e->target.placement.n_layers_offloaded > 0) return;
-    double params = (double)llama_model_n_params(m), ops = 4.0 * llama_model_n_layer(m) * llama_model_n_embd(m);
-    int32_t threads = e->params.n_threads > 0 ? e->params.n_threads : 1;
-    if (params <= 0.0) return;
-    const attention_kernel *k = e->params.flash_attn == SPECD_FLASH_ATTN_OFF ? &ATTENTION_PLAIN : &ATTENTION_FLASH;
+    specd_model_shape m = specd_engine_target_shape(e);
+    if (m.n_params <= 0.0 || m.recurrent || m.offloaded) return;
+    specd_engine_setup setup;
+    specd_engine_setup_of(e, &setup);
+    double params = m.n_params, ops = 4.0 * m.n_layer * m.n_embd;
+    int32_t threads = setup.n_threads > 0 ? setup.n_threads : 1;
+    const attention_kernel *k = setup.flash_attn == SPECD_FLASH_ATTN_OFF ? &ATTENTION_PLAIN : &ATTENTION_FLASH;
     specd_attention_cost a = {k->slowdown * ops / (2.0 * params), k->ms_per_mop_2_threads * ops / 1e6 * 2.0 / threads,
                               k->own_weight, k->all_weight, k->pass_weight};
     specd_costs_set_attention(costs, &a);
 }
 
+/* What the calibration cache keeps, in `l`. */
+static specd_calibrated calibrated(specd_learned *l, const specd_engine *e) {
+    return (specd_calibrated){&l->calibration, &l->costs, &l->acceptance, specd_engine_has_draft(e)};
+}
+
 specd_learned *specd_learned_get(specd_engine *e, char **error) {
-    if (e->learned) return e->learned;
+    if (specd_engine_learned(e)) return specd_engine_learned(e);
     specd_learned *l = calloc(1, sizeof *l);
     if (!l) {
         specd_set_error(error, "out of memory for the engine's learned state");
@@ -51,8 +56,26 @@ specd_learned *specd_learned_get(specd_engine *e, char **error) {
     set_attention_cost(&l->costs, e);
     specd_acceptance_init(&l->acceptance);
     specd_length_policy_init(&l->policy);
-    e->learned = l;
-    e->free_learned = free_learned;
-    specd_calibration_open(e); /* the costs an earlier process measured, when the file fits */
+    specd_engine_keep_learned(e, l, free_learned);
+    specd_calibrated k = calibrated(l, e);
+    specd_calibration_open(e, &k); /* the costs an earlier process measured, when the file fits */
     return l;
+}
+
+specd_drafter_memory *specd_learned_drafter_memory(specd_engine *e, char **error) {
+    specd_learned *l = specd_learned_get(e, error);
+    if (l && !l->drafter_memory) l->drafter_memory = specd_drafter_memory_new(error);
+    return l ? l->drafter_memory : NULL;
+}
+
+void specd_learned_save(specd_engine *e) {
+    specd_learned *l = specd_engine_learned(e);
+    if (!l) return; /* nothing learnt yet */
+    specd_calibrated k = calibrated(l, e);
+    specd_calibration_save(&k);
+}
+
+specd_calibration_info specd_engine_calibration(specd_engine *e) {
+    specd_learned *l = e ? specd_learned_get(e, NULL) : NULL; /* the first call reads the file */
+    return l ? specd_calibration_describe(&l->calibration, &l->costs) : (specd_calibration_info){0};
 }

@@ -9,14 +9,14 @@
 #ifndef SPECD_LEARNED_H
 #define SPECD_LEARNED_H
 
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
 #include "acceptance.h"
 #include "calibrate.h"
 #include "costs.h"
 #include "exploration.h"
 #include "length_policy.h"
 
-struct specd_drafter_memory;
+#include "drafter_memory.h"
 
 typedef struct specd_learned {
     specd_costs costs;                           /* pass and draft costs, all requests */
@@ -24,11 +24,16 @@ typedef struct specd_learned {
     specd_acceptance acceptance;                 /* the draft model's, all requests */
     specd_length_policy policy;                  /* the rate, and fixed lengths against the planner */
     specd_exploration exploration;               /* when a draft is forced, all requests */
-    struct specd_drafter_memory *drafter_memory; /* NULL until a model-free drafter runs */
+    specd_drafter_memory *drafter_memory;        /* NULL until a model-free drafter runs */
 } specd_learned;
 
 /* The engine's learned state, created on the first call (which also reads the calibration cache
  * file named by the engine's params); NULL, with *error set, when out of memory. */
 specd_learned *specd_learned_get(specd_engine *engine, char **error);
+/* The drafters' memory, created on first use; NULL (with *error set) when out of memory. */
+specd_drafter_memory *specd_learned_drafter_memory(specd_engine *engine, char **error);
+/* After a generation: the calibration cache file is written when the costs learnt something
+ * (calibrate.h); nothing before the engine has learnt anything. */
+void specd_learned_save(specd_engine *engine);
 
 #endif

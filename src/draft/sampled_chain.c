@@ -58,7 +58,7 @@ static specd_status out_of_memory(char **error) {
 /* The chain: one token per depth, each drawn under the grammar state `gs` (NULL: no grammar),
  * which follows the chain. */
 static specd_status draw_chain(const specd_chain_source *src, specd_dist *q, const specd_draft_request *req,
-                               specd_token_tree *tree, struct llama_sampler *gs, char **error) {
+                               specd_token_tree *tree, specd_grammar_state *gs, char **error) {
     const float *logits = NULL;
     specd_status st = src->first(src->self, req, &logits, error);
     if (st != SPECD_OK || !logits) return st; /* no logits: the source cannot draft here */
@@ -94,12 +94,12 @@ specd_status specd_sampled_chain(const specd_chain_source *src, specd_dist *q, c
     if (!specd_chain_more(req, 0)) return SPECD_OK;
     if (!req->grammar) return draw_chain(src, q, req, tree, NULL, error);
     /* The grammar state follows the chain in a fork; the request's stays at the root. */
-    struct llama_sampler *gs = specd_grammar_fork(req->grammar->state);
+    specd_grammar_state *gs = specd_grammar_state_fork(req->grammar->state);
     if (!gs) {
         specd_set_error(error, "out of memory for the grammar state of a draft");
         return SPECD_ERR_NO_MEMORY;
     }
     specd_status st = draw_chain(src, q, req, tree, gs, error);
-    llama_sampler_free(gs);
+    specd_grammar_state_free(gs);
     return st;
 }

@@ -1,10 +1,73 @@
-/* spec_types.c - see spec_types.h; and the public parsers of drafter names. */
+/* spec_types.c - see spec_types.h; and the public names and parsers of drafter names. */
 #include "spec_types.h"
 
 #include "../engine/head.h"
 #include "../util/util.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+
+/* Each type's name, then llama-server's spellings of them (--spec-type), which name no type back. */
+static const struct {
+    specd_spec_type type;
+    const char *name;
+} spec_type_names[] = {
+    {SPECD_SPEC_AUTO, "auto"},
+    {SPECD_SPEC_NONE, "none"},
+    {SPECD_SPEC_DRAFT, "draft"},
+    {SPECD_SPEC_NGRAM_SIMPLE, "ngram-simple"},
+    {SPECD_SPEC_NGRAM_MAP, "ngram-map"},
+    {SPECD_SPEC_NGRAM_CACHE, "ngram-cache"},
+    {SPECD_SPEC_SUFFIX, "suffix"},
+    {SPECD_SPEC_MTP, "mtp"},
+    {SPECD_SPEC_EAGLE3, "eagle3"},
+    {SPECD_SPEC_DFLASH, "dflash"},
+    {SPECD_SPEC_DSPARK, "dspark"},
+    {SPECD_SPEC_NGRAM_MOD, "ngram-mod"},
+    {SPECD_SPEC_NGRAM_MAP_K4V, "ngram-map-k4v"},
+    {SPECD_SPEC_DRAFT, "draft-simple"},
+    {SPECD_SPEC_MTP, "draft-mtp"},
+    {SPECD_SPEC_EAGLE3, "draft-eagle3"},
+    {SPECD_SPEC_DFLASH, "draft-dflash"},
+    {SPECD_SPEC_DSPARK, "draft-dspark"},
+    {SPECD_SPEC_NGRAM_MAP, "ngram-map-k"},
+};
+#define N_SPEC_NAMES (sizeof spec_type_names / sizeof *spec_type_names)
+
+const char *specd_spec_type_name(specd_spec_type type) {
+    for (size_t i = 0; i < N_SPEC_NAMES; i++)
+        if (spec_type_names[i].type == type) return spec_type_names[i].name;
+    return NULL;
+}
+
+bool specd_spec_type_from_name(const char *name, specd_spec_type *type) {
+    for (size_t i = 0; name && i < N_SPEC_NAMES; i++) {
+        if (strcmp(spec_type_names[i].name, name) == 0) {
+            *type = spec_type_names[i].type;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The types' own names after "auto", joined: built from the table, so no message lists them by hand. */
+static char type_list[256];
+static pthread_once_t type_list_once = PTHREAD_ONCE_INIT;
+
+static void build_type_list(void) {
+    size_t len = 0;
+    for (size_t i = 1; i < N_SPEC_NAMES; i++) {
+        specd_spec_type t = spec_type_names[i].type;
+        if (strcmp(specd_spec_type_name(t), spec_type_names[i].name) != 0) continue; /* an alias */
+        len += (size_t)snprintf(type_list + len, sizeof type_list - len, "%s%s", len ? ", " : "", spec_type_names[i].name);
+    }
+}
+
+const char *specd_spec_type_names(void) {
+    pthread_once(&type_list_once, build_type_list);
+    return type_list;
+}
 
 specd_spec_type specd_spec_auto_type(const specd_engine *e) {
     if (specd_engine_has_draft(e)) return SPECD_SPEC_DRAFT;

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
 #include "head_internal.h"
+#include "llama_log.h"
 #include "rpc_servers.h"
 
 #include "../util/util.h"
@@ -23,69 +24,6 @@
  * state (tens of MB on large delta-net models), and most accepted runs are shorter. */
 #define RS_SNAPSHOTS_MAX 8
 #define MIN_SLOT_CTX 16
-
-/* ---- llama.cpp's log ---------------------------------------------------------------------------
- * One logger for the whole process, installed once before anything else of llama.cpp or ggml
- * runs (backend registration logs too). llama_log_set is not thread-safe (it writes the globals
- * every log call reads), so it is never called again: the latest specd_engine_new's `verbose`
- * goes to an atomic flag the logger reads. Quiet, it keeps only errors, and those of the thread
- * that is loading a model go into the load's error message instead of stderr. */
-
-#define LOG_CAPTURE_SIZE 512
-
-/* What llama.cpp reported as errors on this thread during one load step (the first line is the
- * cause; the lines after it are llama.cpp's "failed to load" echoes). */
-typedef struct log_capture {
-    char text[LOG_CAPTURE_SIZE];
-    size_t len;
-} log_capture;
-
-static atomic_bool log_verbose;
-static _Thread_local log_capture *thread_capture;
-static _Thread_local bool continuing_error; /* GGML_LOG_LEVEL_CONT continues the line before */
-
-static void capture_append(log_capture *c, const char *text) {
-    size_t n = strlen(text), room = sizeof c->text - 1 - c->len;
-    if (n > room) n = room;
-    memcpy(c->text + c->len, text, n);
-    c->len += n;
-    c->text[c->len] = '\0';
-}
-
-static void specd_log(enum ggml_log_level level, const char *text, void *user_data) {
-    (void)user_data;
-    if (atomic_load(&log_verbose)) {
-        fputs(text, stderr);
-        return;
-    }
-    if (level != GGML_LOG_LEVEL_CONT) continuing_error = level == GGML_LOG_LEVEL_ERROR;
-    if (!continuing_error) return;
-    if (thread_capture) capture_append(thread_capture, text);
-    else fputs(text, stderr);
-}
-
-static pthread_once_t llama_once = PTHREAD_ONCE_INIT;
-static void init_llama(void) {
-    llama_log_set(specd_log, NULL);
-    llama_backend_init();
-}
-
-void specd_llama_init(void) { pthread_once(&llama_once, init_llama); }
-
-/* Starts capturing this thread's llama.cpp errors into *c. */
-static void capture_begin(log_capture *c) {
-    c->len = 0;
-    c->text[0] = '\0';
-    thread_capture = c;
-}
-
-/* Stops capturing; returns the first line captured ("" when none), cut at the newline. */
-static const char *capture_end(log_capture *c) {
-    thread_capture = NULL;
-    char *newline = strchr(c->text, '\n');
-    if (newline) *newline = '\0';
-    return c->text;
-}
 
 specd_engine_params specd_engine_default_params(void) {
     specd_engine_params p;
@@ -191,10 +129,10 @@ static specd_status load_model(const specd_engine_params *params, const char *pa
         mp.progress_callback = on_load_progress;
         mp.progress_callback_user_data = &lp;
     }
-    log_capture capture;
-    capture_begin(&capture);
+    specd_log_capture capture;
+    specd_log_capture_begin(&capture);
     *out = llama_model_load_from_file(path, mp);
-    const char *reason = capture_end(&capture);
+    const char *reason = specd_log_capture_end(&capture);
     if (*out) {
         specd_placement_loaded(&slot->placement, *out);
         return SPECD_OK;
@@ -289,10 +227,10 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
      * longer drafts use a checkpoint. The draft decodes one token at a time: no use to it. */
     if (slot == &e->target) cp.n_rs_seq = (uint32_t)(e->params.draft_max < RS_SNAPSHOTS_MAX ? e->params.draft_max
                                                                                            : RS_SNAPSHOTS_MAX);
-    log_capture capture;
-    capture_begin(&capture);
+    specd_log_capture capture;
+    specd_log_capture_begin(&capture);
     slot->ctx = llama_init_from_model(slot->model, cp);
-    const char *reason = capture_end(&capture);
+    const char *reason = specd_log_capture_end(&capture);
     if (!slot->ctx) {
         specd_set_error(error, "cannot create the %s context (n_ctx=%u): out of memory? try a smaller -c%s%s%s",
                         role, cp.n_ctx, *reason ? " (llama.cpp: " : "", reason, *reason ? ")" : "");
@@ -503,7 +441,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
         return st;
     }
     specd_llama_init();
-    atomic_store(&log_verbose, params->verbose);
+    specd_llama_log_verbose(params->verbose);
     specd_engine *e = calloc(1, sizeof *e);
     if (!e) {
         specd_set_error(error, "out of memory for the engine");

@@ -263,6 +263,27 @@ specd_status specd_slot_redecode(specd_engine *e, specd_model_slot *slot, const 
     return st == SPECD_OK ? specd_head_capture(e, slot, 0, from, to - from, error) : st;
 }
 
+void specd_slot_copy_branch(specd_model_slot *slot, int32_t from, int32_t to) {
+    llama_memory_t mem = llama_get_memory(slot->ctx);
+    llama_memory_seq_rm(mem, branch_seq(slot, to), -1, -1);
+    llama_memory_seq_cp(mem, branch_seq(slot, from), branch_seq(slot, to), -1, -1);
+}
+
+/* A draft tree's pass: no token list to keep (the tree is the drafter's) and no rollback to
+ * count (trees never run on a recurrent state: specd_draft_tree_run). */
+specd_status specd_slot_decode_branches(specd_engine *e, specd_model_slot *slot, const specd_branch_token *tokens,
+                                        int32_t n, char **error) {
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = 0;
+    for (int32_t i = 0; i < n; i++) batch_add(b, branch_seq(slot, tokens[i].branch), tokens[i].token, tokens[i].pos, true);
+    slot->logits_offset = 0;
+    int32_t rc = llama_decode(slot->ctx, *b);
+    if (slot->ctx == e->draft.ctx) e->draft_decodes++;
+    if (rc == 0) return SPECD_OK;
+    specd_set_error(error, "llama_decode failed (code %d) on a draft tree pass of %d tokens", rc, n);
+    return SPECD_ERR_DECODE;
+}
+
 /* llama.cpp says a recurrent memory can shift (it only renumbers the state's position), but the
  * state still holds the dropped tokens: the model would no longer see the history the slot says
  * it holds, and a later restart from the history would give another state. So no shift there. */

@@ -5,6 +5,8 @@
 #include "placement.h"
 
 #include "engine_internal.h"
+#include "lists.h"
+#include "llama_log.h"
 #include "rpc_servers.h"
 
 #include "../util/util.h"
@@ -53,26 +55,6 @@ const char *specd_gpu_offload_note(void) {
     if (specd_gpu_offload_available()) return NULL;
     return "this llama.cpp has no GPU backend (a CPU-only build) and no --rpc server was given: the layers "
            "stay on the CPU (make GPU=cuda or make GPU=vulkan builds specd with a GPU backend)";
-}
-
-specd_status specd_for_each_listed(const char *list, const char *flag,
-                                  specd_status (*visit)(const char *item, void *user, char **error), void *user,
-                                  char **error) {
-    size_t n = strlen(list);
-    if (n == 0 || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,")) {
-        specd_set_error(error, "%s '%s' has an empty item: give names separated by single commas", flag, list);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
-    char *copy = strdup(list);
-    if (!copy) {
-        specd_set_error(error, "out of memory for %s", flag);
-        return SPECD_ERR_NO_MEMORY;
-    }
-    specd_status st = SPECD_OK;
-    char *rest = copy;
-    for (char *item; st == SPECD_OK && (item = strsep(&rest, ",")) != NULL;) st = visit(item, user, error);
-    free(copy);
-    return st;
 }
 
 /* Whether `dev` is an RPC device of one of the servers in `servers` (its description is the

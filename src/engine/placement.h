@@ -8,7 +8,7 @@
 #include "llama.h"
 #include "specd.h"
 
-#define SPECD_MAX_DEVICES 16
+#include "lists.h"
 
 /* One model's placement. `devices` is NULL-terminated and lives as long as the struct: llama.cpp
  * copies the list at load, so it must only outlive llama_model_load_from_file. */
@@ -21,12 +21,6 @@ typedef struct specd_placement {
     int32_t n_layers;           /* the model's layers, once loaded */
     int32_t n_layers_offloaded; /* of n_layers + 1 (the output layer counts, as in llama.cpp) */
 } specd_placement;
-
-/* Calls visit(item, user, error) for each comma-separated item of `list` (named `flag` in
- * messages), stopping at the first failure; an empty item is an error. */
-specd_status specd_for_each_listed(const char *list, const char *flag,
-                                   specd_status (*visit)(const char *item, void *user, char **error), void *user,
-                                   char **error);
 
 /* The placement of the target (draft false) or the draft from the engine's params: the devices
  * named (an unknown name is an error listing those there are), or by default every GPU, and for

@@ -4,7 +4,9 @@
 #define _DEFAULT_SOURCE
 #include "rpc_servers.h"
 
-#include "placement.h"
+#include "lists.h"
+
+#include "ggml-backend.h"
 
 #include "../util/util.h"
 

@@ -73,3 +73,7 @@ char *specd_detokenize(const specd_engine *e, const specd_token *tokens, int32_t
 }
 
 bool specd_token_is_eog(const specd_engine *e, specd_token token) { return llama_vocab_is_eog(e->vocab, token); }
+
+bool specd_token_is_added_bos(const specd_engine *e, specd_token token) {
+    return llama_vocab_get_add_bos(e->vocab) && token == llama_vocab_bos(e->vocab);
+}

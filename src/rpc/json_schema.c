@@ -121,49 +121,11 @@ static const char *visit_rule(js_conv *c, json_t *schema, const char *hint) {
     return as_rule(c, hint, visit(c, schema, hint));
 }
 
-/* The expression of a builtin rule (heap). */
-char *js_primitive_expr(js_conv *c, const char *name) {
-    const char *rule = js_primitive(c, name);
-    return rule ? dup_text(c, rule) : NULL;
-}
-
-char *js_take_expr(js_conv *c, js_buf *b) {
-    if (b->oom) {
-        js_buf_free(b);
-        js_oom(c);
-        return NULL;
-    }
-    return js_buf_take(b);
-}
-
-/* ---- paths for messages: $.properties.a, $.anyOf[1] ------------------------------------------- */
-
-static bool plain_key(const char *key) {
-    if (!key[0] || (key[0] >= '0' && key[0] <= '9')) return false;
-    for (const char *p = key; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '$'))
-            return false;
-    return true;
-}
-
-static void append_path_key(js_buf *path, const char *key) {
-    if (plain_key(key)) js_buf_appendf(path, ".%s", key);
-    else js_buf_appendf(path, "[\"%s\"]", key);
-}
-
-size_t js_path_push(js_conv *c, const char *key) {
-    size_t saved = c->path.len;
-    append_path_key(&c->path, key);
-    return saved;
-}
-
 static size_t path_push_index(js_conv *c, const char *key, size_t index) {
     size_t saved = js_path_push(c, key);
     js_buf_appendf(&c->path, "[%zu]", index);
     return saved;
 }
-
-void js_path_pop(js_conv *c, size_t saved) { js_buf_truncate(&c->path, saved); }
 
 /* ---- keyword checks --------------------------------------------------------------------------- */
 
@@ -438,15 +400,6 @@ static void encode_real(js_buf *b, double d) {
     js_buf_append(b, text);
 }
 
-void js_encode_string(js_buf *b, const char *s, size_t n) {
-    json_t *str = json_stringn(s, n);
-    char *text = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
-    if (text) js_buf_append(b, text);
-    else b->oom = true;
-    free(text);
-    json_decref(str);
-}
-
 /* Compact JSON text of v, object members in the document's order. */
 static void encode_value(js_buf *b, json_t *v) {
     switch (json_typeof(v)) {
@@ -597,7 +550,7 @@ static json_t *resolve_pointer(js_conv *c, const char *ref, js_buf *where) {
         json_t *next = pointer_step(node, token);
         if (!next) js_fail(c, "$ref '%s' does not resolve ('%s' not found)", ref, token);
         else if (json_is_array(node)) js_buf_appendf(where, "[%s]", token);
-        else append_path_key(where, token);
+        else js_path_append_key(where, token);
         free(token);
         if (!next) return NULL;
         node = next;
@@ -725,8 +678,6 @@ static char *visit(js_conv *c, json_t *schema, const char *hint) {
     return expr;
 }
 
-const char *js_visit_rule(js_conv *c, json_t *schema, const char *hint) { return visit_rule(c, schema, hint); }
-
 /* ---- entry points ----------------------------------------------------------------------------- */
 
 static void conv_free(js_conv *c) {
@@ -746,7 +697,7 @@ static void conv_free(js_conv *c) {
 
 bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf_out, rpc_error *err) {
     *gbnf_out = NULL;
-    js_conv c = {.root = schema, .field = field ? field : "json_schema", .err = err};
+    js_conv c = {.root = schema, .field = field ? field : "json_schema", .err = err, .visit_rule = visit_rule};
     /* The root is the target of "#": reserve rule 0 "root" for it, so "$ref": "#" recurses. */
     int root = -1;
     js_buf where = {0};

@@ -77,6 +77,9 @@ typedef struct js_conv {
     const char *field;
     rpc_error *err;
     bool failed;
+    /* The name of a rule matching a schema (json_schema.c's visitor), for the schemas an object
+     * holds (json_schema_object.c): the two visit each other, through this. */
+    const char *(*visit_rule)(struct js_conv *c, json_t *schema, const char *hint);
 } js_conv;
 
 /* Sets the error "FIELD: MESSAGE at PATH" (once: the first error wins) and returns NULL, so a
@@ -108,14 +111,16 @@ char *js_format_rules(js_conv *c);
 /* A rule name hint "PARENT-PART" with PART cut down to GBNF name characters. Heap; NULL on OOM. */
 char *js_hint(const char *parent, const char *part);
 
-/* ---- shared by the visitors (json_schema.c, json_schema_object.c) ---------------------------- */
+/* ---- shared by the visitors (json_schema.c, json_schema_object.c), in json_schema_rules.c ------ */
 
 /* The path of messages: appends ".key" (or ["key"]) and returns the length to restore. */
 size_t js_path_push(js_conv *c, const char *key);
 void js_path_pop(js_conv *c, size_t saved);
-/* The name of a rule matching `schema` (a builtin's, or a new one named after hint). NULL: error set. */
-const char *js_visit_rule(js_conv *c, json_t *schema, const char *hint);
-/* The expression of an object schema (properties, required, additionalProperties). */
+/* ".key", or ["key"] for a key that is not a plain name. */
+void js_path_append_key(js_buf *path, const char *key);
+
+/* json_schema_object.c: the expression of an object schema (properties, required,
+ * additionalProperties). */
 char *js_visit_object(js_conv *c, json_t *schema, const char *hint);
 /* A builtin rule's name as a heap expression. */
 char *js_primitive_expr(js_conv *c, const char *name);

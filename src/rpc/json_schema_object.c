@@ -186,7 +186,7 @@ static const char *property_kv(js_conv *c, const char *name, json_t *schema, con
     if (!prop_hint) return js_oom(c);
     size_t saved = js_path_push(c, "properties");
     js_path_push(c, name);
-    const char *value = js_visit_rule(c, schema, prop_hint);
+    const char *value = c->visit_rule(c, schema, prop_hint);
     js_path_pop(c, saved);
     const char *kv = value ? kv_rule(c, name, true, value, prop_hint) : NULL;
     free(prop_hint);
@@ -197,7 +197,7 @@ static const char *additional_kv(js_conv *c, json_t *props, json_t *additional, 
     char *extra_hint = js_hint(hint, "additional");
     if (!extra_hint) return js_oom(c);
     size_t saved = js_path_push(c, "additionalProperties");
-    const char *value = additional ? js_visit_rule(c, additional, extra_hint) : js_primitive(c, "value");
+    const char *value = additional ? c->visit_rule(c, additional, extra_hint) : js_primitive(c, "value");
     js_path_pop(c, saved);
     const char *key = !value ? NULL : json_object_size(props) ? other_key_rule(c, props, hint) : js_primitive(c, "string");
     const char *kv = key ? kv_rule(c, key, false, value, extra_hint) : NULL;

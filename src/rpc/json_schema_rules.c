@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "json_schema_internal.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,4 +413,55 @@ char *js_format_rules(js_conv *c) {
     free(kids.v);
     if (!ok) out.oom = true;
     return js_buf_take(&out);
+}
+
+/* ---- expressions the visitors share ----------------------------------------------------------- */
+
+/* The expression of a builtin rule (heap). */
+char *js_primitive_expr(js_conv *c, const char *name) {
+    const char *rule = js_primitive(c, name);
+    char *copy = rule ? strdup(rule) : NULL;
+    if (rule && !copy) js_oom(c);
+    return copy;
+}
+
+char *js_take_expr(js_conv *c, js_buf *b) {
+    if (b->oom) {
+        js_buf_free(b);
+        js_oom(c);
+        return NULL;
+    }
+    return js_buf_take(b);
+}
+
+/* ---- paths for messages: $.properties.a, $.anyOf[1] ------------------------------------------- */
+
+static bool plain_key(const char *key) {
+    if (!key[0] || (key[0] >= '0' && key[0] <= '9')) return false;
+    for (const char *p = key; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '$'))
+            return false;
+    return true;
+}
+
+void js_path_append_key(js_buf *path, const char *key) {
+    if (plain_key(key)) js_buf_appendf(path, ".%s", key);
+    else js_buf_appendf(path, "[\"%s\"]", key);
+}
+
+size_t js_path_push(js_conv *c, const char *key) {
+    size_t saved = c->path.len;
+    js_path_append_key(&c->path, key);
+    return saved;
+}
+
+void js_path_pop(js_conv *c, size_t saved) { js_buf_truncate(&c->path, saved); }
+
+void js_encode_string(js_buf *b, const char *s, size_t n) {
+    json_t *str = json_stringn(s, n);
+    char *text = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+    if (text) js_buf_append(b, text);
+    else b->oom = true;
+    free(text);
+    json_decref(str);
 }

@@ -36,29 +36,29 @@ static json_t *prob_value(bool post_sampling, double p) {
 }
 
 /* {id, token, bytes, logprob | prob} of one token. */
-static json_t *llama_token_json(bool post_sampling, specd_engine *e, specd_token token, double p) {
+static json_t *token_in_server_shape(bool post_sampling, specd_engine *e, specd_token token, double p) {
     json_t *bytes = NULL, *piece = probs_json_piece(e, token, &bytes);
     return json_pack("{s:i, s:o, s:o, s:o}", "id", token, "token", piece, "bytes", bytes,
                      post_sampling ? "prob" : "logprob", prob_value(post_sampling, p));
 }
 
 /* llama-server's entry for result token i: the token with its own (log)prob, then the top list. */
-static json_t *llama_entry_json(bool post_sampling, specd_engine *e, const specd_result *r, int32_t i) {
+static json_t *entry_in_server_shape(bool post_sampling, specd_engine *e, const specd_result *r, int32_t i) {
     const specd_token_prob *list = r->probs + (size_t)i * (size_t)r->n_probs;
     json_t *top = json_array();
     double own = -1.0; /* unknown unless the token is in the list */
     for (int32_t k = 0; top && k < r->n_probs && list[k].token >= 0; k++) {
         if (list[k].token == r->tokens[i]) own = list[k].prob;
-        json_array_append_new(top, llama_token_json(post_sampling, e, list[k].token, list[k].prob));
+        json_array_append_new(top, token_in_server_shape(post_sampling, e, list[k].token, list[k].prob));
     }
-    json_t *entry = llama_token_json(post_sampling, e, r->tokens[i], own);
+    json_t *entry = token_in_server_shape(post_sampling, e, r->tokens[i], own);
     if (entry) json_object_set_new(entry, post_sampling ? "top_probs" : "top_logprobs", top);
     else json_decref(top);
     return entry;
 }
 
 /* {content, probs: [{tok_str, prob}]} for result token i; padding entries are left out. */
-static json_t *entry_json(specd_engine *e, const specd_result *r, int32_t i) {
+static json_t *entry_in_old_shape(specd_engine *e, const specd_result *r, int32_t i) {
     json_t *probs = json_array();
     const specd_token_prob *list = r->probs + (size_t)i * (size_t)r->n_probs;
     for (int32_t k = 0; probs && k < r->n_probs && list[k].token >= 0; k++)
@@ -67,12 +67,12 @@ static json_t *entry_json(specd_engine *e, const specd_result *r, int32_t i) {
     return json_pack("{s:o, s:o}", "content", piece_json(e, r->tokens[i]), "probs", probs);
 }
 
-json_t *probs_json_entries(const serve_view *v, bool llama) {
+json_t *probs_json_entries(const serve_view *v, bool server_shape) {
     json_t *entries = json_array();
     bool post_sampling = v->request->gen.post_sampling_probs;
     for (int32_t i = v->probs_from; entries && i < v->probs_to; i++) {
-        json_t *entry = llama ? llama_entry_json(post_sampling, v->engine, v->result, i)
-                              : entry_json(v->engine, v->result, i);
+        json_t *entry = server_shape ? entry_in_server_shape(post_sampling, v->engine, v->result, i)
+                              : entry_in_old_shape(v->engine, v->result, i);
         if (!entry || json_array_append_new(entries, entry) != 0) {
             json_decref(entries);
             return NULL;

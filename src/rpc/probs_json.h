@@ -16,7 +16,7 @@
 
 /* The entries of view->result's tokens [view->probs_from, view->probs_to): a new array, NULL
  * when out of memory. */
-json_t *probs_json_entries(const serve_view *view, bool llama);
+json_t *probs_json_entries(const serve_view *view, bool server_shape);
 
 /* A token's text as valid UTF-8 (a lone byte of a split character becomes U+FFFD), and with
  * `bytes` (not NULL) its raw bytes as an array of numbers (new references). */

@@ -14,7 +14,7 @@
 typedef struct json_reply {
     json_t *prompt;           /* the request's prompt, echoed in the final answer (owned ref) */
     json_t *response_fields;  /* the final answer keeps only these paths ("a/b": b inside a), or NULL */
-    bool llama_probs;         /* completion_probabilities in llama-server's shape, else the old API's */
+    bool probs_server_shape;         /* completion_probabilities in llama-server's shape, else the old API's */
     bool return_tokens;       /* `tokens` (ids) in the answer and in streamed pieces */
     bool timings_per_token;   /* `timings` in every streamed piece */
     bool debug;               /* the final answer on stderr (__debug) */

@@ -299,7 +299,7 @@ static bool read_prompt(json_t *prompt, serve_request *req, rpc_error *err) {
 static void dialect_defaults(request_dialect dialect, serve_request *req, json_reply *reply) {
     if (dialect != DIALECT_LLAMA) return;
     req->parse_special = true;
-    reply->llama_probs = true;
+    reply->probs_server_shape = true;
 }
 
 bool request_json_parse(json_t *params, request_dialect dialect, serve_request *req, json_reply *reply,

@@ -232,7 +232,7 @@ static bool parse_probs_format(rpc_params *rp, json_request *jr) {
     if (strcmp(v, "llama") && strcmp(v, "specd"))
         return refuse(rp, "probs_format", "must be \"llama\" (llama-server's completion_probabilities) or \"specd\" "
                       "({tok_str, prob})");
-    jr->reply->llama_probs = strcmp(v, "llama") == 0;
+    jr->reply->probs_server_shape = strcmp(v, "llama") == 0;
     return true;
 }
 

@@ -148,16 +148,6 @@ json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *calle
     return json_is_array(request) ? dispatch_batch(host, request, caller) : dispatch_one(host, request, caller);
 }
 
-static _Thread_local rpc_still_wanted_fn watch_fn;
-static _Thread_local void *watch_data;
-
-void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data) {
-    watch_fn = fn;
-    watch_data = user_data;
-}
-
-bool rpc_thread_still_wanted(void) { return !watch_fn || watch_fn(watch_data); }
-
 json_t *rpc_dispatch(json_t *request) { return rpc_dispatch_as(rpc_host_default(), request, &full_rights); }
 
 static char *dump(json_t *value) {

@@ -1,5 +1,6 @@
 /* server.h - what the files of `specd serve` share:
- *   serve.c   the command: options, start-up, the daemon, the graceful stop
+ *   http.c    the daemon, run until a stop is asked for, and the graceful stop (http.h: what
+ *             `specd serve`, src/cli/serve.c, starts it with)
  *   stop.c    the stop signals and the watchdog
  *   respond.c answers: JSON bodies, errors, a JSON-RPC outcome on a plain route
  *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
@@ -18,42 +19,13 @@
 #ifndef SPECD_SERVER_H
 #define SPECD_SERVER_H
 
-#include "../rpc/host.h"
+#include "http.h"
 
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef struct http_options {
-    const char *host;
-    int64_t port;
-    const char *api_key;   /* NULL: every client may use the API (not the admin methods) */
-    const char *admin_key; /* NULL: no client may call init or shutdown over HTTP */
-    const char *models_dir_arg;
-    char *models_dir;      /* real path of --models-dir (owned), NULL when not given */
-    int64_t max_body;
-    int64_t max_conns, max_conns_per_ip; /* per IP: 0 = no limit */
-    int64_t request_timeout_s;
-    int64_t n_predict;     /* -n / --n-predict: -1 none (rpc_limits) */
-    int64_t time_limit_s;  /* --time-limit: 0 none */
-    int64_t step_limit_ms; /* --step-limit: 0 none */
-    int64_t http_threads;
-    rpc_engine_settings models; /* the model options (-m, -md, -np, ...), for the start-up load */
-    rpc_host *rpc;         /* the JSON API's host: the models it serves (owned) */
-    bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
-    const char *chat_template; /* --chat-template: a llama.cpp built-in for /v1/chat/completions */
-    bool list_devices;     /* --list-devices: print them and exit */
-} http_options;
-
-/* ---- stop.c ----------------------------------------------------------------------------------- */
-/* Starts the thread that waits for SIGINT/SIGTERM (the stop signals blocked everywhere else); call
- * before any other thread starts. */
-bool stop_watch_start(void);
-/* True once a stop was asked for (SIGINT/SIGTERM): new requests are refused with 503. */
-bool serve_stopping(void);
-/* Waits until a stop is asked for or `ms` pass; true when it was asked for. */
-bool stop_wait(int64_t ms);
 
 /* ---- calls.c ---------------------------------------------------------------------------------- */
 /* Full rights: for the server's own calls (start-up load, health, stop). */
@@ -146,8 +118,6 @@ extern void *const QUERY_ARGS_TOO_MANY;
 
 /* ---- memory.c --------------------------------------------------------------------------------- */
 #define MEMORY_LARGE_BODY (64 * 1024)
-/* At start, before any thread: glibc's thresholds fixed (memory.c says why). */
-void memory_settle_start(void);
 /* A request whose body reached MEMORY_LARGE_BODY, and its end: when the last such request in
  * flight is done, free memory goes back to the system. */
 void memory_large_request_begins(void);

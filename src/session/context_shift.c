@@ -18,14 +18,14 @@ bool specd_context_shift_on(const specd_generation_params *params) {
     return params->context_shift && params->n_predict >= 0;
 }
 
-bool specd_engine_can_shift_context(const specd_engine *e) { return e && specd_slot_can_shift(&e->target); }
-
 specd_status specd_context_shift_validate(const specd_engine *e, const specd_generation_params *params,
                                           char **error) {
     if (!params->context_shift) return SPECD_OK;
-    if (specd_context_shift_on(params) && !specd_slot_can_shift(&e->target)) {
+    const specd_model_slot *target = specd_engine_target(e);
+    if (specd_context_shift_on(params) && !specd_slot_can_shift(target)) {
         specd_set_error(error, "context_shift: the %s cannot shift positions (its recurrent state cannot "
-                        "drop the oldest tokens): turn context_shift off, or raise the context size (-c)", e->target.desc);
+                        "drop the oldest tokens): turn context_shift off, or raise the context size (-c)",
+                        specd_slot_desc(target));
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     return SPECD_OK;
@@ -34,7 +34,7 @@ specd_status specd_context_shift_validate(const specd_engine *e, const specd_gen
 int32_t specd_context_room(const specd_engine *e, const specd_generation_params *params, int32_t n_history) {
     /* A step emits up to its draft plus one token: with shifting, the history must end the step
      * at n_ctx at most, so the shift comes exactly where the target alone would shift. */
-    return e->n_ctx - n_history - (specd_context_shift_on(params) ? 1 : 0);
+    return specd_engine_n_ctx(e) - n_history - (specd_context_shift_on(params) ? 1 : 0);
 }
 
 /* Tokens a shift keeps at the start of the history. */
@@ -42,8 +42,9 @@ static int32_t tokens_kept(const specd_engine *e, const specd_generation_params 
                            const specd_token *history, int32_t n_prompt) {
     int32_t keep = params->n_keep;
     if (keep < 0) keep = n_prompt;
-    else if (llama_vocab_get_add_bos(e->vocab) && history[0] == llama_vocab_bos(e->vocab)) keep++;
-    if (keep > e->n_ctx - KEEP_MARGIN) keep = e->n_ctx - KEEP_MARGIN;
+    else if (specd_token_is_added_bos(e, history[0])) keep++;
+    int32_t n_ctx = specd_engine_n_ctx(e);
+    if (keep > n_ctx - KEEP_MARGIN) keep = n_ctx - KEEP_MARGIN;
     return keep > 0 ? keep : 0;
 }
 
@@ -63,7 +64,7 @@ bool specd_context_make_room(specd_engine *e, const specd_generation_params *par
     int32_t discard = n_left / 2;
     if (discard > n_left - 1) discard = n_left - 1;
     if (discard < 1) return stop_at_context_end(result); /* nothing to free: stopping beats looping */
-    specd_slot_shift(&e->target, keep, discard);
+    specd_slot_shift(specd_engine_target(e), keep, discard);
     memmove(history + keep, history + keep + discard, (size_t)(*n_history - keep - discard) * sizeof *history);
     *n_history -= discard;
     if (drafter->ops) *st = specd_drafter_shift(drafter, keep, discard, history, *n_history - 1, error);

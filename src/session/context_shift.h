@@ -5,7 +5,7 @@
 #define SPECD_CONTEXT_SHIFT_H
 
 #include "../draft/drafter.h"
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
 
 /* Whether this generation shifts the context when it is full: context_shift with a finite
  * n_predict (an unlimited generation stops at the context end, so it always ends). */

@@ -7,7 +7,7 @@
  * speculation off a step is exactly one single-token decode, as in plain llama.cpp. */
 #include "../draft/draft_model.h"
 #include "../draft/drafter_chain.h"
-#include "../engine/engine_internal.h"
+#include "../engine/engine.h"
 #include "../util/util.h"
 #include "../verify/verify.h"
 #include "../draft/calibrate.h"
@@ -18,8 +18,9 @@
 #include "../draft/length_policy.h"
 #include "probs.h"
 #include "../sample/coupled.h"
-#include "../sample/grammar.h"
+#include "../verify/grammar_prune.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,7 +86,8 @@ typedef struct specd_session {
 
 /* The longest draft a request may verify: its own limit, capped by the engine's buffers. */
 static int32_t draft_budget_limit(const specd_engine *e, const specd_spec_params *sp) {
-    return sp->draft_max < e->params.draft_max ? sp->draft_max : e->params.draft_max;
+    int32_t engine_max = specd_engine_draft_max(e);
+    return sp->draft_max < engine_max ? sp->draft_max : engine_max;
 }
 
 static specd_status validate_prompt(const specd_engine *e, const specd_token *prompt, int32_t n,
@@ -94,15 +96,16 @@ static specd_status validate_prompt(const specd_engine *e, const specd_token *pr
         specd_set_error(error, "the prompt is empty: give at least one token");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (n >= e->n_ctx) {
+    int32_t n_ctx = specd_engine_n_ctx(e), n_vocab = specd_engine_n_vocab(e);
+    if (n >= n_ctx) {
         specd_set_error(error, "the prompt has %d tokens but the context holds %d: shorten it or raise "
-                        "the context size (-c)", n, e->n_ctx);
+                        "the context size (-c)", n, n_ctx);
         return SPECD_ERR_CONTEXT;
     }
     for (int32_t i = 0; i < n; i++) {
-        if (prompt[i] < 0 || prompt[i] >= e->n_vocab) {
+        if (prompt[i] < 0 || prompt[i] >= n_vocab) {
             specd_set_error(error, "prompt token %d at index %d is outside the vocabulary (0..%d)",
-                            prompt[i], i, e->n_vocab - 1);
+                            prompt[i], i, n_vocab - 1);
             return SPECD_ERR_INVALID_ARGUMENT;
         }
     }
@@ -115,10 +118,11 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
         if (st != SPECD_OK) return st;
     }
     /* A recurrent state holds one sequence: it verifies chains, not trees (kv.c). */
-    if (!e->target.can_drop_tail && sp->suffix_branches > 1 && specd_drafter_chain_wanted(sp)) {
+    const specd_model_slot *target = specd_engine_target(e);
+    if (!specd_slot_can_drop_tail(target) && sp->suffix_branches > 1 && specd_drafter_chain_wanted(sp)) {
         specd_set_error(error, "draft trees (speculative.suffix_branches %d) cannot be verified on the %s: its "
                         "recurrent state holds one sequence; use suffix_branches 1 (chains)", sp->suffix_branches,
-                        e->target.desc);
+                        specd_slot_desc(target));
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     /* a single type (draft, a head) needs what the engine loaded, as in a list */
@@ -129,11 +133,12 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
 /* End-of-generation tokens, to forbid when the request ignores them. */
 static specd_token *eog_tokens(const specd_engine *e, int32_t *n_out) {
     int32_t n = 0;
-    for (specd_token t = 0; t < e->n_vocab; t++) n += specd_token_is_eog(e, t);
+    int32_t n_vocab = specd_engine_n_vocab(e);
+    for (specd_token t = 0; t < n_vocab; t++) n += specd_token_is_eog(e, t);
     specd_token *list = n ? specd_alloc_array((size_t)n, sizeof *list) : NULL;
     *n_out = 0;
     if (!list) return NULL;
-    for (specd_token t = 0; t < e->n_vocab; t++)
+    for (specd_token t = 0; t < n_vocab; t++)
         if (specd_token_is_eog(e, t)) list[(*n_out)++] = t;
     return list;
 }
@@ -146,7 +151,7 @@ static specd_status init_sampling(generation *g, char **error) {
     specd_token *forbidden = NULL;
     int32_t n_forbidden = 0;
     if (g->params->ignore_eos) forbidden = eog_tokens(g->e, &n_forbidden);
-    bool ok = specd_sampler_init(&g->sampler, &g->params->sampling, g->e->n_vocab, forbidden,
+    bool ok = specd_sampler_init(&g->sampler, &g->params->sampling, specd_engine_n_vocab(g->e), forbidden,
                                  n_forbidden, error);
     free(forbidden);
     if (!ok) return SPECD_ERR_INVALID_ARGUMENT;
@@ -154,14 +159,14 @@ static specd_status init_sampling(generation *g, char **error) {
     const specd_sampling_params *sp = &g->params->sampling;
     g->coupled = sp->reproducible && sp->seed != SPECD_SEED_RANDOM && !specd_sampler_is_greedy(&g->sampler) &&
                  !specd_sampler_needs_target_alone(&g->sampler);
-    if (!specd_verifier_init(&g->verifier, g->e->n_vocab)) {
+    if (!specd_verifier_init(&g->verifier, specd_engine_n_vocab(g->e))) {
         specd_set_error(error, "out of memory for the verifier");
         return SPECD_ERR_NO_MEMORY;
     }
     const char *grammar = g->params->grammar;
     if (!grammar || !grammar[0]) return SPECD_OK;
     g->grammar = &g->grammar_state; /* set first: free_generation frees it even when init fails */
-    return specd_grammar_init(g->grammar, g->e->vocab, grammar, error);
+    return specd_grammar_init(g->grammar, g->e, grammar, error);
 }
 
 static specd_status init_generation(generation *g, specd_engine *e, const specd_token *prompt,
@@ -176,18 +181,18 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     specd_result *result = g->result;
     specd_status st = init_sampling(g, error);
     if (st != SPECD_OK) return st;
-    int32_t room = e->n_ctx + e->params.draft_max + 2;
-    g->history = specd_alloc_array((size_t)room, sizeof *g->history);
-    g->path = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->path);
-    g->step_tokens = specd_alloc_array((size_t)e->params.draft_max + 2, sizeof *g->step_tokens);
-    g->tree_tokens = specd_alloc_array((size_t)e->batch_cap, sizeof *g->tree_tokens);
-    g->step_confidences = specd_alloc_array((size_t)e->batch_cap, sizeof *g->step_confidences);
-    g->step_drafts = specd_alloc_array((size_t)e->batch_cap, sizeof *g->step_drafts);
+    int32_t n_ctx = specd_engine_n_ctx(e), draft_max = specd_engine_draft_max(e), batch_cap = specd_engine_batch_cap(e);
+    g->history = specd_alloc_array((size_t)(n_ctx + draft_max + 2), sizeof *g->history);
+    g->path = specd_alloc_array((size_t)draft_max + 2, sizeof *g->path);
+    g->step_tokens = specd_alloc_array((size_t)draft_max + 2, sizeof *g->step_tokens);
+    g->tree_tokens = specd_alloc_array((size_t)batch_cap, sizeof *g->tree_tokens);
+    g->step_confidences = specd_alloc_array((size_t)batch_cap, sizeof *g->step_confidences);
+    g->step_drafts = specd_alloc_array((size_t)batch_cap, sizeof *g->step_drafts);
     if (!g->history || !g->path || !g->step_tokens || !g->tree_tokens || !g->step_confidences || !g->step_drafts ||
         !specd_tree_reset(&g->tree, prompt[n_prompt - 1]) ||
-        !specd_probs_init(&g->probs, params->n_probs, params->post_sampling_probs, e->n_vocab,
-                          e->params.draft_max + 2)) {
-        specd_set_error(error, "out of memory for a generation of up to %d tokens", e->n_ctx);
+        !specd_probs_init(&g->probs, params->n_probs, params->post_sampling_probs, specd_engine_n_vocab(e),
+                          draft_max + 2)) {
+        specd_set_error(error, "out of memory for a generation of up to %d tokens", n_ctx);
         return SPECD_ERR_NO_MEMORY;
     }
     memcpy(g->history, prompt, (size_t)n_prompt * sizeof *prompt);
@@ -266,7 +271,7 @@ static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp
     int32_t n = sp->draft_tree_nodes;
     int32_t room = specd_context_room(g->e, g->params, g->n_history);
     if (n > room) n = room;
-    if (n > g->e->batch_cap - 1) n = g->e->batch_cap - 1;
+    if (n > specd_engine_batch_cap(g->e) - 1) n = specd_engine_batch_cap(g->e) - 1;
     return n > depth_budget ? n : depth_budget; /* a chain of the depth budget always fits */
 }
 
@@ -389,9 +394,9 @@ static specd_status prepare_tree_tokens(generation *g, char **error) {
         specd_set_error(error, "the draft tree has more than %d branches", SPECD_TREE_MAX_BRANCHES);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (tree->n_nodes > g->e->batch_cap) {
+    if (tree->n_nodes > specd_engine_batch_cap(g->e)) {
         specd_set_error(error, "the draft tree has %d nodes; the engine verifies at most %d (draft_max)",
-                        tree->n_nodes, g->e->batch_cap);
+                        tree->n_nodes, specd_engine_batch_cap(g->e));
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     for (int32_t i = 0; i < tree->n_nodes; i++)
@@ -444,7 +449,7 @@ static bool target_dist_cb(void *ctx, const specd_token_tree *tree, int32_t node
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
     specd_token_filter f;
-    return specd_sampler_dist_filtered(&g->sampler, specd_slot_logits(&g->e->target, node), g->history, n,
+    return specd_sampler_dist_filtered(&g->sampler, specd_slot_logits(specd_engine_target(g->e), node), g->history, n,
                                        node_filter(g, node, &f), out);
 }
 
@@ -452,7 +457,7 @@ static specd_token target_argmax_cb(void *ctx, const specd_token_tree *tree, int
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
     specd_token_filter f;
-    return specd_sampler_argmax_filtered(&g->sampler, specd_slot_logits(&g->e->target, node), g->history,
+    return specd_sampler_argmax_filtered(&g->sampler, specd_slot_logits(specd_engine_target(g->e), node), g->history,
                                          n, node_filter(g, node, &f));
 }
 
@@ -488,7 +493,7 @@ static void keep_accepted_path(generation *g, const specd_verify_result *vr) {
     specd_token *path = g->step_tokens; /* scratch until the step's tokens are emitted */
     path[0] = g->tree.nodes[0].token;
     for (int32_t i = 0; i < vr->n_accepted; i++) path[1 + i] = g->tree.nodes[vr->path[i]].token;
-    specd_slot_keep_branch(&g->e->target, keep, g->tree.n_branches, g->n_history - 1, path, vr->n_accepted + 1);
+    specd_slot_keep_branch(specd_engine_target(g->e), keep, g->tree.n_branches, g->n_history - 1, path, vr->n_accepted + 1);
 }
 
 /* ---- emitting and statistics ----------------------------------------------------------------- */
@@ -660,7 +665,7 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
         int32_t node = j == 0 ? 0 : vr->path[j - 1];
         int32_t n_history = history_through(g, &g->tree, node);
         specd_token_filter f; /* post-sampling lists are the grammar's distribution too */
-        if (!specd_probs_fill(&g->probs, j, specd_slot_logits(&g->e->target, node), g->e->n_vocab,
+        if (!specd_probs_fill(&g->probs, j, specd_slot_logits(specd_engine_target(g->e), node), specd_engine_n_vocab(g->e),
                               &g->sampler, g->history, n_history, node_filter(g, node, &f))) {
             specd_set_error(error, "out of memory for the token probabilities");
             return SPECD_ERR_NO_MEMORY;
@@ -681,10 +686,10 @@ static specd_status ingest_prompt(generation *g, const specd_token *prompt, int3
     double t0 = specd_now_ms();
     int32_t cached = 0;
     /* Everything but the last token: that one is the first step's root. */
-    specd_status st = specd_slot_sync(e, &e->target, prompt, n - 1, false, NULL, &cached, error);
+    specd_status st = specd_slot_sync(e, specd_engine_target(e), prompt, n - 1, false, NULL, &cached, error);
     /* A recurrent target keeps its state after the prompt: a later request with the same prompt
      * (or one that extends it) starts from there instead of decoding it again. */
-    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->target, SPECD_CHECKPOINT_PROMPT, error);
+    if (st == SPECD_OK) st = specd_slot_checkpoint(specd_engine_target(e), SPECD_CHECKPOINT_PROMPT, error);
     if (st == SPECD_OK && g->drafter.ops) st = g->drafter.ops->prepare(g->drafter.self, prompt, n - 1, error);
     g->result->stats.n_prompt = n;
     g->result->stats.n_prompt_cached = cached;
@@ -700,7 +705,7 @@ static void begin_ingest(generation *g, const specd_token *prompt, int32_t n) {
     int32_t cached = specd_engine_slot_cached(e, g->slot, prompt, n);
     specd_model_slot *target = specd_engine_target_view(e, g->slot);
     specd_slot_truncate(target, cached);
-    if (target->n_kv < cached) cached = target->n_kv; /* a recurrent state went back to a checkpoint */
+    if (specd_slot_n_kv(target) < cached) cached = specd_slot_n_kv(target); /* a recurrent state went back to a checkpoint */
     g->n_pending = n - 1 - cached;
     g->result->stats.n_prompt = n;
     g->result->stats.n_prompt_cached = cached;
@@ -719,9 +724,9 @@ static specd_status learn_prompt(generation *g, specd_status st, char **error) {
  * must be the session's. */
 static specd_status finish_ingest(generation *g, char **error) {
     specd_engine *e = g->e;
-    specd_status st = specd_slot_sync(e, &e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
+    specd_status st = specd_slot_sync(e, specd_engine_target(e), g->history, g->n_history - 1, false, NULL, NULL, error);
     /* as ingest_prompt: a recurrent target keeps its state after the prompt */
-    if (st == SPECD_OK) st = specd_slot_checkpoint(&e->target, SPECD_CHECKPOINT_PROMPT, error);
+    if (st == SPECD_OK) st = specd_slot_checkpoint(specd_engine_target(e), SPECD_CHECKPOINT_PROMPT, error);
     return learn_prompt(g, st, error);
 }
 
@@ -734,7 +739,7 @@ static void finish(generation *g) {
     g->result->stats.n_predicted = g->result->n_tokens;
     if (g->drafter.ops) {
         report_costs(&g->learned->costs, &g->result->stats);
-        specd_calibration_save(g->e); /* when this generation learnt a cost, for the next process */
+        specd_learned_save(g->e); /* when this generation learnt a cost, for the next process */
     }
 }
 
@@ -765,18 +770,14 @@ static specd_status begin_part(generation *g, step_phase phase, int32_t *out, ch
     return g && g->failed ? g->failed : SPECD_ERR_INVALID_ARGUMENT;
 }
 
-/* What a slot has spent on its recurrent state so far (kv.c, state.c). */
-static double slot_state_ms(const specd_model_slot *slot) {
-    return slot->checkpoint_ms + slot->restore_ms + slot->redecode_ms;
-}
-
 /* On recurrent models, what the last drafting step paid for the state of both models (kv.c,
  * state.c: checkpoints, going back, decoding the accepted tokens again, the target's in this
  * step's sync, the draft's in its previous draft) goes to the cost model. */
 static void record_state_cost(generation *g) {
     const specd_engine *e = g->e;
-    bool recurrent = !e->target.can_drop_tail || (e->draft.ctx && !e->draft.can_drop_tail);
-    double spent = slot_state_ms(&e->target) + slot_state_ms(&e->draft);
+    const specd_model_slot *target = specd_engine_target(e), *draft = specd_engine_draft(e);
+    bool recurrent = !specd_slot_can_drop_tail(target) || (specd_engine_has_draft(e) && !specd_slot_can_drop_tail(draft));
+    double spent = specd_slot_state_ms(target) + specd_slot_state_ms(draft);
     if (recurrent && g->drafted_last) specd_costs_record_state(&g->learned->costs, spent - g->state_mark_ms);
     g->state_mark_ms = spent;
 }
@@ -784,10 +785,10 @@ static void record_state_cost(generation *g) {
 /* The engine's caches hold this session's history: another session may have run in between
  * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
 static specd_status make_caches_ours(generation *g, char **error) {
-    specd_status st = specd_slot_sync(g->e, &g->e->target, g->history, g->n_history - 1, false, NULL, NULL, error);
+    specd_status st = specd_slot_sync(g->e, specd_engine_target(g->e), g->history, g->n_history - 1, false, NULL, NULL, error);
     if (st != SPECD_OK) return st;
     record_state_cost(g);
-    if (g->n_history >= g->e->n_ctx && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
+    if (g->n_history >= specd_engine_n_ctx(g->e) && !specd_context_make_room(g->e, g->params, g->history, &g->n_history,
                                                                 &g->drafter, g->result, &st, error))
         finish(g); /* no room: stopped (reason set), or st says what failed */
     return st;
@@ -801,7 +802,7 @@ static specd_status before_drafting(generation *g, char **error) {
     g->step_history = g->n_history;
     g->step_verify_mark = g->result->stats.verify_ms;
     specd_status st = g->n_pending > 0 ? finish_ingest(g, error) : SPECD_OK; /* stepped on its own */
-    bool stop = atomic_load(&g->e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
+    bool stop = specd_engine_stop_count(g->e) != g->stop_requests || atomic_load(&g->stop);
     if (st == SPECD_OK && stop) {
         g->result->stop_reason = SPECD_STOP_CALLBACK;
         finish(g);
@@ -855,7 +856,7 @@ typedef struct round_load {
 /* Session i drafted alone (a model-free drafter, a grammar, a pending prompt), knowing the load. */
 static specd_status draft_alone(generation *g, int32_t later, round_load *load, char **error) {
     if (g && g->n_pending > 0) { /* still ingesting: its next chunk joins the pass instead */
-        if (atomic_load(&e_of(g)->stop_requests) != g->stop_requests || atomic_load(&g->stop)) {
+        if (specd_engine_stop_count(e_of(g)) != g->stop_requests || atomic_load(&g->stop)) {
             g->result->stop_reason = SPECD_STOP_CALLBACK; /* stopped before its prompt was in */
             g->result->stats.prompt_ms = specd_now_ms() - g->prompt_t0;
             finish(g);
@@ -920,7 +921,7 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
  * from that pass: first_step_joins_chunk), counting a root for each of the others. */
 static bool a_prompt_ends_this_round(specd_session *const *s, int32_t n) {
     for (int32_t i = 0; i < n; i++)
-        if (s[i] && s[i]->n_pending > 0 && first_step_joins_chunk(s[i], s[i]->e->batch_cap - (n - 1))) return true;
+        if (s[i] && s[i]->n_pending > 0 && first_step_joins_chunk(s[i], specd_engine_batch_cap(s[i]->e) - (n - 1))) return true;
     return false;
 }
 
@@ -944,7 +945,7 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
     for (int32_t i = 0; i < n; i++) {
         st[i] = SPECD_OK;
         /* one token per joint chain goes in each joint draft decode: at most a batch of them */
-        if (n_joint > 0 && joins_draft(s[i]) && m < s[i]->e->batch_cap) {
+        if (n_joint > 0 && joins_draft(s[i]) && m < specd_engine_batch_cap(s[i]->e)) {
             joint[m] = s[i], where[m++] = i;
             continue;
         }
@@ -1010,10 +1011,10 @@ static bool may_verify_together(specd_session *const *s, int32_t n, char **error
  * asked (the draft part sees to that). */
 static bool first_step_joins_chunk(const generation *g, int32_t room) {
     const specd_engine *e = g->e;
-    bool recurrent = !specd_engine_target_view(g->e, g->slot)->can_drop_tail ||
-                     (e->draft.ctx && !specd_engine_draft_view(g->e, g->slot)->can_drop_tail);
-    bool stop = atomic_load(&e->stop_requests) != g->stop_requests || atomic_load(&g->stop);
-    return g->n_pending + 1 <= room && !recurrent && !stop && g->n_history < e->n_ctx;
+    bool recurrent = !specd_slot_can_drop_tail(specd_engine_target_view(g->e, g->slot)) ||
+                     (specd_engine_has_draft(e) && !specd_slot_can_drop_tail(specd_engine_draft_view(g->e, g->slot)));
+    bool stop = specd_engine_stop_count(e) != g->stop_requests || atomic_load(&g->stop);
+    return g->n_pending + 1 <= room && !recurrent && !stop && g->n_history < specd_engine_n_ctx(e);
 }
 
 /* The next chunk of a session's prompt (at most `room` tokens) as a pass, in its tree_tokens; the
@@ -1022,8 +1023,9 @@ static specd_tree_pass prompt_chunk_of(generation *g, int32_t room) {
     specd_model_slot *view = specd_engine_target_view(g->e, g->slot);
     bool with_root = first_step_joins_chunk(g, room);
     int32_t n = with_root ? g->n_pending + 1 : g->n_pending < room ? g->n_pending : room;
-    for (int32_t i = 0; i < n; i++) g->tree_tokens[i] = (specd_tree_token){g->history[view->n_kv + i], i, 1u};
-    return (specd_tree_pass){view, g->tree_tokens, n, 1, view->n_kv, true, with_root};
+    int32_t n_kv = specd_slot_n_kv(view);
+    for (int32_t i = 0; i < n; i++) g->tree_tokens[i] = (specd_tree_token){g->history[n_kv + i], i, 1u};
+    return (specd_tree_pass){view, g->tree_tokens, n, 1, n_kv, true, with_root};
 }
 
 /* The first step on the logits of the root at the end of the prompt's last chunk: a step with
@@ -1063,7 +1065,7 @@ static void verify_each(specd_session *const *s, int32_t n, int32_t *n_accepted,
         if (g->n_pending == 0) {
             st = specd_session_verify(g, n_accepted ? &n_accepted[i] : NULL, &message);
         } else {
-            specd_tree_pass chunk = prompt_chunk_of(g, g->e->batch_cap);
+            specd_tree_pass chunk = prompt_chunk_of(g, specd_engine_batch_cap(g->e));
             st = specd_slots_decode_trees(g->e, &chunk, 1, NULL, &message);
             if (st == SPECD_OK) st = after_chunk(g, &chunk, &message);
             fail(g, st);
@@ -1115,7 +1117,8 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         in_pass[m] = s[i], at[m++] = i;
         n_trees++;
     }
-    if (total > e->batch_cap || (m < n && total == e->batch_cap)) {
+    int32_t batch_cap = specd_engine_batch_cap(e);
+    if (total > batch_cap || (m < n && total == batch_cap)) {
         for (int32_t k = 0; k < m; k++) { /* each on its own pass */
             char *msg = NULL;
             specd_status st = specd_session_verify(in_pass[k], n_accepted ? &n_accepted[at[k]] : NULL, &msg);
@@ -1134,7 +1137,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
     /* prompt chunks fill the room the trees leave, first come first */
     for (int32_t i = 0; i < n; i++) {
         if (s[i]->n_pending == 0) continue;
-        passes[m] = prompt_chunk_of(s[i], e->batch_cap - total);
+        passes[m] = prompt_chunk_of(s[i], batch_cap - total);
         total += passes[m].n_tokens;
         in_pass[m] = s[i], at[m++] = i;
     }
@@ -1230,9 +1233,10 @@ static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, c
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     specd_status st = specd_generation_params_validate(params, NULL, error); /* first: needs no engine */
-    if (st == SPECD_OK && (slot < 0 || slot >= e->n_parallel)) {
-        specd_set_error(error, "slot %d does not exist: the engine has %d (0 to %d; n_parallel)", slot,
-                        e->n_parallel, e->n_parallel - 1);
+    int32_t n_parallel = specd_engine_n_parallel(e);
+    if (st == SPECD_OK && (slot < 0 || slot >= n_parallel)) {
+        specd_set_error(error, "slot %d does not exist: the engine has %d (0 to %d; n_parallel)", slot, n_parallel,
+                        n_parallel - 1);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (st == SPECD_OK) st = validate_prompt(e, prompt, n_prompt, error);
@@ -1247,7 +1251,7 @@ static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, c
     specd_engine_use_slot(e, slot);
     st = init_generation(g, e, prompt, n_prompt, params, result_out, error);
     g->slot = slot;
-    g->stop_requests = atomic_load(&e->stop_requests); /* a stop asked before this session is not for it */
+    g->stop_requests = specd_engine_stop_count(e); /* a stop asked before this session is not for it */
     atomic_init(&g->stop, false);
     if (st == SPECD_OK && deferred) begin_ingest(g, prompt, n_prompt);
     else if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);

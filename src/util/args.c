@@ -1,8 +1,6 @@
 /* args.c - strict parsing of flag values. */
 #include "args.h"
 
-#include "specd.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -51,17 +49,4 @@ bool cli_float(cli_args *a, const char *flag, double min, double max, double *ou
     if (v < min || v > max) return cli_fail(a, "%s must be between %g and %g, got %g", flag, min, max, v);
     *out = v;
     return true;
-}
-
-int cli_list_devices(const char *rpc_servers) {
-    char *error = NULL;
-    char *text = specd_devices_describe(rpc_servers, &error);
-    if (!text) {
-        fprintf(stderr, "specd: error: %s\n", error ? error : "cannot list the devices");
-        specd_free(error);
-        return CLI_EXIT_USAGE;
-    }
-    fputs(text, stdout);
-    specd_free(text);
-    return 0;
 }

@@ -27,8 +27,4 @@ bool cli_fail(cli_args *a, const char *fmt, ...)
 #endif
     ;
 
-/* --list-devices: prints llama.cpp's device list (after registering the RPC servers of
- * `rpc_servers`, NULL: none) to stdout; returns the exit code (an error is printed). */
-int cli_list_devices(const char *rpc_servers);
-
 #endif

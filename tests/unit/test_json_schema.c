@@ -70,19 +70,19 @@ static char *convert(const char *schema_text) {
 
 /* Whether the grammar (already parsed into g) matches `text` exactly, fed one byte per token. */
 static bool matches(specd_grammar *g, const char *text) {
-    struct llama_sampler *state = specd_grammar_fork(g->state);
+    specd_grammar_state *state = specd_grammar_state_fork(g->state);
     assert_non_null(state);
     bool ok = true;
     for (const unsigned char *p = (const unsigned char *)text; *p && ok; p++)
         ok = specd_grammar_advance(g, state, byte_token[*p]);
     ok = ok && specd_grammar_allows(g, state, llama_vocab_eos(engine->vocab));
-    llama_sampler_free(state);
+    specd_grammar_state_free(state);
     return ok;
 }
 
 static void open_grammar(specd_grammar *g, const char *gbnf) {
     char *error = NULL;
-    if (specd_grammar_init(g, engine->vocab, gbnf, &error) != SPECD_OK) fail_msg("grammar: %s\n%s", error, gbnf);
+    if (specd_grammar_init(g, engine, gbnf, &error) != SPECD_OK) fail_msg("grammar: %s\n%s", error, gbnf);
 }
 
 #define END NULL

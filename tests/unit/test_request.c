@@ -62,7 +62,7 @@ static void jsonrpc_fields_fill_the_struct(void **state) {
     assert_string_equal(req.parts[0].text, "a");
     assert_int_equal(req.parts[1].token, 5);
     assert_true(reply.return_tokens);
-    assert_false(reply.llama_probs);
+    assert_false(reply.probs_server_shape);
     assert_false(req.parse_special);
     clear(&req, &reply);
     /* JSON-RPC's dialect takes no shortcut: one stop string and null are wrong types */
@@ -89,7 +89,7 @@ static void llama_dialect_reads_its_shortcuts(void **state) {
     assert_true(req.gen.sampling.temperature == specd_generation_default_params().sampling.temperature);
     assert_int_equal(req.gen.n_predict, -1);
     assert_int_equal(req.gen.speculative.types[0], SPECD_SPEC_SUFFIX);
-    assert_true(reply.llama_probs);  /* llama-server's probabilities by default */
+    assert_true(reply.probs_server_shape);  /* llama-server's probabilities by default */
     assert_true(req.parse_special);  /* and its way of tokenizing special-token text */
     clear(&req, &reply);
     assert_false(parse("{\"prompt\":[\"a\",\"b\"]}", DIALECT_LLAMA, &req, &reply, &err)); /* two prompts */

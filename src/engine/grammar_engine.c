@@ -1,0 +1,169 @@
+/* grammar_engine.c - GBNF grammars through llama.cpp's grammar sampler (see grammar_engine.h). A
+ * state is a llama_sampler from llama_sampler_init_grammar, forked with llama_sampler_clone and
+ * advanced with llama_sampler_accept, and only ever by tokens the grammar allows (llama.cpp aborts
+ * on an end-of-generation token the grammar does not allow). Grammars constrain the generated text
+ * only: prompt tokens are never fed to them, as in llama.cpp. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "grammar_engine.h"
+
+#include "engine_internal.h"
+#include "grammar_error.h"
+
+#include "../util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct specd_grammar_engine {
+    int32_t n_vocab;
+    llama_token_data *scratch; /* candidates for llama_sampler_apply, n_vocab of them */
+    specd_token none_valid;
+};
+
+/* A state is llama.cpp's sampler itself: the handle is only ever cast back. */
+static struct llama_sampler *sampler_of(specd_grammar_state *s) { return (struct llama_sampler *)s; }
+
+/* ---- what the grammar engine costs this thread (specd_grammar_thread_ms) ----------------------- */
+
+static _Thread_local double thread_grammar_ms;
+
+static double thread_cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
+}
+
+double specd_grammar_thread_ms(void) { return thread_grammar_ms; }
+
+/* llama.cpp's grammar calls, each timed: their cost is what grows with an ambiguous grammar. */
+static void apply_timed(specd_grammar_state *state, llama_token_data_array *cur) {
+    double t0 = thread_cpu_ms();
+    llama_sampler_apply(sampler_of(state), cur);
+    thread_grammar_ms += thread_cpu_ms() - t0;
+}
+
+void specd_grammar_state_accept(specd_grammar_state *state, specd_token token) {
+    double t0 = thread_cpu_ms();
+    llama_sampler_accept(sampler_of(state), token);
+    thread_grammar_ms += thread_cpu_ms() - t0;
+}
+
+specd_grammar_state *specd_grammar_state_fork(const specd_grammar_state *state) {
+    double t0 = thread_cpu_ms();
+    struct llama_sampler *copy = llama_sampler_clone((const struct llama_sampler *)state); /* every parse stack */
+    thread_grammar_ms += thread_cpu_ms() - t0;
+    return (specd_grammar_state *)copy;
+}
+
+void specd_grammar_state_free(specd_grammar_state *state) {
+    if (state) llama_sampler_free(sampler_of(state));
+}
+
+/* ---- a grammar ------------------------------------------------------------------------------- */
+
+/* The token to produce when the grammar allows nothing: EOS, else EOT, else any end-of-generation
+ * token. Generation then ends (generate.c stops at it even with ignore_eos). */
+static specd_token pick_none_valid(const struct llama_vocab *vocab, int32_t n_vocab) {
+    specd_token t = llama_vocab_eos(vocab);
+    if (t == LLAMA_TOKEN_NULL) t = llama_vocab_eot(vocab);
+    for (specd_token i = 0; t == LLAMA_TOKEN_NULL && i < n_vocab; i++)
+        if (llama_vocab_is_eog(vocab, i)) t = i;
+    return t == LLAMA_TOKEN_NULL ? 0 : t;
+}
+
+/* Does a line of `text` start with the rule name "root" followed by "::="? llama.cpp prints its
+ * parse errors to stderr only, so this most common mistake gets a message of its own. */
+static bool defines_root(const char *text) {
+    for (const char *line = text; line; line = strchr(line, '\n')) {
+        while (*line == '\n' || *line == '\r' || *line == ' ' || *line == '\t') line++;
+        if (strncmp(line, "root", 4) != 0) continue;
+        const char *p = line + 4;
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncmp(p, "::=", 3) == 0) return true;
+    }
+    return false;
+}
+
+/* llama.cpp's parse of `text`: the root state, or NULL with *error saying why. */
+static struct llama_sampler *parse(const struct llama_vocab *vocab, const char *text, char **error) {
+    if (!defines_root(text)) {
+        specd_set_error(error, "grammar: no 'root' rule: the GBNF grammar must define its start symbol, "
+                        "e.g. root ::= [a-z]+");
+        return NULL;
+    }
+    struct llama_sampler *root = llama_sampler_init_grammar(vocab, text, "root");
+    if (root) return root;
+    char *reason = specd_grammar_refusal(vocab, text);
+    specd_set_error(error, "grammar: llama.cpp cannot parse it as GBNF: %s; check the syntax (llama.cpp "
+                    "grammars/README.md); left recursion and undefined rules are refused too",
+                    reason ? reason : "(its reason could not be read)");
+    free(reason);
+    return NULL;
+}
+
+specd_status specd_grammar_engine_new(const specd_engine *engine, const char *text, specd_grammar_engine **out,
+                                      specd_grammar_state **root, char **error) {
+    *out = NULL;
+    *root = NULL;
+    struct llama_sampler *state = parse(engine->vocab, text, error);
+    if (!state) return SPECD_ERR_INVALID_ARGUMENT;
+    specd_grammar_engine *g = calloc(1, sizeof *g);
+    if (g) {
+        g->n_vocab = llama_vocab_n_tokens(engine->vocab);
+        g->none_valid = pick_none_valid(engine->vocab, g->n_vocab);
+        g->scratch = specd_alloc_array((size_t)g->n_vocab, sizeof *g->scratch);
+    }
+    if (!g || !g->scratch) {
+        if (g) specd_set_error(error, "out of memory for the grammar's candidates (%d tokens)", g->n_vocab);
+        else specd_set_error(error, "out of memory for the grammar");
+        specd_grammar_engine_free(g);
+        llama_sampler_free(state);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    *out = g;
+    *root = (specd_grammar_state *)state;
+    return SPECD_OK;
+}
+
+void specd_grammar_engine_free(specd_grammar_engine *g) {
+    if (!g) return;
+    free(g->scratch);
+    free(g);
+}
+
+int32_t specd_grammar_engine_n_vocab(const specd_grammar_engine *g) { return g->n_vocab; }
+
+specd_token specd_grammar_engine_none_valid(const specd_grammar_engine *g) { return g->none_valid; }
+
+/* llama.cpp's grammar sampler sets refused candidates to -INFINITY. */
+void specd_grammar_engine_mask(specd_grammar_engine *g, specd_grammar_state *state, const specd_token *ids, int32_t n,
+                               float *logits) {
+    if (n <= 0) return;
+    for (int32_t i = 0; i < n; i++) g->scratch[i] = (llama_token_data){ids[i], logits[ids[i]], 0.0f};
+    llama_token_data_array cur = {g->scratch, (size_t)n, -1, false};
+    apply_timed(state, &cur);
+    for (size_t i = 0; i < cur.size; i++)
+        if (cur.data[i].logit == -INFINITY) logits[cur.data[i].id] = -INFINITY;
+}
+
+bool specd_grammar_engine_allows(specd_grammar_engine *g, specd_grammar_state *state, specd_token token) {
+    if (token < 0 || token >= g->n_vocab) return false;
+    g->scratch[0] = (llama_token_data){token, 0.0f, 0.0f};
+    llama_token_data_array cur = {g->scratch, 1, -1, false};
+    apply_timed(state, &cur);
+    return cur.data[0].logit != -INFINITY;
+}
+
+specd_status specd_grammar_check(const specd_engine *engine, const char *grammar, char **error) {
+    if (error) *error = NULL;
+    if (!engine || !grammar) {
+        specd_set_error(error, "specd_grammar_check needs an engine and a grammar");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (!grammar[0]) return SPECD_OK; /* no grammar */
+    struct llama_sampler *state = parse(engine->vocab, grammar, error);
+    if (state) llama_sampler_free(state);
+    return state ? SPECD_OK : SPECD_ERR_INVALID_ARGUMENT;
+}

@@ -1,0 +1,14 @@
+/* watch.c - whether whoever waits for this thread's blocking calls still wants the answer
+ * (rpc_watch_thread, rpc_internal.h): `specd serve` sets it on its call workers, a blocking
+ * completion asks while it waits. */
+#include "rpc_internal.h"
+
+static _Thread_local rpc_still_wanted_fn watch_fn;
+static _Thread_local void *watch_data;
+
+void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data) {
+    watch_fn = fn;
+    watch_data = user_data;
+}
+
+bool rpc_thread_still_wanted(void) { return !watch_fn || watch_fn(watch_data); }
