@@ -151,27 +151,6 @@ static specd_status load_model(const specd_engine_params *params, const char *pa
     return SPECD_ERR_MODEL_LOAD;
 }
 
-static enum llama_flash_attn_type llama_flash_attn_of(specd_flash_attn f) {
-    switch (f) {
-    case SPECD_FLASH_ATTN_ON: return LLAMA_FLASH_ATTN_TYPE_ENABLED;
-    case SPECD_FLASH_ATTN_AUTO: return LLAMA_FLASH_ATTN_TYPE_AUTO;
-    default: return LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    }
-}
-
-static enum ggml_type v_cache_type_of(const specd_engine_params *p) {
-    switch (p->cache_type_v) {
-    case SPECD_CACHE_TYPE_F16: return GGML_TYPE_F16;
-    case SPECD_CACHE_TYPE_F32: return GGML_TYPE_F32;
-    default: return p->flash_attn == SPECD_FLASH_ATTN_OFF ? GGML_TYPE_F32 : GGML_TYPE_F16;
-    }
-}
-
-void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp) {
-    cp->flash_attn_type = llama_flash_attn_of(p->flash_attn);
-    cp->type_v = v_cache_type_of(p);
-}
-
 /* Whether the slot's memory can drop its last tokens, and its description for messages. */
 static void describe_slot(specd_model_slot *slot, const char *role) {
     bool recurrent = llama_model_is_recurrent(slot->model), hybrid = llama_model_is_hybrid(slot->model);
@@ -260,21 +239,6 @@ static void swap_view(specd_model_slot *active, specd_model_slot *views, int32_t
     active->seq = views[to].seq;
     active->branch_base = views[to].branch_base;
     active->logits_offset = views[to].logits_offset;
-}
-
-specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot) {
-    return slot == e->active_slot ? &e->target : &e->target_views[slot];
-}
-
-int64_t specd_engine_target_cells(specd_engine *e) {
-    int64_t n = 0;
-    for (int32_t i = 0; i < e->n_parallel; i++) n += specd_engine_target_view(e, i)->n_kv;
-    return n;
-}
-
-specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot) {
-    if (!e->draft_views) return NULL;
-    return slot == e->active_slot ? &e->draft : &e->draft_views[slot];
 }
 
 void specd_engine_use_slot(specd_engine *e, int32_t slot) {

@@ -64,6 +64,10 @@ struct specd_engine {
     /* A drafting head's companion context (head.h): the target's MTP layers, or an EAGLE-3 or
      * DFlash model given as the draft. NULL without one. */
     struct specd_head *head;
+    /* What the target's decodes tell the head (head.c sets it with e->head; NULL without one).
+     * kv.c calls through it rather than into head.c, because the head decodes the target itself
+     * (kv.c) when it lacks rows: a direct call each way would be a circle. */
+    const struct specd_target_observer *observer;
     /* Slots: views of the two contexts, one per slot. e->target and e->draft hold the active
      * slot's views (every caller uses them); specd_engine_use_slot swaps another in. */
     int32_t n_parallel;
@@ -85,7 +89,16 @@ struct specd_engine {
     void (*free_learned)(struct specd_learned *learned);
 };
 
-/* engine.c: flash attention and the V cache type of both contexts, from the engine's params
+/* A drafting head's side of the target's decodes (kv.c calls it after each one, head.c fills it). */
+typedef struct specd_target_observer {
+    /* Batch indices [b0, b0 + n) were the view's positions [pos, pos + n): their hidden states. */
+    specd_status (*decoded)(specd_engine *e, specd_model_slot *view, int32_t b0, int32_t pos, int32_t n,
+                            char **error);
+    /* A prompt's rows pile up: the companion may take them in now. */
+    specd_status (*keep_up)(specd_engine *e, specd_model_slot *view, char **error);
+} specd_target_observer;
+
+/* attention.c: flash attention and the V cache type of every context, from the engine's params
  * (tests give their reference contexts the same, so logits compare exactly). */
 void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp);
 

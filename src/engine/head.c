@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const specd_target_observer head_observer; /* the target's decodes (kv.c), at the end */
+
 /* Architectures of the pinned llama.cpp whose graph has an MTP (LLM_GRAPH_TYPE_DECODER_MTP) head
  * and outputs the hidden state it reads (src/models/: graph_mtp and t_h_nextn). */
 static const char *const mtp_archs[] = {"bailingmoe3", "cohere2moe", "deepseek2", "deepseek32", "deepseek4",
@@ -245,6 +247,7 @@ specd_status specd_head_new(specd_engine *e, struct llama_model *head_model, con
         return SPECD_ERR_NO_MEMORY;
     }
     e->head = h;
+    e->observer = &head_observer;
     h->kind = kind_of(head_model, path);
     h->ops = ops_of(h->kind);
     h->model = head_model ? head_model : e->target.model;
@@ -281,6 +284,7 @@ void specd_head_free(specd_engine *e) {
     free(h->scratch);
     free(h);
     e->head = NULL;
+    e->observer = NULL;
 }
 
 /* ---- keeping a slot's sequence in step with the target ------------------------------------------- */
@@ -303,23 +307,17 @@ static void keep_common(specd_head *h, int32_t slot, const specd_token *tokens, 
     truncate_view(h, slot, keep < 0 ? 0 : keep < v->n_kv ? keep : v->n_kv);
 }
 
-/* The first position whose row the slot needs (MTP's first entry reads none: zeros). */
-static int32_t first_row(const specd_head *h, int32_t slot) {
-    int32_t p = h->views[slot].n_kv - h->ops->row_lag;
-    return p > 0 ? p : 0;
-}
-
 /* The target decodes again the cached positions whose rows the head lacks: those before the held
  * ones (a prompt found in the cache: its last row, the one before the common prefix's end), those
  * after them (a tree pass of another drafter, whose branches shared positions), or all. */
 static specd_status redecode_target(specd_engine *e, specd_head *h, int32_t slot, const specd_token *tokens,
                                     int32_t n, char **error) {
     const specd_features *f = &h->features[slot];
-    int32_t from = first_row(h, slot), to = n;
+    int32_t from = specd_head_first_row(h, slot), to = n;
     if (f->lo <= from && f->hi > from) from = f->hi; /* only the end is missing */
     else if (f->lo > from && f->lo < n && f->hi >= n) to = f->lo; /* only the start */
     specd_status st = specd_slot_redecode(e, specd_engine_target_view(e, slot), tokens, from, to, error);
-    if (st == SPECD_OK && !specd_features_hold(f, first_row(h, slot), n)) {
+    if (st == SPECD_OK && !specd_features_hold(f, specd_head_first_row(h, slot), n)) {
         specd_set_error(error, "the target's hidden states for the %s are missing after decoding them again", h->desc);
         st = SPECD_ERR_DECODE;
     }
@@ -333,52 +331,8 @@ static specd_status align(specd_engine *e, specd_head *h, int32_t slot, const sp
     specd_status st = target->n_kv == n ? SPECD_OK : specd_slot_sync(e, target, tokens, n, false, NULL, NULL, error);
     if (st != SPECD_OK) return st;
     keep_common(h, slot, tokens, n);
-    if (!specd_features_hold(&h->features[slot], first_row(h, slot), n)) st = redecode_target(e, h, slot, tokens, n, error);
+    if (!specd_features_hold(&h->features[slot], specd_head_first_row(h, slot), n)) st = redecode_target(e, h, slot, tokens, n, error);
     return st;
-}
-
-void specd_head_confirm(specd_head *h, int32_t slot, const specd_token *tokens, int32_t to) {
-    specd_head_view *v = &h->views[slot];
-    int32_t covered = to + h->ops->lookahead;
-    memcpy(v->tokens, tokens, (size_t)covered * sizeof *tokens);
-    v->n_kv = to;
-    specd_features_drop_before(&h->features[slot], first_row(h, slot));
-}
-
-const float *specd_head_row(const specd_head *h, int32_t slot, int32_t pos) {
-    return pos < 0 ? h->zeros : specd_features_row(&h->features[slot], pos);
-}
-
-void specd_head_batch_add(specd_head *h, specd_token token, const float *row, int32_t width, int32_t pos, int32_t seq,
-                          bool logits) {
-    struct llama_batch *b = &h->batch;
-    int32_t i = b->n_tokens++;
-    b->token[i] = token;
-    if (row) memcpy(b->embd + (size_t)i * (size_t)width, row, (size_t)width * sizeof *row);
-    b->pos[i] = pos;
-    b->n_seq_id[i] = 1;
-    b->seq_id[i][0] = seq;
-    b->logits[i] = logits;
-}
-
-specd_status specd_head_keep_prev(specd_head *h, int32_t i, int32_t width, const float **logits, char **error) {
-    const float *row = specd_ext_nextn_row(h->ctx, i);
-    *logits = llama_get_logits_ith(h->ctx, i);
-    if (!row || !*logits) {
-        specd_set_error(error, "llama.cpp gave no output for the %s's draft", h->desc);
-        return SPECD_ERR_DECODE;
-    }
-    memcpy(h->prev, row, (size_t)width * sizeof *h->prev);
-    return SPECD_OK;
-}
-
-specd_status specd_head_decode(specd_head *h, char **error) {
-    int32_t rc = llama_decode(h->ctx, h->batch);
-    int32_t n = h->batch.n_tokens;
-    h->batch.n_tokens = 0;
-    if (rc == 0) return SPECD_OK;
-    specd_set_error(error, "llama_decode failed (code %d) on %d tokens of the %s", rc, n, h->desc);
-    return SPECD_ERR_DECODE;
 }
 
 /* ---- the drafters' calls ----------------------------------------------------------------------- */
@@ -489,29 +443,27 @@ void specd_head_forget_slot(specd_engine *e, int32_t slot) {
 
 /* ---- the target's decodes (kv.c) ----------------------------------------------------------------- */
 
-specd_status specd_head_capture(specd_engine *e, specd_model_slot *view, int32_t b0, int32_t pos, int32_t n,
-                                char **error) {
+static specd_status target_decoded(specd_engine *e, specd_model_slot *view, int32_t b0, int32_t pos, int32_t n,
+                                   char **error) {
     if (!e->head || !view->features) return SPECD_OK;
     if (specd_features_capture(view->features, &e->head->taps, view->ctx, b0, pos, n)) return SPECD_OK;
     specd_set_error(error, "out of memory for the target's hidden states the %s reads", e->head->desc);
     return SPECD_ERR_NO_MEMORY;
 }
 
-void specd_head_cut(specd_model_slot *view, int32_t pos_root) {
-    if (view->features) specd_features_cut(view->features, pos_root);
-}
-
-specd_status specd_head_keep_up(specd_engine *e, specd_model_slot *view, char **error) {
+static specd_status keep_up(specd_engine *e, specd_model_slot *view, char **error) {
     specd_head *h = e->head;
     if (!h || h->busy || !view->features) return SPECD_OK;
     int32_t slot = view->seq;
-    int32_t pending = view->features->hi - first_row(h, slot);
+    int32_t pending = view->features->hi - specd_head_first_row(h, slot);
     if (pending <= h->batch_cap) return SPECD_OK;
     keep_common(h, slot, view->kv_tokens, view->n_kv);
     int32_t up_to = view->n_kv - h->ops->lookahead;
-    if (up_to <= h->views[slot].n_kv || !specd_features_hold(view->features, first_row(h, slot), up_to)) return SPECD_OK;
+    if (up_to <= h->views[slot].n_kv || !specd_features_hold(view->features, specd_head_first_row(h, slot), up_to)) return SPECD_OK;
     h->busy = true;
     specd_status st = h->ops->catch_up(e, h, slot, view->kv_tokens, up_to, error);
     h->busy = false;
     return st;
 }
+
+static const specd_target_observer head_observer = {target_decoded, keep_up};

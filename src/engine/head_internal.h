@@ -63,17 +63,13 @@ specd_status specd_head_new(specd_engine *e, struct llama_model *head_model, con
                             char **error);
 void specd_head_free(specd_engine *e);
 
-/* ---- for kv.c: the target's decodes ----------------------------------------------------------- */
+/* The first position whose row the slot needs (MTP's first entry reads none: zeros). */
+static inline int32_t specd_head_first_row(const specd_head *h, int32_t slot) {
+    int32_t p = h->views[slot].n_kv - h->ops->row_lag;
+    return p > 0 ? p : 0;
+}
 
-/* After a target decode: batch indices [b0, b0 + n) were the view's positions [pos, pos + n). */
-specd_status specd_head_capture(specd_engine *e, specd_model_slot *view, int32_t b0, int32_t pos, int32_t n,
-                                char **error);
-/* After a tree pass under pos_root: rows from there are not one history. */
-void specd_head_cut(specd_model_slot *view, int32_t pos_root);
-/* When the view's rows pile up (a prompt): the companion takes them in now. */
-specd_status specd_head_keep_up(specd_engine *e, specd_model_slot *view, char **error);
-
-/* ---- for the kinds (head_*.c) -------------------------------------------------------------------- */
+/* ---- for the kinds (head_*.c): head_batch.c ------------------------------------------------------- */
 
 /* Appends one entry to the head's batch: a token (or -1: none), an embedding row (or NULL: none). */
 void specd_head_batch_add(specd_head *h, specd_token token, const float *row, int32_t width, int32_t pos, int32_t seq,

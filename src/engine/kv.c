@@ -3,11 +3,20 @@
  * every slot (engine_internal.h); a recurrent state goes back to checkpoints (state.c). */
 #include "engine_internal.h"
 #include "features.h"
-#include "head_internal.h"
 
 #include "../util/util.h"
 
 #include <string.h>
+
+/* A drafting head hears of the target's decodes through e->observer (engine_internal.h). */
+static specd_status observe_decode(specd_engine *e, specd_model_slot *view, int32_t b0, int32_t pos, int32_t n,
+                                   char **error) {
+    return e->observer ? e->observer->decoded(e, view, b0, pos, n, error) : SPECD_OK;
+}
+
+static specd_status observe_keep_up(specd_engine *e, specd_model_slot *view, char **error) {
+    return e->observer ? e->observer->keep_up(e, view, error) : SPECD_OK;
+}
 
 /* The sequence id of tree branch `branch` of this view: its own for branch 0, else a scratch one. */
 static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t branch) {
@@ -94,8 +103,8 @@ static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const s
         slot->n_kv = end;
         if (logits_idx) *logits_idx = end - start - 1;
         /* a drafting head reads the target's hidden states: kept, and taken in chunk by chunk */
-        st = specd_head_capture(e, slot, 0, start, end - start, error);
-        if (st == SPECD_OK) st = specd_head_keep_up(e, slot, error);
+        st = observe_decode(e, slot, 0, start, end - start, error);
+        if (st == SPECD_OK) st = observe_keep_up(e, slot, error);
         if (st != SPECD_OK) return st;
     }
     return SPECD_OK;
@@ -133,7 +142,7 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     specd_status st = decode_from(e, slot, tokens, common, n, want_logits, logits_idx, error);
     if (st == SPECD_OK && again > 0) slot->redecode_ms += (specd_now_ms() - t0) * (double)again / (double)(n - common);
     /* the verify passes' hidden states a head has not taken in yet, when they pile up */
-    return st == SPECD_OK ? specd_head_keep_up(e, slot, error) : st;
+    return st == SPECD_OK ? observe_keep_up(e, slot, error) : st;
 }
 
 /* Whether the slots' missing tokens go in one decode as they are: they fit one batch, and no
@@ -191,7 +200,7 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
         v->n_kv = n[i];
         v->logits_offset = 0;
         v->last_decode_n = n[i] - from[i]; /* its own part of the decode */
-        st = specd_head_capture(e, v, b0, from[i], n[i] - from[i], error);
+        st = observe_decode(e, v, b0, from[i], n[i] - from[i], error);
         b0 += n[i] - from[i];
     }
     return st;
@@ -260,7 +269,7 @@ specd_status specd_slot_redecode(specd_engine *e, specd_model_slot *slot, const 
     specd_status st = decode_batch(e, slot, b, error);
     slot->last_decode_n = 0; /* the sequence's own last decode is no longer the context's last */
     llama_memory_seq_rm(mem, scratch, -1, -1);
-    return st == SPECD_OK ? specd_head_capture(e, slot, 0, from, to - from, error) : st;
+    return st == SPECD_OK ? observe_decode(e, slot, 0, from, to - from, error) : st;
 }
 
 void specd_slot_copy_branch(specd_model_slot *slot, int32_t from, int32_t to) {
@@ -372,12 +381,12 @@ static specd_status record_pass(specd_engine *e, const specd_tree_pass *t, int32
     specd_model_slot *slot = t->slot;
     slot->last_decode_n = t->n_tokens; /* its own part of the decode */
     if (t->n_branches != 1) {
-        specd_head_cut(slot, t->pos_root);
+        if (slot->features) specd_features_cut(slot->features, t->pos_root);
         return SPECD_OK;
     }
     for (int32_t i = 0; i < t->n_tokens; i++) slot->kv_tokens[t->pos_root + t->tokens[i].depth] = t->tokens[i].token;
     slot->n_kv = t->pos_root + t->n_tokens;
-    return specd_head_capture(e, slot, b0, t->pos_root, t->n_tokens, error);
+    return observe_decode(e, slot, b0, t->pos_root, t->n_tokens, error);
 }
 
 specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *passes, int32_t n_passes, double *ms,

@@ -16,7 +16,7 @@ unsigned specd_engine_stop_count(const specd_engine *e) {
     return atomic_load(&((specd_engine *)e)->stop_requests); /* an atomic read changes nothing */
 }
 
-/* The V cache type as engine.c gives it to llama.cpp (v_cache_type_of). */
+/* The V cache type as attention.c gives it to llama.cpp (v_cache_type_of). */
 static specd_cache_type resolved_v_cache(const specd_engine_params *p) {
     if (p->cache_type_v != SPECD_CACHE_TYPE_DEFAULT) return p->cache_type_v;
     return p->flash_attn == SPECD_FLASH_ATTN_OFF ? SPECD_CACHE_TYPE_F32 : SPECD_CACHE_TYPE_F16;
@@ -73,4 +73,21 @@ const char *specd_slot_desc(const specd_model_slot *slot) { return slot->desc; }
 
 double specd_slot_state_ms(const specd_model_slot *slot) {
     return slot->checkpoint_ms + slot->restore_ms + slot->redecode_ms;
+}
+
+/* ---- the slots' views (one per slot of each context; the active one is e->target / e->draft) ---- */
+
+specd_model_slot *specd_engine_target_view(specd_engine *e, int32_t slot) {
+    return slot == e->active_slot ? &e->target : &e->target_views[slot];
+}
+
+int64_t specd_engine_target_cells(specd_engine *e) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < e->n_parallel; i++) n += specd_engine_target_view(e, i)->n_kv;
+    return n;
+}
+
+specd_model_slot *specd_engine_draft_view(specd_engine *e, int32_t slot) {
+    if (!e->draft_views) return NULL;
+    return slot == e->active_slot ? &e->draft : &e->draft_views[slot];
 }
