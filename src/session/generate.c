@@ -313,6 +313,10 @@ static bool draft_costs_unmeasured(const generation *g) {
 /* Verdicts at a depth before the plan may draft one deeper. */
 #define TRUST_VERDICTS 1.0
 
+static int32_t min_draft_len(int32_t step_needs, int32_t caller_min) {
+    return step_needs > caller_min ? step_needs : caller_min;
+}
+
 /* This step's draft request; false when the step drafts nothing (no drafter, no room, a plain step,
  * a fixed spell of no drafts). The length policy's fixed spell (length_policy.h) drafts a chain of
  * its length, as a fixed-length request would. */
@@ -325,7 +329,11 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         return false;
     }
     const specd_spec_params *sp = &g->params->speculative;
-    int32_t fixed = sp->adaptive && specd_draft_model_is(&g->drafter) ? specd_length_policy_fixed(&g->learned->policy) : -1;
+    /* A request's draft_min (llama-server's speculative.n_min) is the caller's floor: the policy's
+     * fixed spells (one of no drafts above all) would put how many tokens are drafted at the
+     * mercy of this machine's timings, which the caller asked not to be. */
+    int32_t fixed = sp->adaptive && sp->draft_min < 1 && specd_draft_model_is(&g->drafter)
+                        ? specd_length_policy_fixed(&g->learned->policy) : -1;
     if (fixed > 0 && fixed < budget) budget = fixed;
     bool remeasure = draft_costs_unmeasured(g);
     if (fixed == 0 && !remeasure) return false;
@@ -341,7 +349,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         .history = g->history,
         .n_history = g->n_history,
         .max_len = budget,
-        .min_len = fixed > 0 ? budget : remeasure ? 2 : *explore && sp->draft_min < 1 ? 1 : sp->draft_min,
+        .min_len = min_draft_len(fixed > 0 ? budget : remeasure ? 2 : *explore ? 1 : 0, sp->draft_min),
         .p_min = fixed > 0 ? 0.0f : sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,
