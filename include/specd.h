@@ -299,6 +299,13 @@ SPECD_API int32_t specd_token_to_piece(const specd_engine *engine, specd_token t
 SPECD_API char *specd_detokenize(const specd_engine *engine, const specd_token *tokens,
                                  int32_t n_tokens);
 
+/* The target model's fill-in-the-middle tokens (its vocabulary's tokenizer.ggml.fim_*), -1 where it
+ * has none: what /infill builds a code-completion prompt with. */
+typedef struct specd_fim_tokens {
+    specd_token pre, suf, mid, pad, rep, sep;
+} specd_fim_tokens;
+SPECD_API specd_fim_tokens specd_engine_fim_tokens(const specd_engine *engine);
+
 /* ---- chat templates ------------------------------------------------------------------------- */
 
 /* One message of a conversation; both strings are borrowed for the duration of the call. */
@@ -325,6 +332,50 @@ SPECD_API specd_status specd_chat_apply_template(const specd_engine *engine, con
 /* The target model's own chat template text (tokenizer.chat_template), or NULL when it has none.
  * Owned by the engine. */
 SPECD_API const char *specd_engine_chat_template(const specd_engine *engine);
+
+/* ---- Jinja chat: llama.cpp's templates, tool calls and reasoning ----------------------------
+ * The same code llama-server runs with --jinja (the pinned llama.cpp's common/chat: its Jinja
+ * engine and the chat formats and tool-call parsers of dozens of model families). A turn begins
+ * with an OpenAI-shaped request and gives the prompt; the text the model then generates is parsed
+ * back into content, reasoning_content and tool calls, as a whole or as streamed deltas. */
+typedef struct specd_chat specd_chat;
+
+/* Renders request_json, a JSON object with OpenAI's chat fields: messages (roles system,
+ * developer, user, assistant (with tool_calls), tool (with tool_call_id); content a string or text
+ * parts), tools ([{type: "function", function: {name, description, parameters}}]), tool_choice
+ * ("auto", "none", "required" or {type: "function", function: {name}}), parallel_tool_calls,
+ * add_generation_prompt (default true), chat_template_kwargs (an object, e.g. {"enable_thinking":
+ * false}), reasoning_format ("deepseek" (default), "auto", "deepseek-legacy", "none") and
+ * json_schema. template_src: Jinja source to use instead of the target model's own template
+ * (tokenizer.chat_template; NULL or "": that one, ChatML when the model has none).
+ * *out: free with specd_chat_free. On bad input or a template that fails to render:
+ * SPECD_ERR_INVALID_ARGUMENT and *error. Safe from any thread. */
+SPECD_API specd_status specd_chat_begin(const specd_engine *engine, const char *template_src,
+                                        const char *request_json, specd_chat **out, char **error);
+
+/* What to generate with (JSON, owned by chat): {prompt, format, grammar, grammar_lazy,
+ * grammar_triggers, preserved_tokens, additional_stops (stop strings to add), generation_prompt,
+ * supports_thinking}. The prompt is text for specd_tokenize with parse_special. */
+SPECD_API const char *specd_chat_params(const specd_chat *chat);
+
+/* Parses text, all the model generated so far (is_final: it is complete). *deltas (may be NULL):
+ * a JSON array of what changed since the last call, each in OpenAI's chat delta shape ({content},
+ * {reasoning_content} or {tool_calls: [{index, id, type, function: {name, arguments}}]}), heap,
+ * free with specd_free. A final text that does not parse in the template's format:
+ * SPECD_ERR_INVALID_ARGUMENT and *error (the message parsed so far stays). */
+SPECD_API specd_status specd_chat_update(specd_chat *chat, const char *text, bool is_final, char **deltas,
+                                         char **error);
+
+/* The answer parsed so far, an OpenAI assistant message (JSON, owned by chat, valid until the
+ * next specd_chat_update): {role, content, reasoning_content?, tool_calls?}. */
+SPECD_API const char *specd_chat_answer(const specd_chat *chat);
+
+SPECD_API void specd_chat_free(specd_chat *chat);
+
+/* The capabilities of the template (template_src as in specd_chat_begin) as llama-server's /props
+ * chat_template_caps gives them: a JSON object of booleans (supports_tools, supports_tool_calls,
+ * supports_parallel_tool_calls, supports_system_role, ...), heap (specd_free), or NULL with *error. */
+SPECD_API char *specd_chat_caps(const specd_engine *engine, const char *template_src, char **error);
 /* Whether `name` is one of llama.cpp's built-in chat templates. When it is not and `names` is not
  * NULL, *names is the list of them, "chatml, llama2, ..." (heap, free with specd_free; NULL when
  * out of memory). */

@@ -7,6 +7,9 @@
 # 2. llama.cpp: the exact release node-llama-cpp@3.22.1 builds from (llama.cpp 0.5.0), taken
 #    from that npm package's git bundle, built once (libllama + ggml CPU backend, static, PIC,
 #    Release, native CPU) and installed into deps/llama/install. Later runs find it and exit.
+#    Its common library (Jinja chat templates, tool-call parsers) is built with it and copied
+#    there too (lib/libllama-common*.a, include/llama-common/); an install without it gets it
+#    once, incrementally.
 #    llama-simple (llama.cpp's greedy reference) is built beside it for the tests, and
 #    llama.cpp's rpc-server (its distributed backend is built in: GGML_RPC=ON, for --rpc).
 #    An install from before GGML_RPC was on is rebuilt once (incrementally, in the same build
@@ -143,22 +146,40 @@ rdma_link_flags() {
 }
 
 # The library: libllama + ggml (CPU backend only), static and position-independent so it links
-# into both libspecd.so and the specd program.
+# into both libspecd.so and the specd program; with it llama.cpp's common library (its Jinja chat
+# templates and tool-call parsers, for src/engine/chat_jinja.cpp), put beside it by
+# install_llama_common.
 build_llama_library() {
   local src=$1
   if [ -f "$deps/install/lib/cmake/llama/llama-config.cmake" ]; then
-    [ -f "$deps/install/lib/libggml-rpc.a" ] && return 0
-    log "rebuilding llama.cpp with its RPC backend (GGML_RPC=ON, for --rpc; once)"
-    rm -f "$deps/install/bin/llama-simple" # linked without ggml-rpc
+    if [ ! -f "$deps/install/lib/libggml-rpc.a" ]; then
+      log "rebuilding llama.cpp with its RPC backend (GGML_RPC=ON, for --rpc; once)"
+      rm -f "$deps/install/bin/llama-simple" # linked without ggml-rpc
+    elif [ ! -f "$deps/install/lib/libllama-common.a" ] || [ ! -f "$deps/install/include/llama-common/chat.h" ]; then
+      log "building llama.cpp's common library too (Jinja chat templates, tool calls; once)"
+    else
+      return 0
+    fi
   fi
   log "building libllama + ggml ${gpu:-CPU} backend (a few minutes on 2 cores)"
   cmake -S "$src" -B "$deps/build-lib" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON "${cpu_flags[@]}" "${backend_flags[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
     -DLLAMA_OPENSSL=OFF -DCMAKE_INSTALL_PREFIX="$deps/install" >/dev/null
   cmake --build "$deps/build-lib" -j "$jobs"
   cmake --install "$deps/build-lib" >/dev/null
+  install_llama_common "$src"
+}
+
+# llama.cpp does not install its common library: its two archives go into lib/ and its headers
+# (with their jinja/ folder) into include/llama-common/, where CMakeLists.txt looks for them.
+install_llama_common() {
+  local src=$1 inc=$deps/install/include/llama-common
+  cp "$deps/build-lib/common/libllama-common.a" "$deps/build-lib/common/libllama-common-base.a" "$deps/install/lib/"
+  rm -rf "$inc"
+  mkdir -p "$inc"
+  (cd "$src/common" && find . \( -name '*.h' -o -name '*.hpp' \) -exec cp --parents {} "$inc/" \;)
 }
 
 # llama-simple (llama.cpp's minimal greedy generator, one file on llama.h): the reference our

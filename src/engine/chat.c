@@ -4,6 +4,7 @@
 #include "engine_internal.h"
 
 #include "../util/util.h"
+#include "chat_jinja.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -147,4 +148,77 @@ specd_status specd_chat_apply_template(const specd_engine *engine, const specd_c
 
 const char *specd_engine_chat_template(const specd_engine *engine) {
     return engine ? llama_model_chat_template(engine->target.model, NULL) : NULL;
+}
+
+/* ---- Jinja chat (specd.h: specd_chat_*), over chat_jinja.cpp ------------------------------------ */
+
+struct specd_chat {
+    chat_jinja *turn;
+};
+
+/* The shim's messages are malloc'd; specd's callers free theirs with specd_free (free as well). */
+static specd_status fail_with(char **error, char *message, const char *fallback) {
+    specd_set_error(error, "%s", message ? message : fallback);
+    free(message);
+    return SPECD_ERR_INVALID_ARGUMENT;
+}
+
+specd_status specd_chat_begin(const specd_engine *engine, const char *template_src, const char *request_json,
+                              specd_chat **out, char **error) {
+    if (error) *error = NULL;
+    if (out) *out = NULL;
+    if (!engine || !out || !request_json) {
+        specd_set_error(error, "specd_chat_begin needs an engine, a request and an output pointer");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_chat *chat = calloc(1, sizeof *chat);
+    if (!chat) {
+        specd_set_error(error, "out of memory for a chat");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    char *why = NULL;
+    chat->turn = chat_jinja_begin(engine->target.model, template_src, request_json, &why);
+    if (!chat->turn) {
+        free(chat);
+        return fail_with(error, why, "the chat template failed");
+    }
+    *out = chat;
+    return SPECD_OK;
+}
+
+const char *specd_chat_params(const specd_chat *chat) { return chat_jinja_params(chat ? chat->turn : NULL); }
+
+const char *specd_chat_answer(const specd_chat *chat) { return chat_jinja_message(chat ? chat->turn : NULL); }
+
+specd_status specd_chat_update(specd_chat *chat, const char *text, bool is_final, char **deltas, char **error) {
+    if (error) *error = NULL;
+    if (deltas) *deltas = NULL;
+    if (!chat) {
+        specd_set_error(error, "specd_chat_update needs a chat");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    char *why = NULL;
+    char *list = chat_jinja_update(chat->turn, text ? text : "", !is_final, &why);
+    if (!list) return fail_with(error, why, "the model's output could not be parsed");
+    if (deltas) *deltas = list;
+    else free(list);
+    return SPECD_OK;
+}
+
+void specd_chat_free(specd_chat *chat) {
+    if (!chat) return;
+    chat_jinja_free(chat->turn);
+    free(chat);
+}
+
+char *specd_chat_caps(const specd_engine *engine, const char *template_src, char **error) {
+    if (error) *error = NULL;
+    if (!engine) {
+        specd_set_error(error, "specd_chat_caps needs an engine");
+        return NULL;
+    }
+    char *why = NULL;
+    char *caps = chat_jinja_caps(engine->target.model, template_src, &why);
+    if (!caps) fail_with(error, why, "the chat template failed");
+    return caps;
 }

@@ -77,3 +77,15 @@ bool specd_token_is_eog(const specd_engine *e, specd_token token) { return llama
 bool specd_token_is_added_bos(const specd_engine *e, specd_token token) {
     return llama_vocab_get_add_bos(e->vocab) && token == llama_vocab_bos(e->vocab);
 }
+
+specd_fim_tokens specd_engine_fim_tokens(const specd_engine *e) {
+    specd_fim_tokens t = {-1, -1, -1, -1, -1, -1};
+    if (!e) return t;
+    t.pre = llama_vocab_fim_pre(e->vocab);
+    t.suf = llama_vocab_fim_suf(e->vocab);
+    t.mid = llama_vocab_fim_mid(e->vocab);
+    t.pad = llama_vocab_fim_pad(e->vocab);
+    t.rep = llama_vocab_fim_rep(e->vocab);
+    t.sep = llama_vocab_fim_sep(e->vocab); /* LLAMA_TOKEN_NULL is -1 as well */
+    return t;
+}
