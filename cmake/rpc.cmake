@@ -7,6 +7,7 @@ set(SPECD_RPC_SOURCES
   src/serve/fault.c
   src/serve/clock.c
   src/serve/request.c
+  src/serve/lora.c
   src/serve/prepare.c
   src/serve/reply.c
   src/serve/text_stream.c
@@ -37,6 +38,10 @@ set(SPECD_RPC_SOURCES
   src/rpc/methods_model.c
   src/rpc/methods_tokens.c
   src/rpc/methods_completion.c
+  src/rpc/methods_lora.c
+  src/rpc/request_lora.c
+  src/rpc/invariance_json.c
+  src/util/lora_arg.c
   src/rpc/abi.c
   src/rpc/json_schema.c
   src/rpc/json_schema_object.c

@@ -81,18 +81,34 @@ typedef enum specd_flash_attn {
     SPECD_FLASH_ATTN_AUTO = 2, /* llama.cpp decides (on where the backend supports it) */
 } specd_flash_attn;
 
-/* The type of the V cache (values). With flash attention off, llama.cpp multiplies the attention
- * weights by V in V's type: in f16 the weights are rounded, and differently for a pass over one
- * token than for a pass over several (target logits differ by up to 0.25 on the benchmark pair),
- * so greedy speculation parts from the target alone at near ties more often. In f32 a
- * verification pass over 4 tokens gives the benchmark target's logits of single-token passes bit
- * for bit (stories260K: within 2e-4, against 6e-3 in f16), and is no slower. It costs twice the V
- * memory: n_ctx x layers x V width x 4 bytes. */
+/* The type of a KV cache (keys: cache_type_k, values: cache_type_v; llama.cpp's -ctk / -ctv).
+ * With flash attention off, llama.cpp multiplies the attention weights by V in V's type: in f16
+ * the weights are rounded, and differently for a pass over one token than for a pass over several
+ * (target logits differ by up to 0.25 on the benchmark pair); f32 avoids that for twice the V
+ * memory (n_ctx x layers x V width x 4 bytes). A quantized V cache needs flash attention, as in
+ * llama.cpp; a quantized K or V cache needs the head size to be a multiple of the type's block
+ * (32). Which of them keep verification bit for bit: specd_engine_invariance() and the README. */
 typedef enum specd_cache_type {
-    SPECD_CACHE_TYPE_DEFAULT = 0, /* f32 with flash attention off, f16 with it on */
+    SPECD_CACHE_TYPE_DEFAULT = 0, /* K: f16; V: f32 with flash attention off, f16 with it on */
     SPECD_CACHE_TYPE_F16 = 1,
     SPECD_CACHE_TYPE_F32 = 2,
+    SPECD_CACHE_TYPE_BF16 = 3,
+    SPECD_CACHE_TYPE_Q8_0 = 4,
+    SPECD_CACHE_TYPE_Q4_0 = 5,
+    SPECD_CACHE_TYPE_Q4_1 = 6,
+    SPECD_CACHE_TYPE_IQ4_NL = 7,
+    SPECD_CACHE_TYPE_Q5_0 = 8,
+    SPECD_CACHE_TYPE_Q5_1 = 9,
 } specd_cache_type;
+
+/* The most LoRA adapters an engine loads for its target (and for its draft). */
+#define SPECD_MAX_LORA 16
+
+/* A LoRA adapter file (llama.cpp's GGUF adapter format, as llama-server's --lora) and its scale. */
+typedef struct specd_lora_adapter {
+    const char *path;
+    float scale; /* 1 = as trained; 0 = loaded but off */
+} specd_lora_adapter;
 
 typedef struct specd_engine_params {
     uint32_t struct_size;    /* sizeof(specd_engine_params), set by specd_engine_default_params() */
@@ -109,7 +125,7 @@ typedef struct specd_engine_params {
      * engines). A program that calls llama_log_set itself replaces libspecd's logger. */
     bool verbose;
     specd_flash_attn flash_attn; /* both models; default SPECD_FLASH_ATTN_OFF (see above) */
-    specd_cache_type cache_type_v; /* both models; default: see specd_cache_type */
+    specd_cache_type cache_type_v; /* the target's V cache, and the draft's unless cache_type_v_draft */
     /* Called by llama.cpp while it reads each model's weights (the target's, then the draft's),
      * on the thread running specd_engine_new, with that model's progress from 0 to 1 (several
      * calls per model, one per tensor; never while a file is being opened or a context made).
@@ -165,6 +181,31 @@ typedef struct specd_engine_params {
      * EAGLE-3 or DFlash head needs no flag: it is the draft_path file (its architecture says so).
      * Default false. */
     bool mtp;
+    /* The target's K cache (-ctk), and the draft's K and V caches (-ctkd, -ctvd); DEFAULT: f16 for
+     * K, and for the draft's V the target's V type (cache_type_v). */
+    specd_cache_type cache_type_k;
+    specd_cache_type cache_type_k_draft;
+    specd_cache_type cache_type_v_draft;
+    /* Batch-invariant verification (default true): the target's logits for a token do not depend
+     * on how many other tokens (drafts, other slots, prompt chunks) share its pass, bit for bit, so
+     * greedy output with speculation equals the target alone and every slot's output equals the
+     * request alone, also at near ties. The engine picks kernel paths that compute each token
+     * alone (see specd_engine_invariance for what runs and whether this configuration can be
+     * invariant at all; a GPU or several slots with flash attention off cannot). false: the
+     * fastest passes, exact only up to rounding (a token's logits move by about 1e-6 relative, or
+     * 1e-3 with an f16 V cache, with the pass it is in). */
+    bool batch_invariant;
+    /* LoRA adapters of the target (--lora FILE, --lora-scaled FILE SCALE), loaded with the model,
+     * at most SPECD_MAX_LORA; their scales are the default of every generation
+     * (specd_generation_params.lora_scales). lora_init_without_apply: load them at scale 0
+     * (llama-server's --lora-init-without-apply). The draft gets none unless lora_draft lists its
+     * own (--lora-draft): the target's adapters change its function, and a draft without them
+     * only lowers acceptance, never exactness. Paths copied. */
+    const specd_lora_adapter *lora;
+    int32_t n_lora;
+    bool lora_init_without_apply;
+    const specd_lora_adapter *lora_draft;
+    int32_t n_lora_draft;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
@@ -174,8 +215,11 @@ typedef struct specd_engine_params {
 SPECD_API specd_engine_params specd_engine_default_params(void);
 /* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
 SPECD_API bool specd_flash_attn_parse(const char *name, specd_flash_attn *out);
-/* "f16" or "f32" (llama.cpp's --cache-type-v values that specd takes) into *out. */
+/* llama.cpp's --cache-type-k / -v names: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl",
+ * "q5_0", "q5_1" into *out; false for anything else. */
 SPECD_API bool specd_cache_type_parse(const char *name, specd_cache_type *out);
+/* The name of a cache type ("f16", ...; "default" for DEFAULT); NULL for an unknown value. */
+SPECD_API const char *specd_cache_type_name(specd_cache_type type);
 
 /* llama.cpp's -ngl values: an integer from -1, or "all" / "auto" (both -1: specd does not fit
  * layers to free memory as llama.cpp's "auto" does; a model too big for the devices fails to load,
@@ -276,6 +320,23 @@ SPECD_API specd_calibration_info specd_engine_calibration(specd_engine *engine);
  * "$HOME/.cache/specd/calibration/"; NULL when neither variable is set (or out of memory).
  * Free with specd_free. */
 SPECD_API char *specd_default_calibration_cache(void);
+
+/* Whether the engine's target passes are batch-invariant (specd_engine_params.batch_invariant):
+ * what runs, and why not when they are not. Strings owned by the engine. */
+typedef struct specd_invariance_info {
+    bool invariant;      /* a token's target logits do not depend on its pass, bit for bit */
+    bool requested;      /* specd_engine_params.batch_invariant */
+    const char *setting; /* what runs, e.g. "flash attention, per-row kernel; K f16, V f16; passes of
+                          * 2 to 62 tokens; removed cells kept until the cache is compacted" */
+    const char *note;    /* why it is not invariant (what to do instead); NULL when it is */
+} specd_invariance_info;
+
+SPECD_API specd_invariance_info specd_engine_invariance(const specd_engine *engine);
+
+/* The target's LoRA adapters (specd_engine_params.lora): how many, and adapter i's path (owned by
+ * the engine) and default scale; false for an index out of range. */
+SPECD_API int32_t specd_engine_n_lora(const specd_engine *engine);
+SPECD_API bool specd_engine_lora(const specd_engine *engine, int32_t i, const char **path, float *scale);
 
 /* ---- text <-> tokens ------------------------------------------------------------------------ */
 
@@ -404,14 +465,14 @@ typedef struct specd_sampling_params {
     const specd_logit_bias *logit_bias; /* borrowed for the duration of the call */
     int32_t n_logit_bias;
     uint64_t seed;           /* SPECD_SEED_RANDOM = from the clock */
-    /* Mirostat (llama.cpp's, as the old llama-server applied it): bias, penalties, temperature,
-     * then mirostat's truncation instead of top-k/top-p/min-p. 1 = v1 (a top-k from a Zipf fit
-     * of the 100 most probable tokens), 2 = v2 (the tokens whose surprise -log2 p is at most mu);
-     * mu starts at 2 tau and moves by eta (surprise - tau) after each drawn token. Because mu
-     * follows the tokens drawn, drafts cannot be verified exactly: specd_generate runs a request
-     * with mirostat != 0 and temperature > 0 without speculation (one target pass per token,
-     * stats.n_drafted = 0), whatever `speculative` says. With temperature <= 0 it is greedy and
-     * mirostat has no effect. Same seed, same output (our generator, not llama.cpp's mt19937). */
+    /* Mirostat (llama.cpp's, as the old llama-server applied it): bias, penalties, DRY,
+     * temperature, then mirostat's truncation instead of top-k/top-p/min-p. 1 = v1 (a top-k from
+     * a Zipf fit of the 100 most probable tokens), 2 = v2 (the tokens whose surprise -log2 p is at
+     * most mu); mu starts at 2 tau and moves by eta (surprise - tau) after each drawn token. With
+     * speculation each drafted position is verified with the mu it would have after the drafts
+     * before it (their surprises under the target's distributions), so it stays exact; drafts are
+     * drawn with the step's first mu. With temperature <= 0 it is greedy and mirostat has no
+     * effect. Same seed, same output (our generator, not llama.cpp's mt19937). */
     int32_t mirostat;        /* 0 = off (default), 1 or 2 */
     float mirostat_tau;      /* target surprise in bits, >= 0; default 5 */
     float mirostat_eta;      /* learning rate, >= 0; default 0.1 */
@@ -427,6 +488,27 @@ typedef struct specd_sampling_params {
      * draws agree, a little below rejection sampling's; false (or a random seed) keeps rejection
      * sampling, whose draws follow the drafts: the same distribution, not the same text. */
     bool reproducible;
+    /* llama.cpp's other samplers, in its order: penalties, DRY, top-n-sigma, top-k, typical-p,
+     * top-p, min-p, XTC, temperature (with dynatemp). Each is a function of the logits and the
+     * history up to the position, so p and q are computed per drafted position and verification
+     * stays exact; XTC's coin is part of the distribution (the mixture of removing the top tokens
+     * with xtc_probability and not). Greedy (temperature <= 0) is the argmax after bias, penalties
+     * and DRY; XTC and the temperature's range then change nothing. */
+    float top_n_sigma;       /* keep tokens whose logit is within n standard deviations of the top one; <= 0 off (default -1) */
+    int32_t min_keep;        /* top-p, min-p, typical-p and XTC keep at least this many tokens (default 0) */
+    float dynatemp_range;    /* temperature from temp - range to temp + range by the entropy; 0 off (default) */
+    float dynatemp_exponent; /* how the entropy maps to that range (default 1) */
+    float xtc_probability;   /* XTC: with this probability drop every token with probability >= the threshold but the
+                              * least likely of them; 0 off (default) */
+    float xtc_threshold;     /* default 0.1; above 0.5 XTC does nothing (llama.cpp's rule) */
+    float dry_multiplier;    /* DRY repetition penalty (koboldcpp's, through llama.cpp's sampler); 0 off (default) */
+    float dry_base;          /* default 1.75 */
+    int32_t dry_allowed_length;  /* repeats this long are free (default 2) */
+    int32_t dry_penalty_last_n;  /* tokens it looks back (default 64, llama.cpp's); -1 the context; 0 off */
+    /* Strings that end a repeated sequence; NULL: llama.cpp's default ("\n", ":", "\"", "*"), else
+     * n_dry_sequence_breakers of them (0: none). Borrowed until the session is freed. */
+    const char *const *dry_sequence_breakers;
+    int32_t n_dry_sequence_breakers;
 } specd_sampling_params;
 
 #define SPECD_SEED_RANDOM UINT64_MAX
@@ -600,6 +682,13 @@ typedef struct specd_generation_params {
      * not called. For tracing and analysis: `specd run --trace-steps FILE` writes one line a step,
      * and tools/policy_replay replays such steps against every fixed draft length. */
     specd_step_callback on_step;
+    /* The scales of the engine's LoRA adapters for this generation (llama-server's per-request
+     * `lora`), n_lora_scales of them, one per adapter (specd_engine_n_lora); NULL (default): the
+     * engine's. A slot whose cache was made with other scales decodes its prompt again. Sessions
+     * with different scales never share a target pass (each gets its own). Borrowed until the
+     * session is freed. */
+    const float *lora_scales;
+    int32_t n_lora_scales;
 } specd_generation_params;
 
 SPECD_API specd_generation_params specd_generation_default_params(void);
@@ -621,7 +710,7 @@ typedef enum specd_spec_off {
     SPECD_SPEC_OFF_NONE = 1,      /* speculative.type is none */
     SPECD_SPEC_OFF_NO_DRAFT = 2,  /* AUTO on an engine without a draft model */
     SPECD_SPEC_OFF_DRAFT_MAX = 3, /* speculative.draft_max is 0 */
-    SPECD_SPEC_OFF_MIROSTAT = 4,  /* mirostat while sampling cannot be verified exactly */
+    SPECD_SPEC_OFF_MIROSTAT = 4,  /* no longer given: mirostat is verified per drafted position (0.5 and before) */
 } specd_spec_off;
 
 /* The drafters specd_generate will use for `params` on `engine`, in order, AUTO resolved (the one

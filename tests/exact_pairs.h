@@ -5,6 +5,7 @@
 #define SPECD_TEST_EXACT_PAIRS_H
 
 #include "chi_square.h"
+#include "engine/engine_internal.h"
 #include "llama.h"
 #include "sample/sampler.h"
 
@@ -69,6 +70,13 @@ static inline exact_pairs exact_first_two_grammar(const char *model_path, const 
     int32_t nv = m ? llama_vocab_n_tokens(vocab) : 0;
     specd_token hist[256];
     if (!ctx || n > 254 || (grammar && !g1) || !specd_sampler_init(&s, sp, nv, NULL, 0, NULL)) goto done;
+    bool dry_failed = false; /* DRY needs the vocabulary */
+    s.dry = specd_dry_new_vocab(vocab, &s.params, (int32_t)cp.n_ctx, nv, &dry_failed, NULL);
+    if (dry_failed) {
+        specd_sampler_free(&s);
+        goto done;
+    }
+    float mu0 = specd_sampler_mu(&s); /* mirostat: the second token's mu follows the first's surprise */
     ex.n_vocab = nv;
     ex.eos = llama_vocab_eos(vocab);
     ex.prob = calloc((size_t)nv * nv, sizeof(double));
@@ -84,6 +92,7 @@ static inline exact_pairs exact_first_two_grammar(const char *model_path, const 
         hist[n] = a;
         struct llama_sampler *g2 = g1 ? llama_sampler_clone(g1) : NULL;
         if (g2) llama_sampler_accept(g2, a);
+        if (specd_sampler_uses_mirostat(&s)) specd_sampler_set_mu(&s, specd_mirostat_next_mu(&s.mirostat, mu0, (float)p1[a]));
         ok = llama_decode(ctx, dropped ? llama_batch_get_one(hist + n, 1) : llama_batch_get_one(hist, n + 1)) == 0 &&
              exact_dist_dense(&s, llama_get_logits_ith(ctx, -1), hist, n + 1, g2, p2);
         if (g2) llama_sampler_free(g2);
@@ -108,18 +117,17 @@ static inline exact_pairs exact_first_two(const char *model_path, const specd_to
     return exact_first_two_grammar(model_path, prompt, n, sp, NULL);
 }
 
-/* The exact-sampling check: generates the first two tokens n_samples times with `g` (seeds 1, 2,
- * ...), counts each pair, and asserts that the counts follow ex->prob (chi-square) and that drafts
- * were both accepted and rejected, so both verification outcomes were exercised. Without
- * ignore_eos a generation may end after one token; its second token then counts as ex->eos. */
-/* With g.sampling.reproducible, each sample's explicit seed makes it a coupled draw (the Gumbel-max
- * path); without, rejection sampling. Callers say which they test. */
-static inline void assert_first_two_follow(specd_engine *e, const specd_token *prompt, int32_t n,
-                                           specd_generation_params g, const exact_pairs *ex, int n_samples,
-                                           const char *label) {
-    int64_t *counts = calloc((size_t)ex->n_vocab * ex->n_vocab, sizeof *counts);
+/* Generates the first two tokens n_samples times with `g` (seeds 1, 2, ...) and counts each pair
+ * (n_vocab x n_vocab counts, calloc'd: free them), with the drafts verified and accepted. Without
+ * ignore_eos a generation may end after one token; its second token then counts as `eos`. With
+ * g.sampling.reproducible, each sample's explicit seed makes it a coupled draw (the Gumbel-max
+ * path); without, rejection sampling. */
+static inline int64_t *sampled_first_two_counts(specd_engine *e, const specd_token *prompt, int32_t n,
+                                        specd_generation_params g, int32_t n_vocab, specd_token eos,
+                                        int n_samples, int64_t *drafted, int64_t *accepted) {
+    int64_t *counts = calloc((size_t)n_vocab * n_vocab, sizeof *counts);
     assert_non_null(counts);
-    int64_t drafted = 0, accepted = 0;
+    *drafted = *accepted = 0;
     g.n_predict = 2;
     for (int i = 0; i < n_samples; i++) {
         g.sampling.seed = (uint64_t)i + 1;
@@ -127,11 +135,22 @@ static inline void assert_first_two_follow(specd_engine *e, const specd_token *p
         assert_int_equal(specd_generate(e, prompt, n, &g, &r, NULL), SPECD_OK);
         bool ended = !g.ignore_eos && r.stop_reason == SPECD_STOP_EOG;
         assert_int_equal(r.n_tokens, ended ? 1 : 2);
-        counts[(size_t)r.tokens[0] * ex->n_vocab + (ended ? ex->eos : r.tokens[1])]++;
-        drafted += r.stats.n_drafted;
-        accepted += r.stats.n_accepted;
+        counts[(size_t)r.tokens[0] * n_vocab + (ended ? eos : r.tokens[1])]++;
+        *drafted += r.stats.n_drafted;
+        *accepted += r.stats.n_accepted;
         specd_result_clear(&r);
     }
+    return counts;
+}
+
+/* The exact-sampling check: the counts of sampled_first_two_counts follow ex->prob (chi-square), and
+ * drafts were both accepted and rejected, so both verification outcomes were exercised. Callers say
+ * which verification (coupled or rejection sampling) they test. */
+static inline void assert_first_two_follow(specd_engine *e, const specd_token *prompt, int32_t n,
+                                           specd_generation_params g, const exact_pairs *ex, int n_samples,
+                                           const char *label) {
+    int64_t drafted = 0, accepted = 0;
+    int64_t *counts = sampled_first_two_counts(e, prompt, n, g, ex->n_vocab, ex->eos, n_samples, &drafted, &accepted);
     chi_square_result c = chi_square_test(ex->prob, counts, ex->n_vocab * ex->n_vocab, n_samples);
     print_message("%s: chi2 %.1f df %d z %.2f, acceptance %.3f\n", label, c.statistic, c.df, c.z,
                   (double)accepted / (double)drafted);

@@ -33,3 +33,13 @@ make(eagle3-wide.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-la
 make(eagle3-deep.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,9 --seed 5)
 make(dflash-deep.gguf --arch dflash --target ${OUT}/head-target.gguf --target-layers 1,7 --seed 6 --n-layer 1)
 make(eagle3-vocab.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,2 --seed 5 --vocab different)
+# Heads of 64 (n_embd 256, 4 heads): quantized KV caches need a head size that is a multiple of 32,
+# and flash attention's tiled path only runs on such heads (test_invariance).
+make(target-h64.gguf --seed 1 --n-embd 256 --n-head 4 --n-head-kv 4 --n-ff 256 --logit-scale ${SCALE})
+# The same in Q8_0: a pass of one row takes the same product kernel as several (no padding needed).
+make(target-h64-q8.gguf --seed 1 --n-embd 256 --n-head 4 --n-head-kv 4 --n-ff 256 --logit-scale ${SCALE}
+     --weight-type q8_0)
+make(draft-h64.gguf --seed 1 --n-embd 256 --n-head 4 --n-head-kv 4 --n-ff 256 --logit-scale ${SCALE}
+     --noise 0.1 --noise-seed 7)
+# A LoRA adapter for target.gguf (rank 4 on every layer's attn_q and ffn_up, and on output).
+make(lora.gguf --seed 9 --lora-rank 4)

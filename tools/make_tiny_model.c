@@ -31,9 +31,9 @@
  *       [--vocab normal|different] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0]
- *       [--name NAME] [--chat-template NAME_OR_TEXT]
+ *       [--name NAME] [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0]
  *       [--hidden-mix 0.5] [--target FILE] [--target-layers A,B,C] [--target-hidden-size N]
- *       [--block-size 8]
+ *       [--block-size 8] [--lora-rank R]
  *
  *   --arch A          llama (attention, the default), mamba (recurrent:
  *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
@@ -59,6 +59,18 @@
  *   --target-hidden-size N  the target hidden size an EAGLE-3 claims (default
  *                     the target's; another value makes a mismatched head).
  *   --block-size B    dflash, dspark: the block drafted per pass.
+ *   --weight-type T   stores the weight matrices as f32 (the default) or
+ *                     q8_0 (ggml's quantization of the same values; every
+ *                     row size must be a multiple of 32), e.g. to test what
+ *                     a quantized model computes differently.
+ *   --lora-rank R     writes a LoRA adapter for the llama model of the same
+ *                     options instead of a model (llama.cpp's adapter format:
+ *                     general.type adapter, adapter.type lora,
+ *                     adapter.lora.alpha R, so its scale is 1): rank-R pairs
+ *                     <name>.lora_a {n_in, R} and <name>.lora_b {R, n_out}
+ *                     for every layer's attn_q and ffn_up and for output,
+ *                     drawn from --seed, large enough to change the greedy
+ *                     text.
  *   --chat-template T stores T as tokenizer.chat_template, as a real model
  *                     carries its Jinja template: either the template text
  *                     or a name llama.cpp knows ("chatml", "llama3", ...),
@@ -137,8 +149,8 @@ static void print_usage(FILE *stream) {
             " [--vocab normal|different] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
             " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
-            " [--chat-template NAME_OR_TEXT] [--hidden-mix 0.5] [--target FILE]"
-            " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8]\n");
+            " [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0] [--hidden-mix 0.5] [--target FILE]"
+            " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8] [--lora-rank R]\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -238,6 +250,7 @@ static model_options default_options(void) {
         .layer_scale = 1.0,
         .hidden_mix = 0.5,
         .block_size = 8,
+        .weight_type = GGML_TYPE_F32,
     };
     return opts;
 }
@@ -290,6 +303,11 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->target_hidden_size = parse_dimension(flag, value);
     } else if (strcmp(flag, "--block-size") == 0) {
         opts->block_size = (int)parse_long_in_range(flag, value, 2, 64);
+    } else if (strcmp(flag, "--lora-rank") == 0) {
+        opts->lora_rank = (int)parse_long_in_range(flag, value, 1, 64);
+    } else if (strcmp(flag, "--weight-type") == 0) {
+        if (strcmp(value, "f32") != 0 && strcmp(value, "q8_0") != 0) fail("--weight-type must be f32 or q8_0, got '%s'", value);
+        opts->weight_type = strcmp(value, "q8_0") == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
     } else {
         return false;
     }
@@ -320,6 +338,13 @@ static void validate_options(model_options *opts) {
     }
     if (opts->n_head_kv > opts->n_head || opts->n_head % opts->n_head_kv != 0) {
         fail("--n-head (%d) must be a multiple of --n-head-kv (%d)", opts->n_head, opts->n_head_kv);
+    }
+    if (opts->lora_rank > 0 && (opts->arch != ARCH_LLAMA || opts->weight_type != GGML_TYPE_F32)) {
+        fail("--lora-rank writes an f32 adapter for --arch llama");
+    }
+    if (opts->weight_type == GGML_TYPE_Q8_0 &&
+        (opts->arch != ARCH_LLAMA || opts->n_embd % 32 != 0 || opts->n_ff % 32 != 0)) {
+        fail("--weight-type q8_0 needs --arch llama and --n-embd and --n-ff multiples of 32");
     }
     if (!(opts->noise >= 0.0 && opts->noise <= 1e6)) {
         fail("--noise must be in [0, 1e6], got %g", opts->noise);
@@ -702,6 +727,13 @@ void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weight_sour
         }
         data[i] = (float)(scale * value);
     }
+    if (source->matrix_type != GGML_TYPE_F32) {
+        /* The same values, quantized; the f32 tensor stays behind in the context, unwritten. */
+        struct ggml_tensor *quantized = ggml_new_tensor_2d(ctx, source->matrix_type, ne0, ne1);
+        ggml_quantize_chunk(source->matrix_type, data, quantized->data, 0, ne1, ne0, NULL);
+        ggml_set_name(quantized, name);
+        tensor = quantized;
+    }
     gguf_add_tensor(gguf, tensor);
 }
 
@@ -841,6 +873,7 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
         .weights = {opts->seed},
         .noise = {opts->noise_seed},
         .noise_eps = opts->noise,
+        .matrix_type = opts->weight_type,
     };
     /* Embeddings are unit variance: the first RMS norm rescales them anyway,
      * and unit scale matches the size of the attention/FFN residual updates. */
@@ -964,6 +997,58 @@ static void write_gguf_file(const struct gguf_context *gguf, const char *path) {
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* LoRA adapter                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* One rank-r pair for the model tensor `base` {n_in, n_out}: lora_a {n_in, r}, lora_b {r, n_out},
+ * so that B A x adds to W x about half of W x's own spread. */
+static void add_lora_pair(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+                          const char *base, int64_t n_in, int64_t n_out, int r) {
+    char name[GGML_MAX_NAME + 8]; /* the names here are short; a longer one fails loudly below */
+    if (snprintf(name, sizeof name, "%s.lora_a", base) >= GGML_MAX_NAME) fail("tensor name '%s' too long", base);
+    add_matrix(gguf, ctx, source, name, n_in, r, fan_in_scale(n_in));
+    snprintf(name, sizeof name, "%s.lora_b", base);
+    add_matrix(gguf, ctx, source, name, r, n_out, 0.5 * fan_in_scale(r));
+}
+
+static size_t lora_float_count(const model_options *opts, int n_vocab) {
+    size_t e = (size_t)opts->n_embd, f = (size_t)opts->n_ff, r = (size_t)opts->lora_rank;
+    return (size_t)opts->n_layer * r * (2 * e + e + f) + r * (e + (size_t)n_vocab);
+}
+
+static void write_lora(const model_options *opts, int n_vocab) {
+    size_t size = lora_float_count(opts, n_vocab) * sizeof(float) +
+                  (4 * (size_t)opts->n_layer + 2) * (ggml_tensor_overhead() + GGML_MEM_ALIGN) + 4096;
+    size = (size + 63) / 64 * 64;
+    void *buffer = aligned_alloc(64, size);
+    if (buffer == NULL) fail("cannot allocate %zu bytes for the adapter", size);
+    struct ggml_init_params params = {.mem_size = size, .mem_buffer = buffer, .no_alloc = false};
+    struct ggml_context *ctx = ggml_init(params);
+    struct gguf_context *gguf = gguf_init_empty();
+    if (ctx == NULL || gguf == NULL) fail("ggml_init failed");
+    gguf_set_val_str(gguf, "general.type", "adapter");
+    gguf_set_val_str(gguf, "general.architecture", "llama");
+    gguf_set_val_str(gguf, "general.name", opts->name);
+    gguf_set_val_str(gguf, "adapter.type", "lora");
+    gguf_set_val_f32(gguf, "adapter.lora.alpha", (float)opts->lora_rank);
+    weight_source source = {.weights = {opts->seed}, .noise = {opts->noise_seed}, .noise_eps = 0.0,
+                            .matrix_type = GGML_TYPE_F32};
+    char base[GGML_MAX_NAME];
+    for (int layer = 0; layer < opts->n_layer; layer++) {
+        add_lora_pair(gguf, ctx, &source, layer_tensor_name(base, sizeof base, layer, "attn_q.weight"), opts->n_embd,
+                      opts->n_embd, opts->lora_rank);
+        add_lora_pair(gguf, ctx, &source, layer_tensor_name(base, sizeof base, layer, "ffn_up.weight"), opts->n_embd,
+                      opts->n_ff, opts->lora_rank);
+    }
+    add_lora_pair(gguf, ctx, &source, "output.weight", opts->n_embd, n_vocab, opts->lora_rank);
+    write_gguf_file(gguf, opts->out_path);
+    fprintf(stderr, PROGRAM_NAME ": wrote %s (LoRA adapter, rank %d)\n", opts->out_path, opts->lora_rank);
+    gguf_free(gguf);
+    ggml_free(ctx);
+    free(buffer);
+}
+
 int main(int argc, char **argv) {
     model_options opts = parse_command_line(argc, argv);
 
@@ -972,10 +1057,19 @@ int main(int argc, char **argv) {
         fail("cannot allocate the vocabulary");
     }
     build_vocab(vocab, opts.different_vocab);
+    if (opts.lora_rank > 0) {
+        write_lora(&opts, vocab->count);
+        free(vocab);
+        return 0;
+    }
 
     bool head = tiny_heads_handles(opts.arch);
     size_t n_tensors = head ? tiny_heads_tensor_count(&opts) : tensor_count(&opts);
     size_t n_floats = head ? tiny_heads_float_count(&opts, vocab->count) : model_float_count(&opts, vocab->count);
+    if (opts.weight_type != GGML_TYPE_F32) { /* quantized matrices are made beside their f32 values */
+        n_floats *= 2;
+        n_tensors *= 2;
+    }
     void *weight_buffer = NULL;
     struct ggml_context *ctx = create_weight_context(n_floats, n_tensors, &weight_buffer);
     struct gguf_context *gguf = gguf_init_empty();

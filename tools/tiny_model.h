@@ -52,6 +52,8 @@ typedef struct {
     int n_target_layers;
     int target_hidden_size;
     int block_size;
+    enum ggml_type weight_type; /* of the plain models' matrices: GGML_TYPE_F32 or GGML_TYPE_Q8_0 */
+    int lora_rank;              /* > 0: write a LoRA adapter of this rank instead of a model */
 } model_options;
 
 typedef struct {
@@ -64,6 +66,7 @@ typedef struct {
     prng weights;
     prng noise;
     double noise_eps;
+    enum ggml_type matrix_type; /* the matrices' type in the file (F32, the zero value, or Q8_0) */
 } weight_source;
 
 /* One line on stderr, exit status 2. */

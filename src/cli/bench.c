@@ -60,6 +60,9 @@ static void bench_usage(FILE *out) {
           "  -ngl N, -ngld N, --device LIST, --device-draft LIST, --rpc HOST:PORT,...\n"
           "                        where the layers go, given to specd and llama.cpp's tools alike\n"
           "                        (e.g. -ngl 99 -ngld 99 on a GPU build: make GPU=cuda)\n"
+          "  -ctk T, -ctv T, -ctkd T, -ctvd T\n"
+          "                        KV cache types, given to specd and llama.cpp's tools alike\n"
+          "  --batch-invariant on|off  specd's (default on)\n"
           "  --list-devices        list the devices and exit\n"
           "  --serve               specd serve against llama-server with concurrent clients instead\n"
           "                        (specd bench --serve --help)\n",
@@ -132,6 +135,13 @@ static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
     else if (!strcmp(f, "-dev") || !strcmp(f, "--device")) ok = (o->s.device = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-devd") || !strcmp(f, "--device-draft")) ok = (o->s.device_draft = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--rpc")) ok = (o->s.rpc = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) ok = (o->s.cache_type_k = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) ok = (o->s.cache_type_v = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft"))
+        ok = (o->s.cache_type_k_draft = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-ctvd") || !strcmp(f, "--cache-type-v-draft"))
+        ok = (o->s.cache_type_v_draft = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--batch-invariant")) ok = (o->s.batch_invariant = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--list-devices")) o->list_devices = true;
     else return 0;
     return ok ? 1 : -1;

@@ -56,6 +56,9 @@ typedef struct bench_settings {
      * -ngl, --device, --rpc for every tool; -ngld, --device-draft where a draft model runs.
      * NULL: not given (each tool's default). */
     const char *n_gpu_layers, *device, *rpc, *n_gpu_layers_draft, *device_draft;
+    /* KV cache types, given to every tool (-ctk, -ctv) and with a draft model (-ctkd, -ctvd), and
+     * specd's --batch-invariant; NULL: not given (each tool's default). */
+    const char *cache_type_k, *cache_type_v, *cache_type_k_draft, *cache_type_v_draft, *batch_invariant;
 } bench_settings;
 
 /* bench_proc.c */

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_ARGS 48
+#define MAX_ARGS 64
 
 typedef struct captured {
     char *text;
@@ -203,12 +203,16 @@ static void add_common(arglist *a, const bench_settings *s, const char *target, 
     if (s->n_gpu_layers) add(a, "-ngl"), add(a, s->n_gpu_layers);
     if (s->device) add(a, "--device"), add(a, s->device);
     if (s->rpc) add(a, "--rpc"), add(a, s->rpc);
+    if (s->cache_type_k) add(a, "-ctk"), add(a, s->cache_type_k);
+    if (s->cache_type_v) add(a, "-ctv"), add(a, s->cache_type_v);
 }
 
-/* The draft model's placement flags, after its -md. */
+/* The draft model's placement and cache flags, after its -md. */
 static void add_draft_placement(arglist *a, const bench_settings *s) {
     if (s->n_gpu_layers_draft) add(a, "-ngld"), add(a, s->n_gpu_layers_draft);
     if (s->device_draft) add(a, "--device-draft"), add(a, s->device_draft);
+    if (s->cache_type_k_draft) add(a, "-ctkd"), add(a, s->cache_type_k_draft);
+    if (s->cache_type_v_draft) add(a, "-ctvd"), add(a, s->cache_type_v_draft);
 }
 
 static void tool_path(char *buf, size_t size, const bench_settings *s, const char *name) {
@@ -306,6 +310,7 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
     case TOOL_SPECD:
         add(a, s->specd), add(a, "run"), add_common(a, s, target, prompt, temp), add(a, "--json");
         add(a, "--no-reproducible"); /* the seed is for repeatability: measure rejection sampling */
+        if (s->batch_invariant) add(a, "--batch-invariant"), add(a, s->batch_invariant);
         if (c->cache) add(a, "--calibration-cache"), add(a, c->cache);
         if (!c->no_draft && draft[0]) add(a, "-md"), add(a, draft), add_draft_placement(a, s);
         if (c->specd_args) {

@@ -31,8 +31,11 @@ typedef struct cli_startup {
 /* `spec` names the speculation used: "none", "draft", or a list such as "ngram-simple,draft". */
 void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reason, const char *spec,
                      const cli_startup *startup);
+/* One line on `out` when the engine's verification is not batch-invariant (specd_engine_invariance):
+ * "specd: note: verification is not batch-invariant: WHY"; nothing when it is. */
+void cli_print_invariance_note(FILE *out, const specd_engine *engine);
 /* Prints the --json object; returns false when out of memory. */
 bool cli_print_json(FILE *out, const char *text, const specd_result *result, const char *spec,
-                    const cli_startup *startup);
+                    const cli_startup *startup, const specd_engine *engine);
 
 #endif

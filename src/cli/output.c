@@ -1,5 +1,6 @@
 /* output.c - how `specd run` reports: human statistics and the --json object. */
 #include "cli.h"
+#include "../rpc/invariance_json.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -209,12 +210,17 @@ static json_t *placement_json(const specd_placement_info *p) {
                      p->n_layers_offloaded);
 }
 
+void cli_print_invariance_note(FILE *out, const specd_engine *engine) {
+    specd_invariance_info inv = specd_engine_invariance(engine);
+    if (!inv.invariant) fprintf(out, "specd: note: verification is not batch-invariant: %s\n", inv.note);
+}
+
 bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, const char *spec,
-                    const cli_startup *startup) {
+                    const cli_startup *startup, const specd_engine *engine) {
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o, s:{s:o, s:o}}",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o, s:{s:o, s:o}, s:o}",
                              "text", text,
                              "n_prompt", s->n_prompt,
                              "n_prompt_cached", s->n_prompt_cached,
@@ -226,7 +232,8 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
                              "timings", timings_json(s),
                              "startup", startup_json(startup, s),
                              "placement", "target", placement_json(&startup->target), "draft",
-                             placement_json(&startup->draft));
+                             placement_json(&startup->draft),
+                             "batch_invariant", rpc_invariance_json(engine));
     free(text);
     if (!root) return false;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);

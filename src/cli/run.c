@@ -2,10 +2,12 @@
  * object. */
 #define _POSIX_C_SOURCE 200809L
 #include "../util/args.h"
+#include "../util/lora_arg.h"
 #include "cli.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,8 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+#define RUN_MAX_DRY_BREAKERS 32
+
 typedef struct run_options {
     specd_engine_params engine;
     specd_generation_params gen;
@@ -26,6 +30,9 @@ typedef struct run_options {
     const char *calibration_cache; /* --calibration-cache: a path, "off", or NULL for the default */
     const char *trace_steps;       /* --trace-steps: a file for one line a step, or NULL */
     bool json;
+    specd_lora_adapter lora[SPECD_MAX_LORA], lora_draft[SPECD_MAX_LORA]; /* --lora..., --lora-draft */
+    const char *dry_breakers[RUN_MAX_DRY_BREAKERS]; /* --dry-sequence-breaker, given ones */
+    int32_t n_dry_breakers;
     bool gpu_layers_given; /* -ngl or -ngld: a CPU-only build says it runs on the CPU */
     bool list_devices;
 } run_options;
@@ -44,9 +51,21 @@ static void run_usage(FILE *out) {
           "  -fa, --flash-attn on|off|auto\n"
           "                           llama.cpp's flash attention (default off: on the CPU it makes\n"
           "                           passes over several tokens slower as the context fills)\n"
-          "  -ctv, --cache-type-v f16|f32\n"
-          "                           V cache type (default f32 with flash attention off, so that\n"
-          "                           verification passes give single-token logits bit for bit)\n"
+          "  -ctk, --cache-type-k TYPE, -ctv, --cache-type-v TYPE\n"
+          "                           K and V cache types: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl,\n"
+          "                           q5_0, q5_1 (default K f16, V f32 with flash attention off, f16\n"
+          "                           with it on; a quantized V needs flash attention)\n"
+          "  -ctkd, --cache-type-k-draft TYPE, -ctvd, --cache-type-v-draft TYPE\n"
+          "                           the draft's (default: the target's)\n"
+          "  --batch-invariant on|off verification logits independent of what shares a pass, bit for\n"
+          "                           bit (default on; off: a little faster, exact up to rounding)\n"
+          "  --lora FILE[,FILE...]    LoRA adapters for the target (repeatable; llama.cpp's GGUF)\n"
+          "  --lora-scaled FILE:SCALE[,...]  (or FILE SCALE)\n"
+          "                           the same at a scale (1: as trained)\n"
+          "  --lora-init-without-apply load the adapters at scale 0\n"
+          "  --lora-draft FILE[,FILE...]\n"
+          "                           LoRA adapters for the draft (default: none; the draft without\n"
+          "                           the target's adapter only lowers acceptance, never exactness)\n"
           "  -ngl, --n-gpu-layers N|all\n"
           "                           target layers on the GPU (default all; 0: the CPU only)\n"
           "  -ngld, --n-gpu-layers-draft N|all\n"
@@ -65,6 +84,17 @@ static void run_usage(FILE *out) {
           "  --typical P              locally typical sampling (default 1 = off)\n"
           "  --repeat-penalty X       (default 1 = off)   --repeat-last-n N (default 64)\n"
           "  --presence-penalty X     (default 0)         --frequency-penalty X (default 0)\n"
+          "  --top-n-sigma N          keep tokens within N standard deviations of the top logit (off)\n"
+          "  --min-keep N             top-p, min-p, typical and XTC keep at least N tokens (default 0)\n"
+          "  --dynatemp-range R, --dynatemp-exp E\n"
+          "                           dynamic temperature between temp-R and temp+R (default 0: off, 1)\n"
+          "  --xtc-probability P, --xtc-threshold T\n"
+          "                           XTC: drop the most likely tokens but one (default 0: off, 0.1)\n"
+          "  --dry-multiplier X, --dry-base B, --dry-allowed-length N, --dry-penalty-last-n N,\n"
+          "  --dry-sequence-breaker S DRY repetition penalty (default 0: off, 1.75, 2, 64; breakers\n"
+          "                           \\n : \" * unless given, repeatable; \"none\" for none)\n"
+          "  --mirostat N, --mirostat-lr ETA, --mirostat-ent TAU\n"
+          "                           mirostat 1 or 2 (default 0: off, 0.1, 5)\n"
           "  --seed S                 random seed (default: from the clock); with a seed the text\n"
           "                           is the same with any speculation (coupled draws)\n"
           "  --no-reproducible        with a seed, verify by rejection sampling instead: the same\n"
@@ -141,6 +171,13 @@ static const char *flag_of(const char *field) {
         {"speculative.suffix_branches", "--spec-suffix-branches"}, {"n_keep", "--keep"},
         {"speculative.tree", "--draft-tree"}, {"speculative.draft_branches", "--draft-branches"},
         {"speculative.draft_p_split", "--draft-p-split"}, {"speculative.draft_tree_nodes", "--draft-tree-nodes"},
+        {"sampling.top_n_sigma", "--top-n-sigma"},    {"sampling.min_keep", "--min-keep"},
+        {"sampling.dynatemp_range", "--dynatemp-range"}, {"sampling.dynatemp_exponent", "--dynatemp-exp"},
+        {"sampling.xtc_probability", "--xtc-probability"}, {"sampling.xtc_threshold", "--xtc-threshold"},
+        {"sampling.dry_multiplier", "--dry-multiplier"}, {"sampling.dry_base", "--dry-base"},
+        {"sampling.dry_allowed_length", "--dry-allowed-length"}, {"sampling.dry_penalty_last_n", "--dry-penalty-last-n"},
+        {"sampling.mirostat", "--mirostat"},          {"sampling.mirostat_tau", "--mirostat-ent"},
+        {"sampling.mirostat_eta", "--mirostat-lr"},
     };
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (!strcmp(field, flags[i].field)) return flags[i].flag;
@@ -164,6 +201,61 @@ static bool parse_draft_tree(cli_args *a, const char *flag, specd_draft_tree_mod
     return specd_draft_tree_mode_from_name(v, out) || cli_fail(a, "%s expects on, off or auto, got '%s'", flag, v);
 }
 
+/* --dry-sequence-breaker S (repeatable; "none": no breakers): kept in o->dry_breakers. */
+static bool add_dry_breaker(cli_args *a, const char *flag, run_options *o) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    if (o->n_dry_breakers == RUN_MAX_DRY_BREAKERS)
+        return cli_fail(a, "%s: at most %d breakers", flag, RUN_MAX_DRY_BREAKERS);
+    if (strcmp(v, "none")) o->dry_breakers[o->n_dry_breakers++] = v;
+    o->gen.sampling.dry_sequence_breakers = o->dry_breakers;
+    o->gen.sampling.n_dry_sequence_breakers = o->n_dry_breakers;
+    return true;
+}
+
+/* llama.cpp's DRY, top-n-sigma, XTC, dynatemp, min-keep and mirostat flags; false when f is none of
+ * them (*ok untouched), else *ok says whether its value parsed. */
+static bool parse_llama_sampler_flag(cli_args *a, const char *f, run_options *o, bool *ok) {
+    specd_sampling_params *s = &o->gen.sampling;
+    static const struct {
+        const char *flag;
+        size_t offset;
+    } floats[] = {
+        {"--top-n-sigma", offsetof(specd_sampling_params, top_n_sigma)},
+        {"--top-nsigma", offsetof(specd_sampling_params, top_n_sigma)},
+        {"--dynatemp-range", offsetof(specd_sampling_params, dynatemp_range)},
+        {"--dynatemp-exp", offsetof(specd_sampling_params, dynatemp_exponent)},
+        {"--xtc-probability", offsetof(specd_sampling_params, xtc_probability)},
+        {"--xtc-threshold", offsetof(specd_sampling_params, xtc_threshold)},
+        {"--dry-multiplier", offsetof(specd_sampling_params, dry_multiplier)},
+        {"--dry-base", offsetof(specd_sampling_params, dry_base)},
+        {"--mirostat-lr", offsetof(specd_sampling_params, mirostat_eta)},
+        {"--mirostat-ent", offsetof(specd_sampling_params, mirostat_tau)},
+    }, ints[] = {
+        {"--min-keep", offsetof(specd_sampling_params, min_keep)},
+        {"--dry-allowed-length", offsetof(specd_sampling_params, dry_allowed_length)},
+        {"--dry-penalty-last-n", offsetof(specd_sampling_params, dry_penalty_last_n)},
+        {"--mirostat", offsetof(specd_sampling_params, mirostat)},
+    };
+    double d = 0.0;
+    int64_t i = 0;
+    for (size_t k = 0; k < sizeof floats / sizeof *floats; k++)
+        if (!strcmp(f, floats[k].flag)) {
+            *ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d);
+            *(float *)((char *)s + floats[k].offset) = (float)d;
+            return true;
+        }
+    for (size_t k = 0; k < sizeof ints / sizeof *ints; k++)
+        if (!strcmp(f, ints[k].flag)) {
+            *ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i);
+            *(int32_t *)((char *)s + ints[k].offset) = (int32_t)i;
+            return true;
+        }
+    if (strcmp(f, "--dry-sequence-breaker")) return false;
+    *ok = add_dry_breaker(a, f, o);
+    return true;
+}
+
 /* Sampling and speculation flags; returns 1 when handled, 0 when not ours, -1 on error. */
 static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     specd_sampling_params *s = &o->gen.sampling;
@@ -182,6 +274,7 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->presence_penalty = (float)d; }
     else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->frequency_penalty = (float)d; }
     else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
+    else if (parse_llama_sampler_flag(a, f, o, &ok)) {}
     else if (!strcmp(f, "--no-reproducible")) s->reproducible = false;
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
     else if (!strcmp(f, "--context-shift")) o->gen.context_shift = true;
@@ -214,7 +307,16 @@ static bool parse_flash_attn(cli_args *a, const char *flag, specd_flash_attn *ou
 static bool parse_cache_type(cli_args *a, const char *flag, specd_cache_type *out) {
     const char *v = cli_value(a, flag);
     if (!v) return false;
-    return specd_cache_type_parse(v, out) || cli_fail(a, "%s expects f16 or f32, got '%s'", flag, v);
+    return specd_cache_type_parse(v, out) ||
+           cli_fail(a, "%s expects f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1, got '%s'", flag, v);
+}
+
+static bool parse_on_off(cli_args *a, const char *flag, bool *out) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    if (strcmp(v, "on") && strcmp(v, "off")) return cli_fail(a, "%s expects on or off, got '%s'", flag, v);
+    *out = !strcmp(v, "on");
+    return true;
 }
 
 /* An -ngl value into *out; *asked is set when it asks for offload (0 asks for the CPU). */
@@ -224,6 +326,35 @@ static bool parse_gpu_layers(cli_args *a, const char *flag, int32_t *out, bool *
     if (!specd_gpu_layers_parse(v, out)) return cli_fail(a, "%s expects a layer count, -1 or all, got '%s'", flag, v);
     if (*out != 0) *asked = true;
     return true;
+}
+
+/* --lora FILE[,FILE...], --lora-scaled FILE:SCALE[,...] or FILE SCALE, --lora-draft FILE[,FILE...],
+ * --lora-init-without-apply; 0 when f is none of them. The values are split in place (argv is
+ * ours), so the adapters' paths point into argv. */
+static int parse_lora_flag(cli_args *a, const char *f, run_options *o) {
+    specd_engine_params *e = &o->engine;
+    if (!strcmp(f, "--lora-init-without-apply")) return e->lora_init_without_apply = true;
+    bool draft = !strcmp(f, "--lora-draft"), scaled = !strcmp(f, "--lora-scaled");
+    if (!draft && !scaled && strcmp(f, "--lora")) return 0;
+    specd_lora_adapter *list = draft ? o->lora_draft : o->lora;
+    int32_t *n = draft ? &e->n_lora_draft : &e->n_lora;
+    e->lora = o->lora;
+    e->lora_draft = o->lora_draft;
+    if (!cli_value(a, f)) return -1;
+    char *value = a->argv[a->i - 1];
+    if (scaled && !lora_arg_is_scaled_list(value)) { /* llama.cpp's older form: FILE SCALE */
+        const char *text = cli_value(a, f);
+        float scale;
+        if (!text) return -1;
+        if (!lora_arg_scale(text, &scale))
+            return cli_fail(a, "--lora-scaled expects FILE:SCALE or FILE SCALE, got the scale '%s'", text) ? 1 : -1;
+        if (*n == SPECD_MAX_LORA) return cli_fail(a, "%s: at most %d adapters", f, SPECD_MAX_LORA) ? 1 : -1;
+        list[(*n)++] = (specd_lora_adapter){value, scale};
+        return 1;
+    }
+    char why[300];
+    if (!lora_arg_split(f, value, scaled, list, n, why, sizeof why)) return cli_fail(a, "%s", why) ? 1 : -1;
+    return 1;
 }
 
 /* Where the layers go, with llama.cpp's flags; 0 when f is none of them. */
@@ -253,6 +384,10 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { ok = cli_int(a, f, 1, 1024, &i); e->n_threads = (int32_t)i; }
     else if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn")) ok = parse_flash_attn(a, f, &e->flash_attn);
     else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) ok = parse_cache_type(a, f, &e->cache_type_v);
+    else if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) ok = parse_cache_type(a, f, &e->cache_type_k);
+    else if (!strcmp(f, "-ctvd") || !strcmp(f, "--cache-type-v-draft")) ok = parse_cache_type(a, f, &e->cache_type_v_draft);
+    else if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft")) ok = parse_cache_type(a, f, &e->cache_type_k_draft);
+    else if (!strcmp(f, "--batch-invariant")) ok = parse_on_off(a, f, &e->batch_invariant);
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;
@@ -270,6 +405,7 @@ static int parse_run_options(cli_args *a, run_options *o) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
         int r = parse_engine_flag(a, f, o);
         if (r == 0) r = parse_placement_flag(a, f, o);
+        if (r == 0) r = parse_lora_flag(a, f, o);
         if (r == 0) r = parse_generation_flag(a, f, o);
         if (r < 0) return -1;
         if (r == 0) return cli_fail(a, "unknown option '%s' (see specd run --help)", f) ? 0 : -1;
@@ -359,11 +495,12 @@ static int report(const run_options *o, specd_engine *engine, const specd_result
     startup->draft = specd_engine_placement(engine, true);
     if (!o->json) {
         fputc('\n', stdout);
+        cli_print_invariance_note(stderr, engine);
         cli_print_stats(stderr, &result->stats, result->stop_reason, type, startup);
         return 0;
     }
     char *text = specd_detokenize(engine, result->tokens, result->n_tokens);
-    bool ok = text && cli_print_json(stdout, text, result, type, startup);
+    bool ok = text && cli_print_json(stdout, text, result, type, startup, engine);
     specd_free(text);
     if (!ok) fprintf(stderr, "specd: error: out of memory writing the JSON output\n");
     return ok ? 0 : CLI_EXIT_RUNTIME;

@@ -54,7 +54,10 @@ static void serve_usage(FILE *out) {
           "                         others steps apart, never slowing them by more than half\n"
           "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto\n"
           "                    (default auto with more than one slot, as llama-server; off with one),\n"
-          "                    -ctv f16|f32, -a ALIAS, --verbose, and where the layers go:\n"
+          "                    -ctk/-ctv/-ctkd/-ctvd TYPE (f32, f16, bf16, q8_0, q4_0, q4_1,\n"
+          "                    iq4_nl, q5_0, q5_1), --batch-invariant on|off (default on),\n"
+          "                    --lora FILE, --lora-scaled FILE:SCALE, --lora-init-without-apply,\n"
+          "                    --lora-draft FILE, -a ALIAS, --verbose, and where the layers go:\n"
           "                    -ngl N|all, -ngld N|all, --device LIST, --device-draft LIST,\n"
           "                    --rpc HOST:PORT,... (as specd run --help says); -md takes a draft\n"
           "                    model or a drafting head (an eagle3 or dflash GGUF), and\n"
@@ -189,6 +192,10 @@ static int load_models(rpc_host *host, rpc_engine_settings *models) {
         int rc = !state || !strcmp(state, "loading") ? -1 : !strcmp(state, "ready") ? 0 : CLI_EXIT_USAGE;
         const char *note = json_string_value(json_object_get(status, "placement_note"));
         if (rc == 0 && note) fprintf(stderr, "specd: note: %s\n", note);
+        json_t *invariance = json_object_get(status, "batch_invariant");
+        if (rc == 0 && json_is_false(json_object_get(invariance, "invariant")))
+            fprintf(stderr, "specd: note: verification is not batch-invariant: %s\n",
+                    json_string_value(json_object_get(invariance, "note")));
         if (rc == CLI_EXIT_USAGE) {
             const char *why = json_string_value(json_object_get(status, "error"));
             fprintf(stderr, "specd: error: init: %s\n", why ? why : "loading failed");

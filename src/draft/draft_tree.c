@@ -1,6 +1,7 @@
 /* draft_tree.c - draft trees from the draft model (see draft_tree.h). */
 #include "draft_tree.h"
 
+#include "../sample/coupled.h"
 #include "../sample/softmax.h"
 #include "../sample/top_k.h"
 #include "../util/util.h"
@@ -20,7 +21,7 @@ struct specd_draft_tree {
     int32_t n_vocab;
     specd_dist q, q_i;
     specd_sibling_draws draws;
-    specd_token ranked[MAX_B];  /* greedy: the draft's best tokens at a node, best first */
+    specd_token ranked[MAX_B];  /* greedy or seeded: the draft's best tokens at a node, best first */
     float ranked_p[MAX_B];
     double pass_ms[MAX_B + 1];  /* measured draft pass by open branches (0 = not yet) */
     /* per node of the tree being drafted (grown with it) */
@@ -143,10 +144,22 @@ static int32_t rank_greedy(tree_step *s, const float *logits, int32_t n_history)
     return k;
 }
 
-/* The draft's probability of the next sibling, as known before it is drawn: greedy, that of the
- * next-ranked token; sampling, its expectation sum over what is left of q(x)^2 / mass left. */
-static double next_sibling_confidence(const tree_step *s, bool greedy, int32_t i, int32_t n_ranked) {
-    if (greedy) return i < n_ranked ? s->t->ranked_p[i] : 0.0;
+/* Seeded reproducible (req->coupled): the draft's tokens with the highest keys under the request's
+ * keyed noise at this output index (sample/coupled.h), best first; the first is the coupled draw
+ * the chain drafter would take. Their confidence is q's probability of each. Returns how many, or
+ * -1 when out of memory. */
+static int32_t rank_coupled(tree_step *s, const float *logits, int32_t n_history) {
+    const specd_draft_request *req = s->req;
+    if (!specd_sampler_dist(req->sampler, logits, req->history, n_history, &s->t->q)) return -1;
+    int64_t index = req->coupled_index + (n_history - req->n_history); /* as draft_model.c's chain */
+    return specd_coupled_top_k(&s->t->q, req->coupled_seed, index, s->branches, s->t->ranked, s->t->ranked_p);
+}
+
+/* The draft's probability of the next sibling, as known before it is drawn: ranked (greedy or
+ * seeded), that of the next-ranked token; sampling, its expectation sum over what is left of
+ * q(x)^2 / mass left. */
+static double next_sibling_confidence(const tree_step *s, bool ranked, int32_t i, int32_t n_ranked) {
+    if (ranked) return i < n_ranked ? s->t->ranked_p[i] : 0.0;
     const specd_sibling_draws *d = &s->t->draws;
     if (!specd_sibling_draws_left(d)) return 0.0;
     double sum = 0.0;
@@ -163,10 +176,11 @@ static bool want_sibling(const tree_step *s, int32_t parent, double confidence, 
     return pays(s, s->t->value[parent] * left * acceptance(s, (float)confidence), 0.0, 1);
 }
 
-/* Draws the next child (first or sibling); returns its index or -1 (error set). */
-static int32_t draw_child(tree_step *s, int32_t parent, bool greedy, int32_t i, double share, char **error) {
+/* Draws the next child (first or sibling); returns its index or -1 (error set). Ranked children
+ * keep no q: the greedy walk verifies them (verify.h). */
+static int32_t draw_child(tree_step *s, int32_t parent, bool ranked, int32_t i, double share, char **error) {
     specd_token token;
-    if (greedy) return add_node(s, parent, s->t->ranked[i], NULL, s->t->ranked_p[i], share, error);
+    if (ranked) return add_node(s, parent, s->t->ranked[i], NULL, s->t->ranked_p[i], share, error);
     if (!specd_sibling_draw(&s->t->draws, s->req->rng, &token, &s->t->q_i)) {
         specd_set_error(error, "out of memory while drafting a tree");
         return -1;
@@ -174,9 +188,10 @@ static int32_t draw_child(tree_step *s, int32_t parent, bool greedy, int32_t i, 
     return add_node(s, parent, token, &s->t->q_i, specd_dist_prob(&s->t->q, token), share, error);
 }
 
-/* Greedy main branch: the chain drafter's test for keeping a drawn token (p_min, and the length
- * controller's worth_adding), so that a tree that does not branch is the very chain. Greedy drafts
- * are not drawn: leaving one out is exact. (A sampled token always stays: sibling_draws.h.) */
+/* Greedy or seeded main branch: the chain drafter's test for keeping a drawn token (p_min, and the
+ * length controller's worth_adding), so that a tree that does not branch is the very chain. Such
+ * drafts are not random draws: leaving one out is exact. (A sampled token always stays:
+ * sibling_draws.h.) */
 static bool main_child_pays(const tree_step *s, int32_t node, float confidence) {
     const specd_draft_request *req = s->req;
     int32_t depth = s->tree->nodes[node].depth;
@@ -192,29 +207,33 @@ static specd_status expand(tree_step *s, const open_node *o, char **error) {
     const specd_draft_request *req = s->req;
     int32_t n_history = req->n_history - 1 + specd_tree_path(s->tree, o->node, req->history + req->n_history - 1);
     const float *logits = specd_slot_logits(specd_engine_draft(s->e), o->batch_idx);
-    bool greedy = specd_sampler_is_greedy(req->sampler);
+    bool greedy = specd_sampler_is_greedy(req->sampler), ranked = greedy || req->coupled;
     int32_t n_ranked = 0;
     if (greedy) n_ranked = rank_greedy(s, logits, n_history);
+    else if (req->coupled) n_ranked = rank_coupled(s, logits, n_history);
     else if (!specd_sampler_dist(req->sampler, logits, req->history, n_history, &s->t->q) ||
-             !specd_sibling_draws_begin(&s->t->draws, &s->t->q)) {
+             !specd_sibling_draws_begin(&s->t->draws, &s->t->q))
+        n_ranked = -1;
+    if (n_ranked < 0) {
         specd_set_error(error, "out of memory while drafting a tree");
         return SPECD_ERR_NO_MEMORY;
     }
-    if (greedy && o->seq == 0 && !main_child_pays(s, o->node, s->t->ranked_p[0])) return SPECD_OK;
+    if (ranked && n_ranked == 0) return SPECD_OK; /* nothing the draft allows here: the branch ends */
+    if (ranked && o->seq == 0 && !main_child_pays(s, o->node, s->t->ranked_p[0])) return SPECD_OK;
     double tried = 0.0;
     for (int32_t i = 0;; i++) {
-        int32_t child = draw_child(s, o->node, greedy, i, 1.0 - tried, error);
+        int32_t child = draw_child(s, o->node, ranked, i, 1.0 - tried, error);
         if (child < 0) return SPECD_ERR_NO_MEMORY;
         if (i > 0) s->n_leaves++;
         else if (o->seq == 0) {
             float confidence = s->tree->nodes[child].confidence;
             /* As the chain drafter: a sampled token that does not pay stays, and ends the branch. */
-            s->main_ends = !greedy && !main_child_pays(s, o->node, confidence);
+            s->main_ends = !ranked && !main_child_pays(s, o->node, confidence);
             if (req->plan) specd_draft_plan_add(req->plan, s->tree->nodes[child].depth - 1, confidence);
         }
         /* Chance one of the children so far is accepted: 1 - prod (1 - a_j). */
         tried += (1.0 - tried) * acceptance(s, s->tree->nodes[child].confidence);
-        if (!want_sibling(s, o->node, next_sibling_confidence(s, greedy, i + 1, n_ranked), tried)) break;
+        if (!want_sibling(s, o->node, next_sibling_confidence(s, ranked, i + 1, n_ranked), tried)) break;
     }
     return SPECD_OK;
 }

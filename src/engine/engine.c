@@ -31,14 +31,8 @@ specd_engine_params specd_engine_default_params(void) {
     p.struct_size = (uint32_t)sizeof p;
     p.n_gpu_layers = -1; /* llama.cpp's default: all layers on the GPU when there is one */
     p.n_gpu_layers_draft = -1;
+    p.batch_invariant = true;
     return p;
-}
-
-bool specd_cache_type_parse(const char *name, specd_cache_type *out) {
-    if (name && !strcmp(name, "f16")) *out = SPECD_CACHE_TYPE_F16;
-    else if (name && !strcmp(name, "f32")) *out = SPECD_CACHE_TYPE_F32;
-    else return false;
-    return true;
 }
 
 bool specd_flash_attn_parse(const char *name, specd_flash_attn *out) {
@@ -200,7 +194,13 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
-    specd_apply_attention_settings(&e->params, &cp);
+    specd_apply_context_settings(&e->params, slot == &e->draft, &cp);
+    if (slot == &e->target) {
+        /* Flash attention "auto" is on for a CPU target (as llama.cpp decides): the plan counts on it. */
+        if (e->inv.attention == SPECD_INVARIANT_FLASH) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        specd_invariance_context_params(&e->inv, &cp);
+        slot->inv = &e->inv;
+    }
     /* Per-token rollback of a recurrent target's state, where its architecture has it (llama.cpp
      * sets 0 otherwise): n_rs_seq snapshots of the whole state, so at most RS_SNAPSHOTS_MAX;
      * longer drafts use a checkpoint. The draft decodes one token at a time: no use to it. */
@@ -234,6 +234,8 @@ static void swap_view(specd_model_slot *active, specd_model_slot *views, int32_t
     views[from].logits_offset = active->logits_offset;
     views[from].features = active->features;
     active->features = views[to].features;
+    memcpy(views[from].lora_scales, active->lora_scales, sizeof active->lora_scales);
+    memcpy(active->lora_scales, views[to].lora_scales, sizeof active->lora_scales);
     active->kv_tokens = views[to].kv_tokens;
     active->n_kv = views[to].n_kv;
     active->seq = views[to].seq;
@@ -264,12 +266,14 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
         specd_set_error(error, "flash_attn must be SPECD_FLASH_ATTN_OFF, _ON or _AUTO (got %d)", (int)p->flash_attn);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (p->cache_type_v != SPECD_CACHE_TYPE_DEFAULT && p->cache_type_v != SPECD_CACHE_TYPE_F16 &&
-        p->cache_type_v != SPECD_CACHE_TYPE_F32) {
-        specd_set_error(error, "cache_type_v must be SPECD_CACHE_TYPE_DEFAULT, _F16 or _F32 (got %d)",
-                        (int)p->cache_type_v);
-        return SPECD_ERR_INVALID_ARGUMENT;
-    }
+    const specd_cache_type types[] = {p->cache_type_k, p->cache_type_v, p->cache_type_k_draft, p->cache_type_v_draft};
+    const char *names[] = {"cache_type_k", "cache_type_v", "cache_type_k_draft", "cache_type_v_draft"};
+    for (int i = 0; i < 4; i++)
+        if (!specd_cache_type_name(types[i])) {
+            specd_set_error(error, "%s must be a specd_cache_type (SPECD_CACHE_TYPE_DEFAULT, _F16, _F32, _BF16, _Q8_0, "
+                            "...; got %d)", names[i], (int)types[i]);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
     if (p->n_gpu_layers < -1 || p->n_gpu_layers_draft < -1) {
         specd_set_error(error, "n_gpu_layers and n_gpu_layers_draft must be -1 (all), 0 (none) or a layer count "
                         "(got %d, %d)", p->n_gpu_layers, p->n_gpu_layers_draft);
@@ -320,8 +324,14 @@ static specd_status size_engine(specd_engine *e, char **error) {
     int32_t tree_max = e->params.draft_max + 1;
     e->n_batch = n_batch > tree_max ? n_batch : tree_max;
     if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx > tree_max ? e->n_ctx : tree_max;
+    return SPECD_OK;
+}
+
+/* The one batch every decode reuses: e->n_batch tokens, and the padding token of an invariant
+ * target pass (invariance.h). */
+static specd_status make_batch(specd_engine *e, char **error) {
     e->batch_cap = e->n_batch;
-    e->batch = llama_batch_init(e->batch_cap, 0, SPECD_TREE_MAX_BRANCHES);
+    e->batch = llama_batch_init(e->batch_cap + 1, 0, SPECD_TREE_MAX_BRANCHES);
     if (!e->batch.token) {
         specd_set_error(error, "out of memory for a batch of %d tokens", e->batch_cap);
         return SPECD_ERR_NO_MEMORY;
@@ -343,6 +353,21 @@ static specd_status check_pair(const specd_engine *e, char **error) {
 /* Records which input a failure is about; returns st. */
 static specd_status blame(specd_engine_input *failed, specd_engine_input input, specd_status st) {
     if (st != SPECD_OK) *failed = input;
+    return st;
+}
+
+/* The LoRA adapters (lora.c), with llama.cpp's reason for a file it cannot load in the message. */
+static specd_status load_adapters(specd_engine *e, const specd_engine_params *params, char **error) {
+    specd_log_capture capture;
+    specd_log_capture_begin(&capture);
+    specd_status st = specd_lora_load(e, params, error);
+    const char *reason = specd_log_capture_end(&capture);
+    if (st == SPECD_ERR_MODEL_LOAD && *reason && error && *error) {
+        char *first = *error;
+        *error = NULL;
+        specd_set_error(error, "%s; llama.cpp: %s", first, reason);
+        free(first);
+    }
     return st;
 }
 
@@ -368,10 +393,16 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
         if (st == SPECD_OK && !specd_head_is_head_model(e->draft.model)) st = check_pair(e, error);
         if (st != SPECD_OK) return blame(failed, SPECD_INPUT_DRAFT, st);
     }
+    st = load_adapters(e, params, error);
+    if (st != SPECD_OK) return blame(failed, e->lora.n < params->n_lora ? SPECD_INPUT_TARGET : SPECD_INPUT_DRAFT, st);
+    for (int32_t i = 0; i < e->lora.n; i++) e->target.lora_scales[i] = e->lora.scales[i]; /* every view starts so */
     e->vocab = llama_model_get_vocab(e->target.model);
     e->n_vocab = llama_vocab_n_tokens(e->vocab);
     one_slot_for_recurrent_models(e);
+    describe_slot(&e->target, "target");
     st = size_engine(e, error);
+    if (st == SPECD_OK) st = specd_invariance_plan(e, error);
+    if (st == SPECD_OK) st = make_batch(e, error);
     if (st != SPECD_OK) return st;
     /* Tree branches are sequences of their own; a recurrent state verifies chains only (kv.c), and
      * each sequence would cost a whole state (times the rollback snapshots). */
@@ -382,6 +413,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     if (e->draft.model && !draft_is_head)
         st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, &e->draft_views,
                                                              "draft", error));
+    if (st == SPECD_OK) specd_lora_apply_draft(e);
     if (st != SPECD_OK || (!draft_is_head && !params->mtp)) return st;
     struct llama_model *head_model = NULL;
     if (draft_is_head) { /* the head owns it from here */
@@ -421,6 +453,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->params.progress_callback = NULL; /* only the load calls it: the engine keeps no caller's pointer */
     e->params.progress_user_data = NULL;
     e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
+    e->params.lora = e->params.lora_draft = NULL; /* the adapters are loaded (lora.c keeps the paths) */
     atomic_init(&e->stop_requests, 0u);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path) &&
                   (e->calibration_cache || !params->calibration_cache);
@@ -460,6 +493,7 @@ void specd_engine_free(specd_engine *e) {
     specd_head_free(e); /* before the target: its context reads the target's */
     free_slot(&e->draft, e->draft_views, e->n_parallel, e->active_slot);
     free_slot(&e->target, e->target_views, e->n_parallel, e->active_slot);
+    specd_lora_free(e); /* the adapters went with their models; their paths are ours */
     if (e->batch.token) llama_batch_free(e->batch);
     free(e->target_path);
     free(e->draft_path);
@@ -479,6 +513,11 @@ int32_t specd_engine_n_vocab(const specd_engine *e) { return e->n_vocab; }
 int32_t specd_engine_n_parallel(const specd_engine *e) { return e ? e->n_parallel : 0; }
 
 int32_t specd_engine_draft_max(const specd_engine *e) { return e ? e->params.draft_max : 0; }
+
+specd_invariance_info specd_engine_invariance(const specd_engine *e) {
+    return (specd_invariance_info){e->inv.attention != SPECD_INVARIANT_NONE, e->inv.requested, e->inv.setting,
+                                   e->inv.note[0] ? e->inv.note : NULL};
+}
 
 int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt) {
     if (!e || slot < 0 || slot >= e->n_parallel || !prompt) return 0;

@@ -192,4 +192,14 @@ void specd_slot_copy_branch(specd_model_slot *slot, int32_t from, int32_t to);
 specd_status specd_slot_decode_branches(specd_engine *e, specd_model_slot *slot, const specd_branch_token *tokens,
                                         int32_t n, char **error);
 
+/* ---- LoRA adapters (lora.c) ------------------------------------------------------------------- */
+
+/* The slot will decode with `scales` (specd_engine_n_lora of them): when its cache was computed
+ * with others, it is emptied first. */
+void specd_slot_use_lora(specd_engine *e, specd_model_slot *view, const float *scales);
+/* A generation's lora_scales: NULL (the engine's) or one finite scale per adapter. */
+specd_status specd_lora_validate(const specd_engine *e, const float *scales, int32_t n, char **error);
+/* The scales a generation decodes with: its own, or NULL's, the engine's defaults. */
+const float *specd_lora_scales_of(const specd_engine *e, const float *scales);
+
 #endif

@@ -4,6 +4,7 @@
 #define SPECD_ENGINE_INTERNAL_H
 
 #include "engine.h"
+#include "invariance.h"
 #include "llama.h"
 #include "placement.h"
 
@@ -50,7 +51,19 @@ struct specd_model_slot {
     /* Target views with a drafting head: the target's hidden states the head reads, by position
      * (features.h; the head owns them). NULL otherwise. */
     struct specd_features *features;
+    /* The engine's batch invariance (invariance.h) for the target's views; NULL for the draft's. */
+    specd_invariance *inv;
+    /* The LoRA scales the slot's cache was computed with (the target's adapters, lora.c). */
+    float lora_scales[SPECD_MAX_LORA];
 };
+
+/* One model's LoRA adapters (lora.c). */
+typedef struct specd_lora_set {
+    int32_t n;
+    struct llama_adapter_lora *adapters[SPECD_MAX_LORA];
+    char *paths[SPECD_MAX_LORA];
+    float scales[SPECD_MAX_LORA]; /* the defaults (the target's) or the ones set (the draft's) */
+} specd_lora_set;
 
 struct specd_engine {
     specd_engine_params params;
@@ -87,6 +100,9 @@ struct specd_engine {
      * type, so it stays below them. NULL until used. */
     struct specd_learned *learned;
     void (*free_learned)(struct specd_learned *learned);
+    specd_invariance inv; /* how the target's passes stay batch-invariant (invariance.h) */
+    specd_lora_set lora;       /* the target's LoRA adapters */
+    specd_lora_set lora_draft; /* the draft's */
 };
 
 /* A drafting head's side of the target's decodes (kv.c calls it after each one, head.c fills it). */
@@ -98,9 +114,31 @@ typedef struct specd_target_observer {
     specd_status (*keep_up)(specd_engine *e, specd_model_slot *view, char **error);
 } specd_target_observer;
 
-/* attention.c: flash attention and the V cache type of every context, from the engine's params
+/* lora.c: loads both models' adapters (p: the caller's params; after the models, before the
+ * contexts); frees them. */
+specd_status specd_lora_load(specd_engine *e, const specd_engine_params *p, char **error);
+void specd_lora_free(specd_engine *e);
+/* Sets the draft's adapters on its context, once. */
+void specd_lora_apply_draft(specd_engine *e);
+/* Before a target decode of `view`: its scales on the context (nothing for the draft's views). */
+void specd_lora_apply(specd_engine *e, const specd_model_slot *view);
+
+/* attention.c: flash attention and the cache types of the target's context (and a head's), from the engine's params
  * (tests give their reference contexts the same, so logits compare exactly). */
 void specd_apply_attention_settings(const specd_engine_params *p, struct llama_context_params *cp);
+
+/* attention.c: the same for the target's (draft false) or the draft's context, with the K cache's
+ * type too (a draft's own -ctkd/-ctvd). */
+void specd_apply_context_settings(const specd_engine_params *p, bool draft, struct llama_context_params *cp);
+
+/* attention.c: the ggml type of a cache: the V cache (v) or the K cache, of the draft or the target,
+ * from the engine's params with their defaults resolved. */
+enum ggml_type specd_ggml_cache_type(const specd_engine_params *p, bool v, bool draft);
+
+/* dry.c: specd_dry_new (dry.h) for a vocabulary (tests give their own models'); n_ctx: how far
+ * dry_penalty_last_n -1 looks back. */
+struct specd_dry *specd_dry_new_vocab(const struct llama_vocab *vocab, const specd_sampling_params *p, int32_t n_ctx,
+                                      int32_t n_vocab, bool *failed, char **error);
 
 /* compat.c: llama.cpp's draft/target vocabulary compatibility rules. */
 specd_status specd_check_vocab_compatible(const struct llama_model *target,

@@ -25,7 +25,7 @@ static llama_seq_id branch_seq(const specd_model_slot *slot, int32_t branch) {
 
 /* Forgets everything the slot holds. Removing a whole sequence never fails in llama.cpp. */
 static void slot_clear(specd_model_slot *slot) {
-    llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, -1, -1);
+    specd_invariance_seq_rm(slot->inv, slot->ctx, slot->seq, -1, -1);
     slot->n_kv = 0;
     specd_slot_forget_checkpoints(slot, -1);
 }
@@ -40,8 +40,7 @@ static bool can_drop_in_place(const specd_model_slot *slot, int32_t n_drop) {
 void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n >= slot->n_kv) return;
     specd_slot_forget_checkpoints(slot, n); /* those after n hold tokens being dropped */
-    if (can_drop_in_place(slot, slot->n_kv - n) &&
-        llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, n, -1)) {
+    if (can_drop_in_place(slot, slot->n_kv - n) && specd_invariance_seq_rm(slot->inv, slot->ctx, slot->seq, n, -1)) {
         if (!slot->can_drop_tail) {
             slot->n_rollbacks++;
             slot->last_decode_n = 0; /* one rollback per decode (llama.cpp's rule) */
@@ -65,8 +64,23 @@ static void batch_add(struct llama_batch *b, llama_seq_id seq, specd_token token
     b->logits[i] = logits;
 }
 
-static specd_status decode_batch(specd_engine *e, specd_model_slot *slot, struct llama_batch *b, char **error) {
+/* llama_decode, and for the target a batch-invariant pass (invariance.h): the trash compacted away
+ * first when the pass would not fit beside it, a padding token where one row would take another
+ * kernel than several. The batch is as it was afterwards. */
+static int32_t decode(specd_engine *e, specd_model_slot *slot, struct llama_batch *b) {
+    if (specd_invariance_needs_compaction(slot->inv, slot->ctx, b->n_tokens + 1) &&
+        specd_invariance_compact(e, NULL) != SPECD_OK)
+        return 1; /* no room: as llama_decode says when the cache is full */
+    specd_lora_apply(e, slot); /* the slot's adapter scales (every slot of a pass has the same) */
+    bool padded = specd_invariance_pad(slot->inv, b);
     int32_t rc = llama_decode(slot->ctx, *b);
+    specd_invariance_after_decode(slot->inv, slot->ctx, b, padded, rc);
+    if (padded) b->n_tokens--;
+    return rc;
+}
+
+static specd_status decode_batch(specd_engine *e, specd_model_slot *slot, struct llama_batch *b, char **error) {
+    int32_t rc = decode(e, slot, b);
     if (slot->ctx == e->draft.ctx) e->draft_decodes++;
     slot->last_decode_n = rc == 0 ? b->n_tokens : 0;
     if (rc != 0) {
@@ -81,7 +95,7 @@ static specd_status decode_batch(specd_engine *e, specd_model_slot *slot, struct
 /* What a failed decode from `start` on wrote is unknown: forget it (all of it for a recurrent
  * state, whose rollback snapshots may not match). */
 static void forget_from(specd_model_slot *slot, int32_t start) {
-    if (!slot->can_drop_tail || !llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, start, -1))
+    if (!slot->can_drop_tail || !specd_invariance_seq_rm(slot->inv, slot->ctx, slot->seq, start, -1))
         slot_clear(slot);
 }
 
@@ -310,7 +324,7 @@ void specd_slot_shift(specd_model_slot *slot, int32_t n_keep, int32_t n_discard)
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
     specd_slot_forget_checkpoints(slot, -1); /* positions move: no checkpoint matches them */
-    if (!llama_memory_seq_rm(mem, slot->seq, n_keep, end)) {
+    if (!specd_invariance_seq_rm(slot->inv, slot->ctx, slot->seq, n_keep, end)) {
         slot_clear(slot); /* the next sync decodes the history again */
         return;
     }
@@ -368,8 +382,9 @@ static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
 /* After a failed pass: the slot's sequence and its scratch branches lose the tree's positions
  * (other slots keep their caches); a recurrent state is cleared. */
 static void drop_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_root) {
-    llama_memory_t mem = llama_get_memory(slot->ctx);
-    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(mem, branch_seq(slot, s), -1, -1); /* cannot fail */
+    for (int32_t s = 1; s < n_branches; s++) /* cannot fail */
+        specd_invariance_seq_rm(slot->inv, slot->ctx, branch_seq(slot, s), pos_root, -1);
+    for (int32_t s = 1; s < n_branches; s++) llama_memory_seq_rm(llama_get_memory(slot->ctx), branch_seq(slot, s), -1, -1);
     forget_from(slot, pos_root);
 }
 
@@ -410,6 +425,11 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
             return SPECD_ERR_INVALID_ARGUMENT;
         }
     }
+    /* Before the branches share the history: compaction writes back the slots' own sequences only. */
+    if (specd_invariance_needs_compaction(passes[0].slot->inv, passes[0].slot->ctx, total + 1)) {
+        specd_status st = specd_invariance_compact(e, error);
+        if (st != SPECD_OK) return st;
+    }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
     for (int32_t p = 0; p < n_passes; p++) {
@@ -422,7 +442,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
         add_tree(b, t);
     }
     double t0 = specd_now_ms();
-    int32_t rc = llama_decode(passes[0].slot->ctx, *b);
+    int32_t rc = decode(e, passes[0].slot, b);
     if (ms) *ms = specd_now_ms() - t0;
     if (rc == 0) {
         specd_status st = SPECD_OK;
@@ -453,20 +473,31 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     return st;
 }
 
+/* Plain attention is batch-invariant only while the slot's cells run contiguously in position
+ * order (invariance.h): a tree's accepted path sits between its siblings' cells, so the whole tree
+ * goes and the next sync decodes the path again, in place. */
+static bool relays_trees(const specd_model_slot *slot) {
+    return slot->inv && slot->inv->attention == SPECD_INVARIANT_PLAIN;
+}
+
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
                             const specd_token *path, int32_t n_path) {
     int32_t pos_end = pos_root + n_path;
-    if (n_branches == 1) {
+    if (n_branches == 1 || relays_trees(slot)) {
         /* The chain is in kv_tokens (record_pass): drop its rejected tail, which a recurrent state
          * does by going back to its checkpoint (the next sync decodes the accepted tokens again). */
-        specd_slot_truncate(slot, pos_end);
+        if (n_branches > 1) drop_tree(slot, n_branches, pos_root);
+        specd_slot_truncate(slot, n_branches == 1 ? pos_end : pos_root);
         return;
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
     bool ok = true; /* an attention cache drops any range: a failure here is unexpected, and clears */
     for (int32_t s = 0; s < n_branches; s++)
-        if (s != keep) ok = llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1) && ok;
-    ok = llama_memory_seq_rm(mem, branch_seq(slot, keep), pos_end, -1) && ok;
+        if (s != keep) {
+            specd_invariance_seq_rm(slot->inv, slot->ctx, branch_seq(slot, s), pos_root, -1);
+            ok = llama_memory_seq_rm(mem, branch_seq(slot, s), s == 0 ? pos_root : 0, -1) && ok;
+        }
+    ok = specd_invariance_seq_rm(slot->inv, slot->ctx, branch_seq(slot, keep), pos_end, -1) && ok;
     if (keep != 0) {
         llama_memory_seq_cp(mem, branch_seq(slot, keep), slot->seq, 0, pos_end);
         ok = llama_memory_seq_rm(mem, branch_seq(slot, keep), 0, -1) && ok;
@@ -481,4 +512,12 @@ void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_bran
 
 const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) {
     return llama_get_logits_ith(slot->ctx, slot->logits_offset + i);
+}
+
+/* (lora.c loads the adapters and applies them before each target decode; this is kv.c's, since
+ * it empties the slot: lora.c calling kv.c and kv.c lora.c would be a circle.) */
+void specd_slot_use_lora(specd_engine *e, specd_model_slot *view, const float *scales) {
+    if (e->lora.n == 0 || !memcmp(view->lora_scales, scales, (size_t)e->lora.n * sizeof *scales)) return;
+    specd_slot_truncate(view, 0); /* computed with other adapters: nothing of it is valid now */
+    memcpy(view->lora_scales, scales, (size_t)e->lora.n * sizeof *scales);
 }

@@ -71,7 +71,7 @@ char *rpc_host_model_name(rpc_host *h);
 /* ---- status (host_status.c) ------------------------------------------------------------------ */
 
 /* {state, init_success, model, model_alias, loading_model, busy, has_draft, n_ctx, n_vocab,
- * version, n_parallel, last_init_error?, placement?, placement_note?, error?, slots, n_queued,
+ * version, n_parallel, last_init_error?, placement?, placement_note?, batch_invariant?, error?, slots, n_queued,
  * queue_max} (new reference). */
 json_t *rpc_host_status(rpc_host *h);
 

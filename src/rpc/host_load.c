@@ -7,6 +7,8 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "host_state.h"
 
+#include "invariance_json.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,8 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
     json_decref(h->placement);
     h->placement = json_pack("{s:o, s:o}", "target", placement_json(engine, false), "draft", placement_json(engine, true));
     replace_string(&h->placement_note, s->gpu_layers_given ? specd_gpu_offload_note() : NULL);
+    json_decref(h->invariance);
+    h->invariance = rpc_invariance_json(engine);
     h->server = server;
     replace_string(&h->model, s->model);
     replace_string(&h->alias, s->alias);
@@ -249,6 +253,8 @@ static serve_server *clear_locked(rpc_host *h) {
     h->has_draft = false;
     json_decref(h->placement);
     h->placement = NULL;
+    json_decref(h->invariance);
+    h->invariance = NULL;
     replace_string(&h->placement_note, NULL);
     return server;
 }

@@ -29,6 +29,7 @@ struct rpc_host {
     bool has_draft;
     json_t *placement;            /* {"target": {...}, "draft": {...} | null} of the serving engine */
     char *placement_note;         /* owned: -ngl asked on a build that cannot offload, else NULL */
+    json_t *invariance;           /* owned: whether the engine's verification is batch-invariant */
     /* the latest init */
     bool loading;                 /* a load runs (beside the serving engine, if any) */
     char *loading_model;          /* owned: its target path while it runs */

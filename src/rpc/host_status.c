@@ -59,6 +59,7 @@ json_t *rpc_host_status(rpc_host *h) {
      * (ThreadSanitizer cannot see them either). */
     if (r && h->server && h->placement) json_object_set_new(r, "placement", json_deep_copy(h->placement));
     if (r && h->server && h->placement_note) json_object_set_new(r, "placement_note", json_string(h->placement_note));
+    if (r && h->server && h->invariance) json_object_set_new(r, "batch_invariant", json_deep_copy(h->invariance));
     if (r && state == STATE_FAILED) json_object_set_new(r, "error", json_string(h->last_init_error));
     bool loaded = h->server != NULL;
     pthread_mutex_unlock(&h->lock);

@@ -6,6 +6,8 @@
 
 #include "confine.h"
 
+#include "../util/lora_arg.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,12 @@ void rpc_engine_settings_free(rpc_engine_settings *s) {
     free(s->devices);
     free(s->devices_draft);
     free(s->rpc_servers);
+    for (int32_t i = 0; i < SPECD_MAX_LORA; i++) {
+        if (s->lora) free((char *)s->lora[i].path);
+        if (s->lora_draft) free((char *)s->lora_draft[i].path);
+    }
+    free(s->lora);
+    free(s->lora_draft);
     memset(s, 0, sizeof *s);
 }
 
@@ -103,7 +111,25 @@ static bool flash_attn_value(const char *v, specd_flash_attn *out, rpc_error *er
 
 static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *err, const char *field) {
     if (specd_cache_type_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f16\" or \"f32\", got '%s'", field, v);
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f32\", \"f16\", \"bf16\", \"q8_0\", "
+                    "\"q4_0\", \"q4_1\", \"iq4_nl\", \"q5_0\" or \"q5_1\", got '%s'", field, v);
+}
+
+/* -ctk, -ctv, -ctkd, -ctvd (llama.cpp's names): the field they set, or NULL. */
+static specd_cache_type *cache_type_flag(specd_engine_params *p, const char *f) {
+    if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) return &p->cache_type_k;
+    if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) return &p->cache_type_v;
+    if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft")) return &p->cache_type_k_draft;
+    if (!strcmp(f, "-ctvd") || !strcmp(f, "--cache-type-v-draft")) return &p->cache_type_v_draft;
+    return NULL;
+}
+
+static bool on_off_value(const char *v, bool *out, rpc_error *err, const char *field) {
+    if (v && (!strcmp(v, "on") || !strcmp(v, "off"))) {
+        *out = !strcmp(v, "on");
+        return true;
+    }
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"on\" or \"off\", got '%s'", field, v);
 }
 
 /* Flags that only matter to a server; accepted so existing command lines work. */
@@ -157,6 +183,56 @@ static int parse_device_flag(arg_cursor *c, const char *f, rpc_engine_settings *
     return v && set_string(slot, v, c->err, f) ? 1 : -1;
 }
 
+/* Appends a copy of each adapter of items[0..k) to list (the settings own the paths). */
+static bool keep_adapters(arg_cursor *c, const char *f, const specd_lora_adapter *items, int32_t k,
+                          specd_lora_adapter *list, int32_t *n) {
+    for (int32_t i = 0; i < k; i++) {
+        char *copy = strdup(items[i].path);
+        if (!copy) return rpc_fail(c->err, RPC_INTERNAL_ERROR, f, "out of memory");
+        list[(*n)++] = (specd_lora_adapter){copy, items[i].scale};
+    }
+    return true;
+}
+
+/* --lora FILE[,FILE...], --lora-scaled FILE:SCALE[,...] or FILE SCALE (llama-server's, in its
+ * current and older forms), --lora-draft FILE[,FILE...] (specd's, for the draft),
+ * --lora-init-without-apply; 0 when f is none of them. */
+static int parse_lora_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
+    if (!strcmp(f, "--lora-init-without-apply")) return p->lora_init_without_apply = true;
+    bool draft = !strcmp(f, "--lora-draft"), scaled = !strcmp(f, "--lora-scaled");
+    if (!draft && !scaled && strcmp(f, "--lora")) return 0;
+    specd_lora_adapter **list_slot = draft ? &s->lora_draft : &s->lora;
+    if (!*list_slot && !(*list_slot = calloc(SPECD_MAX_LORA, sizeof **list_slot)))
+        return rpc_fail(c->err, RPC_INTERNAL_ERROR, f, "out of memory") ? 1 : -1;
+    int32_t *n = draft ? &p->n_lora_draft : &p->n_lora;
+    p->lora = s->lora;
+    p->lora_draft = s->lora_draft;
+    const char *value = next_value(c, f);
+    if (!value) return -1;
+    specd_lora_adapter items[SPECD_MAX_LORA];
+    char why[300];
+    if (scaled && !lora_arg_is_scaled_list(value)) { /* llama.cpp's older form: FILE SCALE */
+        const char *text = next_value(c, f);
+        if (!text) return -1;
+        if (!lora_arg_scale(text, &items[0].scale))
+            return rpc_fail(c->err, RPC_INVALID_PARAMS, f, "init: --lora-scaled expects FILE:SCALE or FILE SCALE, got "
+                            "the scale '%s'", text) ? 1 : -1;
+        items[0].path = value;
+        if (*n == SPECD_MAX_LORA)
+            return rpc_fail(c->err, RPC_INVALID_PARAMS, f, "init: %s: at most %d adapters", f, SPECD_MAX_LORA) ? 1 : -1;
+        return keep_adapters(c, f, items, 1, *list_slot, n) ? 1 : -1;
+    }
+    char *buffer = strdup(value); /* split in place, then each path copied */
+    if (!buffer) return rpc_fail(c->err, RPC_INTERNAL_ERROR, f, "out of memory") ? 1 : -1;
+    int32_t end = *n; /* items[*n..end): lora_arg_split counts the adapters already given */
+    bool ok = lora_arg_split(f, buffer, scaled, items, &end, why, sizeof why);
+    if (ok) ok = keep_adapters(c, f, items + *n, end - *n, *list_slot, n);
+    else rpc_fail(c->err, RPC_INVALID_PARAMS, f, "init: %s", why);
+    free(buffer);
+    return ok ? 1 : -1;
+}
+
 static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     const char *v;
@@ -184,15 +260,18 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
     if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn"))
         return (s->flash_attn_given = true) && (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
-    if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v"))
-        return (v = next_value(c, f)) && cache_type_value(v, &p->cache_type_v, c->err, f);
+    specd_cache_type *cache_type = cache_type_flag(p, f);
+    if (cache_type) return (v = next_value(c, f)) && cache_type_value(v, cache_type, c->err, f);
+    if (!strcmp(f, "--batch-invariant")) return (v = next_value(c, f)) && on_off_value(v, &p->batch_invariant, c->err, f);
     if (!strcmp(f, "--spec-type")) return (v = next_value(c, f)) && spec_type_value(v, p, c->err, f);
     int r = parse_gpu_layers_flag(c, f, s);
     if (r == 0) r = parse_device_flag(c, f, s);
+    if (r == 0) r = parse_lora_flag(c, f, s);
     if (r != 0) return r > 0;
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
-                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctv, "
+                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
+                    "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
                     "--calibration-cache, --spec-type, --verbose)", f);
 }
@@ -241,12 +320,19 @@ static bool read_flash_attn(rpc_params *rp, specd_flash_attn *out) {
                     "init: flash_attn must be \"on\", \"off\", \"auto\" or a boolean");
 }
 
-/* "cache_type_v": "f16" | "f32". */
-static bool read_cache_type(rpc_params *rp, specd_cache_type *out) {
+/* "cache_type_k" and the others: a type name as -ctk takes. */
+static bool read_cache_type(rpc_params *rp, const char *name, specd_cache_type *out) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, "cache_type_v", &v);
+    int got = rpc_get_string(rp, name, &v);
     if (got < 0) return false;
-    return got == 0 || cache_type_value(v, out, rp->err, "cache_type_v");
+    return got == 0 || cache_type_value(v, out, rp->err, name);
+}
+
+static bool read_cache_types(rpc_params *rp, specd_engine_params *p) {
+    return read_cache_type(rp, "cache_type_k", &p->cache_type_k) && read_cache_type(rp, "cache_type_v", &p->cache_type_v) &&
+           read_cache_type(rp, "cache_type_k_draft", &p->cache_type_k_draft) &&
+           read_cache_type(rp, "cache_type_v_draft", &p->cache_type_v_draft) &&
+           rpc_get_bool(rp, "batch_invariant", &p->batch_invariant) >= 0;
 }
 
 /* "n_gpu_layers": an integer from -1, or "all" / "auto". */
@@ -302,7 +388,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_parallel", 1, SPECD_MAX_PARALLEL, &p->n_parallel) &&
            rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
-           read_cache_type(rp, &p->cache_type_v) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
+           read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            rpc_get_bool(rp, "mtp", &p->mtp) >= 0 &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
@@ -386,6 +472,9 @@ json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_erro
      * cannot change between this check and its use by being re-read from a symlink in a cmd word). */
     json_t *copy = json_deep_copy(params);
     bool ok = copy ? true : rpc_fail(err, RPC_INTERNAL_ERROR, "", "init: out of memory");
+    if (s.params.n_lora + s.params.n_lora_draft > 0) /* adapter paths are not confined: the command line's only */
+        ok = ok && rpc_fail(err, RPC_INVALID_PARAMS, "args", "init: LoRA adapters (--lora, --lora-draft) can only be "
+                            "given on specd serve's command line while --models-dir confines init");
     ok = ok && pin_path(copy, "model", s.model, RPC_PATH_FILE, "model", models_dir, err);
     ok = ok && (!s.model_draft || pin_path(copy, "model_draft", s.model_draft, RPC_PATH_FILE, "model", models_dir, err));
     ok = ok && (!s.calibration_cache || pin_path(copy, "calibration_cache", s.calibration_cache, RPC_PATH_WRITABLE,

@@ -2,7 +2,8 @@
  * returns the result (new reference) or NULL with *err set; `params` may be NULL.
  *   methods_model.c       init, status, shutdown
  *   methods_tokens.c      tokenize, detokenize
- *   methods_completion.c  completion, completion.start, completion.poll, completion.cancel */
+ *   methods_completion.c  completion, completion.start, completion.poll, completion.cancel
+ *   methods_lora.c        lora_adapters, lora_adapters.set */
 #ifndef SPECD_RPC_METHODS_H
 #define SPECD_RPC_METHODS_H
 
@@ -18,6 +19,11 @@ json_t *rpc_method_completion(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_completion_start(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_completion_poll(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_completion_cancel(rpc_host *h, json_t *params, rpc_error *err);
+/* llama-server's GET /lora-adapters, [{id, path, scale, task_name, prompt_prefix}], and POST
+ * /lora-adapters, params {adapters: [{id, scale}]} (left out: 0), the scales of later requests that
+ * give none ({success: true}). The scales set last until another model is loaded. */
+json_t *rpc_method_lora_adapters(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err);
 
 /* A completion request in `dialect` (params borrowed) claimed, read and handed to the host's
  * server, its answer in the JSON API's shape (reply_json.h): the job (referenced), or NULL with

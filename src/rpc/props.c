@@ -3,6 +3,7 @@
  * as generation_settings), so /props cannot drift from what /completion does. */
 #include "props.h"
 
+#include "invariance_json.h"
 #include "reply_json.h"
 
 #include "../serve/text_stream.h"
@@ -39,6 +40,7 @@ json_t *rpc_props_json(rpc_host *h, rpc_error *err) {
                               template_text ? template_text : "", "modalities", "vision", 0, "build_info",
                               specd_version(), "is_sleeping", 0, "has_draft", specd_engine_has_draft(e));
     if (props) json_object_set_new(props, "chat_template_caps", json_object());
+    if (props) json_object_set_new(props, "batch_invariant", rpc_invariance_json(e));
     rpc_host_release_engine(h);
     json_decref(status);
     if (!props) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for /props");

@@ -56,8 +56,8 @@ static const char *spec_off_reason(const serve_request *req, specd_engine *e) {
     specd_spec_off why;
     specd_generation_drafters(e, &req->gen, drafters, &why);
     switch (why) {
-    case SPECD_SPEC_ON: return NULL;
-    case SPECD_SPEC_OFF_MIROSTAT: return "mirostat cannot be verified exactly; speculation was off for this request";
+    case SPECD_SPEC_ON:
+    case SPECD_SPEC_OFF_MIROSTAT: return NULL; /* never given now: mirostat is verified exactly */
     case SPECD_SPEC_OFF_DRAFT_MAX: return "speculative.n_max is 0";
     case SPECD_SPEC_OFF_NONE: return "speculative.type is none";
     case SPECD_SPEC_OFF_NO_DRAFT:
@@ -152,6 +152,15 @@ static json_t *spec_settings_json(const serve_request *req, specd_engine *e) {
                      "p_split", decimal(sp->draft_p_split), "tree_nodes", sp->draft_tree_nodes);
 }
 
+/* DRY's sequence breakers: the request's, or llama.cpp's default list. */
+static json_t *dry_breakers_json(const specd_sampling_params *s) {
+    if (!s->dry_sequence_breakers) return json_pack("[s, s, s, s]", "\n", ":", "\"", "*");
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < s->n_dry_sequence_breakers; i++)
+        json_array_append_new(a, json_string(s->dry_sequence_breakers[i]));
+    return a;
+}
+
 json_t *reply_json_settings(const serve_request *req, specd_engine *e, const char *model) {
     const specd_sampling_params *s = &req->gen.sampling;
     json_t *settings = json_pack(
@@ -168,6 +177,16 @@ json_t *reply_json_settings(const serve_request *req, specd_engine *e, const cha
     json_object_set_new(settings, "logit_bias", logit_bias_json(s));
     json_object_set_new(settings, "grammar", json_string(req->grammar ? req->grammar : ""));
     json_object_set_new(settings, "mirostat_eta", json_real(decimal(s->mirostat_eta)));
+    json_t *samplers = json_pack("{s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "top_n_sigma",
+                                 decimal(s->top_n_sigma), "min_keep", s->min_keep, "dynatemp_range",
+                                 decimal(s->dynatemp_range), "dynatemp_exponent", decimal(s->dynatemp_exponent),
+                                 "xtc_probability", decimal(s->xtc_probability), "xtc_threshold",
+                                 decimal(s->xtc_threshold), "dry_multiplier", decimal(s->dry_multiplier), "dry_base",
+                                 decimal(s->dry_base), "dry_allowed_length", s->dry_allowed_length,
+                                 "dry_penalty_last_n", s->dry_penalty_last_n);
+    if (samplers) json_object_update(settings, samplers);
+    json_decref(samplers);
+    json_object_set_new(settings, "dry_sequence_breakers", dry_breakers_json(s));
     json_object_set_new(settings, "post_sampling_probs", json_boolean(req->gen.post_sampling_probs));
     json_object_set_new(settings, "speculative", spec_settings_json(req, e));
     return settings;

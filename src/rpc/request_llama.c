@@ -4,7 +4,8 @@
  *  - what specd implements acts as there: aliases (max_tokens, max_completion_tokens, logprobs,
  *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.* keys
  *    (request_spec.c), json_schema (a grammar), return_tokens, timings_per_token, response_fields,
- *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms;
+ *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms, DRY,
+ *    XTC, top_n_sigma, dynatemp, min_keep, and lora (a request's own adapter scales);
  *  - what it does not implement is accepted where the value changes nothing (its default, or any
  *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
  *  - any other name stays an unknown field (rpc_params_finish).
@@ -47,21 +48,9 @@ static const inert_field inert_fields[] = {
     {"n_discard", "0", NULL, false, 0, "sets how many tokens a context shift drops (specd drops half, as 0 does)"},
     {"n_cache_reuse", "0", NULL, false, 0, "reuses cache chunks by KV shifting"},
     {"t_max_prompt_ms", "-1", NULL, true, 0, "limits the prompt time (llama-server reads it no more)"},
-    {"top_n_sigma", "-1", NULL, true, 0, "is the top-n-sigma sampler"},
-    {"xtc_probability", "0", NULL, true, 0, "is the XTC sampler"},
-    {"xtc_threshold", "0.1", "xtc_probability", false, 0, "tunes the XTC sampler"},
-    {"dynatemp_range", "0", NULL, true, 0, "is dynamic temperature"},
-    {"dynatemp_exponent", "1", "dynatemp_range", false, 0, "tunes dynamic temperature"},
-    {"dry_multiplier", "0", NULL, false, 0, "is the DRY repetition penalty"},
-    {"dry_base", "1.75", "dry_multiplier", false, 0, "tunes the DRY penalty"},
-    {"dry_allowed_length", "2", "dry_multiplier", false, 0, "tunes the DRY penalty"},
-    {"dry_penalty_last_n", "64", "dry_multiplier", false, 0, "tunes the DRY penalty"},
-    {"dry_sequence_breakers", "[\"\\n\", \":\", \"\\\"\", \"*\"]", "dry_multiplier", false, 0, "tunes the DRY penalty"},
     {"adaptive_target", "-1", NULL, true, -1e-30, "is the adaptive-p sampler"},
     {"adaptive_decay", "0.9", "adaptive_target", false, 0, "tunes the adaptive-p sampler"},
-    {"min_keep", "0", NULL, false, 0, "makes samplers keep at least min_keep tokens"},
     {"backend_sampling", "false", NULL, false, 0, "samples on the backend"},
-    {"lora", "[]", NULL, false, 0, "applies LoRA adapters"},
     {"grammar_lazy", "false", NULL, false, 0, "applies the grammar only after a trigger"},
     {"grammar_type", "\"\"", NULL, false, 0, "marks a tool-call grammar"},
     {"grammar_triggers", "[]", NULL, false, 0, "triggers a lazy grammar"},
@@ -264,20 +253,24 @@ static bool parse_json_schema(rpc_params *rp, json_request *jr) {
 static const struct {
     const char *name;
     char chr;
-} chain[] = {{"penalties", 'e'}, {"top_k", 'k'}, {"typ_p", 'y'}, {"top_p", 'p'}, {"min_p", 'm'}, {"temperature", 't'}};
+} chain[] = {{"penalties", 'e'}, {"dry", 'd'}, {"top_n_sigma", 's'}, {"top_k", 'k'}, {"typ_p", 'y'},
+             {"top_p", 'p'},     {"min_p", 'm'}, {"xtc", 'x'},        {"temperature", 't'}};
 static const struct {
     const char *name;
     char chr;
-} off_samplers[] = {{"dry", 'd'}, {"top_n_sigma", 's'}, {"xtc", 'x'}, {"adaptive_p", 'a'}};
+} off_samplers[] = {{"adaptive_p", 'a'}};
 
 static bool sampler_on(const json_request *jr, int i) {
     const specd_sampling_params *s = &jr->req->gen.sampling;
     switch (i) {
     case 0: return s->repeat_penalty != 1.0f || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f;
-    case 1: return s->top_k > 0;
-    case 2: return s->typical_p < 1.0f;
-    case 3: return s->top_p < 1.0f;
-    case 4: return s->min_p > 0.0f;
+    case 1: return s->dry_multiplier != 0.0f && s->dry_penalty_last_n != 0;
+    case 2: return s->top_n_sigma > 0.0f;
+    case 3: return s->top_k > 0;
+    case 4: return s->typical_p < 1.0f;
+    case 5: return s->top_p < 1.0f;
+    case 6: return s->min_p > 0.0f;
+    case 7: return s->xtc_probability > 0.0f;
     default: return true; /* temperature: greedy or not, it decides */
     }
 }
@@ -307,8 +300,8 @@ static bool parse_samplers(rpc_params *rp, const json_request *jr) {
         while (next < at && !sampler_on(jr, next)) next++;
         if (at > next) break; /* chain[next] is on but not listed: said below */
         if (at != next)
-            return refuse(rp, "samplers", "must keep specd's order: penalties, top_k, typ_p, top_p, min_p, "
-                          "temperature (llama.cpp's default; other orders are not implemented)");
+            return refuse(rp, "samplers", "must keep specd's order: penalties, dry, top_n_sigma, top_k, typ_p, top_p, "
+                          "min_p, xtc, temperature (llama.cpp's default; other orders are not implemented)");
         next++;
     }
     while (next < (int)(sizeof chain / sizeof *chain) && !sampler_on(jr, next)) next++;
@@ -319,6 +312,50 @@ static bool parse_samplers(rpc_params *rp, const json_request *jr) {
     return true;
 }
 
+/* dry_sequence_breakers: an array of strings (a request's own list replaces llama.cpp's default). */
+static bool parse_dry_breakers(rpc_params *rp, json_request *jr) {
+    json_t *list = rpc_get_value(rp, "dry_sequence_breakers");
+    if (!list) return true;
+    if (!json_is_array(list)) return refuse(rp, "dry_sequence_breakers", "must be an array of strings");
+    size_t n = json_array_size(list);
+    const char **breakers = calloc(n > 0 ? n : 1, sizeof *breakers);
+    if (!breakers) return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "dry_sequence_breakers", "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (!(breakers[i] = json_string_value(json_array_get(list, i))) || !breakers[i][0]) {
+            free(breakers);
+            return refuse(rp, "dry_sequence_breakers", "must hold non-empty strings");
+        }
+    bool ok = serve_request_set_dry_breakers(jr->req, breakers, (int32_t)n);
+    free(breakers);
+    return ok || rpc_fail(rp->err, RPC_INTERNAL_ERROR, "dry_sequence_breakers", "out of memory");
+}
+
+/* llama.cpp's samplers beyond the old API's: DRY, top-n-sigma, XTC, dynatemp, min_keep (ranges are
+ * specd_generation_params_validate's). llama-server takes dry_base below 1 as its default. */
+static bool parse_sampler_settings(rpc_params *rp, json_request *jr) {
+    specd_sampling_params *s = &jr->req->gen.sampling;
+    float dry_base = s->dry_base;
+    bool ok = rpc_read_any_float(rp, "top_n_sigma", &s->top_n_sigma) &&
+              rpc_read_any_int32(rp, "min_keep", &s->min_keep) &&
+              rpc_read_any_float(rp, "dynatemp_range", &s->dynatemp_range) &&
+              rpc_read_any_float(rp, "dynatemp_exponent", &s->dynatemp_exponent) &&
+              rpc_read_any_float(rp, "xtc_probability", &s->xtc_probability) &&
+              rpc_read_any_float(rp, "xtc_threshold", &s->xtc_threshold) &&
+              rpc_read_any_float(rp, "dry_multiplier", &s->dry_multiplier) &&
+              rpc_read_any_float(rp, "dry_base", &dry_base) &&
+              rpc_read_any_int32(rp, "dry_allowed_length", &s->dry_allowed_length) &&
+              rpc_read_any_int32(rp, "dry_penalty_last_n", &s->dry_penalty_last_n) && parse_dry_breakers(rp, jr);
+    if (dry_base >= 1.0f) s->dry_base = dry_base;
+    return ok;
+}
+
+/* lora: [{id, scale}] for this request (adapters not listed: 0; the ids are checked against the
+ * engine's adapters by serve_request_prepare), else the server's current scales. */
+static bool parse_lora(rpc_params *rp, json_request *jr) {
+    json_t *list = rpc_get_value(rp, "lora");
+    return !list || request_json_lora_list(list, "lora", jr->req, rp->err);
+}
+
 /* t_max_predict_ms: as llama-server reads it, once that long has passed since the first generated
  * token, generation ends at the next step that produces a newline (<= 0: never). */
 static bool parse_t_max_predict_ms(rpc_params *rp, json_request *jr) {
@@ -327,8 +364,8 @@ static bool parse_t_max_predict_ms(rpc_params *rp, json_request *jr) {
 
 bool request_json_llama_fields(json_request *jr) {
     rpc_params *rp = jr->rp;
-    return parse_n_predict_aliases(rp, jr) && parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) &&
-           parse_counts(rp) && parse_flags(rp, jr) && parse_probs_format(rp, jr) && parse_response_fields(rp, jr) &&
-           request_json_flat_speculative(jr) && parse_json_schema(rp, jr) && parse_samplers(rp, jr) &&
-           parse_reasoning_format(rp) && parse_inert_fields(rp);
+    return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_n_predict_aliases(rp, jr) &&
+           parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) &&
+           parse_probs_format(rp, jr) && parse_response_fields(rp, jr) && request_json_flat_speculative(jr) &&
+           parse_json_schema(rp, jr) && parse_samplers(rp, jr) && parse_reasoning_format(rp) && parse_inert_fields(rp);
 }

@@ -26,6 +26,8 @@ static const struct {
     {"completion.start", rpc_method_completion_start, false},
     {"completion.poll", rpc_method_completion_poll, false},
     {"completion.cancel", rpc_method_completion_cancel, false},
+    {"lora_adapters", rpc_method_lora_adapters, false},
+    {"lora_adapters.set", rpc_method_lora_adapters_set, false},
     {"shutdown", rpc_method_shutdown, true},
 };
 

@@ -89,6 +89,10 @@ typedef struct rpc_engine_settings {
     char *devices;              /* owned, may be NULL (--device) */
     char *devices_draft;        /* owned, may be NULL (--device-draft) */
     char *rpc_servers;          /* owned, may be NULL (--rpc) */
+    /* --lora FILE, --lora-scaled FILE SCALE (the target's) and --lora-draft FILE: owned arrays of
+     * SPECD_MAX_LORA (or NULL) that params.lora and params.lora_draft point to, their paths owned
+     * (on the heap, so the settings may be copied) */
+    specd_lora_adapter *lora, *lora_draft;
     /* -ngl or -ngld was given (not the default): a CPU-only build then says it runs on the CPU */
     bool gpu_layers_given;
     int32_t n_queue;            /* --queue: requests waiting for a slot at most; -1: the default */

@@ -28,3 +28,23 @@ specd_token specd_coupled_draw(const specd_dist *dist, uint64_t seed, int64_t in
     }
     return best;
 }
+
+int32_t specd_coupled_top_k(const specd_dist *dist, uint64_t seed, int64_t index, int32_t k, specd_token *out,
+                            float *probs) {
+    double keys[64];
+    if (k > (int32_t)(sizeof keys / sizeof *keys)) k = (int32_t)(sizeof keys / sizeof *keys);
+    int32_t n = 0;
+    for (int32_t i = 0; i < dist->n; i++) {
+        if (!(dist->probs[i] > 0.0f)) continue;
+        double key = log((double)dist->probs[i]) + gumbel(seed, index, dist->ids[i]);
+        /* insertion below the keys at least as high: ties keep the earlier token, as the draw does */
+        int32_t at = n < k ? n : k;
+        while (at > 0 && key > keys[at - 1]) at--;
+        if (at >= k) continue;
+        int32_t last = n < k ? n : k - 1;
+        for (int32_t j = last; j > at; j--) keys[j] = keys[j - 1], out[j] = out[j - 1], probs[j] = probs[j - 1];
+        keys[at] = key, out[at] = dist->ids[i], probs[at] = dist->probs[i];
+        if (n < k) n++;
+    }
+    return n;
+}

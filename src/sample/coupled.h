@@ -16,4 +16,12 @@
 /* The coupled draw from `dist` at output index `index` under `seed`; -1 for an empty dist. */
 specd_token specd_coupled_draw(const specd_dist *dist, uint64_t seed, int64_t index);
 
+/* The k tokens of `dist` with the highest keys log p(x) + G(seed, index, x), highest first, into
+ * out (and their probabilities into probs); returns how many (fewer when dist has fewer tokens of
+ * p > 0). out[0] is specd_coupled_draw's token. A seeded draft tree's children: the target's
+ * coupled draw, under the same noise, is often the draft's best key and otherwise often one of the
+ * next ones (Gumbel-top-k); verification compares tokens only, so any choice of them is exact. */
+int32_t specd_coupled_top_k(const specd_dist *dist, uint64_t seed, int64_t index, int32_t k, specd_token *out,
+                            float *probs);
+
 #endif

@@ -26,7 +26,6 @@ bool specd_mirostat_init(specd_mirostat *m, int32_t version, float tau, float et
 
 void specd_mirostat_free(specd_mirostat *m) {
     free(m->probs);
-    specd_dist_free(&m->last);
     memset(m, 0, sizeof *m);
 }
 
@@ -69,7 +68,7 @@ static int32_t mirostat_v2_k(const specd_mirostat *m, int32_t n) {
 bool specd_mirostat_dist(specd_mirostat *m, const float *logits, const specd_token *sorted, float temp,
                          specd_dist *out) {
     if (logits[sorted[0]] == -INFINITY) /* every token forbidden by bias: no distribution to truncate */
-        return specd_dist_set_one_hot(out, sorted[0]) && specd_dist_copy(&m->last, out);
+        return specd_dist_set_one_hot(out, sorted[0]);
     int32_t n = sorted_softmax(m, logits, sorted, temp);
     int32_t k = m->version == 1 ? mirostat_v1_k(m, n) : mirostat_v2_k(m, n);
     if (!specd_dist_reserve(out, k)) return false;
@@ -80,14 +79,10 @@ bool specd_mirostat_dist(specd_mirostat *m, const float *logits, const specd_tok
         out->probs[i] = (float)(m->probs[i] / kept);
     }
     out->n = k;
-    return specd_dist_copy(&m->last, out);
+    return true;
 }
 
-void specd_mirostat_observe(specd_mirostat *m, specd_token token) {
-    if (m->version == 0 || m->last.n == 0) return;
-    float p = specd_dist_prob(&m->last, token);
-    if (p <= 0.0f) return; /* not drawn from it (greedy): nothing to learn */
-    float surprise = -log2f(p);
-    m->mu -= m->eta * (surprise - m->tau);
-    m->last.n = 0; /* one observation per draw */
+float specd_mirostat_next_mu(const specd_mirostat *m, float mu, float p) {
+    if (m->version == 0 || p <= 0.0f) return mu; /* not drawn from it (greedy): nothing to learn */
+    return mu - m->eta * (-log2f(p) - m->tau);
 }

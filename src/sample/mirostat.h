@@ -3,8 +3,8 @@
  * threshold mu from each drawn token. v1 estimates a top-k from a Zipf fit of the 100 most
  * probable tokens; v2 keeps the tokens whose surprise is at most mu.
  *
- * Because mu follows the tokens actually drawn, a drafter could not know the distribution the
- * target will sample from: mirostat runs without speculation (see specd.h). */
+ * mu follows the tokens drawn: a drafted position's distribution uses the mu after the drafts
+ * before it (specd_mirostat_next_mu along the path), so verification stays exact. */
 #ifndef SPECD_MIROSTAT_H
 #define SPECD_MIROSTAT_H
 
@@ -17,7 +17,6 @@ typedef struct specd_mirostat {
     float mu;         /* starts at 2 tau */
     int32_t n_vocab;
     float *probs;     /* scratch: softmax of the sorted candidates */
-    specd_dist last;  /* the distribution last handed out: the surprise of the drawn token */
 } specd_mirostat;
 
 /* version 0 allocates nothing. False when out of memory. */
@@ -30,7 +29,8 @@ void specd_mirostat_free(specd_mirostat *m);
 bool specd_mirostat_dist(specd_mirostat *m, const float *logits, const specd_token *sorted, float temp,
                          specd_dist *out);
 
-/* Learns from the token drawn from the last distribution: mu -= eta (surprise - tau). */
-void specd_mirostat_observe(specd_mirostat *m, specd_token token);
+/* mu after a token drawn with probability p from the distribution made with mu:
+ * mu - eta (surprise - tau), surprise = -log2 p; p = 0 (not drawn from it): mu. */
+float specd_mirostat_next_mu(const specd_mirostat *m, float mu, float p);
 
 #endif

@@ -38,8 +38,10 @@ bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, i
     }
     bool mirostat_ok = specd_mirostat_init(&s->mirostat, params->mirostat, params->mirostat_tau,
                                            params->mirostat_eta, n_vocab);
+    bool xtc = params->xtc_probability > 0.0f; /* its scratch only when asked for */
+    if (xtc) s->xtc_probs = specd_alloc_array((size_t)n_vocab, sizeof *s->xtc_probs);
     if ((n_bias > 0 && !s->bias) || !s->logits || !s->counts || !s->cand || !mirostat_ok ||
-        (typical && (!s->typical_scores || !s->typical_order))) {
+        (typical && (!s->typical_scores || !s->typical_order)) || (xtc && !s->xtc_probs)) {
         specd_sampler_free(s);
         specd_set_error(error, "out of memory for a sampler over %d tokens", n_vocab);
         return false;
@@ -63,14 +65,26 @@ void specd_sampler_free(specd_sampler *s) {
     free(s->typical_order);
     specd_mirostat_free(&s->mirostat);
     specd_dist_free(&s->masked);
+    specd_dry_free(s->dry);
+    free(s->xtc_probs);
     memset(s, 0, sizeof *s);
+}
+
+bool specd_sampler_init_dry(specd_sampler *s, const specd_engine *e, char **error) {
+    bool failed = false;
+    s->dry = specd_dry_new(e, &s->params, &failed, error);
+    return !failed;
 }
 
 bool specd_sampler_is_greedy(const specd_sampler *s) { return s->params.temperature <= 0.0f; }
 
-bool specd_sampler_needs_target_alone(const specd_sampler *s) {
+bool specd_sampler_uses_mirostat(const specd_sampler *s) {
     return s->mirostat.version != 0 && !specd_sampler_is_greedy(s);
 }
+
+float specd_sampler_mu(const specd_sampler *s) { return s->mirostat.mu; }
+
+void specd_sampler_set_mu(specd_sampler *s, float mu) { s->mirostat.mu = mu; }
 
 static bool penalties_active(const specd_sampling_params *p) {
     return p->repeat_last_n != 0 &&
@@ -96,12 +110,35 @@ static void apply_penalties(specd_sampler *s, const specd_token *history, int32_
     }
 }
 
-/* Copies logits into the scratch buffer with bias and penalties applied. */
+/* llama.cpp's top-n-sigma: masks every token whose logit lies more than n standard deviations
+ * (of the finite logits) below the top one. The sums are llama.cpp's, in its types, so the same
+ * tokens go. */
+static void apply_top_n_sigma(specd_sampler *s) {
+    float n_sigma = s->params.top_n_sigma, max = -INFINITY, sum = 0.0f;
+    size_t valid = 0;
+    for (int32_t t = 0; t < s->n_vocab; t++)
+        if (s->logits[t] != -INFINITY) {
+            max = fmaxf(max, s->logits[t]);
+            sum += s->logits[t];
+            valid++;
+        }
+    float mean = valid > 0 ? sum / (float)valid : 0.0f, acc = 0.0f;
+    for (int32_t t = 0; t < s->n_vocab; t++)
+        if (s->logits[t] != -INFINITY) acc += (float)pow(s->logits[t] - mean, 2);
+    float sd = valid > 0 ? sqrtf(acc / (float)valid) : 0.0f;
+    for (int32_t t = 0; t < s->n_vocab; t++)
+        if (s->logits[t] < max - n_sigma * sd) s->logits[t] = -INFINITY;
+}
+
+/* Copies logits into the scratch buffer with bias, penalties, DRY and top-n-sigma applied: what
+ * llama.cpp's chain does before top-k, and all that greedy decoding sees. */
 static void adjust_logits(specd_sampler *s, const float *logits, const specd_token *history,
                           int32_t n_history) {
     memcpy(s->logits, logits, (size_t)s->n_vocab * sizeof *logits);
     for (int32_t i = 0; i < s->n_bias; i++) s->logits[s->bias[i].token] += s->bias[i].bias;
     if (penalties_active(&s->params)) apply_penalties(s, history, n_history);
+    if (s->dry) specd_dry_apply(s->dry, history, n_history, s->logits);
+    if (s->params.top_n_sigma > 0.0f && s->n_vocab > 1) apply_top_n_sigma(s);
 }
 
 static specd_token argmax_logits(const float *logits, int32_t n) {
@@ -173,7 +210,7 @@ static int32_t apply_top_p(specd_sampler *s, int32_t n, float *scratch_probs) {
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         cum += scratch_probs[i];
-        if (cum >= s->params.top_p) return i + 1;
+        if (cum >= s->params.top_p && i + 1 >= s->params.min_keep) return i + 1;
     }
     return n;
 }
@@ -208,7 +245,7 @@ static int32_t apply_typical(specd_sampler *s, int32_t n, float *scratch_probs) 
     int32_t keep = n;
     for (int32_t i = 0; i < n; i++) {
         cum += scratch_probs[order[i]];
-        if (cum > s->params.typical_p) {
+        if (cum > s->params.typical_p && i + 1 >= s->params.min_keep) {
             keep = i + 1;
             break;
         }
@@ -218,12 +255,19 @@ static int32_t apply_typical(specd_sampler *s, int32_t n, float *scratch_probs) 
     return keep;
 }
 
-/* Keeps tokens whose probability is at least min_p times the largest one. */
+/* Keeps tokens whose probability is at least min_p times the largest one, or the min_keep
+ * highest-ranked when fewer pass (llama.cpp's sorted fallback). */
 static int32_t apply_min_p(specd_sampler *s, int32_t n) {
     float max = -INFINITY;
     for (int32_t i = 0; i < n; i++)
         if (s->logits[s->cand[i]] > max) max = s->logits[s->cand[i]];
     float threshold = max + logf(s->params.min_p);
+    int32_t passing = 0;
+    for (int32_t i = 0; i < n; i++) passing += s->logits[s->cand[i]] >= threshold;
+    if (passing < s->params.min_keep) {
+        sort_desc(s->cand, n, s->logits);
+        return s->params.min_keep < n ? s->params.min_keep : n;
+    }
     int32_t kept = 0;
     for (int32_t i = 0; i < n; i++)
         if (s->logits[s->cand[i]] >= threshold) s->cand[kept++] = s->cand[i];
@@ -245,10 +289,66 @@ static bool mirostat_dist(specd_sampler *s, specd_dist *out) {
     return specd_mirostat_dist(&s->mirostat, s->logits, s->cand, s->params.temperature, out);
 }
 
-void specd_sampler_observe(specd_sampler *s, specd_token token) { specd_mirostat_observe(&s->mirostat, token); }
+/* The temperature over ids[0..n), softmax into probs: the request's, or with dynatemp llama.cpp's
+ * temp_ext, a temperature between temp - range and temp + range by the normalized entropy of
+ * the candidates (ids sorted, descending). A temperature of 0 there keeps the top one. */
+static void apply_temperature(specd_sampler *s, const specd_token *ids, int32_t n, float *probs) {
+    const specd_sampling_params *p = &s->params;
+    float temp = p->temperature;
+    if (p->dynatemp_range > 0.0f && n > 1) {
+        float min_temp = fmaxf(0.0f, temp - p->dynatemp_range), max_temp = temp + p->dynatemp_range;
+        float max_entropy = -logf(1.0f / (float)n), entropy = 0.0f;
+        specd_softmax_ids(s->logits, ids, n, 1.0f, probs);
+        for (int32_t i = 0; i < n; i++)
+            if (probs[i] > 0.0f) entropy -= probs[i] * logf(probs[i]);
+        temp = min_temp + (max_temp - min_temp) * powf(entropy / max_entropy, p->dynatemp_exponent);
+    }
+    if (temp > 0.0f) {
+        specd_softmax_ids(s->logits, ids, n, temp, probs);
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) probs[i] = i == 0 ? 1.0f : 0.0f;
+}
 
-/* Top-k, top-p, min-p and temperature over s->logits (bias and penalties applied) into `out`.
- * Returns the support size: 0 when every token is forbidden, -1 when out of memory. */
+/* XTC (llama.cpp's, after min-p): among the candidates sorted by probability, those with
+ * probability >= xtc_threshold all go but the least probable of them, when at least two pass and
+ * min_keep stay. Returns how many of the top go (0: XTC changes nothing here). ids must be sorted. */
+static int32_t xtc_removed(specd_sampler *s, const specd_token *ids, int32_t n, float *scratch_probs) {
+    const specd_sampling_params *p = &s->params;
+    if (p->xtc_probability <= 0.0f || p->xtc_threshold > 0.5f || n < 2) return 0;
+    specd_softmax_ids(s->logits, ids, n, 1.0f, scratch_probs);
+    int32_t last = 0;
+    for (int32_t i = 0; i < n && scratch_probs[i] >= p->xtc_threshold; i++) last = i;
+    return n - last >= p->min_keep && last > 0 ? last : 0;
+}
+
+/* The candidates ids[0..n) (sorted when XTC is on) after XTC and the temperature into out: XTC's
+ * coin is part of the distribution, out = (1 - P) c + P c_xtc, c_xtc over ids[removed..n). */
+static void finish_distribution(specd_sampler *s, int32_t n, specd_dist *out) {
+    int32_t removed = s->xtc_probs ? xtc_removed(s, out->ids, n, out->probs) : 0;
+    apply_temperature(s, out->ids, n, out->probs);
+    out->n = n;
+    if (removed == 0) return;
+    float P = s->params.xtc_probability;
+    apply_temperature(s, out->ids + removed, n - removed, s->xtc_probs);
+    for (int32_t i = 0; i < n; i++) out->probs[i] *= 1.0f - P;
+    for (int32_t i = removed; i < n; i++) out->probs[i] += P * s->xtc_probs[i - removed];
+}
+
+/* Keeps the tokens of non-zero probability (a distribution lists no others); returns how many. */
+static int32_t drop_zeros(specd_dist *d) {
+    int32_t kept = 0;
+    for (int32_t i = 0; i < d->n; i++)
+        if (d->probs[i] > 0.0f) {
+            d->ids[kept] = d->ids[i];
+            d->probs[kept++] = d->probs[i];
+        }
+    return d->n = kept;
+}
+
+/* Top-k, typical-p, top-p, min-p, XTC and temperature over s->logits (bias, penalties, DRY and
+ * top-n-sigma applied) into `out`. Returns the support size: 0 when every token is forbidden, -1
+ * when out of memory. */
 static int32_t transform(specd_sampler *s, specd_dist *out) {
     const specd_sampling_params *p = &s->params;
     if (s->mirostat.version != 0) return mirostat_dist(s, out) ? out->n : -1;
@@ -265,10 +365,11 @@ static int32_t transform(specd_sampler *s, specd_dist *out) {
     if (p->typical_p < 1.0f) n = apply_typical(s, n, out->probs);
     if (p->top_p < 1.0f) n = apply_top_p(s, n, out->probs);
     if (p->min_p > 0.0f) n = apply_min_p(s, n);
+    /* XTC ranks by probability, dynatemp takes the top one first: both want them sorted. */
+    if (s->xtc_probs || p->dynatemp_range > 0.0f) sort_desc(s->cand, n, s->logits);
     memcpy(out->ids, s->cand, (size_t)n * sizeof *out->ids);
-    specd_softmax_ids(s->logits, out->ids, n, p->temperature, out->probs);
-    out->n = n;
-    return n;
+    finish_distribution(s, n, out);
+    return drop_zeros(out);
 }
 
 /* Drops the tokens of c (in out) that the filter refuses; returns their mass m. */

@@ -1,8 +1,11 @@
 /* sampler.h - turns raw logits into the distribution a request samples from.
  *
  * The transforms are llama.cpp's, in its order: logit bias, repetition/presence/frequency
- * penalties over the recent history, top-k, top-p, min-p, temperature, softmax. With mirostat:
- * bias, penalties, temperature, then mirostat's truncation (mirostat.h) instead of the rest. The same sampler
+ * penalties over the recent history, DRY (dry.h), top-n-sigma, top-k, typical-p, top-p, min-p
+ * (each keeping min_keep tokens), XTC, temperature (dynatemp: a temperature from the entropy),
+ * softmax. XTC removes the top tokens with probability xtc_probability: the distribution is the
+ * mixture of the two outcomes. With mirostat: bias, penalties, DRY, temperature, then mirostat's
+ * truncation (mirostat.h) instead of the rest. The same sampler
  * serves the draft model (q) and the target (p), so both see identical transforms, which is what
  * makes verification exact. Greedy (temperature <= 0) yields a one-hot distribution.
  *
@@ -18,6 +21,7 @@
 #define SPECD_SAMPLER_H
 
 #include "dist.h"
+#include "../engine/dry.h"
 #include "mirostat.h"
 #include "specd.h"
 
@@ -42,6 +46,8 @@ typedef struct specd_sampler {
     int32_t *typical_order;
     specd_mirostat mirostat;      /* version 0: off */
     specd_dist masked;            /* scratch: g, the distribution over allowed tokens (filters) */
+    specd_dry *dry;               /* owned (specd_sampler_init_dry); NULL: DRY off */
+    float *xtc_probs;             /* scratch: XTC's outcome, when XTC is on */
 } specd_sampler;
 
 /* `forbidden` tokens (e.g. end-of-generation with ignore_eos) get a -INFINITY bias. Returns false
@@ -50,20 +56,26 @@ typedef struct specd_sampler {
 bool specd_sampler_init(specd_sampler *s, const specd_sampling_params *params, int32_t n_vocab,
                         const specd_token *forbidden, int32_t n_forbidden, char **error);
 void specd_sampler_free(specd_sampler *s);
+/* DRY needs the vocabulary (its sequence breakers are text): call after init when the params ask
+ * for it, with the engine whose target vocabulary and context (how far dry_penalty_last_n -1 looks
+ * back) it samples. False with *error when out of memory. */
+bool specd_sampler_init_dry(specd_sampler *s, const specd_engine *e, char **error);
+
+/* Mirostat's mu: the distribution at a position uses the mu that position has (a drafted position:
+ * after the drafts before it, specd_mirostat_next_mu). */
+float specd_sampler_mu(const specd_sampler *s);
+void specd_sampler_set_mu(specd_sampler *s, float mu);
 
 bool specd_sampler_is_greedy(const specd_sampler *s);
 
-/* True when drafts cannot be verified exactly (mirostat while sampling): run without speculation. */
-bool specd_sampler_needs_target_alone(const specd_sampler *s);
+/* Whether mirostat truncates (mirostat on, sampling): each position then has its own mu. */
+bool specd_sampler_uses_mirostat(const specd_sampler *s);
 
 /* The processed distribution for the next token given `logits` and the token history (prompt and
  * generated so far, including draft tokens before this position). */
 bool specd_sampler_dist(specd_sampler *s, const float *logits, const specd_token *history,
                         int32_t n_history, specd_dist *out);
 
-/* With mirostat, the distribution is truncated by mirostat instead of top-k/top-p/min-p, and
- * depends on the tokens drawn before: call specd_sampler_observe with each drawn token. */
-void specd_sampler_observe(specd_sampler *s, specd_token token);
 
 /* Greedy choice: argmax after bias and penalties (lowest id on ties). */
 specd_token specd_sampler_argmax(specd_sampler *s, const float *logits, const specd_token *history,

@@ -41,6 +41,16 @@ static bool check_drafters(serve_request *r, specd_engine *e, const serve_names 
                       names->where, name);
 }
 
+/* A request's own adapter scales (request.h); without them the server gives its current ones. */
+static bool check_lora(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    if (r->n_lora == 0) return true;
+    int32_t n = specd_engine_n_lora(e);
+    if (!serve_lora_scales(r->lora, r->n_lora, n, names->where, "lora", r->lora_scales, fault)) return false;
+    r->gen.lora_scales = n > 0 ? r->lora_scales : NULL;
+    r->gen.n_lora_scales = n;
+    return true;
+}
+
 /* Checked against the vocabulary now rather than when it runs. */
 static bool check_grammar(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
     if (!r->grammar) return true;
@@ -191,7 +201,7 @@ bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits
     r->n_tokens = 0;
     bool ok = check_draft_lengths(r, e, names, fault) && check_drafters(r, e, names, fault) &&
               check_grammar(r, e, names, fault) && check_logit_bias(r, e, names, fault) &&
-              apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault);
+              check_lora(r, e, names, fault) && apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault);
     ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));
     if (!ok || !truncate_prompt(r, names, fault)) return false;
     /* The old API shifted the context during generation (where the model's cache can). */

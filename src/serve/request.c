@@ -26,6 +26,9 @@ void serve_request_clear(serve_request *r) {
     free(r->grammar);
     free(r->bias);
     free(r->tokens);
+    for (int32_t i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
+    free(r->dry_breakers);
+    free(r->lora);
     serve_request_init(r);
 }
 
@@ -98,4 +101,30 @@ void serve_request_take_logit_bias(serve_request *r, specd_logit_bias *bias, int
     r->bias = bias;
     r->gen.sampling.logit_bias = bias;
     r->gen.sampling.n_logit_bias = n;
+}
+
+bool serve_request_set_dry_breakers(serve_request *r, const char *const *breakers, int32_t n) {
+    char **copy = calloc(n > 0 ? (size_t)n : 1, sizeof *copy);
+    for (int32_t i = 0; copy && i < n; i++)
+        if (!(copy[i] = strdup(breakers[i]))) {
+            for (int32_t j = 0; j < i; j++) free(copy[j]);
+            free(copy);
+            copy = NULL;
+        }
+    if (!copy) return false;
+    for (int32_t i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
+    free(r->dry_breakers);
+    r->dry_breakers = copy;
+    r->n_dry_breakers = n;
+    r->gen.sampling.dry_sequence_breakers = (const char *const *)copy;
+    r->gen.sampling.n_dry_sequence_breakers = n;
+    return true;
+}
+
+bool serve_request_add_lora(serve_request *r, int64_t id, double scale) {
+    serve_lora *grown = realloc(r->lora, (size_t)(r->n_lora + 1) * sizeof *grown);
+    if (!grown) return false;
+    r->lora = grown;
+    r->lora[r->n_lora++] = (serve_lora){id, scale};
+    return true;
 }

@@ -9,6 +9,7 @@
 #define SPECD_SERVE_REQUEST_H
 
 #include "fault.h"
+#include "lora.h"
 #include "specd.h"
 
 #include <stdbool.h>
@@ -48,6 +49,14 @@ typedef struct serve_request {
     bool stream;                   /* answered piece by piece as the text is decided */
     bool cache_prompt;             /* false: the slot forgets its cache first */
     bool return_origins;           /* keep which text came from accepted drafts */
+    /* DRY's sequence breakers (gen.sampling.dry_sequence_breakers points here); NULL: llama.cpp's */
+    char **dry_breakers;
+    int32_t n_dry_breakers;
+    /* The request's own LoRA adapter scales (llama-server's `lora`; adapters left out: 0); none:
+     * the server's current ones (serve_server_set_lora). gen.lora_scales points at lora_scales. */
+    serve_lora *lora;
+    int32_t n_lora;
+    float lora_scales[SPECD_MAX_LORA];
     /* Set by serve_request_prepare. */
     specd_token *tokens;           /* the prompt to generate from, after truncation */
     int32_t n_tokens;
@@ -68,6 +77,9 @@ bool serve_request_add_token(serve_request *r, specd_token token);
 bool serve_request_add_message(serve_request *r, const char *role, const char *content);
 bool serve_request_add_stop(serve_request *r, const char *stop);
 bool serve_request_set_grammar(serve_request *r, const char *gbnf); /* NULL or "": none */
+/* DRY's sequence breakers (copied; none empty): they replace llama.cpp's default list. */
+bool serve_request_set_dry_breakers(serve_request *r, const char *const *breakers, int32_t n);
+bool serve_request_add_lora(serve_request *r, int64_t id, double scale);
 /* Takes `bias` (malloc'd, n entries). */
 void serve_request_take_logit_bias(serve_request *r, specd_logit_bias *bias, int32_t n);
 /* Takes `gbnf` (malloc'd). */

@@ -21,6 +21,7 @@ serve_server *serve_server_new(specd_engine *engine, const serve_options *o, ser
     s->limits = o->limits;
     s->queue_max = o->n_queue >= 0 ? o->n_queue : SERVE_DEFAULT_QUEUE;
     s->n_slots = specd_engine_n_parallel(engine) > 0 ? specd_engine_n_parallel(engine) : 1;
+    for (int32_t i = 0; i < specd_engine_n_lora(engine); i++) specd_engine_lora(engine, i, NULL, &s->lora[i]);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->idle, NULL);
@@ -68,6 +69,23 @@ specd_engine *serve_server_engine(const serve_server *s) { return s->engine; }
 
 const char *serve_server_model(const serve_server *s) { return s->model; }
 
+int32_t serve_server_lora(serve_server *s, float *scales) {
+    pthread_mutex_lock(&s->lock);
+    memcpy(scales, s->lora, sizeof s->lora);
+    pthread_mutex_unlock(&s->lock);
+    return specd_engine_n_lora(s->engine);
+}
+
+bool serve_server_set_lora(serve_server *s, const serve_lora *list, int32_t n, const char *where, const char *field,
+                           serve_fault *fault) {
+    float scales[SPECD_MAX_LORA];
+    if (!serve_lora_scales(list, n, specd_engine_n_lora(s->engine), where, field, scales, fault)) return false;
+    pthread_mutex_lock(&s->lock);
+    memcpy(s->lora, scales, sizeof s->lora);
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
 /* Room in the queue (s->lock held): busy when every slot and the queue are taken. */
@@ -92,6 +110,14 @@ bool serve_server_submit(serve_server *s, serve_job *job, const serve_names *nam
     if (!serve_request_prepare(req, s->engine, &s->limits, names, fault)) {
         serve_job_fail(job, fault);
         return false;
+    }
+    int32_t n_lora = specd_engine_n_lora(s->engine);
+    if (req->n_lora == 0 && n_lora > 0) { /* the server's current scales (prepare took a request's own) */
+        pthread_mutex_lock(&s->lock);
+        memcpy(req->lora_scales, s->lora, sizeof req->lora_scales);
+        pthread_mutex_unlock(&s->lock);
+        req->gen.lora_scales = req->lora_scales;
+        req->gen.n_lora_scales = n_lora;
     }
     req->n_cached = serve_history_cached_prefix(&s->history, req->tokens, req->n_tokens);
     pthread_mutex_lock(&job->lock); /* a job's lock before the server's */

@@ -36,6 +36,14 @@ void serve_server_free(serve_server *s);
 specd_engine *serve_server_engine(const serve_server *s);
 const char *serve_server_model(const serve_server *s);
 
+/* The LoRA adapter scales of the requests that give none of their own: the engine's defaults (as
+ * it loaded them) until set. serve_server_lora copies them into scales[SPECD_MAX_LORA] and returns
+ * how many adapters the engine has; serve_server_set_lora takes llama-server's list (adapters left
+ * out: 0), false with *fault set for a bad one (lora.h). */
+int32_t serve_server_lora(serve_server *s, float *scales);
+bool serve_server_set_lora(serve_server *s, const serve_lora *list, int32_t n, const char *where, const char *field,
+                           serve_fault *fault);
+
 /* Prepares `job`'s request against the engine (request.h; messages as `names` says) and queues
  * the job (the server references it until it finishes). False with *fault set when the request
  * is refused, every slot is busy and the queue is full (SERVE_BUSY), or the server is closed: the

@@ -1,7 +1,7 @@
 /* server_state.h - what a server is made of, shared by server.c (the object: submit, status,
  * the stop) and scheduler.c (its thread). Nothing else sees it.
  *
- * Locks: `lock` guards the queue, the counts, the views, `running` and `latest`; held briefly, never while
+ * Locks: `lock` guards the queue, the counts, the views, `running`, `latest` and `lora`; held briefly, never while
  * generating. The scheduler thread alone touches `slots` and `heavy`. A job's lock may be held
  * while taking `lock` (serve_job_end wakes the scheduler), never the other way round. */
 #ifndef SPECD_SERVE_SERVER_STATE_H
@@ -30,6 +30,7 @@ struct serve_server {
     int32_t n_running;
     bool closed;          /* refuses new jobs */
     bool quit;            /* the scheduler thread ends */
+    float lora[SPECD_MAX_LORA]; /* the adapter scales of requests that give none (serve_server_set_lora) */
     serve_slot_view views[SPECD_MAX_PARALLEL];
     serve_job *running[SPECD_MAX_PARALLEL]; /* the job in each slot (borrowed from slots[]), NULL: idle */
     serve_job *latest[SPECD_MAX_PARALLEL];  /* referenced: the latest job each slot ran */

@@ -4,6 +4,8 @@
  *   GET  /props       default generation settings, n_ctx, model path, chat template, build info
  *   GET  /slots       every slot's state (idle / processing), its latest request and its stats
  *   GET  /metrics     Prometheus text: requests, tokens, throughput, speculative counters
+ *   GET  /lora-adapters  [{id, path, scale}]; POST /lora-adapters [{id, scale}]: the scales of
+ *                     later requests (adapters left out: 0)
  * Everything goes through the JSON API (its methods and props, on the host's models): nothing
  * here decides what a model does. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
@@ -17,10 +19,12 @@
 #include <string.h>
 
 bool route_is_llama_get(const char *url) {
-    return !strcmp(url, "/props") || !strcmp(url, "/slots") || !strcmp(url, "/metrics");
+    return !strcmp(url, "/props") || !strcmp(url, "/slots") || !strcmp(url, "/metrics") || !strcmp(url, "/lora-adapters");
 }
 
-bool route_is_llama_post(const char *url) { return !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize"); }
+bool route_is_llama_post(const char *url) {
+    return !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize") || !strcmp(url, "/lora-adapters");
+}
 
 /* ---- /tokenize, /detokenize ------------------------------------------------------------------ */
 
@@ -69,22 +73,37 @@ static json_t *detokenize(rpc_host *host, json_t *body) {
     return result_response(result, &err);
 }
 
+/* POST /lora-adapters: the body is {adapters: list} (route_parse_body). */
+static json_t *lora_adapters_set(rpc_host *host, json_t *body) {
+    rpc_error err;
+    json_t *result = rpc_method_lora_adapters_set(host, body, &err);
+    return result_response(result, &err);
+}
+
+typedef enum { CALL_TOKENIZE, CALL_DETOKENIZE, CALL_LORA_SET } call_kind;
+
 typedef struct tokens_call {
     rpc_host *host;
-    bool tokenize;
+    call_kind kind;
     json_t *body;
 } tokens_call;
 
 void *route_tokens_call(rpc_host *host, const char *url, json_t *body) {
     tokens_call *call = malloc(sizeof *call);
-    if (call) *call = (tokens_call){host, strcmp(url, "/tokenize") == 0, body};
+    call_kind kind = !strcmp(url, "/tokenize") ? CALL_TOKENIZE : !strcmp(url, "/detokenize") ? CALL_DETOKENIZE
+                                                                                              : CALL_LORA_SET;
+    if (call) *call = (tokens_call){host, kind, body};
     else json_decref(body);
     return call;
 }
 
 json_t *route_tokens_run(void *ctx) {
     tokens_call *call = ctx;
-    return call->tokenize ? tokenize(call->host, call->body) : detokenize(call->host, call->body);
+    switch (call->kind) {
+    case CALL_TOKENIZE: return tokenize(call->host, call->body);
+    case CALL_DETOKENIZE: return detokenize(call->host, call->body);
+    default: return lora_adapters_set(call->host, call->body);
+    }
 }
 
 void route_tokens_free(void *ctx) {
@@ -93,9 +112,14 @@ void route_tokens_free(void *ctx) {
     free(call);
 }
 
-json_t *route_parse_body(const char *body, size_t len, char *message, size_t size) {
+json_t *route_parse_body(const char *url, const char *body, size_t len, char *message, size_t size) {
     json_error_t jerr;
     json_t *parsed = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (parsed && !strcmp(url, "/lora-adapters")) { /* the list, as llama-server takes it */
+        json_t *params = json_pack("{s:o}", "adapters", parsed);
+        if (!params) snprintf(message, size, "out of memory");
+        return params;
+    }
     if (json_is_object(parsed)) return parsed;
     snprintf(message, size, "parse error: the body must be a JSON object (%s at line %d, column %d)",
              parsed ? "not an object" : jerr.text, jerr.line, jerr.column);
@@ -222,6 +246,8 @@ enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const 
             return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: every slot is processing "
                               "a completion");
     }
-    json_t *body = !strcmp(url, "/props") ? rpc_props_json(host, &err) : rpc_slots_json(host, &err);
+    json_t *body = !strcmp(url, "/props")           ? rpc_props_json(host, &err)
+                   : !strcmp(url, "/lora-adapters") ? rpc_method_lora_adapters(host, NULL, &err)
+                                                    : rpc_slots_json(host, &err);
     return send_rpc_outcome(c, body ? json_pack("{s:o}", "result", body) : error_response(&err));
 }

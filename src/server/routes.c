@@ -201,10 +201,10 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
     return defer(c, rs, completion_call_run, call, completion_call_free);
 }
 
-/* /tokenize, /detokenize: parsed here, run on a worker (llama_routes.c). */
+/* /tokenize, /detokenize, POST /lora-adapters: parsed here, run on a worker (llama_routes.c). */
 static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state *rs) {
     char message[300];
-    json_t *body = route_parse_body(rs->body, rs->len, message, sizeof message);
+    json_t *body = route_parse_body(rs->url, rs->body, rs->len, message, sizeof message);
     if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     return defer(c, rs, route_tokens_run, route_tokens_call(rs->options->rpc, rs->url, body), route_tokens_free);
 }
@@ -342,19 +342,23 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
     if (route_is_slot_action(c, url)) return route_refuse_slot_action(c);
-    if (route_is_llama_get(url))
+    if (route_is_llama_get(url) && (get || !route_is_llama_post(url))) /* /lora-adapters takes both */
         return get ? route_llama_get(c, o->rpc, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     if (v1) return begin_openai(c, o, url, method, who, state);
     bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = route_is_llama_post(url);
     if (!rpc && !completion && !llama)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
-                          "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics");
+                          "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics, "
+                          "GET and POST /lora-adapters");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
     request_state *rs = new_request_state(rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION : ROUTE_LLAMA,
-                                          llama ? (strcmp(url, "/tokenize") == 0 ? "/tokenize" : "/detokenize") : NULL,
+                                          llama ? (strcmp(url, "/tokenize") == 0     ? "/tokenize"
+                                                   : strcmp(url, "/detokenize") == 0 ? "/detokenize"
+                                                                                      : "/lora-adapters")
+                                                : NULL,
                                           who, o);
     if (!rs) return MHD_NO;
     *state = rs;

@@ -142,8 +142,8 @@ enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response);
 unsigned http_status_for(json_int_t code);
 
 /* ---- llama_routes.c --------------------------------------------------------------------------- */
-/* Whether `url` is one of llama-server's GET routes (/props, /slots, /metrics) / POST routes with
- * a body (/tokenize, /detokenize). */
+/* Whether `url` is one of llama-server's GET routes (/props, /slots, /metrics, /lora-adapters) /
+ * POST routes with a body (/tokenize, /detokenize, /lora-adapters). */
 bool route_is_llama_get(const char *url);
 bool route_is_llama_post(const char *url);
 /* Whether the request is one of llama-server's slot actions (/slots/ID, /slots?action=...), and
@@ -152,10 +152,12 @@ bool route_is_slot_action(struct MHD_Connection *c, const char *url);
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c);
 /* Answers a GET route (the caller checked the key). */
 enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const char *url);
-/* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`. */
-json_t *route_parse_body(const char *body, size_t len, char *message, size_t size);
-/* The work of /tokenize or /detokenize (`url`) on a call worker (tokenizing a large body takes
- * long): a context (the body taken) and its call_fn, whose answer is as the dispatcher's. */
+/* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`.
+ * /lora-adapters takes llama-server's list itself, [{id, scale}], returned as {adapters: list}. */
+json_t *route_parse_body(const char *url, const char *body, size_t len, char *message, size_t size);
+/* The work of /tokenize, /detokenize or POST /lora-adapters (`url`) on a call worker (tokenizing a
+ * large body takes long): a context (the body taken) and its call_fn, whose answer is as the
+ * dispatcher's. */
 void *route_tokens_call(rpc_host *host, const char *url, json_t *body);
 json_t *route_tokens_run(void *ctx);
 void route_tokens_free(void *ctx);

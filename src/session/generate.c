@@ -16,6 +16,7 @@
 #include "context_shift.h"
 #include "../draft/draft_length.h"
 #include "../draft/length_policy.h"
+#include "mirostat_path.h"
 #include "probs.h"
 #include "../sample/coupled.h"
 #include "../verify/grammar_prune.h"
@@ -40,6 +41,8 @@ typedef struct specd_session {
      * coupled draw at its output index (sample/coupled.h), verified by the greedy walk. */
     bool coupled;
     specd_dist coupled_dist;  /* scratch for the target's distribution at a node */
+    specd_mu_path mu_path;    /* mirostat's mu at each drafted position */
+    float lora_scales[SPECD_MAX_LORA]; /* the target's LoRA scales this generation decodes with */
     specd_token_tree tree;
     specd_drafter drafter;    /* ops == NULL: speculation off */
     specd_learned *learned;   /* the engine's costs, acceptance and length policy, all generations */
@@ -112,6 +115,14 @@ static specd_status validate_prompt(const specd_engine *e, const specd_token *pr
     return SPECD_OK;
 }
 
+/* Whether the request may draft with the draft model (auto picks it where there is one). */
+static bool drafts_with_the_model(const specd_spec_params *sp) {
+    if (sp->n_types == 0) return sp->type == SPECD_SPEC_DRAFT || sp->type == SPECD_SPEC_AUTO;
+    for (int32_t i = 0; i < sp->n_types; i++)
+        if (sp->types[i] == SPECD_SPEC_DRAFT) return true;
+    return false;
+}
+
 static specd_status validate_spec(const specd_engine *e, const specd_spec_params *sp, char **error) {
     if (specd_drafter_chain_wanted(sp)) {
         specd_status st = specd_drafter_chain_validate(e, sp, error);
@@ -123,6 +134,17 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
         specd_set_error(error, "draft trees (speculative.suffix_branches %d) cannot be verified on the %s: its "
                         "recurrent state holds one sequence; use suffix_branches 1 (chains)", sp->suffix_branches,
                         specd_slot_desc(target));
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    /* The same for draft-model trees asked for by name, on a recurrent target or draft (auto drafts
+     * chains there, as it may). */
+    const specd_model_slot *draft = specd_engine_draft(e);
+    const specd_model_slot *recurrent = !specd_slot_can_drop_tail(target) ? target : draft; /* a draft's too */
+    if (!specd_slot_can_drop_tail(recurrent) && sp->tree == SPECD_DRAFT_TREE_ON && sp->draft_branches > 1 &&
+        specd_engine_has_draft(e) && drafts_with_the_model(sp)) {
+        specd_set_error(error, "draft trees (--draft-tree on, speculative.tree \"on\") cannot be %s on the %s: its "
+                        "recurrent state holds one sequence; use --draft-tree auto or off (chains)",
+                        recurrent == target ? "verified" : "drafted", specd_slot_desc(recurrent));
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     /* a single type (draft, a head) needs what the engine loaded, as in a list */
@@ -157,8 +179,12 @@ static specd_status init_sampling(generation *g, char **error) {
     if (!ok) return SPECD_ERR_INVALID_ARGUMENT;
     specd_rng_seed(&g->rng, pick_seed(g->params->sampling.seed));
     const specd_sampling_params *sp = &g->params->sampling;
-    g->coupled = sp->reproducible && sp->seed != SPECD_SEED_RANDOM && !specd_sampler_is_greedy(&g->sampler) &&
-                 !specd_sampler_needs_target_alone(&g->sampler);
+    g->coupled = sp->reproducible && sp->seed != SPECD_SEED_RANDOM && !specd_sampler_is_greedy(&g->sampler);
+    if (!specd_sampler_init_dry(&g->sampler, g->e, error)) return SPECD_ERR_NO_MEMORY;
+    if (!specd_mu_path_init(&g->mu_path, &g->sampler, specd_engine_batch_cap(g->e))) {
+        specd_set_error(error, "out of memory for mirostat's state");
+        return SPECD_ERR_NO_MEMORY;
+    }
     if (!specd_verifier_init(&g->verifier, specd_engine_n_vocab(g->e))) {
         specd_set_error(error, "out of memory for the verifier");
         return SPECD_ERR_NO_MEMORY;
@@ -214,6 +240,7 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
 
 static void free_generation(generation *g) {
     specd_sampler_free(&g->sampler);
+    specd_mu_path_free(&g->mu_path);
     specd_verifier_free(&g->verifier);
     specd_dist_free(&g->coupled_dist);
     specd_tree_free(&g->tree);
@@ -358,8 +385,9 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         .drawn = &g->learned->acceptance,
         .acceptance_mode = accept_mode_of(g),
         .grammar = g->grammar,
-        /* coupled draws are one per index: a tree's siblings would be the same token */
-        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || g->coupled || fixed > 0 ? 1 : sp->draft_branches,
+        /* seeded reproducible (coupled): the siblings are the draft's next-best keys under the same
+         * keyed noise (draft_tree.c), verified by the greedy walk */
+        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || fixed > 0 ? 1 : sp->draft_branches,
         .tree_p_split = sp->draft_p_split,
         .tree_max_nodes = tree_node_budget(g, sp, budget),
         .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,
@@ -457,8 +485,11 @@ static bool target_dist_cb(void *ctx, const specd_token_tree *tree, int32_t node
     generation *g = ctx;
     int32_t n = history_through(g, tree, node);
     specd_token_filter f;
-    return specd_sampler_dist_filtered(&g->sampler, specd_slot_logits(specd_engine_target(g->e), node), g->history, n,
-                                       node_filter(g, node, &f), out);
+    specd_mu_path_enter(&g->mu_path, &g->sampler, node);
+    bool ok = specd_sampler_dist_filtered(&g->sampler, specd_slot_logits(specd_engine_target(g->e), node), g->history,
+                                          n, node_filter(g, node, &f), out);
+    specd_mu_path_leave(&g->mu_path, &g->sampler, tree, node, out);
+    return ok;
 }
 
 static specd_token target_argmax_cb(void *ctx, const specd_token_tree *tree, int32_t node) {
@@ -481,6 +512,7 @@ static specd_token target_coupled_cb(void *ctx, const specd_token_tree *tree, in
 static specd_status verify_step(generation *g, specd_verify_result *vr, char **error) {
     specd_verify_source src = {target_dist_cb, g->coupled ? target_coupled_cb : target_argmax_cb, g};
     vr->path = g->path;
+    specd_mu_path_begin(&g->mu_path, &g->sampler);
     double t0 = specd_now_ms();
     bool ok = specd_sampler_is_greedy(&g->sampler) || g->coupled
                   ? specd_verify_greedy(&g->verifier, &g->tree, &src, vr)
@@ -673,8 +705,12 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
         int32_t node = j == 0 ? 0 : vr->path[j - 1];
         int32_t n_history = history_through(g, &g->tree, node);
         specd_token_filter f; /* post-sampling lists are the grammar's distribution too */
-        if (!specd_probs_fill(&g->probs, j, specd_slot_logits(specd_engine_target(g->e), node), specd_engine_n_vocab(g->e),
-                              &g->sampler, g->history, n_history, node_filter(g, node, &f))) {
+        specd_mu_path_enter(&g->mu_path, &g->sampler, node); /* mirostat's mu there */
+        bool ok = specd_probs_fill(&g->probs, j, specd_slot_logits(specd_engine_target(g->e), node),
+                                   specd_engine_n_vocab(g->e), &g->sampler, g->history, n_history,
+                                   node_filter(g, node, &f));
+        specd_mu_path_enter(&g->mu_path, &g->sampler, 0);
+        if (!ok) {
             specd_set_error(error, "out of memory for the token probabilities");
             return SPECD_ERR_NO_MEMORY;
         }
@@ -793,6 +829,8 @@ static void record_state_cost(generation *g) {
 /* The engine's caches hold this session's history: another session may have run in between
  * (the longest common prefix is kept, the rest decoded again), and a full context is shifted. */
 static specd_status make_caches_ours(generation *g, char **error) {
+    /* another session may have used other adapters */
+    specd_slot_use_lora(g->e, specd_engine_target(g->e), g->lora_scales);
     specd_status st = specd_slot_sync(g->e, specd_engine_target(g->e), g->history, g->n_history - 1, false, NULL, NULL, error);
     if (st != SPECD_OK) return st;
     record_state_cost(g);
@@ -992,6 +1030,13 @@ static bool may_join_pass(const generation *g, char **error) {
     return may_run(g, PHASE_VERIFY, error);
 }
 
+/* Whether the sessions decode with the same LoRA scales (a pass applies one set to all its tokens). */
+static bool same_adapters(specd_session *const *s, int32_t n) {
+    for (int32_t i = 1; i < n; i++)
+        if (memcmp(s[i]->lora_scales, s[0]->lora_scales, sizeof s[0]->lora_scales)) return false;
+    return true;
+}
+
 /* Whether the sessions may share one pass: all ready, on one engine, in different slots. */
 static bool may_verify_together(specd_session *const *s, int32_t n, char **error) {
     uint64_t slots_seen[(SPECD_MAX_PARALLEL + 63) / 64] = {0};
@@ -1126,7 +1171,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         n_trees++;
     }
     int32_t batch_cap = specd_engine_batch_cap(e);
-    if (total > batch_cap || (m < n && total == batch_cap)) {
+    if (total > batch_cap || (m < n && total == batch_cap) || !same_adapters(s, n)) {
         for (int32_t k = 0; k < m; k++) { /* each on its own pass */
             char *msg = NULL;
             specd_status st = specd_session_verify(in_pass[k], n_accepted ? &n_accepted[at[k]] : NULL, &msg);
@@ -1190,7 +1235,8 @@ specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **e
     record_step(g, vr);
     record_policy_step(g, vr);
     g->drafted_last = specd_tree_n_drafted(&g->tree) > 0;
-    specd_sampler_observe(&g->sampler, vr->next_token); /* after step_probs: it reports the drawn-from dist */
+    if (g->mu_path.on && target_dist_cb(g, &g->tree, vr->last_node, &g->coupled_dist)) /* after step_probs */
+        specd_mu_path_accept(&g->mu_path, &g->sampler, vr->last_node, &g->coupled_dist, vr->next_token);
     specd_token *out = g->step_tokens;
     int32_t n = 0, before = g->result->n_tokens;
     for (int32_t i = 0; i < vr->n_accepted; i++) out[n++] = g->tree.nodes[vr->path[i]].token;
@@ -1250,6 +1296,7 @@ static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, c
     if (st == SPECD_OK) st = validate_prompt(e, prompt, n_prompt, error);
     if (st == SPECD_OK) st = validate_spec(e, &params->speculative, error);
     if (st == SPECD_OK) st = specd_context_shift_validate(e, params, error);
+    if (st == SPECD_OK) st = specd_lora_validate(e, params->lora_scales, params->n_lora_scales, error);
     if (st != SPECD_OK) return st;
     generation *g = malloc(sizeof *g);
     if (!g) {
@@ -1261,6 +1308,11 @@ static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, c
     g->slot = slot;
     g->stop_requests = specd_engine_stop_count(e); /* a stop asked before this session is not for it */
     atomic_init(&g->stop, false);
+    if (st == SPECD_OK) { /* the slot's cache is the prompt cache only when made with the same adapters */
+        memcpy(g->lora_scales, specd_lora_scales_of(e, params->lora_scales),
+               (size_t)specd_engine_n_lora(e) * sizeof *g->lora_scales); /* the rest stays 0 (init_generation) */
+        specd_slot_use_lora(e, specd_engine_target(e), g->lora_scales);
+    }
     if (st == SPECD_OK && deferred) begin_ingest(g, prompt, n_prompt);
     else if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
     if (st != SPECD_OK) {

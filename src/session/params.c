@@ -23,6 +23,12 @@ specd_generation_params specd_generation_default_params(void) {
     p.sampling.mirostat_eta = 0.1f;
     p.sampling.typical_p = 1.0f;
     p.sampling.reproducible = true;
+    p.sampling.top_n_sigma = -1.0f;
+    p.sampling.dynatemp_exponent = 1.0f;
+    p.sampling.xtc_threshold = 0.1f;
+    p.sampling.dry_base = 1.75f;
+    p.sampling.dry_allowed_length = 2;
+    p.sampling.dry_penalty_last_n = 64;
     p.speculative.type = SPECD_SPEC_AUTO;
     p.speculative.draft_max = 8;
     p.speculative.draft_min = 0;
@@ -81,9 +87,7 @@ int32_t specd_generation_drafters(const specd_engine *e, const specd_generation_
     const specd_spec_params *sp = &p->speculative;
     specd_spec_off off = SPECD_SPEC_ON;
     int32_t n = specd_spec_resolve_types(sp, specd_spec_auto_type(e), out);
-    /* Mirostat's mu follows the tokens drawn, so drafts cannot be verified exactly (specd.h). */
-    if (p->sampling.mirostat != 0 && p->sampling.temperature > 0.0f) off = SPECD_SPEC_OFF_MIROSTAT;
-    else if (sp->draft_max == 0) off = SPECD_SPEC_OFF_DRAFT_MAX;
+    if (sp->draft_max == 0) off = SPECD_SPEC_OFF_DRAFT_MAX;
     else if (n == 0) off = sp->type == SPECD_SPEC_AUTO ? SPECD_SPEC_OFF_NO_DRAFT : SPECD_SPEC_OFF_NONE;
     if (why) *why = off;
     return off == SPECD_SPEC_ON ? n : 0;

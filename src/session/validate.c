@@ -67,6 +67,28 @@ static void check_logit_bias(checker *c, const specd_sampling_params *s) {
                  (double)s->logit_bias[i].bias);
 }
 
+/* DRY, top-n-sigma, min_keep, dynatemp, XTC: llama.cpp's ranges (any top_n_sigma: <= 0 is off). */
+static void check_llama_samplers(checker *c, const specd_sampling_params *s) {
+    if (!isfinite(s->top_n_sigma)) fail(c, "sampling.top_n_sigma", "must be a finite number, <= 0 for off (got %g)",
+                                        (double)s->top_n_sigma);
+    int_between(c, "sampling.min_keep", s->min_keep, 0, INT32_MAX);
+    number_at_least(c, "sampling.dynatemp_range", s->dynatemp_range, 0.0);
+    number_at_least(c, "sampling.dynatemp_exponent", s->dynatemp_exponent, 0.0);
+    number_between(c, "sampling.xtc_probability", s->xtc_probability, 0.0, 1.0);
+    number_between(c, "sampling.xtc_threshold", s->xtc_threshold, 0.0, 1.0);
+    number_at_least(c, "sampling.dry_multiplier", s->dry_multiplier, 0.0);
+    number_at_least(c, "sampling.dry_base", s->dry_base, 1.0);
+    int_between(c, "sampling.dry_allowed_length", s->dry_allowed_length, 0, INT32_MAX);
+    int_between(c, "sampling.dry_penalty_last_n", s->dry_penalty_last_n, -1, INT32_MAX);
+    if (s->n_dry_sequence_breakers < 0 || (s->n_dry_sequence_breakers > 0 && !s->dry_sequence_breakers))
+        fail(c, "sampling.dry_sequence_breakers", "needs n_dry_sequence_breakers >= 0 strings (got %d, list %s)",
+             s->n_dry_sequence_breakers, s->dry_sequence_breakers ? "given" : "NULL");
+    for (int32_t i = 0; s->dry_sequence_breakers && i < s->n_dry_sequence_breakers; i++)
+        if (!s->dry_sequence_breakers[i] || !s->dry_sequence_breakers[i][0])
+            fail(c, "sampling.dry_sequence_breakers", "entry %d is %s: each breaker is a non-empty string", i,
+                 s->dry_sequence_breakers[i] ? "empty" : "NULL");
+}
+
 static void check_sampling(checker *c, const specd_sampling_params *s) {
     /* temperature <= 0 is greedy, so any finite value is meaningful */
     if (!isfinite(s->temperature)) fail(c, "sampling.temperature", "must be a finite number (got %g)", (double)s->temperature);
@@ -88,6 +110,7 @@ static void check_sampling(checker *c, const specd_sampling_params *s) {
         number_at_least(c, "sampling.mirostat_tau", s->mirostat_tau, 0.0);
         number_at_least(c, "sampling.mirostat_eta", s->mirostat_eta, 0.0);
     }
+    check_llama_samplers(c, s);
 }
 
 static bool known_type(specd_spec_type t) { return specd_spec_type_name(t) != NULL; }

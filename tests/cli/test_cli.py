@@ -15,6 +15,11 @@
         --grammar: greedy text under a GBNF grammar equals llama.cpp's llama-completion --grammar,
         with speculation off and with model-free drafters. Exits 77 (skipped) when stories260K or
         llama-completion (make bench-deps) is missing.
+    test_cli.py lora SPECD MODELS_DIR LLAMA_COMPLETION
+        --lora, --lora-scaled, --lora-draft: greedy text with the tiny adapter (lora.gguf) equals
+        llama.cpp's llama-completion with the same flags, with speculation off, with a draft, and
+        with draft trees; bad adapters are refused. Exits 77 (skipped) when llama-completion is
+        missing.
 """
 import json
 import os
@@ -62,8 +67,17 @@ def errors(specd, models):
     expect_usage_error(specd, "bad number", ["-m", target, "-p", "x", "--temp", "hot"], "--temp expects a number")
     expect_usage_error(specd, "bad flash attention", ["-m", target, "-p", "x", "-fa", "yes"],
                        "-fa expects on, off or auto, got 'yes'")
-    expect_usage_error(specd, "bad V cache type", ["-m", target, "-p", "x", "--cache-type-v", "q4_0"],
-                       "--cache-type-v expects f16 or f32, got 'q4_0'")
+    expect_usage_error(specd, "bad V cache type", ["-m", target, "-p", "x", "--cache-type-v", "q3_0"],
+                       "--cache-type-v expects f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1, got 'q3_0'")
+    expect_usage_error(specd, "bad K cache type", ["-m", target, "-p", "x", "-ctk", "f8"], "-ctk expects f32, f16")
+    expect_usage_error(specd, "quantized V without flash attention", ["-m", target, "-p", "x", "-ctv", "q4_0"],
+                       "a quantized V cache (-ctv q4_0) needs flash attention: add -fa on")
+    expect_usage_error(specd, "bad batch-invariant", ["-m", target, "-p", "x", "--batch-invariant", "yes"],
+                       "--batch-invariant expects on or off, got 'yes'")
+    expect_usage_error(specd, "XTC out of range", ["-m", target, "-p", "x", "--xtc-probability", "2"],
+                       "--xtc-probability must be a finite number from 0 to 1 (got 2)")
+    expect_usage_error(specd, "DRY base below 1", ["-m", target, "-p", "x", "--dry-base", "0.5"],
+                       "--dry-base must be a finite number >= 1 (got 0.5)")
     expect_usage_error(specd, "out of range", ["-m", target, "-p", "x", "--top-p", "-2"], "--top-p must be a finite number >= 0")
     # ranges are the library's (specd_generation_params_validate); the message names the flag
     expect_usage_error(specd, "repeat penalty 0", ["-m", target, "-p", "x", "--repeat-penalty", "0"],
@@ -111,6 +125,19 @@ def errors(specd, models):
         plain = json.loads(r2.stdout)
         check("json speculative text equals plain", plain["text"] == out["text"] and plain["speculative"]["type"] == "none",
               f"{plain['text']!r} vs {out['text']!r}")
+        inv = out.get("batch_invariant", {})
+        check("json batch_invariant: on by default, plain attention with one slot", inv.get("invariant") is True
+              and inv.get("requested") is True and inv.get("note") is None
+              and inv.get("setting", "").startswith("plain attention, one slot"), str(inv))
+        r4 = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "4", "--temp", "0", "--batch-invariant",
+                  "off", "--json"])
+        off = json.loads(r4.stdout).get("batch_invariant", {}) if r4.returncode == 0 else {}
+        check("--batch-invariant off: said in --json", off.get("invariant") is False and off.get("requested") is False
+              and "--batch-invariant off" in (off.get("note") or ""), (r4.returncode, off, r4.stderr))
+        r5 = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "4", "--temp", "0", "--batch-invariant",
+                  "off"])
+        check("--batch-invariant off: said on stderr", r5.returncode == 0
+              and "specd: note: verification is not batch-invariant" in r5.stderr, r5.stderr)
 
         rt = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
                   "--ignore-eos", "--draft-tree", "on", "--draft-p-split", "0", "--draft-fixed", "--draft-max", "3",
@@ -200,6 +227,20 @@ def recurrent(specd, models):
         check(f"mamba target, {draft}: same text as without speculation",
               want is not None and out.get("text") == want and out["speculative"]["n_drafted"] > 0,
               plain.stderr + r.stdout + r.stderr)
+    # draft-model trees asked for by name where a recurrent state holds one sequence: refused, naming
+    # the model; auto drafts chains there (the runs above)
+    for target_file, draft_file, needle in (
+            ("mamba-target.gguf", "mamba-draft.gguf", "cannot be verified on the target model (mamba, recurrent)"),
+            ("lfm2-target.gguf", "draft.gguf", "cannot be verified on the target model (lfm2, hybrid recurrent)"),
+            ("target.gguf", "mamba-draft.gguf", "cannot be drafted on the draft model (mamba, recurrent)")):
+        expect_usage_error(specd, f"--draft-tree on with {target_file} and {draft_file}",
+                           ["-m", os.path.join(models, target_file), "-md", os.path.join(models, draft_file),
+                            "-p", "x", "-n", "4", "--draft-tree", "on"], needle)
+    r = run([specd, "run", "-m", mamba, "-md", os.path.join(models, "mamba-draft.gguf"), "--draft-tree", "auto"]
+            + common)
+    out = json.loads(r.stdout) if r.returncode == 0 else {}
+    check("--draft-tree auto on a mamba target: chains, the same text", want is not None and out.get("text") == want
+          and out["speculative"]["n_tree_steps"] == 0, r.stderr)
     expect_usage_error(specd, "context shift on a recurrent target",
                        ["-m", mamba, "-p", "x", "-n", "100", "-c", "48", "--context-shift"],
                        "the target model (mamba, recurrent) cannot shift positions")
@@ -279,6 +320,7 @@ def bench(specd, models):
               and "| specd suffix |" in report and "failed" not in report, r.stderr[-500:] + report[:300])
         bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools)
         bench_heads(specd, models, tmp, prompts, no_tools)
+        bench_passes_cache_types(specd, target, draft, tmp, prompts, no_tools)
         bench_plots(specd, target, draft, tmp, prompts)
         bench_serve(specd, target, draft, tmp, prompts)
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
@@ -416,6 +458,28 @@ def bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools):
           "\n".join(summary) + report[:300])
 
 
+def bench_passes_cache_types(specd, target, draft, tmp, prompts, no_tools):
+    """-ctk/-ctv reach every tool, -ctkd/-ctvd the ones with a draft model, --batch-invariant specd."""
+    bin_dir = os.path.join(tmp, "fake-llama-args")
+    os.makedirs(bin_dir)
+    log = os.path.join(tmp, "args.log")
+    for name, body in FAKE_TOOLS.items():
+        write_script(bin_dir, name, f'echo "{name} $*" >> {log}; ' + body)
+    out = os.path.join(tmp, "fake-out-args")
+    r = run([specd, "bench", "--pair", target, draft, "--llama-bin", bin_dir, "--prompts", prompts, "-n", "8",
+             "--temps", "0", "--sweep", "3", "--out", out, "-ctk", "q8_0", "-ctv", "f32", "-ctkd", "f16",
+             "-ctvd", "bf16", "--batch-invariant", "off"], path=no_tools)
+    calls = read_text(log).splitlines() if os.path.exists(log) else []
+    completion = [c for c in calls if c.startswith("llama-completion ")]
+    spec = [c for c in calls if c.startswith("llama-speculative ")]
+    report = read_text(os.path.join(out, "benchmarks.md")) if r.returncode == 0 else ""
+    check("bench gives the cache types to llama.cpp's tools (the draft's where there is one)",
+          completion and spec and all("-ctk q8_0 -ctv f32" in c and "-ctkd" not in c for c in completion)
+          and all("-ctk q8_0 -ctv f32" in c and "-ctkd f16 -ctvd bf16" in c for c in spec), "\n".join(calls))
+    check("bench runs specd with them (its rows are there)", "| specd draft (default, first run) |" in report,
+          f"rc={r.returncode} " + r.stderr[-500:])
+
+
 def reference(specd, shared, llama_simple):
     stories = os.path.join(shared, "stories260K.gguf")
     aidreams = os.path.join(shared, "aidreams260K-different-vocab", "aidreams260K.gguf")
@@ -497,6 +561,75 @@ def grammar(specd, shared, llama_completion):
     return 0
 
 
+def run_bytes(args, timeout=300):
+    """A command's stdout as bytes: the tiny models' text is not valid UTF-8."""
+    return subprocess.run(args, capture_output=True, timeout=timeout)
+
+
+def lora(specd, models, llama_completion):
+    if not os.access(llama_completion, os.X_OK):
+        print(f"SKIP: {llama_completion} is missing (make bench-deps builds it)")
+        return SKIP
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    adapter = os.path.join(models, "lora.gguf")
+    prompt, n = "the little girl saw a big red ball", "40"
+    common = ["-p", prompt, "-n", n, "--temp", "0", "-t", "1", "--ignore-eos"]
+    texts = {}
+    # (name, llama-completion's flags, specd's): specd takes llama.cpp's forms, and the older
+    # two-argument --lora-scaled FILE SCALE
+    for name, flags, ours_flags in (("none", [], []), ("--lora", ["--lora", adapter], ["--lora", adapter]),
+                                    ("--lora-scaled 0.5", ["--lora-scaled", adapter + ":0.5"],
+                                     ["--lora-scaled", adapter + ":0.5"]),
+                                    ("--lora-scaled FILE 0.5", ["--lora-scaled", adapter + ":0.5"],
+                                     ["--lora-scaled", adapter, "0.5"])):
+        # llama-completion echoes the prompt (after a space, as its tokenizer adds one) then the text;
+        # it may lose the end of its output as it exits (reference_run), so the longest of a few runs.
+        runs = [run_bytes([llama_completion, "-m", target, "-no-cnv"] + common + flags) for _ in range(3)]
+        ok = [r for r in runs if r.returncode == 0]
+        ref = max(ok, key=lambda r: len(r.stdout)).stdout.strip(b"\n") if ok else None
+        texts[name] = ref
+        specd_runs = [("speculation off", ["--spec", "none"]), ("a draft", ["-md", draft, "--draft-fixed"]),
+                      ("draft trees", ["-md", draft, "--draft-tree", "on", "--draft-p-split", "0.01",
+                                       "--draft-fixed", "--draft-max", "4"])]
+        if flags:
+            specd_runs.append(("a draft with the adapter too", ["-md", draft, "--lora-draft", adapter]))
+        for what, extra in specd_runs:
+            r = run_bytes([specd, "run", "-m", target] + common + ours_flags + extra)
+            ours = b" " + prompt.encode() + r.stdout.rstrip(b"\n")
+            # a cut reference must still be a long prefix of specd's text (reference_run)
+            agrees = ref is not None and (ours == ref or (ours.startswith(ref) and len(ref) > len(prompt) + 20))
+            check(f"{name}: specd with {what} equals llama-completion", r.returncode == 0 and agrees,
+                  f"\nllama: {ref!r}\nspecd: {ours!r}\n{r.stderr[-300:]!r}")
+    check("the adapter changes the text, and its scale matters",
+          None not in texts.values() and len({texts["none"], texts["--lora"], texts["--lora-scaled 0.5"]}) == 3,
+          str(texts))
+    expect_usage_error(specd, "a model file as an adapter", ["-m", target, "-p", "x", "--lora", target],
+                       f"cannot load the LoRA adapter '{target}' for the target model")
+    expect_usage_error(specd, "an adapter for another architecture",
+                       ["-m", os.path.join(models, "mamba-target.gguf"), "-p", "x", "--lora", adapter],
+                       "model arch and LoRA arch mismatch")
+    expect_usage_error(specd, "--lora-draft without a draft", ["-m", target, "-p", "x", "--lora-draft", adapter],
+                       "--lora-draft")
+    expect_usage_error(specd, "--lora-scaled with no number", ["-m", target, "-p", "x", "--lora-scaled", adapter, "x"],
+                       "--lora-scaled expects FILE:SCALE or FILE SCALE, got the scale 'x'")
+    expect_usage_error(specd, "--lora with an empty name in its list", ["-m", target, "-p", "x", "--lora", adapter + ","],
+                       "--lora: an empty file name")
+    expect_usage_error(specd, "--lora-scaled list with an item lacking its scale",
+                       ["-m", target, "-p", "x", "--lora-scaled", adapter + ":1," + adapter],
+                       f"is not FILE:SCALE")
+    # two adapters from one comma list (the same file twice, each at 0.25), as llama-completion loads them
+    pair = ["--lora-scaled", f"{adapter}:0.25,{adapter}:0.25"]
+    runs = [run_bytes([llama_completion, "-m", target, "-no-cnv"] + common + pair) for _ in range(3)]
+    ok = [r for r in runs if r.returncode == 0]
+    ref = max(ok, key=lambda r: len(r.stdout)).stdout.strip(b"\n") if ok else None
+    r = run_bytes([specd, "run", "-m", target, "-md", draft] + common + pair)
+    ours = b" " + prompt.encode() + r.stdout.rstrip(b"\n")
+    check("a comma list of adapters loads each, as llama-completion",
+          r.returncode == 0 and ref is not None and (ours == ref or (ours.startswith(ref) and len(ref) > len(prompt) + 20))
+          and ref != texts["none"], f"\nllama: {ref!r}\nspecd: {ours!r}\n{r.stderr[-300:]!r}")
+    return 0
+
+
 def main():
     mode = sys.argv[1]
     if mode == "errors":
@@ -505,6 +638,8 @@ def main():
         rc = bench(*sys.argv[2:4])
     elif mode == "grammar":
         rc = grammar(*sys.argv[2:5])
+    elif mode == "lora":
+        rc = lora(*sys.argv[2:5])
     else:
         rc = reference(*sys.argv[2:5])
     if rc == SKIP:

@@ -49,9 +49,8 @@ LLAMA_FIELDS_AT_DEFAULT = {
 # Fields specd does not implement, each at a value that would change the output.
 UNIMPLEMENTED = {
     "verbose": True, "return_progress": True, "sse_ping_interval": 5, "n_indent": 2, "n_discard": 8,
-    "n_cache_reuse": 16, "t_max_prompt_ms": 100, "top_n_sigma": 1.5,
-    "xtc_probability": 0.5, "dynatemp_range": 0.5, "dry_multiplier": 0.8, "adaptive_target": 0.5,
-    "min_keep": 2, "backend_sampling": True, "lora": [{"id": 0, "scale": 1}], "grammar_lazy": True,
+    "n_cache_reuse": 16, "t_max_prompt_ms": 100, "adaptive_target": 0.5,
+    "backend_sampling": True, "grammar_lazy": True,
     "chat_format": 3, "parse_tool_calls": True, "echo": True, "reasoning_budget_tokens": 10,
     "preserved_tokens": ["x"], "speculative.ngram_size_m": 8,
 }
@@ -147,6 +146,9 @@ def check_props(port, target):
           and props["build_info"] == status["result"]["version"] and settings["params"]["temperature"] == 0.8
           and settings["params"]["top_k"] == 40 and settings["speculative"] is True
           and "chat_template" in props, props)
+    inv = props.get("batch_invariant", {})
+    check("/props and status: batch_invariant, what runs", inv.get("invariant") is True and inv.get("note") is None
+          and inv.get("setting") and status["result"].get("batch_invariant") == inv, (inv, status))
     code, _ = curl(port, "/props", key="wrong")
     check("/props needs the API key", code == 401, code)
 
@@ -242,11 +244,28 @@ def check_fields(port):
         message = answer.get("error", {}).get("message", "") if isinstance(answer, dict) else ""
         check(f"unimplemented {name}={value!r}: 400 naming it", code == 400 and error_field(answer) == name
               and "not implemented" in message, (code, answer))
-    code, answer = completion(port, dict(base, n_predict=2, dry_base=3, xtc_threshold=0.3, dynatemp_exponent=2))
+    code, answer = completion(port, dict(base, n_predict=2, adaptive_decay=0.5))
     check("a tuning field is accepted while its sampler is off (it changes nothing)", code == 200, (code, answer))
-    code, answer = completion(port, dict(base, n_predict=2, dry_multiplier=0.5, dry_base=3))
+    code, answer = completion(port, dict(base, n_predict=2, adaptive_target=0.5, adaptive_decay=0.5))
     check("... and refused with its sampler on, naming the sampler", code == 400
-          and error_field(answer) == "dry_multiplier", (code, answer))
+          and error_field(answer) == "adaptive_target", (code, answer))
+    samplers = {"dry_multiplier": 0.8, "dry_base": 2.0, "dry_allowed_length": 3, "dry_penalty_last_n": 32,
+                "dry_sequence_breakers": ["\n", "."], "top_n_sigma": 1.5, "xtc_probability": 0.5,
+                "xtc_threshold": 0.2, "dynatemp_range": 0.5, "dynatemp_exponent": 2.0, "min_keep": 2,
+                "mirostat": 2, "mirostat_tau": 4.0}
+    code, answer = completion(port, dict(base, n_predict=6, temperature=0.8, seed=5, ignore_eos=True,
+                                         samplers=["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p",
+                                                   "min_p", "xtc", "temperature"], **samplers))
+    settings = answer.get("generation_settings", {}) if isinstance(answer, dict) else {}
+    check("DRY, top-n-sigma, XTC, dynatemp, min_keep and mirostat act, with speculation, and are echoed",
+          code == 200 and answer["tokens_predicted"] == 6 and answer["speculative"]["enabled"] is True
+          and all(settings.get(k) == v for k, v in samplers.items()), (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, xtc_probability=2))
+    check("xtc_probability out of range: 400 naming it", code == 400 and error_field(answer) == "xtc_probability",
+          (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, dry_sequence_breakers=[""]))
+    check("an empty DRY sequence breaker: 400 naming it", code == 400
+          and error_field(answer) == "dry_sequence_breakers", (code, answer))
     for typo in ("temprature", "max_token", "speculative.n_maxx"):
         code, answer = completion(port, dict(base, n_predict=2, **{typo: 1}))
         check(f"typo {typo}: 400 unknown field", code == 400 and error_field(answer) == typo
@@ -464,9 +483,38 @@ def check_mtp_server(specd, models):
     check("the MTP server starts and stops cleanly", port and rc == 0, rc)
 
 
+def check_lora(port, lora):
+    """--lora FILE --lora-init-without-apply: GET /lora-adapters lists it at scale 0; a request's
+    `lora` applies it to that request; POST /lora-adapters sets the scales of later requests
+    (adapters left out: 0); bad ids are refused naming the field."""
+    code, text = curl(port, "/lora-adapters")
+    listed = json.loads(text) if code == 200 else None
+    check("GET /lora-adapters: the adapter at scale 0", code == 200 and listed and listed[0]["id"] == 0
+          and listed[0]["path"] == lora and listed[0]["scale"] == 0, (code, text))
+    body = {"prompt": "once upon a time", "n_predict": 12, "temperature": 0, "ignore_eos": True}
+    _, plain = completion(port, body)
+    _, adapted = completion(port, dict(body, lora=[{"id": 0, "scale": 1}]))
+    check("a request's lora changes its text", plain["content"] != adapted["content"], (plain, adapted))
+    code, answer = completion(port, dict(body, lora=[{"id": 3, "scale": 1}]))
+    check("a request's lora with an unknown id: 400 naming lora", code == 400 and error_field(answer) == "lora",
+          (code, answer))
+    code, text = curl(port, "/lora-adapters", [{"id": 0, "scale": 1}])
+    _, after = completion(port, body)
+    _, listed = curl(port, "/lora-adapters")
+    check("POST /lora-adapters: later requests use the scales", code == 200 and json.loads(text) == {"success": True}
+          and after["content"] == adapted["content"] and json.loads(listed)[0]["scale"] == 1, (code, text, after))
+    curl(port, "/lora-adapters", [])
+    _, back = completion(port, body)
+    check("POST /lora-adapters []: every adapter at 0 again", back["content"] == plain["content"], back)
+    code, text = curl(port, "/lora-adapters", [{"id": 7, "scale": 1}])
+    check("POST /lora-adapters with an unknown id: 400", code == 400 and "id" in text, (code, text))
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
-    server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1"])
+    lora = os.path.join(models, "lora.gguf")
+    server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1",
+                                        "--lora", lora, "--lora-init-without-apply"])
     try:
         if port:
             code, text = curl(port, "/slots")
@@ -481,6 +529,7 @@ def main(specd, models):
             check_json_schema(port)
             check_probs(port)
             check_seeded(port)
+            check_lora(port, lora)
         else:
             failures.append("start")
     finally:

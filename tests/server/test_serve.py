@@ -319,6 +319,9 @@ def check_admin(port, models, confined_dir):
         e = refused(params)
         check(f"init refuses {name}", e.get("code") == -32602 and "not a file under the models directory"
               in e.get("message", ""), e)
+    e = refused({"args": ["-m", "target.gguf", "--lora", "lora.gguf"]})
+    check("init refuses LoRA adapters while --models-dir confines it (their paths are the command line's)",
+          e.get("code") == -32602 and "can only be given on specd serve's command line" in e.get("message", ""), e)
     code, r = rpc(port, "status")
     check("... and none of them changed the loaded model", r["result"]["state"] == "ready"
           and r["result"]["model"] == outside, r)

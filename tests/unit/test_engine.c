@@ -317,7 +317,12 @@ static void test_attention_settings_are_used_and_stay_lossless(void **state) {
     specd_cache_type ctv = SPECD_CACHE_TYPE_DEFAULT;
     assert_true(specd_cache_type_parse("f16", &ctv) && ctv == SPECD_CACHE_TYPE_F16);
     assert_true(specd_cache_type_parse("f32", &ctv) && ctv == SPECD_CACHE_TYPE_F32);
-    assert_false(specd_cache_type_parse("q8_0", &ctv));
+    assert_true(specd_cache_type_parse("q8_0", &ctv) && ctv == SPECD_CACHE_TYPE_Q8_0);
+    assert_true(specd_cache_type_parse("iq4_nl", &ctv) && ctv == SPECD_CACHE_TYPE_IQ4_NL);
+    assert_string_equal(specd_cache_type_name(SPECD_CACHE_TYPE_BF16), "bf16");
+    assert_null(specd_cache_type_name((specd_cache_type)99));
+    assert_false(specd_cache_type_parse("q8", &ctv) || specd_cache_type_parse("F16", &ctv) ||
+                 specd_cache_type_parse(NULL, &ctv));
     assert_int_equal(specd_engine_default_params().flash_attn, SPECD_FLASH_ATTN_OFF);
     assert_int_equal(specd_engine_default_params().cache_type_v, SPECD_CACHE_TYPE_DEFAULT);
 
@@ -364,7 +369,7 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     if (!err || !strstr(err, "flash_attn")) fail_msg("error '%s' does not mention flash_attn", err);
     specd_free(err);
     p.flash_attn = SPECD_FLASH_ATTN_OFF;
-    p.cache_type_v = (specd_cache_type)9;
+    p.cache_type_v = (specd_cache_type)99;
     err = NULL;
     assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
     if (!err || !strstr(err, "cache_type_v")) fail_msg("error '%s' does not mention cache_type_v", err);
@@ -598,11 +603,9 @@ static void test_generation_drafters_decides_the_speculation(void **state) {
     assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 2);
     assert_int_equal(d[0], SPECD_SPEC_SUFFIX);
     assert_int_equal(d[1], SPECD_SPEC_DRAFT);
-    g.sampling.mirostat = 2;
-    assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 0);
-    assert_int_equal(why, SPECD_SPEC_OFF_MIROSTAT);
-    g.sampling.temperature = 0.0f; /* greedy: mirostat has no effect, speculation stays */
+    g.sampling.mirostat = 2; /* verified per drafted position: speculation stays */
     assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 2);
+    assert_int_equal(why, SPECD_SPEC_ON);
     g.speculative.draft_max = 0;
     assert_int_equal(specd_generation_drafters(engine, &g, d, &why), 0);
     assert_int_equal(why, SPECD_SPEC_OFF_DRAFT_MAX);

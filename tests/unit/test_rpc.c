@@ -164,7 +164,18 @@ static void init_errors(void **state) {
                  "-fa expects \"on\", \"off\" or \"auto\", got 'sometimes'");
     expect_error("init", "{\"model\":\"x\",\"flash_attn\":\"sometimes\"}", -32602, "flash_attn", "got 'sometimes'");
     expect_error("init", "{\"model\":\"x\",\"flash_attn\":1}", -32602, "flash_attn", "or a boolean");
-    expect_error("init", "{\"cmd\":\"-m x.gguf -ctv q8_0\"}", -32602, "-ctv", "expects \"f16\" or \"f32\"");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -ctv q3_0\"}", -32602, "-ctv", "expects \"f32\", \"f16\", \"bf16\"");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -ctkd f8\"}", -32602, "-ctkd", "got 'f8'");
+    expect_error("init", "{\"cmd\":\"-m x.gguf --batch-invariant yes\"}", -32602, "--batch-invariant",
+                 "expects \"on\" or \"off\"");
+    expect_error("init", "{\"cmd\":\"-m x.gguf --lora-scaled a.gguf abc\"}", -32602, "--lora-scaled",
+                 "expects FILE:SCALE or FILE SCALE, got the scale 'abc'");
+    expect_error("init", "{\"cmd\":\"-m x.gguf --lora-scaled a.gguf:1,b.gguf\"}", -32602, "--lora-scaled",
+                 "'b.gguf' is not FILE:SCALE");
+    expect_error("init", "{\"cmd\":\"-m x.gguf --lora a.gguf,\"}", -32602, "--lora", "--lora: an empty file name");
+    expect_error("init", "{\"cmd\":\"-m x.gguf --lora\"}", -32602, "--lora", "--lora needs a value");
+    expect_error("init", "{\"model\":\"x\",\"cache_type_k\":\"q9\"}", -32602, "cache_type_k", "got 'q9'");
+    expect_error("init", "{\"model\":\"x\",\"batch_invariant\":1}", -32602, "batch_invariant", "");
     expect_error("init", "{\"model\":\"x\",\"cache_type_v\":\"q4\"}", -32602, "cache_type_v", "got 'q4'");
     expect_error("init", "{\"cmd\":\"-m 'x.gguf\"}", -32602, "cmd", "unclosed ' quote");
     expect_error("init", "{\"cmd\":\"-m\"}", -32602, "-m", "-m needs a value");
@@ -655,28 +666,27 @@ static void completion_param_errors(void **state) {
 
 /* ---- mirostat -------------------------------------------------------------------------------- */
 
-static void completion_mirostat_turns_speculation_off(void **state) {
+static void completion_mirostat_speculates(void **state) {
     (void)state;
     const char *params = "{\"prompt\":\"one day the dog ran\",\"n_predict\":24,\"temperature\":0.8,\"seed\":5,"
                          "\"ignore_eos\":true,\"mirostat\":2,\"mirostat_tau\":3,\"mirostat_eta\":0.2,"
-                         "\"speculative\":{\"type\":[\"draft\"],\"n_max\":4}}";
+                         "\"speculative\":{\"type\":[\"draft\"],\"n_max\":4,\"n_min\":4}}";
     json_t *a = complete(params);
     json_t *b = complete(params);
     assert_int_equal(json_integer_value(json_object_get(a, "tokens_predicted")), 24);
     assert_string_equal(content_of(a), content_of(b)); /* same seed, same output */
-    json_t *sp = json_object_get(a, "speculative");
-    assert_true(json_is_false(json_object_get(sp, "enabled")));
-    assert_non_null(strstr(json_string_value(json_object_get(sp, "reason")), "mirostat cannot be verified exactly"));
-    assert_int_equal(json_integer_value(json_object_get(sp, "drafted")), 0);
-    assert_int_equal(json_integer_value(json_object_get(sp, "steps")), 24); /* one target pass per token */
-    assert_string_equal(json_string_value(json_object_get(sp, "type")), "none");
+    json_t *sp = json_object_get(a, "speculative"); /* verified per drafted position (test_llama_samplers) */
+    assert_true(json_is_true(json_object_get(sp, "enabled")));
+    assert_null(json_object_get(sp, "reason"));
+    assert_true(json_integer_value(json_object_get(sp, "drafted")) > 0);
+    assert_string_equal(json_string_value(json_object_get(sp, "type")), "draft");
     json_t *settings = json_object_get(a, "generation_settings");
     assert_int_equal(json_integer_value(json_object_get(settings, "mirostat")), 2);
     assert_true(json_real_value(json_object_get(settings, "mirostat_tau")) == 3.0);
     assert_true(json_real_value(json_object_get(settings, "mirostat_eta")) == 0.2);
     /* mirostat 1 as well; and a plain request speculates, saying so */
     json_t *v1 = complete("{\"prompt\":\"she\",\"n_predict\":8,\"mirostat\":1,\"speculative\":{\"n_max\":4}}");
-    assert_true(json_is_false(json_object_get(json_object_get(v1, "speculative"), "enabled")));
+    assert_true(json_is_true(json_object_get(json_object_get(v1, "speculative"), "enabled")));
     json_t *plain = complete("{\"prompt\":\"she\",\"n_predict\":8,\"speculative\":{\"n_max\":4,\"n_min\":4}}");
     json_t *psp = json_object_get(plain, "speculative");
     assert_true(json_is_true(json_object_get(psp, "enabled")));
@@ -1300,7 +1310,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(completion_shifts_the_context),
         cmocka_unit_test(completion_on_a_recurrent_target),
         cmocka_unit_test(completion_param_errors),
-        cmocka_unit_test(completion_mirostat_turns_speculation_off),
+        cmocka_unit_test(completion_mirostat_speculates),
         cmocka_unit_test(completion_probabilities_per_token),
         cmocka_unit_test(completion_probabilities_stream_and_stop),
         cmocka_unit_test(async_chunks_equal_blocking),

@@ -485,10 +485,52 @@ static void test_coupled_draws_follow_the_distribution(void **state) {
     specd_dist_free(&d);
 }
 
+/* The seeded tree's children (specd_coupled_top_k): the coupled draw first, then distinct tokens
+ * of p > 0; the second is the draw from p without the first (Gumbel-top-k), so its frequencies
+ * follow p(x) / (1 - p(first)) summed over the first. */
+static void test_coupled_top_k_ranks_under_the_same_noise(void **state) {
+    (void)state;
+    static const float P[] = {0.4f, 0.25f, 0.15f, 0.1f, 0.07f, 0.03f};
+    enum { K = 6, N = 40000 };
+    specd_dist d = {0};
+    assert_true(specd_dist_reserve(&d, K));
+    d.n = K;
+    for (int i = 0; i < K; i++) d.ids[i] = 100 + 7 * i, d.probs[i] = P[i];
+    double second[K] = {0};
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++)
+            if (j != i) second[j] += (double)P[i] * P[j] / (1.0 - P[i]);
+    int64_t seen[K] = {0};
+    for (uint64_t seed = 1; seed <= N; seed++) {
+        specd_token top[8];
+        float probs[8];
+        assert_int_equal(specd_coupled_top_k(&d, seed, 3, 8, top, probs), K); /* no more than there are */
+        assert_int_equal(top[0], specd_coupled_draw(&d, seed, 3));
+        for (int i = 0; i < K; i++) {
+            assert_true(probs[i] == P[(top[i] - 100) / 7]);
+            for (int j = 0; j < i; j++) assert_int_not_equal(top[i], top[j]);
+        }
+        seen[(top[1] - 100) / 7]++;
+        specd_token two[2];
+        assert_int_equal(specd_coupled_top_k(&d, seed, 3, 2, two, probs), 2); /* a prefix of the longer list */
+        assert_true(two[0] == top[0] && two[1] == top[1]);
+    }
+    chi_square_result c = chi_square_test(second, seen, K, N);
+    print_message("coupled top-k: the second token z %.2f\n", c.z);
+    assert_true(c.z < CHI_SQUARE_MAX_Z);
+    d.probs[2] = 0.0f; /* no probability: never ranked */
+    specd_token top[8];
+    float probs[8];
+    assert_int_equal(specd_coupled_top_k(&d, 9, 0, 8, top, probs), K - 1);
+    for (int i = 0; i < K - 1; i++) assert_int_not_equal(top[i], 114);
+    specd_dist_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_softmax_at_temperatures),
         cmocka_unit_test(test_coupled_draws_follow_the_distribution),
+        cmocka_unit_test(test_coupled_top_k_ranks_under_the_same_noise),
         cmocka_unit_test(test_top_k_top_p_min_p),
         cmocka_unit_test(test_typical_p),
         cmocka_unit_test(test_chain_equals_llama_cpp_samplers),

@@ -67,6 +67,18 @@ static void p_min_over_one(specd_generation_params *p) { p->speculative.draft_p_
 static void ngram_n_zero(specd_generation_params *p) { p->speculative.ngram_n = 0; }
 static void ngram_hits_zero(specd_generation_params *p) { p->speculative.ngram_min_hits = 0; }
 static void suffix_nine(specd_generation_params *p) { p->speculative.suffix_branches = 9; }
+static void nan_top_n_sigma(specd_generation_params *p) { p->sampling.top_n_sigma = NAN; }
+static void negative_min_keep(specd_generation_params *p) { p->sampling.min_keep = -1; }
+static void negative_dynatemp(specd_generation_params *p) { p->sampling.dynatemp_range = -0.5f; }
+static void xtc_over_one(specd_generation_params *p) { p->sampling.xtc_probability = 1.5f; }
+static void dry_base_below_one(specd_generation_params *p) { p->sampling.dry_base = 0.5f; }
+static void dry_last_n_below(specd_generation_params *p) { p->sampling.dry_penalty_last_n = -2; }
+static void dry_breakers_null(specd_generation_params *p) { p->sampling.n_dry_sequence_breakers = 1; }
+static void dry_breaker_empty(specd_generation_params *p) {
+    static const char *const empty[] = {"\n", ""};
+    p->sampling.dry_sequence_breakers = empty;
+    p->sampling.n_dry_sequence_breakers = 2;
+}
 static void n_keep_below(specd_generation_params *p) { p->n_keep = -2; }
 static void n_probs_negative(specd_generation_params *p) { p->n_probs = -1; }
 
@@ -84,6 +96,14 @@ static const bad_case bad_cases[] = {
     {"sampling.mirostat", "must be 0 (off), 1 or 2 (got 3)", mirostat_three},
     {"sampling.mirostat_tau", "must be a finite number >= 0 (got -1)", mirostat_bad_tau},
     {"sampling.mirostat_eta", "(got nan)", mirostat_nan_eta},
+    {"sampling.top_n_sigma", "(got nan)", nan_top_n_sigma},
+    {"sampling.min_keep", "must be from 0 to", negative_min_keep},
+    {"sampling.dynatemp_range", ">= 0 (got -0.5)", negative_dynatemp},
+    {"sampling.xtc_probability", "from 0 to 1 (got 1.5)", xtc_over_one},
+    {"sampling.dry_base", ">= 1 (got 0.5)", dry_base_below_one},
+    {"sampling.dry_penalty_last_n", "must be from -1 to", dry_last_n_below},
+    {"sampling.dry_sequence_breakers", "list NULL", dry_breakers_null},
+    {"sampling.dry_sequence_breakers", "entry 1 is empty", dry_breaker_empty},
     {"sampling.logit_bias", "list NULL", bias_count_without_list},
     {"sampling.logit_bias", "entry 1: the bias must be a finite number or -infinity (got nan)", bias_nan},
     {"speculative.type", "is 42, not a speculative type", unknown_type},

@@ -1,0 +1,45 @@
+/* methods_lora.c - lora_adapters and lora_adapters.set (methods.h): llama-server's LoRA adapter
+ * scales, held by the serving server (serve_server_set_lora) and given to the requests that send
+ * no `lora` of their own. */
+#include "methods.h"
+
+#include <stdlib.h>
+
+json_t *rpc_method_lora_adapters(rpc_host *h, json_t *params, rpc_error *err) {
+    (void)params;
+    serve_server *server = NULL;
+    if (!rpc_host_acquire_server(h, &server, err)) return NULL;
+    specd_engine *e = serve_server_engine(server);
+    float scales[SPECD_MAX_LORA];
+    int32_t n = serve_server_lora(server, scales);
+    json_t *list = json_array();
+    for (int32_t i = 0; list && i < n; i++) {
+        const char *path = NULL;
+        specd_engine_lora(e, i, &path, NULL);
+        json_array_append_new(list, json_pack("{s:i, s:s, s:f, s:s, s:s}", "id", i, "path", path, "scale",
+                                              (double)scales[i], "task_name", "", "prompt_prefix", ""));
+    }
+    rpc_host_release_engine(h);
+    if (!list) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory");
+    return list;
+}
+
+json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err) {
+    rpc_params rp;
+    rpc_params_open(&rp, params, "lora_adapters.set params", "", err);
+    json_t *list = rpc_get_value(&rp, "adapters");
+    if (!rpc_params_finish(&rp)) return NULL;
+    serve_request parsed; /* the list's holder: its lora entries */
+    serve_request_init(&parsed);
+    bool ok = !list || request_json_lora_list(list, "adapters", &parsed, err); /* none listed: every adapter at 0 */
+    serve_server *server = NULL;
+    ok = ok && rpc_host_acquire_server(h, &server, err);
+    if (ok) {
+        serve_fault fault;
+        ok = serve_server_set_lora(server, parsed.lora, parsed.n_lora, "lora_adapters.set params", "adapters", &fault);
+        if (!ok) rpc_error_from_fault(&fault, err);
+        rpc_host_release_engine(h);
+    }
+    serve_request_clear(&parsed);
+    return ok ? json_pack("{s:b}", "success", 1) : NULL;
+}

@@ -1,0 +1,21 @@
+/* request_lora.c - llama-server's lists of LoRA adapter scales read from JSON (request_json.h): a
+ * request's `lora` (request_llama.c) and lora_adapters.set's list (methods_lora.c). */
+#include "request_json.h"
+
+bool request_json_lora_list(json_t *list, const char *field, serve_request *req, rpc_error *err) {
+    if (!json_is_array(list))
+        return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s must be an array of {\"id\": N, \"scale\": X}", field);
+    size_t i;
+    json_t *entry;
+    json_array_foreach(list, i, entry) {
+        json_t *id = json_object_get(entry, "id"), *scale = json_object_get(entry, "scale");
+        if (!json_is_integer(id))
+            return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: 'id' must be an adapter's index (GET "
+                            "/lora-adapters lists them)", field, i);
+        if (scale && !json_is_number(scale))
+            return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: 'scale' must be a finite number", field, i);
+        if (!serve_request_add_lora(req, json_integer_value(id), scale ? json_number_value(scale) : 0.0))
+            return rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+    }
+    return true;
+}
