@@ -116,6 +116,45 @@ static void passed_fields_only(void **state) {
     json_decref(body);
 }
 
+/* llama.cpp's samplers and the request's LoRA scales land in the typed request; the adapter ids are
+ * checked against the engine's adapters when the request meets it (this engine has none). */
+static void samplers_and_lora_fill_the_struct(void **state) {
+    (void)state;
+    serve_request req;
+    json_reply reply;
+    rpc_error err;
+    assert_true(parse("{\"prompt\":\"a\",\"dry_multiplier\":0.8,\"dry_sequence_breakers\":[\"x\",\"yz\"],"
+                      "\"xtc_probability\":0.5,\"top_n_sigma\":1.5,\"dynatemp_range\":0.3,\"min_keep\":2,"
+                      "\"lora\":[{\"id\":0,\"scale\":0.5},{\"id\":3}]}",
+                      DIALECT_LLAMA, &req, &reply, &err));
+    const specd_sampling_params *s = &req.gen.sampling;
+    assert_true(s->dry_multiplier == 0.8f && s->xtc_probability == 0.5f && s->top_n_sigma == 1.5f);
+    assert_true(s->dynatemp_range == 0.3f);
+    assert_int_equal(s->min_keep, 2);
+    assert_int_equal(s->n_dry_sequence_breakers, 2);
+    assert_string_equal(s->dry_sequence_breakers[1], "yz");
+    assert_int_equal(req.n_lora, 2);
+    assert_int_equal(req.lora[0].id, 0);
+    assert_true(req.lora[0].scale == 0.5 && req.lora[1].scale == 0.0); /* no scale: 0 */
+    serve_limits limits = {.n_predict_max = -1};
+    serve_fault fault;
+    assert_false(serve_request_prepare(&req, engine, &limits, &request_json_names, &fault));
+    assert_int_equal(fault.kind, SERVE_INVALID);
+    assert_string_equal(fault.field, "lora");
+    assert_non_null(strstr(fault.message, "lora[0]: 'id' must be an adapter's index"));
+    clear(&req, &reply);
+    /* [] is no list of its own: the server's scales; a wrong shape is refused as it is read */
+    assert_true(parse("{\"prompt\":\"a\",\"lora\":[]}", DIALECT_LLAMA, &req, &reply, &err));
+    assert_int_equal(req.n_lora, 0);
+    clear(&req, &reply);
+    assert_false(parse("{\"prompt\":\"a\",\"lora\":[{\"id\":\"0\"}]}", DIALECT_LLAMA, &req, &reply, &err));
+    assert_string_equal(err.field, "lora");
+    clear(&req, &reply);
+    assert_false(parse("{\"prompt\":\"a\",\"dry_sequence_breakers\":[\"\"]}", DIALECT_LLAMA, &req, &reply, &err));
+    assert_string_equal(err.field, "dry_sequence_breakers");
+    clear(&req, &reply);
+}
+
 /* ---- checked once, against the engine ------------------------------------------------------ */
 
 static bool prepare(const char *text, serve_request *req, serve_fault *fault) {
@@ -195,6 +234,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(jsonrpc_fields_fill_the_struct),
         cmocka_unit_test(llama_dialect_reads_its_shortcuts),
         cmocka_unit_test(passed_fields_only),
+        cmocka_unit_test(samplers_and_lora_fill_the_struct),
         cmocka_unit_test(prepare_checks_and_names_fields),
         cmocka_unit_test(prepare_applies_the_chat_template),
     };
