@@ -29,17 +29,17 @@ json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err
     rpc_params_open(&rp, params, "lora_adapters.set params", "", err);
     json_t *list = rpc_get_value(&rp, "adapters");
     if (!rpc_params_finish(&rp)) return NULL;
-    serve_request parsed; /* the list's holder: its lora entries */
-    serve_request_init(&parsed);
-    bool ok = !list || request_json_lora_list(list, "adapters", &parsed, err); /* none listed: every adapter at 0 */
+    serve_lora *scales = NULL;
+    int32_t n = 0;
+    bool ok = !list || request_json_lora_list(list, "adapters", &scales, &n, err); /* none listed: all at 0 */
     serve_server *server = NULL;
     ok = ok && rpc_host_acquire_server(h, &server, err);
     if (ok) {
         serve_fault fault;
-        ok = serve_server_set_lora(server, parsed.lora, parsed.n_lora, "lora_adapters.set params", "adapters", &fault);
+        ok = serve_server_set_lora(server, scales, n, "lora_adapters.set params", "adapters", &fault);
         if (!ok) rpc_error_from_fault(&fault, err);
         rpc_host_release_engine(h);
     }
-    serve_request_clear(&parsed);
+    free(scales);
     return ok ? json_pack("{s:b}", "success", 1) : NULL;
 }

@@ -30,10 +30,11 @@ bool request_json_parse(json_t *params, request_dialect dialect, serve_request *
  * stop, logit_bias, speculative, ...). */
 bool request_json_fields(json_request *jr, const char *const *names);
 
-/* request_lora.c: llama-server's list of LoRA adapter scales, [{id, scale}] (scale missing: 0), into req->lora
- * (a request's `lora`; [] is none: the server's current scales). The ids are checked against the
- * engine's adapters later (serve/lora.h). False with *err set naming `field` for a wrong shape. */
-bool request_json_lora_list(json_t *list, const char *field, serve_request *req, rpc_error *err);
+/* request_lora.c: llama-server's list of LoRA adapter scales, [{id, scale}] (scale missing: 0),
+ * appended to *out (malloc'd, *n entries; a request's `lora`: [] adds none, so the server's current
+ * scales apply). The ids are checked against the engine's adapters later (serve/lora.h). False
+ * with *err set naming `field` for a wrong shape (what was read stays in *out, the caller's). */
+bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, rpc_error *err);
 
 /* How this API names the library's fields and begins its messages ("completion params"). */
 extern const serve_names request_json_names;

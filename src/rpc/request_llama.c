@@ -353,7 +353,7 @@ static bool parse_sampler_settings(rpc_params *rp, json_request *jr) {
  * engine's adapters by serve_request_prepare), else the server's current scales. */
 static bool parse_lora(rpc_params *rp, json_request *jr) {
     json_t *list = rpc_get_value(rp, "lora");
-    return !list || request_json_lora_list(list, "lora", jr->req, rp->err);
+    return !list || request_json_lora_list(list, "lora", &jr->req->lora, &jr->req->n_lora, rp->err);
 }
 
 /* t_max_predict_ms: as llama-server reads it, once that long has passed since the first generated

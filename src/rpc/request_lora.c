@@ -2,7 +2,9 @@
  * request's `lora` (request_llama.c) and lora_adapters.set's list (methods_lora.c). */
 #include "request_json.h"
 
-bool request_json_lora_list(json_t *list, const char *field, serve_request *req, rpc_error *err) {
+#include <stdlib.h>
+
+bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, rpc_error *err) {
     if (!json_is_array(list))
         return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s must be an array of {\"id\": N, \"scale\": X}", field);
     size_t i;
@@ -14,8 +16,10 @@ bool request_json_lora_list(json_t *list, const char *field, serve_request *req,
                             "/lora-adapters lists them)", field, i);
         if (scale && !json_is_number(scale))
             return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: 'scale' must be a finite number", field, i);
-        if (!serve_request_add_lora(req, json_integer_value(id), scale ? json_number_value(scale) : 0.0))
-            return rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+        serve_lora *grown = realloc(*out, (size_t)(*n + 1) * sizeof *grown);
+        if (!grown) return rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+        *out = grown;
+        (*out)[(*n)++] = (serve_lora){json_integer_value(id), scale ? json_number_value(scale) : 0.0};
     }
     return true;
 }

@@ -120,11 +120,3 @@ bool serve_request_set_dry_breakers(serve_request *r, const char *const *breaker
     r->gen.sampling.n_dry_sequence_breakers = n;
     return true;
 }
-
-bool serve_request_add_lora(serve_request *r, int64_t id, double scale) {
-    serve_lora *grown = realloc(r->lora, (size_t)(r->n_lora + 1) * sizeof *grown);
-    if (!grown) return false;
-    r->lora = grown;
-    r->lora[r->n_lora++] = (serve_lora){id, scale};
-    return true;
-}

@@ -79,7 +79,6 @@ bool serve_request_add_stop(serve_request *r, const char *stop);
 bool serve_request_set_grammar(serve_request *r, const char *gbnf); /* NULL or "": none */
 /* DRY's sequence breakers (copied; none empty): they replace llama.cpp's default list. */
 bool serve_request_set_dry_breakers(serve_request *r, const char *const *breakers, int32_t n);
-bool serve_request_add_lora(serve_request *r, int64_t id, double scale);
 /* Takes `bias` (malloc'd, n entries). */
 void serve_request_take_logit_bias(serve_request *r, specd_logit_bias *bias, int32_t n);
 /* Takes `gbnf` (malloc'd). */
