@@ -34,10 +34,22 @@ static double tokens_at(const specd_policy_step *s, int32_t k, const specd_accep
     return tokens;
 }
 
-/* A step of a chain of k drafts, by the cost model: its pass, k draft decodes, the state. */
+/* This slot's share of a pass in which each of the step's n_sharing slots puts `tokens`: the
+ * policy is the engine's, so a fixed length is every slot's. Priced as if the slot ran alone, a
+ * draft of 3 looked cheap at 8 slots (T(4) against T(1)) where it makes the shared pass 32 tokens
+ * instead of 8, and 8 clients on the Q8 pair ran at 0.79-0.90x llama-server. */
+static double pass_share(const specd_costs *c, const specd_policy_step *s, int32_t tokens) {
+    int32_t m = s->n_sharing > 1 ? s->n_sharing : 1;
+    return specd_costs_pass(c, m * tokens, &s->fill) / m;
+}
+
+/* A step of a chain of k drafts, by the cost model: its pass, k draft decodes, the state. Slots
+ * that share a pass draft jointly (one draft decode a depth for all of them), and a slot's
+ * measured draft time is its share of that (generate.c): its fixed lengths pay the same share. */
 static double ms_at(const specd_costs *c, const specd_policy_step *s, int32_t k) {
-    if (k == 0) return specd_costs_pass(c, 1, &s->fill);
-    return specd_costs_pass(c, k + 1, &s->fill) + specd_costs_drafts(c, k) + c->state_ms;
+    if (k == 0) return pass_share(c, s, 1);
+    int32_t m = s->n_sharing > 1 ? s->n_sharing : 1;
+    return pass_share(c, s, k + 1) + specd_costs_drafts(c, k) / m + c->state_ms;
 }
 
 static int32_t best_of(const double *tokens, const double *ms) {
@@ -118,7 +130,7 @@ void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *
     if (!trial) return;
     double drafting = s->n_nodes > 1 ? c->state_ms : 0.0;
     p->plan_tokens += s->n_emitted;
-    p->plan_ms += specd_costs_pass(c, s->n_nodes, &s->fill) + s->draft_ms + drafting;
+    p->plan_ms += pass_share(c, s, s->n_nodes) + s->draft_ms + drafting;
     if (++p->plan_steps % TRIAL_WINDOW == 0) halve_trial(p);
     judge_trial(p);
 }

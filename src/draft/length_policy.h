@@ -50,6 +50,7 @@ typedef struct specd_policy_step {
     int32_t n_emitted;  /* tokens the step emitted (accepted on the verified path, and one more) */
     double draft_ms;    /* what drafting took (measured) */
     bool planned;       /* the planner chose its length (not a fixed spell, a forced or fixed request) */
+    int32_t n_sharing;  /* slots whose tokens shared the step's pass (0 or 1: it ran alone) */
 } specd_policy_step;
 
 typedef struct specd_length_policy {

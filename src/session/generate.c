@@ -663,6 +663,7 @@ static void record_policy_step(generation *g, const specd_verify_result *vr) {
         .n_emitted = vr->n_accepted + 1,
         .draft_ms = g->step_draft_ms,
         .planned = g->planned,
+        .n_sharing = g->step_share,
     };
     step.n_chain = main_chain(&g->tree, vr, &step.n_accepted);
     specd_length_policy_record_step(&l->policy, &l->costs, &l->acceptance, &step);

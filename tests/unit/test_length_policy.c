@@ -94,6 +94,31 @@ static void test_a_planner_that_loses_gives_way_to_the_best_fixed_length(void **
     assert_int_equal(f.policy.n_spells, 2);
 }
 
+/* Steps of a planner drafting 8 (as above), in passes that n_sharing slots share. */
+static int32_t fixed_after_a_trial(int32_t n_sharing) {
+    fixture f;
+    set_up(&f);
+    /* past 9 tokens this machine is compute-bound: every token of a pass costs 6 ms */
+    for (int32_t n = 10; n <= SPECD_COSTS_MAX_BATCH; n++) specd_costs_record_calibration(&f.costs, n, 6.0 * n);
+    for (int i = 0; i < SPECD_POLICY_TRIAL; i++) {
+        int32_t accepted = run_of(i) < 8 ? run_of(i) : 8;
+        specd_policy_step s = {.mode = SPECD_ACCEPT_GREEDY, .n_nodes = 9, .n_chain = 8, .n_accepted = accepted,
+                               .n_emitted = accepted + 1, .draft_ms = 2.3 * 8, .planned = true,
+                               .n_sharing = n_sharing};
+        specd_length_policy_record_step(&f.policy, &f.costs, &f.acceptance, &s);
+    }
+    return specd_length_policy_fixed(&f.policy);
+}
+
+/* The fixed lengths are every slot's: with 8 slots in the pass, a draft of 3 each makes it 32
+ * tokens (192 ms here) where plain steps pass 8 (47.2 ms), so no drafts do best; alone, 2-4 do. */
+static void test_a_pass_that_slots_share_is_priced_for_all_of_them(void **state) {
+    (void)state;
+    int32_t alone = fixed_after_a_trial(1), shared = fixed_after_a_trial(8);
+    assert_true(alone >= 2 && alone <= 4);
+    assert_int_equal(shared, 0);
+}
+
 /* A planner that chooses what the best fixed length would (3 here) keeps driving. */
 static void test_a_planner_as_good_as_fixed_keeps_driving(void **state) {
     (void)state;
@@ -131,6 +156,7 @@ int main(void) {
         cmocka_unit_test(test_a_planner_as_good_as_fixed_keeps_driving),
         cmocka_unit_test(test_drafts_that_never_pay_give_way_to_no_drafts),
         cmocka_unit_test(test_steps_the_planner_did_not_choose_are_not_its_trial),
+        cmocka_unit_test(test_a_pass_that_slots_share_is_priced_for_all_of_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
