@@ -518,16 +518,24 @@ def llama_text(stdout):
     return text[:-len("[end of text]")].strip() if text.endswith("[end of text]") else text
 
 
-def reference_run(args, tries=6):
-    """llama-completion, the first run that printed its end, else the longest of a few: on a loaded
-    machine its logging thread often loses the end of the text it prints as the process exits
-    (status 0, the output cut short; seen in 2 runs of 3 while other tests ran, and in 3 of 3 once
-    under a full sanitizer suite). Greedy runs are identical otherwise, so truncation is the only way
-    they differ."""
+def complete_run(r):
+    """Whether llama-completion printed all it generated: its log is one queue written by a thread
+    that the process does not wait for at exit (llama.cpp leaks the logger on purpose, issue 22142),
+    so the end of the text can be lost; the timing lines come after the text in that queue, so a run
+    whose stderr has them printed its text whole."""
+    err = r.stderr if isinstance(r.stderr, str) else r.stderr.decode(errors="replace")
+    return r.returncode == 0 and "total time =" in err
+
+
+def reference_run(args, tries=8, runner=None):
+    """llama-completion, the first run that printed all its text (complete_run), else the longest
+    of a few: on a loaded machine the tail is lost often (2 runs of 3 while other tests ran, 6 of 6
+    while llama.cpp built beside them). Greedy runs are identical otherwise, so truncation is the
+    only way they differ."""
     runs = []
     for _ in range(tries):
-        runs.append(run(args))
-        if runs[-1].returncode == 0 and runs[-1].stdout.strip().endswith("[end of text]"):
+        runs.append((runner or run)(args))
+        if complete_run(runs[-1]):
             return runs[-1]
     ok = [r for r in runs if r.returncode == 0]
     return max(ok, key=lambda r: len(r.stdout)) if ok else runs[0]
@@ -584,9 +592,8 @@ def lora(specd, models, llama_completion):
                                      ["--lora-scaled", adapter, "0.5"])):
         # llama-completion echoes the prompt (after a space, as its tokenizer adds one) then the text;
         # it may lose the end of its output as it exits (reference_run), so the longest of a few runs.
-        runs = [run_bytes([llama_completion, "-m", target, "-no-cnv"] + common + flags) for _ in range(3)]
-        ok = [r for r in runs if r.returncode == 0]
-        ref = max(ok, key=lambda r: len(r.stdout)).stdout.strip(b"\n") if ok else None
+        best = reference_run([llama_completion, "-m", target, "-no-cnv"] + common + flags, runner=run_bytes)
+        ref = best.stdout.strip(b"\n") if best.returncode == 0 else None
         texts[name] = ref
         specd_runs = [("speculation off", ["--spec", "none"]), ("a draft", ["-md", draft, "--draft-fixed"]),
                       ("draft trees", ["-md", draft, "--draft-tree", "on", "--draft-p-split", "0.01",
