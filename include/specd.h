@@ -678,6 +678,11 @@ typedef struct specd_generation_params {
      * grammar allows nothing more (it is complete and end-of-generation is refused, e.g. by
      * ignore_eos), generation stops with SPECD_STOP_EOG. */
     const char *grammar;
+    /* With a grammar: text the grammar reads before the first generated token, which the prompt
+     * already ends with (NULL or "": none). llama.cpp's tool-call grammars begin with the template's
+     * generation prompt (specd_chat_params' generation_prompt), as llama-server prefills it.
+     * Tokenized with special tokens; a token the grammar refuses is an error. Borrowed. */
+    const char *grammar_prefill;
     /* Called after each step with what it did (specd_step_info), with user_data; NULL (default):
      * not called. For tracing and analysis: `specd run --trace-steps FILE` writes one line a step,
      * and tools/policy_replay replays such steps against every fixed draft length. */

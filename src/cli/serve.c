@@ -6,6 +6,7 @@
 #include "../util/args.h"
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,12 @@ static void serve_usage(FILE *out) {
           "                         resolving symlinks and '..'; relative paths are taken in DIR).\n"
           "                         Without it the admin key may load any file the process can read\n"
           "  --no-webui             GET / answers readiness as /health does, instead of the chat page\n"
+          "  --chat-template-file F /v1/chat/completions renders messages with this Jinja template\n"
+          "                         instead of the model's own (tokenizer.chat_template)\n"
+          "  --jinja, --no-jinja    chat prompts through llama.cpp's Jinja chat code (default; tools,\n"
+          "                         reasoning), or its older built-in formats (no tools)\n"
           "  --chat-template NAME   /v1/chat/completions formats messages with this llama.cpp built-in\n"
-          "                         template (chatml, llama3, ...) instead of the model's own\n"
+          "                         format (chatml, llama3, ...; no Jinja, no tools) instead\n"
           "  --max-body BYTES       largest request body (default 1048576); larger: 413\n"
           "  --request-timeout S    a request's headers and body must arrive within S seconds of\n"
           "                         the connection opening (or of the previous answer), however\n"
@@ -66,7 +71,8 @@ static void serve_usage(FILE *out) {
           "  --list-devices         list the devices (GPUs, --rpc servers given before it) and exit\n"
           "\n"
           "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health,\n"
-          "        POST /v1/chat/completions, POST /v1/completions, GET /v1/models (OpenAI's API)\n"
+          "        POST /v1/chat/completions (tools, reasoning), POST /v1/completions, GET /v1/models\n"
+          "        (OpenAI's API), POST /apply-template (a chat's prompt, as llama-server)\n"
           "SIGINT/SIGTERM stop it: every completion ends (stop_type shutdown; a queued blocking one\n"
           "gets 503), then it exits 0; after 10 s (or a second signal) it exits anyway.\n",
           out);
@@ -88,6 +94,34 @@ static bool builtin_template(cli_args *a, const char *name) {
              names ? names : "(out of memory listing them)");
     specd_free(names);
     return false;
+}
+
+/* --chat-template-file: the Jinja source, read whole (it is rendered per request). */
+static bool read_template_file(cli_args *a, const char *path, char **out) {
+    if (!path) return false;
+    FILE *f = fopen(path, "rb");
+    if (!f) return cli_fail(a, "--chat-template-file '%s' cannot be read: %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (size_t n; buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += n;
+        if (len + 1 == cap) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) free(buf);
+            buf = grown;
+        }
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (!buf) return cli_fail(a, "out of memory reading --chat-template-file '%s'", path);
+    buf[len] = '\0';
+    if (failed || len == 0) {
+        free(buf);
+        return cli_fail(a, "--chat-template-file '%s' %s", path, failed ? "cannot be read" : "is empty");
+    }
+    free(*out); /* the last one given counts */
+    *out = buf;
+    return true;
 }
 
 #define SERVE_DEFAULT_PARALLEL 4
@@ -143,7 +177,10 @@ static int parse_serve_options(cli_args *a, http_options *o) {
         else if (!strcmp(f, "--max-conns-per-ip")) ok = cli_int(a, f, 0, 1 << 20, &o->max_conns_per_ip);
         else if (!strcmp(f, "--http-threads")) ok = cli_int(a, f, 1, 256, &o->http_threads);
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
-        else if (!strcmp(f, "--chat-template")) ok = (o->chat_template = cli_value(a, f)) && builtin_template(a, o->chat_template);
+        else if (!strcmp(f, "--chat-template")) ok = (o->chat.builtin = cli_value(a, f)) && builtin_template(a, o->chat.builtin);
+        else if (!strcmp(f, "--chat-template-file")) ok = read_template_file(a, cli_value(a, f), &o->chat.template_src);
+        else if (!strcmp(f, "--jinja")) o->chat.jinja = true;
+        else if (!strcmp(f, "--no-jinja")) o->chat.jinja = false;
         else if (!strcmp(f, "--list-devices")) o->list_devices = true;
         else if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) ok = cli_int(a, f, -1, INT32_MAX, &o->n_predict);
         else if (!strcmp(f, "--time-limit")) ok = cli_int(a, f, 0, 100 * 24 * 3600, &o->time_limit_s);
@@ -159,6 +196,16 @@ static int parse_serve_options(cli_args *a, http_options *o) {
     if (!typed) return -1;
     add_server_defaults(&o->models);
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
+    if (o->chat.builtin && o->chat.template_src) {
+        cli_fail(a, "give either --chat-template NAME (a llama.cpp built-in format) or --chat-template-file FILE "
+                 "(a Jinja template), not both");
+        return -1;
+    }
+    if (o->chat.builtin) o->chat.jinja = false; /* a built-in format is applied without Jinja */
+    if (o->chat.template_src && !o->chat.jinja) {
+        cli_fail(a, "--chat-template-file needs Jinja: drop --no-jinja");
+        return -1;
+    }
     if (o->api_key && o->admin_key && strcmp(o->api_key, o->admin_key) == 0) {
         cli_fail(a, "--admin-api-key must differ from --api-key: every client with the API key would be an admin");
         return -1;
@@ -209,12 +256,14 @@ static int load_models(rpc_host *host, rpc_engine_settings *models) {
 static void free_options(http_options *o) {
     rpc_engine_settings_free(&o->models);
     free(o->models_dir);
+    free(o->chat.template_src);
 }
 
 int cli_serve(int argc, char **argv) {
     http_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
                        .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4, .n_predict = -1,
-                       .time_limit_s = DEFAULT_TIME_LIMIT_S, .step_limit_ms = DEFAULT_STEP_LIMIT_MS};
+                       .time_limit_s = DEFAULT_TIME_LIMIT_S, .step_limit_ms = DEFAULT_STEP_LIMIT_MS,
+                       .chat = {.jinja = true}};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
     if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;

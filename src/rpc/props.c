@@ -39,7 +39,12 @@ json_t *rpc_props_json(rpc_host *h, rpc_error *err) {
                               json_object_get(status, "model_alias"), "chat_template",
                               template_text ? template_text : "", "modalities", "vision", 0, "build_info",
                               specd_version(), "is_sleeping", 0, "has_draft", specd_engine_has_draft(e));
-    if (props) json_object_set_new(props, "chat_template_caps", json_object());
+    /* what the model's template can do (tools, a system role, ...), as llama.cpp's chat code sees it */
+    char *caps_text = specd_chat_caps(e, NULL, NULL);
+    json_t *caps = caps_text ? json_loads(caps_text, 0, NULL) : NULL;
+    specd_free(caps_text);
+    if (props) json_object_set_new(props, "chat_template_caps", caps ? caps : json_object());
+    else json_decref(caps);
     if (props) json_object_set_new(props, "batch_invariant", rpc_invariance_json(e));
     rpc_host_release_engine(h);
     json_decref(status);

@@ -24,6 +24,7 @@ void serve_request_clear(serve_request *r) {
     free(r->stops);
     free(r->chat_template);
     free(r->grammar);
+    free(r->grammar_prefill);
     free(r->bias);
     free(r->tokens);
     for (int32_t i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
@@ -118,5 +119,14 @@ bool serve_request_set_dry_breakers(serve_request *r, const char *const *breaker
     r->n_dry_breakers = n;
     r->gen.sampling.dry_sequence_breakers = (const char *const *)copy;
     r->gen.sampling.n_dry_sequence_breakers = n;
+    return true;
+}
+
+bool serve_request_set_grammar_prefill(serve_request *r, const char *text) {
+    char *copy = text && text[0] ? strdup(text) : NULL;
+    if (text && text[0] && !copy) return false;
+    free(r->grammar_prefill);
+    r->grammar_prefill = copy;
+    r->gen.grammar_prefill = copy;
     return true;
 }

@@ -39,6 +39,7 @@ typedef struct serve_request {
     /* How: the library's parameters, and what the server does around them. */
     specd_generation_params gen;
     char *grammar;                 /* GBNF (gen.grammar); NULL: none */
+    char *grammar_prefill;         /* text the grammar reads first (gen.grammar_prefill); NULL: none */
     specd_logit_bias *bias;        /* gen.sampling.logit_bias */
     char **stops;                  /* stop strings, none empty */
     int32_t n_stops;
@@ -83,6 +84,8 @@ bool serve_request_set_dry_breakers(serve_request *r, const char *const *breaker
 void serve_request_take_logit_bias(serve_request *r, specd_logit_bias *bias, int32_t n);
 /* Takes `gbnf` (malloc'd). */
 void serve_request_take_grammar(serve_request *r, char *gbnf);
+/* The text the grammar reads first (a chat template's generation prompt); false when out of memory. */
+bool serve_request_set_grammar_prefill(serve_request *r, const char *text);
 
 /* How an API names what the checks refuse: `where` starts each message ("completion params"),
  * `field` maps the library's field names ("sampling.top_p", "speculative.draft_max") onto the

@@ -8,6 +8,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* How the chat routes make prompts: llama.cpp's Jinja chat code (specd_chat_*: templates, tools,
+ * reasoning) by default, as llama-server's --jinja; its older built-in formats with --no-jinja or
+ * --chat-template NAME (no tools). */
+typedef struct http_chat {
+    bool jinja;               /* off: --no-jinja, or --chat-template NAME */
+    const char *builtin;      /* --chat-template NAME: one of llama.cpp's built-in formats */
+    char *template_src;       /* --chat-template-file: the Jinja source (owned); NULL: the model's */
+} http_chat;
+
 typedef struct http_options {
     const char *host;
     int64_t port;
@@ -25,7 +34,7 @@ typedef struct http_options {
     rpc_engine_settings models; /* the model options (-m, -md, -np, ...), for the start-up load */
     rpc_host *rpc;         /* the JSON API's host: the models it serves (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
-    const char *chat_template; /* --chat-template: a llama.cpp built-in for /v1/chat/completions */
+    http_chat chat;        /* how the chat routes make prompts */
     bool list_devices;     /* --list-devices: print them and exit */
 } http_options;
 

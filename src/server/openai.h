@@ -17,7 +17,9 @@ typedef struct openai_call {
     bool stream, include_usage, return_origins, logprobs;
     int top_logprobs;     /* alternatives per token asked for */
     /* streaming state (the server's thread only) */
+    specd_chat *chat;     /* chat through Jinja: the turn that parses the answer (owned); NULL: plain text */
     bool role_sent;       /* chat: the first chunk (role) is out */
+    bool tool_calls_seen; /* streamed chat: a tool_calls delta went out (finish_reason tool_calls) */
     json_int_t text_offset; /* /v1/completions logprobs: bytes of text so far */
 } openai_call;
 
@@ -52,17 +54,41 @@ enum MHD_Result openai_send_error(struct MHD_Connection *c, const openai_error *
 enum MHD_Result openai_fail(struct MHD_Connection *c, unsigned status, const char *type, const char *param,
                             const char *message);
 
+/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
+ * with *err (400) when it is not one. */
+json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
+
+/* ---- openai_messages.c ----------------------------------------------------------------------- */
+/* A message's content (a string, null, or text parts, joined; heap); NULL with *err naming
+ * messages[index].content. */
+char *openai_message_text(json_t *content, size_t index, openai_error *err);
+/* --no-jinja: `messages` checked (roles and text) into req's messages; false with *err. */
+bool openai_read_messages(json_t *messages, serve_request *req, openai_error *err);
+/* Jinja: `messages` checked as llama-server takes them (tool calls and results too). */
+bool openai_check_jinja_messages(json_t *messages, openai_error *err);
+
+/* ---- openai_chat.c --------------------------------------------------------------------------- */
+/* A chat request's prompt through llama.cpp's Jinja chat code: req gets the prompt text and the
+ * template's stop strings, *turn the turn that parses the answer (specd_chat_free); false with
+ * *err (a 400 naming the field for the client's mistakes). */
+bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,
+                        openai_error *err);
+/* POST /apply-template: {"prompt": the text a chat request's body would be given}; NULL with *err. */
+json_t *openai_apply_template(rpc_host *host, const char *body, size_t len, const http_chat *chat, openai_error *err);
+
 /* ---- openai_request.c ------------------------------------------------------------------------ */
 /* The body of POST `url` -> a completion for a call worker (server.h), its request read and its
- * reply OpenAI's; NULL with *err set. `chat_template`: --chat-template (NULL: the model's own). */
+ * reply OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
 completion_call *openai_completion_call(rpc_host *host, const char *url, const char *body, size_t len,
-                                        const char *chat_template, openai_error *err);
+                                        const http_chat *chat, openai_error *err);
 
 /* ---- openai_reply.c -------------------------------------------------------------------------- */
 /* The job's formatter over `call` (taken): the final answer is OpenAI's response object; with
  * stream, every piece is an array of chunk events (the final one ends with finish_reason and,
  * with include_usage, usage). */
 serve_reply openai_reply_formatter(openai_call *call);
+/* Frees an openai_call (the formatter's free_ctx; the turn with it). */
+void openai_call_free(void *call);
 /* Answers `c` with the stream of `job`'s chunks, ending with data: [DONE]. */
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, serve_job *job);
 

@@ -117,14 +117,39 @@ static json_t *model_of(const serve_view *v) {
     return s;
 }
 
+/* The text generated so far (whole, not this piece), valid UTF-8 (heap). */
+static char *text_so_far(const serve_view *v) { return specd_utf8_sanitize(v->text, v->to); }
+
 /* ---- the response ---------------------------------------------------------------------------- */
+
+/* The assistant message of a chat through Jinja: the whole text parsed into content,
+ * reasoning_content and tool_calls. Output that does not parse in the template's format (the
+ * parser is lenient; this is rare) is given as plain content rather than lost. */
+static json_t *chat_message(openai_call *call, const serve_view *v) {
+    char *text = text_so_far(v), *why = NULL;
+    json_t *message = NULL;
+    if (text && specd_chat_update(call->chat, text, true, NULL, &why) == SPECD_OK)
+        message = json_loads(specd_chat_answer(call->chat), 0, NULL);
+    specd_free(why);
+    if (!message) message = json_pack("{s:s, s:s}", "role", "assistant", "content", text ? text : "");
+    free(text);
+    return message;
+}
 
 static json_t *response(openai_call *call, const serve_view *v) {
     json_t *text = piece_text(v), *logprobs = logprobs_json(call, v);
     const char *finish = openai_finish_reason(v->stop);
+    json_t *message = NULL;
+    if (call->kind == OPENAI_CHAT && call->chat) {
+        message = chat_message(call, v);
+        json_decref(text);
+        /* a completed answer that calls tools ends in them */
+        if (json_array_size(json_object_get(message, "tool_calls")) > 0 && !strcmp(finish, "stop")) finish = "tool_calls";
+    } else if (call->kind == OPENAI_CHAT) {
+        message = json_pack("{s:s, s:o}", "role", "assistant", "content", text);
+    }
     json_t *choice = call->kind == OPENAI_CHAT
-        ? json_pack("{s:i, s:{s:s, s:o}, s:s, s:o}", "index", 0, "message", "role", "assistant", "content", text,
-                    "finish_reason", finish, "logprobs", logprobs)
+        ? json_pack("{s:i, s:o, s:s, s:o}", "index", 0, "message", message, "finish_reason", finish, "logprobs", logprobs)
         : json_pack("{s:i, s:o, s:s, s:o}", "index", 0, "text", text, "finish_reason", finish, "logprobs", logprobs);
     json_t *r = json_pack("{s:s, s:s, s:I, s:o, s:[o], s:o}", "id", call->id, "object",
                           call->kind == OPENAI_CHAT ? "chat.completion" : "text_completion", "created", call->created,
@@ -164,10 +189,40 @@ static void add_text(openai_call *call, const serve_view *v, json_t *events) {
     add(events, event);
 }
 
+/* A chat through Jinja: the text so far parsed again; what changed (content, reasoning_content,
+ * tool-call names and arguments) as one chunk each, in OpenAI's delta shape, the piece's logprobs
+ * and origins on the first. A final parse that refuses what partial ones took adds nothing. */
+static void add_parsed(openai_call *call, const serve_view *v, json_t *events) {
+    char *text = text_so_far(v), *deltas_text = NULL, *why = NULL;
+    json_t *deltas = NULL;
+    if (text && specd_chat_update(call->chat, text, v->final, &deltas_text, &why) == SPECD_OK)
+        deltas = json_loads(deltas_text, 0, NULL);
+    free(text);
+    specd_free(deltas_text);
+    specd_free(why);
+    json_t *logprobs = call->logprobs && v->probs_to > v->probs_from ? logprobs_json(call, v) : NULL;
+    if (json_array_size(deltas) == 0 && logprobs) {
+        json_decref(deltas);
+        deltas = json_pack("[{s:s}]", "content", ""); /* the tokens' logprobs still go out */
+    }
+    size_t i;
+    json_t *delta;
+    json_array_foreach(deltas, i, delta) {
+        if (json_object_get(delta, "tool_calls")) call->tool_calls_seen = true;
+        json_t *event = chunk(call, v, json_pack("[o]", choice(call, json_incref(delta), NULL, i == 0 ? logprobs : NULL)));
+        if (event && i == 0 && call->return_origins && v->origins) json_object_set_new(event, "origins", reply_json_origins(v));
+        add(events, event);
+    }
+    if (json_array_size(deltas) == 0) json_decref(logprobs);
+    json_decref(deltas);
+}
+
 /* The end: finish_reason and speculative; then usage when asked. */
 static void add_finish(openai_call *call, const serve_view *v, json_t *events) {
     json_t *empty = call->kind == OPENAI_CHAT ? json_object() : json_string("");
-    json_t *event = chunk(call, v, json_pack("[o]", choice(call, empty, openai_finish_reason(v->stop), NULL)));
+    const char *finish = openai_finish_reason(v->stop);
+    if (call->tool_calls_seen && !strcmp(finish, "stop")) finish = "tool_calls";
+    json_t *event = chunk(call, v, json_pack("[o]", choice(call, empty, finish, NULL)));
     add_specd_fields(event, v);
     add(events, event);
     if (!call->include_usage) return;
@@ -186,7 +241,8 @@ static json_t *stream_events(openai_call *call, const serve_view *v) {
         json_t *delta = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
         add(events, chunk(call, v, json_pack("[o]", choice(call, delta, NULL, NULL))));
     }
-    add_text(call, v, events);
+    if (call->chat) add_parsed(call, v, events);
+    else add_text(call, v, events);
     if (v->final) add_finish(call, v, events);
     return events;
 }
@@ -202,8 +258,15 @@ static void *final_cb(void *ctx, const serve_view *v) {
 
 static void free_item(void *item) { json_decref(item); }
 
+void openai_call_free(void *ctx) {
+    openai_call *call = ctx;
+    if (call) specd_chat_free(call->chat);
+    free(call);
+}
+
 serve_reply openai_reply_formatter(openai_call *call) {
-    return (serve_reply){.update = update_cb, .final = final_cb, .free_item = free_item, .free_ctx = free, .ctx = call};
+    return (serve_reply){.update = update_cb, .final = final_cb, .free_item = free_item, .free_ctx = openai_call_free,
+                         .ctx = call};
 }
 
 /* A failure in the middle of a stream, in OpenAI's shape. */

@@ -2,8 +2,7 @@
  * the choices that shape its answer (openai_call). Fields, by policy: what specd implements is
  * read into the request (the fields it shares with the JSON API by the JSON API's own readers);
  * fields clients send by habit that change nothing here (user, store, metadata, ...) are accepted
- * and ignored; fields that would change the output but are not implemented (tools, n > 1, audio,
- * ...) are a 400 naming them, as are unknown fields: a request is never silently answered
+ * and ignored; fields that would change the output but are not implemented (n > 1, audio, ...) are a 400 naming them, as are unknown fields: a request is never silently answered
  * differently from what it asked. */
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
@@ -39,12 +38,13 @@ static const char *const passed_fields[] = {
 /* Mapped by the functions below (or checked for a harmless value by check_harmless). */
 static const char *const mapped_fields[] = {
     "messages", "prompt", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs", "n", "stream",
-    "stream_options", "response_format", "tools", "tool_choice", "modalities", "echo", "suffix", "best_of", NULL};
+    "stream_options", "response_format", "tools", "tool_choice", "modalities", "echo", "suffix", "best_of",
+    "parallel_tool_calls", "chat_template_kwargs", "reasoning_format", "add_generation_prompt", NULL};
 
 /* Accepted and ignored: they change nothing about the output (model: one is served, any name). */
 static const char *const ignored_fields[] = {
     "model", "user", "store", "metadata", "service_tier", "service_level", "prompt_cache_key",
-    "safety_identifier", "parallel_tool_calls", NULL};
+    "safety_identifier", NULL};
 
 /* Would change the output, not implemented: a 400 with the reason. */
 static const struct { const char *name, *why; } refused_fields[] = {
@@ -82,10 +82,6 @@ static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
     json_t *v;
     if ((v = json_object_get(body, "n")) && (!json_is_integer(v) || json_integer_value(v) != 1))
         return BAD(err, "n", "'n' must be 1: specd makes one choice per request");
-    if ((v = json_object_get(body, "tools")) && !(json_is_array(v) && json_array_size(v) == 0))
-        return BAD(err, "tools", "'tools' is not supported: tool calling is not implemented");
-    if ((v = json_object_get(body, "tool_choice")) && !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
-        return BAD(err, "tool_choice", "'tool_choice' may only be \"none\": tool calling is not implemented");
     if ((v = json_object_get(body, "modalities"))) {
         bool text_only = json_is_array(v);
         size_t i;
@@ -106,8 +102,12 @@ static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
             if (json_object_get(body, *f))
                 return BAD(err, *f, "unknown field '%s' (it belongs to /v1/completions)", *f);
     }
-    if (kind == OPENAI_TEXT && json_object_get(body, "messages"))
-        return BAD(err, "messages", "unknown field 'messages' (it belongs to /v1/chat/completions)");
+    static const char *const chat_only_fields[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                                   "chat_template_kwargs", "reasoning_format", "add_generation_prompt",
+                                                   NULL};
+    for (const char *const *f = chat_only_fields; kind == OPENAI_TEXT && *f; f++)
+        if (json_object_get(body, *f))
+            return BAD(err, *f, "unknown field '%s' (it belongs to /v1/chat/completions)", *f);
     return true;
 }
 
@@ -223,90 +223,9 @@ static bool read_response_format(openai_read *r) {
 
 /* ---- requests: the prompt -------------------------------------------------------------------- */
 
-/* A message's content: a string, null, or an array of {type: "text", text} parts (joined). Heap. */
 static char *out_of_memory(openai_error *err) {
     openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
     return NULL;
-}
-
-static char *message_text(json_t *content, size_t index, openai_error *err) {
-    const char *plain = json_is_string(content) ? json_string_value(content)
-                      : !content || json_is_null(content) ? "" : NULL;
-    if (plain) {
-        char *copy = strdup(plain);
-        return copy ? copy : out_of_memory(err);
-    }
-    char param[64];
-    snprintf(param, sizeof param, "messages[%zu].content", index);
-    if (!json_is_array(content)) {
-        BAD(err, param, "'%s' must be a string or an array of {\"type\": \"text\", \"text\"} parts", param);
-        return NULL;
-    }
-    size_t len = 1, i;
-    json_t *part;
-    json_array_foreach(content, i, part) {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        json_t *text = json_object_get(part, "text");
-        if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
-            BAD(err, param, "%s[%zu]: only text parts ({\"type\": \"text\", \"text\": \"...\"}) are supported", param, i);
-            return NULL;
-        }
-        len += json_string_length(text);
-    }
-    char *joined = malloc(len);
-    if (!joined) return out_of_memory(err);
-    joined[0] = '\0';
-    json_array_foreach(content, i, part) strcat(joined, json_string_value(json_object_get(part, "text")));
-    return joined;
-}
-
-/* The roles a chat template knows: "tool" and "function" messages come with tool calls, which
- * specd does not support, and any other name is a client's mistake the template would pass on. */
-static bool known_role(const char *role) {
-    static const char *const roles[] = {"system", "developer", "user", "assistant"};
-    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
-        if (!strcmp(role, roles[i])) return true;
-    return false;
-}
-
-static bool check_message(json_t *m, size_t i, openai_error *err) {
-    char param[64];
-    snprintf(param, sizeof param, "messages[%zu]", i);
-    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
-        return BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
-    const char *role = json_string_value(json_object_get(m, "role"));
-    if (!known_role(role)) {
-        char role_param[80];
-        snprintf(role_param, sizeof role_param, "%s.role", param);
-        return BAD(err, role_param, "'%s' is '%.100s': it must be \"system\", \"developer\", \"user\" or "
-                   "\"assistant\" (tool messages need tool calls, which specd does not support)", role_param, role);
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(m, key, v) {
-        if (!strcmp(key, "role") || !strcmp(key, "content") || !strcmp(key, "name") ||
-            (!strcmp(key, "refusal") && json_is_null(v)))
-            continue;
-        if (!strcmp(key, "tool_calls") && json_is_array(v) && json_array_size(v) == 0) continue;
-        return BAD(err, param, "'%s.%s' is not supported (messages carry a role, a content and a name)", param, key);
-    }
-    return true;
-}
-
-/* The conversation as chat messages (the template is applied once the request meets the engine). */
-static bool read_messages(openai_read *r, json_t *messages) {
-    size_t n = json_array_size(messages);
-    if (!json_is_array(messages) || n == 0)
-        return BAD(r->err, "messages", "'messages' (a non-empty array of {role, content}) is required");
-    for (size_t i = 0; i < n; i++) {
-        json_t *m = json_array_get(messages, i);
-        char *text = check_message(m, i, r->err) ? message_text(json_object_get(m, "content"), i, r->err) : NULL;
-        bool ok = text && serve_request_add_message(r->req, json_string_value(json_object_get(m, "role")), text);
-        if (text && !ok) out_of_memory(r->err);
-        free(text);
-        if (!ok) return false;
-    }
-    return true;
 }
 
 static bool token_ids(json_t *list) {
@@ -328,11 +247,30 @@ static bool add_token_ids(serve_request *req, json_t *list) {
     return true;
 }
 
-static bool read_prompt(openai_read *r, const char *chat_template) {
-    if (r->kind == OPENAI_CHAT) {
-        if (chat_template && !(r->req->chat_template = strdup(chat_template))) return out_of_memory(r->err) != NULL;
-        return read_messages(r, json_object_get(r->body, "messages"));
-    }
+/* The fields only llama.cpp's Jinja chat code reads. */
+static const char *const jinja_only_fields[] = {"parallel_tool_calls", "chat_template_kwargs", "reasoning_format",
+                                                "add_generation_prompt", NULL};
+
+static bool read_chat_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
+    if (chat->jinja) return openai_chat_prompt(host, r->body, chat, r->req, &r->call->chat, r->err);
+    json_t *tools = json_object_get(r->body, "tools"), *choice = json_object_get(r->body, "tool_choice");
+    if (tools && !(json_is_array(tools) && json_array_size(tools) == 0))
+        return BAD(r->err, "tools", "'tools' needs Jinja chat templates: this server formats chats with a llama.cpp "
+                   "built-in format (--no-jinja or --chat-template NAME)");
+    if (choice && !(json_is_string(choice) && (!strcmp(json_string_value(choice), "none") ||
+                                               !strcmp(json_string_value(choice), "auto"))))
+        return BAD(r->err, "tool_choice", "'tool_choice' needs Jinja chat templates: this server formats chats with "
+                   "a llama.cpp built-in format (--no-jinja or --chat-template NAME)");
+    for (const char *const *f = jinja_only_fields; *f; f++)
+        if (json_object_get(r->body, *f))
+            return BAD(r->err, *f, "'%s' needs Jinja chat templates: this server formats chats with a llama.cpp "
+                       "built-in format (--no-jinja or --chat-template NAME)", *f);
+    if (chat->builtin && !(r->req->chat_template = strdup(chat->builtin))) return out_of_memory(r->err) != NULL;
+    return openai_read_messages(json_object_get(r->body, "messages"), r->req, r->err);
+}
+
+static bool read_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
+    if (r->kind == OPENAI_CHAT) return read_chat_prompt(r, host, chat);
     json_t *prompt = json_object_get(r->body, "prompt");
     if (json_is_array(prompt) && json_array_size(prompt) == 1 && !json_is_integer(json_array_get(prompt, 0)))
         prompt = json_array_get(prompt, 0); /* one prompt in a list: a string or token ids */
@@ -358,38 +296,19 @@ static openai_call *new_call(openai_kind kind) {
     return call;
 }
 
-static json_t *drop_nulls(json_t *body) {
-    const char *key;
-    json_t *value;
-    void *tmp;
-    json_object_foreach_safe(body, tmp, key, value) if (json_is_null(value)) json_object_del(body, key);
-    return body;
-}
-
-/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"). */
-static json_t *parse_body(const char *text, size_t len, openai_error *err) {
-    json_error_t jerr;
-    json_t *body = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
-    if (json_is_object(body)) return drop_nulls(body);
-    if (body) BAD(err, NULL, "the request body must be a JSON object");
-    else BAD(err, NULL, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-    json_decref(body);
-    return NULL;
-}
-
-static bool read_request(openai_read *r, const char *chat_template) {
+static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) {
     /* the prompt as llama-server tokenizes it: special-token text (the chat template's control
      * tokens) becomes those tokens */
     r->req->parse_special = true;
     return check_names(r->body, r->err) && check_harmless(r->body, r->kind, r->err) && read_max_tokens(r) &&
            read_logprobs(r) && read_passed_fields(r) && read_stream(r) && read_response_format(r) &&
-           read_prompt(r, chat_template);
+           read_prompt(r, host, chat);
 }
 
 completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,
-                                        const char *chat_template, openai_error *err) {
+                                        const http_chat *chat, openai_error *err) {
     openai_kind kind = strcmp(url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
-    json_t *body = parse_body(text, len, err);
+    json_t *body = openai_parse_body(text, len, err);
     if (!body) return NULL;
     completion_call *call = completion_call_new(host, false);
     serve_request *req = call ? malloc(sizeof *req) : NULL;
@@ -399,7 +318,7 @@ completion_call *openai_completion_call(rpc_host *host, const char *url, const c
     if (answer) call->reply = openai_reply_formatter(answer);
     bool ok = answer ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
     openai_read r = {body, kind, req, answer, err};
-    ok = ok && read_request(&r, chat_template);
+    ok = ok && read_request(&r, host, chat);
     json_decref(body);
     if (ok) {
         call->stream = answer->stream;

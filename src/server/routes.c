@@ -2,7 +2,8 @@
  *   POST /rpc         JSON-RPC 2.0 (single, batch); notifications only -> 204 without a body
  *   POST /completion  a completion request; with "stream": true, Server-Sent Events
  *   GET  / , /health  readiness for anyone; the full status with a valid key
- *   llama-server's /tokenize, /detokenize, /props, /slots, /metrics (llama_routes.c)
+ *   llama-server's /tokenize, /detokenize, /props, /slots, /metrics (llama_routes.c), /apply-template
+ *   (openai_chat.c)
  *   OpenAI's /v1/chat/completions, /v1/completions, /v1/models (openai.c; errors in OpenAI's shape)
  * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
@@ -21,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI } route_id;
+typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI, ROUTE_APPLY_TEMPLATE } route_id;
 
 /* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
@@ -209,11 +210,22 @@ static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state 
     return defer(c, rs, route_tokens_run, route_tokens_call(rs->options->rpc, rs->url, body), route_tokens_free);
 }
 
+/* /apply-template (llama-server's): the prompt a chat request would get, nothing generated
+ * (openai_chat.c); errors in llama-server's shape, as its other routes. */
+static enum MHD_Result route_apply_template(struct MHD_Connection *c, request_state *rs) {
+    openai_error err;
+    json_t *answer = openai_apply_template(rs->options->rpc, rs->body, rs->len, &rs->options->chat, &err);
+    if (answer) return send_json(c, MHD_HTTP_OK, answer);
+    int code = err.status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
+             : err.status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
+    return send_error(c, err.status, code, err.message);
+}
+
 /* /v1/chat/completions, /v1/completions: the request read into the server's own (openai_request.c). */
 static enum MHD_Result route_openai(struct MHD_Connection *c, request_state *rs) {
     openai_error err;
     completion_call *call = openai_completion_call(rs->options->rpc, rs->url, rs->body, rs->len,
-                                                   rs->options->chat_template, &err);
+                                                   &rs->options->chat, &err);
     if (!call) return openai_send_error(c, &err);
     rs->stream = call->stream;
     return defer(c, rs, completion_call_run, call, completion_call_free);
@@ -347,14 +359,16 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     if (v1) return begin_openai(c, o, url, method, who, state);
     bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = route_is_llama_post(url);
-    if (!rpc && !completion && !llama)
+    bool apply = strcmp(url, "/apply-template") == 0;
+    if (!rpc && !completion && !llama && !apply)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
-                          "POST /tokenize, POST /detokenize, GET /health, GET /props, GET /slots, GET /metrics, "
-                          "GET and POST /lora-adapters");
+                          "POST /tokenize, POST /detokenize, POST /apply-template, GET /health, GET /props, GET /slots, "
+                          "GET /metrics, GET and POST /lora-adapters");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
-    request_state *rs = new_request_state(rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION : ROUTE_LLAMA,
+    request_state *rs = new_request_state(rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION
+                                          : apply ? ROUTE_APPLY_TEMPLATE : ROUTE_LLAMA,
                                           llama ? (strcmp(url, "/tokenize") == 0     ? "/tokenize"
                                                    : strcmp(url, "/detokenize") == 0 ? "/detokenize"
                                                                                       : "/lora-adapters")
@@ -409,6 +423,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const http_options 
         return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
     if (rs->route == ROUTE_LLAMA) return route_llama_post(c, rs);
+    if (rs->route == ROUTE_APPLY_TEMPLATE) return route_apply_template(c, rs);
     if (rs->route == ROUTE_OPENAI) return route_openai(c, rs);
     return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
 }

@@ -22,6 +22,7 @@
 #include "../verify/grammar_prune.h"
 
 #include <stdatomic.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,6 +170,30 @@ static uint64_t pick_seed(uint64_t seed) {
     return seed != SPECD_SEED_RANDOM ? seed : (uint64_t)(specd_now_ms() * 1000.0);
 }
 
+/* The grammar reads grammar_prefill first: text the prompt already ends with (a chat template's
+ * generation prompt), so that the output starts where the grammar expects it to. */
+static specd_status prefill_grammar(generation *g, char **error) {
+    const char *text = g->params->grammar_prefill;
+    if (!text || !text[0]) return SPECD_OK;
+    specd_token *tokens = NULL;
+    int32_t n = 0;
+    specd_status st = specd_tokenize_special(g->e, text, false, true, &tokens, &n, error);
+    for (int32_t i = 0; st == SPECD_OK && i < n; i++) {
+        /* a tokenizer that puts a space before the text (SentencePiece) gives a token the prompt
+         * does not end with: skipped, as llama.cpp's sampler does */
+        char piece[8];
+        if (i == 0 && !isspace((unsigned char)text[0]) && specd_token_to_piece(g->e, tokens[0], piece, sizeof piece) > 0 &&
+            isspace((unsigned char)piece[0]))
+            continue;
+        if (!specd_grammar_advance(g->grammar, g->grammar->state, tokens[i])) {
+            specd_set_error(error, "the grammar refuses its prefill '%.200s' at token %d of %d", text, i + 1, n);
+            st = SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    specd_free(tokens);
+    return st;
+}
+
 static specd_status init_sampling(generation *g, char **error) {
     specd_token *forbidden = NULL;
     int32_t n_forbidden = 0;
@@ -192,7 +217,8 @@ static specd_status init_sampling(generation *g, char **error) {
     const char *grammar = g->params->grammar;
     if (!grammar || !grammar[0]) return SPECD_OK;
     g->grammar = &g->grammar_state; /* set first: free_generation frees it even when init fails */
-    return specd_grammar_init(g->grammar, g->e, grammar, error);
+    specd_status st = specd_grammar_init(g->grammar, g->e, grammar, error);
+    return st == SPECD_OK ? prefill_grammar(g, error) : st;
 }
 
 static specd_status init_generation(generation *g, specd_engine *e, const specd_token *prompt,

@@ -1,10 +1,10 @@
 #!/bin/sh
-# run.sh SPECD MODELS_DIR WORK_DIR - installs the pinned OpenAI client (package.json) into WORK_DIR
+# run.sh SPECD MODELS_DIR WORK_DIR TEMPLATES_DIR - installs the pinned OpenAI client (package.json) into WORK_DIR
 # with npm, then runs test.mjs against `specd serve`. Exits 77 (skipped) when node, npm or the npm
 # registry cannot be had: the test needs the real client, not a stand-in.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-specd=$1 models=$2 work=$3
+specd=$1 models=$2 work=$3 templates=$4
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "SKIP: node and npm are needed to run the official openai client (scripts/deps.sh installs them)"
   exit 77
@@ -19,4 +19,4 @@ if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -f "$work/node_modu
     exit 77
   fi
 fi
-exec node "$here/test.mjs" "$specd" "$models" "$work"
+exec node "$here/test.mjs" "$specd" "$models" "$work" "$templates"

@@ -3,13 +3,15 @@
 // text as the plain answer), completions, models.list, response_format json_schema, logprobs,
 // errors as the client sees them (BadRequestError, AuthenticationError), lossless speculation
 // (the draft model's answer equals the one without speculation at temperature 0), and the chat
-// template options (--chat-template, and the 400 naming it when a model has none).
+// template options (--chat-template, and the 400 naming it when a model has none); tools through the
+// Jinja chat code with a real model's template (TEMPLATES_DIR: the pinned llama.cpp's
+// models/templates): a required call blocking and streamed, a round trip with the tool's result.
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import path from "node:path";
 import assert from "node:assert/strict";
 
-const [specd, models, work] = process.argv.slice(2);
+const [specd, models, work, templates] = process.argv.slice(2);
 const require = createRequire(path.join(work, "package.json"));
 const { default: OpenAI, BadRequestError, AuthenticationError } = require("openai");
 
@@ -173,10 +175,11 @@ async function main() {
   await check("errors: n: 2, unknown and unsupported fields are BadRequestError naming the field", async () => {
     const cases = [
       [{ n: 2 }, "n", /'n' must be 1/],
-      [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools", /tool calling/],
+      [{ tools: [{ type: "function", function: { name: "f", parameters: "x" } }] }, "tools", /parameters/],
+      [{ tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice", /'nope'/],
       [{ frobnicate: true }, "frobnicate", /unknown field 'frobnicate'/],
       [{ messages: [{ role: "wizard", content: "hi" }] }, "messages[0].role", /'messages\[0\]\.role' is 'wizard'/],
-      [{ messages: [{ role: "tool", content: "42" }] }, "messages[0].role", /tool calls/],
+      [{ messages: [{ role: "function", content: "42" }] }, "messages[0].role", /"tool"/],
       [{ top_p: 2 }, "top_p", /'top_p' must be a number from 0 to 1/],
       [{ top_k: -5 }, "top_k", /'top_k' must be an integer from -1/],
     ];
@@ -252,9 +255,51 @@ async function main() {
     assert.equal(drafted.usage.completion_tokens, none.usage.completion_tokens);
   });
 
-  await check("a model without a chat template: 400 naming --chat-template; --chat-template chatml works", async () => {
+  await check("tools: a required call (blocking, streamed) and a round trip with the result", async () => {
+    // Functionary v3.2's tool grammar lets the answer begin with the call (most templates allow free
+    // text first, which the random tiny model never ends); an enum keeps the arguments short; room
+    // for the whole prompt.
+    const qwen = client(await startServer(["-m", path.join(models, "target.gguf"), "--api-key", KEY, "-c", "4096",
+      "-np", "1", "--chat-template-file", path.join(templates, "meetkai-functionary-medium-v3.2.jinja")]));
+    const tools = [{ type: "function", function: { name: "get_weather", description: "The weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string", enum: ["Rome", "Oslo"] } },
+                    required: ["city"] } } }];
+    const req = { model: "m", messages: [{ role: "user", content: "Weather in Paris?" }], tools, tool_choice: "required",
+                  temperature: 0, max_tokens: 60 };
+    const r = await qwen.chat.completions.create(req);
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, "tool_calls");
+    assert.ok(c.message.tool_calls.length >= 1);
+    const call = c.message.tool_calls[0];
+    assert.equal(call.type, "function");
+    assert.equal(call.function.name, "get_weather");
+    assert.ok(["Rome", "Oslo"].includes(JSON.parse(call.function.arguments).city));
+    const stream = await qwen.chat.completions.create({ ...req, stream: true });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        calls[d.index] ??= { id: "", name: "", arguments: "" };
+        if (d.id) calls[d.index].id = d.id;
+        calls[d.index].name += d.function?.name ?? "";
+        calls[d.index].arguments += d.function?.arguments ?? "";
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(finish, "tool_calls");
+    assert.deepEqual(calls.map((x) => [x.name, x.arguments]),
+                     c.message.tool_calls.map((x) => [x.function.name, x.function.arguments]));
+    const back = await qwen.chat.completions.create({ ...req, tool_choice: "none", max_tokens: 4, messages: [
+      ...req.messages, c.message, { role: "tool", tool_call_id: call.id, content: "18 degrees" }] });
+    assert.equal(back.choices[0].message.role, "assistant");
+    assert.ok(back.usage.prompt_tokens > r.usage.prompt_tokens, "the call and its result are in the prompt");
+  });
+
+  await check("a model without a chat template: ChatML through Jinja; with --no-jinja a 400 naming --chat-template; --chat-template chatml works", async () => {
     const bare = path.join(models, "target.gguf");
-    const noTemplate = client(await startServer(["-m", bare]));
+    const jinja = await client(await startServer(["-m", bare])).chat.completions.create(ask);
+    assert.ok(jinja.usage.prompt_tokens > 10);
+    const noTemplate = client(await startServer(["-m", bare, "--no-jinja"]));
     await assert.rejects(noTemplate.chat.completions.create(ask), (e) => {
       assert.ok(e instanceof BadRequestError, String(e));
       assert.match(e.message, /--chat-template/);

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""`specd serve`'s chat through llama.cpp's Jinja chat code, through curl on the tiny models:
+/apply-template with --chat-template-file (a real model's template from the pinned llama.cpp) and
+chat_template_kwargs; a chat through it, blocking and streamed, its prompt /apply-template's; tool
+calls on /v1/chat/completions in OpenAI's shape, blocking and streamed (tool_choice "required" or a
+named function constrains the tiny model's output to a call, so the test sees real calls come out),
+the same calls with and without speculation; bad input, tools and tool_choice refused in OpenAI's
+error shape, the server still answering after; --no-jinja's built-in formats. With llama.cpp's
+llama-server (make bench-deps builds it), the prompts specd renders for a set of the pinned
+templates equal the ones llama-server's /apply-template gives for the same model and messages.
+
+    test_chat_jinja.py SPECD MODELS_DIR TEMPLATES_DIR [LLAMA_SERVER]
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from test_serve import check, curl, failures, start_server, stop_server
+
+QWEN3 = "Qwen-Qwen3-0.6B.jinja"
+# The tool calls come from the tiny model under the tool grammar llama.cpp makes for the template.
+# Functionary v3.2's lets the answer begin with a call (Qwen's and most others' allow free text
+# first, which a random tiny model never ends), and an enum keeps the arguments short.
+FUNCTIONARY = "meetkai-functionary-medium-v3.2.jinja"
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather now in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Rome", "Oslo"]}},
+                   "required": ["city"]}}}]
+ASK = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS, "max_tokens": 60,
+       "temperature": 0}
+# Templates compared with llama-server: the families the issue names, with and without tools.
+COMPARED = [
+    "Qwen-Qwen3-0.6B.jinja", "Qwen3.5-4B.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen3-Coder.jinja",
+    "meta-llama-Llama-3.2-3B-Instruct.jinja", "meta-llama-Llama-3.3-70B-Instruct.jinja",
+    "mistralai-Mistral-Nemo-Instruct-2407.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "deepseek-ai-DeepSeek-V3.1.jinja", "openai-gpt-oss-120b.jinja",
+    "google-gemma-2-2b-it.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "GLM-4.6.jinja",
+    "microsoft-Phi-3.5-mini-instruct.jinja", "HuggingFaceTB-SmolLM3-3B.jinja",
+]
+HISTORY = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello."},
+    {"role": "user", "content": "Weather in Paris?"},
+]
+
+
+def sse_events(text):
+    return [json.loads(line[len("data: "):]) for line in text.splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def post(port, path, body):
+    code, text = curl(port, path, body)
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, text
+
+
+def openai_error(code, answer, status, param, needle):
+    err = answer.get("error", {}) if isinstance(answer, dict) else {}
+    return (code == status and err.get("type") == "invalid_request_error" and err.get("param") == param
+            and needle in err.get("message", "") and "code" in err)
+
+
+def calls_of(answer):
+    return answer["choices"][0]["message"].get("tool_calls") or []
+
+
+def streamed(port, body):
+    """The streamed answer's chunks -> (content, tool calls assembled from their deltas, finish_reason)."""
+    code, text = curl(port, "/v1/chat/completions", dict(body, stream=True))
+    content, calls, finish = "", {}, None
+    for event in sse_events(text):
+        for choice in event.get("choices", []):
+            delta = choice.get("delta", {})
+            content += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                slot = calls.setdefault(call["index"], {"id": None, "name": "", "arguments": ""})
+                slot["id"] = call.get("id") or slot["id"]
+                fn = call.get("function", {})
+                slot["name"] += fn.get("name", "")
+                slot["arguments"] += fn.get("arguments", "")
+            finish = choice.get("finish_reason") or finish
+    return code, content, [calls[i] for i in sorted(calls)], finish
+
+
+def check_templates(port):
+    # /apply-template: the model's file template, kwargs
+    code, answer = post(port, "/apply-template", {"messages": HISTORY[:2]})
+    check("/apply-template renders --chat-template-file (Qwen3)", code == 200 and answer.get("prompt") ==
+          "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+          f"{code} {answer}")
+    code, answer = post(port, "/apply-template", {"messages": HISTORY[1:2],
+                                                   "chat_template_kwargs": {"enable_thinking": False}})
+    check("chat_template_kwargs reach the template", code == 200 and
+          answer.get("prompt", "").endswith("<think>\n\n</think>\n\n"), f"{code} {answer}")
+    code, answer = post(port, "/apply-template", {"messages": HISTORY, "tools": TOOLS})
+    check("/apply-template puts the tools in the prompt", code == 200 and "get_weather" in answer.get("prompt", "")
+          and "<tools>" in answer.get("prompt", ""), f"{code} {answer}")
+    history = ASK["messages"] + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees"}]
+    code, answer = post(port, "/apply-template", {"messages": history, "tools": TOOLS})
+    check("a tool result in the history: in the prompt", code == 200 and
+          "<tool_response>\n18 degrees\n</tool_response>" in answer.get("prompt", ""), f"{code} {answer}")
+
+
+def check_tools(port):
+
+    # tool_choice required: the grammar makes the tiny model call the tool
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required"))
+    calls = calls_of(answer) if code == 200 else []
+    ok = code == 200 and len(calls) >= 1 and answer["choices"][0]["finish_reason"] == "tool_calls"
+    if ok:
+        call = calls[0]
+        args = json.loads(call["function"]["arguments"])
+        ok = (call["type"] == "function" and call["function"]["name"] == "get_weather" and call["id"].startswith("call_")
+              and isinstance(args, dict) and args.get("city") in ("Rome", "Oslo"))
+    check("tool_choice required: tool_calls in OpenAI's shape, finish_reason tool_calls", ok, f"{code} {answer}")
+    blocking = answer
+
+    code, content, scalls, finish = streamed(port, dict(ASK, tool_choice="required"))
+    ok = (code == 200 and finish == "tool_calls" and len(scalls) == len(calls_of(blocking)) and
+          all(s["name"] == b["function"]["name"] and s["arguments"] == b["function"]["arguments"] and
+              s["id"] and s["id"].startswith("call_") for s, b in zip(scalls, calls_of(blocking))))
+    check("streamed tool calls: the deltas make the same calls", ok, f"{code} {scalls} {finish}")
+
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice=named, tools=TOOLS + [{
+        "type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}]))
+    check("a named tool_choice calls that function", code == 200 and calls_of(answer) and
+          all(c["function"]["name"] == "get_weather" for c in calls_of(answer)), f"{code} {answer}")
+
+    # lossless: the draft model's calls equal the ones without speculation
+    none = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required", speculative={"type": ["none"]}))[1]
+    drafted = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required",
+                                                      speculative={"type": ["draft"], "n_min": 4, "n_max": 4}))[1]
+    strip = lambda a: [(c["function"]["name"], c["function"]["arguments"]) for c in calls_of(a)]
+    check("lossless: tool calls with and without speculation are the same", isinstance(none, dict) and
+          isinstance(drafted, dict) and strip(none) == strip(drafted) and strip(none) and
+          drafted.get("speculative", {}).get("drafted", 0) > 0, f"{none} {drafted}")
+
+    # a tool round trip: the result goes back in the history
+    history = ASK["messages"] + [
+        {"role": "assistant", "content": None, "tool_calls": calls_of(blocking)},
+        {"role": "tool", "tool_call_id": calls_of(blocking)[0]["id"] if calls_of(blocking) else "x",
+         "content": "18 degrees"}]
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, messages=history, max_tokens=4))
+    check("a tool result in the history: answered", code == 200 and answer["choices"][0]["message"]["role"] ==
+          "assistant", f"{code} {answer}")
+
+    # bad input: OpenAI's error shape naming the field, then the server still answers
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice={"type": "function",
+                                                                              "function": {"name": "nope"}}))
+    check("tool_choice naming an unknown function: 400 naming tool_choice",
+          openai_error(code, answer, 400, "tool_choice", "'nope'"), f"{code} {answer}")
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, tools=[{"type": "function", "function": {
+        "name": "f", "parameters": "a string"}}]))
+    check("a malformed tool schema: 400 naming tools", openai_error(code, answer, 400, "tools", "parameters"),
+          f"{code} {answer}")
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, tools=[{"type": "retrieval"}]))
+    check("a tool that is not a function: 400 naming tools", openai_error(code, answer, 400, "tools", "function"),
+          f"{code} {answer}")
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice="sometimes"))
+    check("a bad tool_choice string: 400", openai_error(code, answer, 400, "tool_choice", "tool_choice"),
+          f"{code} {answer}")
+    code, answer = post(port, "/v1/chat/completions", dict(ASK, max_tokens=3))
+    check("after the refusals the server answers", code == 200 and "choices" in answer, f"{code} {answer}")
+
+
+def check_chat(port):
+    # a chat through the Jinja template: an assistant message in OpenAI's shape, blocking and streamed
+    body = {"messages": HISTORY[1:2], "max_tokens": 6, "temperature": 0}
+    code, answer = post(port, "/v1/chat/completions", body)
+    message = answer["choices"][0]["message"] if code == 200 else {}
+    check("a chat through the Jinja template answers", code == 200 and message.get("role") == "assistant" and
+          isinstance(message.get("content"), str) and answer["usage"]["prompt_tokens"] > 0, f"{code} {answer}")
+    code, text = curl(port, "/v1/chat/completions", dict(body, stream=True))
+    events = sse_events(text)
+    streamed_text = "".join((c.get("delta", {}).get("content") or "") + (c.get("delta", {}).get("reasoning_content") or "")
+                            for e in events for c in e.get("choices", []))
+    whole = (message.get("reasoning_content") or "") + (message.get("content") or "")
+    check("streamed: the deltas make the blocking answer", code == 200 and streamed_text == whole and
+          events[-1]["choices"][0]["finish_reason"] in ("stop", "length"), f"{code} {streamed_text!r} {whole!r}")
+    # the prompt the chat route renders is /apply-template's (its token count)
+    code, applied = post(port, "/apply-template", {"messages": HISTORY[1:2]})
+    code2, tokens = post(port, "/tokenize", {"content": applied.get("prompt", ""), "add_special": True,
+                                             "parse_special": True})
+    check("the chat's prompt is /apply-template's", code == 200 and code2 == 200 and
+          len(tokens.get("tokens", [])) == answer["usage"]["prompt_tokens"], f"{tokens} {answer.get('usage')}")
+    # bad input: a 400 naming the field
+    code, answer = post(port, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]})
+    check("an unknown role: 400 naming it", openai_error(code, answer, 400, "messages[0].role", "wizard"),
+          f"{code} {answer}")
+    code, answer = post(port, "/v1/completions", {"prompt": "x", "chat_template_kwargs": {}})
+    check("chat_template_kwargs on /v1/completions: 400", openai_error(code, answer, 400, "chat_template_kwargs",
+                                                                        "chat"), f"{code} {answer}")
+
+
+def check_builtin(specd, target):
+    server, port = start_server(specd, ["-m", target, "--no-jinja", "--chat-template", "chatml",
+                                        "--api-key", "test-key"])
+    try:
+        code, answer = post(port, "/apply-template", {"messages": HISTORY[1:2]})
+        check("--no-jinja: /apply-template through the built-in format", code == 200 and answer.get("prompt") ==
+              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", f"{code} {answer}")
+        code, answer = post(port, "/v1/chat/completions", {"messages": HISTORY[1:2], "max_tokens": 2,
+                                                           "chat_template_kwargs": {"enable_thinking": False}})
+        check("--no-jinja: chat_template_kwargs refused naming Jinja",
+              openai_error(code, answer, 400, "chat_template_kwargs", "Jinja"), f"{code} {answer}")
+        code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required"))
+        check("--no-jinja: tools refused naming Jinja", openai_error(code, answer, 400, "tools", "Jinja"),
+              f"{code} {answer}")
+        code, answer = post(port, "/v1/chat/completions", {"messages": HISTORY[1:2], "max_tokens": 2})
+        check("--no-jinja: a chat answers", code == 200 and "choices" in answer, f"{code} {answer}")
+    finally:
+        check("the --no-jinja server stops cleanly", stop_server(server) == 0)
+    both = subprocess.run([specd, "serve", "-m", target, "--chat-template", "chatml", "--chat-template-file",
+                           "/nonexistent"], capture_output=True, text=True, timeout=60)
+    check("a missing --chat-template-file is refused at start", both.returncode != 0 and
+          "--chat-template-file" in both.stderr, both.stderr)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llama_server_prompt(llama_server, model, template, body):
+    """llama-server's /apply-template for `body` with --chat-template-file `template`."""
+    port = free_port()
+    server = subprocess.Popen([llama_server, "-m", model, "--port", str(port), "--host", "127.0.0.1", "-c", "512",
+                               "--chat-template-file", template, "-np", "1", "--no-warmup"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            code, _ = curl(port, "/health", key=None)
+            if code == 200:
+                break
+            if server.poll() is not None:
+                return None
+            time.sleep(0.1)
+        answers = []
+        for b in body:
+            code, answer = post(port, "/apply-template", b)
+            answers.append(answer.get("prompt") if code == 200 and isinstance(answer, dict) else None)
+        return answers
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def compare_with_llama_server(specd, model, templates_dir, llama_server):
+    bodies = [{"messages": HISTORY}, {"messages": HISTORY, "tools": TOOLS},
+              {"messages": HISTORY[1:2], "chat_template_kwargs": {"enable_thinking": False}}]
+    for name in COMPARED:
+        template = os.path.join(templates_dir, name)
+        theirs = llama_server_prompt(llama_server, model, template, bodies)
+        server, port = start_server(specd, ["-m", model, "--chat-template-file", template, "--api-key", "test-key"])
+        try:
+            ours = [post(port, "/apply-template", b)[1].get("prompt") if port else None for b in bodies]
+        finally:
+            stop_server(server)
+        same = theirs is not None and all(t == o for t, o in zip(theirs, ours) if t is not None) and \
+            theirs[0] is not None
+        check(f"{name}: the prompts equal llama-server's", same, f"\nllama-server: {theirs}\nspecd:        {ours}")
+
+
+def main(specd, models, templates_dir, llama_server=None):
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    for template, checks in ((QWEN3, check_templates), (QWEN3, check_chat), (FUNCTIONARY, check_tools)):
+        # room for the whole prompt (the template's tool descriptions): a cut prompt changes the answer
+        server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "4096", "-np", "2", "--chat-template-file",
+                                            os.path.join(templates_dir, template), "--api-key", "test-key"])
+        try:
+            check(f"the server starts with --chat-template-file {template}", bool(port))
+            if port:
+                checks(port)
+        finally:
+            check(f"the server with {template} stops cleanly", stop_server(server) == 0)
+    check_builtin(specd, target)
+    if llama_server and os.access(llama_server, os.X_OK):
+        compare_with_llama_server(specd, target, templates_dir, llama_server)
+    else:
+        print(f"SKIP the comparison with llama-server: {llama_server or '(none given)'} is not there "
+              "(make bench-deps builds it)")
+    if failures:
+        print(f"{len(failures)} check(s) failed: {failures}")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
