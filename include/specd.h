@@ -683,6 +683,16 @@ typedef struct specd_generation_params {
      * generation prompt (specd_chat_params' generation_prompt), as llama-server prefills it.
      * Tokenized with special tokens; a token the grammar refuses is an error. Borrowed. */
     const char *grammar_prefill;
+    /* With a grammar: lazy (llama.cpp's lazy grammar, as llama-server applies a tool-call grammar
+     * for tool_choice "auto"): the output is free until one of grammar_trigger_patterns (regular
+     * expressions, matched against the output from its start; the grammar reads from the match's
+     * first group) matches, or one of grammar_trigger_tokens is generated; from there on the
+     * grammar holds, and speculation stays exact under it. Borrowed. */
+    bool grammar_lazy;
+    const char *const *grammar_trigger_patterns;
+    int32_t n_grammar_trigger_patterns;
+    const specd_token *grammar_trigger_tokens;
+    int32_t n_grammar_trigger_tokens;
     /* Called after each step with what it did (specd_step_info), with user_data; NULL (default):
      * not called. For tracing and analysis: `specd run --trace-steps FILE` writes one line a step,
      * and tools/policy_replay replays such steps against every fixed draft length. */

@@ -8,6 +8,7 @@
 
 #include "engine_internal.h"
 #include "grammar_error.h"
+#include "grammar_lazy.h"
 
 #include "../util/util.h"
 
@@ -44,10 +45,11 @@ static void apply_timed(specd_grammar_state *state, llama_token_data_array *cur)
     thread_grammar_ms += thread_cpu_ms() - t0;
 }
 
-void specd_grammar_state_accept(specd_grammar_state *state, specd_token token) {
+bool specd_grammar_state_accept(specd_grammar_state *state, specd_token token) {
     double t0 = thread_cpu_ms();
-    llama_sampler_accept(sampler_of(state), token);
+    bool ok = specd_grammar_accept_checked(sampler_of(state), token);
     thread_grammar_ms += thread_cpu_ms() - t0;
+    return ok;
 }
 
 specd_grammar_state *specd_grammar_state_fork(const specd_grammar_state *state) {
@@ -86,15 +88,24 @@ static bool defines_root(const char *text) {
     return false;
 }
 
-/* llama.cpp's parse of `text`: the root state, or NULL with *error saying why. */
-static struct llama_sampler *parse(const struct llama_vocab *vocab, const char *text, char **error) {
+/* llama.cpp's parse of `text` (lazy with `triggers`): the root state, or NULL with *error saying why. */
+static struct llama_sampler *parse(const struct llama_vocab *vocab, const char *text,
+                                   const specd_grammar_triggers *triggers, char **error) {
     if (!defines_root(text)) {
         specd_set_error(error, "grammar: no 'root' rule: the GBNF grammar must define its start symbol, "
                         "e.g. root ::= [a-z]+");
         return NULL;
     }
-    struct llama_sampler *root = llama_sampler_init_grammar(vocab, text, "root");
+    struct llama_sampler *root = triggers ? specd_grammar_new_lazy(vocab, text, triggers->patterns,
+                                                                   (size_t)triggers->n_patterns, triggers->tokens,
+                                                                   (size_t)triggers->n_tokens)
+                                          : llama_sampler_init_grammar(vocab, text, "root");
     if (root) return root;
+    if (triggers && (root = llama_sampler_init_grammar(vocab, text, "root")) != NULL) {
+        llama_sampler_free(root); /* the grammar is fine: a trigger pattern is not */
+        specd_set_error(error, "grammar: a trigger pattern of the lazy grammar is not a valid regular expression");
+        return NULL;
+    }
     char *reason = specd_grammar_refusal(vocab, text);
     specd_set_error(error, "grammar: llama.cpp cannot parse it as GBNF: %s; check the syntax (llama.cpp "
                     "grammars/README.md); left recursion and undefined rules are refused too",
@@ -105,9 +116,15 @@ static struct llama_sampler *parse(const struct llama_vocab *vocab, const char *
 
 specd_status specd_grammar_engine_new(const specd_engine *engine, const char *text, specd_grammar_engine **out,
                                       specd_grammar_state **root, char **error) {
+    return specd_grammar_engine_new_lazy(engine, text, NULL, out, root, error);
+}
+
+specd_status specd_grammar_engine_new_lazy(const specd_engine *engine, const char *text,
+                                           const specd_grammar_triggers *triggers, specd_grammar_engine **out,
+                                           specd_grammar_state **root, char **error) {
     *out = NULL;
     *root = NULL;
-    struct llama_sampler *state = parse(engine->vocab, text, error);
+    struct llama_sampler *state = parse(engine->vocab, text, triggers, error);
     if (!state) return SPECD_ERR_INVALID_ARGUMENT;
     specd_grammar_engine *g = calloc(1, sizeof *g);
     if (g) {
@@ -163,7 +180,7 @@ specd_status specd_grammar_check(const specd_engine *engine, const char *grammar
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (!grammar[0]) return SPECD_OK; /* no grammar */
-    struct llama_sampler *state = parse(engine->vocab, grammar, error);
+    struct llama_sampler *state = parse(engine->vocab, grammar, NULL, error);
     if (state) llama_sampler_free(state);
     return state ? SPECD_OK : SPECD_ERR_INVALID_ARGUMENT;
 }

@@ -22,6 +22,22 @@ typedef struct specd_grammar_engine specd_grammar_engine;
  * what llama.cpp refused, and nothing to free. */
 specd_status specd_grammar_engine_new(const specd_engine *engine, const char *text, specd_grammar_engine **out,
                                       specd_grammar_state **root, char **error);
+
+/* What makes a lazy grammar start constraining (llama.cpp's, as llama-server applies a tool-call
+ * grammar the model may or may not use): regex patterns matched against the output from its
+ * start, and tokens. */
+typedef struct specd_grammar_triggers {
+    const char *const *patterns;
+    int32_t n_patterns;
+    const specd_token *tokens;
+    int32_t n_tokens;
+} specd_grammar_triggers;
+
+/* As specd_grammar_engine_new; with `triggers` (not NULL) lazy: the output is free until a
+ * trigger, then the grammar reads from it on. A pattern that is not a valid regex is an error. */
+specd_status specd_grammar_engine_new_lazy(const specd_engine *engine, const char *text,
+                                           const specd_grammar_triggers *triggers, specd_grammar_engine **out,
+                                           specd_grammar_state **root, char **error);
 void specd_grammar_engine_free(specd_grammar_engine *g);
 
 int32_t specd_grammar_engine_n_vocab(const specd_grammar_engine *g);
@@ -34,8 +50,10 @@ void specd_grammar_engine_mask(specd_grammar_engine *g, specd_grammar_state *sta
                                float *logits);
 bool specd_grammar_engine_allows(specd_grammar_engine *g, specd_grammar_state *state, specd_token token);
 
-/* Advances the state by a token it allows (llama.cpp aborts on a token the grammar refuses). */
-void specd_grammar_state_accept(specd_grammar_state *state, specd_token token);
+/* Advances the state by a token it allows (llama.cpp aborts on a token the grammar refuses).
+ * False when llama.cpp threw (a lazy grammar whose trigger text does not parse): the state is
+ * then spent. */
+bool specd_grammar_state_accept(specd_grammar_state *state, specd_token token);
 /* A copy to advance separately (every parse stack copied); NULL when out of memory. */
 specd_grammar_state *specd_grammar_state_fork(const specd_grammar_state *state);
 void specd_grammar_state_free(specd_grammar_state *state);

@@ -51,9 +51,7 @@ static const inert_field inert_fields[] = {
     {"adaptive_target", "-1", NULL, true, -1e-30, "is the adaptive-p sampler"},
     {"adaptive_decay", "0.9", "adaptive_target", false, 0, "tunes the adaptive-p sampler"},
     {"backend_sampling", "false", NULL, false, 0, "samples on the backend"},
-    {"grammar_lazy", "false", NULL, false, 0, "applies the grammar only after a trigger"},
     {"grammar_type", "\"\"", NULL, false, 0, "marks a tool-call grammar"},
-    {"grammar_triggers", "[]", NULL, false, 0, "triggers a lazy grammar"},
     {"preserved_tokens", "[]", NULL, false, 0, "keeps tokens for a lazy grammar"},
     {"chat_format", "0", NULL, false, 0, "parses the output as a chat message"},
     {"generation_prompt", "\"\"", NULL, false, 0, "parses the output as a chat message"},
@@ -245,6 +243,34 @@ static bool parse_json_schema(rpc_params *rp, json_request *jr) {
     return true;
 }
 
+/* ---- a lazy grammar ------------------------------------------------------------------------- */
+
+/* grammar_lazy + grammar_triggers, llama-server's [{type, value, token}] (type 0: a token, 1: a
+ * word, 2: a pattern, 3: a pattern the whole output matches): the grammar holds from a trigger on
+ * (what llama-server applies for a tool call the model may make). */
+static bool parse_lazy_grammar(rpc_params *rp, json_request *jr) {
+    if (rpc_get_bool(rp, "grammar_lazy", &jr->req->gen.grammar_lazy) < 0) return false;
+    json_t *list = rpc_get_value(rp, "grammar_triggers");
+    if (!list) return true;
+    if (!json_is_array(list)) return refuse(rp, "grammar_triggers", "must be an array of {type, value, token}");
+    size_t i;
+    json_t *t;
+    json_array_foreach(list, i, t) {
+        json_t *type = json_object_get(t, "type"), *token = json_object_get(t, "token");
+        const char *value = json_string_value(json_object_get(t, "value"));
+        json_int_t kind = json_is_integer(type) ? json_integer_value(type) : -1;
+        if (kind < 0 || kind > 3 || !value || (kind == 0 && !json_is_integer(token)))
+            return rpc_fail(rp->err, RPC_INVALID_PARAMS, "grammar_triggers", "completion params: grammar_triggers[%zu] "
+                            "must be {\"type\": 0 (token, with \"token\"), 1 (word), 2 (pattern) or 3 (full pattern), "
+                            "\"value\"}", i);
+        json_int_t id = kind == 0 ? json_integer_value(token) : 0;
+        specd_token tok = id >= 0 && id <= INT32_MAX ? (specd_token)id : -1; /* out of range: prepare refuses it */
+        if (!serve_request_add_trigger(jr->req, (serve_trigger)kind, value, tok))
+            return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "grammar_triggers", "out of memory");
+    }
+    return true;
+}
+
 /* ---- samplers -------------------------------------------------------------------------------- */
 
 /* specd's chain, in llama.cpp's default order (sampler.c): each must be listed in this order,
@@ -367,5 +393,6 @@ bool request_json_llama_fields(json_request *jr) {
     return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_n_predict_aliases(rp, jr) &&
            parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) &&
            parse_probs_format(rp, jr) && parse_response_fields(rp, jr) && request_json_flat_speculative(jr) &&
-           parse_json_schema(rp, jr) && parse_samplers(rp, jr) && parse_reasoning_format(rp) && parse_inert_fields(rp);
+           parse_json_schema(rp, jr) && parse_lazy_grammar(rp, jr) && parse_samplers(rp, jr) &&
+           parse_reasoning_format(rp) && parse_inert_fields(rp);
 }

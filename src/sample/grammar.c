@@ -8,8 +8,13 @@
 #include <string.h>
 
 specd_status specd_grammar_init(specd_grammar *g, const specd_engine *engine, const char *text, char **error) {
+    return specd_grammar_init_lazy(g, engine, text, NULL, error);
+}
+
+specd_status specd_grammar_init_lazy(specd_grammar *g, const specd_engine *engine, const char *text,
+                                     const specd_grammar_triggers *triggers, char **error) {
     memset(g, 0, sizeof *g);
-    return specd_grammar_engine_new(engine, text, &g->engine, &g->state, error);
+    return specd_grammar_engine_new_lazy(engine, text, triggers, &g->engine, &g->state, error);
 }
 
 void specd_grammar_forget_nodes(specd_grammar *g) {
@@ -45,9 +50,7 @@ bool specd_grammar_allows(specd_grammar *g, specd_grammar_state *state, specd_to
 }
 
 bool specd_grammar_advance(specd_grammar *g, specd_grammar_state *state, specd_token token) {
-    if (!specd_grammar_allows(g, state, token)) return false;
-    specd_grammar_state_accept(state, token);
-    return true;
+    return specd_grammar_allows(g, state, token) && specd_grammar_state_accept(state, token);
 }
 
 bool specd_grammar_reserve_nodes(specd_grammar *g, int32_t n) {

@@ -20,6 +20,9 @@ typedef struct specd_grammar {
 /* Parses `text` (GBNF, start symbol "root") for the engine's vocabulary. On failure returns
  * SPECD_ERR_INVALID_ARGUMENT with *error naming the grammar; g is then empty (free is still fine). */
 specd_status specd_grammar_init(specd_grammar *g, const specd_engine *engine, const char *text, char **error);
+/* As specd_grammar_init, lazy with `triggers` (NULL: not lazy; grammar_engine.h). */
+specd_status specd_grammar_init_lazy(specd_grammar *g, const specd_engine *engine, const char *text,
+                                     const specd_grammar_triggers *triggers, char **error);
 void specd_grammar_free(specd_grammar *g);
 
 /* The filter at `state` (g->state, a node's, or a drafter's fork). */

@@ -53,6 +53,15 @@ static bool check_lora(serve_request *r, specd_engine *e, const serve_names *nam
 
 /* Checked against the vocabulary now rather than when it runs. */
 static bool check_grammar(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    if (r->gen.grammar_lazy && !r->grammar)
+        return serve_fail(fault, SERVE_INVALID, "grammar_lazy", "%s: 'grammar_lazy' needs a 'grammar'", names->where);
+    if (r->gen.grammar_lazy && !r->gen.n_grammar_trigger_patterns && !r->gen.n_grammar_trigger_tokens)
+        return serve_fail(fault, SERVE_INVALID, "grammar_triggers", "%s: a lazy grammar needs 'grammar_triggers' (it "
+                          "would never start)", names->where);
+    for (int32_t i = 0; i < r->gen.n_grammar_trigger_tokens; i++)
+        if (r->trigger_tokens[i] < 0 || r->trigger_tokens[i] >= specd_engine_n_vocab(e))
+            return serve_fail(fault, SERVE_INVALID, "grammar_triggers", "%s: a token trigger needs 'token', a token id "
+                              "from 0 to %d", names->where, specd_engine_n_vocab(e) - 1);
     if (!r->grammar) return true;
     char *message = NULL;
     bool ok = specd_grammar_check(e, r->grammar, &message) == SPECD_OK;

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "request.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,9 @@ void serve_request_clear(serve_request *r) {
     free(r->chat_template);
     free(r->grammar);
     free(r->grammar_prefill);
+    for (int32_t i = 0; i < r->gen.n_grammar_trigger_patterns; i++) free(r->trigger_patterns[i]);
+    free(r->trigger_patterns);
+    free(r->trigger_tokens);
     free(r->bias);
     free(r->tokens);
     for (int32_t i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
@@ -128,5 +132,45 @@ bool serve_request_set_grammar_prefill(serve_request *r, const char *text) {
     free(r->grammar_prefill);
     r->grammar_prefill = copy;
     r->gen.grammar_prefill = copy;
+    return true;
+}
+
+/* `word` as a regular expression that matches it literally (llama.cpp's regex_escape). */
+static char *regex_escape(const char *word) {
+    char *out = malloc(2 * strlen(word) + 1), *o = out;
+    for (const char *w = word; out && *w; w++) {
+        if (strchr(".^$|()*+?[]{}\\", *w)) *o++ = '\\';
+        *o++ = *w;
+    }
+    if (out) *o = '\0';
+    return out;
+}
+
+/* A pattern the whole output must match: anchored at both ends, as llama.cpp's sampler does. */
+static char *anchored(const char *pattern) {
+    size_t len = strlen(pattern);
+    char *out = malloc(len + 3);
+    if (out) snprintf(out, len + 3, "%s%s%s", pattern[0] == '^' ? "" : "^", pattern, len && pattern[len - 1] == '$' ? "" : "$");
+    return out;
+}
+
+bool serve_request_add_trigger(serve_request *r, serve_trigger type, const char *value, specd_token token) {
+    if (type == SERVE_TRIGGER_TOKEN) {
+        if (!reserve_one((void **)&r->trigger_tokens, r->gen.n_grammar_trigger_tokens, &r->cap_trigger_tokens,
+                         sizeof *r->trigger_tokens))
+            return false;
+        r->trigger_tokens[r->gen.n_grammar_trigger_tokens++] = token;
+        r->gen.grammar_trigger_tokens = r->trigger_tokens;
+        return true;
+    }
+    char *pattern = type == SERVE_TRIGGER_WORD ? regex_escape(value)
+                  : type == SERVE_TRIGGER_PATTERN_FULL ? anchored(value) : strdup(value);
+    if (!pattern || !reserve_one((void **)&r->trigger_patterns, r->gen.n_grammar_trigger_patterns, &r->cap_patterns,
+                                 sizeof *r->trigger_patterns)) {
+        free(pattern);
+        return false;
+    }
+    r->trigger_patterns[r->gen.n_grammar_trigger_patterns++] = pattern;
+    r->gen.grammar_trigger_patterns = (const char *const *)r->trigger_patterns;
     return true;
 }

@@ -40,6 +40,9 @@ typedef struct serve_request {
     specd_generation_params gen;
     char *grammar;                 /* GBNF (gen.grammar); NULL: none */
     char *grammar_prefill;         /* text the grammar reads first (gen.grammar_prefill); NULL: none */
+    char **trigger_patterns;       /* a lazy grammar's (gen.grammar_trigger_patterns) */
+    specd_token *trigger_tokens;   /* (gen.grammar_trigger_tokens) */
+    int32_t cap_patterns, cap_trigger_tokens;
     specd_logit_bias *bias;        /* gen.sampling.logit_bias */
     char **stops;                  /* stop strings, none empty */
     int32_t n_stops;
@@ -84,6 +87,13 @@ bool serve_request_set_dry_breakers(serve_request *r, const char *const *breaker
 void serve_request_take_logit_bias(serve_request *r, specd_logit_bias *bias, int32_t n);
 /* Takes `gbnf` (malloc'd). */
 void serve_request_take_grammar(serve_request *r, char *gbnf);
+/* A lazy grammar's trigger, as llama-server gives them (grammar_triggers' {type, value, token}):
+ * SERVE_TRIGGER_WORD `value` anywhere in the output, PATTERN a regex, PATTERN_FULL a regex the
+ * whole output must match, TOKEN `token`; made into gen's patterns and tokens as llama.cpp's
+ * sampler makes them. False when out of memory. */
+typedef enum serve_trigger { SERVE_TRIGGER_TOKEN, SERVE_TRIGGER_WORD, SERVE_TRIGGER_PATTERN, SERVE_TRIGGER_PATTERN_FULL }
+    serve_trigger;
+bool serve_request_add_trigger(serve_request *r, serve_trigger type, const char *value, specd_token token);
 /* The text the grammar reads first (a chat template's generation prompt); false when out of memory. */
 bool serve_request_set_grammar_prefill(serve_request *r, const char *text);
 

@@ -67,19 +67,30 @@ static json_t *turn_params(const specd_chat *turn, openai_error *err) {
     return made;
 }
 
-/* A tool grammar that holds from the first token (tool_choice "required" or a named function)
- * constrains the output, reading the template's generation prompt first as llama-server does. A
- * lazy one (tools the model may call) is not applied: the parser reads the calls anyway. */
+/* llama.cpp's tool grammar constrains the output: from the first token for tool_choice "required"
+ * or a named function (the template's generation prompt prefilled, as llama-server does), lazily
+ * for "auto" (free text until the model opens a call, then the call's grammar). */
 static bool tool_grammar(json_t *made, serve_request *req, openai_error *err) {
     const char *grammar = json_string_value(json_object_get(made, "grammar"));
-    if (!grammar || !grammar[0] || json_is_true(json_object_get(made, "grammar_lazy"))) return true;
+    if (!grammar || !grammar[0]) return true;
     if (req->grammar)
-        return BAD(err, "response_format", "'response_format' cannot be combined with a required tool call: both "
-                   "constrain the output");
-    if (serve_request_set_grammar(req, grammar) &&
-        serve_request_set_grammar_prefill(req, json_string_value(json_object_get(made, "generation_prompt"))))
-        return true;
-    return out_of_memory(err);
+        return BAD(err, "response_format", "'response_format' cannot be combined with tools: both constrain the output");
+    if (!serve_request_set_grammar(req, grammar)) return out_of_memory(err);
+    if (!json_is_true(json_object_get(made, "grammar_lazy")))
+        return serve_request_set_grammar_prefill(req, json_string_value(json_object_get(made, "generation_prompt"))) ||
+               out_of_memory(err);
+    req->gen.grammar_lazy = true;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(made, "grammar_triggers"), i, t) {
+        json_int_t type = json_integer_value(json_object_get(t, "type"));
+        const char *value = json_string_value(json_object_get(t, "value"));
+        if (type < SERVE_TRIGGER_TOKEN || type > SERVE_TRIGGER_PATTERN_FULL || !value) continue;
+        if (!serve_request_add_trigger(req, (serve_trigger)type, value,
+                                       (specd_token)json_integer_value(json_object_get(t, "token"))))
+            return out_of_memory(err);
+    }
+    return true;
 }
 
 bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,

@@ -217,7 +217,10 @@ static specd_status init_sampling(generation *g, char **error) {
     const char *grammar = g->params->grammar;
     if (!grammar || !grammar[0]) return SPECD_OK;
     g->grammar = &g->grammar_state; /* set first: free_generation frees it even when init fails */
-    specd_status st = specd_grammar_init(g->grammar, g->e, grammar, error);
+    const specd_generation_params *p = g->params;
+    specd_grammar_triggers triggers = {p->grammar_trigger_patterns, p->n_grammar_trigger_patterns,
+                                       p->grammar_trigger_tokens, p->n_grammar_trigger_tokens};
+    specd_status st = specd_grammar_init_lazy(g->grammar, g->e, grammar, p->grammar_lazy ? &triggers : NULL, error);
     return st == SPECD_OK ? prefill_grammar(g, error) : st;
 }
 

@@ -164,6 +164,12 @@ specd_status specd_generation_params_validate(const specd_generation_params *p, 
         check_speculative(&c, &p->speculative);
         int_between(&c, "n_keep", p->n_keep, -1, INT32_MAX);
         int_between(&c, "n_probs", p->n_probs, 0, INT32_MAX);
+        if (p->n_grammar_trigger_patterns < 0 || (p->n_grammar_trigger_patterns > 0 && !p->grammar_trigger_patterns))
+            fail(&c, "grammar_trigger_patterns", "needs n_grammar_trigger_patterns >= 0 entries (got %d, list %s)",
+                 p->n_grammar_trigger_patterns, p->grammar_trigger_patterns ? "given" : "NULL");
+        if (p->n_grammar_trigger_tokens < 0 || (p->n_grammar_trigger_tokens > 0 && !p->grammar_trigger_tokens))
+            fail(&c, "grammar_trigger_tokens", "needs n_grammar_trigger_tokens >= 0 entries (got %d, list %s)",
+                 p->n_grammar_trigger_tokens, p->grammar_trigger_tokens ? "given" : "NULL");
     }
     if (field) *field = c.field;
     return c.field ? SPECD_ERR_INVALID_ARGUMENT : SPECD_OK;

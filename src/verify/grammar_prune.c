@@ -13,7 +13,10 @@ static specd_grammar_state *node_state(specd_grammar *g, const specd_token_tree 
         *oom = true;
         return NULL;
     }
-    specd_grammar_state_accept(s, tree->nodes[i].token);
+    if (!specd_grammar_state_accept(s, tree->nodes[i].token)) { /* a lazy grammar's trigger that does not parse */
+        specd_grammar_state_free(s);
+        return NULL;
+    }
     return s;
 }
 

@@ -5,13 +5,15 @@ chat_template_kwargs; a chat through it, blocking and streamed, its prompt /appl
 calls on /v1/chat/completions in OpenAI's shape, blocking and streamed (tool_choice "required" or a
 named function constrains the tiny model's output to a call, so the test sees real calls come out),
 the same calls with and without speculation; bad input, tools and tool_choice refused in OpenAI's
-error shape, the server still answering after; --no-jinja's built-in formats. With llama.cpp's
+error shape, the server still answering after; /completion's lazy grammar (grammar_lazy,
+grammar_triggers: what tool_choice "auto" applies); --no-jinja's built-in formats. With llama.cpp's
 llama-server (make bench-deps builds it), the prompts specd renders for a set of the pinned
 templates equal the ones llama-server's /apply-template gives for the same model and messages.
 
     test_chat_jinja.py SPECD MODELS_DIR TEMPLATES_DIR [LLAMA_SERVER]
 """
 import json
+import re
 import os
 import socket
 import subprocess
@@ -174,6 +176,35 @@ def check_tools(port):
     check("after the refusals the server answers", code == 200 and "choices" in answer, f"{code} {answer}")
 
 
+def check_lazy_grammar(port):
+    """/completion's lazy grammar (grammar_lazy + grammar_triggers, llama-server's fields; what
+    tool_choice "auto" applies): free text until the trigger, then the grammar, the same with
+    speculation; a trigger that never comes leaves the output as it is without a grammar."""
+    base = {"prompt": "Once upon a time", "n_predict": 12, "temperature": 0, "return_tokens": True,
+            "speculative": {"type": ["none"]}}
+    code, free = post(port, "/completion", base)
+    tokens = free.get("tokens", []) if code == 200 else []
+    if len(tokens) < 6:
+        return check("lazy grammar: the unconstrained answer", False, f"{code} {free}")
+    trigger = tokens[3]
+    piece = post(port, "/detokenize", {"tokens": [trigger]})[1].get("content", "")
+    prefix = post(port, "/detokenize", {"tokens": tokens[:4]})[1].get("content", "")
+    grammar = "root ::= " + json.dumps(piece) + " [0-9] [0-9] [0-9]"
+    lazy = dict(base, grammar=grammar, grammar_lazy=True, grammar_triggers=[{"type": 0, "value": piece, "token": trigger}])
+    for spec in ({"type": ["none"]}, {"type": ["draft"], "n_min": 4, "n_max": 4}):
+        code, out = post(port, "/completion", dict(lazy, speculative=spec))
+        content = out.get("content", "") if code == 200 else ""
+        check(f"lazy grammar ({spec['type'][0]}): free until the trigger token, then the grammar",
+              content.startswith(prefix) and re.fullmatch(r"[0-9]{3}", content[len(prefix):]) is not None and
+              out.get("stop_type") == "eos", f"{code} {out} prefix={prefix!r}")
+    code, out = post(port, "/completion", dict(base, grammar=grammar, grammar_lazy=True,
+                                                grammar_triggers=[{"type": 1, "value": "zzqqzz"}]))
+    check("lazy grammar: a trigger that never comes changes nothing", code == 200 and
+          out.get("content") == free.get("content"), f"{code} {out}")
+    code, out = post(port, "/completion", dict(base, grammar=grammar, grammar_lazy=True))
+    check("lazy grammar without triggers: refused", code == 400 and "grammar_triggers" in json.dumps(out), f"{code} {out}")
+
+
 def check_chat(port):
     # a chat through the Jinja template: an assistant message in OpenAI's shape, blocking and streamed
     body = {"messages": HISTORY[1:2], "max_tokens": 6, "temperature": 0}
@@ -275,7 +306,8 @@ def compare_with_llama_server(specd, model, templates_dir, llama_server):
 
 def main(specd, models, templates_dir, llama_server=None):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
-    for template, checks in ((QWEN3, check_templates), (QWEN3, check_chat), (FUNCTIONARY, check_tools)):
+    for template, checks in ((QWEN3, check_templates), (QWEN3, check_chat), (FUNCTIONARY, check_tools),
+                            (QWEN3, check_lazy_grammar)):
         # room for the whole prompt (the template's tool descriptions): a cut prompt changes the answer
         server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "4096", "-np", "2", "--chat-template-file",
                                             os.path.join(templates_dir, template), "--api-key", "test-key"])

@@ -50,7 +50,7 @@ LLAMA_FIELDS_AT_DEFAULT = {
 UNIMPLEMENTED = {
     "verbose": True, "return_progress": True, "sse_ping_interval": 5, "n_indent": 2, "n_discard": 8,
     "n_cache_reuse": 16, "t_max_prompt_ms": 100, "adaptive_target": 0.5,
-    "backend_sampling": True, "grammar_lazy": True,
+    "backend_sampling": True,
     "chat_format": 3, "parse_tool_calls": True, "echo": True, "reasoning_budget_tokens": 10,
     "preserved_tokens": ["x"], "speculative.ngram_size_m": 8,
 }
