@@ -20,6 +20,8 @@ typedef struct openai_call {
     specd_chat *chat;     /* chat through Jinja: the turn that parses the answer (owned); NULL: plain text */
     bool role_sent;       /* chat: the first chunk (role) is out */
     bool tool_calls_seen; /* streamed chat: a tool_calls delta went out (finish_reason tool_calls) */
+    int block, next_block; /* Anthropic's stream: the open content block's index, the next one's */
+    char block_kind;      /* the open block: 't' text, 'k' thinking, 'u' tool_use; 0: none */
     json_int_t text_offset; /* /v1/completions logprobs: bytes of text so far */
 } openai_call;
 
@@ -81,8 +83,19 @@ json_t *openai_apply_template(rpc_host *host, const char *body, size_t len, cons
  * reply OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
 completion_call *openai_completion_call(rpc_host *host, const char *url, const char *body, size_t len,
                                         const http_chat *chat, openai_error *err);
+/* A chat request already parsed (`body` borrowed, an OpenAI chat body): as above; its reply
+ * context (call->reply.ctx) is the openai_call, for an API that rewrites its requests as OpenAI's
+ * chats (anthropic.c, responses.c) to answer with its own formatter over it. */
+completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
 /* ---- openai_reply.c -------------------------------------------------------------------------- */
+/* The text generated so far, valid UTF-8 (heap); and, for a chat through Jinja, the assistant
+ * message it parses into ({role, content, reasoning_content?, tool_calls?}, new): output that
+ * does not parse in the template's format is given as plain content rather than lost. */
+char *openai_text_so_far(const serve_view *v);
+json_t *openai_chat_message(openai_call *call, const serve_view *v);
+/* The chat deltas (OpenAI's shape, a new array) the text so far adds to the turn; NULL: none. */
+json_t *openai_chat_deltas(openai_call *call, const serve_view *v);
 /* The job's formatter over `call` (taken): the final answer is OpenAI's response object; with
  * stream, every piece is an array of chunk events (the final one ends with finish_reason and,
  * with include_usage, usage). */
@@ -91,5 +104,20 @@ serve_reply openai_reply_formatter(openai_call *call);
 void openai_call_free(void *call);
 /* Answers `c` with the stream of `job`'s chunks, ending with data: [DONE]. */
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, serve_job *job);
+
+/* ---- anthropic.c, anthropic_reply.c: Anthropic's Messages API --------------------------------- */
+/* Whether `url` is /v1/messages or /v1/messages/count_tokens. */
+bool anthropic_route(const char *url);
+/* Anthropic's error body {"type": "error", "error": {type, message}} (new), and the answer with it. */
+json_t *anthropic_error_body(const openai_error *err);
+enum MHD_Result anthropic_send_error(struct MHD_Connection *c, const openai_error *err);
+/* POST /v1/messages -> a completion for a call worker answered in Anthropic's shape; NULL with *err. */
+completion_call *anthropic_completion_call(rpc_host *host, const char *body, size_t len, const http_chat *chat,
+                                           openai_error *err);
+/* POST /v1/messages/count_tokens: {input_tokens}; NULL with *err. */
+json_t *anthropic_count_tokens(rpc_host *host, const char *body, size_t len, const http_chat *chat, openai_error *err);
+/* The job's formatter over `call` (taken): Anthropic's message, or its named events. */
+serve_reply anthropic_reply_formatter(openai_call *call);
+enum MHD_Result anthropic_stream_respond(struct MHD_Connection *c, serve_job *job);
 
 #endif

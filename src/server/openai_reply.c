@@ -118,15 +118,15 @@ static json_t *model_of(const serve_view *v) {
 }
 
 /* The text generated so far (whole, not this piece), valid UTF-8 (heap). */
-static char *text_so_far(const serve_view *v) { return specd_utf8_sanitize(v->text, v->to); }
+char *openai_text_so_far(const serve_view *v) { return specd_utf8_sanitize(v->text, v->to); }
 
 /* ---- the response ---------------------------------------------------------------------------- */
 
 /* The assistant message of a chat through Jinja: the whole text parsed into content,
  * reasoning_content and tool_calls. Output that does not parse in the template's format (the
  * parser is lenient; this is rare) is given as plain content rather than lost. */
-static json_t *chat_message(openai_call *call, const serve_view *v) {
-    char *text = text_so_far(v), *why = NULL;
+json_t *openai_chat_message(openai_call *call, const serve_view *v) {
+    char *text = openai_text_so_far(v), *why = NULL;
     json_t *message = NULL;
     if (text && specd_chat_update(call->chat, text, true, NULL, &why) == SPECD_OK)
         message = json_loads(specd_chat_answer(call->chat), 0, NULL);
@@ -141,7 +141,7 @@ static json_t *response(openai_call *call, const serve_view *v) {
     const char *finish = openai_finish_reason(v->stop);
     json_t *message = NULL;
     if (call->kind == OPENAI_CHAT && call->chat) {
-        message = chat_message(call, v);
+        message = openai_chat_message(call, v);
         json_decref(text);
         /* a completed answer that calls tools ends in them */
         if (json_array_size(json_object_get(message, "tool_calls")) > 0 && !strcmp(finish, "stop")) finish = "tool_calls";
@@ -192,14 +192,19 @@ static void add_text(openai_call *call, const serve_view *v, json_t *events) {
 /* A chat through Jinja: the text so far parsed again; what changed (content, reasoning_content,
  * tool-call names and arguments) as one chunk each, in OpenAI's delta shape, the piece's logprobs
  * and origins on the first. A final parse that refuses what partial ones took adds nothing. */
-static void add_parsed(openai_call *call, const serve_view *v, json_t *events) {
-    char *text = text_so_far(v), *deltas_text = NULL, *why = NULL;
+json_t *openai_chat_deltas(openai_call *call, const serve_view *v) {
+    char *text = openai_text_so_far(v), *deltas_text = NULL, *why = NULL;
     json_t *deltas = NULL;
     if (text && specd_chat_update(call->chat, text, v->final, &deltas_text, &why) == SPECD_OK)
         deltas = json_loads(deltas_text, 0, NULL);
     free(text);
     specd_free(deltas_text);
     specd_free(why);
+    return deltas;
+}
+
+static void add_parsed(openai_call *call, const serve_view *v, json_t *events) {
+    json_t *deltas = openai_chat_deltas(call, v);
     json_t *logprobs = call->logprobs && v->probs_to > v->probs_from ? logprobs_json(call, v) : NULL;
     if (json_array_size(deltas) == 0 && logprobs) {
         json_decref(deltas);

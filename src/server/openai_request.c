@@ -305,11 +305,9 @@ static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) 
            read_prompt(r, host, chat);
 }
 
-completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,
-                                        const http_chat *chat, openai_error *err) {
-    openai_kind kind = strcmp(url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
-    json_t *body = openai_parse_body(text, len, err);
-    if (!body) return NULL;
+/* The call for a parsed body (borrowed) of `kind`. */
+static completion_call *build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+                                   openai_error *err) {
     completion_call *call = completion_call_new(host, false);
     serve_request *req = call ? malloc(sizeof *req) : NULL;
     openai_call *answer = req ? new_call(kind) : NULL;
@@ -319,11 +317,24 @@ completion_call *openai_completion_call(rpc_host *host, const char *url, const c
     bool ok = answer ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
     openai_read r = {body, kind, req, answer, err};
     ok = ok && read_request(&r, host, chat);
-    json_decref(body);
     if (ok) {
         call->stream = answer->stream;
         return call;
     }
     completion_call_free(call);
     return NULL;
+}
+
+completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,
+                                        const http_chat *chat, openai_error *err) {
+    openai_kind kind = strcmp(url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
+    json_t *body = openai_parse_body(text, len, err);
+    if (!body) return NULL;
+    completion_call *call = build_call(host, kind, body, chat, err);
+    json_decref(body);
+    return call;
+}
+
+completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
+    return build_call(host, OPENAI_CHAT, body, chat, err);
 }

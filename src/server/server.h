@@ -85,6 +85,7 @@ json_t *completion_call_run(void *call);
 typedef struct sse_format {
     json_t *(*error)(const serve_fault *fault);
     const char *done;
+    bool named;   /* each event's "type" also as its SSE "event:" line (Anthropic's streams) */
 } sse_format;
 /* Answers `c` with a stream of `job`'s pieces (referenced by the stream), as its reply made them: a
  * JSON object is one event, an array one event per element. A client that goes away ends the job;

@@ -75,10 +75,27 @@ static void append_data(sse_stream *s, const char *text) {
     }
 }
 
-/* Appends "data: {event}\n\n"; called with s->lock held. */
+/* Appends "event: NAME\n" (named streams: the event's "type", as Anthropic's API names each
+ * event); called with s->lock held. */
+static void append_name(sse_stream *s, json_t *event) {
+    const char *name = json_string_value(json_object_get(event, "type"));
+    if (!s->format.named || !name) return;
+    size_t n = strlen(name);
+    char *grown = realloc(s->pending, s->len + n + 9);
+    if (grown) {
+        s->pending = grown;
+        memcpy(s->pending + s->len, "event: ", 7);
+        memcpy(s->pending + s->len + 7, name, n);
+        s->pending[s->len + 7 + n] = '\n';
+        s->len += n + 8;
+    }
+}
+
+/* Appends "data: {event}\n\n" (after its name, in a named stream); called with s->lock held. */
 static void append_event(sse_stream *s, json_t *event) {
     char *text = json_dumps(event, JSON_COMPACT | JSON_REAL_PRECISION(15));
     if (!text) return;
+    append_name(s, event);
     append_data(s, text);
     free(text);
 }

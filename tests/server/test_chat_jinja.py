@@ -6,7 +6,9 @@ calls on /v1/chat/completions in OpenAI's shape, blocking and streamed (tool_cho
 named function constrains the tiny model's output to a call, so the test sees real calls come out),
 the same calls with and without speculation; bad input, tools and tool_choice refused in OpenAI's
 error shape, the server still answering after; /completion's lazy grammar (grammar_lazy,
-grammar_triggers: what tool_choice "auto" applies); --no-jinja's built-in formats. With llama.cpp's
+grammar_triggers: what tool_choice "auto" applies); Anthropic's /v1/messages (a tool_use, a
+round trip, count_tokens, the streamed named events) and its error shape; --no-jinja's built-in
+formats. With llama.cpp's
 llama-server (make bench-deps builds it), the prompts specd renders for a set of the pinned
 templates equal the ones llama-server's /apply-template gives for the same model and messages.
 
@@ -205,6 +207,62 @@ def check_lazy_grammar(port):
     check("lazy grammar without triggers: refused", code == 400 and "grammar_triggers" in json.dumps(out), f"{code} {out}")
 
 
+def anthropic_error(code, answer, status, needle):
+    return (code == status and isinstance(answer, dict) and answer.get("type") == "error" and
+            answer.get("error", {}).get("type") == "invalid_request_error" and needle in answer["error"].get("message", ""))
+
+
+def check_anthropic(port):
+    """/v1/messages and /v1/messages/count_tokens in Anthropic's shape, the key as x-api-key."""
+    tools = [{"name": "get_weather", "description": "The weather now in a city",
+              "input_schema": TOOLS[0]["function"]["parameters"]}]
+    ask = {"model": "m", "max_tokens": 60, "temperature": 0, "tools": tools, "tool_choice": {"type": "any"},
+           "messages": [{"role": "user", "content": "Weather in Paris?"}]}
+    code, text = curl(port, "/v1/messages", ask, key=None, extra=("-H", "x-api-key: test-key"))
+    answer = json.loads(text) if code == 200 else text
+    uses = [b for b in answer.get("content", []) if b.get("type") == "tool_use"] if code == 200 else []
+    check("/v1/messages: a tool_use block, stop_reason tool_use, usage", code == 200 and answer.get("type") == "message"
+          and answer.get("role") == "assistant" and answer.get("stop_reason") == "tool_use" and uses and
+          uses[0]["name"] == "get_weather" and uses[0]["input"].get("city") in ("Rome", "Oslo") and
+          answer["id"].startswith("msg_") and answer["usage"]["input_tokens"] > 10 and
+          answer["usage"]["output_tokens"] > 0 and "speculative" in answer, f"{code} {answer}")
+    code, count = post(port, "/v1/messages/count_tokens", {k: v for k, v in ask.items() if k != "max_tokens"})
+    check("/v1/messages/count_tokens: the prompt's tokens, as the answer counted them", code == 200 and
+          isinstance(answer, dict) and count.get("input_tokens") == answer.get("usage", {}).get("input_tokens"),
+          f"{code} {count}")
+    if uses:
+        back = dict(ask, tool_choice={"type": "none"}, max_tokens=4, messages=ask["messages"] + [
+            {"role": "assistant", "content": [{"type": "text", "text": "Looking."}, uses[0]]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0]["id"], "content": "18 degrees"}]}])
+        code, again = post(port, "/v1/messages", back)
+        check("/v1/messages: a tool_use / tool_result round trip", code == 200 and again.get("stop_reason") ==
+              "max_tokens" and again["usage"]["input_tokens"] > answer["usage"]["input_tokens"], f"{code} {again}")
+    code, answer = post(port, "/v1/messages", {"messages": [{"role": "user", "content": "hi"}]})
+    check("/v1/messages without max_tokens: 400 in Anthropic's shape", anthropic_error(code, answer, 400, "max_tokens"),
+          f"{code} {answer}")
+    code, answer = post(port, "/v1/messages", dict(ask, tool_choice={"type": "tool", "name": "nope"}))
+    check("/v1/messages naming an unknown tool: 400", anthropic_error(code, answer, 400, "'nope'"), f"{code} {answer}")
+    code, text = curl(port, "/v1/messages", dict(ask, stream=True))
+    names, events = [], []
+    for line in text.splitlines():
+        if line.startswith("event: "):
+            names.append(line[7:])
+        elif line.startswith("data: "):
+            events.append(json.loads(line[6:]))
+    types = [e.get("type") for e in events]
+    inputs = {}
+    for e in events:
+        if e.get("type") == "content_block_start" and e["content_block"]["type"] == "tool_use":
+            inputs[e["index"]] = [e["content_block"]["name"], ""]
+        if e.get("type") == "content_block_delta" and e["delta"]["type"] == "input_json_delta":
+            inputs[e["index"]][1] += e["delta"]["partial_json"]
+    streamed_uses = [(name, json.loads(args)) for name, args in inputs.values()]
+    check("/v1/messages streamed: Anthropic's named events, the same tool_use as the blocking answer",
+          code == 200 and names == types and types[0] == "message_start" and types[-1] == "message_stop" and
+          types[-2] == "message_delta" and events[-2]["delta"]["stop_reason"] == "tool_use" and
+          streamed_uses == [(u["name"], u["input"]) for u in uses], f"{code} {types} {streamed_uses}")
+
+
 def check_chat(port):
     # a chat through the Jinja template: an assistant message in OpenAI's shape, blocking and streamed
     body = {"messages": HISTORY[1:2], "max_tokens": 6, "temperature": 0}
@@ -307,7 +365,7 @@ def compare_with_llama_server(specd, model, templates_dir, llama_server):
 def main(specd, models, templates_dir, llama_server=None):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     for template, checks in ((QWEN3, check_templates), (QWEN3, check_chat), (FUNCTIONARY, check_tools),
-                            (QWEN3, check_lazy_grammar)):
+                            (FUNCTIONARY, check_anthropic), (QWEN3, check_lazy_grammar)):
         # room for the whole prompt (the template's tool descriptions): a cut prompt changes the answer
         server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "4096", "-np", "2", "--chat-template-file",
                                             os.path.join(templates_dir, template), "--api-key", "test-key"])
