@@ -22,6 +22,8 @@ typedef struct openai_call {
     bool tool_calls_seen; /* streamed chat: a tool_calls delta went out (finish_reason tool_calls) */
     int block, next_block; /* Anthropic's stream: the open content block's index, the next one's */
     char block_kind;      /* the open block: 't' text, 'k' thinking, 'u' tool_use; 0: none */
+    json_t *item;         /* the Responses API's stream: the output item being written (owned) */
+    json_int_t sequence;  /* and its events' next sequence_number */
     json_int_t text_offset; /* /v1/completions logprobs: bytes of text so far */
 } openai_call;
 
@@ -119,5 +121,14 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *body, size_t len, con
 /* The job's formatter over `call` (taken): Anthropic's message, or its named events. */
 serve_reply anthropic_reply_formatter(openai_call *call);
 enum MHD_Result anthropic_stream_respond(struct MHD_Connection *c, serve_job *job);
+
+/* ---- responses.c, responses_reply.c: OpenAI's Responses API ------------------------------------- */
+bool responses_route(const char *url);
+/* POST /v1/responses -> a completion for a call worker answered as a response; NULL with *err. */
+completion_call *responses_completion_call(rpc_host *host, const char *body, size_t len, const http_chat *chat,
+                                           openai_error *err);
+/* The job's formatter over `call` (taken): a response object, or the Responses API's events. */
+serve_reply responses_reply_formatter(openai_call *call);
+enum MHD_Result responses_stream_respond(struct MHD_Connection *c, serve_job *job);
 
 #endif

@@ -6,6 +6,7 @@
  *   (openai_chat.c)
  *   OpenAI's /v1/chat/completions, /v1/completions, /v1/models (openai.c; errors in OpenAI's shape)
  *   Anthropic's /v1/messages, /v1/messages/count_tokens (anthropic.c; errors in Anthropic's shape)
+ *   OpenAI's Responses API, /v1/responses (responses.c)
  * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
  * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
@@ -24,7 +25,7 @@
 #include <strings.h>
 
 typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI, ROUTE_APPLY_TEMPLATE, ROUTE_ANTHROPIC,
-                       ROUTE_COUNT_TOKENS } route_id;
+                       ROUTE_COUNT_TOKENS, ROUTE_RESPONSES } route_id;
 
 /* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
@@ -242,6 +243,15 @@ static enum MHD_Result route_anthropic(struct MHD_Connection *c, request_state *
     return defer(c, rs, completion_call_run, call, completion_call_free);
 }
 
+/* /v1/responses (responses.c): the request read into the server's own, answered as a response. */
+static enum MHD_Result route_responses(struct MHD_Connection *c, request_state *rs) {
+    openai_error err;
+    completion_call *call = responses_completion_call(rs->options->rpc, rs->body, rs->len, &rs->options->chat, &err);
+    if (!call) return openai_send_error(c, &err);
+    rs->stream = call->stream;
+    return defer(c, rs, completion_call_run, call, completion_call_free);
+}
+
 /* /v1/messages/count_tokens: the prompt rendered and tokenized here (milliseconds). */
 static enum MHD_Result route_count_tokens(struct MHD_Connection *c, request_state *rs) {
     openai_error err;
@@ -270,7 +280,7 @@ static enum MHD_Result finish_anthropic(struct MHD_Connection *c, completion_cal
 
 /* A /v1 call's answer: OpenAI's response, stream or error. */
 static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *call, json_t *response,
-                                     unsigned http_status) {
+                                     unsigned http_status, bool responses) {
     json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
     enum MHD_Result ok;
     if (http_status || !result) {
@@ -279,7 +289,7 @@ static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *
         if (http_status) err.status = http_status;
         ok = openai_send_error(c, &err);
     } else if (call->stream) {
-        ok = openai_stream_respond(c, call->job);
+        ok = responses ? responses_stream_respond(c, call->job) : openai_stream_respond(c, call->job);
     } else {
         ok = send_json(c, MHD_HTTP_OK, json_incref(result));
     }
@@ -301,7 +311,8 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
     void *ctx = call_context(rs->call);
     enum MHD_Result ok;
-    if (rs->route == ROUTE_OPENAI) ok = finish_openai(c, ctx, response, http_status);
+    if (rs->route == ROUTE_OPENAI || rs->route == ROUTE_RESPONSES)
+        ok = finish_openai(c, ctx, response, http_status, rs->route == ROUTE_RESPONSES);
     else if (rs->route == ROUTE_ANTHROPIC) ok = finish_anthropic(c, ctx, response, http_status);
     else if (http_status) ok = send_json(c, http_status, response);
     else if (rs->route == ROUTE_RPC) ok = send_rpc_response(c, response);
@@ -366,12 +377,23 @@ static enum MHD_Result begin_openai(struct MHD_Connection *c, const http_options
         *state = rs;
         return MHD_YES;
     }
+    if (responses_route(url)) {
+        if (!post) return openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use POST");
+        if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, true);
+        if (serve_stopping())
+            return openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "the server is stopping");
+        request_state *rs = new_request_state(ROUTE_RESPONSES, NULL, who, o);
+        if (!rs) return MHD_NO;
+        *state = rs;
+        return MHD_YES;
+    }
     if (openai_route_get(url))
         return get ? openai_answer_get(c, o->rpc, url)
                    : openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use GET");
     if (!openai_route_post(url))
         return openai_fail(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not found: POST /v1/chat/completions, "
-                           "POST /v1/completions, GET /v1/models, POST /v1/messages, POST /v1/messages/count_tokens");
+                           "POST /v1/completions, GET /v1/models, POST /v1/responses, POST /v1/messages, "
+                           "POST /v1/messages/count_tokens");
     if (!post) return openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, true);
     if (serve_stopping())
@@ -468,7 +490,8 @@ static void collect_body(request_state *rs, const char *data, size_t n, int64_t 
 /* The whole body is in. */
 static enum MHD_Result run_request(struct MHD_Connection *c, const http_options *o, request_state *rs) {
     conn_request_arrived(c); /* in time: from here on the deadline no longer applies */
-    bool v1 = rs->route == ROUTE_OPENAI || rs->route == ROUTE_ANTHROPIC || rs->route == ROUTE_COUNT_TOKENS;
+    bool v1 = rs->route == ROUTE_OPENAI || rs->route == ROUTE_ANTHROPIC || rs->route == ROUTE_COUNT_TOKENS ||
+              rs->route == ROUTE_RESPONSES;
     if (rs->too_large) return refuse_too_large(c, o, v1);
     if (rs->nul_at >= 0) {
         char message[200];
@@ -480,6 +503,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const http_options 
     if (rs->route == ROUTE_APPLY_TEMPLATE) return route_apply_template(c, rs);
     if (rs->route == ROUTE_ANTHROPIC) return route_anthropic(c, rs);
     if (rs->route == ROUTE_COUNT_TOKENS) return route_count_tokens(c, rs);
+    if (rs->route == ROUTE_RESPONSES) return route_responses(c, rs);
     if (rs->route == ROUTE_OPENAI) return route_openai(c, rs);
     return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
 }

@@ -7,8 +7,9 @@ named function constrains the tiny model's output to a call, so the test sees re
 the same calls with and without speculation; bad input, tools and tool_choice refused in OpenAI's
 error shape, the server still answering after; /completion's lazy grammar (grammar_lazy,
 grammar_triggers: what tool_choice "auto" applies); Anthropic's /v1/messages (a tool_use, a
-round trip, count_tokens, the streamed named events) and its error shape; --no-jinja's built-in
-formats. With llama.cpp's
+round trip, count_tokens, the streamed named events) and its error shape; OpenAI's /v1/responses
+(a function call, a round trip with its output, the refusals, the streamed events); --no-jinja's
+built-in formats. With llama.cpp's
 llama-server (make bench-deps builds it), the prompts specd renders for a set of the pinned
 templates equal the ones llama-server's /apply-template gives for the same model and messages.
 
@@ -263,6 +264,49 @@ def check_anthropic(port):
           streamed_uses == [(u["name"], u["input"]) for u in uses], f"{code} {types} {streamed_uses}")
 
 
+def check_responses(port):
+    """/v1/responses (OpenAI's Responses API) in its own shape: a function call, a round trip with its
+    output, a cut answer, the refusals."""
+    tools = [dict(type="function", **TOOLS[0]["function"])]
+    ask = {"model": "m", "input": "Weather in Paris?", "tools": tools, "tool_choice": "required", "temperature": 0,
+           "max_output_tokens": 60}
+    code, answer = post(port, "/v1/responses", ask)
+    calls = [o for o in answer.get("output", []) if o.get("type") == "function_call"] if code == 200 else []
+    check("/v1/responses: a function_call item, usage", code == 200 and answer.get("object") == "response" and
+          answer.get("status") == "completed" and calls and calls[0]["name"] == "get_weather" and
+          json.loads(calls[0]["arguments"]).get("city") in ("Rome", "Oslo") and calls[0]["call_id"].startswith("call_")
+          and answer["id"].startswith("resp_") and answer["usage"]["input_tokens"] > 10, f"{code} {answer}")
+    if calls:
+        items = [{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+                 {k: calls[0][k] for k in ("type", "call_id", "name", "arguments")},
+                 {"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "18 degrees"}]
+        code, again = post(port, "/v1/responses", dict(ask, input=items, tool_choice="none", max_output_tokens=3))
+        check("/v1/responses: a function call round trip, cut by max_output_tokens", code == 200 and
+              again.get("status") == "incomplete" and again["incomplete_details"]["reason"] == "max_output_tokens" and
+              again["usage"]["input_tokens"] > answer["usage"]["input_tokens"] and
+              [o["type"] for o in again["output"]] == ["message"] and
+              again["output"][0]["content"][0]["type"] == "output_text", f"{code} {again}")
+    code, text = curl(port, "/v1/responses", dict(ask, stream=True))
+    names = [l[7:] for l in text.splitlines() if l.startswith("event: ")]
+    events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: ")]
+    types = [e.get("type") for e in events]
+    args = "".join(e["delta"] for e in events if e.get("type") == "response.function_call_arguments.delta")
+    added = [e["item"] for e in events if e.get("type") == "response.output_item.added"]
+    final = events[-1].get("response", {}) if events else {}
+    final_calls = [o for o in final.get("output", []) if o.get("type") == "function_call"]
+    check("/v1/responses streamed: named events, the call's arguments in deltas, the same call as the blocking answer",
+          code == 200 and names == types and types[0] == "response.created" and types[-1] == "response.completed" and
+          [e["sequence_number"] for e in events] == list(range(len(events))) and calls and
+          any(i.get("type") == "function_call" and i.get("name") == "get_weather" for i in added) and
+          args == calls[0]["arguments"] and final_calls and final_calls[0]["arguments"] == args,
+          f"{code} {types} {args!r}")
+    for extra, param in (({"previous_response_id": "resp_1"}, "previous_response_id"),
+                         ({"frobnicate": 1}, "frobnicate"), ({"input": []}, "input")):
+        code, answer = post(port, "/v1/responses", dict(ask, **extra))
+        check(f"/v1/responses refuses {param}: 400 naming it", openai_error(code, answer, 400, param, ""),
+              f"{code} {answer}")
+
+
 def check_chat(port):
     # a chat through the Jinja template: an assistant message in OpenAI's shape, blocking and streamed
     body = {"messages": HISTORY[1:2], "max_tokens": 6, "temperature": 0}
@@ -365,7 +409,8 @@ def compare_with_llama_server(specd, model, templates_dir, llama_server):
 def main(specd, models, templates_dir, llama_server=None):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     for template, checks in ((QWEN3, check_templates), (QWEN3, check_chat), (FUNCTIONARY, check_tools),
-                            (FUNCTIONARY, check_anthropic), (QWEN3, check_lazy_grammar)):
+                            (FUNCTIONARY, check_anthropic), (FUNCTIONARY, check_responses),
+                            (QWEN3, check_lazy_grammar)):
         # room for the whole prompt (the template's tool descriptions): a cut prompt changes the answer
         server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "4096", "-np", "2", "--chat-template-file",
                                             os.path.join(templates_dir, template), "--api-key", "test-key"])

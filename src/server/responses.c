@@ -1,0 +1,211 @@
+/* responses.c - OpenAI's Responses API on `specd serve` (what the Codex CLI and the Agents SDK
+ * speak), over the same chat path as /v1/chat/completions (llama.cpp's Jinja chat code, tools,
+ * reasoning):
+ *   POST /v1/responses  {model, input (a string, or items: messages {role, content (a string or
+ *                       input_text / output_text parts)}, function_call {call_id, name,
+ *                       arguments}, function_call_output {call_id, output}), instructions, tools
+ *                       ([{type: "function", name, description, parameters}]), tool_choice,
+ *                       parallel_tool_calls, max_output_tokens, temperature, top_p}
+ *                       -> {object: "response", status, output: [reasoning, message
+ *                       (output_text), function_call items], usage} (responses_reply.c)
+ * The request is rewritten as a chat request, so both share every check and the prompt; errors
+ * in OpenAI's shape. "stream": true gives the Responses API's events. previous_response_id is not
+ * implemented (400). */
+#define _POSIX_C_SOURCE 200809L
+#include "openai.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool bad(openai_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool bad(openai_error *err, const char *param, const char *fmt, ...) {
+    err->status = MHD_HTTP_BAD_REQUEST;
+    err->type = "invalid_request_error";
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+bool responses_route(const char *url) { return !strcmp(url, "/v1/responses"); }
+
+/* A message's content: a string, or parts of type input_text / output_text / text (joined). */
+static json_t *content_text(json_t *content, const char *where, openai_error *err) {
+    if (json_is_string(content)) return json_incref(content);
+    if (!json_is_array(content)) {
+        bad(err, where, "'%s' must be a string or an array of input_text parts", where);
+        return NULL;
+    }
+    size_t len = 1, i;
+    json_t *p;
+    json_array_foreach(content, i, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text") && strcmp(type, "text")) ||
+            !json_is_string(json_object_get(p, "text"))) {
+            bad(err, where, "'%s[%zu]': only text parts (input_text, output_text) are supported", where, i);
+            return NULL;
+        }
+        len += json_string_length(json_object_get(p, "text"));
+    }
+    char *joined = malloc(len);
+    if (!joined) return NULL;
+    joined[0] = '\0';
+    json_array_foreach(content, i, p) strcat(joined, json_string_value(json_object_get(p, "text")));
+    json_t *out = json_string(joined);
+    free(joined);
+    return out;
+}
+
+/* One input item -> chat messages appended to `out`; function calls join the assistant message
+ * before them (or start one). */
+static bool convert_item(json_t *item, size_t i, json_t *out, openai_error *err) {
+    char where[64];
+    snprintf(where, sizeof where, "input[%zu]", i);
+    if (!json_is_object(item)) return bad(err, where, "'%s' must be an object", where);
+    const char *type = json_string_value(json_object_get(item, "type"));
+    const char *role = json_string_value(json_object_get(item, "role"));
+    if (!type || !strcmp(type, "message")) {
+        if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
+                      strcmp(role, "developer")))
+            return bad(err, where, "'%s.role' must be \"user\", \"assistant\", \"system\" or \"developer\"", where);
+        char part[80];
+        snprintf(part, sizeof part, "%s.content", where);
+        json_t *text = content_text(json_object_get(item, "content"), part, err);
+        if (!text) return false;
+        return json_array_append_new(out, json_pack("{s:s, s:o}", "role", role, "content", text)) == 0;
+    }
+    if (!strcmp(type, "function_call")) {
+        const char *id = json_string_value(json_object_get(item, "call_id"));
+        const char *name = json_string_value(json_object_get(item, "name"));
+        const char *args = json_string_value(json_object_get(item, "arguments"));
+        if (!id || !name || !args) return bad(err, where, "'%s' (function_call) needs call_id, name and arguments", where);
+        json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", name,
+                                 "arguments", args);
+        json_t *last = json_array_get(out, json_array_size(out) - 1);
+        const char *last_role = json_string_value(json_object_get(last, "role"));
+        if (last_role && !strcmp(last_role, "assistant")) {
+            json_t *calls = json_object_get(last, "tool_calls");
+            if (!calls) json_object_set_new(last, "tool_calls", calls = json_array());
+            return json_array_append_new(calls, call) == 0;
+        }
+        return json_array_append_new(out, json_pack("{s:s, s:n, s:[o]}", "role", "assistant", "content", "tool_calls",
+                                                     call)) == 0;
+    }
+    if (!strcmp(type, "function_call_output")) {
+        const char *id = json_string_value(json_object_get(item, "call_id"));
+        json_t *output = json_object_get(item, "output");
+        if (!id || !json_is_string(output))
+            return bad(err, where, "'%s' (function_call_output) needs call_id and output (a string)", where);
+        return json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "role", "tool", "tool_call_id", id, "content",
+                                                    output)) == 0;
+    }
+    if (!strcmp(type, "reasoning")) return true; /* earlier reasoning: the templates drop it from the history */
+    return bad(err, where, "'%s.type' '%.40s' is not supported (message, function_call, function_call_output)", where,
+               type);
+}
+
+/* The Responses body -> a chat body (new), NULL with *err. */
+static json_t *to_chat(json_t *in, openai_error *err) {
+    static const char *const known[] = {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+                                        "max_output_tokens", "temperature", "top_p", "stream", "store", "metadata",
+                                        "user", "previous_response_id", "reasoning", "truncation", "include",
+                                        "service_tier", "text", NULL};
+    const char *key;
+    json_t *v;
+    json_object_foreach(in, key, v) {
+        bool found = false;
+        for (const char *const *k = known; *k && !found; k++) found = !strcmp(*k, key);
+        if (!found) {
+            bad(err, key, "unknown field '%s'", key);
+            return NULL;
+        }
+    }
+    if (json_is_string(json_object_get(in, "previous_response_id"))) {
+        bad(err, "previous_response_id", "'previous_response_id' is not supported: specd keeps no responses; send the "
+            "whole conversation as input items");
+        return NULL;
+    }
+    json_t *text = json_object_get(in, "text");
+    const char *format = json_string_value(json_object_get(json_object_get(text, "format"), "type"));
+    if (text && (!format || strcmp(format, "text"))) {
+        bad(err, "text", "'text.format' may only be {\"type\": \"text\"} here");
+        return NULL;
+    }
+    json_t *body = json_object(), *messages = json_array();
+    json_object_set_new(body, "messages", messages);
+    bool ok = true;
+    json_t *instructions = json_object_get(in, "instructions");
+    if (json_is_string(instructions))
+        json_array_append_new(messages, json_pack("{s:s, s:O}", "role", "system", "content", instructions));
+    json_t *input = json_object_get(in, "input");
+    if (json_is_string(input)) {
+        json_array_append_new(messages, json_pack("{s:s, s:O}", "role", "user", "content", input));
+    } else if (json_is_array(input) && json_array_size(input) > 0) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(input, i, item) if (ok) ok = convert_item(item, i, messages, err);
+    } else {
+        ok = bad(err, "input", "'input' (a string or a non-empty array of items) is required");
+    }
+    json_t *tools = json_object_get(in, "tools");
+    if (ok && tools) {
+        json_t *list = json_array();
+        json_object_set_new(body, "tools", list);
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            const char *type = json_string_value(json_object_get(t, "type"));
+            if (!type || strcmp(type, "function")) {
+                ok = bad(err, "tools", "'tools[%zu]': only function tools are supported", i);
+                break;
+            }
+            json_t *fn = json_object();
+            static const char *const fields[] = {"name", "description", "parameters", NULL};
+            for (const char *const *f = fields; *f; f++)
+                if ((v = json_object_get(t, *f))) json_object_set(fn, *f, v);
+            json_array_append_new(list, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+        }
+    }
+    json_t *choice = json_object_get(in, "tool_choice");
+    if (ok && choice) {
+        const char *type = json_string_value(json_object_get(choice, "type"));
+        if (json_is_string(choice)) json_object_set(body, "tool_choice", choice);
+        else if (type && !strcmp(type, "function") && json_is_string(json_object_get(choice, "name")))
+            json_object_set_new(body, "tool_choice", json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
+                                                               json_object_get(choice, "name")));
+        else ok = bad(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                      "{\"type\": \"function\", \"name\"}");
+    }
+    static const char *const same[] = {"model", "temperature", "top_p", "parallel_tool_calls", "stream", NULL};
+    for (const char *const *k = same; ok && *k; k++)
+        if ((v = json_object_get(in, *k))) json_object_set(body, *k, v);
+    if (ok && (v = json_object_get(in, "max_output_tokens"))) json_object_set(body, "max_tokens", v);
+    const char *effort = json_string_value(json_object_get(json_object_get(in, "reasoning"), "effort"));
+    if (ok && effort && !strcmp(effort, "none"))
+        json_object_set_new(body, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+    if (!ok) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+completion_call *responses_completion_call(rpc_host *host, const char *text, size_t len, const http_chat *chat,
+                                           openai_error *err) {
+    if (!chat->jinja) {
+        bad(err, NULL, "/v1/responses needs Jinja chat templates: start specd serve without --no-jinja or "
+            "--chat-template NAME");
+        return NULL;
+    }
+    json_t *in = openai_parse_body(text, len, err);
+    json_t *body = in ? to_chat(in, err) : NULL;
+    json_decref(in);
+    completion_call *call = body ? openai_chat_call(host, body, chat, err) : NULL;
+    json_decref(body);
+    if (call) call->reply = responses_reply_formatter(call->reply.ctx);
+    return call;
+}
