@@ -76,6 +76,9 @@
  *                     or a name llama.cpp knows ("chatml", "llama3", ...),
  *                     which llama_chat_apply_template accepts as well.
  *                     Without it the model has no chat template.
+ *   --fim on          names fill-in-the-middle tokens (tokenizer.ggml.fim_pre,
+ *                     fim_suf, fim_mid: the byte tokens <0x01>, <0x02>,
+ *                     <0x03>, which text never holds), for /infill's tests.
  *
  * On success one summary line goes to stderr. Errors are reported as one
  * line on stderr and exit status 2.
@@ -291,6 +294,9 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->logit_scale = parse_double(flag, value);
     } else if (strcmp(flag, "--chat-template") == 0) {
         opts->chat_template = value;
+    } else if (strcmp(flag, "--fim") == 0) {
+        if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) fail("--fim expects 'on' or 'off', got '%s'", value);
+        opts->fim = strcmp(value, "on") == 0;
     } else if (strcmp(flag, "--layer-scale") == 0) {
         opts->layer_scale = parse_double(flag, value);
     } else if (strcmp(flag, "--hidden-mix") == 0) {
@@ -957,8 +963,15 @@ static void set_model_metadata(struct gguf_context *gguf, const model_options *o
     gguf_set_val_u32(gguf, "llama.vocab_size", (uint32_t)n_vocab);
 }
 
+static int32_t vocab_index(const tiny_vocab *vocab, const char *text) {
+    for (int i = 0; i < vocab->count; i++)
+        if (strcmp(vocab->text[i], text) == 0) return i;
+    fail("no vocabulary piece '%s'", text);
+    return -1;
+}
+
 static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *vocab,
-                                   const char *chat_template) {
+                                   const char *chat_template, bool fim) {
     const char *texts[MAX_VOCAB];
     for (int i = 0; i < vocab->count; i++) {
         texts[i] = vocab->text[i];
@@ -977,6 +990,11 @@ static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *
     gguf_set_val_bool(gguf, "tokenizer.ggml.add_space_prefix", true);
     if (chat_template != NULL) {
         gguf_set_val_str(gguf, "tokenizer.chat_template", chat_template);
+    }
+    if (fim) {
+        gguf_set_val_u32(gguf, "tokenizer.ggml.fim_pre_token_id", (uint32_t)vocab_index(vocab, "<0x01>"));
+        gguf_set_val_u32(gguf, "tokenizer.ggml.fim_suf_token_id", (uint32_t)vocab_index(vocab, "<0x02>"));
+        gguf_set_val_u32(gguf, "tokenizer.ggml.fim_mid_token_id", (uint32_t)vocab_index(vocab, "<0x03>"));
     }
 }
 
@@ -1078,7 +1096,7 @@ int main(int argc, char **argv) {
     } else {
         set_model_metadata(gguf, &opts, vocab->count);
     }
-    set_tokenizer_metadata(gguf, vocab, opts.chat_template);
+    set_tokenizer_metadata(gguf, vocab, opts.chat_template, opts.fim);
     if (head) {
         tiny_heads_add_tensors(gguf, ctx, &opts, vocab->count);
     } else {

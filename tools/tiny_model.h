@@ -38,6 +38,7 @@ typedef struct {
     double noise;
     double logit_scale;
     const char *chat_template; /* NULL: none */
+    bool fim;                  /* --fim on: fill-in-the-middle tokens (the bytes 0x01..0x03) */
     /* Scale of the matrices that write into the residual stream (attention output, feed-forward
      * down): below 1 the next token depends mostly on the current one, so a head that sees the
      * current token can agree with the target. 1 keeps the plain models as they were. */

@@ -92,8 +92,8 @@ static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
     if (kind == OPENAI_TEXT) {
         if ((v = json_object_get(body, "echo")) && !json_is_false(v))
             return BAD(err, "echo", "'echo' must be false: echoing the prompt is not implemented");
-        if ((v = json_object_get(body, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
-            return BAD(err, "suffix", "'suffix' is not supported: insertion is not implemented");
+        if ((v = json_object_get(body, "suffix")) && !json_is_string(v))
+            return BAD(err, "suffix", "'suffix' must be a string (the text after the insertion)");
         if ((v = json_object_get(body, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
             return BAD(err, "best_of", "'best_of' must be 1");
     } else {
@@ -269,6 +269,21 @@ static bool read_chat_prompt(openai_read *r, rpc_host *host, const http_chat *ch
     return openai_read_messages(json_object_get(r->body, "messages"), r->req, r->err);
 }
 
+/* /v1/completions with a suffix: an insertion, the prompt before it and the suffix after, through
+ * the model's fill-in-the-middle tokens as /infill lays them out (infill.c). */
+static bool read_insertion(openai_read *r, rpc_host *host, json_t *prompt) {
+    if (!json_is_string(prompt)) return BAD(r->err, "prompt", "'prompt' must be a string with a 'suffix'");
+    rpc_error rerr;
+    json_t *fim = infill_completion_params(host, json_pack("{s:O, s:O, s:I}", "input_prefix", prompt, "input_suffix",
+                                                           json_object_get(r->body, "suffix"), "n_predict",
+                                                           (json_int_t)r->req->gen.n_predict),
+                                           &rerr);
+    if (!fim) return BAD(r->err, "suffix", "%s", rerr.message);
+    bool ok = add_token_ids(r->req, json_object_get(fim, "prompt"));
+    json_decref(fim);
+    return ok || out_of_memory(r->err) != NULL;
+}
+
 static bool read_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
     if (r->kind == OPENAI_CHAT) return read_chat_prompt(r, host, chat);
     json_t *prompt = json_object_get(r->body, "prompt");
@@ -277,6 +292,7 @@ static bool read_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
     if (!json_is_string(prompt) && !token_ids(prompt))
         return BAD(r->err, "prompt", "'prompt' (a string, or an array of token ids) is required; specd makes one "
                    "completion per request: send one request per prompt");
+    if (json_string_length(json_object_get(r->body, "suffix")) > 0) return read_insertion(r, host, prompt);
     bool ok = json_is_string(prompt) ? serve_request_add_text(r->req, json_string_value(prompt))
                                      : add_token_ids(r->req, prompt);
     return ok || out_of_memory(r->err) != NULL;

@@ -1,6 +1,8 @@
 /* routes.c - the request handler of `specd serve`:
  *   POST /rpc         JSON-RPC 2.0 (single, batch); notifications only -> 204 without a body
  *   POST /completion  a completion request; with "stream": true, Server-Sent Events
+ *   POST /infill      llama-server's code completion: a /completion over a fill-in-the-middle prompt
+ *                     (infill.c)
  *   GET  / , /health  readiness for anyone; the full status with a valid key
  *   llama-server's /tokenize, /detokenize, /props, /slots, /metrics (llama_routes.c), /apply-template
  *   (openai_chat.c)
@@ -198,6 +200,10 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
         return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_PARAMS, "completion params: the body must be a JSON "
                           "object");
     }
+    rpc_error err;
+    if (rs->url && !strcmp(rs->url, "/infill") && !(body = infill_completion_params(rs->options->rpc, body, &err)))
+        return send_json(c, err.code == RPC_NO_MODEL ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST,
+                         json_pack("{s:o}", "error", rpc_error_object(&err)));
     rs->stream = json_is_true(json_object_get(body, "stream"));
     completion_call *call = completion_call_new(rs->options->rpc, rs->stream);
     if (call) call->body = body;
@@ -434,12 +440,13 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
         return get ? route_llama_get(c, o->rpc, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     if (v1) return begin_openai(c, o, url, method, who, state);
-    bool rpc = strcmp(url, "/rpc") == 0, completion = strcmp(url, "/completion") == 0, llama = route_is_llama_post(url);
+    bool rpc = strcmp(url, "/rpc") == 0, infill = strcmp(url, "/infill") == 0;
+    bool completion = strcmp(url, "/completion") == 0 || infill, llama = route_is_llama_post(url);
     bool apply = strcmp(url, "/apply-template") == 0;
     if (!rpc && !completion && !llama && !apply)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
-                          "POST /tokenize, POST /detokenize, POST /apply-template, GET /health, GET /props, GET /slots, "
-                          "GET /metrics, GET and POST /lora-adapters");
+                          "POST /infill, POST /tokenize, POST /detokenize, POST /apply-template, GET /health, GET /props, "
+                          "GET /slots, GET /metrics, GET and POST /lora-adapters");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
@@ -448,7 +455,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
                                           llama ? (strcmp(url, "/tokenize") == 0     ? "/tokenize"
                                                    : strcmp(url, "/detokenize") == 0 ? "/detokenize"
                                                                                       : "/lora-adapters")
-                                                : NULL,
+                                          : infill ? "/infill" : NULL,
                                           who, o);
     if (!rs) return MHD_NO;
     *state = rs;

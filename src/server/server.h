@@ -96,6 +96,12 @@ int sse_live(void);
 /* The stop: every stream ends after what it holds; no connection stays suspended. */
 void sse_end_all(void);
 
+/* ---- infill.c --------------------------------------------------------------------------------- */
+/* POST /infill's body (taken) -> /completion's body (new): input_prefix, input_suffix, input_extra
+ * and prompt become the fill-in-the-middle token prompt, laid out with the serving model's FIM
+ * tokens; NULL with *err (RPC_NO_MODEL when none serves). */
+json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err);
+
 /* ---- conn.c ----------------------------------------------------------------------------------- */
 /* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
 int64_t conn_raise_fd_limit(void);

@@ -8,8 +8,8 @@ the same calls with and without speculation; bad input, tools and tool_choice re
 error shape, the server still answering after; /completion's lazy grammar (grammar_lazy,
 grammar_triggers: what tool_choice "auto" applies); Anthropic's /v1/messages (a tool_use, a
 round trip, count_tokens, the streamed named events) and its error shape; OpenAI's /v1/responses
-(a function call, a round trip with its output, the refusals, the streamed events); --no-jinja's
-built-in formats. With llama.cpp's
+(a function call, a round trip with its output, the refusals, the streamed events); /infill's
+fill-in-the-middle prompt and /v1/completions' suffix; --no-jinja's built-in formats. With llama.cpp's
 llama-server (make bench-deps builds it), the prompts specd renders for a set of the pinned
 templates equal the ones llama-server's /apply-template gives for the same model and messages.
 
@@ -307,6 +307,33 @@ def check_responses(port):
               f"{code} {answer}")
 
 
+def check_infill(port, bare_port):
+    """/infill (llama-server's): the fill-in-the-middle prompt as llama-server lays it out, extra
+    files before it; a model without FIM tokens refused."""
+    tok = lambda text: post(port, "/tokenize", {"content": text})[1]["tokens"]
+    body = {"input_prefix": "def f():\n", "input_suffix": "\nreturn 1", "prompt": "  x", "n_predict": 4,
+            "temperature": 0, "input_extra": [{"filename": "a.py", "text": "import os"}]}
+    code, answer = post(port, "/infill", body)
+    pre, suf, mid = 4, 5, 6  # make_tiny_model --fim on: the byte tokens 0x01..0x03
+    expected = (tok("\n\n--- snippet ---\n\n") + tok("import os") + [1, pre] + tok("def f():\n") + tok("  x") + [suf]
+                + tok("\nreturn 1") + [mid])
+    check("/infill: [extra] BOS FIM_PRE prefix prompt FIM_SUF suffix FIM_MID, then a completion", code == 200 and
+          answer.get("prompt") == expected and answer.get("tokens_predicted") == 4, f"{code} {answer}\n{expected}")
+    code, streamed = curl(port, "/infill", dict(body, stream=True))
+    pieces = [json.loads(l[6:]).get("content", "") for l in streamed.splitlines() if l.startswith("data: ")]
+    check("/infill streamed: the same text", code == 200 and "".join(pieces) == answer.get("content"), f"{code} {pieces}")
+    code, answer = post(bare_port, "/infill", body)
+    check("/infill on a model without FIM tokens: 400 saying so", code == 400 and
+          "fill-in-the-middle" in json.dumps(answer), f"{code} {answer}")
+    code, text = post(port, "/v1/completions", {"prompt": "def f():\n", "suffix": "\nreturn 1", "max_tokens": 4,
+                                                 "temperature": 0})
+    code2, plain = post(port, "/infill", {"input_prefix": "def f():\n", "input_suffix": "\nreturn 1", "n_predict": 4,
+                                          "temperature": 0})
+    check("/v1/completions with a suffix: the insertion /infill makes", code == 200 and code2 == 200 and
+          text["choices"][0]["text"] == plain.get("content") and text["usage"]["prompt_tokens"] ==
+          plain.get("tokens_evaluated"), f"{code} {text} {plain}")
+
+
 def check_chat(port):
     # a chat through the Jinja template: an assistant message in OpenAI's shape, blocking and streamed
     body = {"messages": HISTORY[1:2], "max_tokens": 6, "temperature": 0}
@@ -421,6 +448,17 @@ def main(specd, models, templates_dir, llama_server=None):
         finally:
             check(f"the server with {template} stops cleanly", stop_server(server) == 0)
     check_builtin(specd, target)
+    fim, _ = start_server(specd, ["-m", os.path.join(models, "fim.gguf"), "-c", "4096", "-np", "1",
+                                  "--api-key", "test-key"])
+    bare, _ = start_server(specd, ["-m", target, "--api-key", "test-key"])
+    try:
+        fim_port = int(fim.first_line.rsplit(":", 1)[1]) if fim.first_line.startswith("specd: listening") else None
+        bare_port = int(bare.first_line.rsplit(":", 1)[1]) if bare.first_line.startswith("specd: listening") else None
+        check("the servers for /infill start", bool(fim_port and bare_port))
+        if fim_port and bare_port:
+            check_infill(fim_port, bare_port)
+    finally:
+        check("the /infill servers stop cleanly", stop_server(fim) == 0 and stop_server(bare) == 0)
     if llama_server and os.access(llama_server, os.X_OK):
         compare_with_llama_server(specd, target, templates_dir, llama_server)
     else:
