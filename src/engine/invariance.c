@@ -23,6 +23,7 @@
 /* llama.cpp's LLAMA_MAX_SEQ (src/llama-cparams.h): the most sequences a context may have. */
 #define MAX_SEQUENCES 256
 
+static void set_note(specd_invariance *inv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_note(specd_invariance *inv, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
