@@ -46,7 +46,7 @@ static json_t *text_of(json_t *content, const char *where, openai_error *err) {
         BAD(err, "'%s' must be a string or an array of text blocks", where);
         return NULL;
     }
-    size_t len = 1, i;
+    size_t i;
     json_t *b;
     json_array_foreach(content, i, b) {
         const char *type = json_string_value(json_object_get(b, "type"));
@@ -54,12 +54,9 @@ static json_t *text_of(json_t *content, const char *where, openai_error *err) {
             BAD(err, "'%s[%zu]' must be a text block {\"type\": \"text\", \"text\"}", where, i);
             return NULL;
         }
-        len += json_string_length(json_object_get(b, "text"));
     }
-    char *joined = malloc(len);
+    char *joined = openai_join_texts(content);
     if (!joined) return NULL;
-    joined[0] = '\0';
-    json_array_foreach(content, i, b) strcat(joined, json_string_value(json_object_get(b, "text")));
     json_t *out = json_string(joined);
     free(joined);
     return out;

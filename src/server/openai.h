@@ -66,6 +66,9 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
 /* A message's content (a string, null, or text parts, joined; heap); NULL with *err naming
  * messages[index].content. */
 char *openai_message_text(json_t *content, size_t index, openai_error *err);
+/* The "text" strings of `parts` (an array whose every part was checked to hold one), joined in
+ * order (heap); NULL when out of memory. One pass to size, one to copy. */
+char *openai_join_texts(json_t *parts);
 /* --no-jinja: `messages` checked (roles and text) into req's messages; false with *err. */
 bool openai_read_messages(json_t *messages, serve_request *req, openai_error *err);
 /* Jinja: `messages` checked as llama-server takes them (tool calls and results too). */

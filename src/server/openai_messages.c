@@ -30,7 +30,7 @@ char *openai_message_text(json_t *content, size_t index, openai_error *err) {
         BAD(err, param, "'%s' must be a string or an array of {\"type\": \"text\", \"text\"} parts", param);
         return NULL;
     }
-    size_t len = 1, i;
+    size_t i;
     json_t *part;
     json_array_foreach(content, i, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
@@ -39,12 +39,24 @@ char *openai_message_text(json_t *content, size_t index, openai_error *err) {
             BAD(err, param, "%s[%zu]: only text parts ({\"type\": \"text\", \"text\": \"...\"}) are supported", param, i);
             return NULL;
         }
-        len += json_string_length(text);
     }
+    char *joined = openai_join_texts(content);
+    return joined ? joined : out_of_memory(err);
+}
+
+char *openai_join_texts(json_t *parts) {
+    size_t len = 1, at = 0, i;
+    json_t *part;
+    json_array_foreach(parts, i, part) len += json_string_length(json_object_get(part, "text"));
     char *joined = malloc(len);
-    if (!joined) return out_of_memory(err);
-    joined[0] = '\0';
-    json_array_foreach(content, i, part) strcat(joined, json_string_value(json_object_get(part, "text")));
+    if (!joined) return NULL;
+    json_array_foreach(parts, i, part) { /* each up to its first NUL, as C strings join */
+        const char *text = json_string_value(json_object_get(part, "text"));
+        size_t n = strlen(text);
+        memcpy(joined + at, text, n);
+        at += n;
+    }
+    joined[at] = '\0';
     return joined;
 }
 

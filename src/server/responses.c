@@ -40,7 +40,7 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
         bad(err, where, "'%s' must be a string or an array of input_text parts", where);
         return NULL;
     }
-    size_t len = 1, i;
+    size_t i;
     json_t *p;
     json_array_foreach(content, i, p) {
         const char *type = json_string_value(json_object_get(p, "type"));
@@ -49,12 +49,9 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
             bad(err, where, "'%s[%zu]': only text parts (input_text, output_text) are supported", where, i);
             return NULL;
         }
-        len += json_string_length(json_object_get(p, "text"));
     }
-    char *joined = malloc(len);
+    char *joined = openai_join_texts(content);
     if (!joined) return NULL;
-    joined[0] = '\0';
-    json_array_foreach(content, i, p) strcat(joined, json_string_value(json_object_get(p, "text")));
     json_t *out = json_string(joined);
     free(joined);
     return out;
