@@ -47,6 +47,7 @@ specd_status specd_head_keep_prev(specd_head *h, int32_t i, int32_t width, const
 
 specd_status specd_head_decode(specd_head *h, char **error) {
     int32_t rc = llama_decode(h->ctx, h->batch);
+    if (rc == 0) llama_synchronize(h->ctx); /* the head's cost is measured: wait for a GPU (kv.c) */
     int32_t n = h->batch.n_tokens;
     h->batch.n_tokens = 0;
     if (rc == 0) return SPECD_OK;
