@@ -48,6 +48,12 @@ struct specd_model_slot {
     double checkpoint_ms, restore_ms, redecode_ms; /* redecode: tokens decoded again after going back */
     int32_t lost_until; /* positions before it that going back dropped and the next sync decodes again */
     specd_placement placement; /* where its layers are (placement.h) */
+    /* Catch-ups of a few tokens go in passes of one token, each with its logits: every pass then
+     * has the shape of a draft decode, so llama.cpp reuses its graph and a GPU backend replays its
+     * captured CUDA graph; a two-token catch-up between one-token drafts rebuilt both each step
+     * (H200: llama-speculative, whose draft passes are all one token, lost 37% without CUDA graphs;
+     * specd's draft reused its graph in 125 of 230 passes). Set for a draft with layers on a GPU. */
+    bool one_token_passes;
     /* Target views with a drafting head: the target's hidden states the head reads, by position
      * (features.h; the head owns them). NULL otherwise. */
     struct specd_features *features;

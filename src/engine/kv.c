@@ -109,15 +109,28 @@ static void forget_from(specd_model_slot *slot, int32_t start) {
         slot_clear(slot);
 }
 
-/* Decodes tokens[common..n) after the slot's first `common` tokens, in chunks of n_batch. */
+/* The most tokens a catch-up decodes one per pass on a slot that wants one-token passes: what a
+ * draft step leaves (its last draft and the target's own token), not a prompt. */
+#define ONE_TOKEN_CATCH_UP_MAX 2
+
+/* Tokens per decode for a catch-up of n_missing tokens (engine_internal.h: one_token_passes). */
+static int32_t catch_up_chunk(const specd_engine *e, const specd_model_slot *slot, int32_t n_missing,
+                              bool want_logits) {
+    return slot->one_token_passes && want_logits && n_missing <= ONE_TOKEN_CATCH_UP_MAX ? 1 : e->n_batch;
+}
+
+/* Decodes tokens[common..n) after the slot's first `common` tokens, in chunks of n_batch (or one
+ * token a pass, each with its logits, where catch_up_chunk says). */
 static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t common,
                                 int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
     struct llama_batch *b = &e->batch;
     slot->logits_offset = 0;
-    for (int32_t start = common; start < n; start += e->n_batch) {
-        int32_t end = start + e->n_batch < n ? start + e->n_batch : n;
+    int32_t chunk = catch_up_chunk(e, slot, n - common, want_logits);
+    for (int32_t start = common; start < n; start += chunk) {
+        int32_t end = start + chunk < n ? start + chunk : n;
         b->n_tokens = 0;
-        for (int32_t i = start; i < end; i++) batch_add(b, slot->seq, tokens[i], i, want_logits && i == n - 1);
+        for (int32_t i = start; i < end; i++)
+            batch_add(b, slot->seq, tokens[i], i, want_logits && (i == n - 1 || chunk == 1));
         specd_status st = decode_batch(e, slot, b, error);
         if (st != SPECD_OK) {
             forget_from(slot, start);

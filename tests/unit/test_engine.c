@@ -918,6 +918,48 @@ static void test_slots_catch_up_in_one_draft_decode(void **state) {
 /* More slots drafting together than one decode holds (-np 10 with a batch of 8): the first 8 draft
  * jointly, the others alone, and every slot gives what it gives alone (the joint draft failed every
  * request of the round: "10 draft tokens do not fit the engine's batch of 8"). */
+/* A draft on a GPU catches up in one-token passes (engine_internal.h: one_token_passes): a step's
+ * catch-up of two tokens is two decodes with the logits of one decode of both, a prompt still goes
+ * in one, and greedy speculation stays the target's output. Forced on here: the CPU build has no
+ * GPU to set it. */
+static void test_one_token_catch_up_keeps_logits_and_output(void **state) {
+    (void)state;
+    specd_engine *e = open_engine(target_path, draft_path, 256);
+    specd_token *tok = NULL;
+    int32_t n = 0, idx = -1;
+    char *err = NULL;
+    assert_int_equal(specd_tokenize(e, prompts[0], true, &tok, &n, NULL), SPECD_OK);
+    assert_true(n > 4);
+    float *chunked = malloc((size_t)e->n_vocab * sizeof *chunked), *single = malloc((size_t)e->n_vocab * sizeof *single);
+    for (int one = 0; one <= 1; one++) {
+        e->draft.one_token_passes = one;
+        if (specd_slot_sync(e, &e->draft, tok, n - 2, true, &idx, NULL, &err) != SPECD_OK) fail_msg("sync: %s", err);
+        int64_t before = e->draft_decodes;
+        if (specd_slot_sync(e, &e->draft, tok, n, true, &idx, NULL, &err) != SPECD_OK) fail_msg("sync: %s", err);
+        assert_int_equal(e->draft_decodes - before, one ? 2 : 1);
+        copy_draft_logits(e, idx, one ? single : chunked);
+        specd_slot_truncate(&e->draft, 0);
+        before = e->draft_decodes; /* a prompt: one decode either way */
+        if (specd_slot_sync(e, &e->draft, tok, n, true, &idx, NULL, &err) != SPECD_OK) fail_msg("sync: %s", err);
+        assert_int_equal(e->draft_decodes - before, 1);
+    }
+    for (int32_t t = 0; t < e->n_vocab; t++)
+        if (fabsf(chunked[t] - single[t]) > 1e-3f * (1.0f + fabsf(chunked[t])))
+            fail_msg("token %d: logit %g after a two-token pass, %g after two one-token passes", t, chunked[t], single[t]);
+    specd_generation_params base = greedy_params(SPECD_SPEC_NONE, 0, false);
+    specd_result want = generate_text(e, prompts[1], &base);
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 3, false);
+    specd_result got = generate_text(e, prompts[1], &g);
+    assert_same_tokens(&got, &want, "one-token catch-ups, draft_max 3");
+    assert_true(got.stats.n_accepted > 0);
+    specd_result_clear(&got);
+    specd_result_clear(&want);
+    free(chunked);
+    free(single);
+    specd_free(tok);
+    specd_engine_free(e);
+}
+
 static void test_more_drafting_slots_than_the_batch_holds(void **state) {
     (void)state;
     enum { SLOTS = 10 };
@@ -1190,6 +1232,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_session_step_parts_equal_generate),
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
         cmocka_unit_test(test_slots_catch_up_in_one_draft_decode),
+        cmocka_unit_test(test_one_token_catch_up_keeps_logits_and_output),
         cmocka_unit_test(test_more_drafting_slots_than_the_batch_holds),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
