@@ -20,7 +20,7 @@ static json_t *default_settings(specd_engine *e, const char *model) {
     return settings;
 }
 
-json_t *rpc_props_json(rpc_host *h, rpc_error *err) {
+json_t *rpc_props_json(rpc_host *h, const char *template_src, rpc_error *err) {
     json_t *status = rpc_host_status(h);
     serve_server *server = NULL;
     if (!status || !rpc_host_acquire_server(h, &server, err)) {
@@ -28,7 +28,8 @@ json_t *rpc_props_json(rpc_host *h, rpc_error *err) {
         return NULL;
     }
     specd_engine *e = serve_server_engine(server);
-    const char *template_text = specd_engine_chat_template(e);
+    /* the template the chat routes use: --chat-template-file's, else the model's (as llama-server) */
+    const char *template_text = template_src ? template_src : specd_engine_chat_template(e);
     json_t *slot = json_pack("{s:i, s:i, s:i, s:b, s:b, s:o}", "id", 0, "id_task", -1, "n_ctx", specd_engine_n_ctx(e),
                              "speculative", specd_engine_has_draft(e), "is_processing",
                              json_is_true(json_object_get(status, "busy")), "params",
@@ -40,7 +41,7 @@ json_t *rpc_props_json(rpc_host *h, rpc_error *err) {
                               template_text ? template_text : "", "modalities", "vision", 0, "build_info",
                               specd_version(), "is_sleeping", 0, "has_draft", specd_engine_has_draft(e));
     /* what the model's template can do (tools, a system role, ...), as llama.cpp's chat code sees it */
-    char *caps_text = specd_chat_caps(e, NULL, NULL);
+    char *caps_text = specd_chat_caps(e, template_src, NULL);
     json_t *caps = caps_text ? json_loads(caps_text, 0, NULL) : NULL;
     specd_free(caps_text);
     if (props) json_object_set_new(props, "chat_template_caps", caps ? caps : json_object());

@@ -7,8 +7,10 @@
 
 /* {default_generation_settings {id, id_task, n_ctx, speculative, is_processing, params},
  *  total_slots, model_path, model_alias, chat_template, modalities, build_info, is_sleeping,
- *  has_draft, batch_invariant}; NULL with *err set when no model is loaded (RPC_NO_MODEL). New reference. */
-json_t *rpc_props_json(rpc_host *h, rpc_error *err);
+ *  has_draft, chat_template_caps, batch_invariant}; chat_template and its caps those of template_src
+ *  (the server's --chat-template-file) when given, else of the model's own template. NULL with *err
+ *  set when no model is loaded (RPC_NO_MODEL). New reference. */
+json_t *rpc_props_json(rpc_host *h, const char *template_src, rpc_error *err);
 /* [{id, id_task, n_ctx, is_processing, state, n_prompt_tokens, n_cached, n_decoded, params,
  * speculative}] per slot (its latest request's). New reference; NULL with *err set when no model
  * is loaded. */

@@ -234,7 +234,7 @@ enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c) {
 
 /* ---- GET ------------------------------------------------------------------------------------- */
 
-enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const char *url) {
+enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const http_chat *chat, const char *url) {
     if (!strcmp(url, "/metrics")) return send_metrics(c, host);
     rpc_error err;
     const char *fail_on_no_slot = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
@@ -246,7 +246,7 @@ enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const 
             return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: every slot is processing "
                               "a completion");
     }
-    json_t *body = !strcmp(url, "/props")           ? rpc_props_json(host, &err)
+    json_t *body = !strcmp(url, "/props")           ? rpc_props_json(host, chat->template_src, &err)
                    : !strcmp(url, "/lora-adapters") ? rpc_method_lora_adapters(host, NULL, &err)
                                                     : rpc_slots_json(host, &err);
     return send_rpc_outcome(c, body ? json_pack("{s:o}", "result", body) : error_response(&err));

@@ -437,7 +437,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
     if (route_is_slot_action(c, url)) return route_refuse_slot_action(c);
     if (route_is_llama_get(url) && (get || !route_is_llama_post(url))) /* /lora-adapters takes both */
-        return get ? route_llama_get(c, o->rpc, url)
+        return get ? route_llama_get(c, o->rpc, &o->chat, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     if (v1) return begin_openai(c, o, url, method, who, state);
     bool rpc = strcmp(url, "/rpc") == 0, infill = strcmp(url, "/infill") == 0;

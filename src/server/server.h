@@ -158,7 +158,7 @@ bool route_is_llama_post(const char *url);
 bool route_is_slot_action(struct MHD_Connection *c, const char *url);
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c);
 /* Answers a GET route (the caller checked the key). */
-enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const char *url);
+enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const http_chat *chat, const char *url);
 /* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`.
  * /lora-adapters takes llama-server's list itself, [{id, scale}], returned as {adapters: list}. */
 json_t *route_parse_body(const char *url, const char *body, size_t len, char *message, size_t size);
