@@ -1,8 +1,12 @@
 """The chat page at GET / in a real headless browser (Debian's chromium): load it, send a message,
 wait for the streamed answer, check that the text and the speculative statistics appeared and that
-accepted-draft text is marked, and save a screenshot under the test's output directory.
+accepted-draft text is marked, and save a screenshot under the test's output directory. With the
+pinned llama.cpp's templates: on a Functionary template (tool calls) the page offers its tools box,
+shows the model's call as name(arguments) and sends the result back as a `tool` message for a
+second answer; on DeepSeek-R1's (its generation prompt opens <think>) it shows the thinking in its
+own block, and offers no tools box.
 
-usage: test_page.py SPECD MODELS_DIR OUT_DIR   (exit 77: skipped, with the reason)
+usage: test_page.py SPECD MODELS_DIR OUT_DIR [TEMPLATES_DIR]   (exit 77: skipped, with the reason)
 """
 import base64
 import html.parser
@@ -139,9 +143,12 @@ class Browser:
             self.proc.wait()
 
 
-ANSWER_SETTLED = ("(() => { const a = document.querySelector('.msg.assistant, .msg.error');"
+ANSWER_SETTLED = ("(() => { const all = document.querySelectorAll('.msg.assistant, .msg.error');"
+                  " const a = all[all.length - 1];"
                   " return !!a && (a.dataset.done === '1' || a.classList.contains('error'))"
                   " && !document.getElementById('send').disabled; })()")
+FUNCTIONARY = "meetkai-functionary-medium-v3.2.jinja"  # a tool call may open the answer (test_chat_jinja.py)
+DEEPSEEK_R1 = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 
 
 def chat_once(browser, url, shot, timeout=120):
@@ -149,6 +156,12 @@ def chat_once(browser, url, shot, timeout=120):
     shown, saves a screenshot; returns the page's HTML."""
     browser.page("Page.enable")
     browser.page("Page.navigate", {"url": url})
+    return settle(browser, shot, timeout)
+
+
+def settle(browser, shot, timeout=120):
+    """Waits until the page's latest answer is done; saves a screenshot; returns the page's HTML."""
+    time.sleep(0.3)  # the previous answer's mark stays until the next one's message exists
     deadline = time.time() + timeout
     while time.time() < deadline and not browser.evaluate(ANSWER_SETTLED):
         time.sleep(0.2)
@@ -159,7 +172,84 @@ def chat_once(browser, url, shot, timeout=120):
     return html
 
 
-def main(specd, models, out_dir):
+def page_state(browser):
+    """The messages as the page shows them: role, text, thinking, tool calls (name, arguments)."""
+    return browser.evaluate("""Array.from(document.querySelectorAll('.msg')).map((m) => ({
+        role: m.className.replace('msg', '').trim(), done: m.dataset.done === '1', finish: m.dataset.finish || '',
+        thinking: (m.querySelector('.thinking-text') || {}).textContent || '',
+        calls: Array.from(m.querySelectorAll('.tool-call')).map((c) => c.dataset.name),
+        text: m.textContent}))""") or []
+
+
+def check_tools(specd, models, templates, chromium, out_dir):
+    """A Functionary template: the tools box, a call shown, its result sent back, a second answer."""
+    server, port = start_server(specd, ["-m", os.path.join(models, "chat-chatml.gguf"), "-md",
+                                        os.path.join(models, "draft.gguf"), "-c", "4096", "-np", "1", "-t", "1",
+                                        "--chat-template-file", os.path.join(templates, FUNCTIONARY)])
+    try:
+        check("the server starts with a tool-calling template", bool(port), server.first_line)
+        if not port:
+            return
+        query = urllib.parse.urlencode({"say": "Weather in Rome?", "temperature": "0", "max_tokens": "60",
+                                        "tools": "1", "tool_choice": "required"})
+        browser = Browser(chromium)
+        try:
+            chat_once(browser, f"http://127.0.0.1:{port}/?{query}", os.path.join(out_dir, "page-tools.png"))
+            offered = browser.evaluate("!document.getElementById('tools-box').hidden")
+            thinking_box = browser.evaluate("getComputedStyle(document.getElementById('thinking-box')).display")
+            first = page_state(browser)
+            call = browser.evaluate("(() => { const c = document.querySelector('.tool-call');"
+                                    " return c ? c.textContent : ''; })()") or ""
+            # the result, typed into the box under the call and sent
+            browser.evaluate("(() => { const f = document.querySelector('.tool-results'); if (!f) return false;"
+                             " for (const i of f.querySelectorAll('input')) i.value = 'sunny, 21 C';"
+                             " f.requestSubmit(); return true; })()")
+            settle(browser, os.path.join(out_dir, "page-tool-result.png"))
+            second = page_state(browser)
+        finally:
+            browser.close()
+        check("the tools box is offered for a template with tool calls", offered is True, offered)
+        check("no thinking switch for a template without enable_thinking", thinking_box == "none", thinking_box)
+        answer = next((m for m in first if m["role"] == "assistant"), {})
+        check("the model's tool call is shown as name(arguments), finish_reason tool_calls",
+              answer.get("calls") == ["get_weather"] and answer.get("finish") == "tool_calls" and
+              ("Rome" in call or "Oslo" in call), (first, call))
+        roles = [m["role"] for m in second]
+        check("the result went back as a tool message and the model answered again",
+              roles == ["user", "assistant", "tool", "assistant"] and second[-1]["done"] and
+              second[2]["text"] == "sunny, 21 C", second)
+    finally:
+        stop_server(server)
+
+
+def check_thinking(specd, models, templates, chromium, out_dir):
+    """DeepSeek-R1's template opens <think> in its generation prompt: the tiny model's whole answer is
+    its thinking, shown in the thinking block; no tools box for a template without tools."""
+    server, port = start_server(specd, ["-m", os.path.join(models, "chat-chatml.gguf"), "-c", "1024", "-np", "1",
+                                        "-t", "1", "--chat-template-file", os.path.join(templates, DEEPSEEK_R1)])
+    try:
+        check("the server starts with a thinking template", bool(port), server.first_line)
+        if not port:
+            return
+        query = urllib.parse.urlencode({"say": "Hi", "temperature": "0", "max_tokens": "16"})
+        browser = Browser(chromium)
+        try:
+            chat_once(browser, f"http://127.0.0.1:{port}/?{query}", os.path.join(out_dir, "page-thinking.png"))
+            offered = browser.evaluate("!document.getElementById('tools-box').hidden")
+            switch = browser.evaluate("getComputedStyle(document.getElementById('thinking-box')).display")
+            state = page_state(browser)
+        finally:
+            browser.close()
+        answer = next((m for m in state if m["role"] == "assistant"), {})
+        check("the thinking is shown in its own block", answer.get("done") and answer.get("thinking", "").strip() != "",
+              state)
+        check("no tools box for a template without tool calls", offered is False, offered)
+        check("the thinking switch for a template that reads enable_thinking", switch not in (None, "none"), switch)
+    finally:
+        stop_server(server)
+
+
+def main(specd, models, out_dir, templates=None):
     chromium = find_chromium()
     if not chromium:
         print("skip: no chromium (Debian's chromium package; scripts/deps.sh --test-tools installs it, make test runs that)")
@@ -199,9 +289,14 @@ def main(specd, models, out_dir):
         print(f"screenshot: {shot}")
     finally:
         stop_server(server)
+    if templates and os.path.exists(os.path.join(templates, FUNCTIONARY)):
+        check_tools(specd, models, templates, chromium, out_dir)
+        check_thinking(specd, models, templates, chromium, out_dir)
+    else:
+        print("note: no llama.cpp templates folder given: the tools and thinking checks are skipped")
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    sys.exit(main(*sys.argv[1:5]))
