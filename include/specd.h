@@ -353,6 +353,11 @@ SPECD_API specd_status specd_tokenize_special(const specd_engine *engine, const 
 
 /* Text of one token as it appears in output (may be a single byte of a UTF-8 character).
  * Writes at most buf_size bytes (no terminator) and returns the length, or -(needed size). */
+/* The same, and with `special` a control token ("<|python_tag|>", "<|channel|>") gives its text
+ * instead of nothing: a chat format whose tool-call or reasoning markers are such tokens needs
+ * them in the text it parses (llama-server's preserved_tokens). */
+SPECD_API int32_t specd_token_to_piece_special(const specd_engine *engine, specd_token token, bool special, char *buf,
+                                               int32_t buf_size);
 SPECD_API int32_t specd_token_to_piece(const specd_engine *engine, specd_token token, char *buf,
                                        int32_t buf_size);
 

@@ -45,9 +45,14 @@ specd_status specd_tokenize(const specd_engine *e, const char *text, bool add_sp
     return specd_tokenize_special(e, text, add_special, false, tokens, n_tokens, error);
 }
 
-int32_t specd_token_to_piece(const specd_engine *e, specd_token token, char *buf, int32_t buf_size) {
+int32_t specd_token_to_piece_special(const specd_engine *e, specd_token token, bool special, char *buf,
+                                     int32_t buf_size) {
     if (token < 0 || token >= e->n_vocab) return 0;
-    return llama_token_to_piece(e->vocab, token, buf, buf_size, 0, false);
+    return llama_token_to_piece(e->vocab, token, buf, buf_size, 0, special);
+}
+
+int32_t specd_token_to_piece(const specd_engine *e, specd_token token, char *buf, int32_t buf_size) {
+    return specd_token_to_piece_special(e, token, false, buf, buf_size);
 }
 
 char *specd_detokenize(const specd_engine *e, const specd_token *tokens, int32_t n_tokens) {

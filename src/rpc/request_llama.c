@@ -5,7 +5,8 @@
  *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.* keys
  *    (request_spec.c), json_schema (a grammar), return_tokens, timings_per_token, response_fields,
  *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms, DRY,
- *    XTC, top_n_sigma, dynatemp, min_keep, and lora (a request's own adapter scales);
+ *    XTC, top_n_sigma, dynatemp, min_keep, lora (a request's own adapter scales), and
+ *    preserved_tokens (control tokens whose text the output keeps);
  *  - what it does not implement is accepted where the value changes nothing (its default, or any
  *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
  *  - any other name stays an unknown field (rpc_params_finish).
@@ -52,7 +53,6 @@ static const inert_field inert_fields[] = {
     {"adaptive_decay", "0.9", "adaptive_target", false, 0, "tunes the adaptive-p sampler"},
     {"backend_sampling", "false", NULL, false, 0, "samples on the backend"},
     {"grammar_type", "\"\"", NULL, false, 0, "marks a tool-call grammar"},
-    {"preserved_tokens", "[]", NULL, false, 0, "keeps tokens for a lazy grammar"},
     {"chat_format", "0", NULL, false, 0, "parses the output as a chat message"},
     {"generation_prompt", "\"\"", NULL, false, 0, "parses the output as a chat message"},
     {"parse_tool_calls", "false", NULL, false, 0, "parses tool calls from the output"},
@@ -271,6 +271,24 @@ static bool parse_lazy_grammar(rpc_params *rp, json_request *jr) {
     return true;
 }
 
+/* preserved_tokens: texts of tokens the output shows even when they are control tokens (a chat
+ * format's markers; serve_request_prepare keeps those that are one token, as llama-server). */
+static bool parse_preserved_tokens(rpc_params *rp, json_request *jr) {
+    json_t *list = rpc_get_value(rp, "preserved_tokens");
+    if (!list) return true;
+    if (!json_is_array(list)) return refuse(rp, "preserved_tokens", "must be an array of token texts");
+    size_t i;
+    json_t *t;
+    json_array_foreach(list, i, t) {
+        if (!json_is_string(t))
+            return rpc_fail(rp->err, RPC_INVALID_PARAMS, "preserved_tokens", "completion params: preserved_tokens[%zu] "
+                            "must be a string (a token's text, e.g. \"<tool_call>\")", i);
+        if (!serve_request_add_preserved(jr->req, json_string_value(t)))
+            return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "preserved_tokens", "out of memory");
+    }
+    return true;
+}
+
 /* ---- samplers -------------------------------------------------------------------------------- */
 
 /* specd's chain, in llama.cpp's default order (sampler.c): each must be listed in this order,
@@ -393,6 +411,6 @@ bool request_json_llama_fields(json_request *jr) {
     return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_n_predict_aliases(rp, jr) &&
            parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) &&
            parse_probs_format(rp, jr) && parse_response_fields(rp, jr) && request_json_flat_speculative(jr) &&
-           parse_json_schema(rp, jr) && parse_lazy_grammar(rp, jr) && parse_samplers(rp, jr) &&
+           parse_json_schema(rp, jr) && parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) && parse_samplers(rp, jr) &&
            parse_reasoning_format(rp) && parse_inert_fields(rp);
 }

@@ -204,13 +204,33 @@ static bool truncate_prompt(serve_request *r, const serve_names *names, serve_fa
     return true;
 }
 
+/* preserved_tokens' texts as ids: each text that is one token (with special-token text parsed),
+ * the others left out as llama-server leaves them. */
+static bool resolve_preserved(serve_request *r, specd_engine *e, serve_fault *fault) {
+    free(r->preserved);
+    r->preserved = NULL;
+    r->n_preserved = 0;
+    if (r->n_preserved_texts == 0) return true;
+    r->preserved = malloc((size_t)r->n_preserved_texts * sizeof *r->preserved);
+    if (!r->preserved) return serve_fail(fault, SERVE_INTERNAL, "preserved_tokens", "out of memory");
+    for (int32_t i = 0; i < r->n_preserved_texts; i++) {
+        specd_token *ids = NULL;
+        int32_t n = 0;
+        if (specd_tokenize_special(e, r->preserved_texts[i], false, true, &ids, &n, NULL) == SPECD_OK && n == 1)
+            r->preserved[r->n_preserved++] = ids[0];
+        specd_free(ids);
+    }
+    return true;
+}
+
 bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits *limits, const serve_names *names,
                            serve_fault *fault) {
     r->n_ctx = specd_engine_n_ctx(e);
     r->n_tokens = 0;
     bool ok = check_draft_lengths(r, e, names, fault) && check_drafters(r, e, names, fault) &&
               check_grammar(r, e, names, fault) && check_logit_bias(r, e, names, fault) &&
-              check_lora(r, e, names, fault) && apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault);
+              check_lora(r, e, names, fault) && apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault) &&
+              resolve_preserved(r, e, fault);
     ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));
     if (!ok || !truncate_prompt(r, names, fault)) return false;
     /* The old API shifted the context during generation (where the model's cache can). */

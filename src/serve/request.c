@@ -20,6 +20,9 @@ void serve_request_clear(serve_request *r) {
         free(r->messages[i].content);
     }
     for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    for (int32_t i = 0; i < r->n_preserved_texts; i++) free(r->preserved_texts[i]);
+    free(r->preserved_texts);
+    free(r->preserved);
     free(r->parts);
     free(r->messages);
     free(r->stops);
@@ -83,6 +86,21 @@ bool serve_request_add_stop(serve_request *r, const char *stop) {
     if (!copy) return false;
     r->stops[r->n_stops++] = copy;
     return true;
+}
+
+bool serve_request_add_preserved(serve_request *r, const char *token_text) {
+    char **grown = realloc(r->preserved_texts, ((size_t)r->n_preserved_texts + 1) * sizeof *grown);
+    if (grown) r->preserved_texts = grown;
+    char *copy = grown ? strdup(token_text) : NULL;
+    if (!copy) return false;
+    r->preserved_texts[r->n_preserved_texts++] = copy;
+    return true;
+}
+
+bool serve_request_preserves(const serve_request *r, specd_token token) {
+    for (int32_t i = 0; i < r->n_preserved; i++)
+        if (r->preserved[i] == token) return true;
+    return false;
 }
 
 void serve_request_take_grammar(serve_request *r, char *gbnf) {

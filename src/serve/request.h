@@ -46,6 +46,11 @@ typedef struct serve_request {
     specd_logit_bias *bias;        /* gen.sampling.logit_bias */
     char **stops;                  /* stop strings, none empty */
     int32_t n_stops;
+    /* llama-server's preserved_tokens: texts of single tokens whose text the output keeps even when
+     * they are control tokens (a chat format's tool-call markers); made into `preserved` ids by
+     * serve_request_prepare (a text that is not one token is left out, as llama-server does). */
+    char **preserved_texts;
+    int32_t n_preserved_texts;
     int32_t n_keep;                /* tokens kept at the start when the prompt or a context shift cuts */
     const char *n_predict_field;   /* the field that set gen.n_predict (a static string); NULL: none */
     int64_t t_max_predict_ms;      /* > 0: ends at the next newline once that long passed since the first token */
@@ -69,6 +74,8 @@ typedef struct serve_request {
     int32_t n_ctx;                 /* a slot's context */
     bool n_predict_by_server;      /* gen.n_predict is the server's limit (the request gave none) */
     int32_t n_cached;              /* expected prompt cache reuse (set by the server) */
+    specd_token *preserved;        /* preserved_texts as token ids */
+    int32_t n_preserved;
 } serve_request;
 
 /* Defaults: the library's generation parameters, a random seed, the prompt cache on. */
@@ -80,6 +87,10 @@ bool serve_request_add_text(serve_request *r, const char *text);
 bool serve_request_add_token(serve_request *r, specd_token token);
 bool serve_request_add_message(serve_request *r, const char *role, const char *content);
 bool serve_request_add_stop(serve_request *r, const char *stop);
+/* One of preserved_tokens (copied); false when out of memory. */
+bool serve_request_add_preserved(serve_request *r, const char *token_text);
+/* Whether the output shows `token`'s text as a preserved token's (serve_request_prepare made the ids). */
+bool serve_request_preserves(const serve_request *r, specd_token token);
 bool serve_request_set_grammar(serve_request *r, const char *gbnf); /* NULL or "": none */
 /* DRY's sequence breakers (copied; none empty): they replace llama.cpp's default list. */
 bool serve_request_set_dry_breakers(serve_request *r, const char *const *breakers, int32_t n);

@@ -29,12 +29,14 @@ struct serve_run {
 
 /* ---- the text, as it comes ------------------------------------------------------------------- */
 
+/* A preserved token (a chat format's control-token marker) shows its text; other control tokens none. */
 static bool push_token(serve_run *x, specd_token token) {
     char small[128];
-    int32_t n = specd_token_to_piece(x->env.engine, token, small, (int32_t)sizeof small);
+    bool special = serve_request_preserves(&x->job->request, token);
+    int32_t n = specd_token_to_piece_special(x->env.engine, token, special, small, (int32_t)sizeof small);
     if (n >= 0) return specd_text_stream_push(&x->text, small, (size_t)n);
     char *big = malloc((size_t)-n); /* a piece longer than 128 bytes: ask again with room */
-    bool ok = big && specd_token_to_piece(x->env.engine, token, big, -n) == -n &&
+    bool ok = big && specd_token_to_piece_special(x->env.engine, token, special, big, -n) == -n &&
               specd_text_stream_push(&x->text, big, (size_t)-n);
     free(big);
     return ok;

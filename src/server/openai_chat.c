@@ -110,6 +110,9 @@ bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, ser
         return out_of_memory(err);
     }
     ok = tool_grammar(made, req, err);
+    /* the format's markers that are control tokens stay in the text its parser reads */
+    json_array_foreach(json_object_get(made, "preserved_tokens"), i, stop)
+        if (ok && json_is_string(stop) && !serve_request_add_preserved(req, json_string_value(stop))) ok = out_of_memory(err);
     json_decref(made);
     return ok;
 }

@@ -52,7 +52,7 @@ UNIMPLEMENTED = {
     "n_cache_reuse": 16, "t_max_prompt_ms": 100, "adaptive_target": 0.5,
     "backend_sampling": True,
     "chat_format": 3, "parse_tool_calls": True, "echo": True, "reasoning_budget_tokens": 10,
-    "preserved_tokens": ["x"], "speculative.ngram_size_m": 8,
+    "speculative.ngram_size_m": 8,
 }
 
 
@@ -510,6 +510,24 @@ def check_lora(port, lora):
     check("POST /lora-adapters with an unknown id: 400", code == 400 and "id" in text, (code, text))
 
 
+def check_preserved_tokens(port):
+    """preserved_tokens: a control token (the model's BOS, forced by logit_bias) shows its text where
+    preserved and none otherwise (a chat format's markers must reach its parser); a text that is not
+    one token is left out, as llama-server; a wrong type is a 400 naming the field."""
+    code, tok = completion(port, {"content": "<s>", "parse_special": True}, "/tokenize")
+    bos = tok.get("tokens", [None])[0] if code == 200 and len(tok.get("tokens", [])) == 1 else None
+    check("the tiny model's <s> is one token", bos is not None, tok)
+    if bos is None:
+        return
+    base = {"prompt": "Once", "n_predict": 2, "temperature": 0, "logit_bias": [[bos, 100]]}
+    code, plain = completion(port, base)
+    code2, kept = completion(port, dict(base, preserved_tokens=["<s>", "two words"]))
+    check("a control token's text is kept only where preserved", code == 200 and code2 == 200 and
+          plain.get("content") == "" and kept.get("content") == "<s><s>", (plain, kept))
+    code, bad = completion(port, dict(base, preserved_tokens=[7]))
+    check("preserved_tokens of a wrong type: 400 naming it", code == 400 and error_field(bad) == "preserved_tokens", bad)
+
+
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     lora = os.path.join(models, "lora.gguf")
@@ -530,6 +548,7 @@ def main(specd, models):
             check_probs(port)
             check_seeded(port)
             check_lora(port, lora)
+            check_preserved_tokens(port)
         else:
             failures.append("start")
     finally:
