@@ -178,6 +178,22 @@ static specd_status make_views(specd_engine *e, const specd_model_slot *shared, 
     return SPECD_OK;
 }
 
+/* SPECD_LLAMA_PERF=1 (a debugging aid, as llama.cpp's own LLAMA_GRAPH_REUSE_DISABLE): llama.cpp
+ * keeps its per-context counters and each context prints them when freed, on stderr: passes, the
+ * time in them, and how often llama.cpp reused its graph, which on a GPU decides whether CUDA
+ * graphs replay (docs/benchmarks-gpu.md). */
+static bool llama_perf_wanted(void) {
+    const char *v = getenv("SPECD_LLAMA_PERF");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+static void print_llama_perf(const specd_model_slot *slot) {
+    struct llama_perf_context_data d = llama_perf_context(slot->ctx);
+    fprintf(stderr, "specd: llama.cpp counters of the %s: %d tokens in passes of several (%.1f ms), %d passes of "
+            "one (%.1f ms), graph reused %d times\n", slot->desc, d.n_p_eval, d.t_p_eval_ms, d.n_eval, d.t_eval_ms,
+            d.n_reused);
+}
+
 /* The context of one model, shared by every slot (n_branches: tree branches a slot may decode,
  * the first in the slot's own sequence, the others in scratch sequences after the slots'). */
 static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_branches,
@@ -193,7 +209,7 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.kv_unified = true; /* tree branches share their prefix cells; slots share the cells */
     cp.n_threads = e->params.n_threads;
     cp.n_threads_batch = e->params.n_threads;
-    cp.no_perf = true;
+    cp.no_perf = !llama_perf_wanted();
     specd_apply_context_settings(&e->params, slot == &e->draft, &cp);
     if (slot == &e->target) {
         /* Flash attention "auto" is on for a CPU target (as llama.cpp decides): the plan counts on it. */
@@ -475,6 +491,7 @@ specd_status specd_engine_new(const specd_engine_params *params, specd_engine **
 
 /* Frees a context and its model, and every slot's token list (the active one's is in *slot). */
 static void free_slot(specd_model_slot *slot, specd_model_slot *views, int32_t n_views, int32_t active) {
+    if (slot->ctx && llama_perf_wanted()) print_llama_perf(slot);
     if (slot->ctx) llama_free(slot->ctx);
     if (slot->model) llama_model_free(slot->model);
     if (views) {
