@@ -16,6 +16,11 @@
 #      background while 1 builds, when the models folder lacks them.
 #   4. specd bench on both pairs, -ngl 99 -ngld 99 for specd and llama.cpp's tools alike; as many
 #      prompts as the time left allows (3, 2 or 1). The report carries each target's pass costs.
+#   4b. where the time goes (about 40 s): target.gguf, one prompt, 256 tokens at temperature 0:
+#      llama-completion, llama-speculative (draft 3) and specd (off, fixed 3, default), each with
+#      CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1), specd with SPECD_LLAMA_PERF=1 (llama.cpp's
+#      graph reuses per context): on a GPU a small model's speed is decided by whether its passes
+#      keep one shape, so that CUDA graphs replay (docs/benchmarks-gpu.md).
 #   5. with --heads: the drafting heads (MTP, EAGLE-3, DFlash, DSpark) on real-shaped models that
 #      make_tiny_model writes (hidden 2048, 16 layers; its small vocabulary), specd bench --head each
 #      against llama-speculative-simple with the same head, one prompt at temperature 0. Step 4
@@ -112,6 +117,17 @@ write_report() {
       sed -e '1{/^# /d}' -e '/^!\[/d' -e '/^(Plots skipped/d' "$dir/bench/benchmarks.md"
     else
       echo "No benchmark report: the benchmark did not run (see the steps above)."
+    fi
+    if [ -s "$dir/diagnosis.txt" ]; then
+      echo
+      echo "## Where the time goes (step 4b: target.gguf, one prompt, 256 tokens, temperature 0)"
+      echo
+      echo "tokens/s with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1); specd's lines add llama.cpp's"
+      echo "counters per context (SPECD_LLAMA_PERF=1): how often each reused its graph."
+      echo
+      echo '```'
+      cat "$dir/diagnosis.txt"
+      echo '```'
     fi
     if [ -f "$dir/heads/benchmarks.md" ]; then
       echo
@@ -219,6 +235,14 @@ if [ "$(cat "$out/pairs.rc" 2>/dev/null)" != 0 ]; then
 fi
 step_done "benchmark pairs (wait)" $((SECONDS - t)) "ok: ${pair_files[*]} in $models"
 t=$SECONDS
+if [ "$(left)" -gt $((heads_reserve + 200)) ]; then
+  timeout 90 bash -c "$(declare -f diagnose); out='$out' root='$root' threads='$threads'; diagnose '$models' \"\$1\"" _ \
+    "$(head -1 "$prompts")" >"$out/diagnosis.txt" 2>"$out/diagnosis.log"
+  step_done "where the time goes (4b)" $((SECONDS - t)) "$(grep -c 'tokens' "$out/diagnosis.txt") lines"
+else
+  step_done "where the time goes (4b)" 0 "not run: $(left) s left"
+fi
+t=$SECONDS
 # one prompt with llama.cpp's sweep and specd's three configurations costs about 50 s per pair
 # and two temperatures on an H100-class machine (process start and model loads dominate)
 bench_left=$(( $(left) - heads_reserve ))
@@ -232,6 +256,30 @@ timeout $(( bench_left > 60 ? bench_left - 15 : 45 )) "$root/build-cuda/bin/spec
 rc=$?
 if [ $rc -eq 0 ]; then step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "ok"
 else step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "FAILED (rc $rc; bench.log)"; fi
+
+# 4b. where the time goes: each tool's tokens/s with and without CUDA graphs, specd's graph reuses.
+diagnose() { # models_dir prompt
+  local m=$1 prompt=$2 bin=$root/deps/llama-cuda/build-lib/bin specd=$root/build-cuda/bin/specd graphs
+  local common=(-m "$m/target.gguf" -p "$prompt" -n 256 -c 1024 -t "$threads" --temp 0 --seed 42 --ignore-eos -ngl 99)
+  for graphs in on off; do
+    local env=()
+    [ "$graphs" = off ] && env=(GGML_CUDA_DISABLE_GRAPHS=1)
+    printf 'llama-completion, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-completion" "${common[@]}" \
+      -no-cnv 2>&1 | grep -o '[0-9.]* tokens per second' | tail -1)"
+    printf 'llama-speculative draft 3, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-speculative" \
+      "${common[@]}" -md "$m/draft.gguf" -ngld 99 --spec-draft-n-max 3 2>&1 | grep -o 'speed: *[0-9.]* t/s' | tail -1)"
+    local label args
+    for label in "off:--spec none" "fixed 3:-md $m/draft.gguf -ngld 99 --draft-fixed --draft-max 3" \
+                 "default:-md $m/draft.gguf -ngld 99"; do
+      # shellcheck disable=SC2086
+      args=(${label#*:})
+      printf 'specd %s, CUDA graphs %s: %s tokens/s; %s\n' "${label%%:*}" "$graphs" "$(env "${env[@]}" SPECD_LLAMA_PERF=1 \
+        "$specd" run "${common[@]}" "${args[@]}" --calibration-cache off --json 2>"$out/diag-err.txt" |
+        sed -n 's/.*"decode_tokens_per_s": *\([0-9.]*\).*/\1/p' | head -1)" \
+        "$(grep 'llama.cpp counters' "$out/diag-err.txt" | sed 's/^specd: llama.cpp counters of the //' | tr '\n' ' ')"
+    done
+  done
+}
 
 # The heads' models for step 5 in $1: a target in the shapes of a small real model and its heads.
 make_heads() {

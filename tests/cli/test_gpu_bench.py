@@ -58,7 +58,7 @@ def main():
         r = run(script, ["--help"])
         check("--help says what it does", r.returncode == 0 and "--report-from" in r.stdout, r.stdout[:200])
         check("--help describes --heads and every step up to the exit codes", "--heads" in r.stdout
-              and "5. with --heads" in r.stdout and "Exit codes:" in r.stdout
+              and "5. with --heads" in r.stdout and "4b. where the time goes" in r.stdout and "Exit codes:" in r.stdout
               and "set -uo" not in r.stdout, r.stdout[-400:])
 
         run_dir = os.path.join(tmp, "run")
@@ -82,6 +82,18 @@ def main():
               "### target.gguf + draft.gguf, temperature 0" in text and "T(1..16) ms" in text
               and "# specd benchmarks" not in text and ".png" not in text, text)
         check("a run without --heads has no heads section", "Drafting heads" not in text, text)
+        check("a run without step 4b's diagnosis has no such section", "Where the time goes" not in text, text)
+
+        # step 4b's diagnosis: its lines in a section of their own, after the pairs' tables
+        write(os.path.join(run_dir, "diagnosis.txt"), "llama-completion, CUDA graphs on: 1281.0 tokens per second\n"
+              "specd off, CUDA graphs on: 1097.0 tokens/s; target model (llama): 22 tokens in passes of several "
+              "(123.2 ms), 255 passes of one (186.0 ms), graph reused 254 times\n")
+        r = run(script, ["--report-from", run_dir, "--report", report])
+        text = open(report).read() if os.path.exists(report) else ""
+        at = text.find("## Where the time goes")
+        check("the diagnosis in its own section after the pairs', as written", r.returncode == 0 and at >
+              text.find("### target.gguf + draft.gguf") and "graph reused 254 times" in text[at:]
+              and "CUDA graphs on: 1281.0" in text[at:], text[-800:])
 
         # a run with --heads: its steps and specd bench --head's tables, after the pairs'
         with open(os.path.join(run_dir, "steps.tsv"), "a") as f:
