@@ -577,6 +577,19 @@ SPECD_API specd_status specd_spec_params_set_types(struct specd_spec_params *sp,
 SPECD_API specd_status specd_spec_params_parse_types(struct specd_spec_params *sp, const char *list,
                                                      char **error);
 
+/* What a drafter type needs the engine to have loaded (one column of the drafter registry). */
+typedef enum specd_spec_needs {
+    SPECD_SPEC_NEEDS_NOTHING = 0,      /* model-free: the token history alone */
+    SPECD_SPEC_NEEDS_DRAFT_MODEL = 1,  /* a draft model (specd_engine_params.draft_path) */
+    SPECD_SPEC_NEEDS_TARGET_NEXTN = 2, /* the target's own MTP (nextn) layers (specd_engine_params.mtp) */
+    SPECD_SPEC_NEEDS_HEAD_FILE = 3,    /* a head fed the target's hidden states: its GGUF as draft_path */
+} specd_spec_needs;
+/* What `type` needs; SPECD_SPEC_NEEDS_NOTHING for none, auto and unknown types. */
+SPECD_API specd_spec_needs specd_spec_type_needs(specd_spec_type type);
+/* Whether sp names (as its one type or in its list) a drafter that needs `needs`; auto names none
+ * (it drafts with what the engine loaded). */
+SPECD_API bool specd_spec_params_need(const struct specd_spec_params *sp, specd_spec_needs needs);
+
 typedef struct specd_spec_params {
     specd_spec_type type; /* default SPECD_SPEC_AUTO */
     int32_t draft_max;    /* longest draft per step; default 8 (capped by the engine's draft_max) */

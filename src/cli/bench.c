@@ -4,6 +4,7 @@
  * Runs are interleaved prompt by prompt (every configuration on prompt 1, then on prompt 2, ...),
  * so a machine that gets slower or faster during the benchmark affects all configurations alike. */
 #define _DEFAULT_SOURCE
+#include "../draft/drafter_registry.h"
 #include "../util/args.h"
 #include "bench.h"
 #include "cli.h"
@@ -94,8 +95,27 @@ static const char *gpu_layers(cli_args *a, const char *flag) {
     return v;
 }
 
-static bool is_head_type(specd_spec_type t) {
-    return t == SPECD_SPEC_MTP || t == SPECD_SPEC_EAGLE3 || t == SPECD_SPEC_DFLASH || t == SPECD_SPEC_DSPARK;
+/* The drafter registry's kind for a --head name: one that runs a head (NULL otherwise). */
+static const specd_drafter_kind *head_kind(const char *name) {
+    const specd_drafter_kind *kind = specd_drafter_kind_named(name);
+    return kind && kind->head != SPECD_HEAD_NONE ? kind : NULL;
+}
+
+/* The heads' names, for --head's message: "mtp, eagle3, dflash or dspark". */
+static const char *head_names(void) {
+    static char list[128];
+    int32_t n = 0, n_heads = 0, k = 0;
+    const specd_drafter_kind *kinds = specd_drafter_kinds(&n);
+    for (int32_t i = 0; i < n; i++) n_heads += kinds[i].head != SPECD_HEAD_NONE;
+    size_t len = 0;
+    list[0] = '\0';
+    for (int32_t i = 0; i < n && len < sizeof list; i++) {
+        if (kinds[i].head == SPECD_HEAD_NONE) continue;
+        const char *sep = k == 0 ? "" : k == n_heads - 1 ? " or " : ", ";
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep, kinds[i].name);
+        k++;
+    }
+    return list;
 }
 
 static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
@@ -109,11 +129,10 @@ static int parse_bench_flag(cli_args *a, const char *f, bench_options *o) {
     } else if (!strcmp(f, "--head")) {
         if (o->n_pairs == MAX_PAIRS) return cli_fail(a, "at most %d pairs", MAX_PAIRS) ? 1 : -1;
         const char *type = cli_value(a, f);
-        specd_spec_type t;
-        if (type && (!specd_spec_type_from_name(type, &t) || !is_head_type(t)))
-            return cli_fail(a, "--head expects mtp, eagle3, dflash or dspark, got '%s'", type) ? 1 : -1;
+        const specd_drafter_kind *kind = type ? head_kind(type) : NULL;
+        if (type && !kind) return cli_fail(a, "--head expects %s, got '%s'", head_names(), type) ? 1 : -1;
         ok = type && (o->pairs[o->n_pairs][0] = cli_value(a, f)) && (o->pairs[o->n_pairs][1] = cli_value(a, f));
-        if (ok) o->heads[o->n_pairs++] = specd_spec_type_name(t);
+        if (ok) o->heads[o->n_pairs++] = kind->name;
     } else if (!strcmp(f, "--prompts")) ok = (o->prompts_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--n-prompts")) { ok = cli_int(a, f, 1, MAX_PROMPTS, &i); o->n_prompts = (int)i; }
     else if (!strcmp(f, "--quick")) o->n_prompts = 3;
@@ -182,13 +201,15 @@ static const char *base_name(const char *path) {
 
 /* Model-free drafting: llama.cpp's n-gram types against specd's, no draft model anywhere. */
 static int make_ngram_configs(const bench_options *o, bench_config *c) {
-    static const char *llama_types[] = {"ngram-simple", "ngram-map-k", "ngram-mod"};
+    /* llama.cpp's spellings of them, from the drafter registry */
+    static const specd_spec_type llama_types[] = {SPECD_SPEC_NGRAM_SIMPLE, SPECD_SPEC_NGRAM_MAP, SPECD_SPEC_NGRAM_MOD};
     int n = 0;
     if (o->s.with_llama) {
         c[n++] = (bench_config){.name = "llama-completion (no speculation)", .tool = TOOL_LLAMA_COMPLETION};
         for (int i = 0; i < 3; i++) {
-            c[n] = (bench_config){.tool = TOOL_LLAMA_NGRAM, .spec_type = llama_types[i]};
-            snprintf(c[n++].name, sizeof c->name, "llama-speculative-simple, %s", llama_types[i]);
+            const char *type = specd_drafter_kind_of(llama_types[i])->llama_name;
+            c[n] = (bench_config){.tool = TOOL_LLAMA_NGRAM, .spec_type = type};
+            snprintf(c[n++].name, sizeof c->name, "llama-speculative-simple, %s", type);
         }
     }
     c[n++] = (bench_config){.name = "specd, speculation off", .tool = TOOL_SPECD, .specd_args = "--spec none", .no_draft = true};
@@ -205,7 +226,8 @@ static int make_head_configs(const bench_options *o, const bench_group *g, bench
     static char llama_types[MAX_PAIRS * MAX_TEMPS][32], specd_args[MAX_PAIRS * MAX_TEMPS][2][96];
     static int next;
     int at = next++ % (MAX_PAIRS * MAX_TEMPS), n = 0;
-    snprintf(llama_types[at], sizeof llama_types[at], "draft-%s", g->head);
+    const specd_drafter_kind *kind = specd_drafter_kind_named(g->head); /* llama.cpp's name for it */
+    snprintf(llama_types[at], sizeof llama_types[at], "%s", kind && kind->llama_name ? kind->llama_name : g->head);
     snprintf(specd_args[at][0], sizeof specd_args[at][0], "--spec %s", g->head);
     snprintf(specd_args[at][1], sizeof specd_args[at][1], "--spec %s --draft-fixed --draft-max 8", g->head);
     if (o->s.with_llama) {

@@ -9,6 +9,8 @@
 #define _DEFAULT_SOURCE
 #include "bench.h"
 
+#include "../draft/drafter_registry.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -301,7 +303,8 @@ static void build_args(const bench_settings *s, const bench_config *c, const cha
         add(a, path), add_common(a, s, target, prompt, temp);
         if (draft[0]) add(a, "-md"), add(a, draft), add_draft_placement(a, s); /* MTP: the target's own layers */
         add(a, "--spec-draft-n-max"), addf(a, "%d", c->draft_max);
-        if (c->tool == TOOL_LLAMA_SPEC_SIMPLE) add(a, "--spec-type"), add(a, c->spec_type ? c->spec_type : "draft-simple");
+        if (c->tool == TOOL_LLAMA_SPEC_SIMPLE)
+            add(a, "--spec-type"), add(a, c->spec_type ? c->spec_type : specd_drafter_kind_of(SPECD_SPEC_DRAFT)->llama_name);
         break;
     case TOOL_LLAMA_NGRAM:
         tool_path(path, path_size, s, "llama-speculative-simple");

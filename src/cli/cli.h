@@ -34,6 +34,8 @@ void cli_print_stats(FILE *out, const specd_stats *stats, specd_stop_reason reas
 /* One line on `out` when the engine's verification is not batch-invariant (specd_engine_invariance):
  * "specd: note: verification is not batch-invariant: WHY"; nothing when it is. */
 void cli_print_invariance_note(FILE *out, const specd_engine *engine);
+/* The drafters --spec names (the drafter registry's rows): name, llama-server's name, help line. */
+void cli_print_drafters(FILE *out);
 /* Prints the --json object; returns false when out of memory. */
 bool cli_print_json(FILE *out, const char *text, const specd_result *result, const char *spec,
                     const cli_startup *startup, const specd_engine *engine);

@@ -1,5 +1,6 @@
 /* output.c - how `specd run` reports: human statistics and the --json object. */
 #include "cli.h"
+#include "../draft/drafter_registry.h"
 #include "../rpc/invariance_json.h"
 
 #include <jansson.h>
@@ -14,6 +15,19 @@ static void print_draft_lengths(FILE *out, const specd_stats *s) {
     for (int i = 0; i < SPECD_STATS_MAX_DRAFT && s->drafted_at[i]; i++)
         fprintf(out, " %.2f", (double)s->accepted_at[i] / s->drafted_at[i]);
     fputc('\n', out);
+}
+
+void cli_print_drafters(FILE *out) {
+    int32_t n = 0;
+    const specd_drafter_kind *kinds = specd_drafter_kinds(&n);
+    fputs("\ndrafters (--spec; llama-server's --spec-type name, where it differs, in brackets):\n", out);
+    for (int32_t i = 0; i < n; i++) {
+        char names[48];
+        bool other = kinds[i].llama_name && strcmp(kinds[i].llama_name, kinds[i].name) != 0;
+        snprintf(names, sizeof names, "%s%s%s%s", kinds[i].name, other ? " [" : "", other ? kinds[i].llama_name : "",
+                 other ? "]" : "");
+        fprintf(out, "  %-24s %s\n", names, kinds[i].help);
+    }
 }
 
 /* One line per drafter of a chain. */

@@ -107,11 +107,11 @@ static void run_usage(FILE *out) {
           "                           default 0)\n"
           "  --grammar TEXT           GBNF grammar the output must match (start symbol root)\n"
           "  --grammar-file FILE      read the grammar from FILE\n"
-          "  --spec LIST              speculation: none, or a comma-separated list of drafters\n"
-          "                           (specd run --help lists them; llama-server's --spec-type names\n"
-          "                           too); each step uses the one expected to pay most (default: the\n"
-          "                           draft model or head given with -md); mtp loads the target's MTP\n"
-          "                           layers, eagle3/dflash/dspark need that head as -md\n"
+          "  --spec LIST              speculation: none, or a comma-separated list of the drafters\n"
+          "                           below (llama-server's --spec-type names too); each step uses\n"
+          "                           the one expected to pay most (default: the draft model or head\n"
+          "                           given with -md); mtp loads the target's MTP layers,\n"
+          "                           eagle3/dflash/dspark need that head as -md\n"
           "  --spec-ngram-n N         n-gram length of ngram-simple and ngram-map (default 3)\n"
           "  --spec-ngram-min-hits N  ngram-map drafts continuations seen N times (default 2)\n"
           "  --spec-ngram-cache FILE  static n-gram cache for ngram-cache (tools/build_ngram_cache)\n"
@@ -135,6 +135,7 @@ static void run_usage(FILE *out) {
           "                           input of tools/policy_replay), then '|' and the draft tokens\n"
           "  --verbose                show llama.cpp's log\n",
           out);
+    cli_print_drafters(out);
 }
 
 /* --spec: 'none', 'draft' (the plain draft-model loop), or a list such as 'ngram-simple,draft'. */
@@ -147,13 +148,6 @@ static bool parse_spec(cli_args *a, specd_spec_params *sp) {
                       err ? err : "");
     specd_free(err);
     return ok;
-}
-
-static bool spec_lists(const specd_spec_params *sp, specd_spec_type type) {
-    if (sp->n_types == 0) return sp->type == type;
-    for (int32_t i = 0; i < sp->n_types; i++)
-        if (sp->types[i] == type) return true;
-    return false;
 }
 
 /* The flag that sets each field the library checks (specd_generation_params_validate). */
@@ -417,10 +411,10 @@ static int parse_run_options(cli_args *a, run_options *o) {
     if (o->gen.grammar && o->grammar_file)
         return cli_fail(a, "give either --grammar or --grammar-file, not both") ? 0 : -1;
     if (!ranges_valid(a, &o->gen)) return -1;
-    if (spec_lists(&o->gen.speculative, SPECD_SPEC_DRAFT) && !o->engine.draft_path)
+    if (specd_spec_params_need(&o->gen.speculative, SPECD_SPEC_NEEDS_DRAFT_MODEL) && !o->engine.draft_path)
         return cli_fail(a, "--spec draft needs a draft model: pass -md FILE") ? 0 : -1;
     /* the MTP head is the target's own layers: loaded when the list names it */
-    o->engine.mtp = spec_lists(&o->gen.speculative, SPECD_SPEC_MTP);
+    o->engine.mtp = specd_spec_params_need(&o->gen.speculative, SPECD_SPEC_NEEDS_TARGET_NEXTN);
     return 0;
 }
 

@@ -16,16 +16,8 @@
 #include "spec_types.h"
 
 #include "../util/util.h"
-#include "draft_model.h"
 #include "drafter_memory.h"
-#include "head_drafters.h"
-#include "../engine/head.h"
-#include "ngram_cache.h"
-#include "ngram_map.h"
-#include "ngram_map_k4v.h"
-#include "ngram_mod.h"
-#include "ngram_simple.h"
-#include "suffix.h"
+#include "drafter_registry.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -68,37 +60,24 @@ bool specd_drafter_chain_wanted(const specd_spec_params *sp) {
     return sp->type != SPECD_SPEC_AUTO && sp->type != SPECD_SPEC_NONE && sp->type != SPECD_SPEC_DRAFT;
 }
 
-
-/* The head a head type runs, and how to load it. */
-static specd_head_kind head_of(specd_spec_type t) {
-    switch (t) {
-    case SPECD_SPEC_MTP: return SPECD_HEAD_MTP;
-    case SPECD_SPEC_EAGLE3: return SPECD_HEAD_EAGLE3;
-    case SPECD_SPEC_DFLASH: return SPECD_HEAD_DFLASH;
-    default: return SPECD_HEAD_DSPARK;
-    }
-}
-
-static const char *how_to_load(specd_spec_type t) {
-    switch (t) {
-    case SPECD_SPEC_MTP: return "the target's MTP layers: load the engine with them (specd_engine_params.mtp; "
-                                "specd run/serve --spec mtp)";
-    case SPECD_SPEC_EAGLE3: return "an EAGLE-3 head: give its GGUF (architecture eagle3) as the draft (-md)";
-    case SPECD_SPEC_DFLASH: return "a DFlash head: give its GGUF (architecture dflash) as the draft (-md)";
-    default: return "a DSpark head: give its GGUF (a dflash with a Markov head) as the draft (-md)";
-    }
-}
-
-/* A type the engine cannot run: what it needs, and what the engine has instead. */
-static specd_status refuse_type(const specd_engine *e, specd_spec_type t, char **error) {
+/* A type the engine cannot run: what it needs (the registry's requirement), and what the engine
+ * has instead. */
+static specd_status refuse_type(const specd_engine *e, const specd_drafter_kind *kind, char **error) {
     const char *has = specd_engine_head(e) != SPECD_HEAD_NONE ? specd_engine_head_desc(e) : NULL;
-    if (t == SPECD_SPEC_DRAFT)
-        specd_set_error(error, "speculative type 'draft' needs a draft model: load one (-md) or leave 'draft' out "
-                        "of the list%s%s", has ? "; the draft given is the " : "", has ? has : "");
-    else
-        specd_set_error(error, "speculative type '%s' needs %s%s%s", specd_spec_type_name(t), how_to_load(t),
-                        has ? "; the engine has the " : "", has ? has : "");
+    const char *instead = kind->needs == SPECD_SPEC_NEEDS_DRAFT_MODEL ? "; the draft given is the " : "; the engine has the ";
+    specd_set_error(error, "speculative type '%s' needs %s%s%s", kind->name, kind->requirement, has ? instead : "",
+                    has ? has : "");
     return SPECD_ERR_INVALID_ARGUMENT;
+}
+
+/* Whether the engine loaded what the kind needs. */
+static bool engine_has_needs(const specd_engine *e, const specd_drafter_kind *kind) {
+    switch (kind->needs) {
+    case SPECD_SPEC_NEEDS_DRAFT_MODEL: return specd_engine_has_draft(e);
+    case SPECD_SPEC_NEEDS_TARGET_NEXTN:
+    case SPECD_SPEC_NEEDS_HEAD_FILE: return specd_engine_head(e) == kind->head;
+    default: return true;
+    }
 }
 
 specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spec_params *sp, char **error) {
@@ -106,9 +85,8 @@ specd_status specd_drafter_chain_validate(const specd_engine *e, const specd_spe
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
     int32_t n = specd_spec_resolve_types(sp, specd_spec_auto_type(e), types);
     for (int32_t i = 0; i < n; i++) {
-        bool missing = types[i] == SPECD_SPEC_DRAFT ? !specd_engine_has_draft(e)
-                       : specd_spec_type_is_head(types[i]) && specd_engine_head(e) != head_of(types[i]);
-        if (missing) return refuse_type(e, types[i], error);
+        const specd_drafter_kind *kind = specd_drafter_kind_of(types[i]);
+        if (kind && !engine_has_needs(e, kind)) return refuse_type(e, kind, error);
     }
     return SPECD_OK;
 }
@@ -338,35 +316,6 @@ static const specd_drafter_ops chain_ops = {
 
 /* ---- construction --------------------------------------------------------------------------- */
 
-static specd_status new_ngram_cache(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
-                                    specd_drafter *out, char **error) {
-    const specd_ngram_counts *statics = NULL;
-    specd_status st = specd_drafter_memory_statics(mem, specd_engine_n_vocab(e), sp->ngram_cache_path, &statics, error);
-    return st == SPECD_OK ? specd_ngram_cache_new(&mem->dynamic, statics, out, error) : st;
-}
-
-static specd_status new_member_drafter(specd_engine *e, specd_drafter_memory *mem, const specd_spec_params *sp,
-                                       specd_spec_type type, specd_drafter *out, char **error) {
-    switch (type) {
-    case SPECD_SPEC_DRAFT: return specd_draft_model_new(e, out, error);
-    case SPECD_SPEC_NGRAM_SIMPLE: return specd_ngram_simple_new(sp->ngram_n, out, error);
-    case SPECD_SPEC_NGRAM_MAP: return specd_ngram_map_new(sp->ngram_n, sp->ngram_min_hits, out, error);
-    case SPECD_SPEC_NGRAM_CACHE: return new_ngram_cache(e, mem, sp, out, error);
-    case SPECD_SPEC_SUFFIX: return specd_suffix_new(&mem->suffix, sp->suffix_branches, out, error);
-    case SPECD_SPEC_NGRAM_MOD: return specd_ngram_mod_new(&mem->mod, out, error);
-    case SPECD_SPEC_NGRAM_MAP_K4V:
-        return specd_ngram_map_k4v_new(sp->ngram_n, sp->draft_max, sp->ngram_min_hits, out, error);
-    case SPECD_SPEC_MTP:
-    case SPECD_SPEC_EAGLE3:
-    case SPECD_SPEC_DFLASH:
-    case SPECD_SPEC_DSPARK: return specd_head_drafter_new(e, out, error);
-    default: break;
-    }
-    specd_set_error(error, "speculative type '%s' is not available in this build",
-                    specd_spec_type_name(type) ? specd_spec_type_name(type) : "?");
-    return SPECD_ERR_INVALID_ARGUMENT;
-}
-
 specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *sp, specd_stats *stats,
                                      specd_drafter *out, char **error) {
     specd_status st = specd_drafter_chain_validate(e, sp, error);
@@ -384,14 +333,15 @@ specd_status specd_drafter_chain_new(specd_engine *e, const specd_spec_params *s
     specd_spec_type types[SPECD_SPEC_MAX_TYPES];
     int32_t n = specd_spec_resolve_types(sp, specd_spec_auto_type(e), types);
     stats->n_drafters = n;
+    specd_drafter_env env = {e, mem, sp};
     for (int32_t i = 0; i < n && st == SPECD_OK; i++) {
         member *m = &c->m[i];
         m->type = types[i];
-        m->decodes = types[i] == SPECD_SPEC_DRAFT || specd_spec_type_is_head(types[i]);
+        m->decodes = specd_drafter_kind_decodes(specd_drafter_kind_of(types[i]));
         m->cal = &mem->calibration[types[i]];
         m->stats = &stats->drafters[i];
         m->stats->type = types[i];
-        st = new_member_drafter(e, mem, sp, types[i], &m->drafter, error);
+        st = specd_drafter_create(&env, types[i], &m->drafter, error);
         if (st == SPECD_OK) c->n++;
     }
     if (st != SPECD_OK) {

@@ -1,67 +1,41 @@
-/* spec_types.c - see spec_types.h; and the public names and parsers of drafter names. */
+/* spec_types.c - see spec_types.h; and the public names and parsers of drafter names, read from
+ * the drafter registry (drafter_registry.h). */
 #include "spec_types.h"
 
-#include "../engine/head.h"
+#include "drafter_registry.h"
 #include "../util/util.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Each type's name, then llama-server's spellings of them (--spec-type), which name no type back. */
-static const struct {
-    specd_spec_type type;
-    const char *name;
-} spec_type_names[] = {
-    {SPECD_SPEC_AUTO, "auto"},
-    {SPECD_SPEC_NONE, "none"},
-    {SPECD_SPEC_DRAFT, "draft"},
-    {SPECD_SPEC_NGRAM_SIMPLE, "ngram-simple"},
-    {SPECD_SPEC_NGRAM_MAP, "ngram-map"},
-    {SPECD_SPEC_NGRAM_CACHE, "ngram-cache"},
-    {SPECD_SPEC_SUFFIX, "suffix"},
-    {SPECD_SPEC_MTP, "mtp"},
-    {SPECD_SPEC_EAGLE3, "eagle3"},
-    {SPECD_SPEC_DFLASH, "dflash"},
-    {SPECD_SPEC_DSPARK, "dspark"},
-    {SPECD_SPEC_NGRAM_MOD, "ngram-mod"},
-    {SPECD_SPEC_NGRAM_MAP_K4V, "ngram-map-k4v"},
-    {SPECD_SPEC_DRAFT, "draft-simple"},
-    {SPECD_SPEC_MTP, "draft-mtp"},
-    {SPECD_SPEC_EAGLE3, "draft-eagle3"},
-    {SPECD_SPEC_DFLASH, "draft-dflash"},
-    {SPECD_SPEC_DSPARK, "draft-dspark"},
-    {SPECD_SPEC_NGRAM_MAP, "ngram-map-k"},
-};
-#define N_SPEC_NAMES (sizeof spec_type_names / sizeof *spec_type_names)
-
+/* "auto" and "none" are no drafters: every other name is a row of the registry's. */
 const char *specd_spec_type_name(specd_spec_type type) {
-    for (size_t i = 0; i < N_SPEC_NAMES; i++)
-        if (spec_type_names[i].type == type) return spec_type_names[i].name;
-    return NULL;
+    if (type == SPECD_SPEC_AUTO) return "auto";
+    if (type == SPECD_SPEC_NONE) return "none";
+    const specd_drafter_kind *kind = specd_drafter_kind_of(type);
+    return kind ? kind->name : NULL;
 }
 
 bool specd_spec_type_from_name(const char *name, specd_spec_type *type) {
-    for (size_t i = 0; name && i < N_SPEC_NAMES; i++) {
-        if (strcmp(spec_type_names[i].name, name) == 0) {
-            *type = spec_type_names[i].type;
-            return true;
-        }
-    }
-    return false;
+    const specd_drafter_kind *kind = specd_drafter_kind_named(name);
+    if (kind) *type = kind->type;
+    else if (name && strcmp(name, "auto") == 0) *type = SPECD_SPEC_AUTO;
+    else if (name && strcmp(name, "none") == 0) *type = SPECD_SPEC_NONE;
+    else return false;
+    return true;
 }
 
-/* The types' own names after "auto", joined: built from the table, so no message lists them by hand. */
+/* "none" and the registry's names, joined: built from the table, so no message lists them by hand. */
 static char type_list[256];
 static pthread_once_t type_list_once = PTHREAD_ONCE_INIT;
 
 static void build_type_list(void) {
-    size_t len = 0;
-    for (size_t i = 1; i < N_SPEC_NAMES; i++) {
-        specd_spec_type t = spec_type_names[i].type;
-        if (strcmp(specd_spec_type_name(t), spec_type_names[i].name) != 0) continue; /* an alias */
-        len += (size_t)snprintf(type_list + len, sizeof type_list - len, "%s%s", len ? ", " : "", spec_type_names[i].name);
-    }
+    int32_t n = 0;
+    const specd_drafter_kind *kinds = specd_drafter_kinds(&n);
+    size_t len = (size_t)snprintf(type_list, sizeof type_list, "none");
+    for (int32_t i = 0; i < n && len < sizeof type_list; i++)
+        len += (size_t)snprintf(type_list + len, sizeof type_list - len, ", %s", kinds[i].name);
 }
 
 const char *specd_spec_type_names(void) {
@@ -71,17 +45,17 @@ const char *specd_spec_type_names(void) {
 
 specd_spec_type specd_spec_auto_type(const specd_engine *e) {
     if (specd_engine_has_draft(e)) return SPECD_SPEC_DRAFT;
-    switch (specd_engine_head(e)) {
-    case SPECD_HEAD_MTP: return SPECD_SPEC_MTP;
-    case SPECD_HEAD_EAGLE3: return SPECD_SPEC_EAGLE3;
-    case SPECD_HEAD_DFLASH: return SPECD_SPEC_DFLASH;
-    case SPECD_HEAD_DSPARK: return SPECD_SPEC_DSPARK;
-    default: return SPECD_SPEC_NONE;
-    }
+    specd_head_kind head = specd_engine_head(e);
+    int32_t n = 0;
+    const specd_drafter_kind *kinds = specd_drafter_kinds(&n);
+    for (int32_t i = 0; head != SPECD_HEAD_NONE && i < n; i++)
+        if (kinds[i].head == head) return kinds[i].type;
+    return SPECD_SPEC_NONE;
 }
 
 bool specd_spec_type_is_head(specd_spec_type t) {
-    return t == SPECD_SPEC_MTP || t == SPECD_SPEC_EAGLE3 || t == SPECD_SPEC_DFLASH || t == SPECD_SPEC_DSPARK;
+    const specd_drafter_kind *kind = specd_drafter_kind_of(t);
+    return kind && kind->head != SPECD_HEAD_NONE;
 }
 
 int32_t specd_spec_resolve_types(const specd_spec_params *sp, specd_spec_type auto_type,

@@ -144,9 +144,7 @@ static bool spec_type_value(const char *v, specd_engine_params *p, rpc_error *er
         specd_free(message);
         return false;
     }
-    const specd_spec_params *sp = &g.speculative;
-    for (int32_t i = 0; i < (sp->n_types > 0 ? sp->n_types : 1); i++)
-        if ((sp->n_types > 0 ? sp->types[i] : sp->type) == SPECD_SPEC_MTP) p->mtp = true;
+    if (specd_spec_params_need(&g.speculative, SPECD_SPEC_NEEDS_TARGET_NEXTN)) p->mtp = true;
     return true;
 }
 

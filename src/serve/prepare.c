@@ -27,15 +27,9 @@ static bool check_draft_lengths(serve_request *r, specd_engine *e, const serve_n
     return true;
 }
 
-static bool lists_draft_model(const specd_spec_params *sp) {
-    if (sp->n_types == 0) return sp->type == SPECD_SPEC_DRAFT;
-    for (int32_t i = 0; i < sp->n_types; i++)
-        if (sp->types[i] == SPECD_SPEC_DRAFT) return true;
-    return false;
-}
-
 static bool check_drafters(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
-    if (!lists_draft_model(&r->gen.speculative) || specd_engine_has_draft(e)) return true;
+    if (!specd_spec_params_need(&r->gen.speculative, SPECD_SPEC_NEEDS_DRAFT_MODEL) || specd_engine_has_draft(e))
+        return true;
     const char *name = field_name(names, "speculative.types");
     return serve_fail(fault, SERVE_INVALID, name, "%s: %s \"draft\" needs a draft model: init with -md FILE",
                       names->where, name);

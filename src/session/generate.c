@@ -7,6 +7,7 @@
  * speculation off a step is exactly one single-token decode, as in plain llama.cpp. */
 #include "../draft/draft_model.h"
 #include "../draft/drafter_chain.h"
+#include "../draft/drafter_registry.h"
 #include "../engine/engine.h"
 #include "../util/util.h"
 #include "../verify/verify.h"
@@ -116,14 +117,6 @@ static specd_status validate_prompt(const specd_engine *e, const specd_token *pr
     return SPECD_OK;
 }
 
-/* Whether the request may draft with the draft model (auto picks it where there is one). */
-static bool drafts_with_the_model(const specd_spec_params *sp) {
-    if (sp->n_types == 0) return sp->type == SPECD_SPEC_DRAFT || sp->type == SPECD_SPEC_AUTO;
-    for (int32_t i = 0; i < sp->n_types; i++)
-        if (sp->types[i] == SPECD_SPEC_DRAFT) return true;
-    return false;
-}
-
 static specd_status validate_spec(const specd_engine *e, const specd_spec_params *sp, char **error) {
     if (specd_drafter_chain_wanted(sp)) {
         specd_status st = specd_drafter_chain_validate(e, sp, error);
@@ -142,7 +135,7 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
     const specd_model_slot *draft = specd_engine_draft(e);
     const specd_model_slot *recurrent = !specd_slot_can_drop_tail(target) ? target : draft; /* a draft's too */
     if (!specd_slot_can_drop_tail(recurrent) && sp->tree == SPECD_DRAFT_TREE_ON && sp->draft_branches > 1 &&
-        specd_engine_has_draft(e) && drafts_with_the_model(sp)) {
+        specd_engine_has_draft(e) && specd_spec_names_need(sp, SPECD_SPEC_NEEDS_DRAFT_MODEL, true)) {
         specd_set_error(error, "draft trees (--draft-tree on, speculative.tree \"on\") cannot be %s on the %s: its "
                         "recurrent state holds one sequence; use --draft-tree auto or off (chains)",
                         recurrent == target ? "verified" : "drafted", specd_slot_desc(recurrent));
@@ -263,8 +256,9 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     bool chain = specd_drafter_chain_wanted(&params->speculative) || drafters[0] != SPECD_SPEC_DRAFT;
     /* No timed calibration passes: the costs come from the calibration cache or are learnt from
      * this generation's own passes (calibrate.h), so nothing clears the prompt cache. */
+    specd_drafter_env env = {e, NULL, &params->speculative}; /* the draft model keeps nothing across requests */
     return chain ? specd_drafter_chain_new(e, &params->speculative, &result->stats, &g->drafter, error)
-                 : specd_draft_model_new(e, &g->drafter, error);
+                 : specd_drafter_create(&env, SPECD_SPEC_DRAFT, &g->drafter, error);
 }
 
 static void free_generation(generation *g) {
