@@ -119,9 +119,10 @@ static void joint_start(specd_engine *e, joint_chain *chains, int32_t n, char **
     specd_free(message);
 }
 
-void specd_draft_model_draft_joint(specd_engine *e, specd_drafter *const *drafters, const int32_t *slots,
-                                   const specd_draft_request *reqs, specd_token_tree *const *trees, int32_t n,
-                                   specd_costs *costs, specd_status *status, char **errors) {
+/* The ops' draft_joint (drafter.h). */
+static void dm_draft_joint(specd_engine *e, specd_drafter *const *drafters, const int32_t *slots,
+                           const specd_draft_request *reqs, specd_token_tree *const *trees, int32_t n,
+                           specd_costs *costs, specd_status *status, char **errors) {
     joint_chain chains[SPECD_MAX_PARALLEL];
     for (int32_t i = 0; i < n; i++) {
         chains[i] = (joint_chain){.dm = drafters[i]->self, .req = &reqs[i], .tree = trees[i], .slot = slots[i],
@@ -186,9 +187,9 @@ static const specd_drafter_ops draft_model_ops = {
     .draft = dm_draft,
     .destroy = dm_destroy,
     .shift = dm_shift,
+    .draft_joint = dm_draft_joint,
+    .plans_length = true,
 };
-
-bool specd_draft_model_is(const specd_drafter *d) { return d && d->ops == &draft_model_ops; }
 
 specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, char **error) {
     if (!specd_engine_has_draft(engine)) {

@@ -46,6 +46,8 @@ typedef struct specd_draft_request {
     int64_t coupled_index;
 } specd_draft_request;
 
+typedef struct specd_drafter specd_drafter;
+
 typedef struct specd_drafter_ops {
     const char *name;
     /* Brings the drafter up to date with a new prompt (e.g. ingests it into a draft model). */
@@ -64,12 +66,28 @@ typedef struct specd_drafter_ops {
      * instead, so the drafter starts over on the new history. */
     specd_status (*shift)(void *self, int32_t n_keep, int32_t n_discard, const specd_token *tokens, int32_t n,
                           char **error);
+    /* Optional: drafts for n sessions in n slots at once, every drafters[i] of these same ops (and
+     * no grammar), their decodes joined: one decode per depth for every chain still growing,
+     * instead of one per chain and depth. Each tree is what draft would give alone. `costs` (may
+     * be NULL) learns a draft token's cost from the joint decodes; status[i] and errors[i] (NULL or
+     * a message) say how chain i went. NULL: each session drafts alone. */
+    void (*draft_joint)(specd_engine *engine, specd_drafter *const *drafters, const int32_t *slots,
+                        const specd_draft_request *reqs, specd_token_tree *const *trees, int32_t n, specd_costs *costs,
+                        specd_status *status, char **errors);
+    /* Whether the decoding loop's length policy plans this drafter's lengths and the engine's
+     * draft-token costs price them (the draft model alone; a list prices its members itself). */
+    bool plans_length;
 } specd_drafter_ops;
 
-typedef struct specd_drafter {
+struct specd_drafter {
     const specd_drafter_ops *ops;
     void *self;
-} specd_drafter;
+};
+
+/* Whether the loop's length policy plans this drafter (its ops' plans_length). */
+static inline bool specd_drafter_plans_length(const specd_drafter *d) {
+    return d && d->ops && d->ops->plans_length;
+}
 
 /* Tells a drafter about a context shift: its shift op, or prepare when it has none. */
 static inline specd_status specd_drafter_shift(const specd_drafter *d, int32_t n_keep, int32_t n_discard,

@@ -5,7 +5,6 @@
  * The last emitted token (the root) is never in the target's KV cache between steps: each target
  * pass decodes it together with the drafts, so every pass yields at least one new token, and with
  * speculation off a step is exactly one single-token decode, as in plain llama.cpp. */
-#include "../draft/draft_model.h"
 #include "../draft/drafter_chain.h"
 #include "../draft/drafter_registry.h"
 #include "../engine/engine.h"
@@ -356,7 +355,7 @@ static void begin_plan(generation *g, int32_t max_len, int32_t other_tokens, int
  * 78 ms where it costs 4, and the plan never drafted to find out. */
 static bool draft_costs_unmeasured(const generation *g) {
     const specd_costs *c = &g->learned->costs;
-    return g->params->speculative.adaptive && specd_draft_model_is(&g->drafter) && c->draft_decodes == 0 &&
+    return g->params->speculative.adaptive && specd_drafter_plans_length(&g->drafter) && c->draft_decodes == 0 &&
            (c->draft_ms > 0.0 || c->first_draft_ms > 0.0);
 }
 
@@ -382,7 +381,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     /* A request's draft_min (llama-server's speculative.n_min) is the caller's floor: the policy's
      * fixed spells (one of no drafts above all) would put how many tokens are drafted at the
      * mercy of this machine's timings, which the caller asked not to be. */
-    int32_t fixed = sp->adaptive && sp->draft_min < 1 && specd_draft_model_is(&g->drafter)
+    int32_t fixed = sp->adaptive && sp->draft_min < 1 && specd_drafter_plans_length(&g->drafter)
                         ? specd_length_policy_fixed(&g->learned->policy) : -1;
     if (fixed > 0 && fixed < budget) budget = fixed;
     bool remeasure = draft_costs_unmeasured(g);
@@ -677,7 +676,7 @@ static int32_t main_chain(const specd_token_tree *t, const specd_verify_result *
 
 /* A step of the draft model, for the check of the planned lengths against fixed ones. */
 static void record_policy_step(generation *g, const specd_verify_result *vr) {
-    if (!specd_draft_model_is(&g->drafter)) return;
+    if (!specd_drafter_plans_length(&g->drafter)) return;
     specd_learned *l = g->learned;
     specd_policy_step step = {
         .mode = accept_mode_of(g),
@@ -912,10 +911,18 @@ static specd_status verify_after_pass(generation *g, int32_t *n_accepted, char *
 
 static specd_engine *e_of(generation *g) { return g->e; }
 
-/* Whether a session's draft can join the others' (the draft model's decodes joined per depth). */
-static bool joins_draft(const generation *g) {
+/* Whether a session's draft can join the others' whose drafters have these ops (a drafter with a
+ * draft_joint op, drafter.h: the draft model's decodes joined per depth). */
+static bool joins_draft(const generation *g, const specd_drafter_ops *ops) {
     return g && g->n_pending == 0 && !g->done && g->failed == SPECD_OK && g->phase == PHASE_DRAFT && !g->grammar &&
-           specd_draft_model_is(&g->drafter);
+           ops && ops->draft_joint && g->drafter.ops == ops;
+}
+
+/* The ops of the first session whose draft may be joined (NULL: none). */
+static const specd_drafter_ops *joint_ops(specd_session *const *s, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (s[i] && joins_draft(s[i], s[i]->drafter.ops)) return s[i]->drafter.ops;
+    return NULL;
 }
 
 /* The tokens drafted so far in a round: what the pass holds before the next slot's. */
@@ -974,7 +981,7 @@ static void draft_jointly(generation **gs, int32_t m, const round_load *load, sp
     specd_status jst[SPECD_MAX_PARALLEL];
     char *jerr[SPECD_MAX_PARALLEL] = {0};
     double t0 = specd_now_ms();
-    if (k > 0) specd_draft_model_draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, &gs[0]->learned->costs, jst, jerr);
+    if (k > 0) drafters[0]->ops->draft_joint(gs[0]->e, drafters, slots, reqs, trees, k, &gs[0]->learned->costs, jst, jerr);
     /* each chain's part of the joint decodes is its part of the tokens drafted (a root at least) */
     double elapsed = specd_now_ms() - t0, weight[SPECD_MAX_PARALLEL], weights = 0.0;
     for (int32_t j = 0; j < k; j++) weights += weight[j] = 1.0 + specd_tree_n_drafted(trees[j]);
@@ -1006,8 +1013,9 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
     bool lean = a_prompt_ends_this_round(s, n);
     for (int32_t i = 0; i < n; i++)
         if (s[i]) s[i]->lean_round = lean, s[i]->round_sessions = n;
+    const specd_drafter_ops *ops = joint_ops(s, n);
     int32_t n_joint = 0;
-    for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i]);
+    for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i], ops);
     if (n_joint < 2) n_joint = 0; /* alone, a chain is drafted as always */
     round_load load = {0};
     generation *joint[SPECD_MAX_PARALLEL];
@@ -1015,7 +1023,7 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
     for (int32_t i = 0; i < n; i++) {
         st[i] = SPECD_OK;
         /* one token per joint chain goes in each joint draft decode: at most a batch of them */
-        if (n_joint > 0 && joins_draft(s[i]) && m < specd_engine_batch_cap(s[i]->e)) {
+        if (n_joint > 0 && joins_draft(s[i], ops) && m < specd_engine_batch_cap(s[i]->e)) {
             joint[m] = s[i], where[m++] = i;
             continue;
         }
