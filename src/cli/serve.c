@@ -76,6 +76,7 @@ static void serve_usage(FILE *out) {
           "SIGINT/SIGTERM stop it: every completion ends (stop_type shutdown; a queued blocking one\n"
           "gets 503), then it exits 0; after 10 s (or a second signal) it exits anyway.\n",
           out);
+    cli_print_drafters(out);
 }
 
 static bool key_value(cli_args *a, const char *flag, const char **slot) {

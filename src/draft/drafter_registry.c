@@ -92,6 +92,8 @@ static const specd_drafter_kind kinds[] = {
      "n-gram key -> up to 4 continuations, the most seen drafted", new_ngram_map_k4v},
 };
 #define N_KINDS ((int32_t)(sizeof kinds / sizeof *kinds))
+/* The engine keeps a calibration per type (drafter_memory.h): a row added needs its room there. */
+_Static_assert(sizeof kinds / sizeof *kinds + 1 == SPECD_N_SPEC_TYPES, "SPECD_N_SPEC_TYPES: one per row, and NONE");
 
 const specd_drafter_kind *specd_drafter_kinds(int32_t *n) {
     *n = N_KINDS;
