@@ -106,22 +106,28 @@ serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
     return job;
 }
 
-bool rpc_host_submit(rpc_host *h, serve_job *job, const serve_names *names, rpc_error *err) {
-    pthread_mutex_lock(&h->lock);
-    serve_server *server = h->server; /* claimed: it stays until the claim ends */
-    pthread_mutex_unlock(&h->lock);
-    serve_fault fault;
-    if (serve_server_submit(server, job, names, &fault)) return true;
-    rpc_error_from_fault(&fault, err);
-    return false;
-}
-
-void rpc_host_unclaim(rpc_host *h, serve_job *job) {
-    (void)job;
+static void unclaim(rpc_host *h) {
     pthread_mutex_lock(&h->lock);
     h->n_claimed--;
     pthread_cond_broadcast(&h->idle);
     pthread_mutex_unlock(&h->lock);
+}
+
+serve_job *rpc_host_submit(rpc_host *h, serve_job *job, bool filled, const serve_names *names, rpc_error *err) {
+    pthread_mutex_lock(&h->lock);
+    serve_server *server = h->server; /* claimed: it stays until the claim ends */
+    pthread_mutex_unlock(&h->lock);
+    serve_fault fault;
+    bool ok = filled && serve_server_submit(server, job, names, &fault);
+    if (filled && !ok) rpc_error_from_fault(&fault, err);
+    if (!ok && !serve_job_finished(job)) { /* refused before the server saw it: it ends now */
+        serve_fail(&fault, SERVE_INVALID, err->field, "%s", err->message);
+        serve_job_fail(job, &fault);
+    }
+    unclaim(h);
+    if (ok) return job;
+    serve_job_unref(job);
+    return NULL;
 }
 
 serve_job *rpc_host_find_job(rpc_host *h, int64_t id, rpc_error *err) {

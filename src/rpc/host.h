@@ -49,11 +49,11 @@ void rpc_host_set_load_hook(rpc_host *h, rpc_host_load_hook hook, void *user_dat
  * claimed: the serving model stays until rpc_host_unclaim. NULL with *err set when no model
  * serves (loading, none, stopping). */
 serve_job *rpc_host_claim(rpc_host *h, rpc_error *err);
-/* Hands the claimed job (its request and reply filled) to the serving server; false with *err set
- * when the server refused it (the job has then ended with the error). */
-bool rpc_host_submit(rpc_host *h, serve_job *job, const serve_names *names, rpc_error *err);
-/* The claim is over (the job submitted, or failed with serve_job_fail). */
-void rpc_host_unclaim(rpc_host *h, serve_job *job);
+/* Hands the claimed job to the serving server and ends the claim. `filled`: its request and reply
+ * were filled (false: filling them failed with *err). The job (still referenced) when the server
+ * took it; NULL with *err set otherwise, the job ended with the error (a refused request still got
+ * an id: a poll of the latest finds it over) and its reference dropped. */
+serve_job *rpc_host_submit(rpc_host *h, serve_job *job, bool filled, const serve_names *names, rpc_error *err);
 /* The job with this id (id < 0: the latest claimed), referenced; NULL with *err set. */
 serve_job *rpc_host_find_job(rpc_host *h, int64_t id, rpc_error *err);
 /* Finished jobs kept findable by id, beyond those running. */

@@ -31,9 +31,5 @@ json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err
  * error. `stream` overrides the request's own field: the answer comes piece by piece. Also what
  * llama-server's POST /completion runs (src/server). */
 serve_job *rpc_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err);
-/* The same for a request already read (OpenAI's): *request (malloc'd) and *reply are taken (both
- * emptied; a request never handed over is freed here). */
-serve_job *rpc_completion_submit(rpc_host *h, serve_request **request, serve_reply *reply, bool stream,
-                                 rpc_error *err);
 
 #endif

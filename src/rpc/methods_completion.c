@@ -14,67 +14,22 @@ static void debug_log_request(const json_reply *reply, json_t *params) {
     free(text);
 }
 
-/* What fills a claimed job's request and reply: JSON to read, or a request already read. */
-typedef struct job_source {
-    json_t *params;
-    request_dialect dialect;
-    serve_request *request; /* taken, with reply */
-    serve_reply *reply;
-    bool stream;
-} job_source;
-
-/* The job's request and reply from `src`; false with *err set. */
-static bool fill_job(serve_job *job, job_source *src, rpc_error *err) {
-    if (src->request) {
-        serve_request_clear(&job->request);
-        job->request = *src->request; /* the job's now, as is the reply */
-        free(src->request);
-        src->request = NULL;
-        job->reply = *src->reply;
-        *src->reply = (serve_reply){0};
-    } else {
-        json_reply *reply = json_reply_new();
-        if (!reply) return rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
-        job->reply = json_reply_formatter(reply); /* the job's from now on */
-        if (!request_json_parse(src->params, src->dialect, &job->request, reply, err)) return false;
-        debug_log_request(reply, src->params);
-    }
-    job->request.stream = src->stream;
+/* A claimed job's request and reply from `params` in `dialect`; false with *err set. */
+static bool fill_job(serve_job *job, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
+    json_reply *reply = json_reply_new();
+    if (!reply) return rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
+    job->reply = json_reply_formatter(reply); /* the job's from now on */
+    if (!request_json_parse(params, dialect, &job->request, reply, err)) return false;
+    debug_log_request(reply, params);
+    job->request.stream = stream;
     return true;
 }
 
-/* A claimed job, filled and handed to the server: the job (referenced), or NULL with *err set (a
- * refused request still got an id and ended, so a poll of the latest finds it over). */
-static serve_job *begin(rpc_host *h, job_source *src, rpc_error *err) {
+serve_job *rpc_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
     serve_job *job = rpc_host_claim(h, err);
     if (!job) return NULL;
-    bool ok = fill_job(job, src, err) && rpc_host_submit(h, job, &request_json_names, err);
-    if (!ok && !serve_job_finished(job)) {
-        serve_fault fault; /* refused before the server saw it: it ends now */
-        serve_fail(&fault, SERVE_INVALID, err->field, "%s", err->message);
-        serve_job_fail(job, &fault);
-    }
-    rpc_host_unclaim(h, job);
-    if (ok) return job;
-    serve_job_unref(job);
-    return NULL;
-}
-
-serve_job *rpc_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
-    job_source src = {.params = params, .dialect = dialect, .stream = stream};
-    return begin(h, &src, err);
-}
-
-serve_job *rpc_completion_submit(rpc_host *h, serve_request **request, serve_reply *reply, bool stream,
-                                 rpc_error *err) {
-    job_source src = {.request = *request, .reply = reply, .stream = stream};
-    *request = NULL;
-    serve_job *job = begin(h, &src, err);
-    if (src.request) { /* never claimed: still the caller's to free, now ours */
-        serve_request_clear(src.request);
-        free(src.request);
-    }
-    return job;
+    bool filled = fill_job(job, params, dialect, stream, err);
+    return rpc_host_submit(h, job, filled, &request_json_names, err);
 }
 
 static bool thread_still_wanted(void *unused) {

@@ -252,6 +252,14 @@ bool request_json_fields(json_request *jr, const char *const *names) {
     return true;
 }
 
+bool request_json_read_fields(json_t *body, request_dialect dialect, serve_request *req, const char *const *names,
+                              rpc_error *err) {
+    rpc_params rp;
+    rpc_params_open(&rp, body, "completion params", "", err);
+    json_request jr = {&rp, dialect, req, NULL};
+    return request_json_fields(&jr, names);
+}
+
 static bool read_all_fields(json_request *jr) {
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         if (!fields[i].read(jr, fields[i].name)) return false;

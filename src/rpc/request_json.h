@@ -29,6 +29,10 @@ bool request_json_parse(json_t *params, request_dialect dialect, serve_request *
  * it, for a front end that passes some fields through as they are (OpenAI's temperature, top_p,
  * stop, logit_bias, speculative, ...). */
 bool request_json_fields(json_request *jr, const char *const *names);
+/* The same from `body` (borrowed) into *req in `dialect`, the params opened here (no answer shaped:
+ * the caller shapes its own); false with *err set on a wrong field. */
+bool request_json_read_fields(json_t *body, request_dialect dialect, serve_request *req, const char *const *names,
+                              rpc_error *err);
 
 /* request_lora.c: llama-server's list of LoRA adapter scales, [{id, scale}] (scale missing: 0),
  * appended to *out (malloc'd, *n entries; a request's `lora`: [] adds none, so the server's current

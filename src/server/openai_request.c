@@ -115,10 +115,7 @@ static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
  * string, `logit_bias` an object); an error names the field as sent. */
 static bool read_passed_fields(openai_read *r) {
     rpc_error rerr;
-    rpc_params rp;
-    rpc_params_open(&rp, r->body, "completion params", "", &rerr);
-    json_request jr = {&rp, DIALECT_LLAMA, r->req, NULL};
-    if (request_json_fields(&jr, passed_fields)) return true;
+    if (request_json_read_fields(r->body, DIALECT_LLAMA, r->req, passed_fields, &rerr)) return true;
     openai_error_from(&rerr, r->err);
     return false;
 }
