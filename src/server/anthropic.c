@@ -250,8 +250,10 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, con
     char *body_text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!body_text) return NULL;
-    json_t *prompt = openai_apply_template(host, body_text, strlen(body_text), chat, err);
+    json_t *chat_body = openai_parse_body(body_text, strlen(body_text), err); /* as /apply-template reads it */
     free(body_text);
+    json_t *prompt = chat_body ? openai_apply_template(host, chat_body, chat, err) : NULL;
+    json_decref(chat_body);
     if (!prompt) return NULL;
     specd_engine *engine = NULL;
     rpc_error rerr;

@@ -108,21 +108,3 @@ enum MHD_Result openai_answer_get(struct MHD_Connection *c, rpc_host *host, cons
     return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:o}", "object", "list", "data", list));
 }
 
-static json_t *drop_nulls(json_t *body) {
-    const char *key;
-    json_t *value;
-    void *tmp;
-    json_object_foreach_safe(body, tmp, key, value) if (json_is_null(value)) json_object_del(body, key);
-    return body;
-}
-
-/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"). */
-json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
-    json_error_t jerr;
-    json_t *body = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
-    if (json_is_object(body)) return drop_nulls(body);
-    if (body) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body must be a JSON object");
-    else openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-    json_decref(body);
-    return NULL;
-}

@@ -58,10 +58,6 @@ enum MHD_Result openai_send_error(struct MHD_Connection *c, const openai_error *
 enum MHD_Result openai_fail(struct MHD_Connection *c, unsigned status, const char *type, const char *param,
                             const char *message);
 
-/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
- * with *err (400) when it is not one. */
-json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
-
 /* ---- openai_messages.c ----------------------------------------------------------------------- */
 /* A message's content (a string, null, or text parts, joined; heap); NULL with *err naming
  * messages[index].content. */
@@ -80,10 +76,14 @@ bool openai_check_jinja_messages(json_t *messages, openai_error *err);
  * *err (a 400 naming the field for the client's mistakes). */
 bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,
                         openai_error *err);
-/* POST /apply-template: {"prompt": the text a chat request's body would be given}; NULL with *err. */
-json_t *openai_apply_template(rpc_host *host, const char *body, size_t len, const http_chat *chat, openai_error *err);
+/* POST /apply-template: {"prompt": the text a chat request's body (borrowed, openai_parse_body's)
+ * would be given}; NULL with *err. */
+json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
 /* ---- openai_request.c ------------------------------------------------------------------------ */
+/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
+ * with *err (400) when it is not one. */
+json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
 /* The body of POST `url` -> a completion for a call worker (server.h), its request read and its
  * reply OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
 completion_call *openai_completion_call(rpc_host *host, const char *url, const char *body, size_t len,

@@ -147,9 +147,7 @@ static char *builtin_prompt(rpc_host *host, json_t *body, const http_chat *chat,
     return text;
 }
 
-json_t *openai_apply_template(rpc_host *host, const char *text, size_t len, const http_chat *chat, openai_error *err) {
-    json_t *body = openai_parse_body(text, len, err);
-    if (!body) return NULL;
+json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
     json_t *answer = NULL;
     if (chat->jinja) {
         specd_chat *turn = NULL;
@@ -164,6 +162,5 @@ json_t *openai_apply_template(rpc_host *host, const char *text, size_t len, cons
         if (prompt && !answer) out_of_memory(err);
         specd_free(prompt);
     }
-    json_decref(body);
     return answer;
 }

@@ -223,7 +223,9 @@ static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state 
  * (openai_chat.c); errors in llama-server's shape, as its other routes. */
 static enum MHD_Result route_apply_template(struct MHD_Connection *c, request_state *rs) {
     openai_error err;
-    json_t *answer = openai_apply_template(rs->options->rpc, rs->body, rs->len, &rs->options->chat, &err);
+    json_t *body = openai_parse_body(rs->body, rs->len, &err);
+    json_t *answer = body ? openai_apply_template(rs->options->rpc, body, &rs->options->chat, &err) : NULL;
+    json_decref(body);
     if (answer) return send_json(c, MHD_HTTP_OK, answer);
     int code = err.status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
              : err.status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
