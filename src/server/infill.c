@@ -135,6 +135,27 @@ static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, r
     return list;
 }
 
+/* Whether the body names its drafters (llama-server's nested or flat form). */
+static bool names_drafters(json_t *body) {
+    return json_object_get(body, "speculative") || json_object_get(body, "speculative.type");
+}
+
+/* Code completion writes again what the file already holds (a name, a line, a block): the suffix
+ * drafter, which drafts from the prompt's and the output's own text for free, goes beside what the
+ * engine drafts with anyway (its draft model or head); each step drafts with whichever is expected
+ * to give more tokens per second there, so where the file does not repeat nothing changes. NULL
+ * (nothing added) when out of memory. */
+static json_t *default_drafters(const specd_engine *e) {
+    specd_generation_params g = specd_generation_default_params();
+    specd_spec_type out[SPECD_SPEC_MAX_TYPES];
+    int32_t n = specd_generation_drafters(e, &g, out, NULL);
+    json_t *types = json_array();
+    for (int32_t i = 0; types && i < n; i++)
+        if (out[i] != SPECD_SPEC_SUFFIX) json_array_append_new(types, json_string(specd_spec_type_name(out[i])));
+    if (types) json_array_append_new(types, json_string(specd_spec_type_name(SPECD_SPEC_SUFFIX)));
+    return types ? json_pack("{s:o}", "type", types) : NULL;
+}
+
 json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err) {
     static const char *const own[] = {"input_prefix", "input_suffix", "input_extra", NULL};
     if (!json_is_object(body)) {
@@ -150,7 +171,9 @@ json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err) {
         return NULL;
     }
     json_t *prompt = infill_prompt(body, e, n_predict, err);
+    json_t *drafters = prompt && !names_drafters(body) ? default_drafters(e) : NULL;
     rpc_host_release_engine(host);
+    if (drafters) json_object_set_new(body, "speculative", drafters);
     if (!prompt) {
         json_decref(body);
         return NULL;

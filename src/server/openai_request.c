@@ -298,6 +298,14 @@ static bool read_insertion(openai_read *r, rpc_host *host, json_t *prompt) {
                                            &rerr);
     if (!fim) return BAD(r->err, "suffix", "%s", rerr.message);
     bool ok = add_token_ids(r->req, json_object_get(fim, "prompt"));
+    /* /infill's default drafters (infill.c) where the request names none */
+    json_t *types = json_object_get(json_object_get(fim, "speculative"), "type");
+    const char *names[SPECD_SPEC_MAX_TYPES];
+    int32_t n = 0;
+    for (size_t i = 0; i < json_array_size(types) && n < SPECD_SPEC_MAX_TYPES; i++)
+        names[n++] = json_string_value(json_array_get(types, i));
+    if (ok && n > 0 && !json_object_get(r->body, "speculative"))
+        specd_spec_params_set_types(&r->req->gen.speculative, names, n, NULL); /* known names: no error */
     json_decref(fim);
     return ok || out_of_memory(r->err) != NULL;
 }

@@ -99,7 +99,9 @@ void sse_end_all(void);
 /* ---- infill.c --------------------------------------------------------------------------------- */
 /* POST /infill's body (taken) -> /completion's body (new): input_prefix, input_suffix, input_extra
  * and prompt become the fill-in-the-middle token prompt, laid out with the serving model's FIM
- * tokens; NULL with *err (RPC_NO_MODEL when none serves). */
+ * tokens; a body that names no drafters gets "speculative": {"type": [what the engine drafts
+ * with, "suffix"]} (model-free drafting of what the file repeats). NULL with *err (RPC_NO_MODEL
+ * when none serves). */
 json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err);
 
 /* ---- conn.c ----------------------------------------------------------------------------------- */

@@ -332,6 +332,21 @@ def check_infill(port, bare_port):
     check("/v1/completions with a suffix: the insertion /infill makes", code == 200 and code2 == 200 and
           text["choices"][0]["text"] == plain.get("content") and text["usage"]["prompt_tokens"] ==
           plain.get("tokens_evaluated"), f"{code} {text} {plain}")
+    # model-free drafting by default: code that repeats itself, the suffix drafter beside what the
+    # engine drafts with (here nothing: no draft model), exact against no speculation
+    repeats = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"
+    body = {"input_prefix": repeats, "input_suffix": "\n", "n_predict": 24, "temperature": 0}
+    code, drafted = post(port, "/infill", body)
+    code2, alone = post(port, "/infill", dict(body, speculative={"type": ["none"]}))
+    spec = drafted.get("speculative", {}) if code == 200 else {}
+    kinds = [d.get("type") for d in spec.get("drafters", [])]
+    check("/infill drafts with the suffix drafter by default, losslessly", code == 200 and code2 == 200 and
+          kinds == ["suffix"] and drafted.get("content") == alone.get("content") and
+          not alone.get("speculative", {}).get("drafters"), f"{spec} {drafted.get('content')!r} {alone.get('content')!r}")
+    code, text = post(port, "/v1/completions", {"prompt": repeats, "suffix": "\n", "max_tokens": 24, "temperature": 0})
+    kinds = [d.get("type") for d in text.get("speculative", {}).get("drafters", [])] if code == 200 else []
+    check("/v1/completions with a suffix: the same default drafters", kinds == ["suffix"] and
+          text["choices"][0]["text"] == alone.get("content"), f"{code} {text}")
 
 
 def check_chat(port):
