@@ -177,13 +177,18 @@ static bool tokenize_messages(serve_request *r, specd_engine *e, const serve_nam
 }
 
 /* A prompt that does not fit: the first n_keep tokens stay, whole blocks of half the rest after
- * them go (as the old API, llama-server, did). */
+ * them go (as the old API, llama-server, did); a conversation is refused instead (whole_prompt). */
 static bool truncate_prompt(serve_request *r, const serve_names *names, serve_fault *fault) {
     r->n_prompt_tokens = r->n_tokens;
     if (r->n_tokens == 0)
         return serve_fail(fault, SERVE_INVALID, "prompt", "%s: the prompt is empty (the model adds no BOS token): "
                           "give some text or token ids", names->where);
     if (r->n_tokens < r->n_ctx) return true;
+    if (r->whole_prompt)
+        return serve_fail(fault, SERVE_INVALID, "messages", "%s: the conversation is %d tokens through the chat "
+                          "template (any tools' descriptions included) but a slot's context holds %d: shorten the "
+                          "conversation, or start the server with a larger -c (each of the -np slots gets -c / -np)",
+                          names->where, r->n_tokens, r->n_ctx);
     int32_t n_keep = r->n_keep < 0 ? r->n_tokens : r->n_keep;
     int32_t block = (r->n_ctx - n_keep) / 2;
     if (n_keep >= r->n_ctx - 1 || block < 1)

@@ -58,6 +58,10 @@ typedef struct serve_request {
     bool stream;                   /* answered piece by piece as the text is decided */
     bool cache_prompt;             /* false: the slot forgets its cache first */
     bool return_origins;           /* keep which text came from accepted drafts */
+    /* A conversation through a chat template: refused, not cut, when it does not fit a slot. Cutting
+     * drops its start (the system prompt, the tools) and the model answers a different prompt
+     * (llama-server refuses every prompt that does not fit). */
+    bool whole_prompt;
     /* DRY's sequence breakers (gen.sampling.dry_sequence_breakers points here); NULL: llama.cpp's */
     char **dry_breakers;
     int32_t n_dry_breakers;
@@ -126,7 +130,8 @@ typedef struct serve_limits {
 /* Checks the request against `engine` and `limits` and makes its prompt: every range (the
  * library's rules), the draft lengths against the engine's, the grammar and the logit bias
  * against the vocabulary, the chat template; then the prompt tokenized and, when it does not fit
- * a slot, cut keeping n_keep tokens and dropping whole blocks after them (llama-server's rule).
+ * a slot, cut keeping n_keep tokens and dropping whole blocks after them (llama-server's old rule),
+ * or refused when the request is a whole_prompt (field "messages").
  * False with *fault set (SERVE_INVALID naming the field) otherwise. */
 bool serve_request_prepare(serve_request *r, specd_engine *engine, const serve_limits *limits,
                            const serve_names *names, serve_fault *fault);

@@ -402,6 +402,33 @@ def check_builtin(specd, target):
           "--chat-template-file" in both.stderr, both.stderr)
 
 
+def check_small_context(specd, target, templates_dir):
+    """A conversation longer than a slot's context is refused, not cut: cut from its start, the
+    Functionary prompt lost its tool descriptions and the tiny model took the grammar's free-text
+    branch ("all\n" and text), so tool_choice "required" answered free text at 256 tokens a slot."""
+    server, port = start_server(specd, ["-m", target, "-c", "1024", "-np", "4", "--chat-template-file",
+                                        os.path.join(templates_dir, FUNCTIONARY), "--api-key", "test-key"])
+    try:
+        check("the server with 256 tokens a slot starts", bool(port))
+        if not port:
+            return
+        code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required"))
+        check("a conversation longer than a slot: 400 naming messages and the context, not a cut prompt",
+              openai_error(code, answer, 400, "messages", "context holds 256"), f"{code} {answer}")
+        code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required", stream=True))
+        check("streamed: the same 400", openai_error(code, answer, 400, "messages", "context holds 256"),
+              f"{code} {answer}")
+        code, answer = post(port, "/v1/messages", {"model": "m", "max_tokens": 4, "messages": ASK["messages"],
+                                                   "tools": [{"name": "get_weather", "input_schema": TOOLS[0][
+                                                       "function"]["parameters"]}]})
+        check("/v1/messages: refused too", anthropic_error(code, answer, 400, "context holds 256"), f"{code} {answer}")
+        code, answer = post(port, "/v1/completions", {"prompt": "the " * 300, "max_tokens": 2})
+        check("/v1/completions still cuts a long prompt (the old API's rule)", code == 200 and
+              answer["usage"]["prompt_tokens"] < 256, f"{code} {answer}")
+    finally:
+        check("the server with 256 tokens a slot stops cleanly", stop_server(server) == 0)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -463,6 +490,7 @@ def main(specd, models, templates_dir, llama_server=None):
         finally:
             check(f"the server with {template} stops cleanly", stop_server(server) == 0)
     check_builtin(specd, target)
+    check_small_context(specd, target, templates_dir)
     fim, _ = start_server(specd, ["-m", os.path.join(models, "fim.gguf"), "-c", "4096", "-np", "1",
                                   "--api-key", "test-key"])
     bare, _ = start_server(specd, ["-m", target, "--api-key", "test-key"])

@@ -226,6 +226,48 @@ static void prepare_applies_the_chat_template(void **state) {
     specd_engine_free(chat);
 }
 
+/* A prompt longer than a slot's context: the old API's prompt is cut (n_keep, whole blocks), a
+ * conversation (whole_prompt, the chat routes') is refused naming "messages": cut, it lost its start
+ * (a chat template's system prompt and tool descriptions) and the model answered another prompt. */
+static void prepare_refuses_a_conversation_that_does_not_fit(void **state) {
+    (void)state;
+    char text[2048] = "";
+    for (int i = 0; i < 300; i++) strcat(text, "the ");
+    serve_limits limits = {.n_predict_max = -1};
+    serve_fault fault;
+    serve_request req;
+    serve_request_init(&req);
+    assert_true(serve_request_add_text(&req, text));
+    assert_true(serve_request_prepare(&req, engine, &limits, &request_json_names, &fault));
+    assert_true(req.truncated);
+    assert_true(req.n_tokens < req.n_ctx && req.n_prompt_tokens >= req.n_ctx);
+    int32_t n_prompt = req.n_prompt_tokens;
+    serve_request_clear(&req);
+
+    serve_request_init(&req);
+    req.whole_prompt = true;
+    assert_true(serve_request_add_text(&req, text));
+    assert_false(serve_request_prepare(&req, engine, &limits, &request_json_names, &fault));
+    assert_int_equal(fault.kind, SERVE_INVALID);
+    assert_string_equal(fault.field, "messages");
+    char want[96];
+    snprintf(want, sizeof want, "is %d tokens", n_prompt);
+    assert_non_null(strstr(fault.message, want));
+    snprintf(want, sizeof want, "context holds %d", specd_engine_n_ctx(engine));
+    assert_non_null(strstr(fault.message, want));
+    assert_non_null(strstr(fault.message, "-c"));
+    serve_request_clear(&req);
+
+    /* one that fits is not touched */
+    serve_request_init(&req);
+    req.whole_prompt = true;
+    assert_true(serve_request_add_text(&req, "the the the"));
+    assert_true(serve_request_prepare(&req, engine, &limits, &request_json_names, &fault));
+    assert_false(req.truncated);
+    assert_int_equal(req.n_tokens, req.n_prompt_tokens);
+    serve_request_clear(&req);
+}
+
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     snprintf(chat_path, sizeof chat_path, "%s/chat-chatml.gguf", argv[1]);
@@ -237,6 +279,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(samplers_and_lora_fill_the_struct),
         cmocka_unit_test(prepare_checks_and_names_fields),
         cmocka_unit_test(prepare_applies_the_chat_template),
+        cmocka_unit_test(prepare_refuses_a_conversation_that_does_not_fit),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     specd_engine_free(engine);
