@@ -83,11 +83,12 @@ static void close_item(openai_call *call, json_t *events) {
     const char *type = json_string_value(json_object_get(call->item, "type"));
     int index = (int)(call->next_block - 1);
     json_object_set_new(call->item, "status", json_string("completed"));
-    if (!strcmp(type, "message")) {
+    bool message = !strcmp(type, "message");
+    if (message || !strcmp(type, "reasoning")) {
         json_t *part = json_array_get(json_object_get(call->item, "content"), 0);
-        add(call, events, json_pack("{s:s, s:s, s:i, s:i, s:O}", "type", "response.output_text.done", "item_id",
-                                    item_id(call), "output_index", index, "content_index", 0, "text",
-                                    json_object_get(part, "text")));
+        add(call, events, json_pack("{s:s, s:s, s:i, s:i, s:O}", "type", message ? "response.output_text.done"
+                                    : "response.reasoning_text.done", "item_id", item_id(call), "output_index", index,
+                                    "content_index", 0, "text", json_object_get(part, "text")));
         add(call, events, json_pack("{s:s, s:s, s:i, s:i, s:O}", "type", "response.content_part.done", "item_id",
                                     item_id(call), "output_index", index, "content_index", 0, "part", part));
     } else if (!strcmp(type, "function_call")) {
@@ -111,12 +112,18 @@ static void open_item(openai_call *call, json_t *item, bool fresh, json_t *event
     close_item(call, events);
     call->item = item;
     int index = call->next_block++;
-    add(call, events, json_pack("{s:s, s:i, s:O}", "type", "response.output_item.added", "output_index", index, "item",
-                                item));
-    if (!strcmp(type, "message"))
-        add(call, events, json_pack("{s:s, s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "type", "response.content_part.added",
-                                    "item_id", item_id(call), "output_index", index, "content_index", 0, "part", "type",
-                                    "output_text", "text", "", "annotations"));
+    /* The event gets the item as it is now (a copy: call->item grows with the deltas, and the
+     * events are sent later); a message or reasoning item opens with no content, its part comes
+     * in content_part.added, as OpenAI's stream does it (the clients' stream helpers build the
+     * item from these events, and a part already there would be counted twice). */
+    json_t *shown = json_deep_copy(item);
+    json_t *part = json_deep_copy(json_array_get(json_object_get(item, "content"), 0));
+    if (shown && part) json_object_set_new(shown, "content", json_array());
+    add(call, events, json_pack("{s:s, s:i, s:o}", "type", "response.output_item.added", "output_index", index, "item",
+                                shown));
+    if (part)
+        add(call, events, json_pack("{s:s, s:s, s:i, s:i, s:o}", "type", "response.content_part.added", "item_id",
+                                    item_id(call), "output_index", index, "content_index", 0, "part", part));
 }
 
 /* s += more, for a string field of an object. */

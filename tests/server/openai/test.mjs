@@ -5,7 +5,10 @@
 // (the draft model's answer equals the one without speculation at temperature 0), and the chat
 // template options (--chat-template, and the 400 naming it when a model has none); tools through the
 // Jinja chat code with a real model's template (TEMPLATES_DIR: the pinned llama.cpp's
-// models/templates): a required call blocking and streamed, a round trip with the tool's result.
+// models/templates): a required call blocking and streamed, a round trip with the tool's result;
+// responses.create (blocking, streamed: the events make the blocking response's output, a function
+// call and a round trip with its output); the official @anthropic-ai/sdk (run.sh installs it beside
+// openai) on /v1/messages: blocking, streamed, a tool_use round trip, countTokens.
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -261,12 +264,16 @@ async function main() {
     assert.equal(drafted.usage.completion_tokens, none.usage.completion_tokens);
   });
 
+  // A server whose template lets the tiny model's answer begin with a call (see the tools check's comment).
+  const fbase = await startServer(["-m", path.join(models, "target.gguf"), "--api-key", KEY, "-c", "4096", "-np", "1",
+    "--chat-template-file", path.join(templates, "meetkai-functionary-medium-v3.2.jinja")]);
+  const schema = { type: "object", properties: { city: { type: "string", enum: ["Rome", "Oslo"] } }, required: ["city"] };
+
   await check("tools: a required call (blocking, streamed) and a round trip with the result", async () => {
     // Functionary v3.2's tool grammar lets the answer begin with the call (most templates allow free
     // text first, which the random tiny model never ends); an enum keeps the arguments short; room
     // for the whole prompt.
-    const qwen = client(await startServer(["-m", path.join(models, "target.gguf"), "--api-key", KEY, "-c", "4096",
-      "-np", "1", "--chat-template-file", path.join(templates, "meetkai-functionary-medium-v3.2.jinja")]));
+    const qwen = client(fbase);
     const tools = [{ type: "function", function: { name: "get_weather", description: "The weather in a city",
       parameters: { type: "object", properties: { city: { type: "string", enum: ["Rome", "Oslo"] } },
                     required: ["city"] } } }];
@@ -299,6 +306,118 @@ async function main() {
       ...req.messages, c.message, { role: "tool", tool_call_id: call.id, content: "18 degrees" }] });
     assert.equal(back.choices[0].message.role, "assistant");
     assert.ok(back.usage.prompt_tokens > r.usage.prompt_tokens, "the call and its result are in the prompt");
+  });
+
+  await check("responses.create: blocking and streamed, the events make the same response", async () => {
+    const req = { model: "m", input: [{ role: "user", content: "Say something about birds." }], instructions: "Be terse.",
+                  temperature: 0, max_output_tokens: 16 };
+    const r = await openai.responses.create(req);
+    assert.equal(r.object, "response");
+    assert.match(r.id, /^resp_/);
+    assert.ok(["completed", "incomplete"].includes(r.status));
+    assert.equal(typeof r.output_text, "string");
+    assert.ok(r.output_text.length > 0, "empty answer");
+    assert.ok(r.usage.input_tokens > 5 && r.usage.output_tokens > 0 && r.usage.output_tokens <= 16);
+    assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+    const stream = await openai.responses.create({ ...req, stream: true });
+    let deltas = "", created = null, completed = null, last = -1;
+    for await (const event of stream) {
+      assert.ok(event.sequence_number > last, "sequence numbers grow");
+      last = event.sequence_number;
+      if (event.type === "response.created") created = event.response;
+      if (event.type === "response.output_text.delta") deltas += event.delta;
+      if (event.type === "response.completed" || event.type === "response.incomplete") completed = event.response;
+    }
+    assert.equal(created.status, "in_progress");
+    assert.equal(deltas, r.output_text);
+    assert.equal(completed.status, r.status);
+    assert.deepEqual(completed.output.map((o) => o.type), r.output.map((o) => o.type));
+    assert.deepEqual(completed.usage, r.usage);
+    // the client's own stream helper assembles the same message (it sets no output_text)
+    const helper = await openai.responses.stream(req).finalResponse();
+    const texts = (resp) => resp.output.filter((o) => o.type === "message")
+      .flatMap((o) => o.content.filter((c) => c.type === "output_text").map((c) => c.text)).join("");
+    assert.equal(texts(helper), r.output_text);
+  });
+
+  await check("responses.create: a function call (blocking, streamed) and a round trip with its output", async () => {
+    const fc = client(fbase);
+    const tools = [{ type: "function", name: "get_weather", description: "The weather in a city", parameters: schema,
+                     strict: false }];
+    const req = { model: "m", input: "Weather in Paris?", tools, tool_choice: "required", temperature: 0,
+                  max_output_tokens: 60 };
+    const r = await fc.responses.create(req);
+    assert.equal(r.object, "response");
+    assert.equal(r.status, "completed");
+    const call = r.output.find((o) => o.type === "function_call");
+    assert.equal(call.name, "get_weather");
+    assert.ok(["Rome", "Oslo"].includes(JSON.parse(call.arguments).city));
+    const streamed = await fc.responses.stream(req).finalResponse();
+    const scall = streamed.output.find((o) => o.type === "function_call");
+    assert.deepEqual([scall.name, scall.arguments], [call.name, call.arguments]);
+    const back = await fc.responses.create({ model: "m", tools, tool_choice: "none", temperature: 0, max_output_tokens: 3,
+      input: [{ role: "user", content: "Weather in Paris?" }, call,
+              { type: "function_call_output", call_id: call.call_id, output: "18 degrees" }] });
+    assert.equal(back.status, "incomplete");
+    assert.equal(back.incomplete_details.reason, "max_output_tokens");
+    assert.equal(typeof back.output_text, "string");
+    assert.ok(back.usage.input_tokens > r.usage.input_tokens, "the call and its output are in the prompt");
+  });
+
+  await check("@anthropic-ai/sdk: messages (blocking, streamed, a tool_use round trip) and countTokens", async () => {
+    const { default: Anthropic, BadRequestError: AnthropicBadRequest } = require("@anthropic-ai/sdk");
+    const anthropic = new Anthropic({ baseURL: fbase, apiKey: KEY, maxRetries: 0, timeout: 60000 });
+    const req = { model: "m", max_tokens: 60, temperature: 0, tool_choice: { type: "any" },
+                  tools: [{ name: "get_weather", description: "The weather in a city", input_schema: schema }],
+                  messages: [{ role: "user", content: "Weather in Paris?" }] };
+    const m = await anthropic.messages.create(req);
+    assert.equal(m.type, "message");
+    assert.equal(m.role, "assistant");
+    assert.equal(m.stop_reason, "tool_use");
+    const use = m.content.find((b) => b.type === "tool_use");
+    assert.equal(use.name, "get_weather");
+    assert.ok(["Rome", "Oslo"].includes(use.input.city));
+    assert.ok(m.usage.input_tokens > 5 && m.usage.output_tokens > 0);
+    const streamed = await anthropic.messages.stream(req).finalMessage();
+    assert.equal(streamed.stop_reason, "tool_use");
+    assert.deepEqual(streamed.content.filter((b) => b.type === "tool_use").map((b) => [b.name, b.input]),
+                     m.content.filter((b) => b.type === "tool_use").map((b) => [b.name, b.input]));
+    assert.deepEqual(streamed.usage.output_tokens, m.usage.output_tokens);
+    const back = await anthropic.messages.create({ ...req, tool_choice: { type: "none" }, max_tokens: 4, messages: [
+      ...req.messages, { role: "assistant", content: m.content },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "18 degrees" }] }] });
+    assert.equal(back.stop_reason, "max_tokens");
+    assert.ok(back.usage.input_tokens > m.usage.input_tokens, "the call and its result are in the prompt");
+    const { max_tokens, ...counted } = req;
+    const count = await anthropic.messages.countTokens(counted);
+    assert.equal(count.input_tokens, m.usage.input_tokens);
+    await assert.rejects(anthropic.messages.create({ ...req, tool_choice: { type: "tool", name: "nope" } }), (e) => {
+      assert.ok(e instanceof AnthropicBadRequest, String(e));
+      assert.equal(e.error.type, "error");
+      assert.equal(e.error.error.type, "invalid_request_error");
+      assert.match(e.error.error.message, /nope/);
+      return true;
+    });
+  });
+
+  await check("@anthropic-ai/sdk: plain text blocking and streamed, the text events make the same text", async () => {
+    const { default: Anthropic, AuthenticationError: AnthropicAuth } = require("@anthropic-ai/sdk");
+    const anthropic = new Anthropic({ baseURL: base, apiKey: KEY, maxRetries: 0, timeout: 60000 });
+    const req = { model: "m", max_tokens: 16, temperature: 0, system: "You are terse.",
+                  messages: [{ role: "user", content: [{ type: "text", text: "Say something about birds." }] }] };
+    const m = await anthropic.messages.create(req);
+    assert.ok(["end_turn", "max_tokens", "stop_sequence"].includes(m.stop_reason));
+    assert.equal(m.content[0].type, "text");
+    let text = "";
+    const stream = anthropic.messages.stream(req).on("text", (t) => (text += t));
+    const fin = await stream.finalMessage();
+    assert.equal(text, m.content[0].text);
+    assert.equal(fin.stop_reason, m.stop_reason);
+    assert.equal(fin.usage.output_tokens, m.usage.output_tokens);
+    await assert.rejects(new Anthropic({ baseURL: base, apiKey: "wrong", maxRetries: 0 }).messages.create(req), (e) => {
+      assert.ok(e instanceof AnthropicAuth, String(e));
+      return true;
+    });
   });
 
   await check("a model without a chat template: ChatML through Jinja; with --no-jinja a 400 naming --chat-template; --chat-template chatml works", async () => {
