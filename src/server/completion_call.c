@@ -23,7 +23,28 @@ void completion_call_free(void *ctx) {
     free(call->request);
     if (call->reply.free_ctx) call->reply.free_ctx(call->reply.ctx);
     serve_job_unref(call->job);
+    for (int i = 0; i < call->n_more; i++) completion_call_free(call->more[i]);
+    free(call->more);
     free(call);
+}
+
+bool completion_call_add_choice(completion_call *call, completion_call *other) {
+    completion_call **grown = realloc(call->more, (size_t)(call->n_more + 1) * sizeof *grown);
+    if (!grown) {
+        completion_call_free(other);
+        return false;
+    }
+    call->more = grown;
+    call->more[call->n_more++] = other;
+    return true;
+}
+
+int completion_call_jobs(const completion_call *call, serve_job **jobs, int max) {
+    int n = 0;
+    if (call->job && n < max) jobs[n++] = call->job;
+    for (int i = 0; i < call->n_more && n < max; i++)
+        if (call->more[i]->job) jobs[n++] = call->more[i]->job;
+    return n;
 }
 
 static json_t *error_answer(const rpc_error *err) { return json_pack("{s:o}", "error", rpc_error_object(err)); }
@@ -48,17 +69,51 @@ static bool client_still_there(void *unused) {
     return rpc_thread_still_wanted();
 }
 
+static serve_job *submit(completion_call *call, rpc_error *err) {
+    return call->job = call->body ? rpc_completion_begin(call->host, call->body, DIALECT_LLAMA, call->stream, err)
+                                  : submit_request(call, err);
+}
+
+/* Every choice's job submitted; at the first refusal the ones already in are ended. */
+static bool submit_all(completion_call *call, rpc_error *err) {
+    if (!submit(call, err)) return false;
+    for (int i = 0; i < call->n_more; i++) {
+        if (submit(call->more[i], err)) continue;
+        serve_job_end(call->job, SERVE_END_CANCELLED);
+        for (int k = 0; k < i; k++) serve_job_end(call->more[k]->job, SERVE_END_CANCELLED);
+        return false;
+    }
+    return true;
+}
+
+/* The final answer of `job` (new), or NULL with *err. */
+static json_t *wait_answer(serve_job *job, rpc_error *err) {
+    void *answer = NULL;
+    serve_fault fault;
+    if (serve_job_wait_final(job, client_still_there, NULL, RPC_WATCH_MS, &answer, &fault)) return answer;
+    rpc_error_from_fault(&fault, err);
+    return NULL;
+}
+
 json_t *completion_call_run(void *ctx) {
     completion_call *call = ctx;
     rpc_error err;
-    call->job = call->body ? rpc_completion_begin(call->host, call->body, DIALECT_LLAMA, call->stream, &err)
-                           : submit_request(call, &err);
-    if (!call->job) return error_answer(&err);
+    if (!submit_all(call, &err)) return error_answer(&err);
     if (call->stream) return json_pack("{s:{s:I}}", "result", "id", (json_int_t)call->job->id);
-    void *answer = NULL;
-    serve_fault fault;
-    if (serve_job_wait_final(call->job, client_still_there, NULL, RPC_WATCH_MS, &answer, &fault))
-        return json_pack("{s:o}", "result", (json_t *)answer);
-    rpc_error_from_fault(&fault, &err);
+    json_t *answer = wait_answer(call->job, &err);
+    for (int i = 0; answer && i < call->n_more; i++) {
+        json_t *other = wait_answer(call->more[i]->job, &err);
+        if (!other) {
+            json_decref(answer);
+            answer = NULL;
+        } else if (call->merge) {
+            call->merge(answer, other);
+        }
+        json_decref(other);
+    }
+    if (answer) return json_pack("{s:o}", "result", answer);
+    /* one choice failed: the answer is its error, and the others are not waited for */
+    for (int i = 0; i < call->n_more; i++) serve_job_end(call->more[i]->job, SERVE_END_CANCELLED);
+    serve_job_end(call->job, SERVE_END_CANCELLED);
     return error_answer(&err);
 }

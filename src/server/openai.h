@@ -1,7 +1,8 @@
 /* openai.h - the OpenAI-compatible routes: openai.c (the routes, GET /v1/models, errors),
  * openai_request.c (a request's body into the server's typed request), openai_reply.c (the
- * answer built from the result in OpenAI's shape: a response, or chunks of a stream). What
- * routes.c needs of them. */
+ * answer built from the result in OpenAI's shape: a response, or chunks of a stream),
+ * openai_choices.c (n > 1: one call per choice, their answers made one). What routes.c needs of
+ * them. */
 #ifndef SPECD_SERVER_OPENAI_H
 #define SPECD_SERVER_OPENAI_H
 
@@ -9,9 +10,14 @@
 
 typedef enum openai_kind { OPENAI_CHAT, OPENAI_TEXT } openai_kind;
 
+/* The choices of one request with n > 1, shared by their calls (openai_choices.c). */
+typedef struct openai_choices openai_choices;
+
 /* One OpenAI request's choices that shape its answer: its reply's context (owned by the job). */
 typedef struct openai_call {
     openai_kind kind;
+    int index;               /* its choice's index (n > 1), 0 else */
+    openai_choices *choices; /* n > 1: the request's choices (referenced); NULL: one */
     char id[64];          /* chatcmpl-... / cmpl-... */
     json_int_t created;   /* Unix seconds */
     bool stream, include_usage, return_origins, logprobs;
@@ -80,18 +86,29 @@ bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, ser
  * would be given}; NULL with *err. */
 json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
-/* ---- openai_request.c ------------------------------------------------------------------------ */
+/* ---- openai_request.c (openai_completion_call: openai_choices.c) ------------------------------- */
 /* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
  * with *err (400) when it is not one. */
 json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
 /* The body of POST `url` -> a completion for a call worker (server.h), its request read and its
- * reply OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
+ * reply OpenAI's (n > 1: one per choice); NULL with *err set. `chat`: how chat prompts are made
+ * (--no-jinja, ...). */
 completion_call *openai_completion_call(rpc_host *host, const char *url, const char *body, size_t len,
                                         const http_chat *chat, openai_error *err);
 /* A chat request already parsed (`body` borrowed, an OpenAI chat body): as above; its reply
  * context (call->reply.ctx) is the openai_call, for an API that rewrites its requests as OpenAI's
  * chats (anthropic.c, responses.c) to answer with its own formatter over it. */
 completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
+
+/* The body (borrowed) of one choice -> its call, as openai_completion_call makes it. */
+completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+                                   openai_error *err);
+
+/* ---- openai_choices.c: n > 1 ------------------------------------------------------------------ */
+/* The call for a body (borrowed) with OpenAI's `n` (checked: 1 to the server's slots): the first
+ * choice's call, the others in its `more`, their answers merged; NULL with *err. */
+completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+                                     openai_error *err);
 
 /* ---- openai_reply.c -------------------------------------------------------------------------- */
 /* The text generated so far, valid UTF-8 (heap); and, for a chat through Jinja, the assistant
@@ -105,10 +122,17 @@ json_t *openai_chat_deltas(openai_call *call, const serve_view *v);
  * stream, every piece is an array of chunk events (the final one ends with finish_reason and,
  * with include_usage, usage). */
 serve_reply openai_reply_formatter(openai_call *call);
+/* n > 1: the count the choices of one request share (a reference each; n of them in all). A
+ * choice's final answer counted: true for the request's last, with *sum the choices' completion
+ * tokens (the one usage chunk of a stream goes out then). */
+openai_choices *openai_choices_new(int n);
+openai_choices *openai_choices_ref(openai_choices *g);
+bool openai_choices_final(openai_choices *g, json_int_t completion_tokens, json_int_t *sum);
+void openai_choices_unref(openai_choices *g);
 /* Frees an openai_call (the formatter's free_ctx; the turn with it). */
 void openai_call_free(void *call);
-/* Answers `c` with the stream of `job`'s chunks, ending with data: [DONE]. */
-enum MHD_Result openai_stream_respond(struct MHD_Connection *c, serve_job *job);
+/* Answers `c` with the stream of the chunks of `call`'s jobs (its choices'), ending with data: [DONE]. */
+enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
 /* ---- anthropic.c, anthropic_reply.c: Anthropic's Messages API --------------------------------- */
 /* Whether `url` is /v1/messages or /v1/messages/count_tokens. */

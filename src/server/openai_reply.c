@@ -14,6 +14,8 @@
 #include "../rpc/reply_json.h"
 #include "../serve/text_stream.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,8 +151,10 @@ static json_t *response(openai_call *call, const serve_view *v) {
         message = json_pack("{s:s, s:o}", "role", "assistant", "content", text);
     }
     json_t *choice = call->kind == OPENAI_CHAT
-        ? json_pack("{s:i, s:o, s:s, s:o}", "index", 0, "message", message, "finish_reason", finish, "logprobs", logprobs)
-        : json_pack("{s:i, s:o, s:s, s:o}", "index", 0, "text", text, "finish_reason", finish, "logprobs", logprobs);
+        ? json_pack("{s:i, s:o, s:s, s:o}", "index", call->index, "message", message, "finish_reason", finish, "logprobs",
+                    logprobs)
+        : json_pack("{s:i, s:o, s:s, s:o}", "index", call->index, "text", text, "finish_reason", finish, "logprobs",
+                    logprobs);
     json_t *r = json_pack("{s:s, s:s, s:I, s:o, s:[o], s:o}", "id", call->id, "object",
                           call->kind == OPENAI_CHAT ? "chat.completion" : "text_completion", "created", call->created,
                           "model", model_of(v), "choices", choice, "usage", usage_json(v));
@@ -169,7 +173,8 @@ static json_t *chunk(const openai_call *call, const serve_view *v, json_t *choic
 
 /* One choice: chat's {index, delta, finish_reason, logprobs} or text's {index, text, ...}. */
 static json_t *choice(const openai_call *call, json_t *delta_or_text, const char *finish, json_t *logprobs) {
-    return json_pack("{s:i, s:o, s:o, s:o}", "index", 0, call->kind == OPENAI_CHAT ? "delta" : "text", delta_or_text,
+    return json_pack("{s:i, s:o, s:o, s:o}", "index", call->index, call->kind == OPENAI_CHAT ? "delta" : "text",
+                     delta_or_text,
                      "finish_reason", finish ? json_string(finish) : json_null(), "logprobs",
                      logprobs ? logprobs : json_null());
 }
@@ -222,6 +227,26 @@ static void add_parsed(openai_call *call, const serve_view *v, json_t *events) {
     json_decref(deltas);
 }
 
+/* The usage chunk: with n > 1 one for the request, after its last choice, the choices' completion
+ * tokens summed; NULL before that. */
+static json_t *usage_chunk(openai_call *call, const serve_view *v) {
+    json_t *usage = usage_json(v);
+    json_int_t sum = 0;
+    if (call->choices && !openai_choices_final(call->choices, v->result->n_tokens, &sum)) {
+        json_decref(usage);
+        return NULL;
+    }
+    if (call->choices && usage) {
+        json_int_t prompt = v->request->n_tokens;
+        json_object_set_new(usage, "completion_tokens", json_integer(sum));
+        json_object_set_new(usage, "total_tokens", json_integer(prompt + sum));
+    }
+    json_t *event = chunk(call, v, json_array());
+    if (event) json_object_set_new(event, "usage", usage);
+    else json_decref(usage);
+    return event;
+}
+
 /* The end: finish_reason and speculative; then usage when asked. */
 static void add_finish(openai_call *call, const serve_view *v, json_t *events) {
     json_t *empty = call->kind == OPENAI_CHAT ? json_object() : json_string("");
@@ -231,9 +256,8 @@ static void add_finish(openai_call *call, const serve_view *v, json_t *events) {
     add_specd_fields(event, v);
     add(events, event);
     if (!call->include_usage) return;
-    event = chunk(call, v, json_array());
-    if (event) json_object_set_new(event, "usage", usage_json(v));
-    add_specd_fields(event, v);
+    event = usage_chunk(call, v);
+    if (!call->choices) add_specd_fields(event, v); /* n > 1: each choice's are in its finish chunk */
     add(events, event);
 }
 
@@ -252,6 +276,44 @@ static json_t *stream_events(openai_call *call, const serve_view *v) {
     return events;
 }
 
+/* ---- n > 1: the choices' shared count ---------------------------------------------------------- */
+
+struct openai_choices {
+    atomic_int refs;
+    pthread_mutex_t lock;
+    int n, n_final;
+    json_int_t completion_tokens;
+};
+
+openai_choices *openai_choices_new(int n) {
+    openai_choices *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    atomic_init(&g->refs, 1);
+    pthread_mutex_init(&g->lock, NULL);
+    g->n = n;
+    return g;
+}
+
+openai_choices *openai_choices_ref(openai_choices *g) {
+    atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
+void openai_choices_unref(openai_choices *g) {
+    if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+bool openai_choices_final(openai_choices *g, json_int_t completion_tokens, json_int_t *sum) {
+    pthread_mutex_lock(&g->lock);
+    g->completion_tokens += completion_tokens;
+    bool last = ++g->n_final == g->n;
+    *sum = g->completion_tokens;
+    pthread_mutex_unlock(&g->lock);
+    return last;
+}
+
 /* ---- the formatter --------------------------------------------------------------------------- */
 
 static void *update_cb(void *ctx, const serve_view *v) { return stream_events(ctx, v); }
@@ -265,7 +327,10 @@ static void free_item(void *item) { json_decref(item); }
 
 void openai_call_free(void *ctx) {
     openai_call *call = ctx;
-    if (call) specd_chat_free(call->chat);
+    if (call) {
+        specd_chat_free(call->chat);
+        openai_choices_unref(call->choices);
+    }
     free(call);
 }
 
@@ -283,7 +348,8 @@ static json_t *stream_error(const serve_fault *fault) {
     return openai_error_body(&err);
 }
 
-enum MHD_Result openai_stream_respond(struct MHD_Connection *c, serve_job *job) {
+enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call) {
     static const sse_format format = {.error = stream_error, .done = "[DONE]"};
-    return sse_respond(c, job, &format);
+    serve_job *jobs[SPECD_MAX_PARALLEL];
+    return sse_respond_jobs(c, jobs, completion_call_jobs(call, jobs, SPECD_MAX_PARALLEL), &format);
 }

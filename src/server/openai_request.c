@@ -2,7 +2,7 @@
  * the choices that shape its answer (openai_call). Fields, by policy: what specd implements is
  * read into the request (the fields it shares with the JSON API by the JSON API's own readers);
  * fields clients send by habit that change nothing here (user, store, metadata, ...) are accepted
- * and ignored; fields that would change the output but are not implemented (n > 1, audio, ...) are a 400 naming them, as are unknown fields: a request is never silently answered
+ * and ignored; fields that would change the output but are not implemented (audio, ...) are a 400 naming them, as are unknown fields: a request is never silently answered
  * differently from what it asked. */
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
@@ -58,7 +58,8 @@ static const char *const passed_fields[] = {
 
 /* Mapped by the functions below (or checked for a harmless value by check_harmless). */
 static const char *const mapped_fields[] = {
-    "messages", "prompt", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs", "n", "stream",
+    "messages", "prompt", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs", "n" /* openai_choices.c */,
+    "stream",
     "stream_options", "response_format", "tools", "tool_choice", "modalities", "echo", "suffix", "best_of",
     "parallel_tool_calls", "chat_template_kwargs", "reasoning_format", "add_generation_prompt", NULL};
 
@@ -101,8 +102,6 @@ static bool check_names(json_t *body, openai_error *err) {
 /* Fields that are only accepted at their harmless values. */
 static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
     json_t *v;
-    if ((v = json_object_get(body, "n")) && (!json_is_integer(v) || json_integer_value(v) != 1))
-        return BAD(err, "n", "'n' must be 1: specd makes one choice per request");
     if ((v = json_object_get(body, "modalities"))) {
         bool text_only = json_is_array(v);
         size_t i;
@@ -348,8 +347,7 @@ static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) 
            read_prompt(r, host, chat);
 }
 
-/* The call for a parsed body (borrowed) of `kind`. */
-static completion_call *build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                    openai_error *err) {
     completion_call *call = completion_call_new(host, false);
     serve_request *req = call ? malloc(sizeof *req) : NULL;
@@ -368,16 +366,6 @@ static completion_call *build_call(rpc_host *host, openai_kind kind, json_t *bod
     return NULL;
 }
 
-completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,
-                                        const http_chat *chat, openai_error *err) {
-    openai_kind kind = strcmp(url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
-    json_t *body = openai_parse_body(text, len, err);
-    if (!body) return NULL;
-    completion_call *call = build_call(host, kind, body, chat, err);
-    json_decref(body);
-    return call;
-}
-
 completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
-    return build_call(host, OPENAI_CHAT, body, chat, err);
+    return openai_build_call(host, OPENAI_CHAT, body, chat, err);
 }

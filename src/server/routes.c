@@ -297,7 +297,7 @@ static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *
         if (http_status) err.status = http_status;
         ok = openai_send_error(c, &err);
     } else if (call->stream) {
-        ok = responses ? responses_stream_respond(c, call->job) : openai_stream_respond(c, call->job);
+        ok = responses ? responses_stream_respond(c, call->job) : openai_stream_respond(c, call);
     } else {
         ok = send_json(c, MHD_HTTP_OK, json_incref(result));
     }

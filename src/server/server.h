@@ -13,7 +13,7 @@
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
  *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
  *   memory.c  memory that large requests took goes back to the system
- *   openai.c, openai_request.c, openai_reply.c  the OpenAI-compatible routes (openai.h)
+ *   openai*.c, anthropic*.c, responses*.c  the OpenAI-compatible routes and the other APIs (openai.h)
  * Threads: libmicrohttpd's epoll pool (the handler, readers, notifications), the call workers, the
  * stream pumps, the deadline sweeper, the signal thread. */
 #ifndef SPECD_SERVER_H
@@ -63,7 +63,10 @@ void calls_join(void);
 /* ---- completion_call.c ------------------------------------------------------------------------ */
 /* A completion for a call worker: either a request already read (OpenAI's: `request` and `reply`
  * taken), or /completion's body (`body`, taken) read in llama-server's dialect. `stream`: answer
- * piece by piece. After the work, `job` is the submitted job (referenced) or NULL. */
+ * piece by piece. After the work, `job` is the submitted job (referenced) or NULL.
+ * OpenAI's n > 1: `more` holds the other choices' calls (each its own request, seed and reply),
+ * submitted beside this one as jobs of their own (the slots run them side by side); a blocking
+ * answer is this call's with `merge` folding each other choice's final answer into it. */
 typedef struct completion_call {
     rpc_host *host;
     json_t *body;
@@ -71,13 +74,21 @@ typedef struct completion_call {
     serve_reply reply;
     bool stream;
     serve_job *job;
+    struct completion_call **more;  /* owned; n_more of them */
+    int n_more;
+    void (*merge)(json_t *answer, json_t *other); /* other borrowed */
 } completion_call;
 
 completion_call *completion_call_new(rpc_host *host, bool stream);
 void completion_call_free(void *call);
+/* Adds `other` (taken) as the next choice of `call`; false (other freed) when out of memory. */
+bool completion_call_add_choice(completion_call *call, completion_call *other);
 /* The call_fn: submits, then waits for a blocking completion's answer ({"result": answer} or
- * {"error"}); a streamed one answers {"result": {"id"}} at once, its job left in call->job. */
+ * {"error"}); a streamed one answers {"result": {"id"}} at once, its job left in call->job (and
+ * the other choices' in theirs). */
 json_t *completion_call_run(void *call);
+/* The submitted jobs of every choice in order (borrowed), at most `max`; how many. */
+int completion_call_jobs(const completion_call *call, serve_job **jobs, int max);
 
 /* ---- sse.c ------------------------------------------------------------------------------------ */
 /* How a stream ends: the event for a failure (the job's fault; new object), and the data line that
@@ -91,6 +102,10 @@ typedef struct sse_format {
  * JSON object is one event, an array one event per element. A client that goes away ends the job;
  * when the stream cannot start the job is ended and an error sent instead. */
 enum MHD_Result sse_respond(struct MHD_Connection *c, serve_job *job, const sse_format *format);
+/* The same for the n jobs of one request's choices (each referenced by the stream): their events
+ * as they come, interleaved; it ends when all have finished, or at the first failure (the others
+ * are then ended). */
+enum MHD_Result sse_respond_jobs(struct MHD_Connection *c, serve_job *const *jobs, int n, const sse_format *format);
 /* Streams whose client has not let go yet (or whose pump still runs). */
 int sse_live(void);
 /* The stop: every stream ends after what it holds; no connection stays suspended. */

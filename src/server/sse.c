@@ -1,6 +1,6 @@
-/* sse.c - Server-Sent Events for one streamed job: each piece its reply made becomes "data: {...}"
- * events. A pump thread per stream takes the job's pieces (waiting on it, off libmicrohttpd's
- * threads); the content reader never waits: with nothing to send it suspends the connection and
+/* sse.c - Server-Sent Events for one streamed job (or the jobs of one request's choices, OpenAI's
+ * n > 1): each piece its reply made becomes "data: {...}" events. A pump thread per stream takes
+ * the jobs' pieces (waiting on them, off libmicrohttpd's threads); the content reader never waits: with nothing to send it suspends the connection and
  * returns 0, and the pump resumes it when there is news. A client that goes away ends its job.
  * Streams are bounded.
  *
@@ -15,11 +15,16 @@
 
 #define SSE_MAX_STREAMS 32
 #define SSE_POLL_WAIT_MS 200
+/* With several jobs the pump polls each in turn: a short wait, so one job's pieces do not wait
+ * long behind another's silence. */
+#define SSE_POLL_SHARED_MS 5
 
 typedef struct sse_stream {
     pthread_mutex_t lock;
     int refs;                  /* the response's (libmicrohttpd) and the pump's */
-    serve_job *job;            /* referenced */
+    serve_job **jobs;          /* n_jobs, each referenced */
+    bool *done;                /* which jobs have finished */
+    int n_jobs, n_done;
     struct MHD_Connection *connection;
     char *pending;             /* formatted events not sent yet (owned) */
     size_t len, sent;
@@ -45,6 +50,14 @@ int sse_live(void) {
     return n;
 }
 
+static void free_stream(sse_stream *s) {
+    for (int i = 0; i < s->n_jobs; i++) serve_job_unref(s->jobs[i]);
+    free(s->jobs);
+    free(s->done);
+    free(s->pending);
+    free(s);
+}
+
 static void stream_unref(sse_stream *s) {
     pthread_mutex_lock(&s->lock);
     bool last = --s->refs == 0;
@@ -57,9 +70,7 @@ static void stream_unref(sse_stream *s) {
     live.n--;
     pthread_mutex_unlock(&live.lock);
     pthread_mutex_destroy(&s->lock);
-    serve_job_unref(s->job);
-    free(s->pending);
-    free(s);
+    free_stream(s);
 }
 
 /* Appends "data: TEXT\n\n"; called with s->lock held. */
@@ -120,8 +131,14 @@ static void wake_locked(sse_stream *s) {
     }
 }
 
-/* The pieces taken (and the error) into the stream; called with s->lock held. */
-static void take_pieces(sse_stream *s, void **items, size_t n, bool finished, bool failed, const serve_fault *fault) {
+static void end_jobs(sse_stream *s) {
+    for (int i = 0; i < s->n_jobs; i++) serve_job_end(s->jobs[i], SERVE_END_CANCELLED);
+}
+
+/* Job `job`'s pieces taken (and its error) into the stream; called with s->lock held. The stream
+ * is over when every job has finished, or at the first failure (the other jobs are ended). */
+static void take_pieces(sse_stream *s, int job, void **items, size_t n, bool finished, bool failed,
+                        const serve_fault *fault) {
     for (size_t i = 0; i < n; i++) append_item(s, items[i]);
     if (failed) {
         rpc_error err;
@@ -129,10 +146,35 @@ static void take_pieces(sse_stream *s, void **items, size_t n, bool finished, bo
         json_t *event = s->format.error ? s->format.error(fault) : json_pack("{s:o}", "error", rpc_error_object(&err));
         append_event(s, event);
         json_decref(event);
+        if (s->n_jobs > 1) end_jobs(s);
     }
-    if (finished) {
+    if (finished && !s->done[job]) {
+        s->done[job] = true;
+        s->n_done++;
+    }
+    if (failed || s->n_done == s->n_jobs) {
         if (s->format.done) append_data(s, s->format.done);
         s->finished = s->ended = true;
+    }
+}
+
+/* One turn over the jobs not finished yet: what each has, after a wait for news. */
+static void pump_once(sse_stream *s) {
+    int wait_ms = s->n_jobs == 1 ? SSE_POLL_WAIT_MS : SSE_POLL_SHARED_MS;
+    for (int j = 0; j < s->n_jobs; j++) {
+        pthread_mutex_lock(&s->lock);
+        bool skip = s->done[j] || s->ended || s->gone;
+        pthread_mutex_unlock(&s->lock);
+        if (skip) continue;
+        size_t n = 0;
+        bool finished = false, failed = false;
+        serve_fault fault;
+        void **items = serve_job_take(s->jobs[j], wait_ms, &n, &finished, &failed, &fault);
+        pthread_mutex_lock(&s->lock);
+        take_pieces(s, j, items, n, finished, failed, &fault);
+        wake_locked(s);
+        pthread_mutex_unlock(&s->lock);
+        free(items);
     }
 }
 
@@ -143,15 +185,7 @@ static void *pump_main(void *arg) {
         bool over = s->ended || s->gone;
         pthread_mutex_unlock(&s->lock);
         if (over) break;
-        size_t n = 0;
-        bool finished = false, failed = false;
-        serve_fault fault;
-        void **items = serve_job_take(s->job, SSE_POLL_WAIT_MS, &n, &finished, &failed, &fault); /* waits up to 200 ms */
-        pthread_mutex_lock(&s->lock);
-        take_pieces(s, items, n, finished, failed, &fault);
-        wake_locked(s);
-        pthread_mutex_unlock(&s->lock);
-        free(items);
+        pump_once(s);
     }
     stream_unref(s);
     return NULL;
@@ -186,22 +220,40 @@ static void sse_free(void *cls) {
     s->gone = true;
     bool finished = s->finished;
     pthread_mutex_unlock(&s->lock);
-    if (!finished) serve_job_end(s->job, SERVE_END_CANCELLED);
+    if (!finished) end_jobs(s);
     stream_unref(s);
 }
 
-static enum MHD_Result refuse(struct MHD_Connection *c, serve_job *job, unsigned status, const char *message) {
-    serve_job_end(job, SERVE_END_CANCELLED);
+static enum MHD_Result refuse(struct MHD_Connection *c, serve_job *const *jobs, int n, unsigned status,
+                              const char *message) {
+    for (int i = 0; i < n; i++) serve_job_end(jobs[i], SERVE_END_CANCELLED);
     return send_error(c, status, RPC_BUSY, message);
 }
 
-enum MHD_Result sse_respond(struct MHD_Connection *c, serve_job *job, const sse_format *format) {
+/* A stream over `jobs` (each referenced), or NULL when out of memory. */
+static sse_stream *new_stream(serve_job *const *jobs, int n) {
     sse_stream *s = calloc(1, sizeof *s);
-    if (!s) return refuse(c, job, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    if (s) s->jobs = calloc((size_t)n, sizeof *s->jobs);
+    if (s && s->jobs) s->done = calloc((size_t)n, sizeof *s->done);
+    if (!s || !s->done) {
+        if (s) free(s->jobs);
+        free(s);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) serve_job_ref(s->jobs[i] = jobs[i]);
+    s->n_jobs = n;
+    return s;
+}
+
+enum MHD_Result sse_respond(struct MHD_Connection *c, serve_job *job, const sse_format *format) {
+    return sse_respond_jobs(c, &job, 1, format);
+}
+
+enum MHD_Result sse_respond_jobs(struct MHD_Connection *c, serve_job *const *jobs, int n, const sse_format *format) {
+    sse_stream *s = n > 0 ? new_stream(jobs, n) : NULL;
+    if (!s) return refuse(c, jobs, n, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     if (format) s->format = *format;
     pthread_mutex_init(&s->lock, NULL);
-    serve_job_ref(job);
-    s->job = job;
     s->connection = c;
     s->refs = 2;
     pthread_mutex_lock(&live.lock);
@@ -215,13 +267,12 @@ enum MHD_Result sse_respond(struct MHD_Connection *c, serve_job *job, const sse_
     pthread_mutex_unlock(&live.lock);
     if (!room) {
         pthread_mutex_destroy(&s->lock);
-        serve_job_unref(s->job);
-        free(s);
-        return refuse(c, job, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open streams, or the server is stopping");
+        free_stream(s);
+        return refuse(c, jobs, n, MHD_HTTP_SERVICE_UNAVAILABLE, "too many open streams, or the server is stopping");
     }
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
     if (!r) { /* never handed to libmicrohttpd: drop both references */
-        serve_job_end(job, SERVE_END_CANCELLED);
+        end_jobs(s);
         stream_unref(s);
         stream_unref(s);
         return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_BUSY, "out of memory");

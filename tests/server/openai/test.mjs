@@ -181,9 +181,11 @@ async function main() {
     }
   });
 
-  await check("errors: n: 2, unknown and unsupported fields are BadRequestError naming the field", async () => {
+  await check("errors: n out of range, unknown and unsupported fields are BadRequestError naming the field", async () => {
     const cases = [
-      [{ n: 2 }, "n", /'n' must be 1/],
+      [{ n: 9 }, "n", /'n' must be an integer from 1 to 4/],
+      [{ n: 0 }, "n", /'n' must be an integer from 1 to 4/],
+      [{ n: 1.5 }, "n", /'n' must be an integer/],
       [{ tools: [{ type: "function", function: { name: "f", parameters: "x" } }] }, "tools", /parameters/],
       [{ tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice", /'nope'/],
       [{ frobnicate: true }, "frobnicate", /unknown field 'frobnicate'/],
@@ -268,6 +270,76 @@ async function main() {
   const fbase = await startServer(["-m", path.join(models, "target.gguf"), "--api-key", KEY, "-c", "4096", "-np", "1",
     "--chat-template-file", path.join(templates, "meetkai-functionary-medium-v3.2.jinja")]);
   const schema = { type: "object", properties: { city: { type: "string", enum: ["Rome", "Oslo"] } }, required: ["city"] };
+
+  await check("n: greedy choices equal the answer of n 1; index i in choices; usage sums the choices", async () => {
+    const one = await openai.chat.completions.create({ ...ask, max_tokens: 12 });
+    const three = await openai.chat.completions.create({ ...ask, max_tokens: 12, n: 3 });
+    assert.deepEqual(three.choices.map((c) => c.index), [0, 1, 2]);
+    for (const c of three.choices) {
+      assert.equal(c.message.content, one.choices[0].message.content);
+      assert.equal(c.finish_reason, one.choices[0].finish_reason);
+      assert.equal(typeof c.speculative.steps, "number", "each choice's own speculation figures");
+    }
+    assert.equal(three.usage.prompt_tokens, one.usage.prompt_tokens, "the prompt is counted once");
+    assert.equal(three.usage.completion_tokens, 3 * one.usage.completion_tokens);
+    assert.equal(three.usage.total_tokens, three.usage.prompt_tokens + three.usage.completion_tokens);
+  });
+
+  await check("n: seeded sampled choices differ, and choice i is the answer with seed + i", async () => {
+    const sampled = { ...ask, temperature: 1.5, top_k: 0, top_p: 1, min_p: 0, max_tokens: 12, seed: 1234 };
+    const r = await openai.chat.completions.create({ ...sampled, n: 3 });
+    const texts = r.choices.map((c) => c.message.content);
+    assert.equal(new Set(texts).size, 3, `choices alike: ${JSON.stringify(texts)}`);
+    for (let i = 0; i < 3; i++) {
+      const alone = await openai.chat.completions.create({ ...sampled, seed: 1234 + i });
+      assert.equal(alone.choices[0].message.content, texts[i], `choice ${i} against seed ${1234 + i}`);
+    }
+    const again = await openai.completions.create({ model: "x", prompt: "The birds", temperature: 1.5, top_k: 0,
+                                                     max_tokens: 8, seed: 7, n: 2 });
+    const first = await openai.completions.create({ model: "x", prompt: "The birds", temperature: 1.5, top_k: 0,
+                                                     max_tokens: 8, seed: 8 });
+    assert.equal(again.choices[1].text, first.choices[0].text, "/v1/completions: choice 1 has seed + 1");
+  });
+
+  await check("n streamed: chunks carry their choice's index and make each blocking choice; one usage chunk", async () => {
+    const blocking = await openai.chat.completions.create({ ...ask, max_tokens: 10, n: 2 });
+    const stream = await openai.chat.completions.create({ ...ask, max_tokens: 10, n: 2, stream: true,
+                                                          stream_options: { include_usage: true } });
+    const texts = ["", ""], roles = [0, 0], finish = [null, null], ids = new Set(), usages = [];
+    for await (const chunk of stream) {
+      ids.add(chunk.id);
+      if (chunk.usage) usages.push(chunk.usage);
+      for (const c of chunk.choices) {
+        assert.ok(c.index === 0 || c.index === 1, `index ${c.index}`);
+        if (c.delta.role) roles[c.index]++;
+        texts[c.index] += c.delta.content ?? "";
+        if (c.finish_reason) finish[c.index] = c.finish_reason;
+      }
+    }
+    assert.equal(ids.size, 1, "one id for the request's chunks");
+    assert.deepEqual(roles, [1, 1]);
+    assert.deepEqual(texts, blocking.choices.map((c) => c.message.content));
+    assert.deepEqual(finish, blocking.choices.map((c) => c.finish_reason));
+    assert.equal(usages.length, 1);
+    assert.deepEqual(usages[0], blocking.usage);
+    const text = await openai.completions.create({ model: "x", prompt: "The birds", temperature: 0, max_tokens: 6, n: 3,
+                                                   stream: true });
+    const pieces = ["", "", ""];
+    for await (const chunk of text) for (const c of chunk.choices) pieces[c.index] += c.text;
+    assert.equal(new Set(pieces).size, 1, `greedy choices alike: ${JSON.stringify(pieces)}`);
+  });
+
+  await check("n with one slot: n 1 works, n 2 is a BadRequestError naming -np", async () => {
+    const single = client(await startServer(["-m", model, "--api-key", KEY, "-np", "1"]));
+    const r = await single.chat.completions.create({ ...ask, max_tokens: 4, n: 1 });
+    assert.equal(r.choices.length, 1);
+    await assert.rejects(single.chat.completions.create({ ...ask, n: 2 }), (e) => {
+      assert.ok(e instanceof BadRequestError, String(e));
+      assert.equal(e.param, "n");
+      assert.match(e.message, /from 1 to 1.*-np/);
+      return true;
+    });
+  });
 
   await check("tools: a required call (blocking, streamed) and a round trip with the result", async () => {
     // Functionary v3.2's tool grammar lets the answer begin with the call (most templates allow free
