@@ -9,7 +9,8 @@ error shape, the server still answering after; /completion's lazy grammar (gramm
 grammar_triggers: what tool_choice "auto" applies); Anthropic's /v1/messages (a tool_use, a
 round trip, count_tokens, the streamed named events) and its error shape; OpenAI's /v1/responses
 (a function call, a round trip with its output, the refusals, the streamed events); /infill's
-fill-in-the-middle prompt and /v1/completions' suffix; --no-jinja's built-in formats. With llama.cpp's
+fill-in-the-middle prompt and /v1/completions' suffix; /metrics counting these routes' completions
+(and each choice of n > 1; count_tokens and /apply-template none); --no-jinja's built-in formats. With llama.cpp's
 llama-server (make bench-deps builds it), the prompts specd renders for a set of the pinned
 templates equal the ones llama-server's /apply-template gives for the same model and messages.
 
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 
+from test_llama_routes import parse_prometheus
 from test_serve import check, curl, failures, start_server, stop_server
 
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"
@@ -349,6 +351,40 @@ def check_infill(port, bare_port):
           text["choices"][0]["text"] == alone.get("content"), f"{code} {text}")
 
 
+def metrics_moved(port, request):
+    """Runs request() and returns (its result, how far /metrics' completions and predicted tokens moved)."""
+    def figures():
+        samples, _, bad = parse_prometheus(curl(port, "/metrics")[1])
+        return (samples.get(("specd:requests_total", ""), -1), samples.get(("llamacpp:tokens_predicted_total", ""), -1),
+                bad)
+    before = figures()
+    result = request()
+    after = figures()
+    return result, (after[0] - before[0], after[1] - before[1], before[2] + after[2])
+
+
+def check_metrics(port, fim_port):
+    """/metrics counts the completions of the new routes as /completion's: /v1/messages, /v1/responses,
+    /infill, every choice of n > 1; count_tokens and /apply-template generate nothing (as /tokenize)."""
+    chat = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0}
+    cases = [
+        ("/v1/messages", dict(chat, max_tokens=5), 1, lambda a: a["usage"]["output_tokens"]),
+        ("/v1/responses", {"model": "m", "input": "Hi", "temperature": 0, "max_output_tokens": 5}, 1,
+         lambda a: a["usage"]["output_tokens"]),
+        ("/v1/chat/completions", dict(chat, max_tokens=5, n=2), 2, lambda a: a["usage"]["completion_tokens"]),
+        ("/v1/messages/count_tokens", chat, 0, lambda a: 0),
+        ("/apply-template", chat, 0, lambda a: 0),
+    ]
+    for path, body, n, tokens in cases:
+        (code, answer), (requests, predicted, bad) = metrics_moved(port, lambda: post(port, path, body))
+        check(f"/metrics: {path} counted: {n} completion(s), its tokens", code == 200 and not bad and requests == n
+              and predicted == tokens(answer), f"{code} {requests} {predicted} {bad} {answer}")
+    body = {"input_prefix": "def f():\n", "input_suffix": "\nreturn 1", "n_predict": 4, "temperature": 0}
+    (code, answer), (requests, predicted, bad) = metrics_moved(fim_port, lambda: post(fim_port, "/infill", body))
+    check("/metrics: /infill counted: 1 completion, its tokens", code == 200 and not bad and requests == 1
+          and predicted == answer.get("tokens_predicted"), f"{code} {requests} {predicted} {answer}")
+
+
 def check_chat(port):
     # a chat through the Jinja template: an assistant message in OpenAI's shape, blocking and streamed
     body = {"messages": HISTORY[1:2], "max_tokens": 6, "temperature": 0}
@@ -500,6 +536,7 @@ def main(specd, models, templates_dir, llama_server=None):
         check("the servers for /infill start", bool(fim_port and bare_port))
         if fim_port and bare_port:
             check_infill(fim_port, bare_port)
+            check_metrics(bare_port, fim_port)
     finally:
         check("the /infill servers stop cleanly", stop_server(fim) == 0 and stop_server(bare) == 0)
     if llama_server and os.access(llama_server, os.X_OK):
