@@ -5,8 +5,9 @@
  *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.* keys
  *    (request_spec.c), json_schema (a grammar), return_tokens, timings_per_token, response_fields,
  *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms, DRY,
- *    XTC, top_n_sigma, dynatemp, min_keep, lora (a request's own adapter scales), and
- *    preserved_tokens (control tokens whose text the output keeps);
+ *    XTC, top_n_sigma, dynatemp, min_keep, lora (a request's own adapter scales),
+ *    preserved_tokens (control tokens whose text the output keeps), and generation_prompt with
+ *    grammar_type (the grammar's prefill, as llama-server's sampler);
  *  - what it does not implement is accepted where the value changes nothing (its default, or any
  *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
  *  - any other name stays an unknown field (rpc_params_finish).
@@ -52,9 +53,7 @@ static const inert_field inert_fields[] = {
     {"adaptive_target", "-1", NULL, true, -1e-30, "is the adaptive-p sampler"},
     {"adaptive_decay", "0.9", "adaptive_target", false, 0, "tunes the adaptive-p sampler"},
     {"backend_sampling", "false", NULL, false, 0, "samples on the backend"},
-    {"grammar_type", "\"\"", NULL, false, 0, "marks a tool-call grammar"},
     {"chat_format", "0", NULL, false, 0, "parses the output as a chat message"},
-    {"generation_prompt", "\"\"", NULL, false, 0, "parses the output as a chat message"},
     {"parse_tool_calls", "false", NULL, false, 0, "parses tool calls from the output"},
     {"chat_parser", "\"\"", NULL, false, 0, "parses the output as a chat message"},
     {"continue_final_message", "false", NULL, false, 0, "continues a chat message"},
@@ -289,6 +288,27 @@ static bool parse_preserved_tokens(rpc_params *rp, json_request *jr) {
     return true;
 }
 
+/* ---- the grammar's prefill -------------------------------------------------------------------- */
+
+/* generation_prompt (with grammar_type): as llama-server's sampler, the text the prompt ends with
+ * (a chat template's generation prompt) is read by the grammar first (grammar_prefill), so the
+ * output starts where the grammar expects it: for an output-format grammar (json_schema) or a
+ * tool-call grammar ("grammar_type": "tool_calls"), not lazy; a user's own grammar is not
+ * prefilled (llama.cpp's common_grammar_needs_prefill). It also tells llama-server's chat parser
+ * where the message begins, which /completion's raw text does not use. */
+static bool parse_generation_prompt(rpc_params *rp, json_request *jr) {
+    const char *text = NULL, *type = NULL;
+    int got = rpc_get_string(rp, "generation_prompt", &text);
+    if (got < 0 || rpc_get_string(rp, "grammar_type", &type) < 0) return false;
+    bool tool_calls = type && strcmp(type, "tool_calls") == 0;
+    bool output_format = present(rp, "json_schema");
+    if (got == 0 || !text[0] || !jr->req->grammar || jr->req->gen.grammar_lazy || !(tool_calls || output_format))
+        return true;
+    if (!serve_request_set_grammar_prefill(jr->req, text))
+        return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "generation_prompt", "out of memory");
+    return true;
+}
+
 /* ---- samplers -------------------------------------------------------------------------------- */
 
 /* specd's chain, in llama.cpp's default order (sampler.c): each must be listed in this order,
@@ -411,6 +431,7 @@ bool request_json_llama_fields(json_request *jr) {
     return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_n_predict_aliases(rp, jr) &&
            parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) &&
            parse_probs_format(rp, jr) && parse_response_fields(rp, jr) && request_json_flat_speculative(jr) &&
-           parse_json_schema(rp, jr) && parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) && parse_samplers(rp, jr) &&
+           parse_json_schema(rp, jr) && parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) &&
+           parse_generation_prompt(rp, jr) && parse_samplers(rp, jr) &&
            parse_reasoning_format(rp) && parse_inert_fields(rp);
 }

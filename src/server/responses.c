@@ -10,7 +10,7 @@
  *                       (output_text), function_call items], usage} (responses_reply.c)
  * The request is rewritten as a chat request, so both share every check and the prompt; errors
  * in OpenAI's shape. "stream": true gives the Responses API's events. previous_response_id is not
- * implemented (400). */
+ * implemented (400), as the pinned llama-server refuses it too (tools/server/server-chat.cpp). */
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
@@ -122,8 +122,8 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         }
     }
     if (json_is_string(json_object_get(in, "previous_response_id"))) {
-        bad(err, "previous_response_id", "'previous_response_id' is not supported: specd keeps no responses; send the "
-            "whole conversation as input items");
+        bad(err, "previous_response_id", "'previous_response_id' is not supported: specd keeps no responses (nor does "
+            "llama-server); send the whole conversation as input items");
         return NULL;
     }
     json_t *text = json_object_get(in, "text");

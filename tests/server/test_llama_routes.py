@@ -343,6 +343,28 @@ def matches_schema(doc):
             and all(t in ("a", "b") for t in doc["tags"]) and len(doc["tags"]) <= 2)
 
 
+def check_generation_prompt(port):
+    """generation_prompt (grammar_type): the grammar reads the text the prompt ends with first, as
+    llama-server's sampler, for a tool-call grammar and json_schema; a user's grammar is not prefilled."""
+    grammar = 'root ::= "AB" [a-z]+'
+    body = {"prompt": "once upon a time AB", "grammar": grammar, "n_predict": 6, "temperature": 0}
+    _, plain = completion(port, body)
+    code, prefilled = completion(port, dict(body, generation_prompt="AB", grammar_type="tool_calls"))
+    _, user = completion(port, dict(body, generation_prompt="AB"))
+    content = lambda a: a.get("content", "") if isinstance(a, dict) else ""
+    check("generation_prompt + grammar_type tool_calls: the grammar starts after the prefill", code == 200
+          and re.fullmatch(r"[a-z]+", content(prefilled)) and content(plain).startswith("AB")
+          and content(user).startswith("AB"), (plain, prefilled, user))
+    code, obj = completion(port, {"prompt": "the person: {", "json_schema": {}, "generation_prompt": "{",
+                                  "n_predict": 8, "temperature": 0})
+    check("generation_prompt + json_schema: the object goes on after its '{'", code == 200
+          and not content(obj).lstrip().startswith("{"), obj)
+    code, bad = completion(port, dict(body, generation_prompt="XY", grammar_type="tool_calls"))
+    check("a prefill the grammar refuses: 400 saying so", code == 400 and "prefill" in json.dumps(bad), (code, bad))
+    code, _ = completion(port, dict(body, generation_prompt=3))
+    check("generation_prompt must be a string", code == 400, code)
+
+
 def check_json_schema(port):
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
                                                "age": {"type": "integer", "minimum": 0, "maximum": 120},
@@ -545,6 +567,7 @@ def main(specd, models):
             check_slot_while_processing(port)
             check_fields(port)
             check_json_schema(port)
+            check_generation_prompt(port)
             check_probs(port)
             check_seeded(port)
             check_lora(port, lora)
