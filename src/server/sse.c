@@ -1,7 +1,8 @@
 /* sse.c - Server-Sent Events for one streamed job (or the jobs of one request's choices, OpenAI's
  * n > 1): each piece its reply made becomes "data: {...}" events. A pump thread per stream takes
- * the jobs' pieces (waiting on them, off libmicrohttpd's threads); the content reader never waits: with nothing to send it suspends the connection and
- * returns 0, and the pump resumes it when there is news. A client that goes away ends its job.
+ * the jobs' pieces (waiting on them, off libmicrohttpd's threads); the content reader never
+ * waits: with nothing to send it suspends the connection and returns 0, and the pump resumes it
+ * when there is news. A client that goes away ends its job.
  * Streams are bounded.
  *
  * Locks: the live list's lock, then a stream's lock; a stream's lock, then libmicrohttpd's own
@@ -136,7 +137,8 @@ static void end_jobs(sse_stream *s) {
 }
 
 /* Job `job`'s pieces taken (and its error) into the stream; called with s->lock held. The stream
- * is over when every job has finished, or at the first failure (the other jobs are ended). */
+ * is over when every job has finished, or at the first failure (the caller then ends the other
+ * jobs, outside the lock). */
 static void take_pieces(sse_stream *s, int job, void **items, size_t n, bool finished, bool failed,
                         const serve_fault *fault) {
     for (size_t i = 0; i < n; i++) append_item(s, items[i]);
@@ -146,7 +148,6 @@ static void take_pieces(sse_stream *s, int job, void **items, size_t n, bool fin
         json_t *event = s->format.error ? s->format.error(fault) : json_pack("{s:o}", "error", rpc_error_object(&err));
         append_event(s, event);
         json_decref(event);
-        if (s->n_jobs > 1) end_jobs(s);
     }
     if (finished && !s->done[job]) {
         s->done[job] = true;
@@ -175,6 +176,7 @@ static void pump_once(sse_stream *s) {
         wake_locked(s);
         pthread_mutex_unlock(&s->lock);
         free(items);
+        if (failed && s->n_jobs > 1) end_jobs(s); /* one choice failed: the stream is over for all */
     }
 }
 
