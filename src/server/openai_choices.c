@@ -28,8 +28,8 @@ static bool read_n(rpc_host *host, json_t *body, int *n, openai_error *err) {
     }
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > slots)
         return openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "n",
-                                "'n' must be an integer from 1 to %d: each choice runs in a slot of its own (this server "
-                                "has %d; more with -np)", (int)slots, (int)slots);
+                                "'n' must be an integer from 1 to %d: each choice runs in a slot of its own "
+                                "(this server has %d; more with -np)", (int)slots, (int)slots);
     *n = (int)json_integer_value(v);
     return true;
 }
@@ -92,7 +92,8 @@ completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *b
             call_of(other)->choices = openai_choices_ref(g);
         }
         if (!other || !completion_call_add_choice(first, other)) {
-            if (other || !copy) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+            if (other || !copy) /* else the build said why */
+                openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
             completion_call_free(first);
             return NULL;
         }
