@@ -18,6 +18,7 @@ typedef struct openai_call {
     openai_kind kind;
     int index;               /* its choice's index (n > 1), 0 else */
     openai_choices *choices; /* n > 1: the request's choices (referenced); NULL: one */
+    bool counts_prompt;      /* with choices: the first of its prompt's (its prompt tokens count) */
     char id[64];          /* chatcmpl-... / cmpl-... */
     json_int_t created;   /* Unix seconds */
     bool stream, include_usage, return_origins, logprobs;
@@ -123,11 +124,12 @@ json_t *openai_chat_deltas(openai_call *call, const serve_view *v);
  * with include_usage, usage). */
 serve_reply openai_reply_formatter(openai_call *call);
 /* n > 1: the count the choices of one request share (a reference each; n of them in all). A
- * choice's final answer counted: true for the request's last, with *sum the choices' completion
- * tokens (the one usage chunk of a stream goes out then). */
+ * choice's final answer counted (prompt_tokens 0 for a prompt counted already): true for the
+ * request's last, with the sums (the one usage chunk of a stream goes out then). */
 openai_choices *openai_choices_new(int n);
 openai_choices *openai_choices_ref(openai_choices *g);
-bool openai_choices_final(openai_choices *g, json_int_t completion_tokens, json_int_t *sum);
+bool openai_choices_final(openai_choices *g, json_int_t prompt_tokens, json_int_t completion_tokens,
+                          json_int_t *prompt_sum, json_int_t *completion_sum);
 void openai_choices_unref(openai_choices *g);
 /* Frees an openai_call (the formatter's free_ctx; the turn with it). */
 void openai_call_free(void *call);

@@ -1,17 +1,30 @@
-/* openai_choices.c - OpenAI's `n` on /v1/chat/completions and /v1/completions: n choices, each its
- * own request (its own sampler, seed and speculation) and job, as llama-server's n_cmpl makes one
- * child task per choice. Here: `n` read and checked (1 to the server's slots, as llama-server
- * bounds n_cmpl by -np), the other choices' calls built from the same body (seed + i when a seed
- * is given, as llama-server's children), and a blocking answer's choices merged into one answer
- * with the usage summed (a stream's one usage chunk is openai_reply.c's, over the choices' shared
- * count). The prompt is counted once, as OpenAI does: the choices share it. Also the route's entry:
- * a body into its call (openai_completion_call). */
+/* openai_choices.c - OpenAI's `n` on /v1/chat/completions and /v1/completions, and several prompts
+ * in one /v1/completions request: every output (prompt p, choice c; index p * n + c, as
+ * llama-server numbers them) is its own request (its own sampler, seed and speculation) and job,
+ * as llama-server's n_cmpl makes one child task per choice. Here: `n` read and checked (1 to the
+ * server's slots, as llama-server bounds n_cmpl by -np), the outputs' calls built from the same
+ * body (seed + c when a seed is given, as llama-server's children), and a blocking answer's
+ * choices merged into one answer with the usage summed (a stream's one usage chunk is
+ * openai_reply.c's, over the outputs' shared count). A prompt's tokens count once, as OpenAI
+ * does: its choices share it. Also the route's entry: a body into its call
+ * (openai_completion_call). */
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* What every output of a request is built from. */
+typedef struct openai_build {
+    rpc_host *host;
+    openai_kind kind;
+    json_t *body;
+    json_t *prompts; /* /v1/completions' list of prompts; NULL: one */
+    const http_chat *chat;
+    openai_error *err;
+    int n;           /* choices per prompt */
+} openai_build;
 
 /* n: an integer from 1 to the slots of the serving server (1 when none serves: its 503 comes
  * later). */
@@ -34,13 +47,41 @@ static bool read_n(rpc_host *host, json_t *body, int *n, openai_error *err) {
     return true;
 }
 
-/* Choice i's body: a shallow copy with seed + i (seeds given are each choice's own, as
- * llama-server's children get theirs; a random seed stays random for each). */
-static json_t *choice_body(json_t *body, int i) {
+/* The outputs of one request at most (prompts x n): each is a job, and their prompts are rendered
+ * and tokenized here before any runs. */
+#define OPENAI_MAX_OUTPUTS 64
+
+/* /v1/completions' prompts: a list of several (each a string or token ids), checked; NULL: one
+ * prompt (a string, token ids, or a list of one), read as such by openai_request.c. */
+static json_t *prompt_list(openai_kind kind, json_t *body, openai_error *err, bool *bad) {
+    json_t *list = json_object_get(body, "prompt");
+    *bad = false;
+    if (kind != OPENAI_TEXT || !json_is_array(list) || json_array_size(list) < 2 ||
+        json_is_integer(json_array_get(list, 0)))
+        return NULL;
+    size_t i;
+    json_t *p;
+    json_array_foreach(list, i, p) {
+        bool ids = json_is_array(p) && json_array_size(p) > 0;
+        for (size_t k = 0; ids && k < json_array_size(p); k++) ids = json_is_integer(json_array_get(p, k));
+        if (json_is_string(p) || ids) continue;
+        *bad = true;
+        openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "prompt",
+                         "'prompt[%zu]' must be a string or an array of token ids (a list of prompts holds prompts)", i);
+        return NULL;
+    }
+    return list;
+}
+
+/* Output (prompt p, choice c)'s body: a shallow copy with that prompt, and seed + c (seeds given
+ * are each choice's own, as llama-server's children get theirs; a random seed stays random for
+ * each). */
+static json_t *output_body(json_t *body, json_t *prompts, size_t p, int c) {
     json_t *copy = json_copy(body), *seed = json_object_get(body, "seed");
-    if (copy && json_is_integer(seed) && json_integer_value(seed) >= 0) {
+    if (copy && prompts) json_object_set(copy, "prompt", json_array_get(prompts, p));
+    if (copy && c > 0 && json_is_integer(seed) && json_integer_value(seed) >= 0) {
         json_int_t s = json_integer_value(seed);
-        json_object_set_new(copy, "seed", json_integer(s <= INT64_MAX - i ? s + i : s - i));
+        json_object_set_new(copy, "seed", json_integer(s <= INT64_MAX - c ? s + c : s - c));
     }
     return copy;
 }
@@ -55,50 +96,68 @@ static void figures_into_choice(json_t *answer) {
     json_object_set(choice, "stop_type", json_object_get(answer, "stop_type"));
 }
 
-/* The blocking merge: other's choice appended to answer's, its completion tokens added. */
-static void merge(json_t *answer, json_t *other) {
+static void add_to(json_t *usage, const char *key, json_int_t more) {
+    json_object_set_new(usage, key, json_integer(json_integer_value(json_object_get(usage, key)) + more));
+}
+
+/* The blocking merge: other's choice appended to answer's, its completion tokens added (and its
+ * prompt's, when that is another prompt). */
+static void merge(json_t *answer, json_t *other, bool new_prompt) {
     figures_into_choice(answer);
     figures_into_choice(other);
     json_array_append(json_object_get(answer, "choices"), json_array_get(json_object_get(other, "choices"), 0));
-    json_t *usage = json_object_get(answer, "usage");
-    json_int_t more = json_integer_value(json_object_get(json_object_get(other, "usage"), "completion_tokens"));
-    const char *keys[] = {"completion_tokens", "total_tokens"};
-    for (int k = 0; k < 2; k++)
-        json_object_set_new(usage, keys[k], json_integer(json_integer_value(json_object_get(usage, keys[k])) + more));
+    json_t *usage = json_object_get(answer, "usage"), *more = json_object_get(other, "usage");
+    json_int_t completion = json_integer_value(json_object_get(more, "completion_tokens"));
+    json_int_t prompt = new_prompt ? json_integer_value(json_object_get(more, "prompt_tokens")) : 0;
+    add_to(usage, "completion_tokens", completion);
+    add_to(usage, "prompt_tokens", prompt);
+    add_to(usage, "total_tokens", completion + prompt);
+}
+
+/* Output i (prompt i / n, choice i % n) as a call beside `first` sharing its id, time and count. */
+static bool add_output(completion_call *first, openai_build *b, int i) {
+    json_t *copy = output_body(b->body, b->prompts, (size_t)(i / b->n), i % b->n);
+    completion_call *other = copy ? openai_build_call(b->host, b->kind, copy, b->chat, b->err) : NULL;
+    json_decref(copy);
+    if (other) { /* one answer: the first output's id and time */
+        memcpy(call_of(other)->id, call_of(first)->id, sizeof call_of(first)->id);
+        call_of(other)->created = call_of(first)->created;
+        call_of(other)->index = i;
+        call_of(other)->counts_prompt = other->new_prompt = i % b->n == 0;
+        call_of(other)->choices = openai_choices_ref(call_of(first)->choices);
+    }
+    if (other && completion_call_add_choice(first, other)) return true;
+    if (other || !copy) /* else the build said why */
+        openai_fail_with(b->err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    return false;
 }
 
 completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                      openai_error *err) {
-    int n = 1;
-    if (!read_n(host, body, &n, err)) return NULL;
-    completion_call *first = openai_build_call(host, kind, body, chat, err);
-    if (!first || n == 1) return first;
-    openai_choices *g = openai_choices_new(n);
-    if (!g) {
-        completion_call_free(first);
-        openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    bool bad = false;
+    openai_build b = {host, kind, body, prompt_list(kind, body, err, &bad), chat, err, 1};
+    if (bad || !read_n(host, body, &b.n, err)) return NULL;
+    size_t outputs = (size_t)b.n * (b.prompts ? json_array_size(b.prompts) : 1);
+    if (outputs > OPENAI_MAX_OUTPUTS) {
+        openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "prompt", "%zu prompts x n %d: at most %d "
+                         "completions per request; send several requests", outputs / (size_t)b.n, b.n,
+                         OPENAI_MAX_OUTPUTS);
         return NULL;
     }
-    call_of(first)->choices = g;
+    json_t *first_body = output_body(body, b.prompts, 0, 0);
+    completion_call *first = first_body ? openai_build_call(host, kind, first_body, chat, err) : NULL;
+    json_decref(first_body);
+    if (!first_body) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    if (!first || outputs == 1) return first;
+    call_of(first)->choices = openai_choices_new((int)outputs);
+    call_of(first)->counts_prompt = true;
     first->merge = merge;
-    for (int i = 1; i < n; i++) {
-        json_t *copy = choice_body(body, i);
-        completion_call *other = copy ? openai_build_call(host, kind, copy, chat, err) : NULL;
-        json_decref(copy);
-        if (other) { /* one answer: the first choice's id and time */
-            memcpy(call_of(other)->id, call_of(first)->id, sizeof call_of(first)->id);
-            call_of(other)->created = call_of(first)->created;
-            call_of(other)->index = i;
-            call_of(other)->choices = openai_choices_ref(g);
-        }
-        if (!other || !completion_call_add_choice(first, other)) {
-            if (other || !copy) /* else the build said why */
-                openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
-            completion_call_free(first);
-            return NULL;
-        }
-    }
-    return first;
+    bool ok = call_of(first)->choices != NULL;
+    if (!ok) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    for (int i = 1; ok && i < (int)outputs; i++) ok = add_output(first, &b, i);
+    if (ok) return first;
+    completion_call_free(first);
+    return NULL;
 }
 
 completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,

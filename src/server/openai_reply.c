@@ -227,19 +227,20 @@ static void add_parsed(openai_call *call, const serve_view *v, json_t *events) {
     json_decref(deltas);
 }
 
-/* The usage chunk: with n > 1 one for the request, after its last choice, the choices' completion
- * tokens summed; NULL before that. */
+/* The usage chunk: with n > 1 (or several prompts) one for the request, after its last output,
+ * the tokens summed (each prompt's once); NULL before that. */
 static json_t *usage_chunk(openai_call *call, const serve_view *v) {
     json_t *usage = usage_json(v);
-    json_int_t sum = 0;
-    if (call->choices && !openai_choices_final(call->choices, v->result->n_tokens, &sum)) {
+    json_int_t prompt = 0, completion = 0;
+    if (call->choices && !openai_choices_final(call->choices, call->counts_prompt ? v->request->n_tokens : 0,
+                                               v->result->n_tokens, &prompt, &completion)) {
         json_decref(usage);
         return NULL;
     }
     if (call->choices && usage) {
-        json_int_t prompt = v->request->n_tokens;
-        json_object_set_new(usage, "completion_tokens", json_integer(sum));
-        json_object_set_new(usage, "total_tokens", json_integer(prompt + sum));
+        json_object_set_new(usage, "prompt_tokens", json_integer(prompt));
+        json_object_set_new(usage, "completion_tokens", json_integer(completion));
+        json_object_set_new(usage, "total_tokens", json_integer(prompt + completion));
     }
     json_t *event = chunk(call, v, json_array());
     if (event) json_object_set_new(event, "usage", usage);
@@ -282,7 +283,7 @@ struct openai_choices {
     atomic_int refs;
     pthread_mutex_t lock;
     int n, n_final;
-    json_int_t completion_tokens;
+    json_int_t prompt_tokens, completion_tokens;
 };
 
 openai_choices *openai_choices_new(int n) {
@@ -305,11 +306,14 @@ void openai_choices_unref(openai_choices *g) {
     free(g);
 }
 
-bool openai_choices_final(openai_choices *g, json_int_t completion_tokens, json_int_t *sum) {
+bool openai_choices_final(openai_choices *g, json_int_t prompt_tokens, json_int_t completion_tokens,
+                          json_int_t *prompt_sum, json_int_t *completion_sum) {
     pthread_mutex_lock(&g->lock);
+    g->prompt_tokens += prompt_tokens;
     g->completion_tokens += completion_tokens;
     bool last = ++g->n_final == g->n;
-    *sum = g->completion_tokens;
+    *prompt_sum = g->prompt_tokens;
+    *completion_sum = g->completion_tokens;
     pthread_mutex_unlock(&g->lock);
     return last;
 }
@@ -350,6 +354,14 @@ static json_t *stream_error(const serve_fault *fault) {
 
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call) {
     static const sse_format format = {.error = stream_error, .done = "[DONE]"};
-    serve_job *jobs[SPECD_MAX_PARALLEL];
-    return sse_respond_jobs(c, jobs, completion_call_jobs(call, jobs, SPECD_MAX_PARALLEL), &format);
+    int n = 1 + call->n_more;
+    serve_job **jobs = malloc((size_t)n * sizeof *jobs);
+    if (!jobs) { /* nothing will read the jobs: they end */
+        serve_job_end(call->job, SERVE_END_CANCELLED);
+        for (int i = 0; i < call->n_more; i++) serve_job_end(call->more[i]->job, SERVE_END_CANCELLED);
+        return openai_fail(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    }
+    enum MHD_Result ok = sse_respond_jobs(c, jobs, completion_call_jobs(call, jobs, n), &format);
+    free(jobs);
+    return ok;
 }

@@ -316,8 +316,7 @@ static bool read_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
     if (json_is_array(prompt) && json_array_size(prompt) == 1 && !json_is_integer(json_array_get(prompt, 0)))
         prompt = json_array_get(prompt, 0); /* one prompt in a list: a string or token ids */
     if (!json_is_string(prompt) && !token_ids(prompt))
-        return BAD(r->err, "prompt", "'prompt' (a string, or an array of token ids) is required; specd makes one "
-                   "completion per request: send one request per prompt");
+        return BAD(r->err, "prompt", "'prompt' (a string, an array of token ids, or a list of them) is required");
     if (json_string_length(json_object_get(r->body, "suffix")) > 0) return read_insertion(r, host, prompt);
     bool ok = json_is_string(prompt) ? serve_request_add_text(r->req, json_string_value(prompt))
                                      : add_token_ids(r->req, prompt);

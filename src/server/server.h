@@ -64,7 +64,8 @@ void calls_join(void);
 /* A completion for a call worker: either a request already read (OpenAI's: `request` and `reply`
  * taken), or /completion's body (`body`, taken) read in llama-server's dialect. `stream`: answer
  * piece by piece. After the work, `job` is the submitted job (referenced) or NULL.
- * OpenAI's n > 1: `more` holds the other choices' calls (each its own request, seed and reply),
+ * OpenAI's n > 1 (or several prompts): `more` holds the other outputs' calls (each its own
+ * request, seed and reply),
  * submitted beside this one as jobs of their own (the slots run them side by side); a blocking
  * answer is this call's with `merge` folding each other choice's final answer into it. */
 typedef struct completion_call {
@@ -76,7 +77,8 @@ typedef struct completion_call {
     serve_job *job;
     struct completion_call **more;  /* owned; n_more of them */
     int n_more;
-    void (*merge)(json_t *answer, json_t *other); /* other borrowed */
+    bool new_prompt;                /* in `more`: the first choice of another prompt (its tokens count) */
+    void (*merge)(json_t *answer, json_t *other, bool new_prompt); /* other borrowed */
 } completion_call;
 
 completion_call *completion_call_new(rpc_host *host, bool stream);

@@ -329,6 +329,39 @@ async function main() {
     assert.equal(new Set(pieces).size, 1, `greedy choices alike: ${JSON.stringify(pieces)}`);
   });
 
+  await check("several prompts: prompts x n outputs, index p * n + c, each as its own request; usage counts each prompt once", async () => {
+    const one = { model: "x", temperature: 0, max_tokens: 6 };
+    const a = await openai.completions.create({ ...one, prompt: "The birds" });
+    const b = await openai.completions.create({ ...one, prompt: "Once upon" });
+    const r = await openai.completions.create({ ...one, prompt: ["The birds", "Once upon"], n: 2 });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+    assert.deepEqual(r.choices.map((c) => c.text), [a, a, b, b].map((x) => x.choices[0].text));
+    assert.equal(r.usage.prompt_tokens, a.usage.prompt_tokens + b.usage.prompt_tokens);
+    assert.equal(r.usage.completion_tokens, 2 * (a.usage.completion_tokens + b.usage.completion_tokens));
+    const stream = await openai.completions.create({ ...one, prompt: ["The birds", "Once upon"], n: 2, stream: true,
+                                                     stream_options: { include_usage: true } });
+    const texts = ["", "", "", ""], usages = [];
+    for await (const chunk of stream) {
+      if (chunk.usage) usages.push(chunk.usage);
+      for (const c of chunk.choices) texts[c.index] += c.text;
+    }
+    assert.deepEqual(texts, r.choices.map((c) => c.text));
+    assert.equal(usages.length, 1);
+    assert.deepEqual(usages[0], r.usage);
+    const ids = await openai.completions.create({ ...one, prompt: [[300, 301], [302, 303, 304]] });
+    assert.equal(ids.choices.length, 2);
+    assert.equal(ids.usage.prompt_tokens, 5, "token id lists are the prompts as they are");
+    for (const [prompt, message] of [[["a", 3], /'prompt\[1\]' must be a string or an array of token ids/],
+                                     [Array(40).fill("a"), /40 prompts x n 2: at most 64/]]) {
+      await assert.rejects(openai.completions.create({ ...one, prompt, n: 2 }), (e) => {
+        assert.ok(e instanceof BadRequestError, String(e));
+        assert.equal(e.param, "prompt");
+        assert.match(e.message, message);
+        return true;
+      });
+    }
+  });
+
   await check("n with one slot: n 1 works, n 2 is a BadRequestError naming -np", async () => {
     const single = client(await startServer(["-m", model, "--api-key", KEY, "-np", "1"]));
     const r = await single.chat.completions.create({ ...ask, max_tokens: 4, n: 1 });
