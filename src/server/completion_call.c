@@ -107,7 +107,7 @@ json_t *completion_call_run(void *ctx) {
             json_decref(answer);
             answer = NULL;
         } else if (call->merge) {
-            call->merge(answer, other, call->more[i]->new_prompt);
+            answer = call->merge(answer, other, call->more[i]->new_prompt);
         }
         json_decref(other);
     }

@@ -102,7 +102,7 @@ static void add_to(json_t *usage, const char *key, json_int_t more) {
 
 /* The blocking merge: other's choice appended to answer's, its completion tokens added (and its
  * prompt's, when that is another prompt). */
-static void merge(json_t *answer, json_t *other, bool new_prompt) {
+static json_t *merge(json_t *answer, json_t *other, bool new_prompt) {
     figures_into_choice(answer);
     figures_into_choice(other);
     json_array_append(json_object_get(answer, "choices"), json_array_get(json_object_get(other, "choices"), 0));
@@ -112,6 +112,7 @@ static void merge(json_t *answer, json_t *other, bool new_prompt) {
     add_to(usage, "completion_tokens", completion);
     add_to(usage, "prompt_tokens", prompt);
     add_to(usage, "total_tokens", completion + prompt);
+    return answer;
 }
 
 /* Output i (prompt i / n, choice i % n) as a call beside `first` sharing its id, time and count. */

@@ -205,9 +205,10 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
         return send_json(c, err.code == RPC_NO_MODEL ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST,
                          json_pack("{s:o}", "error", rpc_error_object(&err)));
     rs->stream = json_is_true(json_object_get(body, "stream"));
-    completion_call *call = completion_call_new(rs->options->rpc, rs->stream);
-    if (call) call->body = body;
-    else json_decref(body);
+    completion_call *call = completion_outputs_call(rs->options->rpc, body, rs->stream, &err);
+    if (!call)
+        return send_json(c, err.code == RPC_INVALID_PARAMS ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                         json_pack("{s:o}", "error", rpc_error_object(&err)));
     return defer(c, rs, completion_call_run, call, completion_call_free);
 }
 
@@ -309,7 +310,7 @@ static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *
 static enum MHD_Result finish_completion(struct MHD_Connection *c, completion_call *call, json_t *response) {
     if (!call->stream || !json_object_get(response, "result")) return send_rpc_outcome(c, response);
     json_decref(response);
-    return sse_respond(c, call->job, NULL);
+    return completion_stream_respond(c, call);
 }
 
 /* The handler is called again once the worker has answered: send that answer. */

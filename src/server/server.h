@@ -6,6 +6,7 @@
  *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
  *   completion_call.c  a completion on a call worker: submitted to the host's server (already
  *             typed, or read from /completion's body), its answer waited for or streamed
+ *   completion_outputs.c  /completion's n_cmpl > 1 and several prompts: one completion each
  *   llama_routes.c  llama-server's other routes (/tokenize, /detokenize, /props, /slots, /metrics)
  *   calls.c   work that can take long (a completion, a load, a waiting poll) on worker threads
  *             while the connection waits suspended (no libmicrohttpd pool thread ever blocks)
@@ -67,7 +68,7 @@ void calls_join(void);
  * OpenAI's n > 1 (or several prompts): `more` holds the other outputs' calls (each its own
  * request, seed and reply),
  * submitted beside this one as jobs of their own (the slots run them side by side); a blocking
- * answer is this call's with `merge` folding each other choice's final answer into it. */
+ * answer is this call's with `merge` folding each other output's final answer into it. */
 typedef struct completion_call {
     rpc_host *host;
     json_t *body;
@@ -78,7 +79,8 @@ typedef struct completion_call {
     struct completion_call **more;  /* owned; n_more of them */
     int n_more;
     bool new_prompt;                /* in `more`: the first choice of another prompt (its tokens count) */
-    void (*merge)(json_t *answer, json_t *other, bool new_prompt); /* other borrowed */
+    /* folds other (borrowed) into answer (taken): the answer now (answer itself, or a new value) */
+    json_t *(*merge)(json_t *answer, json_t *other, bool new_prompt);
 } completion_call;
 
 completion_call *completion_call_new(rpc_host *host, bool stream);
@@ -92,6 +94,14 @@ json_t *completion_call_run(void *call);
 /* The submitted jobs of every choice in order (borrowed), at most `max`; how many. */
 int completion_call_jobs(const completion_call *call, serve_job **jobs, int max);
 
+/* ---- completion_outputs.c --------------------------------------------------------------------- */
+/* /completion's (or /infill's) body (taken) -> its call: one completion, or with n_cmpl (n) > 1 or
+ * several prompts one per output (in `more`), answered as llama-server's array of results; NULL
+ * with *err (a 400 for the client's mistakes). */
+completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stream, rpc_error *err);
+/* Answers `c` with the stream of `call`'s jobs; with several outputs each event has its "index". */
+enum MHD_Result completion_stream_respond(struct MHD_Connection *c, const completion_call *call);
+
 /* ---- sse.c ------------------------------------------------------------------------------------ */
 /* How a stream ends: the event for a failure (the job's fault; new object), and the data line that
  * follows the last event (NULL: none; OpenAI's "[DONE]"). */
@@ -99,6 +109,7 @@ typedef struct sse_format {
     json_t *(*error)(const serve_fault *fault);
     const char *done;
     bool named;   /* each event's "type" also as its SSE "event:" line (Anthropic's streams) */
+    bool indexed; /* each event gets "index": its job's position (/completion's several outputs) */
 } sse_format;
 /* Answers `c` with a stream of `job`'s pieces (referenced by the stream), as its reply made them: a
  * JSON object is one event, an array one event per element. A client that goes away ends the job;

@@ -112,13 +112,17 @@ static void append_event(sse_stream *s, json_t *event) {
     free(text);
 }
 
-/* Appends one piece (taken): an object is one event, an array one event per element. */
-static void append_item(sse_stream *s, json_t *item) {
+/* Appends one piece (taken) of job `job`: an object is one event, an array one event per element;
+ * an indexed stream's events get the job's position as "index". */
+static void append_item(sse_stream *s, int job, json_t *item) {
+    size_t i;
+    json_t *event;
+    if (s->format.indexed && json_is_object(item)) json_object_set_new(item, "index", json_integer(job));
+    json_array_foreach(item, i, event) if (s->format.indexed && json_is_object(event))
+        json_object_set_new(event, "index", json_integer(job));
     if (!json_is_array(item)) {
         append_event(s, item);
     } else {
-        size_t i;
-        json_t *event;
         json_array_foreach(item, i, event) append_event(s, event);
     }
     json_decref(item);
@@ -141,7 +145,7 @@ static void end_jobs(sse_stream *s) {
  * jobs, outside the lock). */
 static void take_pieces(sse_stream *s, int job, void **items, size_t n, bool finished, bool failed,
                         const serve_fault *fault) {
-    for (size_t i = 0; i < n; i++) append_item(s, items[i]);
+    for (size_t i = 0; i < n; i++) append_item(s, job, items[i]);
     if (failed) {
         rpc_error err;
         rpc_error_from_fault(fault, &err);

@@ -283,9 +283,9 @@ def check_fields(port):
     check("null means absent; cache_prompt false and id_slot 0 accepted", code == 200
           and answer["tokens_predicted"] == 6, (code, answer))
     code, answer = completion(port, dict(base, n_predict=2, prompt=["once upon", "a time"]))
-    check("several prompts in one request (llama-server makes one completion each): 400 naming prompt",
-          code == 400 and error_field(answer) == "prompt" and "several prompts" in answer["error"]["message"],
-          (code, answer))
+    check("several prompts in one request: llama-server's array of results, one each, with its index", code == 200
+          and isinstance(answer, list) and [a.get("index") for a in answer] == [0, 1]
+          and all(a["tokens_predicted"] == 2 for a in answer), (code, answer))
     code, answer = completion(port, dict(base, n_predict=2, prompt=["once upon", 5, 7]))
     check("one prompt mixing text and token ids", code == 200 and answer["tokens_predicted"] == 2, (code, answer))
     code, answer = completion(port, dict(base, n_predict=6, stop=" "))
@@ -482,6 +482,49 @@ def check_seeded(port):
     check("reproducible must be a boolean", code == 400 and "reproducible" in bad["error"]["message"], (code, bad))
 
 
+def check_outputs(specd, models):
+    """n_cmpl (n) > 1 and several prompts on /completion, as llama-server: one completion per output
+    (index p * n + c), each its own seed (seed + c) and slot; 1 to the slots."""
+    server, port = start_server(specd, ["--api-key", KEY, "-m", os.path.join(models, "target.gguf"), "-c", "1024",
+                                        "-np", "3", "-md", os.path.join(models, "draft.gguf")])
+    try:
+        check("a server with 3 slots starts", bool(port))
+        if not port:
+            return
+        base = {"prompt": "once upon", "n_predict": 8, "temperature": 0}
+        _, one = completion(port, base)
+        code, three = completion(port, dict(base, n_cmpl=3))
+        check("n_cmpl 3 greedy: three results, index 0-2, each the n_cmpl 1 answer", code == 200
+              and isinstance(three, list) and [a.get("index") for a in three] == [0, 1, 2]
+              and all(a["content"] == one["content"] for a in three), (code, three))
+        sampled = dict(base, temperature=1.5, top_k=0, top_p=1, min_p=0, seed=9)
+        code, two = completion(port, dict(sampled, n=2))
+        alone = [completion(port, dict(sampled, seed=9 + c))[1].get("content") for c in range(2)]
+        check("n 2 seeded: output c is the answer with seed + c, and they differ", code == 200
+              and [a.get("content") for a in two] == alone and alone[0] != alone[1], (code, two, alone))
+        prompts = dict(base, prompt=["once upon", "the dog"], n_cmpl=2)
+        code, four = completion(port, prompts)
+        _, dog = completion(port, dict(base, prompt="the dog"))
+        check("2 prompts x n_cmpl 2: index p * 2 + c, each its prompt's answer", code == 200
+              and [a.get("index") for a in four] == [0, 1, 2, 3]
+              and [a["content"] for a in four] == [one["content"]] * 2 + [dog["content"]] * 2, (code, four))
+        code, text = curl(port, "/completion", dict(prompts, stream=True))
+        pieces = ["", "", "", ""]
+        events = sse_events(text)
+        for e in events:
+            pieces[e["index"]] += e.get("content", "")
+        check("streamed: every event has its output's index; each output's text as the blocking one", code == 200
+              and pieces == [a["content"] for a in four] and sum(1 for e in events if e.get("stop")) == 4,
+              (code, pieces))
+        code, answer = completion(port, dict(base, n_cmpl=4))
+        check("n_cmpl above the slots: 400 naming it and -np", code == 400 and error_field(answer) == "n_cmpl"
+              and "-np" in answer["error"]["message"], (code, answer))
+        code, answer = completion(port, dict(base, prompt=["a"] * 40, n_cmpl=2))
+        check("more than 64 outputs: 400 naming prompt", code == 400 and error_field(answer) == "prompt", (code, answer))
+    finally:
+        check("the 3-slot server stops cleanly", stop_server(server) == 0)
+
+
 def check_mtp_server(specd, models):
     """llama-server's --spec-type draft-mtp loads the target's MTP layers; requests draft with them by
     default (AUTO), or name them with llama-server's type, and get the target's own text."""
@@ -578,6 +621,7 @@ def main(specd, models):
         rc = stop_server(server)
     check("stops cleanly", rc == 0, rc)
     check_mtp_server(specd, models)
+    check_outputs(specd, models)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
