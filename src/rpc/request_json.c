@@ -257,7 +257,7 @@ bool request_json_read_fields(json_t *body, request_dialect dialect, serve_reque
     rpc_params rp;
     rpc_params_open(&rp, body, "completion params", "", err);
     json_request jr = {&rp, dialect, req, NULL};
-    return request_json_fields(&jr, names);
+    return request_json_fields(&jr, names) && request_json_sampler_fields(&jr);
 }
 
 static bool read_all_fields(json_request *jr) {

@@ -30,7 +30,8 @@ bool request_json_parse(json_t *params, request_dialect dialect, serve_request *
  * stop, logit_bias, speculative, ...). */
 bool request_json_fields(json_request *jr, const char *const *names);
 /* The same from `body` (borrowed) into *req in `dialect`, the params opened here (no answer shaped:
- * the caller shapes its own); false with *err set on a wrong field. */
+ * the caller shapes its own), then llama.cpp's sampler fields and `lora` as /completion reads them
+ * (request_json_sampler_fields); false with *err set on a wrong field. */
 bool request_json_read_fields(json_t *body, request_dialect dialect, serve_request *req, const char *const *names,
                               rpc_error *err);
 
@@ -51,6 +52,13 @@ bool request_json_speculative(json_request *jr);
 bool request_json_flat_speculative(json_request *jr);
 
 /* ---- request_llama.c ------------------------------------------------------------------------- */
+/* llama.cpp's samplers beyond the old API's (DRY, XTC, top_n_sigma, dynatemp, min_keep), a
+ * request's `lora` list and `samplers` (checked against every sampler's setting, so read after the
+ * table's fields): the names in request_json_sampler_names (NULL-terminated). One reader for
+ * /completion and the OpenAI routes, which llama-server both lets set them. */
+extern const char *const request_json_sampler_names[];
+bool request_json_sampler_fields(json_request *jr);
+
 /* llama-server's fields the old API lacked: aliases, json_schema, return_tokens, samplers, ..., and
  * those specd does not implement, accepted at values that change nothing (request_llama.c). */
 bool request_json_llama_fields(json_request *jr);

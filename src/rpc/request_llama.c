@@ -426,12 +426,22 @@ static bool parse_t_max_predict_ms(rpc_params *rp, json_request *jr) {
     return rpc_get_int(rp, "t_max_predict_ms", INT64_MIN, INT64_MAX, &jr->req->t_max_predict_ms) >= 0;
 }
 
+const char *const request_json_sampler_names[] = {
+    "top_n_sigma", "min_keep", "dynatemp_range", "dynatemp_exponent", "xtc_probability", "xtc_threshold",
+    "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "lora",
+    "samplers", NULL};
+
+bool request_json_sampler_fields(json_request *jr) {
+    rpc_params *rp = jr->rp;
+    /* samplers last: it is checked against every sampler's setting */
+    return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_samplers(rp, jr);
+}
+
 bool request_json_llama_fields(json_request *jr) {
     rpc_params *rp = jr->rp;
-    return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_n_predict_aliases(rp, jr) &&
-           parse_t_max_predict_ms(rp, jr) && parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) &&
-           parse_probs_format(rp, jr) && parse_response_fields(rp, jr) && request_json_flat_speculative(jr) &&
-           parse_json_schema(rp, jr) && parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) &&
-           parse_generation_prompt(rp, jr) && parse_samplers(rp, jr) &&
+    return request_json_sampler_fields(jr) && parse_n_predict_aliases(rp, jr) && parse_t_max_predict_ms(rp, jr) &&
+           parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) && parse_probs_format(rp, jr) &&
+           parse_response_fields(rp, jr) && request_json_flat_speculative(jr) && parse_json_schema(rp, jr) &&
+           parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) && parse_generation_prompt(rp, jr) &&
            parse_reasoning_format(rp) && parse_inert_fields(rp);
 }

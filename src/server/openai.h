@@ -111,6 +111,11 @@ completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *bod
 completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                      openai_error *err);
 
+/* Whether `key` is one of the fields the chat and text routes read as /completion reads them
+ * (temperature, seed, stop, llama.cpp's samplers: DRY, XTC, mirostat, ..., a request's lora): the
+ * Responses API passes them through to its chat request, as llama-server does. */
+bool openai_passed_field(const char *key);
+
 /* ---- openai_reply.c -------------------------------------------------------------------------- */
 /* The text generated so far, valid UTF-8 (heap); and, for a chat through Jinja, the assistant
  * message it parses into ({role, content, reasoning_content?, tool_calls?}, new): output that

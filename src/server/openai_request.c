@@ -51,10 +51,12 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
 /* ---- fields ---------------------------------------------------------------------------------- */
 
 /* Read as the JSON API reads them (request_json.h: names it shares with OpenAI, and llama-server's
- * sampler extensions that OpenAI clients send through extra_body). */
+ * sampler extensions that OpenAI clients send through extra_body); the rest of llama.cpp's
+ * samplers and `lora` are request_json_sampler_names, read by that API's one reader too. */
 static const char *const passed_fields[] = {
     "temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias",
-    "speculative", "return_origins", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", NULL};
+    "speculative", "return_origins", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
+    "mirostat", "mirostat_tau", "mirostat_eta", NULL};
 
 /* Mapped by the functions below (or checked for a harmless value by check_harmless). */
 static const char *const mapped_fields[] = {
@@ -85,6 +87,10 @@ static bool listed(const char *const *names, const char *key) {
     return false;
 }
 
+bool openai_passed_field(const char *key) {
+    return listed(passed_fields, key) || listed(request_json_sampler_names, key);
+}
+
 /* Every field must be known: mapped, passed, ignored; the refused ones say why. */
 static bool check_names(json_t *body, openai_error *err) {
     const char *key;
@@ -93,7 +99,7 @@ static bool check_names(json_t *body, openai_error *err) {
         for (int i = 0; refused_fields[i].name; i++)
             if (strcmp(refused_fields[i].name, key) == 0)
                 return BAD(err, key, "'%s' is not supported: %s", key, refused_fields[i].why);
-        if (!listed(passed_fields, key) && !listed(mapped_fields, key) && !listed(ignored_fields, key))
+        if (!openai_passed_field(key) && !listed(mapped_fields, key) && !listed(ignored_fields, key))
             return BAD(err, key, "unknown field '%s'", key);
     }
     return true;

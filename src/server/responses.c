@@ -5,7 +5,9 @@
  *                       input_text / output_text parts)}, function_call {call_id, name,
  *                       arguments}, function_call_output {call_id, output}), instructions, tools
  *                       ([{type: "function", name, description, parameters}]), tool_choice,
- *                       parallel_tool_calls, max_output_tokens, temperature, top_p}
+ *                       parallel_tool_calls, max_output_tokens, temperature, top_p, and the
+ *                       chat route's llama.cpp sampler fields (openai_passed_field), as
+ *                       llama-server passes them on}
  *                       -> {object: "response", status, output: [reasoning, message
  *                       (output_text), function_call items], usage} (responses_reply.c)
  * The request is rewritten as a chat request, so both share every check and the prompt; errors
@@ -116,6 +118,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     json_object_foreach(in, key, v) {
         bool found = false;
         for (const char *const *k = known; *k && !found; k++) found = !strcmp(*k, key);
+        if (!found && openai_passed_field(key)) continue; /* llama-server's sampler fields, passed on below */
         if (!found) {
             bad(err, key, "unknown field '%s'", key);
             return NULL;
@@ -177,9 +180,10 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         else ok = bad(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
                       "{\"type\": \"function\", \"name\"}");
     }
-    static const char *const same[] = {"model", "temperature", "top_p", "parallel_tool_calls", "stream", NULL};
+    static const char *const same[] = {"model", "parallel_tool_calls", "stream", NULL};
     for (const char *const *k = same; ok && *k; k++)
         if ((v = json_object_get(in, *k))) json_object_set(body, *k, v);
+    json_object_foreach(in, key, v) if (ok && openai_passed_field(key)) json_object_set(body, key, v);
     if (ok && (v = json_object_get(in, "max_output_tokens"))) json_object_set(body, "max_tokens", v);
     const char *effort = json_string_value(json_object_get(json_object_get(in, "reasoning"), "effort"));
     if (ok && effort && !strcmp(effort, "none"))

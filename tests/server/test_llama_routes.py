@@ -4,7 +4,8 @@
 completion), every field llama-server's /completion accepts (at its default: accepted; implemented
 ones acting as there; unimplemented ones refused naming the field; typos refused), json_schema
 output matching its schema, and completion_probabilities in llama-server's shape on /completion
-(the old shape stays on JSON-RPC).
+(the old shape stays on JSON-RPC); llama.cpp's sampler fields and a request's lora on the OpenAI
+routes, acting as on /completion.
 
     test_llama_routes.py SPECD MODELS_DIR
 """
@@ -525,6 +526,109 @@ def check_outputs(specd, models):
         check("the 3-slot server stops cleanly", stop_server(server) == 0)
 
 
+# ---- the OpenAI routes: llama.cpp's samplers and lora as /completion reads them --------------------
+
+# (name, the settings it tunes or the gate it needs, the setting): with a seed at temperature 0.8
+# the setting must change /completion's text on the chat's prompt (so the case can fail), and
+# /v1/chat/completions, /v1/completions and /v1/responses must give /completion's text with it.
+OPENAI_SAMPLER_CASES = [
+    ("xtc", {}, {"xtc_probability": 1.0, "xtc_threshold": 0.01}),
+    ("top_n_sigma", {}, {"top_n_sigma": 0.5}),
+    ("dynatemp", {}, {"dynatemp_range": 0.7, "dynatemp_exponent": 2.0}),
+    ("min_keep", {"top_p": 0.05}, {"min_keep": 30}),
+    ("mirostat 2", {}, {"mirostat": 2, "mirostat_tau": 1.0, "mirostat_eta": 0.2}),
+    ("mirostat 1", {}, {"mirostat": 1, "mirostat_tau": 1.0}),
+    ("typical_p", {}, {"typical_p": 0.3}),
+    ("repeat_penalty", {}, {"repeat_penalty": 1.8, "repeat_last_n": -1}),
+    ("presence_penalty", {}, {"presence_penalty": 1.5}),
+    ("frequency_penalty", {}, {"frequency_penalty": 1.5}),
+    ("lora", {}, {"lora": [{"id": 0, "scale": 1}]}),
+]
+
+# Bad values: a 400 in OpenAI's shape naming the field, on every route that reads it.
+OPENAI_BAD_SAMPLER_FIELDS = [
+    {"xtc_probability": 2}, {"top_n_sigma": "x"}, {"dry_sequence_breakers": [""]}, {"dry_multiplier": "x"},
+    {"min_keep": 1.5}, {"mirostat_tau": "x"}, {"lora": [{"id": 3, "scale": 1}]}, {"lora": {"id": 0}},
+    {"samplers": ["top_p", "top_k"]},
+]
+
+
+def openai_texts(port, messages, body):
+    """The text of /completion on the chat's prompt, and of /v1/chat/completions and
+    /v1/responses for `messages` (one user message for /v1/responses), with `body`'s fields."""
+    prompt = curl_json(port, "/apply-template", {"messages": messages})[1]["prompt"]
+    code, plain = completion(port, dict(body, prompt=prompt, n_predict=body["max_tokens"]))
+    code_chat, chat = completion(port, dict(body, messages=messages), "/v1/chat/completions")
+    texts = [plain.get("content") if code == 200 else None,
+             chat["choices"][0]["message"]["content"] if code_chat == 200 else None]
+    if len(messages) == 1:
+        responses = {k: v for k, v in body.items() if k != "max_tokens"}
+        code_r, answer = completion(port, dict(responses, input=messages[0]["content"],
+                                               max_output_tokens=body["max_tokens"]), "/v1/responses")
+        items = [c["text"] for o in answer.get("output", []) if o.get("type") == "message"
+                 for c in o["content"]] if code_r == 200 else [None]
+        texts.append("".join(items) if None not in items else None)
+    return texts
+
+
+def curl_json(port, path, body):
+    code, text = curl(port, path, body)
+    return code, json.loads(text) if text.startswith("{") else text
+
+
+def openai_error_param(code, answer):
+    error = answer.get("error", {}) if isinstance(answer, dict) else {}
+    return error.get("param") if code == 400 and error.get("type") == "invalid_request_error" else None
+
+
+def check_openai_samplers(port):
+    """llama-server reads /completion's sampler fields and `lora` on its OpenAI routes (it copies
+    their bodies through): so does specd, by the same reader, with the same result."""
+    messages = [{"role": "user", "content": "once upon a time"}]
+    base = {"temperature": 0.8, "seed": 5, "max_tokens": 12}
+    for name, gate, setting in OPENAI_SAMPLER_CASES:
+        before = openai_texts(port, messages, dict(base, **gate))
+        after = openai_texts(port, messages, dict(base, **gate, **setting))
+        code, text = completion(port, dict(base, **gate, **setting, prompt="once upon a time"), "/v1/completions")
+        code_plain, plain = completion(port, dict(base, **gate, **setting, prompt="once upon a time",
+                                                  n_predict=12))
+        check(f"{name} on the OpenAI routes: /completion's text, changed by it", None not in after
+              and len(set(after)) == 1 and before[0] != after[0] and code == code_plain == 200
+              and text["choices"][0]["text"] == plain["content"], (setting, before, after))
+    # DRY: a history whose answers repeat after the same template text, until DRY sees a repeat
+    dry = {"dry_multiplier": 5.0, "dry_base": 2.0, "dry_allowed_length": 2, "dry_penalty_last_n": -1,
+           "dry_sequence_breakers": ["\n\n"]}
+    greedy = {"temperature": 0, "max_tokens": 4}
+    messages, changed = [{"role": "user", "content": "hi"}], False
+    for _ in range(8):
+        before = openai_texts(port, messages, greedy)
+        after = openai_texts(port, messages, dict(greedy, **dry))
+        check("DRY on the OpenAI routes: /completion's text", None not in after and len(set(after)) == 1,
+              (messages, after))
+        if before[0] != after[0]:
+            changed = True
+            break
+        messages = messages + [{"role": "assistant", "content": before[0]}, {"role": "user", "content": "hi"}]
+    check("DRY changes the text once the history repeats", changed, messages)
+    # samplers: listing specd's order is accepted; any other is refused as on /completion
+    code, answer = completion(port, dict(base, messages=messages, samplers="ekypmt"), "/v1/chat/completions")
+    check("samplers in specd's order: accepted", code == 200, (code, answer))
+    for bad in OPENAI_BAD_SAMPLER_FIELDS:
+        field = next(iter(bad))
+        for path, body in (("/v1/chat/completions", {"messages": messages}),
+                           ("/v1/completions", {"prompt": "once upon a time"}),
+                           ("/v1/responses", {"input": "once upon a time"})):
+            code, answer = completion(port, dict(bad, **body), path)
+            check(f"{path} {bad}: 400 in OpenAI's shape naming {field}", openai_error_param(code, answer) == field,
+                  (code, answer))
+        code, answer = completion(port, dict(bad, prompt="once upon a time", n_predict=2))
+        check(f"/completion {bad}: 400 naming {field} too", code == 400 and error_field(answer) == field,
+              (code, answer))
+    code, answer = completion(port, {"messages": messages, "max_tokens": 2, "xtc_probability": 0.5}, "/v1/messages")
+    check("/v1/messages keeps to Anthropic's fields, as llama-server does: xtc_probability unknown",
+          code == 400 and "xtc_probability" in json.dumps(answer), (code, answer))
+
+
 def check_mtp_server(specd, models):
     """llama-server's --spec-type draft-mtp loads the target's MTP layers; requests draft with them by
     default (AUTO), or name them with llama-server's type, and get the target's own text."""
@@ -613,6 +717,7 @@ def main(specd, models):
             check_generation_prompt(port)
             check_probs(port)
             check_seeded(port)
+            check_openai_samplers(port)
             check_lora(port, lora)
             check_preserved_tokens(port)
         else:
