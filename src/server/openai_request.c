@@ -56,7 +56,7 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
 static const char *const passed_fields[] = {
     "temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias",
     "speculative", "return_origins", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "mirostat", "mirostat_tau", "mirostat_eta", NULL};
+    "mirostat", "mirostat_tau", "mirostat_eta", "ignore_eos", NULL};
 
 /* Mapped by the functions below (or checked for a harmless value by check_harmless). */
 static const char *const mapped_fields[] = {

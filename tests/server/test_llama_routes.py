@@ -549,7 +549,7 @@ OPENAI_SAMPLER_CASES = [
 OPENAI_BAD_SAMPLER_FIELDS = [
     {"xtc_probability": 2}, {"top_n_sigma": "x"}, {"dry_sequence_breakers": [""]}, {"dry_multiplier": "x"},
     {"min_keep": 1.5}, {"mirostat_tau": "x"}, {"lora": [{"id": 3, "scale": 1}]}, {"lora": {"id": 0}},
-    {"samplers": ["top_p", "top_k"]},
+    {"samplers": ["top_p", "top_k"]}, {"ignore_eos": 1},
 ]
 
 
@@ -613,6 +613,9 @@ def check_openai_samplers(port):
     # samplers: listing specd's order is accepted; any other is refused as on /completion
     code, answer = completion(port, dict(base, messages=messages, samplers="ekypmt"), "/v1/chat/completions")
     check("samplers in specd's order: accepted", code == 200, (code, answer))
+    code, answer = completion(port, dict(base, prompt="once upon a time", ignore_eos=True), "/v1/completions")
+    check("ignore_eos (llama-server's, sent by benchmark clients): accepted", code == 200
+          and answer["usage"]["completion_tokens"] == 12, (code, answer))
     for bad in OPENAI_BAD_SAMPLER_FIELDS:
         field = next(iter(bad))
         for path, body in (("/v1/chat/completions", {"messages": messages}),
