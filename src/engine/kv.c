@@ -84,6 +84,7 @@ static int32_t decode(specd_engine *e, specd_model_slot *slot, struct llama_batc
     specd_lora_apply(e, slot); /* the slot's adapter scales (every slot of a pass has the same) */
     bool padded = specd_invariance_pad(slot->inv, b);
     int32_t rc = decode_finished(slot->ctx, *b);
+    if (slot->ctx == e->target.ctx) e->target_decodes++;
     specd_invariance_after_decode(slot->inv, slot->ctx, b, padded, rc);
     if (padded) b->n_tokens--;
     return rc;

@@ -1166,6 +1166,42 @@ static specd_status first_failure(const specd_status *status, int32_t n) {
     return SPECD_OK;
 }
 
+/* Trees that do not fit one batch together go in as few shared passes as hold them (first fit, in
+ * order) rather than one pass each: with batch invariance the batch holds 62 tokens, and 8 slots
+ * drafting 8 each made 8 target passes a round where 2 hold them. Ingesting sessions join the last
+ * group, whose room their prompt chunks fill, or make one of their own when it has none. */
+static void verify_in_groups(specd_session *const *s, int32_t n, int32_t batch_cap, int32_t *n_accepted,
+                             specd_status *status, char **errors) {
+    int32_t group_of[SPECD_MAX_PARALLEL], used[SPECD_MAX_PARALLEL], n_groups = 0;
+    for (int32_t i = 0; i < n; i++) {
+        group_of[i] = status[i] != SPECD_OK ? -2 : -1; /* -2: failed already, its outcome set */
+        if (group_of[i] == -2 || s[i]->n_pending > 0) continue;
+        int32_t size = s[i]->tree.n_nodes, g = 0;
+        while (g < n_groups && used[g] + size > batch_cap) g++;
+        if (g == n_groups) used[n_groups++] = 0;
+        used[g] += size;
+        group_of[i] = g;
+    }
+    int32_t ingest = n_groups > 0 && used[n_groups - 1] < batch_cap ? n_groups - 1 : n_groups;
+    for (int32_t i = 0; i < n; i++)
+        if (group_of[i] == -1) group_of[i] = ingest;
+    if (ingest == n_groups) n_groups++;
+    for (int32_t g = 0; g < n_groups; g++) {
+        specd_session *members[SPECD_MAX_PARALLEL];
+        int32_t where[SPECD_MAX_PARALLEL], accepted[SPECD_MAX_PARALLEL], k = 0;
+        specd_status st[SPECD_MAX_PARALLEL];
+        char *err[SPECD_MAX_PARALLEL];
+        for (int32_t i = 0; i < n; i++)
+            if (group_of[i] == g) members[k] = s[i], where[k++] = i;
+        if (k == 0) continue;
+        specd_sessions_verify(members, k, accepted, st, err);
+        for (int32_t j = 0; j < k; j++) {
+            if (n_accepted) n_accepted[where[j]] = accepted[j];
+            set_outcome(status, errors, where[j], st[j], err[j]);
+        }
+    }
+}
+
 specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *n_accepted, specd_status *status,
                                    char **errors) {
     specd_status own[SPECD_MAX_PARALLEL];
@@ -1203,6 +1239,10 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         n_trees++;
     }
     int32_t batch_cap = specd_engine_batch_cap(e);
+    if (total > batch_cap && same_adapters(s, n)) {
+        verify_in_groups(s, n, batch_cap, n_accepted, status, errors);
+        return first_failure(status, n);
+    }
     if (total > batch_cap || (m < n && total == batch_cap) || !same_adapters(s, n)) {
         for (int32_t k = 0; k < m; k++) { /* each on its own pass */
             char *msg = NULL;

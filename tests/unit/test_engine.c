@@ -1009,6 +1009,63 @@ static void test_more_drafting_slots_than_the_batch_holds(void **state) {
     specd_engine_free(e);
 }
 
+/* Slots whose trees do not fit one batch together share as few passes as hold them (first fit),
+ * not one pass each (with batch invariance the batch holds 62 tokens: 8 slots drafting 8 made 8
+ * passes a round); every slot's output stays its output alone. */
+static void test_trees_over_the_batch_share_as_few_passes_as_hold_them(void **state) {
+    (void)state;
+    enum { SLOTS = 9 };
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, false); /* trees of 5 tokens */
+    g.n_predict = 16;
+    g.speculative.tree = SPECD_DRAFT_TREE_OFF;
+    specd_result alone[3];
+    for (int i = 0; i < 3; i++) alone[i] = generate_text(engine, prompts[i], &g);
+    specd_engine_params p = test_engine_params(target_path, draft_path, SLOTS * 64);
+    p.n_parallel = SLOTS;
+    p.n_batch = 17; /* room for 3 trees of 5 (the padding token takes one) */
+    p.draft_max = 4;
+    specd_engine *e = open_engine_with(&p);
+    specd_session *s[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        specd_token *tok = NULL;
+        int32_t n = 0;
+        char *err = NULL;
+        assert_int_equal(specd_tokenize(e, prompts[i % 3], true, &tok, &n, NULL), SPECD_OK);
+        if (specd_session_new_in_slot(e, i, tok, n, &g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+        specd_free(tok);
+    }
+    int64_t full_rounds = 0, full_round_passes = 0;
+    for (int steps = 0;; steps++) {
+        assert_true(steps < 200);
+        specd_session *busy[SLOTS];
+        int32_t n_busy = 0;
+        for (int i = 0; i < SLOTS; i++)
+            if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
+        if (n_busy == 0) break;
+        char *errs[SLOTS] = {0};
+        if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
+        int64_t before = e->target_decodes;
+        if (specd_sessions_verify(busy, n_busy, NULL, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
+        if (steps > 0 && n_busy == SLOTS) full_rounds++, full_round_passes += e->target_decodes - before;
+        for (int k = 0; k < n_busy; k++) assert_int_equal(specd_session_accept(busy[k], NULL, NULL), SPECD_OK);
+    }
+    for (int i = 0; i < SLOTS; i++) {
+        specd_result r;
+        specd_session_take_result(s[i], &r);
+        char what[32];
+        snprintf(what, sizeof what, "slot %d", i);
+        assert_same_tokens(&r, &alone[i % 3], what);
+        specd_result_clear(&r);
+        specd_session_free(s[i]);
+    }
+    /* 9 trees of 5 in a batch of 16: 3 passes a round (one each made 9) */
+    print_message("%lld full rounds, %lld passes\n", (long long)full_rounds, (long long)full_round_passes);
+    assert_true(full_rounds > 0);
+    assert_true(full_round_passes <= 3 * full_rounds);
+    for (int i = 0; i < 3; i++) specd_result_clear(&alone[i]);
+    specd_engine_free(e);
+}
+
 /* A prompt begun in a slot while another slot runs (specd_session_begin_in_slot) goes in by
  * chunks that join the running slot's passes, and its first token comes out of the pass that
  * holds its last chunk (the root rides along), not a round later, and the running slot drafts
@@ -1234,6 +1291,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_slots_catch_up_in_one_draft_decode),
         cmocka_unit_test(test_one_token_catch_up_keeps_logits_and_output),
         cmocka_unit_test(test_more_drafting_slots_than_the_batch_holds),
+        cmocka_unit_test(test_trees_over_the_batch_share_as_few_passes_as_hold_them),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
         cmocka_unit_test(test_explorations_back_off_across_requests),
