@@ -36,6 +36,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_bench  # noqa: E402
+
 PROMPTS = [
     "Lily had a toy car. She loved to play with it every day.",
     "The sun was shining and the birds were singing.",
@@ -50,29 +53,9 @@ PROMPTS = [
 SPEC_OFF = {"n_max": 0}
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, proc, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/health")
-            ok = c.getresponse().status == 200
-            c.close()
-            if ok:
-                return True
-        except OSError:
-            pass
-        time.sleep(0.3)
-    return False
+# the benchmark servers' helpers (serve_bench.py), shared
+free_port = serve_bench.free_port
+wait_ready = serve_bench.wait_ready
 
 
 def request(port, path, body=None):

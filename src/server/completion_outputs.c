@@ -17,11 +17,7 @@
 #define OUTPUTS_MAX 64
 
 /* n_cmpl, else n: 1 to the serving server's slots (1 when none serves: its 503 comes later). */
-static bool read_n(rpc_host *host, json_t *body, int *n, rpc_error *err) {
-    const char *name = json_object_get(body, "n_cmpl") ? "n_cmpl" : "n";
-    json_t *v = json_object_get(body, name);
-    *n = 1;
-    if (!v || json_is_null(v)) return true;
+int32_t completion_server_slots(rpc_host *host) {
     int32_t slots = 1;
     serve_server *server = NULL;
     rpc_error ignored;
@@ -29,6 +25,15 @@ static bool read_n(rpc_host *host, json_t *body, int *n, rpc_error *err) {
         slots = serve_server_status(server).n_slots;
         rpc_host_release_engine(host);
     }
+    return slots;
+}
+
+static bool read_n(rpc_host *host, json_t *body, int *n, rpc_error *err) {
+    const char *name = json_object_get(body, "n_cmpl") ? "n_cmpl" : "n";
+    json_t *v = json_object_get(body, name);
+    *n = 1;
+    if (!v || json_is_null(v)) return true;
+    int32_t slots = completion_server_slots(host);
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > slots)
         return rpc_fail(err, RPC_INVALID_PARAMS, name, "completion params: '%s' must be an integer from 1 to %d: each "
                         "completion runs in a slot of its own (this server has %d; more with -np)", name, (int)slots,

@@ -32,13 +32,7 @@ static bool read_n(rpc_host *host, json_t *body, int *n, openai_error *err) {
     json_t *v = json_object_get(body, "n");
     *n = 1;
     if (!v) return true;
-    int32_t slots = 1;
-    serve_server *server = NULL;
-    rpc_error rerr;
-    if (rpc_host_acquire_server(host, &server, &rerr)) {
-        slots = serve_server_status(server).n_slots;
-        rpc_host_release_engine(host);
-    }
+    int32_t slots = completion_server_slots(host);
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > slots)
         return openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "n",
                                 "'n' must be an integer from 1 to %d: each choice runs in a slot of its own "

@@ -99,6 +99,9 @@ int completion_call_jobs(const completion_call *call, serve_job **jobs, int max)
  * several prompts one per output (in `more`), answered as llama-server's array of results; NULL
  * with *err (a 400 for the client's mistakes). */
 completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stream, rpc_error *err);
+/* The serving server's slots (1 while none serves): the most completions one request may run at
+ * once, each in a slot of its own (n_cmpl here, OpenAI's n in openai_choices.c). */
+int32_t completion_server_slots(rpc_host *host);
 /* Answers `c` with the stream of `call`'s jobs; with several outputs each event has its "index". */
 enum MHD_Result completion_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
