@@ -960,6 +960,18 @@ static void test_one_token_catch_up_keeps_logits_and_output(void **state) {
     specd_engine_free(e);
 }
 
+/* One session in each of the first n slots, slot i on prompts[i % 3]. */
+static void open_sessions_in_slots(specd_engine *e, const specd_generation_params *g, specd_session **s, int n) {
+    for (int i = 0; i < n; i++) {
+        specd_token *tok = NULL;
+        int32_t n_tok = 0;
+        char *err = NULL;
+        assert_int_equal(specd_tokenize(e, prompts[i % 3], true, &tok, &n_tok, NULL), SPECD_OK);
+        if (specd_session_new_in_slot(e, i, tok, n_tok, g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+        specd_free(tok);
+    }
+}
+
 static void test_more_drafting_slots_than_the_batch_holds(void **state) {
     (void)state;
     enum { SLOTS = 10 };
@@ -973,14 +985,7 @@ static void test_more_drafting_slots_than_the_batch_holds(void **state) {
     p.draft_max = 4;
     specd_engine *e = open_engine_with(&p);
     specd_session *s[SLOTS];
-    for (int i = 0; i < SLOTS; i++) {
-        specd_token *tok = NULL;
-        int32_t n = 0;
-        char *err = NULL;
-        assert_int_equal(specd_tokenize(e, prompts[i % 3], true, &tok, &n, NULL), SPECD_OK);
-        if (specd_session_new_in_slot(e, i, tok, n, &g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
-        specd_free(tok);
-    }
+    open_sessions_in_slots(e, &g, s, SLOTS);
     for (int steps = 0;; steps++) {
         assert_true(steps < 200);
         specd_session *busy[SLOTS];
@@ -1026,14 +1031,7 @@ static void test_trees_over_the_batch_share_as_few_passes_as_hold_them(void **st
     p.draft_max = 4;
     specd_engine *e = open_engine_with(&p);
     specd_session *s[SLOTS];
-    for (int i = 0; i < SLOTS; i++) {
-        specd_token *tok = NULL;
-        int32_t n = 0;
-        char *err = NULL;
-        assert_int_equal(specd_tokenize(e, prompts[i % 3], true, &tok, &n, NULL), SPECD_OK);
-        if (specd_session_new_in_slot(e, i, tok, n, &g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
-        specd_free(tok);
-    }
+    open_sessions_in_slots(e, &g, s, SLOTS);
     int64_t full_rounds = 0, full_round_passes = 0;
     for (int steps = 0;; steps++) {
         assert_true(steps < 200);
