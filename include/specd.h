@@ -282,6 +282,17 @@ SPECD_API int32_t specd_engine_slot_cached(const specd_engine *engine, int32_t s
  * sessions of that slot (a live one would decode its history again). Same thread rules as the
  * sessions. */
 SPECD_API void specd_engine_slot_forget(specd_engine *engine, int32_t slot);
+/* Gives slot `to` the longest prefix of `prompt` that slot `from` holds (at most n_prompt - 1
+ * tokens, as specd_engine_slot_cached counts), in the target's and the draft's caches, where that
+ * is longer than what `to` holds: `to` forgets its own cache and shares `from`'s cells (llama.cpp's
+ * sequence copy: no decode), so a session begun in `to` on `prompt` decodes only the rest. For the
+ * choices of one request (OpenAI's n) and clients with a common system prompt. Returns the tokens
+ * of `prompt` slot `to` holds afterwards. Nothing is shared (the count of `to` is returned) for a
+ * slot out of range, from == to, a recurrent or hybrid model (their states cannot be shared by
+ * position) or an engine with a drafting head. Call it between the sessions of `to`, while no pass
+ * is under way (`from` may have a live session). Same thread rules as the sessions. */
+SPECD_API int32_t specd_engine_slot_share(specd_engine *engine, int32_t from, int32_t to, const specd_token *prompt,
+                                          int32_t n_prompt);
 SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */

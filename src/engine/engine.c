@@ -544,6 +544,37 @@ int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const spec
     while (n < n_prompt - 1 && n < v->n_kv && v->kv_tokens[n] == prompt[n]) n++;
     return n;
 }
+/* The first n tokens of view `from` into view `to` (its own cache dropped first): shared cells. */
+static void share_cells(specd_model_slot *from, specd_model_slot *to, int32_t n) {
+    specd_invariance_seq_rm(to->inv, to->ctx, to->seq, -1, -1);
+    specd_slot_forget_checkpoints(to, -1);
+    llama_memory_seq_cp(llama_get_memory(to->ctx), from->seq, to->seq, 0, n);
+    memcpy(to->kv_tokens, from->kv_tokens, (size_t)n * sizeof *to->kv_tokens);
+    memcpy(to->lora_scales, from->lora_scales, sizeof to->lora_scales); /* what the cells were made with */
+    to->n_kv = n;
+}
+
+static int32_t common_prefix(const specd_model_slot *v, const specd_token *prompt, int32_t n_max) {
+    int32_t n = 0;
+    while (n < n_max && n < v->n_kv && v->kv_tokens[n] == prompt[n]) n++;
+    return n;
+}
+
+int32_t specd_engine_slot_share(specd_engine *e, int32_t from, int32_t to, const specd_token *prompt, int32_t n_prompt) {
+    if (!e || to < 0 || to >= e->n_parallel || !prompt) return 0;
+    int32_t own = specd_engine_slot_cached(e, to, prompt, n_prompt);
+    if (from < 0 || from >= e->n_parallel || from == to || e->head) return own;
+    specd_model_slot *tf = specd_engine_target_view(e, from), *tt = specd_engine_target_view(e, to);
+    int32_t n = common_prefix(tf, prompt, n_prompt - 1);
+    if (n <= own || !tf->can_drop_tail) return own;
+    specd_model_slot *df = specd_engine_draft_view(e, from), *dt = specd_engine_draft_view(e, to);
+    if (df && !df->can_drop_tail) return own;
+    share_cells(tf, tt, n);
+    /* the draft's cache follows its history lazily: what it holds of the prompt, if more than to's */
+    if (df && common_prefix(df, prompt, n) > common_prefix(dt, prompt, n)) share_cells(df, dt, common_prefix(df, prompt, n));
+    return n;
+}
+
 void specd_engine_slot_forget(specd_engine *e, int32_t slot) {
     if (!e || slot < 0 || slot >= e->n_parallel) return;
     specd_slot_truncate(specd_engine_target_view(e, slot), 0);

@@ -276,6 +276,10 @@ void serve_runs_step(serve_run **xs, int32_t n, bool *done) {
 
 const specd_result *serve_run_result(const serve_run *x) { return x->result; }
 
+int32_t serve_run_pending_prompt(const serve_run *x) {
+    return x && x->session ? specd_session_pending_prompt(x->session) : 0;
+}
+
 void *serve_run_end(serve_run *x) {
     serve_job *job = x->job;
     specd_result r = {0};

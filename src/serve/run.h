@@ -31,6 +31,8 @@ void serve_runs_step(serve_run **xs, int32_t n, bool *done);
 void serve_run_end_for_time(serve_job *job, const char *limit);
 /* The result so far (the slots' figures, the pass time a round counted). */
 const specd_result *serve_run_result(const serve_run *x);
+/* Prompt tokens its session has still to decode (0 once generating, or without a session). */
+int32_t serve_run_pending_prompt(const serve_run *x);
 /* The final answer (the reply's item), or NULL with the job's fault set; frees x. A run never
  * opened answers as a cancelled, empty completion. */
 void *serve_run_end(serve_run *x);

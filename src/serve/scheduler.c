@@ -75,6 +75,34 @@ static int32_t best_slot(serve_server *s, const serve_request *req) {
     return best;
 }
 
+/* Whether the job's prompt is the very prompt a running session is still decoding (the choices of
+ * one request with n > 1, or two clients asking the same at once): the job then waits a round or
+ * a few and shares those cells (share_prompt) instead of decoding them beside it. */
+static bool waits_for_same_prompt(const serve_server *s, const serve_request *req) {
+    if (!req->cache_prompt) return false;
+    for (int32_t j = 0; j < s->n_slots; j++) {
+        const serve_job *job = s->slots[j].job;
+        if (!job || !s->slots[j].run || job->request.n_tokens != req->n_tokens) continue;
+        if (memcmp(job->request.tokens, req->tokens, (size_t)req->n_tokens * sizeof *req->tokens) == 0 &&
+            serve_run_pending_prompt(s->slots[j].run) > 0)
+            return true;
+    }
+    return false;
+}
+
+/* Slot i takes the longest prefix of the job's prompt that another slot, running or idle, holds
+ * where it is longer than its own (llama.cpp's sequence copy, no decode): the choices of one
+ * request, a client's earlier prompt left in another slot, a common system prompt. */
+static void share_prompt(serve_server *s, int32_t i, const serve_request *req) {
+    if (!req->cache_prompt) return;
+    int32_t best = -1, best_len = specd_engine_slot_cached(s->engine, i, req->tokens, req->n_tokens);
+    for (int32_t j = 0; j < s->n_slots; j++) {
+        int32_t len = j == i ? 0 : specd_engine_slot_cached(s->engine, j, req->tokens, req->n_tokens);
+        if (len > best_len) best = j, best_len = len;
+    }
+    if (best >= 0) specd_engine_slot_share(s->engine, best, i, req->tokens, req->n_tokens);
+}
+
 /* The running request's figures into the slot's view. */
 static void publish_view(serve_server *s, int32_t i) {
     sched_slot *slot = &s->slots[i];
@@ -114,11 +142,13 @@ static void seat_locked(serve_server *s, int32_t i, serve_job *job) {
 static void admit(serve_server *s) {
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        int32_t i = s->n_queued > 0 ? best_slot(s, &s->queue[0]->request) : -1;
+        const serve_request *next = s->n_queued > 0 ? &s->queue[0]->request : NULL;
+        int32_t i = next && !waits_for_same_prompt(s, next) ? best_slot(s, next) : -1;
         serve_job *job = i >= 0 ? take_queued_locked(s, 0) : NULL;
         if (job) seat_locked(s, i, job);
         pthread_mutex_unlock(&s->lock);
         if (!job) return;
+        share_prompt(s, i, &job->request);
         run_env env = env_of(s);
         s->slots[i].run = serve_run_new(job, &env);
         if (!s->slots[i].run) {

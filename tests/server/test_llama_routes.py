@@ -498,6 +498,17 @@ def check_outputs(specd, models):
         check("n_cmpl 3 greedy: three results, index 0-2, each the n_cmpl 1 answer", code == 200
               and isinstance(three, list) and [a.get("index") for a in three] == [0, 1, 2]
               and all(a["content"] == one["content"] for a in three), (code, three))
+        # the outputs share the prompt's cells: decoded once, each other output only its last token
+        long_prompt = dict(base, prompt="the little dog ran to the park and played with the ball all day long")
+        prompt_tokens = lambda: parse_prometheus(curl(port, "/metrics")[1])[0].get(("llamacpp:prompt_tokens_total", ""))
+        before = prompt_tokens()
+        code, shared = completion(port, dict(long_prompt, n_cmpl=3))
+        decoded = prompt_tokens() - before
+        n_prompt = shared[0].get("tokens_evaluated", 0) if code == 200 else 0
+        _, lone = completion(port, long_prompt)
+        check("n_cmpl 3: the prompt decoded once, the other outputs share its cells, the same answers",
+              code == 200 and n_prompt > 4 and decoded <= n_prompt + 2
+              and all(a["content"] == lone["content"] for a in shared), (decoded, n_prompt, shared))
         sampled = dict(base, temperature=1.5, top_k=0, top_p=1, min_p=0, seed=9)
         code, two = completion(port, dict(sampled, n=2))
         alone = [completion(port, dict(sampled, seed=9 + c))[1].get("content") for c in range(2)]

@@ -1064,6 +1064,57 @@ static void test_trees_over_the_batch_share_as_few_passes_as_hold_them(void **st
     specd_engine_free(e);
 }
 
+/* Runs a session in `slot` on `prompt` to its end; its result. */
+static specd_result run_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n,
+                                const specd_generation_params *g) {
+    specd_session *s = NULL;
+    char *err = NULL;
+    if (specd_session_new_in_slot(e, slot, prompt, n, g, &s, &err) != SPECD_OK) fail_msg("slot %d: %s", slot, err);
+    bool done = false;
+    while (!done)
+        if (specd_session_step(s, &done, &err) != SPECD_OK) fail_msg("slot %d step: %s", slot, err);
+    specd_result r;
+    specd_session_take_result(s, &r);
+    specd_session_free(s);
+    return r;
+}
+
+/* A slot given another slot's cached prompt (specd_engine_slot_share: llama.cpp's sequence copy)
+ * decodes only the prompt's last token and gives the output of the request alone, bit for bit in
+ * batch-invariant mode; a slot never shares with itself, an unknown slot shares nothing. */
+static void test_a_slot_shares_another_slots_prompt(void **state) {
+    (void)state;
+    specd_engine_params p = test_engine_params(target_path, draft_path, 2 * 256);
+    p.n_parallel = 2;
+    specd_engine *e = open_engine_with(&p);
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, false);
+    g.n_predict = 16;
+    specd_token *tok = NULL;
+    int32_t n = 0;
+    assert_int_equal(specd_tokenize(e, prompts[1], true, &tok, &n, NULL), SPECD_OK);
+    specd_result first = run_in_slot(e, 0, tok, n, &g);
+    assert_int_equal(specd_engine_slot_cached(e, 1, tok, n), 0);
+    assert_int_equal(specd_engine_slot_share(e, 1, 1, tok, n), 0);  /* itself: what it holds */
+    assert_int_equal(specd_engine_slot_share(e, 5, 1, tok, n), 0);  /* no slot 5 */
+    assert_int_equal(specd_engine_slot_share(e, 0, 1, tok, n), n - 1);
+    assert_int_equal(specd_engine_slot_cached(e, 1, tok, n), n - 1);
+    specd_result second = run_in_slot(e, 1, tok, n, &g);
+    assert_int_equal(second.stats.n_prompt_cached, n - 1);
+    assert_same_tokens(&second, &first, "slot 1 on slot 0's shared prompt");
+    specd_result alone = generate_text(engine, prompts[1], &g);
+    assert_same_tokens(&second, &alone, "slot 1 against the request alone");
+    /* slot 0 is unharmed by the sharing: its cache still answers its prompt */
+    assert_int_equal(specd_engine_slot_cached(e, 0, tok, n), n - 1);
+    specd_result again = run_in_slot(e, 0, tok, n, &g);
+    assert_same_tokens(&again, &first, "slot 0 after sharing");
+    specd_result_clear(&first);
+    specd_result_clear(&second);
+    specd_result_clear(&alone);
+    specd_result_clear(&again);
+    specd_free(tok);
+    specd_engine_free(e);
+}
+
 /* A prompt begun in a slot while another slot runs (specd_session_begin_in_slot) goes in by
  * chunks that join the running slot's passes, and its first token comes out of the pass that
  * holds its last chunk (the root rides along), not a round later, and the running slot drafts
@@ -1290,6 +1341,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_one_token_catch_up_keeps_logits_and_output),
         cmocka_unit_test(test_more_drafting_slots_than_the_batch_holds),
         cmocka_unit_test(test_trees_over_the_batch_share_as_few_passes_as_hold_them),
+        cmocka_unit_test(test_a_slot_shares_another_slots_prompt),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
         cmocka_unit_test(test_explorations_back_off_across_requests),
