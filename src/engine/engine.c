@@ -544,6 +544,7 @@ int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const spec
     while (n < n_prompt - 1 && n < v->n_kv && v->kv_tokens[n] == prompt[n]) n++;
     return n;
 }
+
 /* The first n tokens of view `from` into view `to` (its own cache dropped first): shared cells. */
 static void share_cells(specd_model_slot *from, specd_model_slot *to, int32_t n) {
     specd_invariance_seq_rm(to->inv, to->ctx, to->seq, -1, -1);
