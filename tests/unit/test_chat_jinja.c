@@ -1,7 +1,8 @@
 /* test_chat_jinja.c - the shim over llama.cpp's chat code (src/engine/chat_jinja.cpp) on real
  * model templates from the pinned llama.cpp (the .jinja files of models/templates): prompts rendered, chat
- * template kwargs, tool calls and reasoning parsed back, whole and as streamed deltas, and bad
- * input refused with a message naming it.
+ * template kwargs, tool calls and reasoning parsed back, whole and as streamed deltas, each
+ * family's tool-call format parsed back into the same OpenAI call (13 families), and bad input
+ * refused with a message naming it.
  *
  *   test_chat_jinja TEMPLATES_DIR */
 #include <setjmp.h>
@@ -229,6 +230,67 @@ static void mistral_tool_call(void **state) {
     chat_jinja_free(chat);
 }
 
+/* Each family's tool-call text, as its model writes it after the template's generation prompt,
+ * parses back into the same OpenAI call (get_weather, city Paris): what llama-server's chat parser
+ * gives, as specd runs the same parser. The texts follow each format's own markers. */
+static const struct {
+    const char *template_name;
+    const char *model_text;
+} CALL_FORMATS[] = {
+    {"Qwen-Qwen2.5-7B-Instruct.jinja", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+    {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+    {"Qwen3.5-4B.jinja",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
+    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+     "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+    {"meta-llama-Llama-3.3-70B-Instruct.jinja", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+    {"meta-llama-Llama-3.2-3B-Instruct.jinja", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+    {"Qwen3-Coder.jinja",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
+    {"GLM-4.6.jinja", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"},
+    {"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}"},
+    /* the prompt opens <think>: the thinking, here empty, closes before the calls */
+    {"deepseek-ai-DeepSeek-V3.1.jinja",
+     "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+    {"openai-gpt-oss-120b.jinja", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
+};
+
+static void calls_of_each_format(void **state) {
+    (void)state;
+    char request[2048];
+    snprintf(request, sizeof request, "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Paris?\"}], %s}", TOOLS);
+    int failed = 0;
+    for (size_t i = 0; i < sizeof CALL_FORMATS / sizeof *CALL_FORMATS; i++) {
+        chat_jinja *chat = begin(CALL_FORMATS[i].template_name, request);
+        char *error = NULL;
+        char *deltas = chat_jinja_update(chat, CALL_FORMATS[i].model_text, false, &error);
+        json_t *m = deltas ? json_loads(chat_jinja_message(chat), 0, NULL) : NULL;
+        json_t *call = json_array_get(json_object_get(m, "tool_calls"), 0);
+        json_t *args = call ? json_loads(json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
+                                         0, NULL) : NULL;
+        const char *name = json_string_value(json_object_get(json_object_get(call, "function"), "name"));
+        bool ok = json_array_size(json_object_get(m, "tool_calls")) == 1 && name && !strcmp(name, "get_weather") &&
+                  args && json_string_value(json_object_get(args, "city")) &&
+                  !strcmp(json_string_value(json_object_get(args, "city")), "Paris");
+        if (!ok) {
+            char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
+            const char *format = strstr(chat_jinja_params(chat), "\"format\""); /* the parser llama.cpp chose */
+            print_message("%s: no get_weather(Paris) call parsed: %s (%.40s)\n", CALL_FORMATS[i].template_name,
+                          text ? text : error ? error : "(nothing)", format ? format : "no format");
+            free(text);
+            failed++;
+        }
+        json_decref(args);
+        json_decref(m);
+        free(deltas);
+        free(error);
+        chat_jinja_free(chat);
+    }
+    assert_int_equal(failed, 0);
+}
+
 static void expect_error(const char *template_src, const char *request, const char *needle) {
     char *error = NULL;
     chat_jinja *chat = chat_jinja_begin(NULL, template_src, request, &error);
@@ -279,7 +341,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(qwen3_prompt),      cmocka_unit_test(qwen3_kwargs),          cmocka_unit_test(qwen3_tool_call),
         cmocka_unit_test(qwen3_streamed_call), cmocka_unit_test(qwen3_reasoning),     cmocka_unit_test(tool_result_in_history),
-        cmocka_unit_test(mistral_tool_call), cmocka_unit_test(named_tool_choice),     cmocka_unit_test(bad_input),
+        cmocka_unit_test(mistral_tool_call), cmocka_unit_test(calls_of_each_format), cmocka_unit_test(named_tool_choice),     cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
