@@ -572,7 +572,8 @@ int32_t specd_engine_slot_share(specd_engine *e, int32_t from, int32_t to, const
     if (df && !df->can_drop_tail) return own;
     share_cells(tf, tt, n);
     /* the draft's cache follows its history lazily: what it holds of the prompt, if more than to's */
-    if (df && common_prefix(df, prompt, n) > common_prefix(dt, prompt, n)) share_cells(df, dt, common_prefix(df, prompt, n));
+    int32_t n_draft = df ? common_prefix(df, prompt, n) : 0;
+    if (n_draft > (dt ? common_prefix(dt, prompt, n) : 0)) share_cells(df, dt, n_draft);
     return n;
 }
 
