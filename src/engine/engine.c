@@ -532,6 +532,10 @@ int32_t specd_engine_n_parallel(const specd_engine *e) { return e ? e->n_paralle
 
 int32_t specd_engine_draft_max(const specd_engine *e) { return e ? e->params.draft_max : 0; }
 
+bool specd_engine_trees_keep_invariance(const specd_engine *e) {
+    return e->inv.attention != SPECD_INVARIANT_PLAIN;
+}
+
 specd_invariance_info specd_engine_invariance(const specd_engine *e) {
     return (specd_invariance_info){e->inv.attention != SPECD_INVARIANT_NONE, e->inv.requested, e->inv.setting,
                                    e->inv.note[0] ? e->inv.note : NULL};

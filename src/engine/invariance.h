@@ -17,7 +17,9 @@
  *    drops go to a trash sequence instead of being freed, and when the cache is full every slot
  *    is written back from the first cell on, in order (compaction). Plain attention sums every
  *    cell in SIMD lanes chosen by the cell's index: invariant only for one slot whose cells stay
- *    contiguous from cell 0 (a draft tree's accepted path is decoded again, in place).
+ *    contiguous from cell 0. A draft tree's side branches sit past the cells of their positions,
+ *    so their logits are not invariant: trees are drafted there only when forced (engine.h:
+ *    specd_engine_trees_keep_invariance), with the main branch laid in place (kv.c).
  * A GPU, a recurrent state, sliding-window attention, or plain attention with several slots is not
  * made invariant: the engine says so (specd_engine_invariance) and runs as asked. */
 #ifndef SPECD_INVARIANCE_H

@@ -316,6 +316,12 @@ static bool needs_plain_step(const generation *g) {
 
 /* The most draft tokens of a tree: the request's, within the room the context has left (every tree
  * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
+/* Trees where they pay (auto): not where verifying one loses the bit-for-bit invariance a chain
+ * keeps (engine.h), which is worth more than a tree's few tokens. Forced trees run as asked. */
+static bool trees_may_pay(const generation *g, const specd_spec_params *sp) {
+    return sp->tree != SPECD_DRAFT_TREE_AUTO || specd_engine_trees_keep_invariance(g->e);
+}
+
 static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
     int32_t n = sp->draft_tree_nodes;
     int32_t room = specd_context_room(g->e, g->params, g->n_history);
@@ -409,7 +415,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         .grammar = g->grammar,
         /* seeded reproducible (coupled): the siblings are the draft's next-best keys under the same
          * keyed noise (draft_tree.c), verified by the greedy walk */
-        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || fixed > 0 ? 1 : sp->draft_branches,
+        .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || fixed > 0 || !trees_may_pay(g, sp) ? 1 : sp->draft_branches,
         .tree_p_split = sp->draft_p_split,
         .tree_max_nodes = tree_node_budget(g, sp, budget),
         .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,

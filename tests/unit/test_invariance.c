@@ -369,8 +369,8 @@ static void round_of(specd_session **s, int32_t n) {
     }
 }
 
-static specd_result run_alone(specd_engine *e, const char *text, bool speculate) {
-    specd_generation_params g = greedy(speculate);
+static specd_result run_with(specd_engine *e, const char *text, const specd_generation_params *params) {
+    specd_generation_params g = *params;
     specd_session *s = begin(e, 0, text, &g);
     for (int steps = 0; !specd_session_done(s); steps++) {
         assert_true(steps < 1000);
@@ -380,6 +380,11 @@ static specd_result run_alone(specd_engine *e, const char *text, bool speculate)
     specd_session_take_result(s, &r);
     specd_session_free(s);
     return r;
+}
+
+static specd_result run_alone(specd_engine *e, const char *text, bool speculate) {
+    specd_generation_params g = greedy(speculate);
+    return run_with(e, text, &g);
 }
 
 /* Whether two greedy runs agree, tokens and probabilities, bit for bit. */
@@ -471,6 +476,54 @@ static void test_eight_concurrent_greedy_requests_equal_their_runs_alone(void **
     specd_engine_free(e);
 }
 
+/* One slot, greedy: trees (forced: every split the draft offers, or where they pay) give the
+ * tokens and probabilities of the run without speculation, bit for bit, on eight requests;
+ * returns the tree steps. */
+static int64_t trees_bit_for_bit(specd_flash_attn fa, specd_draft_tree_mode tree) {
+    specd_engine_params p = serve_engine();
+    p.n_parallel = 1;
+    p.n_ctx_per_slot = 256;
+    p.flash_attn = fa;
+    specd_engine *e = NULL;
+    char *err = NULL;
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    assert_int_equal(e->inv.attention, fa == SPECD_FLASH_ATTN_ON ? SPECD_INVARIANT_FLASH : SPECD_INVARIANT_PLAIN);
+    specd_generation_params trees = greedy(true);
+    trees.n_predict = 48;
+    trees.speculative.tree = tree;
+    if (tree == SPECD_DRAFT_TREE_ON) {
+        trees.speculative.adaptive = false;
+        trees.speculative.draft_min = trees.speculative.draft_max;
+        trees.speculative.draft_p_split = 0.0f; /* branch wherever the draft has a second choice */
+    }
+    specd_generation_params plain = greedy(false);
+    plain.n_predict = trees.n_predict;
+    int64_t tree_steps = 0;
+    for (int i = 0; i < 8; i++) {
+        specd_result with = run_with(e, requests[i], &trees), without = run_with(e, requests[i], &plain);
+        assert_same_bits(&with, &without, requests[i]);
+        tree_steps += with.stats.n_tree_steps;
+        specd_result_clear(&with);
+        specd_result_clear(&without);
+    }
+    specd_engine_free(e);
+    return tree_steps;
+}
+
+/* Flash attention sums a row's cells in index order, skipping masked ones: a tree's branches are
+ * invariant. Plain attention (specd run's default) sums cells in lanes set by their index, so a
+ * side branch's tokens, past the cells of their positions, are not: trees are drafted there only
+ * when forced (the accepted path's main-branch tokens stay in place, kv.c), never where they pay. */
+static void test_trees_are_bit_for_bit_where_they_are_drafted_by_default(void **state) {
+    (void)state;
+    int64_t flash_forced = trees_bit_for_bit(SPECD_FLASH_ATTN_ON, SPECD_DRAFT_TREE_ON);
+    int64_t plain_auto = trees_bit_for_bit(SPECD_FLASH_ATTN_OFF, SPECD_DRAFT_TREE_AUTO);
+    print_message("tree steps, all bit for bit: flash attention, forced %lld; plain attention, auto %lld\n",
+                  (long long)flash_forced, (long long)plain_auto);
+    assert_true(flash_forced > 8);
+    assert_int_equal(plain_auto, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
@@ -486,6 +539,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_plain_attention_is_invariant_with_one_slot),
         cmocka_unit_test(test_without_invariance_logits_move_with_the_pass),
         cmocka_unit_test(test_eight_concurrent_greedy_requests_equal_their_runs_alone),
+        cmocka_unit_test(test_trees_are_bit_for_bit_where_they_are_drafted_by_default),
         cmocka_unit_test(test_quantized_v_without_flash_attention_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
