@@ -10,6 +10,9 @@
 
 #include <stdatomic.h>
 
+/* The largest tree pass whose first branch kv.c lays in place (larger ones are decoded again). */
+#define SPECD_TREE_ROWS_MAX 128
+
 /* A saved state of a slot's sequence (state.c): the state after its first `pos` tokens. */
 typedef struct specd_state_checkpoint {
     uint8_t *data;
@@ -32,6 +35,14 @@ struct specd_model_slot {
     int32_t seq;        /* the slot's sequence id */
     int32_t branch_base; /* sequence id of branch 1 (each slot has its own scratch sequences) */
     int32_t logits_offset; /* where the slot's tokens start in the last decode's batch */
+    /* Plain invariant attention (kv.c, main_branch_first): the last tree pass put its first
+     * branch's tokens first, so token i's logits are at row tree_rows[i]; in_place holds that
+     * branch's tokens, one per depth, whose cells follow the slot's in position order. Only one
+     * slot runs under plain invariance, so views never swap these. */
+    bool rows_reordered;
+    int16_t tree_rows[SPECD_TREE_ROWS_MAX];
+    specd_token in_place[SPECD_TREE_ROWS_MAX];
+    int32_t n_in_place;
     /* false for recurrent and hybrid models: llama.cpp cannot drop the last tokens of their
      * state, so the slot keeps checkpoints (saved before tokens it may have to drop) and goes
      * back to one, or starts over where it has none. */

@@ -55,6 +55,12 @@ void specd_slot_truncate(specd_model_slot *slot, int32_t n) {
     if (n > slot->lost_until) slot->lost_until = n;
 }
 
+/* Where the slot's logits start in the coming pass, token i at row i. */
+static void logits_start(specd_model_slot *slot, int32_t offset) {
+    slot->logits_offset = offset;
+    slot->rows_reordered = false;
+}
+
 static void batch_add(struct llama_batch *b, llama_seq_id seq, specd_token token, int32_t pos, bool logits) {
     int32_t i = b->n_tokens++;
     b->token[i] = token;
@@ -125,7 +131,7 @@ static int32_t catch_up_chunk(const specd_engine *e, const specd_model_slot *slo
 static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t common,
                                 int32_t n, bool want_logits, int32_t *logits_idx, char **error) {
     struct llama_batch *b = &e->batch;
-    slot->logits_offset = 0;
+    logits_start(slot, 0);
     int32_t chunk = catch_up_chunk(e, slot, n - common, want_logits);
     for (int32_t start = common; start < n; start += chunk) {
         int32_t end = start + chunk < n ? start + chunk : n;
@@ -236,7 +242,7 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
         }
         memcpy(v->kv_tokens + from[i], tokens[i] + from[i], (size_t)(n[i] - from[i]) * sizeof *tokens[i]);
         v->n_kv = n[i];
-        v->logits_offset = 0;
+        logits_start(v, 0);
         v->last_decode_n = n[i] - from[i]; /* its own part of the decode */
         st = observe_decode(e, v, b0, from[i], n[i] - from[i], error);
         b0 += n[i] - from[i];
@@ -251,7 +257,7 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
     }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
-    slot->logits_offset = 0;
+    logits_start(slot, 0);
     batch_add(b, slot->seq, token, slot->n_kv, true);
     specd_status st = decode_batch(e, slot, b, error);
     if (st != SPECD_OK) return st;
@@ -273,7 +279,7 @@ specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, c
             specd_set_error(error, "the context of %d tokens is full", views[i]->cap);
             return SPECD_ERR_CONTEXT;
         }
-        views[i]->logits_offset = 0;
+        logits_start(views[i], 0);
         batch_add(b, views[i]->seq, tokens[i], views[i]->n_kv, true);
     }
     double t0 = specd_now_ms();
@@ -323,7 +329,7 @@ specd_status specd_slot_decode_branches(specd_engine *e, specd_model_slot *slot,
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
     for (int32_t i = 0; i < n; i++) batch_add(b, branch_seq(slot, tokens[i].branch), tokens[i].token, tokens[i].pos, true);
-    slot->logits_offset = 0;
+    logits_start(slot, 0);
     int32_t rc = decode_finished(slot->ctx, *b);
     if (slot->ctx == e->draft.ctx) e->draft_decodes++;
     if (rc == 0) return SPECD_OK;
@@ -384,23 +390,64 @@ static specd_status prepare_tree(specd_model_slot *slot, const specd_tree_pass *
     return SPECD_OK;
 }
 
+/* Plain attention is batch-invariant only while the slot's cells run contiguously in position
+ * order (invariance.h): a tree's accepted path sits between its siblings' cells, so what of it is
+ * not in place is dropped and the next sync decodes it again, in place. */
+static bool relays_trees(const specd_model_slot *slot) {
+    return slot->inv && slot->inv->attention == SPECD_INVARIANT_PLAIN;
+}
+
+/* Whether the tree's first branch goes first in its pass (relays_trees): its tokens then take the
+ * cells after the slot's, in position order, so when the accepted path follows that branch (the
+ * draft's first choices: most steps) it is in place, and only a path that leaves it is decoded
+ * again (on the F32 pair that extra pass cost about 60 ms a tree step, more than the tree won). */
+static bool main_branch_first(const specd_model_slot *slot, const specd_tree_pass *t) {
+    return relays_trees(slot) && t->n_branches > 1 && !t->prompt_chunk && t->n_tokens <= SPECD_TREE_ROWS_MAX;
+}
+
+static void add_tree_token(struct llama_batch *b, const specd_tree_pass *t, int32_t i, bool logits) {
+    int32_t j = b->n_tokens++;
+    b->token[j] = t->tokens[i].token;
+    b->pos[j] = t->pos_root + t->tokens[i].depth;
+    b->logits[j] = logits;
+    int32_t n_seq = 0;
+    for (int32_t s = 0; s < t->n_branches; s++)
+        if (t->tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(t->slot, s);
+    b->n_seq_id[j] = n_seq;
+}
+
+/* A tree with its first branch's tokens first (main_branch_first), the others after; token i's
+ * logits at row tree_rows[i]. The first branch's tokens that are one per depth from the root on
+ * are the ones in place. */
+static void add_tree_main_first(struct llama_batch *b, const specd_tree_pass *t) {
+    specd_model_slot *slot = t->slot;
+    int32_t row = 0;
+    slot->n_in_place = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; i < t->n_tokens; i++) {
+            bool first_branch = t->tokens[i].seq_mask & 1u;
+            if (first_branch != (pass == 0)) continue;
+            if (first_branch && t->tokens[i].depth == slot->n_in_place && slot->n_in_place == row)
+                slot->in_place[slot->n_in_place++] = t->tokens[i].token;
+            slot->tree_rows[i] = (int16_t)row++;
+            add_tree_token(b, t, i, true);
+        }
+    slot->rows_reordered = true;
+}
+
 /* Appends a slot's part to the batch: a tree, every token with logits, or a prompt chunk, with
  * logits only on a root it ends with; the slot's logits start at the first token that has them. */
 static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
     specd_model_slot *slot = t->slot;
     bool all_logits = !t->prompt_chunk;
-    if (all_logits) slot->logits_offset = b->n_tokens;
-    if (t->prompt_chunk && t->ends_at_root) slot->logits_offset = b->n_tokens + t->n_tokens - 1;
-    for (int32_t i = 0; i < t->n_tokens; i++) {
-        int32_t j = b->n_tokens++;
-        b->token[j] = t->tokens[i].token;
-        b->pos[j] = t->pos_root + t->tokens[i].depth;
-        b->logits[j] = all_logits || (t->ends_at_root && i == t->n_tokens - 1);
-        int32_t n_seq = 0;
-        for (int32_t s = 0; s < t->n_branches; s++)
-            if (t->tokens[i].seq_mask & (1u << s)) b->seq_id[j][n_seq++] = branch_seq(slot, s);
-        b->n_seq_id[j] = n_seq;
+    logits_start(slot, all_logits ? b->n_tokens : t->ends_at_root ? b->n_tokens + t->n_tokens - 1 : 0);
+    slot->n_in_place = 0;
+    if (main_branch_first(slot, t)) {
+        add_tree_main_first(b, t);
+        return;
     }
+    for (int32_t i = 0; i < t->n_tokens; i++)
+        add_tree_token(b, t, i, all_logits || (t->ends_at_root && i == t->n_tokens - 1));
 }
 
 /* After a failed pass: the slot's sequence and its scratch branches lose the tree's positions
@@ -497,21 +544,31 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
     return st;
 }
 
-/* Plain attention is batch-invariant only while the slot's cells run contiguously in position
- * order (invariance.h): a tree's accepted path sits between its siblings' cells, so the whole tree
- * goes and the next sync decodes the path again, in place. */
-static bool relays_trees(const specd_model_slot *slot) {
-    return slot->inv && slot->inv->attention == SPECD_INVARIANT_PLAIN;
+/* Plain attention (relays_trees): the path's tokens that the tree's first branch laid in place
+ * stay, with the slot's own sequence up to them; the rest of the tree goes (the next sync decodes
+ * the rest of the path again, in place). */
+static void keep_in_place(specd_model_slot *slot, int32_t n_branches, int32_t pos_root, const specd_token *path,
+                          int32_t n_path) {
+    int32_t kept = 0;
+    /* (a drafting head's hidden states of a tree are not kept: record_pass) */
+    if (slot->rows_reordered && !slot->features)
+        while (kept < n_path && kept < slot->n_in_place && slot->in_place[kept] == path[kept]) kept++;
+    memcpy(slot->kv_tokens + pos_root, path, (size_t)kept * sizeof *path);
+    slot->n_kv = pos_root + kept;
+    drop_tree(slot, n_branches, pos_root + kept); /* (a failure there clears the slot) */
 }
 
 void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_branches, int32_t pos_root,
                             const specd_token *path, int32_t n_path) {
     int32_t pos_end = pos_root + n_path;
-    if (n_branches == 1 || relays_trees(slot)) {
+    if (n_branches == 1) {
         /* The chain is in kv_tokens (record_pass): drop its rejected tail, which a recurrent state
          * does by going back to its checkpoint (the next sync decodes the accepted tokens again). */
-        if (n_branches > 1) drop_tree(slot, n_branches, pos_root);
-        specd_slot_truncate(slot, n_branches == 1 ? pos_end : pos_root);
+        specd_slot_truncate(slot, pos_end);
+        return;
+    }
+    if (relays_trees(slot)) {
+        keep_in_place(slot, n_branches, pos_root, path, n_path);
         return;
     }
     llama_memory_t mem = llama_get_memory(slot->ctx);
@@ -535,7 +592,8 @@ void specd_slot_keep_branch(specd_model_slot *slot, int32_t keep, int32_t n_bran
 }
 
 const float *specd_slot_logits(const specd_model_slot *slot, int32_t i) {
-    return llama_get_logits_ith(slot->ctx, slot->logits_offset + i);
+    int32_t row = slot->rows_reordered && i >= 0 && i < SPECD_TREE_ROWS_MAX ? slot->tree_rows[i] : i;
+    return llama_get_logits_ith(slot->ctx, slot->logits_offset + row);
 }
 
 /* (lora.c loads the adapters and applies them before each target decode; this is kv.c's, since
