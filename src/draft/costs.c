@@ -51,6 +51,21 @@ static double nearest_base(const specd_costs *c, int32_t n) {
     return 0.0;
 }
 
+/* The growth per token past the known sizes: the least from the smallest known size to any
+ * other (not to the largest alone: one pass of the largest slowed by the machine, 87 ms where it
+ * costs 67, made every longer size look 30% dearer, none was tried, and the draft length stayed
+ * short for the whole run on the memory-bound pair). */
+static double least_growth(const specd_costs *c, int32_t n, int32_t first,
+                           bool (*known)(const specd_costs *, int32_t)) {
+    double least = -1.0;
+    for (int32_t m = first + 1; m <= SPECD_COSTS_MAX_BATCH; m++) {
+        if (m == n || !known(c, m)) continue;
+        double g = (c->base_ms[m] - c->base_ms[first]) / (m - first);
+        if (least < 0.0 || g < least) least = g;
+    }
+    return least;
+}
+
 /* A size no pass has priced yet, from the sizes `known` counts (those this process measured, or a
  * calibration file's): between two known sizes, on the line between them; past the known ones,
  * from the nearest known size along the growth the known sizes show from the smallest to the
@@ -75,7 +90,7 @@ static double extrapolated_base(const specd_costs *c, int32_t n, bool (*known)(c
     if (below && above)
         return c->base_ms[below] + (c->base_ms[above] - c->base_ms[below]) * (n - below) / (above - below);
     double one = c->base_ms[first] / prior_ratio(first); /* T(1), or scaled down to it */
-    double slope = last > first ? (c->base_ms[last] - c->base_ms[first]) / (last - first) : PRIOR_SLOPE * one;
+    double slope = last > first ? least_growth(c, n, first, known) : PRIOR_SLOPE * one;
     if (slope < MIN_SLOPE * one) slope = MIN_SLOPE * one;
     if (below) return c->base_ms[below] + (n - below) * slope;
     double x = c->base_ms[above] - (above - n) * slope;
