@@ -366,7 +366,23 @@ static int run_benchmark(bench_options *o) {
     return 0;
 }
 
-static bool check_setup(bench_options *o, char *err, size_t size) {
+/* A model file of --pair or --head as given, or else in the --models folder (the help's
+ * "target-easy.gguf"); paths[] holds what it becomes. False, with the message, when neither is. */
+static bool find_model(const bench_options *o, const char **file, char *path, char *err, size_t size) {
+    if (!strcmp(*file, "-") || file_exists(*file)) return true;
+    snprintf(path, 1024, "%s/%s", o->models_dir, *file);
+    if (file_exists(path)) {
+        *file = path;
+        return true;
+    }
+    snprintf(err, size, "model '%s' not found (nor in the --models folder '%s')", *file, o->models_dir);
+    return false;
+}
+
+static bool check_setup(bench_options *o, char paths[][2][1024], char *err, size_t size) {
+    for (int p = 0; p < o->n_pairs; p++)
+        for (int k = 0; k < 2; k++)
+            if (paths[p][k] != o->pairs[p][k] && !find_model(o, &o->pairs[p][k], paths[p][k], err, size)) return false;
     if (o->n_pairs == 0) {
         snprintf(err, size, "no model pair: none in '%s' (run ../shared/bench/make_pairs.sh) and no --pair given", o->models_dir);
         return false;
@@ -381,7 +397,7 @@ static bool check_setup(bench_options *o, char *err, size_t size) {
 }
 
 int cli_bench(int argc, char **argv, const char *self) {
-    static char pair_paths[2][2][1024], models[1024];
+    static char pair_paths[MAX_PAIRS][2][1024], models[1024];
     const char *home = getenv("HOME");
     snprintf(models, sizeof models, "%s/.cache/specd-bench", home ? home : ".");
     bench_options o = {
@@ -414,7 +430,7 @@ int cli_bench(int argc, char **argv, const char *self) {
         fprintf(stderr, "specd: error: cannot create the results folder '%s'\n", o.out_dir);
         return CLI_EXIT_USAGE;
     }
-    if (!check_setup(&o, err, sizeof err)) {
+    if (!check_setup(&o, pair_paths, err, sizeof err)) {
         fprintf(stderr, "specd: error: %s\n", err);
         return CLI_EXIT_USAGE;
     }

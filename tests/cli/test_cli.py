@@ -325,6 +325,21 @@ def bench(specd, models):
         bench_serve(specd, target, draft, tmp, prompts)
     r = run([specd, "bench", "--pair", target, draft, "--llama-bin", "/nonexistent"])
     check("bench without llama tools says what to do", r.returncode == 2 and "make bench-deps" in r.stderr, r.stderr)
+    # --pair names files of the --models folder too (as its help's "target-easy.gguf"), and one
+    # found nowhere stops the bench before anything runs
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts = os.path.join(tmp, "prompts.txt")
+        with open(prompts, "w") as f:
+            f.write("the little girl\n")
+        out = os.path.join(tmp, "named")
+        r = run([specd, "bench", "--models", models, "--pair", "target.gguf", "draft.gguf", "--no-llama", "--prompts",
+                 prompts, "-n", "4", "--temps", "0", "--out", out])
+        report = read_text(os.path.join(out, "benchmarks.md")) if r.returncode == 0 else ""
+        check("bench --pair finds a name in --models", "| specd draft (default, first run) |" in report
+              and "FAILED" not in r.stderr, r.stderr[-500:])
+    r = run([specd, "bench", "--models", models, "--pair", "target.gguf", "no-such-draft.gguf", "--no-llama"])
+    check("bench --pair with a missing model says which", r.returncode == 2
+          and "model 'no-such-draft.gguf' not found (nor in the --models folder" in r.stderr, r.stderr)
     return 0
 
 
