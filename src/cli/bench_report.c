@@ -228,22 +228,36 @@ static void write_sweep(FILE *f, const bench_group *g) {
     fputs("\n", f);
 }
 
-/* The comparisons the targets are stated in: each of specd's default runs (first run, after
- * earlier runs, from a cache learnt under load) against llama.cpp's best speculative tool, and
- * plain decoding against plain decoding. */
-static void write_summary(FILE *f, const bench_group *g, const bench_config *completion) {
-    const bench_config *llama = best_where(g, is_llama_speculative, TOOL_SPECD);
-    const bench_config *off = find_specd(g, "specd, speculation off");
+/* llama.cpp's speculative tools whose output is the target's at any temperature: not
+ * llama-speculative above temperature 0 (the report's head says why). */
+static bool is_llama_exact_speculative(const bench_config *c, bench_tool tool) {
+    return is_llama_speculative(c, tool) && c->tool != TOOL_LLAMA_SPEC;
+}
+
+/* Each of specd's default runs against `llama`, after `lead`; false when there is none. */
+static bool write_defaults_against(FILE *f, const bench_group *g, const bench_config *llama, const char *lead) {
     bool first = true;
     for (int i = 0; llama && i < g->n_configs; i++) {
         const bench_config *c = &g->configs[i];
         if (!is_specd_default(c, TOOL_SPECD)) continue;
-        fprintf(f, "%s%s %.2fx", first ? "\nspecd's defaults against llama.cpp's best speculative tool: " : ", ",
-                c->name + strlen("specd "), bench_median_tokens_per_s(c) / bench_median_tokens_per_s(llama));
+        fprintf(f, "%s%s %.2fx", first ? lead : ", ", c->name + strlen("specd "),
+                bench_median_tokens_per_s(c) / bench_median_tokens_per_s(llama));
         first = false;
     }
-    if (!first)
-        fprintf(f, " (llama.cpp's best: %s, %.1f tokens/s).", llama->name, bench_median_tokens_per_s(llama));
+    if (!first) fprintf(f, " (llama.cpp's best: %s, %.1f tokens/s).", llama->name, bench_median_tokens_per_s(llama));
+    return !first;
+}
+
+/* The comparisons the targets are stated in: each of specd's default runs (first run, after
+ * earlier runs, from a cache learnt under load) against llama.cpp's best speculative tool, and
+ * above temperature 0 against its best exact one too; plain decoding against plain decoding. */
+static void write_summary(FILE *f, const bench_group *g, const bench_config *completion) {
+    const bench_config *off = find_specd(g, "specd, speculation off");
+    bool any = write_defaults_against(f, g, best_where(g, is_llama_speculative, TOOL_SPECD),
+                                      "\nspecd's defaults against llama.cpp's best speculative tool: ");
+    if (any && g->temp > 0.0)
+        write_defaults_against(f, g, best_where(g, is_llama_exact_speculative, TOOL_SPECD),
+                               " Against its best exact one: ");
     if (off && completion)
         fprintf(f, " specd without speculation is %.2fx llama-completion.",
                 bench_median_tokens_per_s(off) / bench_median_tokens_per_s(completion));
@@ -387,9 +401,9 @@ bool bench_write_report(const char *dir, const bench_group *groups, int n_groups
         return false;
     }
     fputs("# specd benchmarks\n\nWritten by `specd bench` (`make bench`). Tools: llama-completion (no speculation), "
-          "llama-speculative-simple (llama-server's sample-and-match verification) and llama-speculative (exact "
-          "rejection sampling), built from the same llama.cpp release as specd, each at its best draft length "
-          "of the sweep; specd with speculation off, with its defaults (the adaptive draft length) three ways "
+          "llama-speculative-simple (llama-server's sample-and-match verification) and llama-speculative (rejection "
+          "sampling of the draft's most likely tokens: exact at temperature 0 only), built from the same "
+          "llama.cpp release as specd, each at its best draft length of the sweep; specd with speculation off, with its defaults (the adaptive draft length) three ways "
           "(a first run, with no calibration cache; after the earlier runs, with a cache they updated; from a cache "
           "learnt while every core was busy), and drafting a fixed 8 tokens (the probe that measures acceptance by "
           "position for the chain limit).\n\n"

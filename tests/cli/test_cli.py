@@ -471,6 +471,16 @@ def bench_against_fake_llama(specd, target, draft, tmp, prompts, no_tools):
     check("bench summary compares each default run with llama.cpp's best", ratio_ok
           and "(default, cache of earlier runs)" in summary[0] and "without speculation is" in summary[0],
           "\n".join(summary) + report[:300])
+    # above temperature 0 also against the best exact tool (llama-speculative is not exact there)
+    out1 = os.path.join(tmp, "fake-out-t1")
+    r = run([specd, "bench", "--pair", target, draft, "--llama-bin", bin_dir, "--prompts", prompts, "-n", "12",
+             "--temps", "1", "--sweep", "3", "--out", out1], path=no_tools)
+    report = read_text(os.path.join(out1, "benchmarks.md")) if r.returncode == 0 else ""
+    summary = [line for line in report.splitlines() if line.startswith("specd's defaults against")]
+    check("bench summary at temperature 1 names llama.cpp's best exact tool too", len(summary) == 1
+          and tail in summary[0] and " Against its best exact one: draft (default, first run) " in summary[0]
+          and "(llama.cpp's best: llama-speculative-simple, draft 3, 45.0 tokens/s)" in summary[0],
+          "\n".join(summary) + r.stderr[-300:])
 
 
 def bench_passes_cache_types(specd, target, draft, tmp, prompts, no_tools):
