@@ -175,6 +175,7 @@ static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
         specd_costs_init(&e.costs);
         specd_acceptance_init(&e.acceptance);
         specd_length_policy_init(&e.policy);
+        specd_length_policy_limit(&e.policy, CHAIN); /* the trace drafted 15: the draft_max of these runs */
         started = true;
     }
     double tokens = 0.0, ms = 0.0;

@@ -56,6 +56,7 @@ specd_learned *specd_learned_get(specd_engine *e, char **error) {
     set_attention_cost(&l->costs, e);
     specd_acceptance_init(&l->acceptance);
     specd_length_policy_init(&l->policy);
+    specd_length_policy_limit(&l->policy, specd_engine_draft_max(e));
     specd_engine_keep_learned(e, l, free_learned);
     specd_calibrated k = calibrated(l, e);
     specd_calibration_open(e, &k); /* the costs an earlier process measured, when the file fits */

@@ -14,6 +14,11 @@ void specd_length_policy_init(specd_length_policy *p) {
     memset(p, 0, sizeof *p);
     p->fixed = -1;
     p->spell = SPECD_POLICY_FIRST_SPELL;
+    p->max_fixed = SPECD_POLICY_MAX_FIXED;
+}
+
+void specd_length_policy_limit(specd_length_policy *p, int32_t max) {
+    p->max_fixed = max < 1 ? 1 : max > SPECD_POLICY_MAX_FIXED ? SPECD_POLICY_MAX_FIXED : max;
 }
 
 void specd_length_policy_record_time(specd_length_policy *p, int32_t tokens, double ms) {
@@ -52,19 +57,19 @@ static double ms_at(const specd_costs *c, const specd_policy_step *s, int32_t k)
     return pass_share(c, s, k + 1) + specd_costs_drafts(c, k) / m + c->state_ms;
 }
 
-static int32_t best_of(const double *tokens, const double *ms) {
+static int32_t best_of(const specd_length_policy *p, const double *tokens, const double *ms) {
     int32_t best = 0;
-    for (int32_t k = 1; k <= SPECD_POLICY_MAX_FIXED; k++)
+    for (int32_t k = 1; k <= p->max_fixed; k++)
         if (ms[k] > 0.0 && tokens[k] * ms[best] > tokens[best] * ms[k]) best = k;
     return best;
 }
 
 /* The best fixed length's tokens per ms by the cost model alone: each depth at its acceptance. */
-static double modelled_best_rate(const specd_costs *c, const specd_acceptance *a, specd_accept_mode mode,
-                                 const specd_fill *fill) {
+static double modelled_best_rate(const specd_length_policy *p, const specd_costs *c, const specd_acceptance *a,
+                                 specd_accept_mode mode, const specd_fill *fill) {
     specd_policy_step plain = {.mode = mode, .fill = fill ? *fill : (specd_fill){0.0, 0.0}};
     double best = 0.0;
-    for (int32_t k = 0; k <= SPECD_POLICY_MAX_FIXED; k++) {
+    for (int32_t k = 0; k <= p->max_fixed; k++) {
         double rate = tokens_at(&plain, k, a) / ms_at(c, &plain, k);
         if (rate > best) best = rate;
     }
@@ -75,10 +80,10 @@ double specd_length_policy_rate(const specd_length_policy *p, const specd_costs 
                                 specd_accept_mode mode, const specd_fill *fill) {
     double best;
     if (p->fixed_ms[0] > 0.0) {
-        int32_t k = best_of(p->fixed_tokens, p->fixed_ms);
+        int32_t k = best_of(p, p->fixed_tokens, p->fixed_ms);
         best = p->fixed_tokens[k] / p->fixed_ms[k];
     } else {
-        best = modelled_best_rate(c, a, mode, fill);
+        best = modelled_best_rate(p, c, a, mode, fill);
     }
     double own = p->ms > RATE_MIN_STEPS * specd_costs_pass(c, 1, NULL) ? p->tokens / p->ms : 0.0;
     return own > best ? own : best;
@@ -100,10 +105,10 @@ static void halve_trial(specd_length_policy *p) {
 /* After a step the planner drove: does a fixed length beat it on the trial's steps? */
 static void judge_trial(specd_length_policy *p) {
     if (p->plan_steps < SPECD_POLICY_TRIAL || !(p->plan_ms > 0.0)) return;
-    int32_t k = best_of(p->trial_tokens, p->trial_ms);
+    int32_t k = best_of(p, p->trial_tokens, p->trial_ms);
     double fixed_rate = p->trial_tokens[k] / p->trial_ms[k], plan_rate = p->plan_tokens / p->plan_ms;
     if (fixed_rate > plan_rate * (1.0 + SPECD_POLICY_MARGIN)) {
-        p->fixed = best_of(p->fixed_tokens, p->fixed_ms);
+        p->fixed = best_of(p, p->fixed_tokens, p->fixed_ms);
         p->spell_left = p->spell;
         p->spell = p->spell * 2 < SPECD_POLICY_MAX_SPELL ? p->spell * 2 : SPECD_POLICY_MAX_SPELL;
         p->n_spells++;
@@ -123,7 +128,7 @@ void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *
     }
     if (p->fixed >= 0) {
         /* a spell: the fixed length that would have done best lately drives, until the next trial */
-        p->fixed = best_of(p->fixed_tokens, p->fixed_ms);
+        p->fixed = best_of(p, p->fixed_tokens, p->fixed_ms);
         if (--p->spell_left <= 0) start_trial(p);
         return;
     }

@@ -65,9 +65,13 @@ typedef struct specd_length_policy {
     int32_t spell_left; /* steps before the planner is tried again */
     int32_t spell;      /* how long the next fixed spell lasts */
     uint32_t n_spells;  /* fixed spells so far (statistics) */
+    int32_t max_fixed;  /* the longest fixed length that can drive: the engine's draft_max */
 } specd_length_policy;
 
 void specd_length_policy_init(specd_length_policy *p);
+/* Fixed lengths above max (the engine's draft_max) are not chosen: a spell of 16 on an engine that
+ * drafts at most 8 drafted 8, which the check never compared with the planner. */
+void specd_length_policy_limit(specd_length_policy *p, int32_t max);
 /* What one ms of the engine is worth, in tokens, for a step of this mode at this fill. */
 double specd_length_policy_rate(const specd_length_policy *p, const specd_costs *costs,
                                 const specd_acceptance *acceptance, specd_accept_mode mode, const specd_fill *fill);

@@ -149,6 +149,20 @@ static void test_steps_the_planner_did_not_choose_are_not_its_trial(void **state
     assert_int_equal(f.policy.plan_steps, 0);
 }
 
+/* A planner that drafts 2, all accepted, where a fixed 3 would do better (its third draft at the
+ * mean acceptance): a spell of 3 drives; on an engine whose draft_max is 2, no fixed length past it
+ * does (it would draft 2, which the check never compared with the planner). */
+static void test_fixed_lengths_past_the_engines_draft_max_are_not_chosen(void **state) {
+    (void)state;
+    for (int32_t limit = 8; limit >= 2; limit -= 6) {
+        fixture f;
+        set_up(&f);
+        specd_length_policy_limit(&f.policy, limit);
+        for (int i = 0; i < SPECD_POLICY_TRIAL; i++) step(&f, 2, 2, true);
+        assert_int_equal(specd_length_policy_fixed(&f.policy), limit == 8 ? 3 : -1);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_rate_is_the_best_fixed_lengths_or_the_engines),
@@ -157,6 +171,7 @@ int main(void) {
         cmocka_unit_test(test_drafts_that_never_pay_give_way_to_no_drafts),
         cmocka_unit_test(test_steps_the_planner_did_not_choose_are_not_its_trial),
         cmocka_unit_test(test_a_pass_that_slots_share_is_priced_for_all_of_them),
+        cmocka_unit_test(test_fixed_lengths_past_the_engines_draft_max_are_not_chosen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
