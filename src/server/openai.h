@@ -87,27 +87,28 @@ bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, ser
  * would be given}; NULL with *err. */
 json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
-/* ---- openai_request.c (openai_completion_call: openai_choices.c) ------------------------------- */
+/* ---- openai_request.c ------------------------------------------------------------------------ */
 /* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
  * with *err (400) when it is not one. */
 json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
-/* The body of POST `url` -> a completion for a call worker (server.h), its request read and its
- * reply OpenAI's (n > 1: one per choice); NULL with *err set. `chat`: how chat prompts are made
- * (--no-jinja, ...). */
-completion_call *openai_completion_call(rpc_host *host, const char *url, const char *body, size_t len,
-                                        const http_chat *chat, openai_error *err);
-/* A chat request already parsed (`body` borrowed, an OpenAI chat body): as above; its reply
+/* A chat request already parsed (`body` borrowed, an OpenAI chat body): openai_build_call's call
+ * for a chat; its reply
  * context (call->reply.ctx) is the openai_call, for an API that rewrites its requests as OpenAI's
  * chats (anthropic.c, responses.c) to answer with its own formatter over it. */
 completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
-/* The body (borrowed) of one choice -> its call, as openai_completion_call makes it. */
+/* The body (borrowed, openai_parse_body's) of a request with one output (no `n`, one prompt), or
+ * of one choice -> a completion for a call worker (server.h), its request read and its reply
+ * OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
 completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                    openai_error *err);
+/* Whether a /v1/completions body holds a list of several prompts (strings or token-id lists):
+ * one output each (openai_choices_call). */
+bool openai_several_prompts(openai_kind kind, json_t *body);
 
 /* ---- openai_choices.c: n > 1 ------------------------------------------------------------------ */
-/* The call for a body (borrowed) with OpenAI's `n` (checked: 1 to the server's slots): the first
- * choice's call, the others in its `more`, their answers merged; NULL with *err. */
+/* The call for a body (borrowed) with OpenAI's `n` (checked: 1 to the server's slots) or several
+ * prompts: the first output's call, the others in its `more`, their answers merged; NULL with *err. */
 completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                      openai_error *err);
 

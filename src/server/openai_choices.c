@@ -6,8 +6,8 @@
  * body (seed + c when a seed is given, as llama-server's children), and a blocking answer's
  * choices merged into one answer with the usage summed (a stream's one usage chunk is
  * openai_reply.c's, over the outputs' shared count). A prompt's tokens count once, as OpenAI
- * does: its choices share it. Also the route's entry: a body into its call
- * (openai_completion_call). */
+ * does: its choices share it. A request with one output (no `n`, one prompt: nearly all) never
+ * comes here: the route hands its body to openai_request.c itself. */
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
@@ -50,9 +50,7 @@ static bool read_n(rpc_host *host, json_t *body, int *n, openai_error *err) {
 static json_t *prompt_list(openai_kind kind, json_t *body, openai_error *err, bool *bad) {
     json_t *list = json_object_get(body, "prompt");
     *bad = false;
-    if (kind != OPENAI_TEXT || !json_is_array(list) || json_array_size(list) < 2 ||
-        json_is_integer(json_array_get(list, 0)))
-        return NULL;
+    if (!openai_several_prompts(kind, body)) return NULL;
     size_t i;
     json_t *p;
     json_array_foreach(list, i, p) {
@@ -153,14 +151,4 @@ completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *b
     if (ok) return first;
     completion_call_free(first);
     return NULL;
-}
-
-completion_call *openai_completion_call(rpc_host *host, const char *url, const char *text, size_t len,
-                                        const http_chat *chat, openai_error *err) {
-    openai_kind kind = strcmp(url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
-    json_t *body = openai_parse_body(text, len, err);
-    if (!body) return NULL;
-    completion_call *call = openai_choices_call(host, kind, body, chat, err);
-    json_decref(body);
-    return call;
 }

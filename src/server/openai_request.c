@@ -316,6 +316,12 @@ static bool read_insertion(openai_read *r, rpc_host *host, json_t *prompt) {
     return ok || out_of_memory(r->err) != NULL;
 }
 
+bool openai_several_prompts(openai_kind kind, json_t *body) {
+    json_t *list = json_object_get(body, "prompt");
+    return kind == OPENAI_TEXT && json_is_array(list) && json_array_size(list) >= 2 &&
+           !json_is_integer(json_array_get(list, 0));
+}
+
 static bool read_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
     if (r->kind == OPENAI_CHAT) return read_chat_prompt(r, host, chat);
     json_t *prompt = json_object_get(r->body, "prompt");

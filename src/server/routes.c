@@ -233,11 +233,18 @@ static enum MHD_Result route_apply_template(struct MHD_Connection *c, request_st
     return send_error(c, err.status, code, err.message);
 }
 
-/* /v1/chat/completions, /v1/completions: the request read into the server's own (openai_request.c). */
+/* /v1/chat/completions, /v1/completions: the body read into the server's typed request
+ * (openai_request.c); with `n` or several prompts, one request per output (openai_choices.c). */
 static enum MHD_Result route_openai(struct MHD_Connection *c, request_state *rs) {
     openai_error err;
-    completion_call *call = openai_completion_call(rs->options->rpc, rs->url, rs->body, rs->len,
-                                                   &rs->options->chat, &err);
+    json_t *body = openai_parse_body(rs->body, rs->len, &err);
+    if (!body) return openai_send_error(c, &err);
+    openai_kind kind = strcmp(rs->url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
+    bool one_output = !json_object_get(body, "n") && !openai_several_prompts(kind, body);
+    rpc_host *host = rs->options->rpc;
+    completion_call *call = one_output ? openai_build_call(host, kind, body, &rs->options->chat, &err)
+                                       : openai_choices_call(host, kind, body, &rs->options->chat, &err);
+    json_decref(body);
     if (!call) return openai_send_error(c, &err);
     rs->stream = call->stream;
     return defer(c, rs, completion_call_run, call, completion_call_free);
