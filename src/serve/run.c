@@ -198,17 +198,15 @@ serve_run *serve_run_new(serve_job *job, const run_env *env) {
     x->result = &x->empty;
     req->gen.on_tokens = on_tokens;
     req->gen.user_data = x;
+    int64_t limit = env->limits->time_limit_ms;
+    x->deadline_ms = limit > 0 ? serve_now_ms() + (double)limit : 0.0; /* its time in the slot, prompt included */
     return x;
 }
 
-bool serve_run_open(serve_run *x, int32_t slot) {
-    serve_request *req = &x->job->request;
-    if (!req->cache_prompt) specd_engine_slot_forget(x->env.engine, slot); /* decoded in full, as llama-server */
-    int64_t limit = x->env.limits->time_limit_ms;
-    x->deadline_ms = limit > 0 ? serve_now_ms() + (double)limit : 0.0; /* its time in the slot, prompt included */
-    /* the prompt goes in by chunks that join the rounds' passes (specd_sessions_verify) */
-    x->status = specd_session_begin_in_slot(x->env.engine, slot, req->tokens, req->n_tokens, &req->gen, &x->session,
-                                            &x->message);
+bool serve_run_open(serve_run *x, specd_status status, specd_session *session, char *message) {
+    x->status = status;
+    x->session = session;
+    x->message = message;
     if (x->status == SPECD_OK) x->result = specd_session_result(x->session);
     return x->status == SPECD_OK;
 }

@@ -1,6 +1,7 @@
-/* run.h - a job running in a slot, driven step by step by the scheduler (one thread): its session,
- * and its text as it is decided (stop strings cut, UTF-8 never split), handed to the job's reply
- * piece by piece (with stream) and as the final answer. */
+/* run.h - a job running in a slot, driven step by step by the scheduler (one thread): its session
+ * (begun by the scheduler in the slot it picked, the run's from then on), and its text as it is
+ * decided (stop strings cut, UTF-8 never split), handed to the job's reply piece by piece (with
+ * stream) and as the final answer. */
 #ifndef SPECD_SERVE_RUN_H
 #define SPECD_SERVE_RUN_H
 
@@ -19,11 +20,13 @@ typedef struct run_env {
     serve_history *history;   /* and leaves what the caches hold here */
 } run_env;
 
-/* Ready to run `job`; NULL (the job's fault set) when out of memory. */
+/* Ready to run `job`, its time in the slot (--time-limit) counting from now; NULL (the job's fault
+ * set) when out of memory. */
 serve_run *serve_run_new(serve_job *job, const run_env *env);
-/* Validates the request and begins its session in slot `slot` (its prompt goes in by chunks that
- * join the rounds' passes): false when that failed (serve_run_end then answers with the fault). */
-bool serve_run_open(serve_run *x, int32_t slot);
+/* The run takes the session the scheduler began for its job in a slot (specd_session_begin_in_slot's
+ * status, session and message, all taken). False when the session did not begin (serve_run_end
+ * then answers with the fault). */
+bool serve_run_open(serve_run *x, specd_status status, specd_session *session, char *message);
 /* One step of several runs (each in its own slot): each drafts (an ended job stops here), then ONE
  * target pass verifies every tree, then each keeps its accepted tokens. done[i]: run i is over. */
 void serve_runs_step(serve_run **xs, int32_t n, bool *done);

@@ -1,8 +1,9 @@
 /* scheduler.c - a server's one thread (server_state.h). Each round it admits queued jobs into idle
- * slots (the slot whose cache shares the longest prefix with the prompt), then steps every active
- * slot once, in slot order, so every running completion advances by one speculative step per
- * round whatever else runs; except a slot whose own work would stall the others (a runaway
- * grammar), which steps in rounds of its own (heavy.h). A finished job is answered at once. */
+ * slots (the slot whose cache shares the longest prefix with the prompt) and begins their sessions
+ * there with the requests' own parameters, then steps every active slot once, in slot order, so
+ * every running completion advances by one speculative step per round whatever else runs; except
+ * a slot whose own work would stall the others (a runaway grammar), which steps in rounds of its
+ * own (heavy.h). A finished job is answered at once. */
 #include "server_state.h"
 
 #include "clock.h"
@@ -103,6 +104,19 @@ static void share_prompt(serve_server *s, int32_t i, const serve_request *req) {
     if (best >= 0) specd_engine_slot_share(s->engine, best, i, req->tokens, req->n_tokens);
 }
 
+/* The job's session begins in slot i with the request's generation parameters as they are (its
+ * prompt goes in by chunks that join the rounds' passes: specd_sessions_verify), and its run takes
+ * it. False when it did not begin. */
+static bool begin_session(serve_server *s, int32_t i) {
+    serve_request *req = &s->slots[i].job->request;
+    if (!req->cache_prompt) specd_engine_slot_forget(s->engine, i); /* decoded in full, as llama-server */
+    specd_session *session = NULL;
+    char *message = NULL;
+    specd_status st = specd_session_begin_in_slot(s->engine, i, req->tokens, req->n_tokens, &req->gen, &session,
+                                                  &message);
+    return serve_run_open(s->slots[i].run, st, session, message);
+}
+
 /* The running request's figures into the slot's view. */
 static void publish_view(serve_server *s, int32_t i) {
     sched_slot *slot = &s->slots[i];
@@ -138,7 +152,7 @@ static void seat_locked(serve_server *s, int32_t i, serve_job *job) {
     s->n_running++;
 }
 
-/* Moves queued jobs into idle slots, in FIFO order, and begins their sessions. */
+/* Moves queued jobs into idle slots, in FIFO order, and begins their sessions there. */
 static void admit(serve_server *s) {
     for (;;) {
         pthread_mutex_lock(&s->lock);
@@ -156,7 +170,7 @@ static void admit(serve_server *s) {
             finish_job(s, job, NULL, i);
             continue;
         }
-        if (!serve_run_open(s->slots[i].run, i)) end_slot(s, i);
+        if (!begin_session(s, i)) end_slot(s, i);
         else publish_view(s, i);
     }
 }
