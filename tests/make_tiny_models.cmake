@@ -3,7 +3,8 @@
 # hybrid (LFM2: convolution, attention, convolution) models with the same vocabulary: each a target
 # and its noisy draft, to pair with each other and with the attention models. Then the drafting
 # heads: a target whose next token depends mostly on the current one (head-target), a GLM-4.5-style
-# target with its MTP layer (mtp-target), EAGLE-3, DFlash and DSpark drafts for head-target that
+# target with its MTP layer (mtp-target), a Qwen3.5-style hybrid one (qwen35-target, tools/tiny_qwen35.c),
+# EAGLE-3, DFlash and DSpark drafts for head-target that
 # agree with it often (tools/tiny_heads.c), and heads that do not fit it (a wrong hidden size,
 # a target layer it lacks).
 file(MAKE_DIRECTORY ${OUT})
@@ -22,6 +23,13 @@ make(lfm2-target.gguf --arch lfm2 --n-layer 3 --seed 1 --logit-scale ${SCALE})
 make(lfm2-draft.gguf --arch lfm2 --n-layer 3 --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(head-target.gguf --seed 3 --n-layer 3 --layer-scale 0.1 --logit-scale ${SCALE})
 make(mtp-target.gguf --arch glm4moe --seed 3 --n-layer 2 --layer-scale 0.1 --hidden-mix 0.25 --logit-scale ${SCALE})
+# A Qwen3.5-style hybrid target (delta-net, attention, delta-net, attention) with its MTP layer.
+make(qwen35-target.gguf --arch qwen35 --seed 6 --n-layer 4 --layer-scale 0.1 --hidden-mix 0.25 --logit-scale ${SCALE})
+# Targets with two nextn layers (DeepSeek-V3 style counts), which the pinned llama.cpp's graphs of
+# these architectures cannot run.
+make(mtp2-target.gguf --arch glm4moe --seed 3 --n-layer 2 --layer-scale 0.1 --nextn-layers 2 --logit-scale ${SCALE})
+make(qwen35-mtp2-target.gguf --arch qwen35 --seed 6 --n-layer 2 --layer-scale 0.1 --nextn-layers 2
+  --logit-scale ${SCALE})
 make(eagle3.gguf --arch eagle3 --target ${OUT}/head-target.gguf --target-layers 0,1,2 --seed 5 --hidden-mix 0.2
   --layer-scale 0.1)
 make(dflash.gguf --arch dflash --target ${OUT}/head-target.gguf --target-layers 1,2 --seed 6 --n-layer 1

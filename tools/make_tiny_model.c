@@ -19,7 +19,10 @@
  * target or the draft of a llama model.
  *
  * The drafting heads' models (tiny_heads.c): --arch glm4moe writes a target
- * with one nextn (multi-token prediction) layer as GLM-4.5 ships it, and
+ * with one nextn (multi-token prediction) layer as GLM-4.5 ships it,
+ * --arch qwen35 a hybrid Qwen3.5-style target (gated delta-net layers with
+ * a recurrent state, every second layer full attention) with its nextn
+ * layer (tiny_qwen35.c), and
  * --arch eagle3, dflash and dspark write a draft head for the target GGUF
  * named by --target, reading its --target-layers. With --layer-scale below 1
  * the target's next token depends mostly on the current one, and the heads
@@ -27,13 +30,13 @@
  * output), so they agree with the target often: drafts get accepted.
  *
  * Usage:
- *   make_tiny_model --out FILE [--arch llama|mamba|lfm2|glm4moe|eagle3|dflash|dspark]
+ *   make_tiny_model --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark]
  *       [--vocab normal|different] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0]
  *       [--hidden-mix 0.5] [--target FILE] [--target-layers A,B,C] [--target-hidden-size N]
- *       [--block-size 8] [--lora-rank R]
+ *       [--block-size 8] [--lora-rank R] [--nextn-layers 1]
  *
  *   --arch A          llama (attention, the default), mamba (recurrent:
  *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
@@ -59,6 +62,8 @@
  *   --target-hidden-size N  the target hidden size an EAGLE-3 claims (default
  *                     the target's; another value makes a mismatched head).
  *   --block-size B    dflash, dspark: the block drafted per pass.
+ *   --nextn-layers N  glm4moe, qwen35: the nextn layers after the trunk's
+ *                     (1 to 4; DeepSeek-V3 and GLM ship 1, some models more).
  *   --weight-type T   stores the weight matrices as f32 (the default) or
  *                     q8_0 (ggml's quantization of the same values; every
  *                     row size must be a multiple of 32), e.g. to test what
@@ -148,12 +153,13 @@ void fail(const char *format, ...) {
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
-            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2|glm4moe|eagle3|dflash|dspark]"
+            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark]"
             " [--vocab normal|different] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
             " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
             " [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0] [--hidden-mix 0.5] [--target FILE]"
-            " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8] [--lora-rank R]\n");
+            " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8] [--lora-rank R]"
+            " [--nextn-layers 1]\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -206,14 +212,15 @@ static model_arch parse_arch(const char *text) {
     static const struct {
         const char *name;
         model_arch arch;
-    } names[] = {{"llama", ARCH_LLAMA},     {"mamba", ARCH_MAMBA},   {"lfm2", ARCH_LFM2},    {"glm4moe", ARCH_GLM4MOE},
-                 {"eagle3", ARCH_EAGLE3},   {"dflash", ARCH_DFLASH}, {"dspark", ARCH_DSPARK}};
+    } names[] = {{"llama", ARCH_LLAMA},   {"mamba", ARCH_MAMBA},   {"lfm2", ARCH_LFM2},
+                 {"glm4moe", ARCH_GLM4MOE}, {"qwen35", ARCH_QWEN35}, {"eagle3", ARCH_EAGLE3},
+                 {"dflash", ARCH_DFLASH},   {"dspark", ARCH_DSPARK}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(text, names[i].name) == 0) {
             return names[i].arch;
         }
     }
-    fail("--arch expects llama, mamba, lfm2, glm4moe, eagle3, dflash or dspark, got '%s'", text);
+    fail("--arch expects llama, mamba, lfm2, glm4moe, qwen35, eagle3, dflash or dspark, got '%s'", text);
 }
 
 /* "0,1,2": the target layers a head reads. */
@@ -252,6 +259,7 @@ static model_options default_options(void) {
         .chat_template = NULL,
         .layer_scale = 1.0,
         .hidden_mix = 0.5,
+        .n_nextn = 1,
         .block_size = 8,
         .weight_type = GGML_TYPE_F32,
     };
@@ -301,6 +309,8 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->layer_scale = parse_double(flag, value);
     } else if (strcmp(flag, "--hidden-mix") == 0) {
         opts->hidden_mix = parse_double(flag, value);
+    } else if (strcmp(flag, "--nextn-layers") == 0) {
+        opts->n_nextn = (int)parse_long_in_range(flag, value, 1, 4);
     } else if (strcmp(flag, "--target") == 0) {
         opts->target_path = value;
     } else if (strcmp(flag, "--target-layers") == 0) {
@@ -360,6 +370,9 @@ static void validate_options(model_options *opts) {
     }
     if (!(opts->layer_scale >= 0.0 && opts->layer_scale <= 1e3) || !(opts->hidden_mix >= 0.0 && opts->hidden_mix <= 1e3)) {
         fail("--layer-scale and --hidden-mix must be in [0, 1000], got %g and %g", opts->layer_scale, opts->hidden_mix);
+    }
+    if (opts->n_nextn != 1 && opts->arch != ARCH_GLM4MOE && opts->arch != ARCH_QWEN35) {
+        fail("--nextn-layers applies to --arch glm4moe and qwen35 only");
     }
     if (tiny_heads_handles(opts->arch)) {
         tiny_heads_validate(opts);

@@ -38,12 +38,13 @@
 #define MASK_TOKEN_ID 0
 
 bool tiny_heads_handles(model_arch arch) {
-    return arch == ARCH_GLM4MOE || arch == ARCH_EAGLE3 || arch == ARCH_DFLASH || arch == ARCH_DSPARK;
+    return arch == ARCH_GLM4MOE || arch == ARCH_QWEN35 || arch == ARCH_EAGLE3 || arch == ARCH_DFLASH || arch == ARCH_DSPARK;
 }
 
 const char *tiny_heads_arch_name(model_arch arch) {
     switch (arch) {
     case ARCH_GLM4MOE: return "glm4moe";
+    case ARCH_QWEN35: return "qwen35";
     case ARCH_EAGLE3: return "eagle3";
     case ARCH_DFLASH:
     case ARCH_DSPARK: return "dflash";
@@ -58,6 +59,7 @@ void tiny_heads_validate(const model_options *opts) {
         }
         return;
     }
+    if (opts->arch == ARCH_QWEN35) return;
     if (!opts->target_path) {
         fail("--arch %s needs --target FILE (the target it drafts for)", tiny_heads_arch_name(opts->arch));
     }
@@ -139,8 +141,7 @@ static double draw(weight_source *source) {
     return value;
 }
 
-/* ne0 x ne1 x ne2 random values of spread `scale`. */
-static void add_random(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
+void add_random(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
                        int64_t ne0, int64_t ne1, int64_t ne2, double scale) {
     float *data = new_values(gguf, ctx, name, ne0, ne1, ne2);
     for (int64_t i = 0; i < ne0 * ne1 * ne2; i++) {
@@ -148,10 +149,8 @@ static void add_random(struct gguf_context *gguf, struct ggml_context *ctx, weig
     }
 }
 
-/* A projection from `n_in` inputs to n_out outputs: output j takes `gain` x input j (for j below
- * n_pass), and inputs from n_pass on with random weights of spread `mix` / sqrt(their count). */
-static void add_pass_through(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
-                             const char *name, int64_t n_in, int64_t n_out, int64_t n_pass, double gain, double mix) {
+void add_pass_through(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
+                      int64_t n_in, int64_t n_out, int64_t n_pass, double gain, double mix) {
     float *data = new_values(gguf, ctx, name, n_in, n_out, 1);
     double mix_scale = n_in > n_pass ? mix * fan_in_scale(n_in - n_pass) : 0.0;
     for (int64_t j = 0; j < n_out; j++) {
@@ -224,13 +223,13 @@ static void glm4moe_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     for (int layer = 0; layer < opts->n_layer; layer++) {
         glm4moe_dense_layer(gguf, ctx, source, opts, layer);
     }
-    glm4moe_nextn_layer(gguf, ctx, source, opts, opts->n_layer);
+    for (int k = 0; k < opts->n_nextn; k++) glm4moe_nextn_layer(gguf, ctx, source, opts, opts->n_layer + k);
     add_norm(gguf, ctx, "output_norm.weight", opts->n_embd);
     add_matrix(gguf, ctx, source, "output.weight", opts->n_embd, n_vocab, opts->logit_scale * fan_in_scale(opts->n_embd));
 }
 
-static void set_common_keys(struct gguf_context *gguf, const model_options *opts, const char *arch, int n_layer,
-                            int n_vocab, float rms_eps) {
+void set_common_keys(struct gguf_context *gguf, const model_options *opts, const char *arch, int n_layer,
+                     int n_vocab, float rms_eps) {
     char key[96];
 #define SET_U32(suffix, value)                                  \
     snprintf(key, sizeof key, "%s.%s", arch, suffix);            \
@@ -251,7 +250,7 @@ static void set_common_keys(struct gguf_context *gguf, const model_options *opts
 }
 
 static void glm4moe_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
-    set_common_keys(gguf, opts, "glm4moe", opts->n_layer + 1, n_vocab, 1e-5f);
+    set_common_keys(gguf, opts, "glm4moe", opts->n_layer + opts->n_nextn, n_vocab, 1e-5f);
     gguf_set_val_u32(gguf, "glm4moe.expert_feed_forward_length", (uint32_t)(opts->n_ff / GLM4MOE_EXPERTS));
     gguf_set_val_u32(gguf, "glm4moe.expert_count", GLM4MOE_EXPERTS);
     gguf_set_val_u32(gguf, "glm4moe.expert_used_count", 1);
@@ -260,7 +259,7 @@ static void glm4moe_metadata(struct gguf_context *gguf, const model_options *opt
     gguf_set_val_u32(gguf, "glm4moe.expert_gating_func", 2); /* sigmoid, as GLM-4.5 */
     gguf_set_val_bool(gguf, "glm4moe.expert_weights_norm", true);
     gguf_set_val_f32(gguf, "glm4moe.expert_weights_scale", 1.0f);
-    gguf_set_val_u32(gguf, "glm4moe.nextn_predict_layers", 1);
+    gguf_set_val_u32(gguf, "glm4moe.nextn_predict_layers", (uint32_t)opts->n_nextn);
 }
 
 /* ---- eagle3 ----------------------------------------------------------------------------------------- */
@@ -384,14 +383,16 @@ static int target_hidden_size(const model_options *opts) {
 
 size_t tiny_heads_tensor_count(const model_options *opts) {
     switch (opts->arch) {
-    case ARCH_GLM4MOE: return 3 + 9 * (size_t)opts->n_layer + 17;
+    case ARCH_GLM4MOE: return 3 + 9 * (size_t)opts->n_layer + 17 * (size_t)opts->n_nextn;
+    case ARCH_QWEN35: return tiny_qwen35_tensor_count(opts);
     case ARCH_EAGLE3: return 12;
     default: return 8 + 11 * (size_t)opts->n_layer;
     }
 }
 
 size_t tiny_heads_float_count(const model_options *opts, int n_vocab) {
-    size_t n = (size_t)opts->n_embd, n_ff = (size_t)opts->n_ff, layers = (size_t)opts->n_layer + 1;
+    if (opts->arch == ARCH_QWEN35) return tiny_qwen35_float_count(opts, n_vocab);
+    size_t n = (size_t)opts->n_embd, n_ff = (size_t)opts->n_ff, layers = (size_t)(opts->n_layer + opts->n_nextn);
     size_t per_layer = 6 * n * n + 4 * n * n_ff + 8 * n + 8;
     /* embeddings, output and the Markov head (four n x n_vocab), the features' projection */
     return 4 * n * (size_t)n_vocab + layers * per_layer + MAX_TARGET_LAYERS * n * n + 64;
@@ -402,6 +403,10 @@ void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     weight_source source = {.weights = {opts->seed}, .noise = {opts->noise_seed}, .noise_eps = opts->noise};
     if (opts->arch == ARCH_GLM4MOE) {
         glm4moe_tensors(gguf, ctx, &source, opts, n_vocab);
+        return;
+    }
+    if (opts->arch == ARCH_QWEN35) {
+        tiny_qwen35_add_tensors(gguf, ctx, &source, opts, n_vocab);
         return;
     }
     target_file t = open_target(opts->target_path);
@@ -417,6 +422,7 @@ void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
 
 void tiny_heads_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
     if (opts->arch == ARCH_GLM4MOE) glm4moe_metadata(gguf, opts, n_vocab);
+    else if (opts->arch == ARCH_QWEN35) tiny_qwen35_set_metadata(gguf, opts, n_vocab);
     else if (opts->arch == ARCH_EAGLE3) eagle3_metadata(gguf, opts, n_vocab, target_hidden_size(opts));
     else dflash_metadata(gguf, opts, n_vocab);
 }

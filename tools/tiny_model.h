@@ -20,7 +20,16 @@
 /* Target layers an EAGLE-3 or DFlash draft reads. */
 #define MAX_TARGET_LAYERS 8
 
-typedef enum { ARCH_LLAMA, ARCH_MAMBA, ARCH_LFM2, ARCH_GLM4MOE, ARCH_EAGLE3, ARCH_DFLASH, ARCH_DSPARK } model_arch;
+typedef enum {
+    ARCH_LLAMA,
+    ARCH_MAMBA,
+    ARCH_LFM2,
+    ARCH_GLM4MOE,
+    ARCH_QWEN35,
+    ARCH_EAGLE3,
+    ARCH_DFLASH,
+    ARCH_DSPARK
+} model_arch;
 
 typedef struct {
     const char *out_path;
@@ -46,6 +55,8 @@ typedef struct {
     /* Heads: how much of the target's hidden state enters the head's prediction (relative to the
      * token's own embedding), so the target features matter without drowning the token. */
     double hidden_mix;
+    /* glm4moe, qwen35: how many nextn (MTP) layers follow the trunk's. */
+    int n_nextn;
     /* EAGLE-3, DFlash, DSpark: the target GGUF they draft for, the target layers they read, the
      * target hidden size they claim (0: the target's), and DFlash's block size. */
     const char *target_path;
@@ -99,5 +110,25 @@ size_t tiny_heads_float_count(const model_options *opts, int n_vocab);
 void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx, const model_options *opts,
                             int n_vocab);
 void tiny_heads_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab);
+
+/* tiny_heads.c's helpers the other writers share. */
+/* ne0 x ne1 x ne2 random values of spread `scale`. */
+void add_random(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
+                int64_t ne0, int64_t ne1, int64_t ne2, double scale);
+/* A projection from n_in inputs to n_out outputs: output j takes `gain` x input j (j below n_pass),
+ * the inputs from n_pass on mixed in with random weights of spread `mix` / sqrt(their count). */
+void add_pass_through(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
+                      int64_t n_in, int64_t n_out, int64_t n_pass, double gain, double mix);
+/* general.*, ARCH.context_length ... vocab_size and the RMS epsilon, as every writer sets them. */
+void set_common_keys(struct gguf_context *gguf, const model_options *opts, const char *arch, int n_layer,
+                     int n_vocab, float rms_eps);
+
+/* tiny_qwen35.c: a Qwen3.5-style hybrid target (gated delta-net and attention layers) with nextn
+ * layers. */
+size_t tiny_qwen35_tensor_count(const model_options *opts);
+size_t tiny_qwen35_float_count(const model_options *opts, int n_vocab);
+void tiny_qwen35_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
+                             const model_options *opts, int n_vocab);
+void tiny_qwen35_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab);
 
 #endif
