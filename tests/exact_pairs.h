@@ -117,6 +117,22 @@ static inline exact_pairs exact_first_two(const char *model_path, const specd_to
     return exact_first_two_grammar(model_path, prompt, n, sp, NULL);
 }
 
+/* The pairs as ignore_eos samples them: `token` (the end of sequence) forbidden at both positions,
+ * p(a) and p(b | a) each renormalized over the rest (a -INFINITY bias does exactly that). */
+static inline void exact_pairs_forbid(exact_pairs *ex, specd_token token) {
+    int32_t nv = ex->n_vocab;
+    double first_total = 0.0;
+    for (specd_token a = 0; a < nv; a++) {
+        double *row = ex->prob + (size_t)a * nv, p_a = 0.0;
+        for (specd_token b = 0; b < nv; b++) p_a += row[b];
+        double rest = p_a - row[token]; /* p(a) (1 - p(token | a)) */
+        for (specd_token b = 0; b < nv; b++)
+            row[b] = a == token || b == token || rest <= 0.0 ? 0.0 : p_a * row[b] / rest;
+        first_total += a == token ? 0.0 : p_a;
+    }
+    for (size_t i = 0; i < (size_t)nv * nv; i++) ex->prob[i] /= first_total;
+}
+
 /* Generates the first two tokens n_samples times with `g` (seeds 1, 2, ...) and counts each pair
  * (n_vocab x n_vocab counts, calloc'd: free them), with the drafts verified and accepted. Without
  * ignore_eos a generation may end after one token; its second token then counts as `eos`. With

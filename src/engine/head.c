@@ -20,6 +20,9 @@ static const specd_target_observer head_observer; /* the target's decodes (kv.c)
 static const char *const mtp_archs[] = {"bailingmoe3", "cohere2moe", "deepseek2", "deepseek32", "deepseek4",
                                         "glm-dsa", "glm4moe", "hy_v3", "mimo2", "nemotron_h_moe",
                                         "qwen35", "qwen35moe", "qwen3next", "step35"};
+/* Of those, the architectures whose MTP graph takes any of several nextn layers (llama.cpp's
+ * nextn_layer_offset); every other one asserts exactly one, and aborts the process otherwise. */
+static const char *const multi_nextn_archs[] = {"deepseek32", "deepseek4", "step35"};
 /* Architectures whose graph outputs its layers' inputs (t_layer_inp), what EAGLE-3 and DFlash read;
  * on any other llama.cpp aborts the process when asked for them. */
 static const char *const layer_input_archs[] = {
@@ -61,6 +64,13 @@ static specd_status check_mtp(const specd_engine *e, char **error) {
     if (!in_list(arch, mtp_archs, ARRAY_LEN(mtp_archs))) {
         specd_set_error(error, "the target model '%s' has nextn layers, but llama.cpp has no MTP graph for its "
                         "architecture (%s): 'mtp' cannot run them", e->target_path, arch);
+        return SPECD_ERR_MODEL_LOAD;
+    }
+    int32_t n_nextn = llama_model_n_layer_nextn(e->target.model);
+    if (n_nextn > 1 && !in_list(arch, multi_nextn_archs, ARRAY_LEN(multi_nextn_archs))) {
+        specd_set_error(error, "the target model '%s' (%s) has %d nextn layers, but llama.cpp's MTP graph for %s "
+                        "runs exactly one: 'mtp' cannot draft with it (a GGUF converted with its first nextn "
+                        "layer only would do)", e->target_path, arch, n_nextn, arch);
         return SPECD_ERR_MODEL_LOAD;
     }
     return SPECD_OK;

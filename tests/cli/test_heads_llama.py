@@ -23,6 +23,7 @@ STEPS = 6  # at least this many steps compared draft by draft (all but the last 
 
 HEADS = [  # (spec name, target, head file or None, llama.cpp --spec-type)
     ("mtp", "mtp-target.gguf", None, "draft-mtp"),
+    ("mtp", "qwen35-target.gguf", None, "draft-mtp"),  # a hybrid target: recurrent state and MTP together
     ("eagle3", "head-target.gguf", "eagle3.gguf", "draft-eagle3"),
     ("dflash", "head-target.gguf", "dflash.gguf", "draft-dflash"),
     ("dspark", "head-target.gguf", "dspark.gguf", "draft-dspark"),
