@@ -53,6 +53,11 @@ static bool restore(specd_model_slot *slot, const specd_state_checkpoint *c) {
     /* The recurrent part now sits at c->pos: a hybrid's attention cells after it can go. */
     if (!llama_memory_seq_rm(llama_get_memory(slot->ctx), slot->seq, c->pos, -1)) return false;
     slot->n_kv = c->pos;
+    /* llama.cpp's per-token snapshots are of the last decode, not of the state read back: a later
+     * truncation must not drop tokens in place by them (kv.c's can_drop_in_place), or it would
+     * put back a state of that decode (seen: the MTP head asking for a cached prompt's last row
+     * right after a restore). */
+    slot->last_decode_n = 0;
     slot->n_restores++;
     slot->restore_ms += specd_now_ms() - t0;
     return true;
