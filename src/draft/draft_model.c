@@ -169,7 +169,7 @@ static specd_status dm_draft(void *self, const specd_draft_request *req, specd_t
                              char **error) {
     draft_model *dm = self;
     if (specd_draft_tree_wanted(req)) return specd_draft_tree_run(dm->tree, dm->engine, req, tree, error);
-    specd_chain_source src = {dm, dm_first, dm_next};
+    specd_chain_source src = {dm, dm_first, dm_next, NULL};
     return specd_sampled_chain(&src, &dm->q, req, tree, error);
 }
 

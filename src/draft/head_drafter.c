@@ -11,16 +11,22 @@
  * after the first cost only their draw). */
 #include "head_drafters.h"
 
+#include "chain_siblings.h"
 #include "sampled_chain.h"
 
+#include "../engine/engine.h"
 #include "../engine/head.h"
 #include "../util/util.h"
 
 #include <stdlib.h>
 
+/* A head's trees: a sibling beside the chain's first two tokens (top-2 there, chain_siblings.h). */
+#define HEAD_TREE_DEPTHS 2
+
 typedef struct head_drafter {
     struct specd_engine *engine;
     specd_dist q;
+    specd_chain_siblings siblings;
     int32_t next, end; /* blocks: the block position of the next depth, and the block's length */
 } head_drafter;
 
@@ -90,10 +96,18 @@ static bool drafts_blocks(const head_drafter *hd) {
     return kind == SPECD_HEAD_DFLASH || kind == SPECD_HEAD_DSPARK;
 }
 
+/* The branches the target can verify at once: its sequences, one for a recurrent state. */
+static int32_t target_branches(const head_drafter *hd) {
+    const specd_model_slot *target = specd_engine_target(hd->engine);
+    return specd_slot_can_drop_tail(target) ? specd_slot_n_seq_max(target) : 1;
+}
+
 static specd_status hd_draft(void *self, const specd_draft_request *req, specd_token_tree *tree, char **error) {
     head_drafter *hd = self;
-    specd_chain_source src = drafts_blocks(hd) ? (specd_chain_source){hd, block_first, block_next}
-                                               : (specd_chain_source){hd, chain_first, chain_next};
+    specd_chain_siblings_begin(&hd->siblings, req, HEAD_TREE_DEPTHS, target_branches(hd));
+    specd_chain_siblings *siblings = hd->siblings.depths > 0 ? &hd->siblings : NULL;
+    specd_chain_source src = drafts_blocks(hd) ? (specd_chain_source){hd, block_first, block_next, siblings}
+                                               : (specd_chain_source){hd, chain_first, chain_next, siblings};
     specd_status st = specd_sampled_chain(&src, &hd->q, req, tree, error);
     specd_head_end(hd->engine); /* the drafts' entries go; the companion keeps what the target has */
     return st;
@@ -116,6 +130,7 @@ static void hd_destroy(void *self) {
     head_drafter *hd = self;
     if (!hd) return;
     specd_dist_free(&hd->q);
+    specd_chain_siblings_free(&hd->siblings);
     free(hd);
 }
 

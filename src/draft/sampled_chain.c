@@ -1,6 +1,8 @@
 /* sampled_chain.c - see sampled_chain.h. */
 #include "sampled_chain.h"
 
+#include "chain_siblings.h"
+
 #include "../sample/coupled.h"
 #include "../sample/grammar.h"
 #include "../sample/softmax.h"
@@ -79,8 +81,13 @@ static specd_status draw_chain(const specd_chain_source *src, specd_dist *q, con
         bool keep = specd_chain_keep(req, depth, confidence);
         if (!keep && specd_sampler_is_greedy(req->sampler)) break;
         if (!keep && req->plan) specd_draft_plan_add(req->plan, depth, confidence);
-        parent = specd_tree_add(tree, parent, t, q, confidence);
-        if (parent < 0) return out_of_memory(error);
+        int32_t child = specd_tree_add(tree, parent, t, q, confidence);
+        if (child < 0) return out_of_memory(error);
+        /* a sibling beside it (no grammar: its state follows the chain only) */
+        if (src->siblings && !gs &&
+            !specd_chain_sibling(src->siblings, req, q, tree, parent, depth, t, confidence, n_history))
+            return out_of_memory(error);
+        parent = child;
         req->history[n_history++] = t;
         if (!keep || !specd_chain_more(req, depth + 1)) break;
         st = src->next(src->self, req, t, &logits, error);

@@ -16,6 +16,9 @@ typedef struct specd_chain_source {
     /* The logits after one more token, decoded after the last; NULL (and SPECD_OK): no more. */
     specd_status (*next)(void *self, const specd_draft_request *req, specd_token token, const float **logits,
                          char **error);
+    /* Optional (NULL: a chain): a sibling beside the chain's tokens at the first depths, begun for
+     * the step (chain_siblings.h: a head's tree). */
+    struct specd_chain_siblings *siblings;
 } specd_chain_source;
 
 /* Draws the chain under tree->nodes[0]; q is scratch for each token's distribution. */

@@ -96,6 +96,13 @@ static specd_generation_params greedy(specd_spec_type type, int32_t draft_max, b
     return g;
 }
 
+/* Trees from the head: a sibling beside the chain's first tokens (draft_p_split 0: always). */
+static void head_tree(specd_generation_params *g) {
+    g->speculative.tree = SPECD_DRAFT_TREE_ON;
+    g->speculative.draft_branches = 3;
+    g->speculative.draft_p_split = 0.0f;
+}
+
 /* Drafts were made, and verification both accepted and rejected some. */
 static void assert_accepted_and_rejected(const specd_result *r, const char *what) {
     if (!(r->stats.n_drafted > r->stats.n_accepted && r->stats.n_accepted > 0))
@@ -181,6 +188,31 @@ static void test_heads_in_a_list_give_the_targets_text(void **state) {
             specd_result_clear(&alone);
         }
         if (head_steps == 0) fail_msg("%s: the head was never chosen in the list", cases[c].name);
+    }
+}
+
+/* Trees from each head give the target's text; siblings get accepted. On the hybrid target (one
+ * sequence to verify with) the head drafts its chain. */
+static void test_head_trees_give_the_targets_text(void **state) {
+    (void)state;
+    for (int c = 0; c < N_CASES; c++) {
+        int32_t tree_accepted = 0;
+        for (int p = 0; p < N_PROMPTS; p++) {
+            specd_generation_params none = greedy(SPECD_SPEC_NONE, 4, false), g = greedy(cases[c].type, 4, false);
+            head_tree(&g);
+            specd_result alone = generate_text(cases[c].engine, prompts[p], &none);
+            specd_result r = generate_text(cases[c].engine, prompts[p], &g);
+            char what[96];
+            snprintf(what, sizeof what, "%s with trees, prompt %d", cases[c].name, p);
+            assert_same_tokens(&r, &alone, what);
+            if (cases[c].hybrid) assert_int_equal(r.stats.n_tree_steps, 0);
+            else assert_true(r.stats.n_tree_steps > 0);
+            assert_accepted_and_rejected(&r, what);
+            tree_accepted += r.stats.n_tree_accepted;
+            specd_result_clear(&r);
+            specd_result_clear(&alone);
+        }
+        if (!cases[c].hybrid && tree_accepted == 0) fail_msg("%s: no tree step accepted a draft", cases[c].name);
     }
 }
 
@@ -313,13 +345,14 @@ static specd_sampling_params plain_sampling(float temperature) {
 
 /* The first two tokens SAMPLES times with fixed chains of 3 drafts from the head. */
 static int64_t *first_two_counts(const head_case *c, const specd_token *prompt, int32_t n, bool reproducible,
-                                 int64_t *drafted, int64_t *accepted) {
+                                 bool tree, int64_t *drafted, int64_t *accepted) {
     int32_t nv = specd_engine_n_vocab(c->engine);
     int64_t *counts = calloc((size_t)nv * (size_t)nv, sizeof *counts);
     assert_non_null(counts);
     specd_generation_params g = greedy(c->type, 3, false);
     g.sampling = plain_sampling(1.0f);
     g.sampling.reproducible = reproducible;
+    if (tree) head_tree(&g);
     g.n_predict = 2;
     for (int i = 0; i < SAMPLES; i++) {
         g.sampling.seed = (uint64_t)i + 1;
@@ -334,7 +367,7 @@ static int64_t *first_two_counts(const head_case *c, const specd_token *prompt, 
     return counts;
 }
 
-static void check_head_sampling(const head_case *c, bool reproducible) {
+static void check_head_sampling(const head_case *c, bool reproducible, bool tree) {
     char target[1024];
     model_path(target, sizeof target, c->target);
     specd_token *prompt = NULL;
@@ -348,12 +381,12 @@ static void check_head_sampling(const head_case *c, bool reproducible) {
     exact_pairs_forbid(&ex, ex.eos);
     exact_pairs_forbid(&wrong, wrong.eos);
     int64_t drafted = 0, accepted = 0;
-    int64_t *counts = first_two_counts(c, prompt, n, reproducible, &drafted, &accepted);
+    int64_t *counts = first_two_counts(c, prompt, n, reproducible, tree, &drafted, &accepted);
     chi_square_result fit = chi_square_test(ex.prob, counts, ex.n_vocab * ex.n_vocab, SAMPLES);
     /* negative control: the same counts are told apart from a distribution close to the target's */
     chi_square_result off = chi_square_test(wrong.prob, counts, ex.n_vocab * ex.n_vocab, SAMPLES);
-    print_message("%s %s: chi2 z %.2f (df %d), against temperature 0.8: z %.2f, acceptance %.3f\n", c->name,
-                  reproducible ? "coupled" : "rejection", fit.z, fit.df, off.z, (double)accepted / (double)drafted);
+    print_message("%s %s%s: chi2 z %.2f (df %d), against temperature 0.8: z %.2f, acceptance %.3f\n", c->name,
+                  reproducible ? "coupled" : "rejection", tree ? " with trees" : "", fit.z, fit.df, off.z, (double)accepted / (double)drafted);
     assert_true(accepted > 0 && accepted < drafted);
     assert_true(fit.df >= 10);
     assert_true(fit.z < CHI_SQUARE_MAX_Z);
@@ -366,9 +399,19 @@ static void check_head_sampling(const head_case *c, bool reproducible) {
 
 static void test_sampling_with_each_head_is_exact(void **state) {
     (void)state;
-    for (int c = 0; c < N_CASES; c++) check_head_sampling(&cases[c], false);
-    check_head_sampling(&cases[0], true); /* the seeded coupled draws too */
-    check_head_sampling(&cases[N_CASES - 1], true); /* and on the hybrid */
+    for (int c = 0; c < N_CASES; c++) check_head_sampling(&cases[c], false, false);
+    check_head_sampling(&cases[0], true, false); /* the seeded coupled draws too */
+    check_head_sampling(&cases[N_CASES - 1], true, false); /* and on the hybrid */
+}
+
+/* A head's trees: the siblings are draws from q without the chain's token (recursive rejection
+ * sampling), or the next keys (coupled). */
+static void test_sampling_with_head_trees_is_exact(void **state) {
+    (void)state;
+    check_head_sampling(&cases[0], false, true);
+    check_head_sampling(&cases[1], false, true);
+    check_head_sampling(&cases[3], false, true);
+    check_head_sampling(&cases[0], true, true);
 }
 
 /* A hybrid target's cached prompt keeps its state: request after request (drafts all accepted, or
@@ -482,10 +525,12 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_blocks_draft_within_their_size),
         cmocka_unit_test(test_auto_drafts_with_the_loaded_head),
         cmocka_unit_test(test_heads_in_a_list_give_the_targets_text),
+        cmocka_unit_test(test_head_trees_give_the_targets_text),
         cmocka_unit_test(test_mtp_beside_a_draft_model),
         cmocka_unit_test(test_heads_in_slots_give_the_targets_text),
         cmocka_unit_test(test_heads_across_context_shifts),
         cmocka_unit_test(test_sampling_with_each_head_is_exact),
+        cmocka_unit_test(test_sampling_with_head_trees_is_exact),
         cmocka_unit_test(test_hybrid_prompt_state_survives_requests),
         cmocka_unit_test(test_heads_that_do_not_fit_are_refused),
         cmocka_unit_test(test_requests_for_a_missing_head_are_refused),
