@@ -159,6 +159,9 @@ enum MHD_Result anthropic_stream_respond(struct MHD_Connection *c, serve_job *jo
 
 /* ---- responses.c, responses_reply.c: OpenAI's Responses API ------------------------------------- */
 bool responses_route(const char *url);
+/* A refusal of the chat request a /v1/responses body became, naming the field the client sent
+ * (messages -> input, max_tokens -> max_output_tokens). */
+void responses_name_field(openai_error *err);
 /* POST /v1/responses -> a completion for a call worker answered as a response; NULL with *err. */
 completion_call *responses_completion_call(rpc_host *host, const char *body, size_t len, const http_chat *chat,
                                            openai_error *err);

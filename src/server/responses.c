@@ -195,6 +195,13 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     return body;
 }
 
+void responses_name_field(openai_error *err) {
+    /* the request went on as a chat request (to_chat): its fields by the names the client sent */
+    static const char *const names[][2] = {{"messages", "input"}, {"max_tokens", "max_output_tokens"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(err->param, names[i][0])) snprintf(err->param, sizeof err->param, "%s", names[i][1]);
+}
+
 completion_call *responses_completion_call(rpc_host *host, const char *text, size_t len, const http_chat *chat,
                                            openai_error *err) {
     if (!chat->jinja) {
@@ -206,6 +213,7 @@ completion_call *responses_completion_call(rpc_host *host, const char *text, siz
     json_t *body = in ? to_chat(in, err) : NULL;
     json_decref(in);
     completion_call *call = body ? openai_chat_call(host, body, chat, err) : NULL;
+    if (body && !call) responses_name_field(err);
     json_decref(body);
     if (call) call->reply = responses_reply_formatter(call->reply.ctx);
     return call;

@@ -303,6 +303,7 @@ static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *
         openai_error err;
         openai_error_from_rpc(error, &err);
         if (http_status) err.status = http_status;
+        if (responses) responses_name_field(&err);
         ok = openai_send_error(c, &err);
     } else if (call->stream) {
         ok = responses ? responses_stream_respond(c, call->job) : openai_stream_respond(c, call);

@@ -454,6 +454,10 @@ def check_small_context(specd, target, templates_dir):
         code, answer = post(port, "/v1/chat/completions", dict(ASK, tool_choice="required", stream=True))
         check("streamed: the same 400", openai_error(code, answer, 400, "messages", "context holds 256"),
               f"{code} {answer}")
+        code, answer = post(port, "/v1/responses", {"model": "m", "input": ASK["messages"], "tools": [
+            dict(t["function"], type="function") for t in TOOLS], "max_output_tokens": 4})
+        check("/v1/responses: refused too, naming its own field (input)",
+              openai_error(code, answer, 400, "input", "context holds 256"), f"{code} {answer}")
         code, answer = post(port, "/v1/messages", {"model": "m", "max_tokens": 4, "messages": ASK["messages"],
                                                    "tools": [{"name": "get_weather", "input_schema": TOOLS[0][
                                                        "function"]["parameters"]}]})
