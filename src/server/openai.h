@@ -92,9 +92,8 @@ json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *cha
  * with *err (400) when it is not one. */
 json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
 /* A chat request already parsed (`body` borrowed, an OpenAI chat body): openai_build_call's call
- * for a chat; its reply
- * context (call->reply.ctx) is the openai_call, for an API that rewrites its requests as OpenAI's
- * chats (anthropic.c, responses.c) to answer with its own formatter over it. */
+ * for a chat; its reply context (call->reply.ctx) is the openai_call, for an API that rewrites its
+ * requests as OpenAI's chats (anthropic.c, responses.c) to answer with its own formatter over it. */
 completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
 /* The body (borrowed, openai_parse_body's) of a request with one output (no `n`, one prompt), or
