@@ -79,22 +79,20 @@ bool serve_request_add_message(serve_request *r, const char *role, const char *c
     return true;
 }
 
-bool serve_request_add_stop(serve_request *r, const char *stop) {
-    char **grown = realloc(r->stops, ((size_t)r->n_stops + 1) * sizeof *grown);
-    if (grown) r->stops = grown;
-    char *copy = grown ? strdup(stop) : NULL;
+/* A copy of `text` appended to a list of n strings; false (the list as it was) when out of memory. */
+static bool append_copy(char ***list, int32_t *n, const char *text) {
+    char **grown = realloc(*list, ((size_t)*n + 1) * sizeof *grown);
+    if (grown) *list = grown;
+    char *copy = grown ? strdup(text) : NULL;
     if (!copy) return false;
-    r->stops[r->n_stops++] = copy;
+    (*list)[(*n)++] = copy;
     return true;
 }
 
+bool serve_request_add_stop(serve_request *r, const char *stop) { return append_copy(&r->stops, &r->n_stops, stop); }
+
 bool serve_request_add_preserved(serve_request *r, const char *token_text) {
-    char **grown = realloc(r->preserved_texts, ((size_t)r->n_preserved_texts + 1) * sizeof *grown);
-    if (grown) r->preserved_texts = grown;
-    char *copy = grown ? strdup(token_text) : NULL;
-    if (!copy) return false;
-    r->preserved_texts[r->n_preserved_texts++] = copy;
-    return true;
+    return append_copy(&r->preserved_texts, &r->n_preserved_texts, token_text);
 }
 
 bool serve_request_preserves(const serve_request *r, specd_token token) {
