@@ -972,6 +972,41 @@ static void open_sessions_in_slots(specd_engine *e, const specd_generation_param
     }
 }
 
+/* One round as specd serve runs it over the sessions not done yet: they draft together, ONE call
+ * verifies them all, each accepts. Returns how many took part (0: all done); *passes: the target
+ * passes the verification took. */
+static int32_t joint_round(specd_engine *e, specd_session **s, int n, int64_t *passes) {
+    specd_session *busy[SPECD_MAX_PARALLEL];
+    int32_t n_busy = 0;
+    for (int i = 0; i < n; i++)
+        if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
+    if (n_busy == 0) return 0;
+    char *errs[SPECD_MAX_PARALLEL] = {0};
+    if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
+    int64_t before = e->target_decodes;
+    if (specd_sessions_verify(busy, n_busy, NULL, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
+    *passes = e->target_decodes - before;
+    for (int k = 0; k < n_busy; k++) assert_int_equal(specd_session_accept(busy[k], NULL, NULL), SPECD_OK);
+    return n_busy;
+}
+
+/* Each slot's output is its prompt's output alone (slot i: alone[i % 3]); the sessions are freed.
+ * Returns the drafts of them all. */
+static int64_t assert_slots_as_alone(specd_session **s, int n, const specd_result *alone) {
+    int64_t drafted = 0;
+    for (int i = 0; i < n; i++) {
+        specd_result r;
+        specd_session_take_result(s[i], &r);
+        char what[32];
+        snprintf(what, sizeof what, "slot %d", i);
+        assert_same_tokens(&r, &alone[i % 3], what);
+        drafted += r.stats.n_drafted;
+        specd_result_clear(&r);
+        specd_session_free(s[i]);
+    }
+    return drafted;
+}
+
 static void test_more_drafting_slots_than_the_batch_holds(void **state) {
     (void)state;
     enum { SLOTS = 10 };
@@ -986,30 +1021,9 @@ static void test_more_drafting_slots_than_the_batch_holds(void **state) {
     specd_engine *e = open_engine_with(&p);
     specd_session *s[SLOTS];
     open_sessions_in_slots(e, &g, s, SLOTS);
-    for (int steps = 0;; steps++) {
-        assert_true(steps < 200);
-        specd_session *busy[SLOTS];
-        int32_t n_busy = 0;
-        for (int i = 0; i < SLOTS; i++)
-            if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
-        if (n_busy == 0) break;
-        char *errs[SLOTS] = {0};
-        if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
-        if (specd_sessions_verify(busy, n_busy, NULL, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
-        for (int k = 0; k < n_busy; k++) assert_int_equal(specd_session_accept(busy[k], NULL, NULL), SPECD_OK);
-    }
-    int64_t drafted = 0;
-    for (int i = 0; i < SLOTS; i++) {
-        specd_result r;
-        specd_session_take_result(s[i], &r);
-        char what[32];
-        snprintf(what, sizeof what, "slot %d", i);
-        assert_same_tokens(&r, &alone[i % 3], what);
-        drafted += r.stats.n_drafted;
-        specd_result_clear(&r);
-        specd_session_free(s[i]);
-    }
-    assert_true(drafted > 0);
+    int64_t passes = 0;
+    for (int steps = 0; joint_round(e, s, SLOTS, &passes) > 0; steps++) assert_true(steps < 200);
+    assert_true(assert_slots_as_alone(s, SLOTS, alone) > 0);
     for (int i = 0; i < 3; i++) specd_result_clear(&alone[i]);
     specd_engine_free(e);
 }
@@ -1032,30 +1046,14 @@ static void test_trees_over_the_batch_share_as_few_passes_as_hold_them(void **st
     specd_engine *e = open_engine_with(&p);
     specd_session *s[SLOTS];
     open_sessions_in_slots(e, &g, s, SLOTS);
-    int64_t full_rounds = 0, full_round_passes = 0;
+    int64_t full_rounds = 0, full_round_passes = 0, passes = 0;
     for (int steps = 0;; steps++) {
         assert_true(steps < 200);
-        specd_session *busy[SLOTS];
-        int32_t n_busy = 0;
-        for (int i = 0; i < SLOTS; i++)
-            if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
+        int32_t n_busy = joint_round(e, s, SLOTS, &passes);
         if (n_busy == 0) break;
-        char *errs[SLOTS] = {0};
-        if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
-        int64_t before = e->target_decodes;
-        if (specd_sessions_verify(busy, n_busy, NULL, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
-        if (steps > 0 && n_busy == SLOTS) full_rounds++, full_round_passes += e->target_decodes - before;
-        for (int k = 0; k < n_busy; k++) assert_int_equal(specd_session_accept(busy[k], NULL, NULL), SPECD_OK);
+        if (steps > 0 && n_busy == SLOTS) full_rounds++, full_round_passes += passes;
     }
-    for (int i = 0; i < SLOTS; i++) {
-        specd_result r;
-        specd_session_take_result(s[i], &r);
-        char what[32];
-        snprintf(what, sizeof what, "slot %d", i);
-        assert_same_tokens(&r, &alone[i % 3], what);
-        specd_result_clear(&r);
-        specd_session_free(s[i]);
-    }
+    assert_slots_as_alone(s, SLOTS, alone);
     /* 9 trees of 5 in a batch of 16: 3 passes a round (one each made 9) */
     print_message("%lld full rounds, %lld passes\n", (long long)full_rounds, (long long)full_round_passes);
     assert_true(full_rounds > 0);
