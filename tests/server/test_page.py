@@ -172,6 +172,12 @@ def settle(browser, shot, timeout=120):
     return html
 
 
+def boxes_shown(browser):
+    """Whether the tools box is offered, and the thinking switch's CSS display ("none": hidden)."""
+    return (browser.evaluate("!document.getElementById('tools-box').hidden"),
+            browser.evaluate("getComputedStyle(document.getElementById('thinking-box')).display"))
+
+
 def page_state(browser):
     """The messages as the page shows them: role, text, thinking, tool calls (name, arguments)."""
     return browser.evaluate("""Array.from(document.querySelectorAll('.msg')).map((m) => ({
@@ -195,8 +201,7 @@ def check_tools(specd, models, templates, chromium, out_dir):
         browser = Browser(chromium)
         try:
             chat_once(browser, f"http://127.0.0.1:{port}/?{query}", os.path.join(out_dir, "page-tools.png"))
-            offered = browser.evaluate("!document.getElementById('tools-box').hidden")
-            thinking_box = browser.evaluate("getComputedStyle(document.getElementById('thinking-box')).display")
+            offered, thinking_box = boxes_shown(browser)
             first = page_state(browser)
             call = browser.evaluate("(() => { const c = document.querySelector('.tool-call');"
                                     " return c ? c.textContent : ''; })()") or ""
@@ -235,8 +240,7 @@ def check_thinking(specd, models, templates, chromium, out_dir):
         browser = Browser(chromium)
         try:
             chat_once(browser, f"http://127.0.0.1:{port}/?{query}", os.path.join(out_dir, "page-thinking.png"))
-            offered = browser.evaluate("!document.getElementById('tools-box').hidden")
-            switch = browser.evaluate("getComputedStyle(document.getElementById('thinking-box')).display")
+            offered, switch = boxes_shown(browser)
             state = page_state(browser)
         finally:
             browser.close()
