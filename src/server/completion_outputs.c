@@ -13,11 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The outputs of one request at most (prompts x n_cmpl); as the OpenAI routes'. */
-#define OUTPUTS_MAX 64
-
-/* n_cmpl, else n: 1 to the serving server's slots (1 when none serves: its 503 comes later). */
-int32_t completion_server_slots(rpc_host *host) {
+/* The serving server's slots (1 while none serves). */
+static int32_t server_slots(rpc_host *host) {
     int32_t slots = 1;
     serve_server *server = NULL;
     rpc_error ignored;
@@ -28,18 +25,24 @@ int32_t completion_server_slots(rpc_host *host) {
     return slots;
 }
 
-static bool read_n(rpc_host *host, json_t *body, int *n, rpc_error *err) {
-    const char *name = json_object_get(body, "n_cmpl") ? "n_cmpl" : "n";
-    json_t *v = json_object_get(body, name);
+bool completion_read_n(rpc_host *host, json_t *v, int *n, int32_t *slots) {
     *n = 1;
+    *slots = 0;
     if (!v || json_is_null(v)) return true;
-    int32_t slots = completion_server_slots(host);
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > slots)
-        return rpc_fail(err, RPC_INVALID_PARAMS, name, "completion params: '%s' must be an integer from 1 to %d: each "
-                        "completion runs in a slot of its own (this server has %d; more with -np)", name, (int)slots,
-                        (int)slots);
+    *slots = server_slots(host);
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > *slots) return false;
     *n = (int)json_integer_value(v);
     return true;
+}
+
+/* n_cmpl, else n. */
+static bool read_n(rpc_host *host, json_t *body, int *n, rpc_error *err) {
+    const char *name = json_object_get(body, "n_cmpl") ? "n_cmpl" : "n";
+    int32_t slots;
+    if (completion_read_n(host, json_object_get(body, name), n, &slots)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, name, "completion params: '%s' must be an integer from 1 to %d: each "
+                    "completion runs in a slot of its own (this server has %d; more with -np)", name, (int)slots,
+                    (int)slots);
 }
 
 /* Several prompts: an array of two or more strings or arrays (llama-server's batch); NULL: one
@@ -90,9 +93,10 @@ completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stre
         return NULL;
     }
     size_t outputs = (size_t)n * (prompts ? json_array_size(prompts) : 1);
-    if (outputs > OUTPUTS_MAX) {
+    if (outputs > COMPLETION_OUTPUTS_MAX) {
         rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: %d prompts x n_cmpl %d: at most %d "
-                 "completions per request; send several requests", (int)(outputs / (size_t)n), n, OUTPUTS_MAX);
+                 "completions per request; send several requests", (int)(outputs / (size_t)n), n,
+                 COMPLETION_OUTPUTS_MAX);
         json_decref(body);
         return NULL;
     }

@@ -26,24 +26,14 @@ typedef struct openai_build {
     int n;           /* choices per prompt */
 } openai_build;
 
-/* n: an integer from 1 to the slots of the serving server (1 when none serves: its 503 comes
- * later). */
+/* n: 1 to the serving server's slots (completion_read_n). */
 static bool read_n(rpc_host *host, json_t *body, int *n, openai_error *err) {
-    json_t *v = json_object_get(body, "n");
-    *n = 1;
-    if (!v) return true;
-    int32_t slots = completion_server_slots(host);
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > slots)
-        return openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "n",
-                                "'n' must be an integer from 1 to %d: each choice runs in a slot of its own "
-                                "(this server has %d; more with -np)", (int)slots, (int)slots);
-    *n = (int)json_integer_value(v);
-    return true;
+    int32_t slots;
+    if (completion_read_n(host, json_object_get(body, "n"), n, &slots)) return true;
+    return openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "n",
+                            "'n' must be an integer from 1 to %d: each choice runs in a slot of its own "
+                            "(this server has %d; more with -np)", (int)slots, (int)slots);
 }
-
-/* The outputs of one request at most (prompts x n): each is a job, and their prompts are rendered
- * and tokenized here before any runs. */
-#define OPENAI_MAX_OUTPUTS 64
 
 /* /v1/completions' prompts: a list of several (each a string or token ids), checked; NULL: one
  * prompt (a string, token ids, or a list of one), read as such by openai_request.c. */
@@ -131,10 +121,10 @@ completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *b
     openai_build b = {host, kind, body, prompt_list(kind, body, err, &bad), chat, err, 1};
     if (bad || !read_n(host, body, &b.n, err)) return NULL;
     size_t outputs = (size_t)b.n * (b.prompts ? json_array_size(b.prompts) : 1);
-    if (outputs > OPENAI_MAX_OUTPUTS) {
+    if (outputs > COMPLETION_OUTPUTS_MAX) {
         openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "prompt", "%zu prompts x n %d: at most %d "
                          "completions per request; send several requests", outputs / (size_t)b.n, b.n,
-                         OPENAI_MAX_OUTPUTS);
+                         COMPLETION_OUTPUTS_MAX);
         return NULL;
     }
     json_t *first_body = output_body(body, b.prompts, 0, 0);

@@ -99,9 +99,14 @@ int completion_call_jobs(const completion_call *call, serve_job **jobs, int max)
  * several prompts one per output (in `more`), answered as llama-server's array of results; NULL
  * with *err (a 400 for the client's mistakes). */
 completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stream, rpc_error *err);
-/* The serving server's slots (1 while none serves): the most completions one request may run at
- * once, each in a slot of its own (n_cmpl here, OpenAI's n in openai_choices.c). */
-int32_t completion_server_slots(rpc_host *host);
+/* The most outputs (prompts x choices) of one request: each is a job, and their prompts are
+ * rendered and tokenized before any runs (here and in openai_choices.c). */
+#define COMPLETION_OUTPUTS_MAX 64
+/* A request's outputs per prompt (n_cmpl here, OpenAI's n in openai_choices.c): `v` NULL or null is
+ * 1; else an integer from 1 to the serving server's slots (1 while none serves: its 503 comes
+ * later), each output in a slot of its own. False when it is not (*slots: that bound, for the
+ * caller's message in its API's shape). */
+bool completion_read_n(rpc_host *host, json_t *v, int *n, int32_t *slots);
 /* Answers `c` with the stream of `call`'s jobs; with several outputs each event has its "index". */
 enum MHD_Result completion_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
