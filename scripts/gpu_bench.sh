@@ -11,15 +11,16 @@
 #   1. `make GPU=cuda` pieces: scripts/deps.sh builds llama.cpp with CUDA for this machine's GPU
 #      only (GGML_NATIVE), then llama.cpp's tools in the same tree (the kernels are compiled once);
 #      specd is built on it into build-cuda.
-#   2. the test suite (ctest) on build-cuda: every engine test then runs on the GPU.
+#   2. the test suite (ctest) on build-cuda: the tests that assert bit-for-bit output run with the
+#      GPU hidden (GPU kernels are not batch-invariant; tests/CMakeLists.txt), cli_gpu on the GPU.
 #   3. the benchmark pairs (../shared/bench: target.gguf, target-f32.gguf, draft.gguf), grown in the
 #      background while 1 builds, when the models folder lacks them.
 #   4. specd bench on both pairs, -ngl 99 -ngld 99 for specd and llama.cpp's tools alike; as many
 #      prompts as the time left allows (3, 2 or 1). The report carries each target's pass costs.
-#   4b. where the time goes (about 40 s): target.gguf, one prompt, 256 tokens at temperature 0:
-#      llama-completion, llama-speculative (draft 3) and specd (off, fixed 3, default), each with
-#      CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1), specd with SPECD_LLAMA_PERF=1 (llama.cpp's
-#      graph reuses per context): on a GPU a small model's speed is decided by whether its passes
+#   4b. where the time goes (about 50 s): target.gguf, one prompt, 256 tokens at temperature 0:
+#      llama-completion, llama-speculative (draft 3) and specd (off, fixed 3 and 6, default with
+#      trees allowed and chains only), each with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1),
+#      specd with SPECD_LLAMA_PERF=1 (llama.cpp's graph reuses per context): on a GPU a small model's speed is decided by whether its passes
 #      keep one shape, so that CUDA graphs replay (docs/benchmarks-gpu.md).
 #   5. with --heads: the drafting heads (MTP, EAGLE-3, DFlash, DSpark) on real-shaped models that
 #      make_tiny_model writes (hidden 2048, 16 layers; its small vocabulary), specd bench --head each
@@ -181,6 +182,49 @@ grow_pairs() {
   return $rc
 }
 
+# Steps 4b and 5 run these; every function is defined before the first step runs (a step
+# that names one defined further down finds nothing: the first H100 run lost step 4b so).
+# 4b. where the time goes: each tool's tokens/s with and without CUDA graphs, specd's graph reuses.
+diagnose() { # models_dir prompt
+  local m=$1 prompt=$2 bin=$root/deps/llama-cuda/build-lib/bin specd=$root/build-cuda/bin/specd graphs
+  local common=(-m "$m/target.gguf" -p "$prompt" -n 256 -c 1024 -t "$threads" --temp 0 --seed 42 --ignore-eos -ngl 99)
+  for graphs in on off; do
+    local env=()
+    [ "$graphs" = off ] && env=(GGML_CUDA_DISABLE_GRAPHS=1)
+    printf 'llama-completion, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-completion" "${common[@]}" \
+      -no-cnv 2>&1 | grep -o '[0-9.]* tokens per second' | tail -1)"
+    printf 'llama-speculative draft 3, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-speculative" \
+      "${common[@]}" -md "$m/draft.gguf" -ngld 99 --spec-draft-n-max 3 2>&1 | grep -o 'speed: *[0-9.]* t/s' | tail -1)"
+    local label args
+    for label in "off:--spec none" "fixed 3:-md $m/draft.gguf -ngld 99 --draft-fixed --draft-max 3" \
+                 "fixed 6:-md $m/draft.gguf -ngld 99 --draft-fixed --draft-max 6" \
+                 "default:-md $m/draft.gguf -ngld 99" "default, chains only:-md $m/draft.gguf -ngld 99 --draft-tree off"; do
+      # shellcheck disable=SC2086
+      args=(${label#*:})
+      printf 'specd %s, CUDA graphs %s: %s tokens/s; %s\n' "${label%%:*}" "$graphs" "$(env "${env[@]}" SPECD_LLAMA_PERF=1 \
+        "$specd" run "${common[@]}" "${args[@]}" --calibration-cache off --json 2>"$out/diag-err.txt" |
+        sed -n 's/.*"decode_tokens_per_s": *\([0-9.]*\).*/\1/p' | head -1)" \
+        "$(grep 'llama.cpp counters' "$out/diag-err.txt" | sed 's/^specd: llama.cpp counters of the //' | tr '\n' ' ')"
+    done
+  done
+}
+
+# The heads' models for step 5 in $1: a target in the shapes of a small real model and its heads.
+make_heads() {
+  local dir=$1 make=$root/build-cuda/bin/make_tiny_model kind
+  local shape=(--n-embd 2048 --n-ff 5632 --n-head 16 --n-head-kv 16)
+  mkdir -p "$dir" || return 1
+  "$make" --out "$dir/target.gguf" --seed 3 --n-layer 16 "${shape[@]}" --layer-scale 0.1 --logit-scale 4 || return 1
+  "$make" --out "$dir/mtp-target.gguf" --arch glm4moe --seed 3 --n-layer 16 "${shape[@]}" --layer-scale 0.1 \
+    --logit-scale 4 || return 1
+  "$make" --out "$dir/eagle3.gguf" --arch eagle3 --target "$dir/target.gguf" --target-layers 2,8,14 --seed 5 \
+    "${shape[@]}" --layer-scale 0.1 || return 1
+  for kind in dflash dspark; do
+    "$make" --out "$dir/$kind.gguf" --arch $kind --target "$dir/target.gguf" --target-layers 4,10 --seed 6 \
+      --n-layer 2 "${shape[@]}" --block-size 16 || return 1
+  done
+}
+
 # 1. the build
 t=$SECONDS
 export SPECD_GPU=cuda
@@ -257,45 +301,7 @@ rc=$?
 if [ $rc -eq 0 ]; then step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "ok"
 else step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "FAILED (rc $rc; bench.log)"; fi
 
-# 4b. where the time goes: each tool's tokens/s with and without CUDA graphs, specd's graph reuses.
-diagnose() { # models_dir prompt
-  local m=$1 prompt=$2 bin=$root/deps/llama-cuda/build-lib/bin specd=$root/build-cuda/bin/specd graphs
-  local common=(-m "$m/target.gguf" -p "$prompt" -n 256 -c 1024 -t "$threads" --temp 0 --seed 42 --ignore-eos -ngl 99)
-  for graphs in on off; do
-    local env=()
-    [ "$graphs" = off ] && env=(GGML_CUDA_DISABLE_GRAPHS=1)
-    printf 'llama-completion, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-completion" "${common[@]}" \
-      -no-cnv 2>&1 | grep -o '[0-9.]* tokens per second' | tail -1)"
-    printf 'llama-speculative draft 3, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-speculative" \
-      "${common[@]}" -md "$m/draft.gguf" -ngld 99 --spec-draft-n-max 3 2>&1 | grep -o 'speed: *[0-9.]* t/s' | tail -1)"
-    local label args
-    for label in "off:--spec none" "fixed 3:-md $m/draft.gguf -ngld 99 --draft-fixed --draft-max 3" \
-                 "default:-md $m/draft.gguf -ngld 99"; do
-      # shellcheck disable=SC2086
-      args=(${label#*:})
-      printf 'specd %s, CUDA graphs %s: %s tokens/s; %s\n' "${label%%:*}" "$graphs" "$(env "${env[@]}" SPECD_LLAMA_PERF=1 \
-        "$specd" run "${common[@]}" "${args[@]}" --calibration-cache off --json 2>"$out/diag-err.txt" |
-        sed -n 's/.*"decode_tokens_per_s": *\([0-9.]*\).*/\1/p' | head -1)" \
-        "$(grep 'llama.cpp counters' "$out/diag-err.txt" | sed 's/^specd: llama.cpp counters of the //' | tr '\n' ' ')"
-    done
-  done
-}
 
-# The heads' models for step 5 in $1: a target in the shapes of a small real model and its heads.
-make_heads() {
-  local dir=$1 make=$root/build-cuda/bin/make_tiny_model kind
-  local shape=(--n-embd 2048 --n-ff 5632 --n-head 16 --n-head-kv 16)
-  mkdir -p "$dir" || return 1
-  "$make" --out "$dir/target.gguf" --seed 3 --n-layer 16 "${shape[@]}" --layer-scale 0.1 --logit-scale 4 || return 1
-  "$make" --out "$dir/mtp-target.gguf" --arch glm4moe --seed 3 --n-layer 16 "${shape[@]}" --layer-scale 0.1 \
-    --logit-scale 4 || return 1
-  "$make" --out "$dir/eagle3.gguf" --arch eagle3 --target "$dir/target.gguf" --target-layers 2,8,14 --seed 5 \
-    "${shape[@]}" --layer-scale 0.1 || return 1
-  for kind in dflash dspark; do
-    "$make" --out "$dir/$kind.gguf" --arch $kind --target "$dir/target.gguf" --target-layers 4,10 --seed 6 \
-      --n-layer 2 "${shape[@]}" --block-size 16 || return 1
-  done
-}
 
 # 5. the heads: a target with its MTP layer and a target with EAGLE-3, DFlash and DSpark heads, in
 # the shapes of a small real model (its next token depends mostly on the current one, so the

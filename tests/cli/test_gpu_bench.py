@@ -5,6 +5,7 @@ no NVIDIA GPU, and the report it writes from a run's folder (--report-from).
     test_gpu_bench.py SCRIPT
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,12 @@ def main():
                              (["--heads=1"], "unknown argument '--heads=1'")):
             r = run(script, args)
             check(f"refuses {' '.join(args)}", r.returncode == 2 and needle in r.stderr, f"rc={r.returncode} {r.stderr}")
+        # every function the steps call is defined before the first step runs: step 4b once named
+        # diagnose (through declare -f) before its definition and ran nothing, on a real GPU run
+        lines = open(script).read().splitlines()
+        first_step = next(i for i, l in enumerate(lines) if l.startswith("# 1. the build"))
+        late = [l.split("(")[0] for l in lines[first_step:] if re.match(r"^[a-z_]+\(\) \{", l)]
+        check("every function is defined before the first step", not late, f"defined after step 1: {late}")
         r = run(script, ["--help"])
         check("--help says what it does", r.returncode == 0 and "--report-from" in r.stdout, r.stdout[:200])
         check("--help describes --heads and every step up to the exit codes", "--heads" in r.stdout
