@@ -89,7 +89,8 @@ typedef enum specd_flash_attn {
  * llama.cpp; a quantized K or V cache needs the head size to be a multiple of the type's block
  * (32). Which of them keep verification bit for bit: specd_engine_invariance() and the README. */
 typedef enum specd_cache_type {
-    SPECD_CACHE_TYPE_DEFAULT = 0, /* K: f16; V: f32 with flash attention off, f16 with it on */
+    SPECD_CACHE_TYPE_DEFAULT = 0, /* K: f16; V: f32 with flash attention off, f16 with it on or with
+                                   * the target's layers on a GPU (no invariance to keep there) */
     SPECD_CACHE_TYPE_F16 = 1,
     SPECD_CACHE_TYPE_F32 = 2,
     SPECD_CACHE_TYPE_BF16 = 3,

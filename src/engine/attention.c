@@ -59,6 +59,13 @@ enum ggml_type specd_ggml_cache_type(const specd_engine_params *p, bool v, bool 
     return v && p->flash_attn == SPECD_FLASH_ATTN_OFF ? GGML_TYPE_F32 : GGML_TYPE_F16;
 }
 
+/* V in f32 (the default under plain attention) buys batch invariance on the CPU; a target whose
+ * layers run on a GPU is not made invariant (invariance.c), so there it would only double the V
+ * cache's memory: V takes llama.cpp's f16 instead, for the target and a draft that follows it. */
+void specd_settle_default_v_cache(specd_engine_params *p, bool target_on_gpu) {
+    if (target_on_gpu && p->cache_type_v == SPECD_CACHE_TYPE_DEFAULT) p->cache_type_v = SPECD_CACHE_TYPE_F16;
+}
+
 void specd_apply_context_settings(const specd_engine_params *p, bool draft, struct llama_context_params *cp) {
     cp->flash_attn_type = flash_attn_type_of(p->flash_attn);
     cp->type_k = specd_ggml_cache_type(p, false, draft);

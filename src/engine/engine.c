@@ -404,6 +404,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_DRAFT, st);
     st = load_model(params, e->target_path, "target", &e->target, error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
+    specd_settle_default_v_cache(&e->params, e->target.placement.n_layers_offloaded > 0);
     if (e->draft_path) {
         st = load_model(params, e->draft_path, "draft", &e->draft, error);
         /* an EAGLE-3 or DFlash file is a head: it is checked against the target as one (head.c) */

@@ -152,6 +152,9 @@ void specd_apply_context_settings(const specd_engine_params *p, bool draft, stru
 /* attention.c: the ggml type of a cache: the V cache (v) or the K cache, of the draft or the target,
  * from the engine's params with their defaults resolved. */
 enum ggml_type specd_ggml_cache_type(const specd_engine_params *p, bool v, bool draft);
+/* Once the target's placement is known: a DEFAULT V cache becomes f16 when the target's layers run
+ * on a GPU, where f32 would buy no invariance (attention.c). */
+void specd_settle_default_v_cache(specd_engine_params *p, bool target_on_gpu);
 
 /* dry.c: specd_dry_new (dry.h) for a vocabulary (tests give their own models'); n_ctx: how far
  * dry_penalty_last_n -1 looks back. */

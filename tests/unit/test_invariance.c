@@ -524,6 +524,23 @@ static void test_trees_are_bit_for_bit_where_they_are_drafted_by_default(void **
     assert_int_equal(plain_auto, 0);
 }
 
+/* V in f32 is what plain attention needs for invariance on the CPU; with the target on a GPU there
+ * is none to keep, and the default V is llama.cpp's f16 (half the V cache), the draft's with it. */
+static void test_default_v_cache_is_f32_on_the_cpu_and_f16_on_a_gpu(void **state) {
+    (void)state;
+    specd_engine_params cpu = specd_engine_default_params(), gpu = cpu, asked = cpu;
+    specd_settle_default_v_cache(&cpu, false);
+    assert_int_equal(specd_ggml_cache_type(&cpu, true, false), GGML_TYPE_F32);
+    assert_int_equal(specd_ggml_cache_type(&cpu, true, true), GGML_TYPE_F32);
+    specd_settle_default_v_cache(&gpu, true);
+    assert_int_equal(specd_ggml_cache_type(&gpu, true, false), GGML_TYPE_F16);
+    assert_int_equal(specd_ggml_cache_type(&gpu, true, true), GGML_TYPE_F16);
+    assert_int_equal(specd_ggml_cache_type(&gpu, false, false), GGML_TYPE_F16);
+    asked.cache_type_v = SPECD_CACHE_TYPE_F32; /* what the user asks for stays */
+    specd_settle_default_v_cache(&asked, true);
+    assert_int_equal(specd_ggml_cache_type(&asked, true, false), GGML_TYPE_F32);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODELS_DIR\n", argv[0]);
@@ -541,6 +558,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_eight_concurrent_greedy_requests_equal_their_runs_alone),
         cmocka_unit_test(test_trees_are_bit_for_bit_where_they_are_drafted_by_default),
         cmocka_unit_test(test_quantized_v_without_flash_attention_is_refused),
+        cmocka_unit_test(test_default_v_cache_is_f32_on_the_cpu_and_f16_on_a_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
