@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""specd run with its layers on a GPU: what holds there, checked where a GPU is visible.
+
+    test_gpu.py SPECD MODELS_DIR
+
+The rest of the suite runs with the GPU hidden (tests/CMakeLists.txt sets CUDA_VISIBLE_DEVICES
+empty for it): it asserts bit-for-bit output, which GPU kernels do not give (a token's logits
+depend on the size of its pass there). This test sees the GPU and checks what a user gets on one:
+the layers offloaded and reported, the run complete with speculation at work, invariance reported
+off with the reason, the V cache in llama.cpp's f16 (f32 buys nothing there), and -ngl 0 in the
+same build back on the CPU with invariance on. Exits 77 (skipped) where specd lists no GPU device.
+"""
+import json
+import subprocess
+import sys
+
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+    if not ok:
+        failures.append(name)
+
+
+def run_json(specd, args):
+    r = subprocess.run([specd, "run"] + args + ["--json", "--calibration-cache", "off"], capture_output=True,
+                       text=True, errors="replace", timeout=300)
+    try:
+        return r, json.loads(r.stdout)
+    except ValueError:
+        return r, None
+
+
+def main():
+    specd, models = sys.argv[1], sys.argv[2]
+    listed = subprocess.run([specd, "run", "--list-devices"], capture_output=True, text=True, timeout=120)
+    devices = [line.strip() for line in listed.stdout.splitlines()[1:] if line.strip() and line.strip() != "(none)"]
+    if listed.returncode != 0 or not devices:
+        print("skipped: specd lists no GPU device (this test checks specd on a GPU: build with make GPU=cuda "
+              "on a machine with one)")
+        return 77
+    print(f"devices: {devices}")
+    common = ["-m", f"{models}/target.gguf", "-p", "Once upon a time", "-n", "48", "--temp", "0", "--seed", "7",
+              "--ignore-eos"]
+    r, out = run_json(specd, common + ["-md", f"{models}/draft.gguf", "-ngl", "99", "-ngld", "99"])
+    check("a speculative run with every layer on the GPU completes", r.returncode == 0 and out is not None
+          and out.get("n_predicted") == 48, f"rc={r.returncode} {r.stderr[-600:]}")
+    if out is None:
+        return 1
+    placement = out.get("placement", {})
+    target = placement.get("target", {})
+    check("the target's layers are on the GPU and the run says which", target.get("devices") not in (None, "CPU")
+          and target.get("n_layers_offloaded", 0) >= target.get("n_layers", 1), json.dumps(placement))
+    spec = out.get("speculative", {})
+    check("the draft drafts there", spec.get("n_steps", 0) > 0 and spec.get("n_drafted", 0) > 0, json.dumps(spec))
+    inv = out.get("batch_invariant", {})
+    check("invariance is reported off, and why", inv.get("invariant") is False
+          and "GPU kernels are not verified batch-invariant" in (inv.get("note") or ""), json.dumps(inv))
+    check("the V cache is llama.cpp's f16 on the GPU", "V f16" in (inv.get("setting") or ""), json.dumps(inv))
+    r, cpu = run_json(specd, common + ["-md", f"{models}/draft.gguf", "-ngl", "0", "-ngld", "0", "-t", "2"])
+    cpu_inv = (cpu or {}).get("batch_invariant", {})
+    check("-ngl 0 in the same build: the CPU, invariant, V f32", r.returncode == 0 and cpu is not None
+          and cpu["placement"]["target"]["n_layers_offloaded"] == 0 and cpu_inv.get("invariant") is True
+          and "V f32" in (cpu_inv.get("setting") or ""), f"rc={r.returncode} {json.dumps(cpu_inv)} {r.stderr[-400:]}")
+    if failures:
+        print(f"{len(failures)} failed: {', '.join(failures)}")
+        return 1
+    print("all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
