@@ -533,8 +533,8 @@ int32_t specd_engine_n_parallel(const specd_engine *e) { return e ? e->n_paralle
 
 int32_t specd_engine_draft_max(const specd_engine *e) { return e ? e->params.draft_max : 0; }
 
-bool specd_engine_trees_keep_invariance(const specd_engine *e) {
-    return e->inv.attention != SPECD_INVARIANT_PLAIN;
+bool specd_engine_auto_trees(const specd_engine *e) {
+    return e->inv.attention != SPECD_INVARIANT_PLAIN && e->target.placement.n_layers_offloaded == 0;
 }
 
 specd_invariance_info specd_engine_invariance(const specd_engine *e) {

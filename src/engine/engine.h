@@ -27,11 +27,13 @@ specd_model_slot *specd_engine_target(const specd_engine *e);
 specd_model_slot *specd_engine_draft(const specd_engine *e);
 /* The most tokens one decode holds (a target pass's tree, prompt chunks, joint drafts). */
 int32_t specd_engine_batch_cap(const specd_engine *e);
-/* Whether a draft tree's tokens get the logits a chain's would, bit for bit, where the engine's
- * passes are batch-invariant: not under plain attention (invariance.h), where a token's cell
- * index sets its sums and a side branch's tokens sit past the cells of their positions; trees
- * drafted only where they pay (SPECD_DRAFT_TREE_AUTO) are then drafted as chains. */
-bool specd_engine_trees_keep_invariance(const specd_engine *e);
+/* Whether trees drafted where they pay (SPECD_DRAFT_TREE_AUTO) may be trees with this engine, or
+ * are drafted as chains: chains under plain attention with invariance (invariance.h: a token's
+ * cell index sets its sums there, and a side branch's tokens sit past the cells of their
+ * positions, so trees would not be bit for bit), and with the target's layers on a GPU, where
+ * trees were measured to lose to chains (docs/benchmarks-gpu.md: a pass's cost steps up at 9
+ * rows, and passes of changing size replay no CUDA graph). A forced tree is drafted anywhere. */
+bool specd_engine_auto_trees(const specd_engine *e);
 /* specd_engine_request_stop calls so far: a session began before the latest is to stop. */
 unsigned specd_engine_stop_count(const specd_engine *e);
 

@@ -19,7 +19,7 @@
  *    cell in SIMD lanes chosen by the cell's index: invariant only for one slot whose cells stay
  *    contiguous from cell 0. A draft tree's side branches sit past the cells of their positions,
  *    so their logits are not invariant: trees are drafted there only when forced (engine.h:
- *    specd_engine_trees_keep_invariance), with the main branch laid in place (kv.c).
+ *    specd_engine_auto_trees), with the main branch laid in place (kv.c).
  * A GPU, a recurrent state, sliding-window attention, or plain attention with several slots is not
  * made invariant: the engine says so (specd_engine_invariance) and runs as asked. */
 #ifndef SPECD_INVARIANCE_H

@@ -319,7 +319,7 @@ static bool needs_plain_step(const generation *g) {
 /* Trees where they pay (auto): not where verifying one loses the bit-for-bit invariance a chain
  * keeps (engine.h), which is worth more than a tree's few tokens. Forced trees run as asked. */
 static bool trees_may_pay(const generation *g, const specd_spec_params *sp) {
-    return sp->tree != SPECD_DRAFT_TREE_AUTO || specd_engine_trees_keep_invariance(g->e);
+    return sp->tree != SPECD_DRAFT_TREE_AUTO || specd_engine_auto_trees(g->e);
 }
 
 static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
