@@ -32,8 +32,12 @@ int32_t specd_engine_batch_cap(const specd_engine *e);
  * cell index sets its sums there, and a side branch's tokens sit past the cells of their
  * positions, so trees would not be bit for bit), and with the target's layers on a GPU, where
  * trees were measured to lose to chains (docs/benchmarks-gpu.md: a pass's cost steps up at 9
- * rows, and passes of changing size replay no CUDA graph). A forced tree is drafted anywhere. */
+ * rows, and passes of changing size replay no CUDA graph). A forced tree is drafted wherever the
+ * contexts keep several sequences (not specd_engine_one_sequence). */
 bool specd_engine_auto_trees(const specd_engine *e);
+/* Whether the engine's contexts keep one sequence each (one slot, the target on a GPU: engine.c
+ * says why): trees are then drafted as chains, forced or not. */
+bool specd_engine_one_sequence(const specd_engine *e);
 /* specd_engine_request_stop calls so far: a session began before the latest is to stop. */
 unsigned specd_engine_stop_count(const specd_engine *e);
 

@@ -121,12 +121,16 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
         specd_status st = specd_drafter_chain_validate(e, sp, error);
         if (st != SPECD_OK) return st;
     }
-    /* A recurrent state holds one sequence: it verifies chains, not trees (kv.c). */
+    /* A recurrent state holds one sequence, and so does each context of one slot on a GPU
+     * (engine.h): they verify chains, not trees (kv.c). */
     const specd_model_slot *target = specd_engine_target(e);
-    if (!specd_slot_can_drop_tail(target) && sp->suffix_branches > 1 && specd_drafter_chain_wanted(sp)) {
-        specd_set_error(error, "draft trees (speculative.suffix_branches %d) cannot be verified on the %s: its "
-                        "recurrent state holds one sequence; use suffix_branches 1 (chains)", sp->suffix_branches,
-                        specd_slot_desc(target));
+    bool recurrent_target = !specd_slot_can_drop_tail(target);
+    if ((recurrent_target || specd_engine_one_sequence(e)) && sp->suffix_branches > 1 && specd_drafter_chain_wanted(sp)) {
+        specd_set_error(error, "draft trees (speculative.suffix_branches %d) cannot be verified on the %s: %s; use "
+                        "suffix_branches 1 (chains)", sp->suffix_branches, specd_slot_desc(target),
+                        recurrent_target ? "its recurrent state holds one sequence"
+                                         : "with one slot on a GPU its context keeps one sequence (trees lose to chains "
+                                           "there)");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     /* The same for draft-model trees asked for by name, on a recurrent target or draft (auto drafts
@@ -318,7 +322,10 @@ static bool needs_plain_step(const generation *g) {
  * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
 /* Trees where they pay (auto): not where verifying one loses the bit-for-bit invariance a chain
  * keeps (engine.h), which is worth more than a tree's few tokens. Forced trees run as asked. */
+/* Whether the step may draft a tree: forced or where auto may (engine.h), never where each context
+ * keeps one sequence (one slot on a GPU, engine.h). */
 static bool trees_may_pay(const generation *g, const specd_spec_params *sp) {
+    if (specd_engine_one_sequence(g->e)) return false;
     return sp->tree != SPECD_DRAFT_TREE_AUTO || specd_engine_auto_trees(g->e);
 }
 

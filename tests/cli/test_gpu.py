@@ -6,8 +6,8 @@
 The rest of the suite runs with the GPU hidden (tests/CMakeLists.txt sets CUDA_VISIBLE_DEVICES
 empty for it): it asserts bit-for-bit output, which GPU kernels do not give (a token's logits
 depend on the size of its pass there). This test sees the GPU and checks what a user gets on one:
-the layers offloaded and reported, the run complete with speculation at work (chains under
---draft-tree auto, trees when forced), invariance reported
+the layers offloaded and reported, the run complete with speculation at work (chains, under
+--draft-tree auto and forced: one slot on a GPU keeps one sequence a context), invariance reported
 off with the reason, the V cache in llama.cpp's f16 (f32 buys nothing there), and -ngl 0 in the
 same build back on the CPU with invariance on. Exits 77 (skipped) where specd lists no GPU device.
 """
@@ -59,8 +59,9 @@ def main():
           json.dumps(spec))
     r, forced = run_json(specd, common + ["-md", f"{models}/draft.gguf", "-ngl", "99", "-ngld", "99",
                                           "--draft-tree", "on"])
-    check("a forced tree is drafted on the GPU", r.returncode == 0 and forced is not None
-          and forced["speculative"].get("n_tree_steps", 0) > 0, f"rc={r.returncode} {r.stdout[-400:]}")
+    check("a forced tree is drafted as a chain with one slot on the GPU (one sequence a context)",
+          r.returncode == 0 and forced is not None and forced["speculative"].get("n_tree_steps") == 0
+          and forced["speculative"].get("n_drafted", 0) > 0, f"rc={r.returncode} {r.stdout[-400:]}")
     inv = out.get("batch_invariant", {})
     check("invariance is reported off, and why", inv.get("invariant") is False
           and "GPU kernels are not verified batch-invariant" in (inv.get("note") or ""), json.dumps(inv))

@@ -235,6 +235,22 @@ def rpc(specd, models, server):
         check("-ngl 1 over rpc: one layer remote, the same text",
               split is not None and split["placement"]["target"]["n_layers_offloaded"] == 1 and
               split["text"] == remote["text"], f"{r.stderr[-300:]!r}")
+        # One slot with the target offloaded: each context keeps one sequence (a unified cache costs
+        # every decode a check of all sequence pairs), so a forced tree is drafted as a chain there,
+        # while on the CPU it is a tree; the text is the target's either way.
+        tree = ["-m", target, "-md", draft, "-p", "the cat sat on the", "-n", "48", "--temp", "0", "--draft-tree", "on"]
+        _, local_tree = run_json(specd, tree)
+        r, remote_tree = run_json(specd, tree + ["--rpc", endpoints])
+        check("--draft-tree on: trees on the CPU, chains with one slot offloaded, the same text",
+              local_tree is not None and remote_tree is not None and alone is not None
+              and local_tree["speculative"]["n_tree_steps"] > 0 and remote_tree["speculative"]["n_tree_steps"] == 0
+              and remote_tree["speculative"]["n_drafted"] > 0 and remote_tree["text"] == alone["text"],
+              f"rc={r.returncode} {r.stderr[-300:]!r}")
+        r = run([specd, "run", "-m", target, "-md", draft, "-p", "the cat", "-n", "8", "--spec", "draft,suffix",
+                 "--spec-suffix-branches", "3", "--rpc", endpoints])
+        check("suffix trees with one slot offloaded: refused, saying why and what to use",
+              r.returncode != 0 and "keeps one sequence" in r.stderr and "suffix_branches 1" in r.stderr,
+              f"rc={r.returncode} {r.stderr[-300:]!r}")
     finally:
         for proc, _ in servers:
             proc.kill()
