@@ -160,7 +160,9 @@ static specd_status make_context(specd_engine *e, specd_head *h, char **error) {
     cp.n_batch = cp.n_ubatch = (uint32_t)e->n_batch;
     cp.n_seq_max = (uint32_t)e->n_parallel;
     cp.n_outputs_max = (uint32_t)e->n_batch;
-    cp.kv_unified = true;
+    /* one slot, one stream: a unified cache costs each decode a check of all 256 x 256 sequence
+     * pairs (engine.c, one_sequence_contexts); several slots share one cache's cells */
+    cp.kv_unified = e->n_parallel > 1;
     cp.n_threads = cp.n_threads_batch = e->params.n_threads;
     cp.no_perf = true;
     cp.ctx_other = e->target.ctx; /* the head's missing tensors (embeddings, output) are the target's */
