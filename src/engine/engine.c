@@ -194,18 +194,17 @@ static void print_llama_perf(const specd_model_slot *slot) {
             d.n_reused);
 }
 
-/* The context of one model, shared by every slot (n_branches: tree branches a slot may decode,
- * the first in the slot's own sequence, the others in scratch sequences after the slots'). */
 static bool keeps_recurrent_state(const struct llama_model *m) {
     return m && (llama_model_is_recurrent(m) || llama_model_is_hybrid(m));
 }
 
-/* One slot on a GPU: each context keeps one sequence in a cache that is not unified. llama.cpp
- * checks every pair of sequences of a unified cache on each decode (llama_batch_allocr::init, 256 x
- * 256 whatever the context holds: about 65 us a pass on this CPU, a tenth of a small model's pass
- * on a GPU, more of a draft's). The other sequences a slot would use are for trees, which lose to
- * chains there (specd_engine_auto_trees) and which the drafters draft as chains where a context
- * holds one sequence (draft_tree.c, head_drafter.c), and for invariance, which a GPU is not given. */
+/* One slot with the target offloaded (a GPU, an RPC server): each context keeps one sequence in a
+ * cache that is not unified. llama.cpp checks every pair of sequences of a unified cache on each
+ * decode (llama_batch_allocr::init, 256 x 256 whatever the context holds: about 65 us a pass on
+ * this CPU, a tenth of a small model's pass on a GPU, more of a draft's). The other sequences a
+ * slot would use are for trees, which lose to chains there (specd_engine_auto_trees) and which the
+ * drafters draft as chains where a context holds one sequence (draft_tree.c, head_drafter.c), and
+ * for invariance, which an offloaded target is not given. Recurrent states keep their own layout. */
 static bool one_sequence_contexts(const specd_engine *e) {
     bool caches = !keeps_recurrent_state(e->target.model) && (!e->draft.model || !keeps_recurrent_state(e->draft.model));
     return e->n_parallel == 1 && e->target.placement.n_layers_offloaded > 0 && e->inv.attention == SPECD_INVARIANT_NONE &&
@@ -214,6 +213,8 @@ static bool one_sequence_contexts(const specd_engine *e) {
 
 bool specd_engine_one_sequence(const specd_engine *e) { return one_sequence_contexts(e); }
 
+/* The context of one model, shared by every slot (n_branches: tree branches a slot may decode,
+ * the first in the slot's own sequence, the others in scratch sequences after the slots'). */
 static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_branches,
                                    specd_model_slot **views, const char *role, char **error) {
     bool one_sequence = one_sequence_contexts(e);
@@ -329,7 +330,6 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
     return SPECD_OK;
 }
 
-/* Settles n_ctx, n_batch, threads and the shared batch once the target is loaded. */
 /* A recurrent or hybrid model serves one slot: its state checkpoints (state.c) belong to the slot
  * that runs, and each sequence would cost a whole state. Said once on stderr, never silently. */
 static void one_slot_for_recurrent_models(specd_engine *e) {
@@ -341,6 +341,7 @@ static void one_slot_for_recurrent_models(specd_engine *e) {
     e->params.n_parallel = 1;
 }
 
+/* Settles n_ctx, n_batch, threads and the shared batch once the target is loaded. */
 static specd_status size_engine(specd_engine *e, char **error) {
     int32_t n_train = llama_model_n_ctx_train(e->target.model);
     e->n_parallel = e->params.n_parallel > 1 ? e->params.n_parallel : 1;

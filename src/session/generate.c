@@ -121,16 +121,16 @@ static specd_status validate_spec(const specd_engine *e, const specd_spec_params
         specd_status st = specd_drafter_chain_validate(e, sp, error);
         if (st != SPECD_OK) return st;
     }
-    /* A recurrent state holds one sequence, and so does each context of one slot on a GPU
-     * (engine.h): they verify chains, not trees (kv.c). */
+    /* A recurrent state holds one sequence, and so does each context of one slot whose target is
+     * offloaded (engine.h): they verify chains, not trees (kv.c). */
     const specd_model_slot *target = specd_engine_target(e);
     bool recurrent_target = !specd_slot_can_drop_tail(target);
     if ((recurrent_target || specd_engine_one_sequence(e)) && sp->suffix_branches > 1 && specd_drafter_chain_wanted(sp)) {
         specd_set_error(error, "draft trees (speculative.suffix_branches %d) cannot be verified on the %s: %s; use "
                         "suffix_branches 1 (chains)", sp->suffix_branches, specd_slot_desc(target),
                         recurrent_target ? "its recurrent state holds one sequence"
-                                         : "with one slot on a GPU its context keeps one sequence (trees lose to chains "
-                                           "there)");
+                                         : "with one slot and its layers offloaded (a GPU, an RPC server) its context "
+                                           "keeps one sequence");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     /* The same for draft-model trees asked for by name, on a recurrent target or draft (auto drafts
@@ -318,17 +318,16 @@ static bool needs_plain_step(const generation *g) {
     return passes < 1 || g->steps_since_plain >= PLAIN_EVERY;
 }
 
-/* The most draft tokens of a tree: the request's, within the room the context has left (every tree
- * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
-/* Trees where they pay (auto): not where verifying one loses the bit-for-bit invariance a chain
- * keeps (engine.h), which is worth more than a tree's few tokens. Forced trees run as asked. */
-/* Whether the step may draft a tree: forced or where auto may (engine.h), never where each context
- * keeps one sequence (one slot on a GPU, engine.h). */
+/* Whether the step may draft a tree: forced, or auto where trees pay (engine.h: not where verifying
+ * one loses the bit-for-bit invariance a chain keeps, which is worth more than a tree's few tokens,
+ * nor on a GPU); never where each context keeps one sequence (one slot offloaded, engine.h). */
 static bool trees_may_pay(const generation *g, const specd_spec_params *sp) {
     if (specd_engine_one_sequence(g->e)) return false;
     return sp->tree != SPECD_DRAFT_TREE_AUTO || specd_engine_auto_trees(g->e);
 }
 
+/* The most draft tokens of a tree: the request's, within the room the context has left (every tree
+ * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
 static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
     int32_t n = sp->draft_tree_nodes;
     int32_t room = specd_context_room(g->e, g->params, g->n_history);
