@@ -3,8 +3,8 @@
 
     test_gpu.py SPECD MODELS_DIR
 
-The rest of the suite runs with the GPU hidden (tests/CMakeLists.txt sets CUDA_VISIBLE_DEVICES
-empty for it): it asserts bit-for-bit output, which GPU kernels do not give (a token's logits
+The rest of the suite runs with the GPU hidden (tests/CMakeLists.txt sets CUDA_VISIBLE_DEVICES and
+GGML_VK_VISIBLE_DEVICES empty for it): it asserts bit-for-bit output, which GPU kernels do not give (a token's logits
 depend on the size of its pass there). This test sees the GPU and checks what a user gets on one:
 the layers offloaded and reported, the run complete with speculation at work (chains, under
 --draft-tree auto and forced: one slot on a GPU keeps one sequence a context), invariance reported
