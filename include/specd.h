@@ -264,6 +264,14 @@ typedef enum specd_engine_input {
 SPECD_API specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine **out,
                                            specd_engine_input *failed_input, char **error);
 SPECD_API void specd_engine_free(specd_engine *engine);
+/* One pass of the target (and of the draft model) on two tokens, then their caches cleared, as
+ * llama.cpp's tools do at start-up: the weights are read in (a memory-mapped model is paged in by
+ * its first pass) and a GPU loads the kernels of a pass, so the first request does not pay for
+ * them. `specd serve` and JSON-RPC init do it unless told not to (--no-warmup, "warmup": false);
+ * `specd run` where a target layer is offloaded (or --warmup). Call it right after
+ * specd_engine_new, before any session: it changes no state a session sees. A drafting head is
+ * not warmed. Returns SPECD_OK, or SPECD_ERR_DECODE with *error naming the model. */
+SPECD_API specd_status specd_engine_warm_up(specd_engine *engine, char **error);
 
 SPECD_API bool specd_engine_has_draft(const specd_engine *engine);
 /* The context one generation may use: that of a slot (the whole context with one slot). */

@@ -23,6 +23,7 @@ int cli_bench_serve(int argc, char **argv, const char *self);
 /* Where the time before the first generated token went (specd run). */
 typedef struct cli_startup {
     double load_ms;    /* models and contexts (specd_engine_new, less the calibration cache) */
+    double warmup_ms;  /* specd_engine_warm_up; 0 when not made */
     double total_ms;   /* from the start of `run` to the report */
     specd_calibration_info calibration;
     specd_placement_info target, draft; /* where the layers are; draft.devices NULL: no draft */

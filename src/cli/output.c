@@ -76,8 +76,8 @@ void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, 
                      const cli_startup *startup) {
     fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", spec,
             specd_stop_reason_name(reason));
-    fprintf(out, "startup: load %.1f ms, calibration %.1f ms (%s), prompt %.1f ms; total %.1f ms\n",
-            startup->load_ms, startup->calibration.ms, calibration_words(startup->calibration.source), s->prompt_ms,
+    fprintf(out, "startup: load %.1f ms, warm-up %.1f ms, calibration %.1f ms (%s), prompt %.1f ms; total %.1f ms\n",
+            startup->load_ms, startup->warmup_ms, startup->calibration.ms, calibration_words(startup->calibration.source), s->prompt_ms,
             startup->total_ms);
     print_placement(out, startup);
     fprintf(out, "prompt: %d tokens (%d cached) in %.1f ms\n", s->n_prompt, s->n_prompt_cached, s->prompt_ms);
@@ -207,8 +207,9 @@ static char *valid_utf8(const char *text) {
 /* Where the time before the first generated token went. */
 static json_t *startup_json(const cli_startup *st, const specd_stats *s) {
     const specd_calibration_info *c = &st->calibration;
-    return json_pack("{s:f, s:f, s:s, s:s?, s:s?, s:i, s:f, s:f}",
+    return json_pack("{s:f, s:f, s:f, s:s, s:s?, s:s?, s:i, s:f, s:f}",
                      "load_ms", st->load_ms,
+                     "warmup_ms", st->warmup_ms,
                      "calibration_ms", c->ms,
                      "calibration", calibration_source_name(c->source),
                      "calibration_cache", c->path,

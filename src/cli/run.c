@@ -35,6 +35,7 @@ typedef struct run_options {
     int32_t n_dry_breakers;
     bool gpu_layers_given; /* -ngl or -ngld: a CPU-only build says it runs on the CPU */
     bool list_devices;
+    int warmup; /* --warmup 1, --no-warmup 0; -1: where a target layer is offloaded (run_warm_up) */
 } run_options;
 
 static void run_usage(FILE *out) {
@@ -131,6 +132,9 @@ static void run_usage(FILE *out) {
           "                           passes and draft tokens between runs (default: a file per\n"
           "                           models and settings in $XDG_CACHE_HOME/specd/calibration/)\n"
           "  --json                   print one JSON object instead of streaming text\n"
+          "  --warmup, --no-warmup    one pass of each model before the prompt (llama.cpp's warm-up);\n"
+          "                           default: where a target layer is offloaded (a GPU loads its\n"
+          "                           kernels then; on the CPU the prompt's pass reads the weights in)\n"
           "  --trace-steps FILE       write one line a step: history length, drafted, accepted,\n"
           "                           draft/verify/step ms, then each draft's confidence (the\n"
           "                           input of tools/policy_replay), then '|' and the draft tokens\n"
@@ -387,6 +391,8 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--json")) o->json = true;
+    else if (!strcmp(f, "--warmup")) o->warmup = 1;
+    else if (!strcmp(f, "--no-warmup")) o->warmup = 0;
     else if (!strcmp(f, "--trace-steps")) ok = (o->trace_steps = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--verbose")) e->verbose = true;
     else return 0;
@@ -509,6 +515,18 @@ static void print_calibration_note(specd_engine *engine, char *last, size_t size
     snprintf(last, size, "%s", note);
 }
 
+/* The warm-up where asked, or by default where a target layer is offloaded: there a GPU loads a
+ * pass's kernels on its first use; on the CPU the prompt's own pass reads the weights in, and one
+ * more pass would only lengthen a one-shot run. */
+static specd_status run_warm_up(const run_options *o, specd_engine *engine, cli_startup *startup, char **error) {
+    bool offloaded = specd_engine_placement(engine, false).n_layers_offloaded > 0;
+    if (o->warmup == 0 || (o->warmup < 0 && !offloaded)) return SPECD_OK;
+    double t0 = now_ms();
+    specd_status st = specd_engine_warm_up(engine, error);
+    startup->warmup_ms = now_ms() - t0;
+    return st;
+}
+
 /* Loads, tokenizes, generates, reports. */
 static int execute(run_options *o, const char *prompt_text, double t_start) {
     specd_engine *engine = NULL;
@@ -522,6 +540,7 @@ static int execute(run_options *o, const char *prompt_text, double t_start) {
     if (st == SPECD_OK) {
         startup.load_ms -= specd_engine_calibration(engine).ms;
         print_calibration_note(engine, note, sizeof note);
+        st = run_warm_up(o, engine, &startup, &error);
     }
     specd_token *prompt = NULL;
     int32_t n_prompt = 0;
@@ -571,7 +590,7 @@ static char *calibration_cache_path(const run_options *o) {
 
 int cli_run(int argc, char **argv) {
     double t_start = now_ms();
-    run_options o = {.engine = specd_engine_default_params(), .gen = specd_generation_default_params()};
+    run_options o = {.engine = specd_engine_default_params(), .gen = specd_generation_default_params(), .warmup = -1};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_run_options(&a, &o);
     if (parsed == 1) {

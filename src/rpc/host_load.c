@@ -141,6 +141,10 @@ static bool load_engine(rpc_host *h, const rpc_engine_settings *s, rpc_error *er
     specd_engine_input failed = SPECD_INPUT_NONE;
     char *message = NULL, reason[sizeof err->message] = "";
     specd_status st = specd_engine_new_v2(&params, &engine, &failed, &message);
+    if (st == SPECD_OK && !s->no_warmup && (st = specd_engine_warm_up(engine, &message)) != SPECD_OK) {
+        specd_engine_free(engine);
+        engine = NULL;
+    }
     serve_server *server = st == SPECD_OK ? server_for(h, engine, s, reason, sizeof reason) : NULL;
     if (server && swap_in(h, server, s)) return true;
     if (server || st == SPECD_ERR_CANCELLED)

@@ -256,6 +256,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "--ctx-per-slot")) return next_int(c, f, 16, 1 << 24, &p->n_ctx_per_slot);
     if (!strcmp(f, "--queue")) return next_int(c, f, 0, 1 << 20, &s->n_queue);
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
+    if (!strcmp(f, "--warmup")) return !(s->no_warmup = false);
+    if (!strcmp(f, "--no-warmup")) return s->no_warmup = true;
     if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn"))
         return (s->flash_attn_given = true) && (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
     specd_cache_type *cache_type = cache_type_flag(p, f);
@@ -271,7 +273,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
-                    "--calibration-cache, --spec-type, --verbose)", f);
+                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --verbose)", f);
 }
 
 static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
@@ -371,6 +373,14 @@ static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
     return !strcmp(v, "off") || set_string(&s->calibration_cache, v, rp->err, "calibration_cache");
 }
 
+/* "warmup": true (the default, as llama-server) or false. */
+static bool read_warmup(rpc_params *rp, rpc_engine_settings *s) {
+    bool warmup = !s->no_warmup;
+    if (rpc_get_bool(rp, "warmup", &warmup) < 0) return false;
+    s->no_warmup = !warmup;
+    return true;
+}
+
 static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     s->parallel_given |= json_object_get(rp->obj, "n_parallel") != NULL;
@@ -387,7 +397,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
-           rpc_get_bool(rp, "mtp", &p->mtp) >= 0 &&
+           rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }

@@ -99,6 +99,7 @@ typedef struct rpc_engine_settings {
     bool parallel_given;        /* -np / n_parallel was given (a server's default applies otherwise) */
     bool flash_attn_given;      /* -fa / flash_attn was given */
     bool calibration_given;     /* --calibration-cache / calibration_cache was given (a path or off) */
+    bool no_warmup;             /* --no-warmup / "warmup": false: no warm-up pass (specd_engine_warm_up) */
     bool async;
 } rpc_engine_settings;
 

@@ -174,6 +174,19 @@ def errors(specd, models):
         check("without --context-shift a full context stops", uo.get("stop_reason") == "context"
               and uo.get("n_predicted", 100) < 100 and uo.get("context_shift", {}).get("n_shifts") == 0,
               unshifted.stdout + unshifted.stderr)
+        # llama.cpp's --warmup / --no-warmup: a pass before the prompt where asked (by default only
+        # where a target layer is offloaded, so not here), the same text either way
+        warm = {}
+        for flag in ("--warmup", "--no-warmup", None):
+            rw = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+                      "--ignore-eos", "--json"] + ([flag] if flag else []))
+            warm[flag] = json.loads(rw.stdout) if rw.returncode == 0 else {}
+        check("--warmup makes a pass first (its time in startup), --no-warmup and the CPU default none; same text",
+              warm["--warmup"].get("startup", {}).get("warmup_ms", 0) > 0
+              and warm["--no-warmup"].get("startup", {}).get("warmup_ms") == 0
+              and warm[None].get("startup", {}).get("warmup_ms") == 0
+              and warm["--warmup"].get("text") == warm[None].get("text") == warm["--no-warmup"].get("text")
+              and warm[None].get("text") == plain["text"], json.dumps({k or "default": v.get("startup") for k, v in warm.items()}))
     expect_usage_error(specd, "none in a list", ["-m", target, "-p", "x", "--spec", "none,ngram-simple"],
                        "cannot be part of a list")
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],

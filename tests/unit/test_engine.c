@@ -115,6 +115,32 @@ static void test_draft_equal_to_target_accepts_everything(void **state) {
     specd_engine_free(same);
 }
 
+/* A warm-up pass (llama.cpp's, at start-up) leaves nothing a session sees: the first request after
+ * it decodes its whole prompt, nothing cached, and gets the tokens of an engine never warmed, with
+ * and without speculation (the second request reuses what the first left, as the cold engine's). Left in the cache, its two cells would sit where the prompt goes. */
+static void test_warm_up_changes_nothing_a_session_sees(void **state) {
+    (void)state;
+    specd_engine *cold = open_engine(target_path, draft_path, 256), *warm = open_engine(target_path, draft_path, 256);
+    char *err = NULL;
+    assert_int_equal(specd_engine_warm_up(warm, &err), SPECD_OK);
+    assert_null(err);
+    for (int spec = 0; spec <= 1; spec++) {
+        specd_generation_params g = spec ? greedy_params(SPECD_SPEC_DRAFT, 3, false) : greedy_params(SPECD_SPEC_NONE, 0, false);
+        specd_result want = generate_text(cold, prompts[spec], &g), got = generate_text(warm, prompts[spec], &g);
+        assert_int_equal(got.stats.n_prompt_cached, want.stats.n_prompt_cached); /* 0, then the shared BOS */
+        assert_same_tokens(&got, &want, spec ? "warmed, draft 3" : "warmed, no speculation");
+        if (spec) assert_true(got.stats.n_drafted > 0);
+        specd_result_clear(&want);
+        specd_result_clear(&got);
+    }
+    assert_int_equal(specd_engine_warm_up(NULL, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "no engine"));
+    specd_free(err);
+    specd_engine_free(cold);
+    specd_engine_free(warm);
+}
+
 /* ---- prompt cache, limits, stops ------------------------------------------------------------ */
 
 static void test_prompt_cache_reuses_prefix(void **state) {
@@ -1319,6 +1345,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_greedy_speculation_equals_target_alone),
         cmocka_unit_test(test_greedy_with_penalties_is_lossless),
         cmocka_unit_test(test_draft_equal_to_target_accepts_everything),
+        cmocka_unit_test(test_warm_up_changes_nothing_a_session_sees),
         cmocka_unit_test(test_prompt_cache_reuses_prefix),
         cmocka_unit_test(test_calibration_does_not_come_back),
         cmocka_unit_test(test_callback_can_stop),

@@ -177,6 +177,8 @@ static void init_errors(void **state) {
     expect_error("init", "{\"model\":\"x\",\"cache_type_k\":\"q9\"}", -32602, "cache_type_k", "got 'q9'");
     expect_error("init", "{\"model\":\"x\",\"batch_invariant\":1}", -32602, "batch_invariant", "");
     expect_error("init", "{\"model\":\"x\",\"cache_type_v\":\"q4\"}", -32602, "cache_type_v", "got 'q4'");
+    expect_error("init", "{\"model\":\"x\",\"warmup\":\"no\"}", -32602, "warmup", "");
+    expect_error("init", "{\"cmd\":\"-m /no/such.gguf --no-warmup\"}", -32002, "model", "/no/such.gguf"); /* known */
     expect_error("init", "{\"cmd\":\"-m 'x.gguf\"}", -32602, "cmd", "unclosed ' quote");
     expect_error("init", "{\"cmd\":\"-m\"}", -32602, "-m", "-m needs a value");
     expect_error("init", "{\"model\":5}", -32602, "model", "'model' must be a string");
