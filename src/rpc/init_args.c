@@ -148,8 +148,10 @@ static bool spec_type_value(const char *v, specd_engine_params *p, rpc_error *er
     return true;
 }
 
+/* Flags with a value that change nothing here: a server's address (meaningless in-process), and
+ * llama.cpp's --defrag-thold (deprecated there: its cache no longer needs defragmenting). */
 static bool is_ignored_flag_with_value(const char *f) {
-    return !strcmp(f, "--host") || !strcmp(f, "--port");
+    return !strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "-dt") || !strcmp(f, "--defrag-thold");
 }
 
 static bool gpu_layers_value(const char *v, int32_t *out, rpc_error *err, const char *field) {
@@ -258,6 +260,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
     if (!strcmp(f, "--warmup")) return !(s->no_warmup = false);
     if (!strcmp(f, "--no-warmup")) return s->no_warmup = true;
+    /* llama.cpp's unified KV cache: specd's is unified wherever a context keeps several sequences */
+    if (!strcmp(f, "-kvu") || !strcmp(f, "--kv-unified")) return true;
     if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn"))
         return (s->flash_attn_given = true) && (v = next_value(c, f)) && flash_attn_value(v, &p->flash_attn, c->err, f);
     specd_cache_type *cache_type = cache_type_flag(p, f);

@@ -410,6 +410,19 @@ def check_startup_refusals(specd, target, models):
                                                               ["specd: error: init:"]))
 
 
+def check_llama_server_switches(specd, target):
+    """llama-server's switches for what specd's server always does start it unchanged."""
+    args = ["-m", target, "-t", "1", "-cb", "--cont-batching", "--metrics", "--slots", "--threads-http", "2",
+            "-to", "30", "-kvu", "--defrag-thold", "0.1", "--no-warmup"]
+    with served(specd, args, "llama-server's switches") as (_, port):
+        if port:
+            metrics = curl(port, "/metrics", key=None)
+            slots = curl(port, "/slots", key=None)
+            check("llama-server's -cb, --metrics, --slots, --threads-http, -to, -kvu, --defrag-thold, --no-warmup "
+                  "are taken, /metrics and /slots served", metrics[0] == 200 and "specd:requests_total" in metrics[1]
+                  and slots[0] == 200, f"{metrics[:2]} {slots[:2]}")
+
+
 # ---- slow calls off the HTTP threads, limits, stopping ------------------------------------------
 
 def timed(fn):
@@ -561,6 +574,7 @@ def check_ipv6(specd, target):
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     check_startup_refusals(specd, target, models)
+    check_llama_server_switches(specd, target)
     confined = tempfile.mkdtemp(prefix="specd-models-")
     try:
         for name in ("target.gguf", "draft.gguf"):
