@@ -36,9 +36,9 @@ extern "C" {
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 5
+#define SPECD_VERSION_MINOR 6
 #define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.5.0"
+#define SPECD_VERSION_STRING "0.6.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -110,6 +110,16 @@ typedef struct specd_lora_adapter {
     const char *path;
     float scale; /* 1 = as trained; 0 = loaded but off */
 } specd_lora_adapter;
+
+/* How a model file is read (llama.cpp's --load-mode values, in its order). */
+typedef enum specd_load_mode {
+    SPECD_LOAD_MODE_AUTO = 0,       /* "auto": mapped, unless a device cannot use a mapping */
+    SPECD_LOAD_MODE_NONE = 1,       /* "none": read into memory, not mapped */
+    SPECD_LOAD_MODE_MMAP = 2,       /* "mmap": memory-mapped */
+    SPECD_LOAD_MODE_MLOCK = 3,      /* "mlock": read and locked in RAM (no swapping or compression) */
+    SPECD_LOAD_MODE_MMAP_MLOCK = 4, /* "mmap+mlock": mapped and locked (RLIMIT_MEMLOCK may need raising) */
+    SPECD_LOAD_MODE_DIRECT_IO = 5,  /* "dio": direct I/O where the system has it */
+} specd_load_mode;
 
 typedef struct specd_engine_params {
     uint32_t struct_size;    /* sizeof(specd_engine_params), set by specd_engine_default_params() */
@@ -207,6 +217,9 @@ typedef struct specd_engine_params {
     bool lora_init_without_apply;
     const specd_lora_adapter *lora_draft;
     int32_t n_lora_draft;
+    /* How both model files are read (llama.cpp's -lm / --load-mode): SPECD_LOAD_MODE_AUTO (the
+     * default, llama.cpp's: mapped, unless a device cannot use a mapping). */
+    specd_load_mode load_mode;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
@@ -214,6 +227,9 @@ typedef struct specd_engine_params {
 #define SPECD_MAX_PARALLEL 32
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
+/* llama.cpp's --load-mode values ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio") into
+ * *out; false for anything else. */
+SPECD_API bool specd_load_mode_parse(const char *name, specd_load_mode *out);
 /* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
 SPECD_API bool specd_flash_attn_parse(const char *name, specd_flash_attn *out);
 /* llama.cpp's --cache-type-k / -v names: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl",

@@ -60,6 +60,8 @@ static void run_usage(FILE *out) {
           "                           the draft's (default: the target's)\n"
           "  --batch-invariant on|off verification logits independent of what shares a pass, bit for\n"
           "                           bit (default on; off: a little faster, exact up to rounding)\n"
+          "  -lm, --load-mode MODE    how the models are read, llama.cpp's: auto (default: mapped\n"
+          "                           unless a device cannot use it), none, mmap, mlock, mmap+mlock, dio\n"
           "  --lora FILE[,FILE...]    LoRA adapters for the target (repeatable; llama.cpp's GGUF)\n"
           "  --lora-scaled FILE:SCALE[,...]  (or FILE SCALE)\n"
           "                           the same at a scale (1: as trained)\n"
@@ -310,6 +312,13 @@ static bool parse_cache_type(cli_args *a, const char *flag, specd_cache_type *ou
            cli_fail(a, "%s expects f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1, got '%s'", flag, v);
 }
 
+static bool parse_load_mode(cli_args *a, const char *flag, specd_load_mode *out) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    return specd_load_mode_parse(v, out) ||
+           cli_fail(a, "%s expects auto, none, mmap, mlock, mmap+mlock or dio (llama.cpp's load modes), got '%s'", flag, v);
+}
+
 static bool parse_on_off(cli_args *a, const char *flag, bool *out) {
     const char *v = cli_value(a, flag);
     if (!v) return false;
@@ -387,6 +396,7 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-ctvd") || !strcmp(f, "--cache-type-v-draft")) ok = parse_cache_type(a, f, &e->cache_type_v_draft);
     else if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft")) ok = parse_cache_type(a, f, &e->cache_type_k_draft);
     else if (!strcmp(f, "--batch-invariant")) ok = parse_on_off(a, f, &e->batch_invariant);
+    else if (!strcmp(f, "-lm") || !strcmp(f, "--load-mode")) ok = parse_load_mode(a, f, &e->load_mode);
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;

@@ -35,6 +35,28 @@ specd_engine_params specd_engine_default_params(void) {
     return p;
 }
 
+/* llama.cpp's --load-mode names, in specd_load_mode's order, and their llama.cpp values. */
+static const struct {
+    const char *name;
+    enum llama_load_mode llama;
+} load_modes[] = {{"auto", LLAMA_LOAD_MODE_AUTO},   {"none", LLAMA_LOAD_MODE_NONE},
+                  {"mmap", LLAMA_LOAD_MODE_MMAP},   {"mlock", LLAMA_LOAD_MODE_MLOCK},
+                  {"mmap+mlock", LLAMA_LOAD_MODE_MMAP_MLOCK}, {"dio", LLAMA_LOAD_MODE_DIRECT_IO}};
+#define N_LOAD_MODES (sizeof load_modes / sizeof load_modes[0])
+
+bool specd_load_mode_parse(const char *name, specd_load_mode *out) {
+    for (size_t i = 0; name && i < N_LOAD_MODES; i++)
+        if (!strcmp(name, load_modes[i].name)) {
+            *out = (specd_load_mode)i;
+            return true;
+        }
+    return false;
+}
+
+static enum llama_load_mode llama_load_mode_of(specd_load_mode mode) {
+    return (unsigned)mode < N_LOAD_MODES ? load_modes[mode].llama : LLAMA_LOAD_MODE_AUTO;
+}
+
 bool specd_flash_attn_parse(const char *name, specd_flash_attn *out) {
     static const struct {
         const char *name;
@@ -117,6 +139,7 @@ static specd_status load_model(const specd_engine_params *params, const char *pa
     struct llama_model_params mp = llama_model_default_params();
     /* the target's nextn layers are left out unless the MTP head will run them (as llama.cpp does) */
     mp.load_mtp = params->mtp && !strcmp(role, "target");
+    mp.load_mode = llama_load_mode_of(params->load_mode);
     specd_placement_apply(&slot->placement, &mp);
     load_progress lp = {.params = params};
     if (params->progress_callback) { /* without one, llama.cpp's own prints dots in verbose mode */
@@ -312,6 +335,11 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
                             "...; got %d)", names[i], (int)types[i]);
             return SPECD_ERR_INVALID_ARGUMENT;
         }
+    if ((unsigned)p->load_mode >= N_LOAD_MODES) {
+        specd_set_error(error, "load_mode must be a specd_load_mode (SPECD_LOAD_MODE_AUTO, _NONE, _MMAP, _MLOCK, "
+                        "_MMAP_MLOCK or _DIRECT_IO; got %d)", (int)p->load_mode);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if (p->n_gpu_layers < -1 || p->n_gpu_layers_draft < -1) {
         specd_set_error(error, "n_gpu_layers and n_gpu_layers_draft must be -1 (all), 0 (none) or a layer count "
                         "(got %d, %d)", p->n_gpu_layers, p->n_gpu_layers_draft);

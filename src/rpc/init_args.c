@@ -109,6 +109,12 @@ static bool flash_attn_value(const char *v, specd_flash_attn *out, rpc_error *er
                     field, v);
 }
 
+static bool load_mode_value(const char *v, specd_load_mode *out, rpc_error *err, const char *field) {
+    if (specd_load_mode_parse(v, out)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"auto\", \"none\", \"mmap\", \"mlock\", "
+                    "\"mmap+mlock\" or \"dio\" (llama.cpp's load modes), got '%s'", field, v);
+}
+
 static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *err, const char *field) {
     if (specd_cache_type_parse(v, out)) return true;
     return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f32\", \"f16\", \"bf16\", \"q8_0\", "
@@ -258,6 +264,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "--ctx-per-slot")) return next_int(c, f, 16, 1 << 24, &p->n_ctx_per_slot);
     if (!strcmp(f, "--queue")) return next_int(c, f, 0, 1 << 20, &s->n_queue);
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
+    if (!strcmp(f, "-lm") || !strcmp(f, "--load-mode")) return (v = next_value(c, f)) && load_mode_value(v, &p->load_mode, c->err, f);
     if (!strcmp(f, "--warmup")) return !(s->no_warmup = false);
     if (!strcmp(f, "--no-warmup")) return s->no_warmup = true;
     /* llama.cpp's unified KV cache: specd's is unified wherever a context keeps several sequences */
@@ -277,7 +284,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
-                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --verbose)", f);
+                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --verbose)", f);
 }
 
 static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
@@ -377,6 +384,14 @@ static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
     return !strcmp(v, "off") || set_string(&s->calibration_cache, v, rp->err, "calibration_cache");
 }
 
+/* "load_mode": llama.cpp's --load-mode names. */
+static bool read_load_mode(rpc_params *rp, specd_load_mode *out) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, "load_mode", &v);
+    if (got <= 0) return got == 0;
+    return load_mode_value(v, out, rp->err, "load_mode");
+}
+
 /* "warmup": true (the default, as llama-server) or false. */
 static bool read_warmup(rpc_params *rp, rpc_engine_settings *s) {
     bool warmup = !s->no_warmup;
@@ -401,7 +416,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
-           rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) &&
+           rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) && read_load_mode(rp, &p->load_mode) &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }

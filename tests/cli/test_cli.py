@@ -187,6 +187,14 @@ def errors(specd, models):
               and warm[None].get("startup", {}).get("warmup_ms") == 0
               and warm["--warmup"].get("text") == warm[None].get("text") == warm["--no-warmup"].get("text")
               and warm[None].get("text") == plain["text"], json.dumps({k or "default": v.get("startup") for k, v in warm.items()}))
+        rl = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+                  "--ignore-eos", "--json", "-lm", "none", "--verbose"])
+        loaded = json.loads(rl.stdout) if rl.returncode == 0 else {}
+        check("-lm none (llama.cpp's --load-mode): read, not mapped; the same text",
+              loaded.get("text") == plain["text"] and "load_mode = none" in rl.stderr
+              and "CPU_Mapped" not in rl.stderr, rl.stderr[-400:])
+    expect_usage_error(specd, "an unknown load mode", ["-m", target, "-p", "x", "-lm", "mapped"],
+                       "auto, none, mmap, mlock, mmap+mlock or dio")
     expect_usage_error(specd, "none in a list", ["-m", target, "-p", "x", "--spec", "none,ngram-simple"],
                        "cannot be part of a list")
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],

@@ -400,6 +400,20 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
     if (!err || !strstr(err, "cache_type_v")) fail_msg("error '%s' does not mention cache_type_v", err);
     specd_free(err);
+    p.cache_type_v = SPECD_CACHE_TYPE_DEFAULT;
+    p.load_mode = (specd_load_mode)99;
+    err = NULL;
+    assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, "load_mode")) fail_msg("error '%s' does not mention load_mode", err);
+    specd_free(err);
+    specd_load_mode mode = SPECD_LOAD_MODE_AUTO; /* llama.cpp's names, in its order */
+    const char *names[] = {"auto", "none", "mmap", "mlock", "mmap+mlock", "dio"};
+    for (int i = 0; i < 6; i++) {
+        assert_true(specd_load_mode_parse(names[i], &mode));
+        assert_int_equal(mode, i);
+    }
+    assert_false(specd_load_mode_parse("mmap,mlock", &mode));
+    assert_false(specd_load_mode_parse(NULL, &mode));
 }
 
 /* ---- loading: only regular files, progress and cancellation, llama.cpp's log -------------------- */
