@@ -157,7 +157,6 @@ static bool parse_model_options(cli_args *a, const char *const *words, size_t n,
     return cli_fail(a, "%s", err.message);
 }
 
-/* Returns 0 ok, 1 help, -1 error (in a->error). */
 /* llama-server's switches for what specd's server always does, taken so that its command lines
  * start specd unchanged: continuous batching (every round's slots share one pass), /metrics and
  * /slots (always served). A switch for what specd does not do stays an unknown option. */
@@ -168,6 +167,7 @@ static bool always_so(const char *f) {
     return false;
 }
 
+/* Returns 0 ok, 1 help, -1 error (in a->error). */
 static int parse_serve_options(cli_args *a, http_options *o) {
     const char **words = calloc((size_t)a->argc + 1, sizeof *words);
     size_t n_words = 0;
