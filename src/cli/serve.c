@@ -160,7 +160,7 @@ static bool parse_model_options(cli_args *a, const char *const *words, size_t n,
 /* llama-server's switches for what specd's server always does, taken so that its command lines
  * start specd unchanged: continuous batching (every round's slots share one pass), /metrics and
  * /slots (always served). A switch for what specd does not do stays an unknown option. */
-static bool always_so(const char *f) {
+static bool is_always_on_switch(const char *f) {
     static const char *const names[] = {"-cb", "--cont-batching", "--metrics", "--slots"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strcmp(f, names[i])) return true;
@@ -190,7 +190,7 @@ static int parse_serve_options(cli_args *a, http_options *o) {
         else if (!strcmp(f, "--max-conns")) ok = cli_int(a, f, 1, 1 << 20, &o->max_conns);
         else if (!strcmp(f, "--max-conns-per-ip")) ok = cli_int(a, f, 0, 1 << 20, &o->max_conns_per_ip);
         else if (!strcmp(f, "--http-threads") || !strcmp(f, "--threads-http")) ok = cli_int(a, f, 1, 256, &o->http_threads);
-        else if (always_so(f)) continue; /* llama-server's switch for what specd's server always does */
+        else if (is_always_on_switch(f)) continue; /* llama-server's switch for what specd's server always does */
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
         else if (!strcmp(f, "--chat-template")) ok = (o->chat.builtin = cli_value(a, f)) && builtin_template(a, o->chat.builtin);
         else if (!strcmp(f, "--chat-template-file")) ok = read_template_file(a, cli_value(a, f), &o->chat.template_src);
