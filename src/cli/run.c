@@ -264,16 +264,9 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     int64_t i = 0;
     double d = 0.0;
     bool ok = true;
+    int sampling = cli_sampling_flag(a, f, s);
+    if (sampling != 0) return sampling;
     if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_predict = (int32_t)i; }
-    else if (!strcmp(f, "--temp")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->temperature = (float)d; }
-    else if (!strcmp(f, "--top-k")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); s->top_k = (int32_t)i; }
-    else if (!strcmp(f, "--top-p")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->top_p = (float)d; }
-    else if (!strcmp(f, "--min-p")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->min_p = (float)d; }
-    else if (!strcmp(f, "--typical")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->typical_p = (float)d; }
-    else if (!strcmp(f, "--repeat-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->repeat_penalty = (float)d; }
-    else if (!strcmp(f, "--repeat-last-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); s->repeat_last_n = (int32_t)i; }
-    else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->presence_penalty = (float)d; }
-    else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->frequency_penalty = (float)d; }
     else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
     else if (parse_llama_sampler_flag(a, f, o, &ok)) {}
     else if (!strcmp(f, "--no-reproducible")) s->reproducible = false;

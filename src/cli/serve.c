@@ -51,6 +51,10 @@ static void serve_usage(FILE *out) {
           "  --queue N              requests waiting for a slot at most (default 64); past it 503\n"
           "  -n, --n-predict N      tokens a completion gets when it asks for none (or -1), and the\n"
           "                         most it may ask for (more: 400); default -1: no limit\n"
+          "  --temp T, --top-k K, --top-p P, --min-p P, --typical P, --repeat-penalty R,\n"
+          "  --repeat-last-n N, --presence-penalty P, --frequency-penalty P\n"
+          "                         what a request that gives none samples with (llama-server's;\n"
+          "                         /props shows them; default llama.cpp's)\n"
           "  --time-limit S         a completion ends after S seconds in its slot, prompt included\n"
           "                         (stop_type time_limit; default 600; 0 = no limit)\n"
           "  --step-limit MS        a completion whose grammar costs over MS ms of CPU (and 10\n"
@@ -167,6 +171,18 @@ static bool is_always_on_switch(const char *f) {
     return false;
 }
 
+/* The sampling defaults, checked at start by the library's rules (a request gets them). */
+static bool check_sampling(cli_args *a, const specd_sampling_params *sampling) {
+    specd_generation_params g = specd_generation_default_params();
+    g.sampling = *sampling;
+    const char *field = NULL;
+    char *message = NULL;
+    if (specd_generation_params_validate(&g, &field, &message) == SPECD_OK) return true;
+    cli_fail(a, "the sampling defaults (--temp, --top-k, ...): %s", message ? message : "out of range");
+    specd_free(message);
+    return false;
+}
+
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
 static int parse_serve_options(cli_args *a, http_options *o) {
     const char **words = calloc((size_t)a->argc + 1, sizeof *words);
@@ -175,6 +191,7 @@ static int parse_serve_options(cli_args *a, http_options *o) {
     while (a->i < a->argc) {
         const char *f = a->argv[a->i++];
         bool ok = true;
+        int sampling = 0;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             free(words);
             return 1;
@@ -191,6 +208,7 @@ static int parse_serve_options(cli_args *a, http_options *o) {
         else if (!strcmp(f, "--max-conns-per-ip")) ok = cli_int(a, f, 0, 1 << 20, &o->max_conns_per_ip);
         else if (!strcmp(f, "--http-threads") || !strcmp(f, "--threads-http")) ok = cli_int(a, f, 1, 256, &o->http_threads);
         else if (is_always_on_switch(f)) continue; /* llama-server's switch for what specd's server always does */
+        else if ((sampling = cli_sampling_flag(a, f, &o->sampling)) != 0) ok = sampling > 0;
         else if (!strcmp(f, "--no-webui")) o->web_page = false;
         else if (!strcmp(f, "--chat-template")) ok = (o->chat.builtin = cli_value(a, f)) && builtin_template(a, o->chat.builtin);
         else if (!strcmp(f, "--chat-template-file")) ok = read_template_file(a, cli_value(a, f), &o->chat.template_src);
@@ -208,7 +226,7 @@ static int parse_serve_options(cli_args *a, http_options *o) {
     }
     bool typed = parse_model_options(a, words, n_words, o);
     free(words);
-    if (!typed) return -1;
+    if (!typed || !check_sampling(a, &o->sampling)) return -1;
     add_server_defaults(&o->models);
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
     if (o->chat.builtin && o->chat.template_src) {
@@ -278,7 +296,7 @@ int cli_serve(int argc, char **argv) {
     http_options o = {.host = "127.0.0.1", .port = 8080, .max_body = 1 << 20, .request_timeout_s = 10, .web_page = true,
                        .max_conns_per_ip = DEFAULT_MAX_CONNS_PER_IP, .http_threads = 4, .n_predict = -1,
                        .time_limit_s = DEFAULT_TIME_LIMIT_S, .step_limit_ms = DEFAULT_STEP_LIMIT_MS,
-                       .chat = {.jinja = true}};
+                       .chat = {.jinja = true}, .sampling = specd_generation_default_params().sampling};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
     if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;
@@ -303,6 +321,7 @@ int cli_serve(int argc, char **argv) {
     rpc_host_set_limits(o.rpc, (serve_limits){.n_predict_max = (int32_t)o.n_predict,
                                                .time_limit_ms = o.time_limit_s * 1000,
                                                .step_limit_ms = o.step_limit_ms});
+    rpc_host_set_sampling(o.rpc, &o.sampling);
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */
     int rc = stop_watch_start() ? 0 : CLI_EXIT_RUNTIME;
     if (rc == 0) rc = load_models(o.rpc, &o.models);

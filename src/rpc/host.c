@@ -15,6 +15,7 @@ rpc_host *rpc_host_new(void) {
     pthread_cond_init(&h->changed, NULL);
     pthread_rwlock_init(&h->engine_lock, NULL);
     h->limits = (serve_limits){.n_predict_max = -1};
+    h->sampling = specd_generation_default_params().sampling;
     h->next_id = 1;
     return h;
 }
@@ -43,6 +44,18 @@ rpc_host *rpc_host_default(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, make_default_host);
     return default_host;
+}
+
+void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling) {
+    pthread_mutex_lock(&h->lock);
+    h->sampling = *sampling;
+    pthread_mutex_unlock(&h->lock);
+}
+
+void rpc_host_request_defaults(rpc_host *h, serve_request *r) {
+    pthread_mutex_lock(&h->lock);
+    r->gen.sampling = h->sampling;
+    pthread_mutex_unlock(&h->lock);
 }
 
 void rpc_host_set_limits(rpc_host *h, serve_limits limits) {
@@ -95,6 +108,7 @@ serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
     if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
     else if (!(job = serve_job_new(h->next_id))) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
     if (job) {
+        job->request.gen.sampling = h->sampling; /* rpc_host_request_defaults, under the lock held */
         h->next_id++;
         h->n_claimed++;
         record_job_locked(h, job);

@@ -22,6 +22,7 @@ struct rpc_host {
     pthread_cond_t changed;       /* signalled when a load or a swap ends, and when shutdown ends */
     pthread_rwlock_t engine_lock; /* read: using the server; write: replacing or freeing it */
     serve_limits limits;          /* for the servers it makes */
+    specd_sampling_params sampling; /* what a request that sets none samples with (rpc_host_set_sampling) */
     /* the serving server (NULL: none) and what describes it */
     serve_server *server;
     char *model, *alias;          /* owned */

@@ -12,9 +12,10 @@
 #include <string.h>
 
 /* generation_settings of a request that sets nothing. */
-static json_t *default_settings(specd_engine *e, const char *model) {
+static json_t *default_settings(rpc_host *h, specd_engine *e, const char *model) {
     serve_request req;
     serve_request_init(&req);
+    rpc_host_request_defaults(h, &req);
     json_t *settings = reply_json_settings(&req, e, model);
     serve_request_clear(&req);
     return settings;
@@ -33,7 +34,7 @@ json_t *rpc_props_json(rpc_host *h, const char *template_src, rpc_error *err) {
     json_t *slot = json_pack("{s:i, s:i, s:i, s:b, s:b, s:o}", "id", 0, "id_task", -1, "n_ctx", specd_engine_n_ctx(e),
                              "speculative", specd_engine_has_draft(e), "is_processing",
                              json_is_true(json_object_get(status, "busy")), "params",
-                             default_settings(e, serve_server_model(server)));
+                             default_settings(h, e, serve_server_model(server)));
     json_t *props = json_pack("{s:o, s:i, s:O, s:O, s:s, s:{s:b}, s:s, s:b, s:b}", "default_generation_settings", slot,
                               "total_slots", (int)json_integer_value(json_object_get(status, "n_parallel")),
                               "model_path", json_object_get(status, "model"), "model_alias",

@@ -363,7 +363,10 @@ completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *bod
     completion_call *call = completion_call_new(host, false);
     serve_request *req = call ? malloc(sizeof *req) : NULL;
     openai_call *answer = req ? new_call(kind) : NULL;
-    if (req) serve_request_init(req);
+    if (req) {
+        serve_request_init(req);
+        rpc_host_request_defaults(host, req);
+    }
     if (call) call->request = req;
     if (answer) call->reply = openai_reply_formatter(answer);
     bool ok = answer ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");

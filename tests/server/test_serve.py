@@ -423,6 +423,39 @@ def check_llama_server_switches(specd, target):
                   and slots[0] == 200, f"{metrics[:2]} {slots[:2]}")
 
 
+def check_sampling_defaults(specd, target):
+    """llama-server's --temp, --top-k, ... at start: what a request that sets none samples with."""
+    r = subprocess.run([specd, "serve", "-m", target, "--repeat-last-n", "-7"], capture_output=True, text=True,
+                       timeout=60)
+    check("a sampling default out of range is refused at start, naming it", r.returncode == 2
+          and "repeat_last_n" in r.stderr and "-7" in r.stderr, r.stderr)
+    with served(specd, ["-m", target, "-t", "1", "--temp", "0", "--top-k", "5", "--repeat-penalty", "1.3"],
+                "sampling defaults") as (_, port):
+        if not port:
+            return
+        props = json.loads(curl(port, "/props", key=None)[1] or "{}")
+        params = props.get("default_generation_settings", {}).get("params", {})
+        check("/props shows the server's sampling defaults", params.get("temperature") == 0
+              and params.get("top_k") == 5 and abs(params.get("repeat_penalty", 0) - 1.3) < 1e-6, json.dumps(params))
+        body = {"prompt": "Once upon a time", "n_predict": 12}
+        plain = json.loads(curl(port, "/completion", body, key=None)[1] or "{}")
+        settings = plain.get("generation_settings", {})
+        explicit = json.loads(curl(port, "/completion", dict(body, temperature=0, top_k=5, repeat_penalty=1.3),
+                                   key=None)[1] or "{}")
+        check("a request that sets none samples with them (greedy here), as one that sets them",
+              settings.get("temperature") == 0 and settings.get("top_k") == 5
+              and plain.get("content") == explicit.get("content") and plain.get("content"), json.dumps(settings))
+        hot = json.loads(curl(port, "/completion", dict(body, temperature=1.0, seed=3), key=None)[1] or "{}")
+        check("what a request gives is read over them", hot.get("generation_settings", {}).get("temperature") == 1.0
+              and hot.get("generation_settings", {}).get("top_k") == 5, json.dumps(hot.get("generation_settings")))
+        chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+        first = json.loads(curl(port, "/v1/chat/completions", chat, key=None)[1] or "{}")
+        again = json.loads(curl(port, "/v1/chat/completions", chat, key=None)[1] or "{}")
+        text = [c.get("choices", [{}])[0].get("message", {}).get("content") for c in (first, again)]
+        check("OpenAI's route too: no temperature given, the server's 0 (the same text twice)",
+              text[0] is not None and text[0] == text[1], json.dumps(text))
+
+
 # ---- slow calls off the HTTP threads, limits, stopping ------------------------------------------
 
 def timed(fn):
@@ -575,6 +608,7 @@ def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     check_startup_refusals(specd, target, models)
     check_llama_server_switches(specd, target)
+    check_sampling_defaults(specd, target)
     confined = tempfile.mkdtemp(prefix="specd-models-")
     try:
         for name in ("target.gguf", "draft.gguf"):
