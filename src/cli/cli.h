@@ -14,7 +14,7 @@ int cli_bench(int argc, char **argv, const char *self);
 /* specd serve (serve.c): the JSON API and llama-server's and OpenAI's routes over HTTP. */
 int cli_serve(int argc, char **argv);
 /* llama.cpp's sampling flags (--temp, --top-k, --top-p, --min-p, --typical, --repeat-penalty,
- * --repeat-last-n, --presence-penalty, --frequency-penalty) into *s, its value taken from `a`:
+ * --repeat-last-n, --presence-penalty, --frequency-penalty, -s/--seed) into *s, its value taken from `a`:
  * 1 handled, 0 not one of them, -1 a bad value (in a->error). sampling_flags.c */
 int cli_sampling_flag(cli_args *a, const char *f, specd_sampling_params *s);
 /* --list-devices (devices.c): prints llama.cpp's device list (after registering the RPC servers of

@@ -267,7 +267,6 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     int sampling = cli_sampling_flag(a, f, s);
     if (sampling != 0) return sampling;
     if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) { ok = cli_int(a, f, -1, INT32_MAX, &i); o->gen.n_predict = (int32_t)i; }
-    else if (!strcmp(f, "--seed")) { ok = cli_int(a, f, 0, INT64_MAX, &i); s->seed = (uint64_t)i; }
     else if (parse_llama_sampler_flag(a, f, o, &ok)) {}
     else if (!strcmp(f, "--no-reproducible")) s->reproducible = false;
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;

@@ -19,6 +19,10 @@ int cli_sampling_flag(cli_args *a, const char *f, specd_sampling_params *s) {
     else if (!strcmp(f, "--repeat-last-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); s->repeat_last_n = (int32_t)i; }
     else if (!strcmp(f, "--presence-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->presence_penalty = (float)d; }
     else if (!strcmp(f, "--frequency-penalty")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); s->frequency_penalty = (float)d; }
+    else if (!strcmp(f, "-s") || !strcmp(f, "--seed")) { /* -1: from the clock (llama.cpp's default) */
+        ok = cli_int(a, f, -1, INT64_MAX, &i);
+        s->seed = i < 0 ? SPECD_SEED_RANDOM : (uint64_t)i;
+    }
     else return 0;
     return ok ? 1 : -1;
 }

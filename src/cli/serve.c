@@ -52,7 +52,7 @@ static void serve_usage(FILE *out) {
           "  -n, --n-predict N      tokens a completion gets when it asks for none (or -1), and the\n"
           "                         most it may ask for (more: 400); default -1: no limit\n"
           "  --temp T, --top-k K, --top-p P, --min-p P, --typical P, --repeat-penalty R,\n"
-          "  --repeat-last-n N, --presence-penalty P, --frequency-penalty P\n"
+          "  --repeat-last-n N, --presence-penalty P, --frequency-penalty P, -s/--seed S\n"
           "                         what a request that gives none samples with (llama-server's;\n"
           "                         /props shows them; default llama.cpp's)\n"
           "  --time-limit S         a completion ends after S seconds in its slot, prompt included\n"

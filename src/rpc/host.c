@@ -52,9 +52,16 @@ void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling) {
     pthread_mutex_unlock(&h->lock);
 }
 
+/* The host's sampling defaults into a new request; a default seed counts as the request's own (its
+ * reply says so, and its draws are the seeded ones). */
+static void request_defaults_locked(const rpc_host *h, serve_request *r) {
+    r->gen.sampling = h->sampling;
+    r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
+}
+
 void rpc_host_request_defaults(rpc_host *h, serve_request *r) {
     pthread_mutex_lock(&h->lock);
-    r->gen.sampling = h->sampling;
+    request_defaults_locked(h, r);
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -108,7 +115,7 @@ serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
     if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
     else if (!(job = serve_job_new(h->next_id))) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
     if (job) {
-        job->request.gen.sampling = h->sampling; /* rpc_host_request_defaults, under the lock held */
+        request_defaults_locked(h, &job->request);
         h->next_id++;
         h->n_claimed++;
         record_job_locked(h, job);

@@ -52,7 +52,8 @@ static bool read_frequency_penalty(json_request *jr, const char *name) {
 
 static bool read_seed(json_request *jr, const char *name) {
     int64_t seed = -1;
-    if (rpc_get_int(jr->rp, name, -1, INT64_MAX, &seed) < 0) return false;
+    int got = rpc_get_int(jr->rp, name, -1, INT64_MAX, &seed);
+    if (got <= 0) return got == 0; /* none given: the server's (rpc_host_request_defaults) */
     jr->req->seed_requested = seed;
     sampling(jr)->seed = seed < 0 ? SPECD_SEED_RANDOM : (uint64_t)seed;
     return true;

@@ -454,6 +454,18 @@ def check_sampling_defaults(specd, target):
         text = [c.get("choices", [{}])[0].get("message", {}).get("content") for c in (first, again)]
         check("OpenAI's route too: no temperature given, the server's 0 (the same text twice)",
               text[0] is not None and text[0] == text[1], json.dumps(text))
+    with served(specd, ["-m", target, "-t", "1", "--temp", "1", "-s", "7"], "a default seed") as (_, port):
+        if not port:
+            return
+        body = {"prompt": "Once upon a time", "n_predict": 24}
+        runs = [json.loads(curl(port, "/completion", body, key=None)[1] or "{}") for _ in range(2)]
+        own = json.loads(curl(port, "/completion", dict(body, seed=-1), key=None)[1] or "{}")
+        check("-s / --seed at start: a request without a seed takes it (the same text twice, its reply says "
+              "seed 7); one that asks for -1 draws its own", runs[0].get("content")
+              and runs[0].get("content") == runs[1].get("content")
+              and runs[0].get("generation_settings", {}).get("seed") == 7
+              and own.get("generation_settings", {}).get("seed") == -1,
+              json.dumps([r.get("generation_settings", {}).get("seed") for r in runs + [own]]))
 
 
 # ---- slow calls off the HTTP threads, limits, stopping ------------------------------------------
