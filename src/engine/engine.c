@@ -234,13 +234,13 @@ static bool one_sequence_contexts(const specd_engine *e) {
            caches;
 }
 
-bool specd_engine_one_sequence(const specd_engine *e) { return one_sequence_contexts(e); }
+bool specd_engine_one_sequence(const specd_engine *e) { return e->one_sequence; }
 
 /* The context of one model, shared by every slot (n_branches: tree branches a slot may decode,
  * the first in the slot's own sequence, the others in scratch sequences after the slots'). */
 static specd_status create_context(specd_engine *e, specd_model_slot *slot, int32_t n_branches,
                                    specd_model_slot **views, const char *role, char **error) {
-    bool one_sequence = one_sequence_contexts(e);
+    bool one_sequence = e->one_sequence;
     if (one_sequence) n_branches = 1;
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)e->n_ctx * (uint32_t)e->n_parallel;
@@ -465,6 +465,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     describe_slot(&e->target, "target");
     st = size_engine(e, error);
     if (st == SPECD_OK) st = specd_invariance_plan(e, error);
+    e->one_sequence = one_sequence_contexts(e); /* once: the contexts are made so, and sessions ask per step */
     if (st == SPECD_OK) st = make_batch(e, error);
     if (st != SPECD_OK) return st;
     /* Tree branches are sequences of their own; a recurrent state verifies chains only (kv.c), and

@@ -119,6 +119,7 @@ struct specd_engine {
     struct specd_learned *learned;
     void (*free_learned)(struct specd_learned *learned);
     specd_invariance inv; /* how the target's passes stay batch-invariant (invariance.h) */
+    bool one_sequence;    /* each context keeps one sequence, not unified (engine.c, one_sequence_contexts) */
     specd_lora_set lora;       /* the target's LoRA adapters */
     specd_lora_set lora_draft; /* the draft's */
 };
