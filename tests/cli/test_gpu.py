@@ -15,13 +15,8 @@ import json
 import subprocess
 import sys
 
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
+import test_cli
+from test_cli import SKIP, check, failures
 
 
 def run_json(specd, args):
@@ -40,7 +35,7 @@ def main():
     if listed.returncode != 0 or not devices:
         print("skipped: specd lists no GPU device (this test checks specd on a GPU: build with make GPU=cuda "
               "on a machine with one)")
-        return 77
+        return SKIP
     print(f"devices: {devices}")
     common = ["-m", f"{models}/target.gguf", "-p", "Once upon a time", "-n", "48", "--temp", "0", "--seed", "7",
               "--ignore-eos"]
@@ -71,11 +66,8 @@ def main():
     check("-ngl 0 in the same build: the CPU, invariant, V f32", r.returncode == 0 and cpu is not None
           and cpu["placement"]["target"]["n_layers_offloaded"] == 0 and cpu_inv.get("invariant") is True
           and "V f32" in (cpu_inv.get("setting") or ""), f"rc={r.returncode} {json.dumps(cpu_inv)} {r.stderr[-400:]}")
-    if failures:
-        print(f"{len(failures)} failed: {', '.join(failures)}")
-        return 1
-    print("all passed")
-    return 0
+    print(f"{test_cli.passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
