@@ -25,7 +25,8 @@ def run(args, timeout=300):
     # One thread: ggml's threads spin at barriers, and on a busy 2-core CI machine two crawl.
     if args[1] == "run" and "--list-devices" not in args:
         args = args[:2] + ["-t", "1", "--calibration-cache", "off"] + args[2:]
-    return subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout)
+    return test_cli.without_hidden_gpu_line(
+        subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout))
 
 
 def run_json(specd, args):
