@@ -246,11 +246,34 @@ static void learn_base(specd_costs *c, int32_t n, double level_ms, double expect
 
 void specd_costs_record_verify(specd_costs *c, int32_t n, double ms) { specd_costs_record_pass(c, n, 0.0, 0, ms); }
 
-void specd_costs_record_pass(specd_costs *c, int32_t n, double own_work, int64_t all_cells, double ms) {
-    if (n < 1 || n > SPECD_COSTS_MAX_BATCH || !(ms > 0.0)) return;
-    double work = pass_work(c, own_work > 0.0 ? own_work : 0.0, n, all_cells > 0 ? (double)all_cells : 0.0);
-    double expected = nearest_base(c, n); /* known or scaled from the nearest known size; 0: none */
-    if (expected > 0.0) expected += fill_cost(c, work); /* at this pass's fill */
+/* Passes of each kind (resized, same size) before their residuals price a resize. */
+#define RESIZE_MIN_PASSES 8
+
+double specd_costs_resize(const specd_costs *c) {
+    if (c->same_size_passes < RESIZE_MIN_PASSES || c->resized_passes < RESIZE_MIN_PASSES) return 0.0;
+    double extra = c->resized_residual - c->same_size_residual;
+    return extra > 0.0 ? extra : 0.0;
+}
+
+static void signed_average(double *avg, int32_t *count, double x) {
+    *avg = *count == 0 ? x : (1.0 - EMA) * *avg + EMA * x;
+    (*count)++;
+}
+
+/* A pass of a size the model knows well (its base settled, the level set) against the model: its
+ * residual, to the same-size or the resized average (see last_pass_n). A pass far slower than the
+ * model (a busy machine) says nothing about either. */
+static void learn_resize(specd_costs *c, int32_t n, double ms, double expected) {
+    bool settled = c->base_passes[n] >= SPECD_COSTS_LEARN_PASSES && c->level_passes >= SPECD_COSTS_LEARN_PASSES;
+    if (!settled || !(expected > 0.0) || c->last_pass_n == 0) return;
+    double modelled = expected * level_of(c);
+    if (ms > 3.0 * modelled) return;
+    if (n == c->last_pass_n) signed_average(&c->same_size_residual, &c->same_size_passes, ms - modelled);
+    else signed_average(&c->resized_residual, &c->resized_passes, ms - modelled);
+}
+
+/* The level and the size's base from a real pass (see the header). */
+static void learn_pass(specd_costs *c, int32_t n, double work, double expected, double ms) {
     c->seen[n]++;
     bool known = c->base_ms[n] > 0.0, settled = known && c->base_passes[n] >= SPECD_COSTS_LEARN_PASSES;
     bool prior = known && c->base_passes[n] == 0; /* a calibration file's */
@@ -270,6 +293,16 @@ void specd_costs_record_pass(specd_costs *c, int32_t n, double own_work, int64_t
     if (!known) c->base_passes[n] = 0;
     if (c->base_passes[n] < SPECD_COSTS_LEARN_PASSES) learn_base(c, n, level_ms, expected, work);
     if (known) moving_average(&c->level, ms / (nearest_base(c, n) + fill_cost(c, work)));
+}
+
+void specd_costs_record_pass(specd_costs *c, int32_t n, double own_work, int64_t all_cells, double ms) {
+    if (n < 1 || n > SPECD_COSTS_MAX_BATCH || !(ms > 0.0)) return;
+    double work = pass_work(c, own_work > 0.0 ? own_work : 0.0, n, all_cells > 0 ? (double)all_cells : 0.0);
+    double expected = nearest_base(c, n); /* known or scaled from the nearest known size; 0: none */
+    if (expected > 0.0) expected += fill_cost(c, work); /* at this pass's fill */
+    learn_resize(c, n, ms, expected);
+    c->last_pass_n = n;
+    learn_pass(c, n, work, expected, ms);
 }
 
 /* A file's draft costs stand only until this process measures a draft decode. */

@@ -77,6 +77,16 @@ typedef struct specd_costs {
      * drafts pays on top of its passes, moving average in ms: saving the state before the drafts,
      * going back to it after a rejection and decoding the accepted tokens again. 0 otherwise. */
     double state_ms;
+    /* A pass whose size differs from the pass before it: llama.cpp reuses the previous pass's
+     * graph only for a pass of the same shape (and a GPU its captured CUDA graph), and builds a new
+     * one otherwise. On a CPU that is lost in a 25 ms pass; on a GPU, where a pass takes a ms, it
+     * is a third of one: a draft length that changed every step ran 10% slower than a fixed 3 on an
+     * H200. Learnt as the difference between what resized passes and same-size passes cost over
+     * the model (signed moving averages of their residuals, ms), so that whatever the model misses
+     * for both cancels. last_pass_n: the size of the pass before (0: none). */
+    int32_t last_pass_n;
+    double same_size_residual, resized_residual;
+    int32_t same_size_passes, resized_passes;
     /* Counts every change to what a calibration file keeps (base_ms, draft_ms known): the engine
      * saves the file when it moved (calibrate.h). */
     uint32_t n_learnt;
@@ -101,6 +111,10 @@ double specd_costs_drafts(const specd_costs *c, int32_t n);
 /* The cells a pass of n tokens reads at `fill` (each attends to the slot's cells before the root
  * and to those before it in the pass), for specd_costs_record_pass's own_work. */
 double specd_costs_own_work(int32_t n_tokens, const specd_fill *fill);
+
+/* What a pass costs on top of T(n) when its size differs from the pass before it (see
+ * last_pass_n), ms: 0 until enough passes of both kinds were timed, and never below 0. */
+double specd_costs_resize(const specd_costs *c);
 
 /* A calibration file's cost of a pass over n tokens: that size's prior. */
 void specd_costs_record_calibration(specd_costs *c, int32_t n_tokens, double ms);

@@ -339,6 +339,49 @@ static void test_the_draft_token_follows_the_level(void **state) {
     assert_float_equal(specd_costs_draft_token(&c) / T(&c, 4), 3.0 / EMPTY_CACHE_MS[4], 0.02 * 3.0 / EMPTY_CACHE_MS[4]);
 }
 
+/* A GPU's passes (H200, the Q8_0 benchmark target, T(1..8) ms), and what building a pass's graph
+ * anew added there when the size changed. */
+static const double GPU_MS[] = {0, 0.78, 0.89, 0.98, 1.01, 1.07, 1.10, 1.14, 1.17};
+#define REBUILD_MS 0.35
+
+/* Sizes a planner's passes take, step after step: some repeat, most change. */
+static int32_t planned_size(int i) {
+    static const int32_t sizes[] = {4, 4, 6, 3, 3, 3, 7, 5, 5, 2, 4, 8, 8, 6, 6, 6};
+    return sizes[i % 16];
+}
+
+/* `n` passes in that order, each T(size) x slow, plus `rebuild` where its size differs from the
+ * pass before; first, each size's first passes (learnt) in runs of one size. */
+static void gpu_passes(specd_costs *c, int n, double slow, double rebuild) {
+    specd_costs_init(c);
+    for (int32_t size = 1; size <= 8; size++)
+        for (int k = 0; k < SPECD_COSTS_LEARN_PASSES; k++) record(c, size, GPU_MS[size] * slow + (k == 0 ? rebuild : 0.0));
+    int32_t last = 8;
+    for (int i = 0; i < n; i++) {
+        int32_t size = planned_size(i);
+        record(c, size, GPU_MS[size] * slow + (size != last ? rebuild : 0.0));
+        last = size;
+    }
+}
+
+/* What a pass of another size than the one before costs: learnt from the passes as they come, as
+ * what resized passes cost over the model less what same-size ones do; nothing before enough of
+ * both kinds were timed, nothing where every pass costs the same over the model (a slower machine). */
+static void test_a_resized_pass_costs_its_graph_rebuild(void **state) {
+    (void)state;
+    specd_costs c;
+    gpu_passes(&c, 6, 1.0, REBUILD_MS);
+    assert_float_equal(specd_costs_resize(&c), 0.0, 1e-12); /* 2 same-size passes: not yet */
+    gpu_passes(&c, 160, 1.0, REBUILD_MS);
+    assert_float_equal(specd_costs_resize(&c), REBUILD_MS, 0.15 * REBUILD_MS);
+    gpu_passes(&c, 160, 1.3, 0.0);
+    assert_true(specd_costs_resize(&c) < 0.02);
+    /* a CPU's: a 25 ms pass, no rebuild to speak of */
+    specd_costs_init(&c);
+    for (int i = 0; i < 200; i++) record(&c, planned_size(i), EMPTY_CACHE_MS[planned_size(i)]);
+    assert_true(specd_costs_resize(&c) < 0.01 * EMPTY_CACHE_MS[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_uncalibrated_costs_follow_the_prior, empty_fill),
@@ -360,6 +403,7 @@ int main(void) {
         cmocka_unit_test_setup(test_an_untried_size_is_priced_to_be_tried, empty_fill),
         cmocka_unit_test_setup(test_one_slow_pass_does_not_keep_a_size_dear, empty_fill),
         cmocka_unit_test_setup(test_the_draft_token_follows_the_level, empty_fill),
+        cmocka_unit_test_setup(test_a_resized_pass_costs_its_graph_rebuild, empty_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
