@@ -36,9 +36,9 @@ extern "C" {
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 6
+#define SPECD_VERSION_MINOR 7
 #define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.6.0"
+#define SPECD_VERSION_STRING "0.7.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -120,6 +120,16 @@ typedef enum specd_load_mode {
     SPECD_LOAD_MODE_MMAP_MLOCK = 4, /* "mmap+mlock": mapped and locked (RLIMIT_MEMLOCK may need raising) */
     SPECD_LOAD_MODE_DIRECT_IO = 5,  /* "dio": direct I/O where the system has it */
 } specd_load_mode;
+
+/* Whether the default (adaptive) draft length is held a spell of steps at a time, chosen by what
+ * each length made, instead of planned step by step (docs/performance.md). A GPU runs a pass from
+ * a captured CUDA graph only while its size holds, and llama.cpp rebuilds a pass's graph when its
+ * size changes: on an H200 the planned lengths ran at 0.71-0.78x llama-speculative's fixed 3. */
+typedef enum specd_draft_hold {
+    SPECD_DRAFT_HOLD_AUTO = 0, /* held where the target's layers are offloaded (a GPU, an RPC server) */
+    SPECD_DRAFT_HOLD_ON = 1,   /* held */
+    SPECD_DRAFT_HOLD_OFF = 2,  /* planned step by step (the CPU's default) */
+} specd_draft_hold;
 
 typedef struct specd_engine_params {
     uint32_t struct_size;    /* sizeof(specd_engine_params), set by specd_engine_default_params() */
@@ -220,6 +230,8 @@ typedef struct specd_engine_params {
     /* How both model files are read (llama.cpp's -lm / --load-mode): SPECD_LOAD_MODE_AUTO (the
      * default, llama.cpp's: mapped, unless a device cannot use a mapping). */
     specd_load_mode load_mode;
+    /* The default draft length's policy (specd_draft_hold): SPECD_DRAFT_HOLD_AUTO. Since 0.7. */
+    specd_draft_hold draft_hold;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
@@ -230,6 +242,8 @@ SPECD_API specd_engine_params specd_engine_default_params(void);
 /* llama.cpp's --load-mode values ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio") into
  * *out; false for anything else. */
 SPECD_API bool specd_load_mode_parse(const char *name, specd_load_mode *out);
+/* "auto", "on" or "off" into *out (specd_draft_hold); false for anything else. */
+SPECD_API bool specd_draft_hold_parse(const char *name, specd_draft_hold *out);
 /* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
 SPECD_API bool specd_flash_attn_parse(const char *name, specd_flash_attn *out);
 /* llama.cpp's --cache-type-k / -v names: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl",
@@ -858,6 +872,16 @@ typedef struct specd_stats {
     int32_t n_tree_steps;
     int32_t n_tree_drafted;
     int32_t n_tree_accepted;
+    /* The cost model's price of a target pass whose size differs from the pass before (llama.cpp
+     * builds its graph anew: on a GPU a third of a pass, on a CPU nothing to speak of), ms; 0 =
+     * none or not learnt yet. The draft-length policy prices a change of size with it
+     * (docs/performance.md). Since 0.7. */
+    double resize_ms;
+    /* Where the target's layers are offloaded (a GPU, an RPC server) the policy holds one draft
+     * length for a spell of steps, chosen by what the lengths made (docs/performance.md): the one
+     * held at the end of the generation; -1 where the planner chooses each step's, or nothing does
+     * (a fixed length, no draft model, no speculation). Since 0.7. */
+    int32_t held_draft_length;
 } specd_stats;
 
 SPECD_API double specd_stats_acceptance_rate(const specd_stats *stats);

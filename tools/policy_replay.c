@@ -1,7 +1,8 @@
 /* policy_replay.c - the draft length policy on recorded steps, against every fixed length.
  *
  *   policy_replay --trace FILE --costs "T1 T2 ... T16" --draft "FIRST NEXT" [--sampled]
- *                 [--runs N] [--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R]
+ *                 [--runs N] [--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS]
+ *                 [--hold]
  *
  * FILE: steps recorded drafting a fixed 15 tokens (specd run --draft-fixed --draft-max 15
  * --trace-steps FILE): per line the history length, drafted, accepted, three times, then the 15
@@ -20,7 +21,10 @@
  * length, and how many drafts its steps kept. This is how the policy was tuned: its goal is never
  * to lose to the best fixed length (docs/performance.md). --min-ratio R: exit 3 when the policy's
  * ratio to the best fixed length is under R (tests/tools/policy_replay.cmake keeps the recorded
- * traces in tests/data above their floors, so a change to the policy cannot lose speed unseen). */
+ * traces in tests/data above their floors, so a change to the policy cannot lose speed unseen).
+ * --resize MS: a pass whose size differs from the pass before costs MS more (llama.cpp builds its
+ * graph anew: on a GPU a third of a pass; costs.h); a fixed length's passes keep one size.
+ * --hold: held lengths, as an engine whose target is offloaded runs them (length_policy.h). */
 #include "draft/draft_length.h"
 #include "draft/length_policy.h"
 
@@ -40,8 +44,8 @@ typedef struct step {
 
 static step steps[MAX_STEPS];
 static int n_steps;
-static double T[17], d_first, d_next, noise = 0.05;
-static bool warm, verbose;
+static double T[17], d_first, d_next, noise = 0.05, resize_ms;
+static bool warm, verbose, hold;
 static uint64_t rng_state = 42;
 
 static double uniform(void) {
@@ -98,6 +102,7 @@ typedef struct engine_state {
     specd_acceptance acceptance;
     specd_length_policy policy;
     int32_t steps_since_plain;
+    int32_t last_pass; /* the size of the pass before (--resize) */
 } engine_state;
 
 /* As generate.c's needs_plain_step: one plain step first, then one every 32 until T(1) has 3. */
@@ -148,6 +153,8 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
         else specd_costs_record_draft(&e->costs, 1, t);
     }
     double pass = noisy(T[m + 1]) * (uniform() < 0.05 ? 1.3 : 1.0); /* now and then the machine is busy */
+    if (e->last_pass != 0 && e->last_pass != m + 1) pass += resize_ms;
+    e->last_pass = m + 1;
     specd_costs_record_verify(&e->costs, m + 1, pass);
     *ms += draft + pass;
     int32_t r = s->accepted < m ? s->accepted : m;
@@ -176,6 +183,7 @@ static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
         specd_acceptance_init(&e.acceptance);
         specd_length_policy_init(&e.policy);
         specd_length_policy_limit(&e.policy, CHAIN); /* the trace drafted 15: the draft_max of these runs */
+        specd_length_policy_hold(&e.policy, hold);
         started = true;
     }
     double tokens = 0.0, ms = 0.0;
@@ -189,7 +197,7 @@ static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
 
 static void usage(const char *self) {
     fprintf(stderr, "usage: %s --trace FILE --costs \"T1 .. T16\" --draft \"FIRST NEXT\" [--sampled] [--runs N] "
-                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R]\n", self);
+                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS] [--hold]\n", self);
 }
 
 /* n numbers from a space-separated string; false when it holds fewer or anything else. */
@@ -214,6 +222,7 @@ int main(int argc, char **argv) {
         if (!strcmp(f, "--sampled")) mode = SPECD_ACCEPT_SAMPLED;
         else if (!strcmp(f, "--warm")) warm = true;
         else if (!strcmp(f, "--verbose")) verbose = true;
+        else if (!strcmp(f, "--hold")) hold = true;
         else if (v && !strcmp(f, "--trace")) trace = v, i++;
         else if (v && !strcmp(f, "--costs")) costs = parse_numbers(v, T + 1, 16), i++;
         else if (v && !strcmp(f, "--draft")) {
@@ -222,13 +231,14 @@ int main(int argc, char **argv) {
         } else if (v && !strcmp(f, "--runs")) runs = atoi(v), i++;
         else if (v && !strcmp(f, "--noise")) noise = atof(v), i++;
         else if (v && !strcmp(f, "--min-ratio")) min_ratio = atof(v), i++;
+        else if (v && !strcmp(f, "--resize")) resize_ms = atof(v), i++;
         else if (v && !strcmp(f, "--seed")) rng_state = strtoull(v, NULL, 10) | 1, i++;
         else {
             usage(argv[0]);
             return 2;
         }
     }
-    if (!trace || !costs || !drafts || runs < 1 || noise < 0.0) {
+    if (!trace || !costs || !drafts || runs < 1 || noise < 0.0 || resize_ms < 0.0) {
         usage(argv[0]);
         return 2;
     }

@@ -121,7 +121,8 @@ static json_t *costs_json(const specd_stats *s) {
     while (n > 0 && s->verify_cost_ms[n - 1] <= 0.0) n--;
     json_t *verify = json_array();
     for (int i = 0; verify && i < n; i++) json_array_append_new(verify, json_real(s->verify_cost_ms[i]));
-    return json_pack("{s:o, s:f}", "verify_ms", verify, "draft_token_ms", s->draft_token_ms);
+    return json_pack("{s:o, s:f, s:f, s:i}", "verify_ms", verify, "draft_token_ms", s->draft_token_ms, "resize_ms",
+                     s->resize_ms, "held_draft_length", s->held_draft_length);
 }
 
 static json_t *drafters_json(const specd_stats *s) {

@@ -129,6 +129,10 @@ static void run_usage(FILE *out) {
           "  --draft-branches N       most branches of a draft-model tree (1-8; default 4)\n"
           "  --draft-p-split P        a branch needs this draft path probability (default 0.1)\n"
           "  --draft-tree-nodes N     most draft tokens in a tree (default 16)\n"
+          "  --draft-hold auto|on|off the adaptive draft length held for spells of 16 steps, chosen\n"
+          "                           by what each length made, or planned step by step (default\n"
+          "                           auto: held where the target's layers are offloaded: a GPU runs\n"
+          "                           a pass fastest while its size holds)\n"
           "  --calibration-cache PATH|off\n"
           "                           file (or directory) keeping the measured costs of target\n"
           "                           passes and draft tokens between runs (default: a file per\n"
@@ -311,6 +315,12 @@ static bool parse_load_mode(cli_args *a, const char *flag, specd_load_mode *out)
            cli_fail(a, "%s expects auto, none, mmap, mlock, mmap+mlock or dio (llama.cpp's load modes), got '%s'", flag, v);
 }
 
+static bool parse_draft_hold(cli_args *a, const char *flag, specd_draft_hold *out) {
+    const char *v = cli_value(a, flag);
+    if (!v) return false;
+    return specd_draft_hold_parse(v, out) || cli_fail(a, "%s expects auto, on or off, got '%s'", flag, v);
+}
+
 static bool parse_on_off(cli_args *a, const char *flag, bool *out) {
     const char *v = cli_value(a, flag);
     if (!v) return false;
@@ -389,6 +399,7 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft")) ok = parse_cache_type(a, f, &e->cache_type_k_draft);
     else if (!strcmp(f, "--batch-invariant")) ok = parse_on_off(a, f, &e->batch_invariant);
     else if (!strcmp(f, "-lm") || !strcmp(f, "--load-mode")) ok = parse_load_mode(a, f, &e->load_mode);
+    else if (!strcmp(f, "--draft-hold")) ok = parse_draft_hold(a, f, &e->draft_hold);
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;

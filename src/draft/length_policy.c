@@ -19,15 +19,24 @@ void specd_length_policy_init(specd_length_policy *p) {
 
 void specd_length_policy_limit(specd_length_policy *p, int32_t max) {
     p->max_fixed = max < 1 ? 1 : max > SPECD_POLICY_MAX_FIXED ? SPECD_POLICY_MAX_FIXED : max;
+    if (p->fixed > p->max_fixed) p->fixed = p->max_fixed;
+    if (p->hold && p->held.length > p->max_fixed) p->held.length = p->max_fixed;
 }
 
 void specd_length_policy_record_time(specd_length_policy *p, int32_t tokens, double ms) {
     if (tokens <= 0 || !(ms > 0.0)) return;
+    if (p->hold) specd_held_lengths_record_time(&p->held, tokens, ms);
     p->tokens = DECAY * p->tokens + tokens;
     p->ms = DECAY * p->ms + ms;
 }
 
 int32_t specd_length_policy_fixed(const specd_length_policy *p) { return p->fixed; }
+
+void specd_length_policy_hold(specd_length_policy *p, bool hold) {
+    p->hold = hold;
+    specd_held_lengths_init(&p->held, p->max_fixed);
+    p->fixed = hold ? p->held.length : -1;
+}
 
 /* Tokens a chain cut at k would have given on this step's drafts (see the header); past the
  * drafted chain, each depth at its acceptance once the depths before it were accepted. */
@@ -117,25 +126,57 @@ static void judge_trial(specd_length_policy *p) {
     }
 }
 
+/* What the step's pass paid for a size other than the step's before (see the header); a pass that
+ * slots share changes size with every slot's draft, whatever the policy does. */
+static double resize_share(const specd_length_policy *p, const specd_costs *c, const specd_policy_step *s) {
+    if (s->n_sharing > 1 || p->last_nodes == 0 || s->n_nodes == p->last_nodes) return 0.0;
+    return specd_costs_resize(c);
+}
+
+/* A resize a tenth of a one-token pass or more (a GPU's: a third). A CPU's passes of the benchmark
+ * pair learnt one of 2% (0.5 ms of 27), less than a spell gains by following the text. */
+#define RESIZE_MATTERS 0.10
+
+static bool resizes_matter(const specd_costs *c) {
+    return specd_costs_resize(c) > RESIZE_MATTERS * specd_costs_pass(c, 1, NULL);
+}
+
+/* The fixed length that drives the rest of a spell: the one that would have done best lately;
+ * where changing the pass size costs (resizes_matter), the one the spell began with. Past the
+ * drafted chain a fixed length is priced at the mean acceptance, so while 2 drove with both drafts
+ * accepted 3 looked better, while 3 drove it was rejected at its third, and the spell changed
+ * length every third step: each change a rebuild. */
+static int32_t spell_length(const specd_length_policy *p, const specd_costs *c) {
+    return resizes_matter(c) ? p->fixed : best_of(p, p->fixed_tokens, p->fixed_ms);
+}
+
 void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *c, const specd_acceptance *a,
                                     const specd_policy_step *s) {
     bool trial = s->planned && p->fixed < 0;
+    double resize = resize_share(p, c, s);
+    p->last_nodes = s->n_nodes;
     for (int32_t k = 0; k <= SPECD_POLICY_MAX_FIXED; k++) {
         double tokens = tokens_at(s, k, a), ms = ms_at(c, s, k);
         p->fixed_tokens[k] = DECAY * p->fixed_tokens[k] + tokens;
         p->fixed_ms[k] = DECAY * p->fixed_ms[k] + ms;
         if (trial) p->trial_tokens[k] += tokens, p->trial_ms[k] += ms;
     }
+    if (p->hold) {
+        specd_held_lengths_record_step(&p->held, s->n_nodes - 1);
+        specd_held_lengths_step_done(&p->held, best_of(p, p->fixed_tokens, p->fixed_ms), p->max_fixed);
+        p->fixed = p->held.length;
+        return;
+    }
     if (p->fixed >= 0) {
         /* a spell: the fixed length that would have done best lately drives, until the next trial */
-        p->fixed = best_of(p, p->fixed_tokens, p->fixed_ms);
+        p->fixed = spell_length(p, c);
         if (--p->spell_left <= 0) start_trial(p);
         return;
     }
     if (!trial) return;
     double drafting = s->n_nodes > 1 ? c->state_ms : 0.0;
     p->plan_tokens += s->n_emitted;
-    p->plan_ms += pass_share(c, s, s->n_nodes) + s->draft_ms + drafting;
+    p->plan_ms += pass_share(c, s, s->n_nodes) + s->draft_ms + drafting + resize;
     if (++p->plan_steps % TRIAL_WINDOW == 0) halve_trial(p);
     judge_trial(p);
 }

@@ -23,12 +23,26 @@
  * SPECD_POLICY_TRIAL steps, and each trial that loses again doubles how long the fixed length
  * drives (up to SPECD_POLICY_MAX_SPELL). Fixed length 0 is drafting nothing.
  *
+ * A pass of another size than the step's before pays what a resize costs (costs.h: llama.cpp
+ * builds the pass's graph anew): the planner's step when its pass differs from the last one, a
+ * fixed length never (its passes keep one size). On a CPU that is nothing; on a GPU, where it is a
+ * third of a pass, the planner's varying lengths lost 10% to a fixed 3, which the check could not
+ * see while it priced both by T(n) alone. For the same reason a spell keeps the length it began
+ * with where a resize costs a tenth of a pass or more (the next trial chooses again).
+ *
+ * Held lengths (specd_length_policy_hold: the target's layers offloaded, to a GPU or an RPC
+ * server): every step drafts a fixed length held for a spell, chosen by the lengths' own timed
+ * steps with the check's sums as the model (held_lengths.h); the planner never drives. On an H200
+ * the planner's lengths, changing every step, ran at 0.71-0.78x llama-speculative's fixed 3, and a
+ * fixed 3 of specd's own at 1.02x it.
+ *
  * The engine's (learned.h), over every request. */
 #ifndef SPECD_LENGTH_POLICY_H
 #define SPECD_LENGTH_POLICY_H
 
 #include "acceptance.h"
 #include "costs.h"
+#include "held_lengths.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,12 +80,17 @@ typedef struct specd_length_policy {
     int32_t spell;      /* how long the next fixed spell lasts */
     uint32_t n_spells;  /* fixed spells so far (statistics) */
     int32_t max_fixed;  /* the longest fixed length that can drive: the engine's draft_max */
+    int32_t last_nodes; /* the previous step's pass size (0: none yet) */
+    bool hold;          /* held lengths (see above): fixed is held.length */
+    specd_held_lengths held;
 } specd_length_policy;
 
 void specd_length_policy_init(specd_length_policy *p);
 /* Fixed lengths above max (the engine's draft_max) are not chosen: a spell of 16 on an engine that
  * drafts at most 8 drafted 8, which the check never compared with the planner. */
 void specd_length_policy_limit(specd_length_policy *p, int32_t max);
+/* Held lengths from now on, or the planner again (see above). */
+void specd_length_policy_hold(specd_length_policy *p, bool hold);
 /* What one ms of the engine is worth, in tokens, for a step of this mode at this fill. */
 double specd_length_policy_rate(const specd_length_policy *p, const specd_costs *costs,
                                 const specd_acceptance *acceptance, specd_accept_mode mode, const specd_fill *fill);

@@ -70,6 +70,16 @@ bool specd_flash_attn_parse(const char *name, specd_flash_attn *out) {
     return false;
 }
 
+bool specd_draft_hold_parse(const char *name, specd_draft_hold *out) {
+    static const char *const names[] = {"auto", "on", "off"}; /* specd_draft_hold's order */
+    for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i])) {
+            *out = (specd_draft_hold)i;
+            return true;
+        }
+    return false;
+}
+
 static int32_t default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int32_t)n : 1;
@@ -335,6 +345,11 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
                             "...; got %d)", names[i], (int)types[i]);
             return SPECD_ERR_INVALID_ARGUMENT;
         }
+    if ((unsigned)p->draft_hold > SPECD_DRAFT_HOLD_OFF) {
+        specd_set_error(error, "draft_hold must be a specd_draft_hold (SPECD_DRAFT_HOLD_AUTO, _ON or _OFF; got %d)",
+                        (int)p->draft_hold);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     if ((unsigned)p->load_mode >= N_LOAD_MODES) {
         specd_set_error(error, "load_mode must be a specd_load_mode (SPECD_LOAD_MODE_AUTO, _NONE, _MMAP, _MLOCK, "
                         "_MMAP_MLOCK or _DIRECT_IO; got %d)", (int)p->load_mode);

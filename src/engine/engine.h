@@ -48,6 +48,7 @@ typedef struct specd_engine_setup {
     int32_t n_threads, n_batch;
     specd_flash_attn flash_attn;
     specd_cache_type cache_type_v;          /* as the engine resolved it (never DEFAULT) */
+    specd_draft_hold draft_hold;
     char placement[400];                    /* "target=CUDA0:33/33;draft=..." when a layer of either
                                              * model is offloaded, else "" */
 } specd_engine_setup;

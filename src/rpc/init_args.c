@@ -115,6 +115,11 @@ static bool load_mode_value(const char *v, specd_load_mode *out, rpc_error *err,
                     "\"mmap+mlock\" or \"dio\" (llama.cpp's load modes), got '%s'", field, v);
 }
 
+static bool draft_hold_value(const char *v, specd_draft_hold *out, rpc_error *err, const char *field) {
+    if (specd_draft_hold_parse(v, out)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"auto\", \"on\" or \"off\", got '%s'", field, v);
+}
+
 static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *err, const char *field) {
     if (specd_cache_type_parse(v, out)) return true;
     return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f32\", \"f16\", \"bf16\", \"q8_0\", "
@@ -265,6 +270,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "--queue")) return next_int(c, f, 0, 1 << 20, &s->n_queue);
     if (!strcmp(f, "--verbose") || !strcmp(f, "-v")) return p->verbose = true;
     if (!strcmp(f, "-lm") || !strcmp(f, "--load-mode")) return (v = next_value(c, f)) && load_mode_value(v, &p->load_mode, c->err, f);
+    if (!strcmp(f, "--draft-hold")) return (v = next_value(c, f)) && draft_hold_value(v, &p->draft_hold, c->err, f);
     if (!strcmp(f, "--warmup")) return !(s->no_warmup = false);
     if (!strcmp(f, "--no-warmup")) return s->no_warmup = true;
     /* llama.cpp's unified KV cache: specd's is unified wherever a context keeps several sequences */
@@ -284,7 +290,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
-                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --verbose)", f);
+                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --draft-hold, --verbose)", f);
 }
 
 static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
@@ -392,6 +398,14 @@ static bool read_load_mode(rpc_params *rp, specd_load_mode *out) {
     return load_mode_value(v, out, rp->err, "load_mode");
 }
 
+/* "draft_hold": "auto", "on" or "off". */
+static bool read_draft_hold(rpc_params *rp, specd_draft_hold *out) {
+    const char *v = NULL;
+    int got = rpc_get_string(rp, "draft_hold", &v);
+    if (got <= 0) return got == 0;
+    return draft_hold_value(v, out, rp->err, "draft_hold");
+}
+
 /* "warmup": true (the default, as llama-server) or false. */
 static bool read_warmup(rpc_params *rp, rpc_engine_settings *s) {
     bool warmup = !s->no_warmup;
@@ -417,6 +431,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) && read_load_mode(rp, &p->load_mode) &&
+           read_draft_hold(rp, &p->draft_hold) &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }

@@ -230,6 +230,7 @@ static specd_status init_generation(generation *g, specd_engine *e, const specd_
     g->result = result_out ? result_out : &g->own_result;
     params = g->params; /* the drafters may keep pointers into it: the session's own copy */
     specd_result *result = g->result;
+    result->stats.held_draft_length = -1; /* until a held length drives (report_costs) */
     specd_status st = init_sampling(g, error);
     if (st != SPECD_OK) return st;
     int32_t n_ctx = specd_engine_n_ctx(e), draft_max = specd_engine_draft_max(e), batch_cap = specd_engine_batch_cap(e);
@@ -755,9 +756,12 @@ static specd_status step_probs(generation *g, const specd_verify_result *vr, cha
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
-static void report_costs(const specd_costs *costs, specd_stats *s) {
+static void report_costs(const specd_learned *l, bool adaptive, specd_stats *s) {
+    const specd_costs *costs = &l->costs;
     for (int32_t n = 1; n <= SPECD_STATS_MAX_DRAFT; n++) s->verify_cost_ms[n - 1] = specd_costs_pass(costs, n, NULL);
     s->draft_token_ms = costs->draft_ms;
+    s->resize_ms = specd_costs_resize(costs);
+    s->held_draft_length = l->policy.hold && adaptive ? l->policy.held.length : -1;
 }
 
 static specd_status ingest_prompt(generation *g, const specd_token *prompt, int32_t n, char **error) {
@@ -817,7 +821,8 @@ static void finish(generation *g) {
     g->done = true;
     g->result->stats.n_predicted = g->result->n_tokens;
     if (g->drafter.ops) {
-        report_costs(&g->learned->costs, &g->result->stats);
+        report_costs(g->learned, g->params->speculative.adaptive && specd_drafter_plans_length(&g->drafter),
+                     &g->result->stats);
         specd_learned_save(g->e); /* when this generation learnt a cost, for the next process */
     }
 }

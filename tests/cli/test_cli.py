@@ -132,6 +132,11 @@ def errors(specd, models):
         check("json values", out["n_predicted"] == 24 and out["stop_reason"] == "limit" and spec["type"] == "draft"
               and spec["n_drafted"] > 0 and 0 <= spec["acceptance_rate"] <= 1
               and abs(spec["acceptance_rate"] - spec["n_accepted"] / spec["n_drafted"]) < 1e-9, str(out))
+        # a fixed 3 passes 4 tokens each step: no size changes to learn a resize from
+        costs = spec.get("costs", {})
+        check("json costs: T(n), the draft token, the resize", len(costs.get("verify_ms", [])) > 0
+              and costs.get("draft_token_ms", 0) > 0 and costs.get("resize_ms") == 0
+              and costs.get("held_draft_length") == -1, str(costs))
         r2 = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "24", "--temp", "0",
                   "--ignore-eos", "--json"])
         plain = json.loads(r2.stdout)
@@ -205,8 +210,21 @@ def errors(specd, models):
         check("-lm none (llama.cpp's --load-mode): read, not mapped; the same text",
               loaded.get("text") == plain["text"] and "load_mode = none" in rl.stderr
               and "CPU_Mapped" not in rl.stderr, rl.stderr[-400:])
+        held = {}
+        for hold in ("on", "off"):
+            rh = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "48", "--temp", "0",
+                      "--ignore-eos", "--json", "--draft-hold", hold])
+            held[hold] = json.loads(rh.stdout) if rh.returncode == 0 else {}
+        costs = {k: v.get("speculative", {}).get("costs", {}) for k, v in held.items()}
+        check("--draft-hold on: a held length (3 first), off: planned (-1); the target's text either way",
+              costs["on"].get("held_draft_length", -1) >= 0 and costs["off"].get("held_draft_length") == -1
+              and held["on"].get("speculative", {}).get("draft_lengths", [0] * 4)[3] >= 8
+              and held["on"].get("text") == held["off"].get("text")
+              and held["on"].get("text", "").startswith(plain["text"]), json.dumps(costs))
     expect_usage_error(specd, "an unknown load mode", ["-m", target, "-p", "x", "-lm", "mapped"],
                        "auto, none, mmap, mlock, mmap+mlock or dio")
+    expect_usage_error(specd, "an unknown draft hold", ["-m", target, "-p", "x", "--draft-hold", "always"],
+                       "--draft-hold expects auto, on or off, got 'always'")
     expect_usage_error(specd, "none in a list", ["-m", target, "-p", "x", "--spec", "none,ngram-simple"],
                        "cannot be part of a list")
     expect_usage_error(specd, "draft in a list without model", ["-m", target, "-p", "x", "--spec", "suffix,draft"],

@@ -247,6 +247,20 @@ def rpc(specd, models, server):
               and local_tree["speculative"]["n_tree_steps"] > 0 and remote_tree["speculative"]["n_tree_steps"] == 0
               and remote_tree["speculative"]["n_drafted"] > 0 and remote_tree["text"] == alone["text"],
               f"rc={r.returncode} {r.stderr[-300:]!r}")
+        # The default (adaptive) length with the target offloaded: held a spell at a time, as a GPU
+        # runs a pass fastest while its size holds; on the CPU the planner chooses each step's.
+        adaptive = ["-m", target, "-md", draft, "-p", "the cat sat on the", "-n", "64", "--temp", "0"]
+        _, local_default = run_json(specd, adaptive)
+        r, held = run_json(specd, adaptive + ["--rpc", endpoints])
+        lengths = held["speculative"]["draft_lengths"] if held else []
+        top_two = sum(sorted(lengths, reverse=True)[:2])
+        check("default length with the target offloaded: held (3 first), the target's text",
+              local_default is not None and held is not None
+              and local_default["speculative"]["costs"]["held_draft_length"] == -1
+              and held["speculative"]["costs"]["held_draft_length"] >= 0
+              and len(lengths) > 3 and lengths[3] >= 8 and top_two >= 0.8 * held["speculative"]["n_steps"]
+              and held["text"] == local_default["text"],
+              f"rc={r.returncode} {held and held['speculative']} {r.stderr[-300:]!r}")
         r = run([specd, "run", "-m", target, "-md", draft, "-p", "the cat", "-n", "8", "--spec", "draft,suffix",
                  "--spec-suffix-branches", "3", "--rpc", endpoints])
         check("suffix trees with one slot offloaded: refused, saying why and what to use",

@@ -163,6 +163,97 @@ static void test_fixed_lengths_past_the_engines_draft_max_are_not_chosen(void **
     }
 }
 
+/* A GPU's passes (H200, the Q8_0 benchmark target, T(1..8) ms), its draft token 0.3 ms; with
+ * `rebuild` ms more on a pass whose size differs from the pass before, learnt as the engine learns
+ * it (from passes of the sizes a planner takes, costs.h). */
+static const double GPU_MS[] = {0, 0.78, 0.89, 0.98, 1.01, 1.07, 1.10, 1.14, 1.17};
+
+static void set_up_gpu(fixture *f, double rebuild) {
+    set_up(f);
+    specd_costs_init(&f->costs);
+    for (int32_t n = 1; n <= 8; n++)
+        for (int k = 0; k < SPECD_COSTS_LEARN_PASSES; k++) specd_costs_record_verify(&f->costs, n, GPU_MS[n]);
+    int32_t last = 8;
+    for (int i = 0; i < 64; i++) {
+        int32_t n = 4 + i % 2 + (i % 5 == 0); /* some repeat, most change */
+        specd_costs_record_verify(&f->costs, n, GPU_MS[n] + (n != last ? rebuild : 0.0));
+        last = n;
+    }
+    specd_costs_record_draft(&f->costs, 1, 0.3);
+}
+
+/* A planner that drafts 2 and 3 by turns: as good as the best fixed length by T(n) (it keeps
+ * driving), but on a GPU whose every change of pass size costs a rebuild, a fixed length's passes
+ * keep one size, and it gives way to one; that length then holds for the spell. */
+static void test_a_planner_whose_pass_size_changes_pays_the_rebuilds(void **state) {
+    (void)state;
+    for (int rebuild = 0; rebuild <= 1; rebuild++) {
+        fixture f;
+        set_up_gpu(&f, rebuild ? 0.35 : 0.0);
+        assert_true(rebuild ? specd_costs_resize(&f.costs) > 0.25 : specd_costs_resize(&f.costs) == 0.0);
+        for (int i = 0; i < 4 * SPECD_POLICY_TRIAL && specd_length_policy_fixed(&f.policy) < 0; i++) {
+            int32_t k = 2 + i % 2, run = run_of(i) < k ? run_of(i) : k;
+            specd_policy_step s = {.mode = SPECD_ACCEPT_GREEDY, .n_nodes = k + 1, .n_chain = k, .n_accepted = run,
+                                   .n_emitted = run + 1, .draft_ms = 0.3 * k, .planned = true};
+            specd_length_policy_record_step(&f.policy, &f.costs, &f.acceptance, &s);
+        }
+        int32_t fixed = specd_length_policy_fixed(&f.policy);
+        if (!rebuild) {
+            assert_int_equal(fixed, -1);
+            continue;
+        }
+        assert_true(fixed >= 2 && fixed <= 3);
+        int32_t changes = 0;
+        for (int i = 0; i < SPECD_POLICY_FIRST_SPELL - 1; i++) {
+            /* two drafts accepted, twice, then none: 2 and 3 take turns at looking best */
+            int32_t k = specd_length_policy_fixed(&f.policy), run = i % 3 ? (k < 2 ? k : 2) : 0;
+            specd_policy_step s = {.mode = SPECD_ACCEPT_GREEDY, .n_nodes = k + 1, .n_chain = k, .n_accepted = run,
+                                   .n_emitted = run + 1, .draft_ms = 0.3 * k};
+            specd_length_policy_record_step(&f.policy, &f.costs, &f.acceptance, &s);
+            changes += specd_length_policy_fixed(&f.policy) != k;
+        }
+        assert_int_equal(changes, 0);
+    }
+}
+
+/* Held lengths (an offloaded target): llama-speculative's 3 first (at most draft_max); then every
+ * step a fixed length, changed only as a spell or a trial ends (held_lengths.h); the planner never
+ * drives. On text whose drafts are all accepted, longer lengths win and drive most steps. */
+static void test_held_lengths_change_only_as_a_hold_spell_ends(void **state) {
+    (void)state;
+    fixture f;
+    set_up_gpu(&f, 0.0);
+    specd_costs_record_draft(&f.costs, 1, 0.05); /* a cheap draft: on all-accepted text, long wins */
+    specd_length_policy_limit(&f.policy, 2);
+    specd_length_policy_hold(&f.policy, true);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), 2);
+    specd_length_policy_limit(&f.policy, 8);
+    specd_length_policy_hold(&f.policy, true);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), SPECD_HELD_FIRST);
+    int32_t changes = 0, last = SPECD_HELD_FIRST, steps_at[SPECD_HELD_MAX + 1] = {0};
+    for (int i = 1; i <= 20 * SPECD_HELD_SPELL; i++) {
+        int32_t k = specd_length_policy_fixed(&f.policy), ending = f.policy.held.spell_left == 1;
+        specd_policy_step s = {.mode = SPECD_ACCEPT_GREEDY, .n_nodes = k + 1, .n_chain = k, .n_accepted = k,
+                               .n_emitted = k + 1, .draft_ms = 0.05 * k, .planned = false};
+        specd_length_policy_record_step(&f.policy, &f.costs, &f.acceptance, &s);
+        specd_length_policy_record_time(&f.policy, k + 1, GPU_MS[k + 1] + 0.05 * k); /* as it ran */
+        int32_t now = specd_length_policy_fixed(&f.policy);
+        assert_true(now >= 0);
+        steps_at[k]++;
+        if (now != last) {
+            assert_true(ending);
+            changes++, last = now;
+        }
+    }
+    int32_t most = 0;
+    for (int32_t k = 1; k <= SPECD_HELD_MAX; k++)
+        if (steps_at[k] > steps_at[most]) most = k;
+    assert_true(changes >= 1);
+    assert_true(most > SPECD_HELD_FIRST);
+    specd_length_policy_hold(&f.policy, false);
+    assert_int_equal(specd_length_policy_fixed(&f.policy), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_rate_is_the_best_fixed_lengths_or_the_engines),
@@ -172,6 +263,8 @@ int main(void) {
         cmocka_unit_test(test_steps_the_planner_did_not_choose_are_not_its_trial),
         cmocka_unit_test(test_a_pass_that_slots_share_is_priced_for_all_of_them),
         cmocka_unit_test(test_fixed_lengths_past_the_engines_draft_max_are_not_chosen),
+        cmocka_unit_test(test_a_planner_whose_pass_size_changes_pays_the_rebuilds),
+        cmocka_unit_test(test_held_lengths_change_only_as_a_hold_spell_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,54 @@
+/* held_lengths.h - one draft length held for a spell of steps, chosen by what the lengths really
+ * made (an offloaded target's policy: length_policy.h).
+ *
+ * On a GPU a pass runs from a captured CUDA graph only once its shape has held for two passes, and
+ * llama.cpp rebuilds the graph of a pass whose size changed; so a length is held for
+ * SPECD_HELD_SPELL steps. Which one: the cost model's pricing of a length it has not driven is a
+ * model's; on a GPU, where a pass costs a ms and its overheads are a third of it, the model went
+ * wrong both ways (in a replay of the H200's costs its T(1) was learnt 25% low, a fixed 0 looked
+ * best, and the run never drafted again; on the H200 itself it priced 4 and 5 best where 3 was, and
+ * drafting at all lost on the F32 target). So each length's own steps are timed as they ran (tokens
+ * and ms, decayed; the plain steps that time T(1) time no drafts), and at the end of a spell:
+ *   - the best timed length drives, when it made SPECD_HELD_MARGIN more than the one driving (a
+ *     stale timing counts: the length is timed again as it drives);
+ *   - else a length whose timing is stale (fewer than SPECD_HELD_FRESH steps' weight) is tried for
+ *     SPECD_HELD_TRIAL steps: the one the cost model prices best, then the neighbours of the one
+ *     driving (a climb to the best);
+ *   - else the one driving drives on.
+ * Each length is tried again as its timing goes stale, some 280 steps after it last drove: the
+ * text may have changed. On the H200 (256 tokens, temperature 0, two prompts), held lengths that
+ * tried 16-step spells in the model's order ran at 0.97-0.99x llama-speculative's 3 on the Q8_0
+ * target, where the planner ran at 0.73-0.93x, and at 1.03x on the F32 target, where the planner,
+ * which had stopped drafting, ran at 1.14-1.25x; this order (the timed best first, no drafts timed
+ * by the plain steps) and trials of 8 came after (docs/benchmarks-gpu.md). Not thread-safe
+ * (specd.h). */
+#ifndef SPECD_HELD_LENGTHS_H
+#define SPECD_HELD_LENGTHS_H
+
+#include <stdint.h>
+
+#define SPECD_HELD_MAX 16
+#define SPECD_HELD_SPELL 16
+#define SPECD_HELD_TRIAL 8
+#define SPECD_HELD_FIRST 3 /* llama-speculative's draft, before anything is timed */
+#define SPECD_HELD_FRESH 6.0
+#define SPECD_HELD_MARGIN 0.03
+
+typedef struct specd_held_lengths {
+    double tokens[SPECD_HELD_MAX + 1], ms[SPECD_HELD_MAX + 1], steps[SPECD_HELD_MAX + 1]; /* decayed */
+    int32_t length;      /* the length held now */
+    int32_t spell_left;  /* steps before the next choice */
+    int32_t step_length; /* the length the last step drafted (-1: none since its time was taken) */
+} specd_held_lengths;
+
+/* Starts with SPECD_HELD_FIRST, at most max. */
+void specd_held_lengths_init(specd_held_lengths *h, int32_t max);
+/* A step drafted `drafted` tokens (its time follows: specd_held_lengths_record_time). */
+void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted);
+/* The step's tokens and the ms it took, as it ran. */
+void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, double ms);
+/* A step ended: at the end of a spell the next length is chosen (modelled_best: the length the
+ * cost model prices best, at most max). */
+void specd_held_lengths_step_done(specd_held_lengths *h, int32_t modelled_best, int32_t max);
+
+#endif
