@@ -414,6 +414,20 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     }
     assert_false(specd_load_mode_parse("mmap,mlock", &mode));
     assert_false(specd_load_mode_parse(NULL, &mode));
+    p.load_mode = SPECD_LOAD_MODE_AUTO;
+    p.draft_hold = (specd_draft_hold)7;
+    err = NULL;
+    assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, "draft_hold")) fail_msg("error '%s' does not mention draft_hold", err);
+    specd_free(err);
+    specd_draft_hold hold = SPECD_DRAFT_HOLD_OFF;
+    const char *holds[] = {"auto", "on", "off"};
+    for (int i = 0; i < 3; i++) {
+        assert_true(specd_draft_hold_parse(holds[i], &hold));
+        assert_int_equal(hold, i);
+    }
+    assert_false(specd_draft_hold_parse("yes", &hold));
+    assert_false(specd_draft_hold_parse(NULL, &hold));
 }
 
 /* ---- loading: only regular files, progress and cancellation, llama.cpp's log -------------------- */
