@@ -18,8 +18,8 @@
 #   4. specd bench on both pairs, -ngl 99 -ngld 99 for specd and llama.cpp's tools alike; as many
 #      prompts as the time left allows (3, 2 or 1). The report carries each target's pass costs.
 #   4b. where the time goes (about 50 s): target.gguf, one prompt, 256 tokens at temperature 0:
-#      llama-completion, llama-speculative (draft 3) and specd (off, fixed 3 and 6, default with
-#      trees allowed and chains only), each with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1),
+#      llama-completion, llama-speculative (draft 3) and specd (off, fixed 3 and 6, the default's
+#      held lengths and the planner, --draft-hold off), each with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1),
 #      specd with SPECD_LLAMA_PERF=1 (llama.cpp's graph reuses per context): on a GPU a small model's speed is decided by whether its passes
 #      keep one shape, so that CUDA graphs replay (docs/benchmarks-gpu.md).
 #   5. with --heads: the drafting heads (MTP, EAGLE-3, DFlash, DSpark) on real-shaped models that
@@ -198,7 +198,8 @@ diagnose() { # models_dir prompt
     local label args
     for label in "off:--spec none" "fixed 3:-md $m/draft.gguf -ngld 99 --draft-fixed --draft-max 3" \
                  "fixed 6:-md $m/draft.gguf -ngld 99 --draft-fixed --draft-max 6" \
-                 "default:-md $m/draft.gguf -ngld 99" "default, chains only:-md $m/draft.gguf -ngld 99 --draft-tree off"; do
+                 "default (held lengths):-md $m/draft.gguf -ngld 99" \
+                 "planner (--draft-hold off):-md $m/draft.gguf -ngld 99 --draft-hold off"; do
       # shellcheck disable=SC2086
       args=(${label#*:})
       printf 'specd %s, CUDA graphs %s: %s tokens/s; %s\n' "${label%%:*}" "$graphs" "$(env "${env[@]}" SPECD_LLAMA_PERF=1 \
