@@ -16,11 +16,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Version 3: a step's first draft token apart from the others (first_draft_ms), and the draft
- * model's acceptance (acceptance greedy|sampled: its counts, acceptance.h). Version 2: each
- * size's cost is on an empty cache (the fill is priced apart, costs.h); version 1 files held costs
- * learnt at whatever fill their passes had. Older files are replaced. */
-#define FILE_MAGIC "specd-calibration 3"
+/* Version 4: what each held draft length made (held <k> <tokens> <ms> <steps>: held_lengths.h),
+ * where lengths are held; a version 3 file is read as one that has none. Version 3: a step's first
+ * draft token apart from the others (first_draft_ms), and the draft model's acceptance (acceptance
+ * greedy|sampled: its counts, acceptance.h). Version 2: each size's cost is on an empty cache (the
+ * fill is priced apart, costs.h); version 1 files held costs learnt at whatever fill their passes
+ * had. Older files are replaced. */
+#define FILE_MAGIC "specd-calibration 4"
+#define FILE_MAGIC_3 "specd-calibration 3"
 #define HEADER_BYTES (64 * 1024) /* hashed per model file: the GGUF header and metadata */
 #define MAX_FILE_BYTES (64 * 1024)
 #define MAX_MS 1e7 /* a pass or draft token dearer than this is not a measurement */
@@ -153,6 +156,7 @@ typedef struct parsed_costs {
     double draft_ms, first_draft_ms;
     specd_acceptance acceptance; /* the file's counts */
     bool has_acceptance;
+    double held[SPECD_HELD_MAX + 1][3]; /* tokens, ms, steps; 0: not in the file */
     char key[1024];
 } parsed_costs;
 
@@ -204,6 +208,17 @@ static bool parse_cost_line(char *line, parsed_costs *pc, int32_t *last_n, const
         }
         return (*why = "bad acceptance line"), false;
     }
+    if (!strncmp(line, "held ", 5)) {
+        int k = -1, used = 0;
+        double *t = NULL;
+        if (sscanf(line + 5, "%d%n", &k, &used) == 1 && k >= 0 && k <= SPECD_HELD_MAX && pc->held[k][2] <= 0.0) {
+            t = pc->held[k];
+            if (sscanf(line + 5 + used, "%lf %lf %lf", &t[0], &t[1], &t[2]) == 3 && t[0] >= t[2] && t[1] > 0.0 &&
+                t[2] > 0.0 && t[1] <= MAX_MS * t[2])
+                return true;
+        }
+        return (*why = "bad held line"), false;
+    }
     if (!strncmp(line, "first_draft_ms ", 15)) {
         if (pc->first_draft_ms > 0.0 || !parse_ms(line + 15, &pc->first_draft_ms))
             return (*why = "bad first_draft_ms line"), false;
@@ -233,7 +248,8 @@ static bool parse_file(char *text, size_t len, parsed_costs *pc, const char **wh
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         line_no++;
         if (line_no == 1) {
-            if (strcmp(line, FILE_MAGIC) != 0) return (*why = "not a specd calibration file of this version"), false;
+            if (strcmp(line, FILE_MAGIC) != 0 && strcmp(line, FILE_MAGIC_3) != 0)
+                return (*why = "not a specd calibration file of this version"), false;
         } else if (line_no == 2) {
             if (strncmp(line, "key ", 4) != 0 || strlen(line + 4) >= sizeof pc->key) return (*why = "bad key line"), false;
             strcpy(pc->key, line + 4);
@@ -257,6 +273,11 @@ static void apply_costs(const specd_calibrated *k, const parsed_costs *pc) {
         specd_costs_record_calibration_draft(k->costs, pc->first_draft_ms, pc->draft_ms);
     /* the draft model's acceptance: the plan starts from it instead of a prior (acceptance.h) */
     if (pc->has_acceptance && k->has_draft) *k->acceptance = pc->acceptance;
+    /* where lengths are held: the best of an earlier process's drives first (held_lengths.h) */
+    bool restored = false;
+    for (int32_t i = 0; k->held && k->has_draft && i <= SPECD_HELD_MAX; i++)
+        if (pc->held[i][2] > 0.0) restored |= specd_held_lengths_restore(k->held, i, pc->held[i][0], pc->held[i][1], pc->held[i][2]);
+    if (restored) specd_held_lengths_start_at_best(k->held, k->held_max);
 }
 
 /* Reads the file into the costs when it is whole and made for these models and settings. */
@@ -352,6 +373,10 @@ static char *format_file(const specd_calibrated *k) {
         specd_acceptance_format(k->acceptance, (specd_accept_mode)m, numbers, sizeof numbers);
         len += (size_t)snprintf(text + len, cap - len, "acceptance %s %s\n", MODE_NAMES[m], numbers);
     }
+    for (int32_t i = 0; k->held && k->has_draft && i <= SPECD_HELD_MAX; i++)
+        if (k->held->steps[i] > 0.0 && k->held->ms[i] > 0.0)
+            len += (size_t)snprintf(text + len, cap - len, "held %d %.6g %.6g %.6g\n", i, k->held->tokens[i],
+                                    k->held->ms[i], k->held->steps[i]);
     snprintf(text + len, cap - len, "check %016" PRIx64 "\n", fnv1a(FNV_START, text, len));
     return text;
 }

@@ -14,7 +14,7 @@
  * is ignored with a one-line note (specd_engine_calibration) and replaced.
  *
  * The file is text:
- *     specd-calibration 3
+ *     specd-calibration 4       (a version 3 file, which has no held lines, is read too)
  *     key <the identity below>
  *     target_ms <n> <ms>        one line per size known (1..SPECD_DL_MAX_BATCH), increasing n:
  *                               a pass over n tokens on an empty cache
@@ -22,6 +22,9 @@
  *     first_draft_ms <ms>       and the first draft token of a step (costs.h)
  *     acceptance greedy|sampled <numbers>   the draft model's acceptance counts (acceptance.h),
  *                               read at half weight
+ *     held <k> <tokens> <ms> <steps>        where draft lengths are held (an offloaded target:
+ *                               held_lengths.h), what length k made, decayed; the best drives
+ *                               first in the next process
  *     check <16 hex digits>     FNV-1a 64 of every byte above
  * The key: for each model, its size, modification time (ns) and an FNV-1a 64 hash of its first
  * 64 KiB (the GGUF header and metadata); the threads, batch size, flash attention and V cache
@@ -34,6 +37,7 @@
 #include "../engine/engine.h"
 #include "acceptance.h"
 #include "costs.h"
+#include "held_lengths.h"
 
 #include <stddef.h>
 
@@ -72,6 +76,8 @@ typedef struct specd_calibrated {
     specd_costs *costs;
     specd_acceptance *acceptance; /* the draft model's */
     bool has_draft;               /* the draft's costs and acceptance are kept only with one */
+    specd_held_lengths *held;     /* the held lengths' timings; NULL where lengths are not held */
+    int32_t held_max;             /* the longest length that may drive (the engine's draft_max) */
 } specd_calibrated;
 
 /* Once, when the engine's learned state is made: keys the models and settings, and when the

@@ -55,6 +55,17 @@ static int32_t next_length(const specd_held_lengths *h, int32_t modelled, int32_
     return now;
 }
 
+bool specd_held_lengths_restore(specd_held_lengths *h, int32_t k, double tokens, double ms, double steps) {
+    if (k < 0 || k > SPECD_HELD_MAX || !(tokens > 0.0) || !(ms > 0.0) || !(steps > 0.0) || tokens < steps) return false;
+    h->tokens[k] = tokens, h->ms[k] = ms, h->steps[k] = steps;
+    return true;
+}
+
+void specd_held_lengths_start_at_best(specd_held_lengths *h, int32_t max) {
+    int32_t best = best_timed(h, max, 0);
+    if (best >= 0) h->length = best;
+}
+
 void specd_held_lengths_step_done(specd_held_lengths *h, int32_t modelled_best, int32_t max) {
     if (h->length > max) h->length = max;
     if (--h->spell_left > 0) return;

@@ -25,6 +25,7 @@
 #ifndef SPECD_HELD_LENGTHS_H
 #define SPECD_HELD_LENGTHS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SPECD_HELD_MAX 16
@@ -41,7 +42,8 @@ typedef struct specd_held_lengths {
     int32_t step_length; /* the length the last step drafted (-1: none since its time was taken) */
 } specd_held_lengths;
 
-/* Starts with SPECD_HELD_FIRST, at most max. */
+/* Starts with SPECD_HELD_FIRST, at most max (a calibration file's timings may name a better one:
+ * specd_held_lengths_start_at_best). */
 void specd_held_lengths_init(specd_held_lengths *h, int32_t max);
 /* A step drafted `drafted` tokens (its time follows: specd_held_lengths_record_time). */
 void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted);
@@ -50,5 +52,11 @@ void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, doubl
 /* A step ended: at the end of a spell the next length is chosen (modelled_best: the length the
  * cost model prices best, at most max). */
 void specd_held_lengths_step_done(specd_held_lengths *h, int32_t modelled_best, int32_t max);
+/* An earlier process's timing of length k (a calibration file's, calibrate.h): taken as this
+ * process's own; false, changing nothing, for a k or numbers no timing could have. */
+bool specd_held_lengths_restore(specd_held_lengths *h, int32_t k, double tokens, double ms, double steps);
+/* After restoring: the best timed length up to max drives first (a fresh process started at
+ * SPECD_HELD_FIRST and spent its first spells finding it again). */
+void specd_held_lengths_start_at_best(specd_held_lengths *h, int32_t max);
 
 #endif

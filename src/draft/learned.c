@@ -42,7 +42,8 @@ static void set_attention_cost(specd_costs *costs, const specd_engine *e) {
 
 /* What the calibration cache keeps, in `l`. */
 static specd_calibrated calibrated(specd_learned *l, const specd_engine *e) {
-    return (specd_calibrated){&l->calibration, &l->costs, &l->acceptance, specd_engine_has_draft(e)};
+    return (specd_calibrated){&l->calibration, &l->costs, &l->acceptance, specd_engine_has_draft(e),
+                              l->policy.hold ? &l->policy.held : NULL, l->policy.max_fixed};
 }
 
 specd_learned *specd_learned_get(specd_engine *e, char **error) {

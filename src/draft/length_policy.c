@@ -30,7 +30,7 @@ void specd_length_policy_record_time(specd_length_policy *p, int32_t tokens, dou
     p->ms = DECAY * p->ms + ms;
 }
 
-int32_t specd_length_policy_fixed(const specd_length_policy *p) { return p->fixed; }
+int32_t specd_length_policy_fixed(const specd_length_policy *p) { return p->hold ? p->held.length : p->fixed; }
 
 void specd_length_policy_hold(specd_length_policy *p, bool hold) {
     p->hold = hold;

@@ -214,13 +214,91 @@ static void test_a_file_of_an_older_version_is_replaced(void **state) {
     for (char version = '1'; version <= '2'; version++) {
         char text[8192], name[32];
         valid_file(text, sizeof text);
-        char *magic = strstr(text, "specd-calibration 3\n");
+        char *magic = strstr(text, "specd-calibration 4\n");
         assert_ptr_equal(magic, text);
         magic[strlen("specd-calibration ")] = version;
         reseal(text);
         snprintf(name, sizeof name, "version-%c.txt", version);
         assert_ignored_then_replaced(name, text, "not a specd calibration file of this version");
     }
+}
+
+/* Version 3 (no held lengths' timings) is read as it is: only what version 4 added is missing. */
+static void test_a_version_3_file_is_read(void **state) {
+    (void)state;
+    char text[8192], path[512];
+    valid_file(text, sizeof text);
+    char *magic = strstr(text, "specd-calibration 4\n");
+    assert_ptr_equal(magic, text);
+    magic[strlen("specd-calibration ")] = '3';
+    reseal(text);
+    tmp_file(path, sizeof path, "version-3.txt");
+    write_text(path, text);
+    specd_engine *e = open_cached(path, 1);
+    assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LOADED);
+    assert_null(specd_engine_calibration(e).note);
+    specd_engine_free(e);
+}
+
+/* Where draft lengths are held (here forced: draft_hold on), what each length made is kept, and the
+ * next engine starts at the best of them instead of at 3 (held_lengths.h); a bad held line makes
+ * the file corrupt, as any bad line does. */
+static void test_held_lengths_timings_are_written_and_read_back(void **state) {
+    (void)state;
+    char path[512];
+    tmp_file(path, sizeof path, "held.txt");
+    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
+    p.n_threads = 1;
+    p.calibration_cache = path;
+    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    specd_engine *e = open_engine_with(&p);
+    specd_generation_params g = speculative_params();
+    g.n_predict = 96;
+    specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
+    specd_result_clear(&r);
+    const specd_held_lengths *held = &e->learned->policy.held;
+    int32_t best = -1, timed = 0;
+    for (int32_t k = 0; k <= SPECD_HELD_MAX; k++) {
+        if (held->ms[k] <= 0.0) continue;
+        timed++;
+        if (best < 0 || held->tokens[k] / held->ms[k] > held->tokens[best] / held->ms[best]) best = k;
+    }
+    assert_true(timed >= 2); /* 3, and no drafts from the plain steps, at least */
+    specd_held_lengths before = *held;
+    specd_engine_free(e);
+    const char *text = read_text(path);
+    assert_non_null(strstr(text, "\nheld 3 "));
+
+    specd_engine *again = open_engine_with(&p);
+    assert_int_equal(specd_engine_calibration(again).source, SPECD_CALIBRATION_LOADED);
+    const specd_held_lengths *read = &again->learned->policy.held;
+    for (int32_t k = 0; k <= SPECD_HELD_MAX; k++) {
+        assert_float_equal(read->tokens[k], before.tokens[k], 1e-5 * before.tokens[k]);
+        assert_float_equal(read->ms[k], before.ms[k], 1e-5 * before.ms[k]);
+    }
+    assert_int_equal(read->length, best);
+    assert_int_equal(specd_length_policy_fixed(&again->learned->policy), best);
+    specd_engine_free(again);
+
+    /* the file's held lines, replaced by three whose best is 2 (not 3, where a process starts) */
+    static char edited[65536];
+    snprintf(edited, sizeof edited, "%s", text);
+    char *held_lines = strstr(edited, "\nheld "); /* the held lines come last, before the check */
+    assert_non_null(held_lines);
+    sprintf(held_lines, "\nheld 0 10 10 10\nheld 2 30 10 10\nheld 3 20 10 10\ncheck 0\n");
+    reseal(edited);
+    write_text(path, edited);
+    again = open_engine_with(&p);
+    assert_int_equal(specd_engine_calibration(again).source, SPECD_CALIBRATION_LOADED);
+    assert_int_equal(specd_length_policy_fixed(&again->learned->policy), 2);
+    specd_engine_free(again);
+
+    static char bad[65536];
+    snprintf(bad, sizeof bad, "%s", text);
+    char *line = strstr(bad, "\nheld 3 ");
+    line[6] = '9', line[7] = '9'; /* "held 99": no such length */
+    reseal(bad);
+    assert_ignored_then_replaced("held-bad.txt", bad, "bad held line");
 }
 
 static void test_a_file_for_other_settings_is_stale(void **state) {
@@ -425,6 +503,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_costs_learnt_are_written_and_read_back),
         cmocka_unit_test(test_a_directory_holds_a_file_per_setting),
         cmocka_unit_test(test_a_corrupt_file_is_ignored),
+        cmocka_unit_test(test_a_version_3_file_is_read),
+        cmocka_unit_test(test_held_lengths_timings_are_written_and_read_back),
         cmocka_unit_test(test_a_file_of_an_older_version_is_replaced),
         cmocka_unit_test(test_the_fill_is_priced_for_an_attention_model),
         cmocka_unit_test(test_a_file_for_other_settings_is_stale),
