@@ -780,6 +780,59 @@ static void test_two_sessions_interleaved_equal_their_runs_alone(void **state) {
     specd_session_free(b);
 }
 
+/* Held draft lengths (draft_hold on, as where the target is offloaded) with two slots drafted
+ * together and verified in one pass: each session gives what it gives alone, and the lengths were
+ * held (every step of a session drafted the engine's held length, or nothing). */
+static void test_held_lengths_in_two_slots_equal_their_runs_alone(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 6, true);
+    g.n_predict = 64;
+    specd_result alone[2];
+    for (int i = 0; i < 2; i++) alone[i] = generate_text(engine, prompts[i], &g);
+    specd_engine_params p = test_engine_params(target_path, draft_path, 2 * 256);
+    p.n_parallel = 2;
+    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    specd_engine *slots = open_engine_with(&p);
+    specd_session *s[2];
+    for (int i = 0; i < 2; i++) {
+        specd_token *tok = NULL;
+        int32_t n = 0;
+        char *err = NULL;
+        assert_int_equal(specd_tokenize(slots, prompts[i], true, &tok, &n, NULL), SPECD_OK);
+        if (specd_session_new_in_slot(slots, i, tok, n, &g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
+        specd_free(tok);
+    }
+    for (int steps = 0; !specd_session_done(s[0]) || !specd_session_done(s[1]); steps++) {
+        assert_true(steps < 1000);
+        specd_session *busy[2];
+        int n_busy = 0;
+        for (int i = 0; i < 2; i++)
+            if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
+        char *errs[2] = {0}, *err = NULL;
+        int32_t accepted[2];
+        if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
+        if (specd_sessions_verify(busy, n_busy, accepted, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
+        for (int k = 0; k < n_busy; k++)
+            if (specd_session_accept(busy[k], NULL, &err) != SPECD_OK) fail_msg("accept: %s", err);
+    }
+    for (int i = 0; i < 2; i++) {
+        specd_result r;
+        specd_session_take_result(s[i], &r);
+        char what[64];
+        snprintf(what, sizeof what, "held lengths, session in slot %d", i);
+        assert_same_tokens(&r, &alone[i], what);
+        assert_true(r.stats.held_draft_length >= 0);
+        assert_true(r.stats.n_drafted > 0);
+        int32_t lengths = 0; /* held: few lengths, not one per step */
+        for (int32_t k = 1; k < SPECD_STATS_MAX_DRAFT; k++) lengths += r.stats.draft_len_hist[k] > 0;
+        assert_true(lengths <= 4);
+        specd_result_clear(&r);
+        specd_result_clear(&alone[i]);
+        specd_session_free(s[i]);
+    }
+    specd_engine_free(slots);
+}
+
 /* Three sessions in three slots of one engine (one greedy with a fixed draft, one adaptive, one
  * seeded sampling with a fixed draft length: an adaptive one follows the engine's learnt costs,
  * and the draws follow the drafts), stepped in turn: each gives exactly what it gives alone on the one-slot engine,
@@ -1390,6 +1443,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_sessions_interleaved_equal_their_runs_alone),
         cmocka_unit_test(test_session_step_parts_equal_generate),
         cmocka_unit_test(test_sessions_in_slots_equal_their_runs_alone),
+        cmocka_unit_test(test_held_lengths_in_two_slots_equal_their_runs_alone),
         cmocka_unit_test(test_slots_catch_up_in_one_draft_decode),
         cmocka_unit_test(test_one_token_catch_up_keeps_logits_and_output),
         cmocka_unit_test(test_more_drafting_slots_than_the_batch_holds),
