@@ -126,7 +126,9 @@ typedef enum specd_load_mode {
  * a captured CUDA graph only while its size holds, and llama.cpp rebuilds a pass's graph when its
  * size changes: on an H200 the planned lengths ran at 0.71-0.78x llama-speculative's fixed 3. */
 typedef enum specd_draft_hold {
-    SPECD_DRAFT_HOLD_AUTO = 0, /* held where the target's layers are offloaded (a GPU, an RPC server) */
+    SPECD_DRAFT_HOLD_AUTO = 0, /* held where the target's layers are on a GPU; on rpc-servers alone
+                                * (their devices not known) once a change of pass size is learnt to
+                                * cost a tenth of a pass, as a GPU behind one makes it */
     SPECD_DRAFT_HOLD_ON = 1,   /* held */
     SPECD_DRAFT_HOLD_OFF = 2,  /* planned step by step (the CPU's default) */
 } specd_draft_hold;
@@ -877,8 +879,8 @@ typedef struct specd_stats {
      * none or not learnt yet. The draft-length policy prices a change of size with it
      * (docs/performance.md). Since 0.7. */
     double resize_ms;
-    /* Where the target's layers are offloaded (a GPU, an RPC server) the policy holds one draft
-     * length for a spell of steps, chosen by what the lengths made (docs/performance.md): the one
+    /* Where the policy holds one draft length for a spell of steps (specd_draft_hold), chosen by
+     * what the lengths made (docs/performance.md): the one
      * held at the end of the generation; -1 where the planner chooses each step's, or nothing does
      * (a fixed length, no draft model, no speculation). Since 0.7. */
     int32_t held_draft_length;

@@ -58,11 +58,15 @@ specd_learned *specd_learned_get(specd_engine *e, char **error) {
     specd_acceptance_init(&l->acceptance);
     specd_length_policy_init(&l->policy);
     specd_length_policy_limit(&l->policy, specd_engine_draft_max(e));
-    /* an offloaded target runs a pass fastest while its size holds (length_policy.h) */
+    /* A target on a GPU runs a pass fastest while its size holds (length_policy.h); on rpc-servers
+     * alone, whose devices are not known, once a change of size is seen to cost that much. */
     specd_engine_setup setup;
     specd_engine_setup_of(e, &setup);
+    specd_model_shape shape = specd_engine_target_shape(e);
+    bool automatic = setup.draft_hold == SPECD_DRAFT_HOLD_AUTO;
     specd_length_policy_hold(&l->policy, setup.draft_hold == SPECD_DRAFT_HOLD_ON ||
-                                             (setup.draft_hold == SPECD_DRAFT_HOLD_AUTO && specd_engine_target_shape(e).offloaded));
+                                             (automatic && shape.offloaded && !shape.remote));
+    l->policy.hold_once_resizes_matter = automatic && shape.remote;
     specd_engine_keep_learned(e, l, free_learned);
     specd_calibrated k = calibrated(l, e);
     specd_calibration_open(e, &k); /* the costs an earlier process measured, when the file fits */

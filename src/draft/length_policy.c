@@ -152,6 +152,10 @@ static int32_t spell_length(const specd_length_policy *p, const specd_costs *c) 
 
 void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *c, const specd_acceptance *a,
                                     const specd_policy_step *s) {
+    if (p->hold_once_resizes_matter && !p->hold && resizes_matter(c)) {
+        specd_length_policy_hold(p, true);
+        p->hold_once_resizes_matter = false;
+    }
     bool trial = s->planned && p->fixed < 0;
     double resize = resize_share(p, c, s);
     p->last_nodes = s->n_nodes;

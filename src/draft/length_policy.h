@@ -30,11 +30,12 @@
  * see while it priced both by T(n) alone. For the same reason a spell keeps the length it began
  * with where a resize costs a tenth of a pass or more (the next trial chooses again).
  *
- * Held lengths (specd_length_policy_hold: the target's layers offloaded, to a GPU or an RPC
- * server): every step drafts a fixed length held for a spell, chosen by the lengths' own timed
- * steps with the check's sums as the model (held_lengths.h); the planner never drives. On an H200
- * the planner's lengths, changing every step, ran at 0.71-0.78x llama-speculative's fixed 3, and a
- * fixed 3 of specd's own at 1.02x it.
+ * Held lengths (specd_length_policy_hold: the target's layers on a GPU; on rpc-servers alone, once
+ * a resize is learnt to cost a tenth of a pass, as a GPU behind one makes it): every step drafts a
+ * fixed length held for a spell, chosen by the lengths' own timed steps with the check's sums as
+ * the model (held_lengths.h); the planner never drives. On an H200 the planner's lengths, changing
+ * every step, ran at 0.71-0.78x llama-speculative's fixed 3, and a fixed 3 of specd's own at 1.02x
+ * it; behind an rpc-server on a CPU the planner was 4-6% faster than held lengths.
  *
  * The engine's (learned.h), over every request. */
 #ifndef SPECD_LENGTH_POLICY_H
@@ -82,6 +83,7 @@ typedef struct specd_length_policy {
     int32_t max_fixed;  /* the longest fixed length that can drive: the engine's draft_max */
     int32_t last_nodes; /* the previous step's pass size (0: none yet) */
     bool hold;          /* held lengths (see above): fixed is held.length */
+    bool hold_once_resizes_matter; /* held lengths from the step a resize costs a tenth of a pass on */
     specd_held_lengths held;
 } specd_length_policy;
 

@@ -62,6 +62,7 @@ typedef struct specd_model_shape {
     int32_t n_layer, n_embd;
     bool recurrent;   /* recurrent or hybrid: no cells to read */
     bool offloaded;   /* some layer runs off the CPU */
+    bool remote;      /* offloaded to llama.cpp's rpc-servers alone (whose devices, CPU or GPU, are not known) */
 } specd_model_shape;
 specd_model_shape specd_engine_target_shape(const specd_engine *e);
 

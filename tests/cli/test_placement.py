@@ -247,19 +247,22 @@ def rpc(specd, models, server):
               and local_tree["speculative"]["n_tree_steps"] > 0 and remote_tree["speculative"]["n_tree_steps"] == 0
               and remote_tree["speculative"]["n_drafted"] > 0 and remote_tree["text"] == alone["text"],
               f"rc={r.returncode} {r.stderr[-300:]!r}")
-        # The default (adaptive) length with the target offloaded: held a spell at a time, as a GPU
-        # runs a pass fastest while its size holds; on the CPU the planner chooses each step's.
+        # The default (adaptive) length with the target on rpc-servers alone: planned step by step
+        # while a change of pass size costs little (these servers run on the CPU; one with a GPU
+        # would make it dear, and the lengths held); --draft-hold on holds them a spell at a time.
         adaptive = ["-m", target, "-md", draft, "-p", "the cat sat on the", "-n", "64", "--temp", "0"]
         _, local_default = run_json(specd, adaptive)
-        r, held = run_json(specd, adaptive + ["--rpc", endpoints])
+        _, planned = run_json(specd, adaptive + ["--rpc", endpoints])
+        r, held = run_json(specd, adaptive + ["--rpc", endpoints, "--draft-hold", "on"])
         lengths = held["speculative"]["draft_lengths"] if held else []
         top_two = sum(sorted(lengths, reverse=True)[:2])
-        check("default length with the target offloaded: held (3 first), the target's text",
-              local_default is not None and held is not None
+        check("rpc-servers on a CPU: the default plans; --draft-hold on holds (3 first); the target's text",
+              local_default is not None and held is not None and planned is not None
               and local_default["speculative"]["costs"]["held_draft_length"] == -1
+              and planned["speculative"]["costs"]["held_draft_length"] == -1
               and held["speculative"]["costs"]["held_draft_length"] >= 0
               and len(lengths) > 3 and lengths[3] >= 8 and top_two >= 0.8 * held["speculative"]["n_steps"]
-              and held["text"] == local_default["text"],
+              and held["text"] == local_default["text"] == planned["text"],
               f"rc={r.returncode} {held and held['speculative']} {r.stderr[-300:]!r}")
         r = run([specd, "run", "-m", target, "-md", draft, "-p", "the cat", "-n", "8", "--spec", "draft,suffix",
                  "--spec-suffix-branches", "3", "--rpc", endpoints])

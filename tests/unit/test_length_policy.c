@@ -254,6 +254,24 @@ static void test_held_lengths_change_only_as_a_hold_spell_ends(void **state) {
     assert_int_equal(specd_length_policy_fixed(&f.policy), -1);
 }
 
+/* A target on rpc-servers alone (their devices not known): the planner drives until a resize is
+ * learnt to cost a tenth of a pass (a GPU behind the server), then lengths are held; where resizes
+ * cost nothing (a CPU behind it) the planner keeps driving. */
+static void test_lengths_are_held_once_resizes_matter(void **state) {
+    (void)state;
+    for (int rebuild = 0; rebuild <= 1; rebuild++) {
+        fixture f;
+        set_up_gpu(&f, rebuild ? 0.35 : 0.0);
+        f.policy.hold_once_resizes_matter = true;
+        assert_int_equal(specd_length_policy_fixed(&f.policy), -1);
+        specd_policy_step s = {.mode = SPECD_ACCEPT_GREEDY, .n_nodes = 4, .n_chain = 3, .n_accepted = 2,
+                               .n_emitted = 3, .draft_ms = 0.9, .planned = true};
+        specd_length_policy_record_step(&f.policy, &f.costs, &f.acceptance, &s);
+        assert_int_equal(f.policy.hold, rebuild == 1);
+        assert_int_equal(specd_length_policy_fixed(&f.policy), rebuild ? SPECD_HELD_FIRST : -1);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_rate_is_the_best_fixed_lengths_or_the_engines),
@@ -265,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_fixed_lengths_past_the_engines_draft_max_are_not_chosen),
         cmocka_unit_test(test_a_planner_whose_pass_size_changes_pays_the_rebuilds),
         cmocka_unit_test(test_held_lengths_change_only_as_a_hold_spell_ends),
+        cmocka_unit_test(test_lengths_are_held_once_resizes_matter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
