@@ -234,6 +234,13 @@ typedef struct specd_engine_params {
     specd_load_mode load_mode;
     /* The default draft length's policy (specd_draft_hold): SPECD_DRAFT_HOLD_AUTO. Since 0.7. */
     specd_draft_hold draft_hold;
+    /* llama.cpp's -ub (its physical batch). specd decodes each batch in one piece (a verification
+     * pass must not be split), so the smaller of n_batch and n_ubatch is the batch; 0 = n_batch.
+     * Since 0.7. */
+    int32_t n_ubatch;
+    /* llama.cpp's -tb: threads for passes of several tokens (prompt chunks, verification), for both
+     * models; 0 = n_threads. Since 0.7. */
+    int32_t n_threads_batch;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256

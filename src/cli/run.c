@@ -49,6 +49,10 @@ static void run_usage(FILE *out) {
           "  -c, --ctx-size N         context size (default: the model's)\n"
           "  -b, --batch-size N       prompt batch size (default 512)\n"
           "  -t, --threads N          threads for both models (default: all cores)\n"
+          "  -tb, --threads-batch N   threads for passes of several tokens (prompt, verification;\n"
+          "                           default: -t)\n"
+          "  -ub, --ubatch-size N     llama.cpp's physical batch: specd decodes a batch whole, so\n"
+          "                           the smaller of -b and -ub is the batch\n"
           "  -fa, --flash-attn on|off|auto\n"
           "                           llama.cpp's flash attention (default off: on the CPU it makes\n"
           "                           passes over several tokens slower as the context fills)\n"
@@ -393,6 +397,8 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { ok = cli_int(a, f, 0, 1 << 24, &i); e->n_ctx = (int32_t)i; }
     else if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) { ok = cli_int(a, f, 1, 1 << 20, &i); e->n_batch = (int32_t)i; }
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { ok = cli_int(a, f, 1, 1024, &i); e->n_threads = (int32_t)i; }
+    else if (!strcmp(f, "-tb") || !strcmp(f, "--threads-batch")) { ok = cli_int(a, f, 1, 1024, &i); e->n_threads_batch = (int32_t)i; }
+    else if (!strcmp(f, "-ub") || !strcmp(f, "--ubatch-size")) { ok = cli_int(a, f, 1, 1 << 20, &i); e->n_ubatch = (int32_t)i; }
     else if (!strcmp(f, "-fa") || !strcmp(f, "--flash-attn")) ok = parse_flash_attn(a, f, &e->flash_attn);
     else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) ok = parse_cache_type(a, f, &e->cache_type_v);
     else if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) ok = parse_cache_type(a, f, &e->cache_type_k);

@@ -61,7 +61,7 @@ static void serve_usage(FILE *out) {
           "                         target passes) in one step ends (stop_type time_limit;\n"
           "                         default 10; 0 = no limit); a slot whose grammar stalls the\n"
           "                         others steps apart, never slowing them by more than half\n"
-          "  model options as for init: -m, -md, -c, -t, -b, --draft-max, -fa on|off|auto\n"
+          "  model options as for init: -m, -md, -c, -t, -tb, -b, -ub, --draft-max, -fa on|off|auto\n"
           "                    (default auto with more than one slot, as llama-server; off with one),\n"
           "                    -ctk/-ctv/-ctkd/-ctvd TYPE (f32, f16, bf16, q8_0, q4_0, q4_1,\n"
           "                    iq4_nl, q5_0, q5_1), --batch-invariant on|off (default on),\n"

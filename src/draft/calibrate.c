@@ -81,6 +81,8 @@ bool specd_calibration_key(const specd_calibration_identity *id, char *out, size
                        id->cache_type_v == SPECD_CACHE_TYPE_F16 ? "f16" : "f32", backend_hash());
     if (len >= 0 && (size_t)len < size && id->placement && *id->placement)
         len += snprintf(out + len, size - (size_t)len, ";place=%s", id->placement);
+    if (len >= 0 && (size_t)len < size && id->n_threads_batch > 0)
+        len += snprintf(out + len, size - (size_t)len, ";tb=%d", id->n_threads_batch);
     if (len < 0 || (size_t)len >= size) {
         out[0] = '\0';
         return false;
@@ -91,7 +93,8 @@ bool specd_calibration_key(const specd_calibration_identity *id, char *out, size
 /* The engine's identity; `setup` holds its strings. */
 static specd_calibration_identity identity_of(const specd_engine_setup *setup) {
     return (specd_calibration_identity){setup->target_path, setup->draft_path, setup->n_threads, setup->n_batch,
-                                        setup->flash_attn, setup->cache_type_v, setup->placement};
+                                        setup->flash_attn, setup->cache_type_v, setup->placement,
+                                        setup->n_threads_batch};
 }
 
 /* ---- where the file is ----------------------------------------------------------------------- */
@@ -114,6 +117,7 @@ static char *file_in_directory(const char *dir, const specd_calibration_identity
     h = fnv1a(fnv1a(h, draft, strlen(draft)), "\n", 1);
     h = fnv1a(h, settings, strlen(settings)) ^ backend_hash();
     if (id->placement && *id->placement) h = fnv1a(h, id->placement, strlen(id->placement));
+    if (id->n_threads_batch > 0) h = fnv1a(h, &id->n_threads_batch, sizeof id->n_threads_batch);
     size_t n = strlen(dir) + 64;
     char *path = malloc(n);
     if (path) snprintf(path, n, "%s%scalibration-%016" PRIx64 ".txt", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", h);

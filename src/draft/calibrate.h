@@ -64,6 +64,9 @@ typedef struct specd_calibration_identity {
      * costs differently. NULL or "" when both models are wholly on the CPU, so that files made
      * before placements were keyed stay valid. */
     const char *placement;
+    /* Threads for passes of several tokens where they differ from n_threads (-tb); 0: the same,
+     * so that files made before it was keyed stay valid. */
+    int32_t n_threads_batch;
 } specd_calibration_identity;
 
 /* The key line of `id` into out (size bytes; 1024 is plenty). False, with out empty, when a model

@@ -262,7 +262,7 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     cp.n_outputs_max = cp.n_batch > cp.n_seq_max ? cp.n_batch : cp.n_seq_max;
     cp.kv_unified = !one_sequence; /* tree branches share their prefix cells; slots share the cells */
     cp.n_threads = e->params.n_threads;
-    cp.n_threads_batch = e->params.n_threads;
+    cp.n_threads_batch = e->params.n_threads_batch > 0 ? e->params.n_threads_batch : e->params.n_threads;
     cp.no_perf = !llama_perf_wanted();
     specd_apply_context_settings(&e->params, slot == &e->draft, &cp);
     if (slot == &e->target) {
@@ -365,9 +365,11 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
                         SPECD_MAX_PARALLEL, p->n_parallel, p->n_ctx_per_slot);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->draft_max < 0) {
-        specd_set_error(error, "n_ctx, n_batch, n_threads and draft_max must not be negative "
-                        "(got %d, %d, %d, %d)", p->n_ctx, p->n_batch, p->n_threads, p->draft_max);
+    if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->draft_max < 0 || p->n_ubatch < 0 ||
+        p->n_threads_batch < 0) {
+        specd_set_error(error, "n_ctx, n_batch, n_threads, draft_max, n_ubatch and n_threads_batch must not be "
+                        "negative (got %d, %d, %d, %d, %d, %d)", p->n_ctx, p->n_batch, p->n_threads, p->draft_max,
+                        p->n_ubatch, p->n_threads_batch);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     return SPECD_OK;
@@ -398,6 +400,7 @@ static specd_status size_engine(specd_engine *e, char **error) {
     if (e->params.n_threads == 0) e->params.n_threads = default_threads();
     if (e->params.draft_max == 0) e->params.draft_max = DEFAULT_DRAFT_MAX;
     int32_t n_batch = e->params.n_batch > 0 ? e->params.n_batch : DEFAULT_N_BATCH;
+    if (e->params.n_ubatch > 0 && e->params.n_ubatch < n_batch) n_batch = e->params.n_ubatch; /* one piece */
     int32_t tree_max = e->params.draft_max + 1;
     e->n_batch = n_batch > tree_max ? n_batch : tree_max;
     if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx > tree_max ? e->n_ctx : tree_max;

@@ -46,6 +46,7 @@ typedef struct specd_engine_setup {
     const char *target_path, *draft_path;   /* the engine's copies (draft NULL: none) */
     const char *calibration_cache;          /* the engine's copy of params.calibration_cache, or NULL */
     int32_t n_threads, n_batch;
+    int32_t n_threads_batch;                /* 0: n_threads */
     specd_flash_attn flash_attn;
     specd_cache_type cache_type_v;          /* as the engine resolved it (never DEFAULT) */
     specd_draft_hold draft_hold;

@@ -37,6 +37,7 @@ static void describe_placement(const specd_engine *e, char *out, size_t size) {
 void specd_engine_setup_of(const specd_engine *e, specd_engine_setup *out) {
     *out = (specd_engine_setup){.target_path = e->target_path, .draft_path = e->draft_path,
                                 .calibration_cache = e->calibration_cache, .n_threads = e->params.n_threads,
+                                .n_threads_batch = e->params.n_threads_batch == e->params.n_threads ? 0 : e->params.n_threads_batch,
                                 .n_batch = e->n_batch, .flash_attn = e->params.flash_attn,
                                 .cache_type_v = resolved_v_cache(&e->params), .draft_hold = e->params.draft_hold};
     describe_placement(e, out->placement, sizeof out->placement);

@@ -263,6 +263,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) return next_int(c, f, 0, 1 << 24, &p->n_ctx);
     if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return next_int(c, f, 1, 1024, &p->n_threads);
     if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
+    if (!strcmp(f, "-ub") || !strcmp(f, "--ubatch-size")) return next_int(c, f, 1, 1 << 20, &p->n_ubatch);
+    if (!strcmp(f, "-tb") || !strcmp(f, "--threads-batch")) return next_int(c, f, 1, 1024, &p->n_threads_batch);
     if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft")) return next_int(c, f, 1, 256, &p->draft_max);
     if (!strcmp(f, "-np") || !strcmp(f, "--parallel"))
         return (s->parallel_given = true) && next_int(c, f, 1, SPECD_MAX_PARALLEL, &p->n_parallel);
@@ -287,7 +289,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (r != 0) return r > 0;
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
-                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -b, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
+                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -tb, -b, -ub, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
                     "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --draft-hold, --verbose)", f);
@@ -425,6 +427,8 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
            rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
            rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
+           rpc_read_int32(rp, "n_ubatch", 1, 1 << 20, &p->n_ubatch) &&
+           rpc_read_int32(rp, "n_threads_batch", 1, 1024, &p->n_threads_batch) &&
            rpc_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && read_flash_attn(rp, &p->flash_attn) &&
            rpc_read_int32(rp, "n_parallel", 1, SPECD_MAX_PARALLEL, &p->n_parallel) &&
            rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&

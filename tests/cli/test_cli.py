@@ -210,6 +210,11 @@ def errors(specd, models):
         check("-lm none (llama.cpp's --load-mode): read, not mapped; the same text",
               loaded.get("text") == plain["text"] and "load_mode = none" in rl.stderr
               and "CPU_Mapped" not in rl.stderr, rl.stderr[-400:])
+        rb = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "24", "--temp", "0",
+                  "--ignore-eos", "--json", "-b", "64", "-ub", "32", "-tb", "1"])
+        batched = json.loads(rb.stdout) if rb.returncode == 0 else {}
+        check("llama.cpp's -ub and -tb are taken; the same text", batched.get("text") == plain["text"],
+              rb.stderr[-300:])
         held = {}
         for hold in ("on", "off"):
             rh = run([specd, "run", "-m", target, "-md", draft, "-p", "the little girl", "-n", "48", "--temp", "0",
@@ -223,6 +228,8 @@ def errors(specd, models):
               and held["on"].get("text", "").startswith(plain["text"]), json.dumps(costs))
     expect_usage_error(specd, "an unknown load mode", ["-m", target, "-p", "x", "-lm", "mapped"],
                        "auto, none, mmap, mlock, mmap+mlock or dio")
+    expect_usage_error(specd, "-ub 0", ["-m", target, "-p", "x", "-ub", "0"], "-ub")
+    expect_usage_error(specd, "-tb 0", ["-m", target, "-p", "x", "-tb", "0"], "-tb")
     expect_usage_error(specd, "an unknown draft hold", ["-m", target, "-p", "x", "--draft-hold", "always"],
                        "--draft-hold expects auto, on or off, got 'always'")
     expect_usage_error(specd, "none in a list", ["-m", target, "-p", "x", "--spec", "none,ngram-simple"],

@@ -324,10 +324,15 @@ static void copy_file(const char *from, const char *to) {
     fclose(out);
 }
 
-static void key_placed(const char *target, int32_t n_threads, const char *placement, char *out, size_t size) {
+static void key_with(const char *target, int32_t n_threads, int32_t n_threads_batch, const char *placement, char *out,
+                     size_t size) {
     specd_calibration_identity id = {target, draft_path, n_threads, 512, SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_F32,
-                                     placement};
+                                     placement, n_threads_batch};
     assert_true(specd_calibration_key(&id, out, size));
+}
+
+static void key_placed(const char *target, int32_t n_threads, const char *placement, char *out, size_t size) {
+    key_with(target, n_threads, 0, placement, out, size);
 }
 
 static void key_of(const char *target, int32_t n_threads, char *out, size_t size) {
@@ -379,9 +384,14 @@ static void test_the_key_follows_the_model_file_and_threads(void **state) {
     assert_int_equal(utimensat(AT_FDCWD, model, times, 0), 0);
     key_of(model, 2, k1, sizeof k1);
     assert_string_not_equal(before, k1);
+    /* threads for batches (-tb) other than -t: their own costs; the same as -t (0): the old key */
+    char tb[1024];
+    key_with(model, 2, 1, NULL, tb, sizeof tb);
+    assert_string_not_equal(tb, k1);
+    assert_non_null(strstr(tb, ";tb=1"));
     /* a file that cannot be read gives no key */
     specd_calibration_identity missing = {"/nonexistent/model.gguf", NULL, 2, 512, SPECD_FLASH_ATTN_OFF,
-                                          SPECD_CACHE_TYPE_F32, NULL};
+                                          SPECD_CACHE_TYPE_F32, NULL, 0};
     assert_false(specd_calibration_key(&missing, k1, sizeof k1));
 }
 

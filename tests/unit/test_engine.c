@@ -415,6 +415,12 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     assert_false(specd_load_mode_parse("mmap,mlock", &mode));
     assert_false(specd_load_mode_parse(NULL, &mode));
     p.load_mode = SPECD_LOAD_MODE_AUTO;
+    p.n_ubatch = -1;
+    err = NULL;
+    assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
+    if (!err || !strstr(err, "n_ubatch")) fail_msg("error '%s' does not mention n_ubatch", err);
+    specd_free(err);
+    p.n_ubatch = 0;
     p.draft_hold = (specd_draft_hold)7;
     err = NULL;
     assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);

@@ -181,6 +181,8 @@ static void init_errors(void **state) {
     expect_error("init", "{\"model\":\"x\",\"load_mode\":\"fast\"}", -32602, "load_mode", "got 'fast'");
     expect_error("init", "{\"cmd\":\"-m x.gguf -lm fast\"}", -32602, "-lm", "llama.cpp's load modes");
     expect_error("init", "{\"model\":\"x\",\"draft_hold\":\"always\"}", -32602, "draft_hold", "got 'always'");
+    expect_error("init", "{\"model\":\"x\",\"n_threads_batch\":0}", -32602, "n_threads_batch", "");
+    expect_error("init", "{\"cmd\":\"-m x.gguf -ub 0\"}", -32602, "-ub", "");
     expect_error("init", "{\"cmd\":\"-m x.gguf --draft-hold 1\"}", -32602, "--draft-hold", "\"auto\", \"on\" or \"off\"");
     expect_error("init", "{\"cmd\":\"-m /no/such.gguf --no-warmup\"}", -32002, "model", "/no/such.gguf"); /* known */
     expect_error("init", "{\"cmd\":\"-m 'x.gguf\"}", -32602, "cmd", "unclosed ' quote");
