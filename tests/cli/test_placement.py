@@ -254,15 +254,15 @@ def rpc(specd, models, server):
         _, local_default = run_json(specd, adaptive)
         _, planned = run_json(specd, adaptive + ["--rpc", endpoints])
         r, held = run_json(specd, adaptive + ["--rpc", endpoints, "--draft-hold", "on"])
+        # the first spell holds 3 for 16 steps (then trials of other lengths, and shorter drafts as
+        # the last tokens leave less room: how many depends on the run's timings)
         lengths = held["speculative"]["draft_lengths"] if held else []
-        # 32 steps: the first spell (16, of 3), two trials of 8, maybe a shorter draft at the end
-        n_lengths = sum(1 for n in lengths[1:] if n > 0)
         check("rpc-servers on a CPU: the default plans; --draft-hold on holds (3 first); the target's text",
               local_default is not None and held is not None and planned is not None
               and local_default["speculative"]["costs"]["held_draft_length"] == -1
               and planned["speculative"]["costs"]["held_draft_length"] == -1
               and held["speculative"]["costs"]["held_draft_length"] >= 0
-              and len(lengths) > 3 and lengths[3] >= 8 and n_lengths <= 4
+              and len(lengths) > 3 and lengths[3] >= 8
               and held["text"] == local_default["text"] == planned["text"],
               f"rc={r.returncode} {held and held['speculative']} {r.stderr[-300:]!r}")
         r = run([specd, "run", "-m", target, "-md", draft, "-p", "the cat", "-n", "8", "--spec", "draft,suffix",
