@@ -786,56 +786,6 @@ static void test_two_sessions_interleaved_equal_their_runs_alone(void **state) {
     specd_session_free(b);
 }
 
-/* Held draft lengths (draft_hold on, as where the target is on a GPU) with two slots drafted
- * together and verified in one pass: each session gives what it gives alone, and reports the
- * length held. */
-static void test_held_lengths_in_two_slots_equal_their_runs_alone(void **state) {
-    (void)state;
-    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 6, true);
-    g.n_predict = 64;
-    specd_result alone[2];
-    for (int i = 0; i < 2; i++) alone[i] = generate_text(engine, prompts[i], &g);
-    specd_engine_params p = test_engine_params(target_path, draft_path, 2 * 256);
-    p.n_parallel = 2;
-    p.draft_hold = SPECD_DRAFT_HOLD_ON;
-    specd_engine *slots = open_engine_with(&p);
-    specd_session *s[2];
-    for (int i = 0; i < 2; i++) {
-        specd_token *tok = NULL;
-        int32_t n = 0;
-        char *err = NULL;
-        assert_int_equal(specd_tokenize(slots, prompts[i], true, &tok, &n, NULL), SPECD_OK);
-        if (specd_session_new_in_slot(slots, i, tok, n, &g, &s[i], &err) != SPECD_OK) fail_msg("slot %d: %s", i, err);
-        specd_free(tok);
-    }
-    for (int steps = 0; !specd_session_done(s[0]) || !specd_session_done(s[1]); steps++) {
-        assert_true(steps < 1000);
-        specd_session *busy[2];
-        int n_busy = 0;
-        for (int i = 0; i < 2; i++)
-            if (!specd_session_done(s[i])) busy[n_busy++] = s[i];
-        char *errs[2] = {0}, *err = NULL;
-        int32_t accepted[2];
-        if (specd_sessions_draft(busy, n_busy, NULL, errs) != SPECD_OK) fail_msg("joint draft: %s", errs[0]);
-        if (specd_sessions_verify(busy, n_busy, accepted, NULL, errs) != SPECD_OK) fail_msg("joint pass: %s", errs[0]);
-        for (int k = 0; k < n_busy; k++)
-            if (specd_session_accept(busy[k], NULL, &err) != SPECD_OK) fail_msg("accept: %s", err);
-    }
-    for (int i = 0; i < 2; i++) {
-        specd_result r;
-        specd_session_take_result(s[i], &r);
-        char what[64];
-        snprintf(what, sizeof what, "held lengths, session in slot %d", i);
-        assert_same_tokens(&r, &alone[i], what);
-        assert_true(r.stats.held_draft_length >= 0);
-        assert_true(r.stats.n_drafted > 0);
-        specd_result_clear(&r);
-        specd_result_clear(&alone[i]);
-        specd_session_free(s[i]);
-    }
-    specd_engine_free(slots);
-}
-
 /* Three sessions in three slots of one engine (one greedy with a fixed draft, one adaptive, one
  * seeded sampling with a fixed draft length: an adaptive one follows the engine's learnt costs,
  * and the draws follow the drafts), stepped in turn: each gives exactly what it gives alone on the one-slot engine,
@@ -1115,6 +1065,32 @@ static int64_t assert_slots_as_alone(specd_session **s, int n, const specd_resul
         specd_session_free(s[i]);
     }
     return drafted;
+}
+
+/* Held draft lengths (draft_hold on, as where the target is on a GPU) with two slots drafted
+ * together and verified in one pass: each session gives what it gives alone, and reports the
+ * length held. */
+static void test_held_lengths_in_two_slots_equal_their_runs_alone(void **state) {
+    (void)state;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 6, true);
+    g.n_predict = 64;
+    specd_result alone[2];
+    for (int i = 0; i < 2; i++) alone[i] = generate_text(engine, prompts[i], &g);
+    specd_engine_params p = test_engine_params(target_path, draft_path, 2 * 256);
+    p.n_parallel = 2;
+    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    specd_engine *slots = open_engine_with(&p);
+    specd_session *s[2];
+    open_sessions_in_slots(slots, &g, s, 2);
+    int64_t passes = 0;
+    for (int steps = 0; joint_round(slots, s, 2, &passes) > 0; steps++) assert_true(steps < 1000);
+    for (int i = 0; i < 2; i++) {
+        assert_true(specd_session_result(s[i])->stats.held_draft_length >= 0);
+        assert_true(specd_session_result(s[i])->stats.n_drafted > 0);
+    }
+    assert_slots_as_alone(s, 2, alone);
+    for (int i = 0; i < 2; i++) specd_result_clear(&alone[i]);
+    specd_engine_free(slots);
 }
 
 static void test_more_drafting_slots_than_the_batch_holds(void **state) {
