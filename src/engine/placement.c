@@ -195,6 +195,12 @@ void specd_placement_loaded(specd_placement *pl, const struct llama_model *model
     pl->n_layers_offloaded = pl->n_gpu_layers < 0 || pl->n_gpu_layers > all ? all : pl->n_gpu_layers;
 }
 
+bool specd_placement_only_rpc(const specd_placement *pl) {
+    for (int32_t i = 0; i < pl->n_devices; i++)
+        if (!is_rpc_device(pl->devices[i])) return false;
+    return pl->n_devices > 0;
+}
+
 void specd_placement_key(const specd_placement *pl, char *out, size_t size) {
     snprintf(out, size, "%s:%d/%d", pl->names, pl->n_layers_offloaded, pl->n_layers + 1);
 }

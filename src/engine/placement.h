@@ -34,6 +34,10 @@ void specd_placement_apply(const specd_placement *placement, struct llama_model_
 /* Once the model is loaded: its layer count and how many of them the placement offloads. */
 void specd_placement_loaded(specd_placement *placement, const struct llama_model *model);
 
+/* Whether the placement offloads to llama.cpp's rpc-servers alone (no local GPU among its devices):
+ * what device runs behind a server is not known here. */
+bool specd_placement_only_rpc(const specd_placement *placement);
+
 /* "CUDA0:33/33" or "CPU": the part of the calibration key one model's placement gives. */
 void specd_placement_key(const specd_placement *placement, char *out, size_t size);
 

@@ -4,7 +4,6 @@
 #include "engine_internal.h"
 
 #include <stdio.h>
-#include <string.h>
 
 /* The views are the engine's own to change: a const engine hands them out as strchr does. */
 specd_model_slot *specd_engine_target(const specd_engine *e) { return (specd_model_slot *)&e->target; }
@@ -45,16 +44,6 @@ void specd_engine_setup_of(const specd_engine *e, specd_engine_setup *out) {
 
 const char *specd_engine_backend_info(void) { return llama_print_system_info(); }
 
-/* Every device in a placement's names ("RPC0,RPC1", "CUDA0,RPC0") an rpc-server's. */
-static bool only_rpc_servers(const char *names) {
-    if (!names[0]) return false;
-    for (const char *n = names; n; n = strchr(n, ',')) {
-        if (*n == ',') n++;
-        if (strncmp(n, "RPC", 3) != 0) return false;
-    }
-    return true;
-}
-
 specd_model_shape specd_engine_target_shape(const specd_engine *e) {
     const struct llama_model *m = e->target.model;
     if (!m) return (specd_model_shape){0};
@@ -62,7 +51,7 @@ specd_model_shape specd_engine_target_shape(const specd_engine *e) {
     return (specd_model_shape){.n_params = (double)llama_model_n_params(m), .n_layer = llama_model_n_layer(m),
                                .n_embd = llama_model_n_embd(m), .recurrent = llama_model_is_recurrent(m),
                                .offloaded = offloaded,
-                               .remote = offloaded && only_rpc_servers(e->target.placement.names)};
+                               .remote = offloaded && specd_placement_only_rpc(&e->target.placement)};
 }
 
 struct specd_learned *specd_engine_learned(const specd_engine *e) { return e->learned; }
