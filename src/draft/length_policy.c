@@ -19,7 +19,6 @@ void specd_length_policy_init(specd_length_policy *p) {
 
 void specd_length_policy_limit(specd_length_policy *p, int32_t max) {
     p->max_fixed = max < 1 ? 1 : max > SPECD_POLICY_MAX_FIXED ? SPECD_POLICY_MAX_FIXED : max;
-    if (p->fixed > p->max_fixed) p->fixed = p->max_fixed;
     if (p->hold && p->held.length > p->max_fixed) p->held.length = p->max_fixed;
 }
 
@@ -35,7 +34,7 @@ int32_t specd_length_policy_fixed(const specd_length_policy *p) { return p->hold
 void specd_length_policy_hold(specd_length_policy *p, bool hold) {
     p->hold = hold;
     specd_held_lengths_init(&p->held, p->max_fixed);
-    p->fixed = hold ? p->held.length : -1;
+    p->fixed = -1; /* the planner's spells start over; while holding, the held length drives */
 }
 
 /* Tokens a chain cut at k would have given on this step's drafts (see the header); past the
@@ -168,7 +167,6 @@ void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *
     if (p->hold) {
         specd_held_lengths_record_step(&p->held, s->n_nodes - 1);
         specd_held_lengths_step_done(&p->held, best_of(p, p->fixed_tokens, p->fixed_ms), p->max_fixed);
-        p->fixed = p->held.length;
         return;
     }
     if (p->fixed >= 0) {

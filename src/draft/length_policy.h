@@ -82,7 +82,7 @@ typedef struct specd_length_policy {
     uint32_t n_spells;  /* fixed spells so far (statistics) */
     int32_t max_fixed;  /* the longest fixed length that can drive: the engine's draft_max */
     int32_t last_nodes; /* the previous step's pass size (0: none yet) */
-    bool hold;          /* held lengths (see above): fixed is held.length */
+    bool hold;          /* held lengths (see above): held.length drives, not fixed */
     bool hold_once_resizes_matter; /* held lengths from the step a resize costs a tenth of a pass on */
     specd_held_lengths held;
 } specd_length_policy;
