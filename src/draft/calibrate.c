@@ -213,15 +213,13 @@ static bool parse_cost_line(char *line, parsed_costs *pc, int32_t *last_n, const
         return (*why = "bad acceptance line"), false;
     }
     if (!strncmp(line, "held ", 5)) {
-        int k = -1, used = 0;
-        double *t = NULL;
-        if (sscanf(line + 5, "%d%n", &k, &used) == 1 && k >= 0 && k <= SPECD_HELD_MAX && pc->held[k][2] <= 0.0) {
-            t = pc->held[k];
-            if (sscanf(line + 5 + used, "%lf %lf %lf", &t[0], &t[1], &t[2]) == 3 && t[0] >= t[2] && t[1] > 0.0 &&
-                t[2] > 0.0 && t[1] <= MAX_MS * t[2])
-                return true;
-        }
-        return (*why = "bad held line"), false;
+        int k = -1;
+        double t[3];
+        bool ok = sscanf(line + 5, "%d %lf %lf %lf", &k, &t[0], &t[1], &t[2]) == 4 &&
+                  specd_held_timing_valid(k, t[0], t[1], t[2]) && t[1] <= MAX_MS * t[2] && pc->held[k][2] <= 0.0;
+        if (!ok) return (*why = "bad held line"), false;
+        memcpy(pc->held[k], t, sizeof t);
+        return true;
     }
     if (!strncmp(line, "first_draft_ms ", 15)) {
         if (pc->first_draft_ms > 0.0 || !parse_ms(line + 15, &pc->first_draft_ms))

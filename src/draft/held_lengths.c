@@ -55,8 +55,12 @@ static int32_t next_length(const specd_held_lengths *h, int32_t modelled, int32_
     return now;
 }
 
+bool specd_held_timing_valid(int32_t k, double tokens, double ms, double steps) {
+    return k >= 0 && k <= SPECD_HELD_MAX && tokens > 0.0 && ms > 0.0 && steps > 0.0 && tokens >= steps;
+}
+
 bool specd_held_lengths_restore(specd_held_lengths *h, int32_t k, double tokens, double ms, double steps) {
-    if (k < 0 || k > SPECD_HELD_MAX || !(tokens > 0.0) || !(ms > 0.0) || !(steps > 0.0) || tokens < steps) return false;
+    if (!specd_held_timing_valid(k, tokens, ms, steps)) return false;
     h->tokens[k] = tokens, h->ms[k] = ms, h->steps[k] = steps;
     return true;
 }

@@ -52,8 +52,11 @@ void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, doubl
 /* A step ended: at the end of a spell the next length is chosen (modelled_best: the length the
  * cost model prices best, at most max). */
 void specd_held_lengths_step_done(specd_held_lengths *h, int32_t modelled_best, int32_t max);
+/* Whether a timing of length k could be one: k a length, the numbers positive, a token or more a
+ * step. */
+bool specd_held_timing_valid(int32_t k, double tokens, double ms, double steps);
 /* An earlier process's timing of length k (a calibration file's, calibrate.h): taken as this
- * process's own; false, changing nothing, for a k or numbers no timing could have. */
+ * process's own; false, changing nothing, for one that is not valid. */
 bool specd_held_lengths_restore(specd_held_lengths *h, int32_t k, double tokens, double ms, double steps);
 /* After restoring: the best timed length up to max drives first (a fresh process started at
  * SPECD_HELD_FIRST and spent its first spells finding it again). */
