@@ -11,15 +11,21 @@ void specd_held_lengths_init(specd_held_lengths *h, int32_t max) {
     memset(h, 0, sizeof *h);
     h->length = SPECD_HELD_FIRST < max ? SPECD_HELD_FIRST : max;
     h->spell_left = SPECD_HELD_SPELL;
-    h->step_length = -1;
+    h->step_length = h->last_drafted = -1;
 }
 
 void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted) {
     h->step_length = drafted < 0 ? 0 : drafted > SPECD_HELD_MAX ? SPECD_HELD_MAX : drafted;
+    if (h->step_length != h->last_drafted) h->settle_left = SPECD_HELD_SETTLE;
+    h->last_drafted = h->step_length;
 }
 
 void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, double ms) {
     if (h->step_length < 0 || tokens <= 0 || !(ms > 0.0)) return;
+    if (h->settle_left > 0) {
+        h->settle_left--, h->step_length = -1;
+        return;
+    }
     for (int32_t k = 0; k <= SPECD_HELD_MAX; k++) h->tokens[k] *= DECAY, h->ms[k] *= DECAY, h->steps[k] *= DECAY;
     h->tokens[h->step_length] += tokens;
     h->ms[h->step_length] += ms;
@@ -48,6 +54,7 @@ static int32_t next_length(const specd_held_lengths *h, int32_t modelled, int32_
     int32_t best = best_timed(h, max, 0); /* stale timings too: the length is timed again as it drives */
     if (best >= 0 && best != now && rate_of(h, best) > rate_of(h, now) * (1.0 + SPECD_HELD_MARGIN)) return best;
     *spell = SPECD_HELD_TRIAL;
+    if (now != 0 && !fresh(h, 0)) return 0; /* first: whether drafting pays at all */
     if (modelled >= 0 && modelled <= max && modelled != now && !fresh(h, modelled)) return modelled;
     if (now + 1 <= max && !fresh(h, now + 1)) return now + 1;
     if (now - 1 >= 0 && !fresh(h, now - 1)) return now - 1;

@@ -12,11 +12,16 @@
  *   - the best timed length drives, when it made SPECD_HELD_MARGIN more than the one driving (a
  *     stale timing counts: the length is timed again as it drives);
  *   - else a length whose timing is stale (fewer than SPECD_HELD_FRESH steps' weight) is tried for
- *     SPECD_HELD_TRIAL steps: the one the cost model prices best, then the neighbours of the one
- *     driving (a climb to the best);
+ *     SPECD_HELD_TRIAL steps: first no drafting at all (0: on the H200 a draft token cost 0.4 of a
+ *     target pass, and the target alone outran every length on both benchmark pairs), then the
+ *     one the cost model prices best, then the neighbours of the one driving (a climb to the
+ *     best);
  *   - else the one driving drives on.
  * Each length is tried again as its timing goes stale, some 280 steps after it last drove: the
- * text may have changed. On the H200 (256 tokens, temperature 0, two prompts), held lengths that
+ * text may have changed. The first SPECD_HELD_SETTLE steps after the drafted length changed are
+ * not timed: on the H200 they cost up to three times a settled step (the resized pass's graph is
+ * rebuilt, then captured), and counted in an 8-step trial they priced the target alone at 0.71
+ * tokens/ms where its settled steps made 1.16. On the H200 (256 tokens, temperature 0, two prompts), held lengths that
  * tried 16-step spells in the model's order ran at 0.97-0.99x llama-speculative's 3 on the Q8_0
  * target, where the planner ran at 0.73-0.93x, and at 1.03x on the F32 target, where the planner,
  * which had stopped drafting, ran at 1.14-1.25x; this order (the timed best first, no drafts timed
@@ -32,7 +37,8 @@
 #define SPECD_HELD_SPELL 16
 #define SPECD_HELD_TRIAL 8
 #define SPECD_HELD_FIRST 3 /* llama-speculative's draft, before anything is timed */
-#define SPECD_HELD_FRESH 6.0
+#define SPECD_HELD_SETTLE 2 /* steps after a change of length left untimed: a rebuilt graph, a capture */
+#define SPECD_HELD_FRESH 5.0
 #define SPECD_HELD_MARGIN 0.03
 
 typedef struct specd_held_lengths {
@@ -40,6 +46,8 @@ typedef struct specd_held_lengths {
     int32_t length;      /* the length held now */
     int32_t spell_left;  /* steps before the next choice */
     int32_t step_length; /* the length the last step drafted (-1: none since its time was taken) */
+    int32_t last_drafted; /* the length the step before drafted (-1: none yet) */
+    int32_t settle_left;  /* steps still untimed since the drafted length changed */
 } specd_held_lengths;
 
 /* Starts with SPECD_HELD_FIRST, at most max (a calibration file's timings may name a better one:
