@@ -10,7 +10,7 @@
 void specd_held_lengths_init(specd_held_lengths *h, int32_t max) {
     memset(h, 0, sizeof *h);
     h->length = SPECD_HELD_FIRST < max ? SPECD_HELD_FIRST : max;
-    h->spell_left = SPECD_HELD_SPELL;
+    h->spell_left = SPECD_HELD_TRIAL;
     h->step_length = h->last_drafted = -1;
 }
 

@@ -7,26 +7,26 @@
  * model's; on a GPU, where a pass costs a ms and its overheads are a third of it, the model went
  * wrong both ways (in a replay of the H200's costs its T(1) was learnt 25% low, a fixed 0 looked
  * best, and the run never drafted again; on the H200 itself it priced 4 and 5 best where 3 was, and
- * drafting at all lost on the F32 target). So each length's own steps are timed as they ran (tokens
- * and ms, decayed; the plain steps that time T(1) time no drafts), and at the end of a spell:
+ * drafting at all lost on both benchmark pairs). So each length's own steps are timed as they ran
+ * (tokens and ms, decayed; steps that draft nothing time length 0), and at the end of a spell:
  *   - the best timed length drives, when it made SPECD_HELD_MARGIN more than the one driving (a
  *     stale timing counts: the length is timed again as it drives);
  *   - else a length whose timing is stale (fewer than SPECD_HELD_FRESH steps' weight) is tried for
- *     SPECD_HELD_TRIAL steps: first no drafting at all (0: on the H200 a draft token cost 0.4 of a
- *     target pass, and the target alone outran every length on both benchmark pairs), then the
- *     one the cost model prices best, then the neighbours of the one driving (a climb to the
- *     best);
+ *     SPECD_HELD_TRIAL steps: first no drafting at all (0), then the one the cost model prices
+ *     best, then the neighbours of the one driving (a climb to the best);
  *   - else the one driving drives on.
- * Each length is tried again as its timing goes stale, some 280 steps after it last drove: the
- * text may have changed. The first SPECD_HELD_SETTLE steps after the drafted length changed are
- * not timed: on the H200 they cost up to three times a settled step (the resized pass's graph is
- * rebuilt, then captured), and counted in an 8-step trial they priced the target alone at 0.71
- * tokens/ms where its settled steps made 1.16. On the H200 (256 tokens, temperature 0, two prompts), held lengths that
- * tried 16-step spells in the model's order ran at 0.97-0.99x llama-speculative's 3 on the Q8_0
- * target, where the planner ran at 0.73-0.93x, and at 1.03x on the F32 target, where the planner,
- * which had stopped drafting, ran at 1.14-1.25x; this order (the timed best first, no drafts timed
- * by the plain steps) and trials of 8 came after (docs/benchmarks-gpu.md). Not thread-safe
- * (specd.h). */
+ * The first length, SPECD_HELD_FIRST, is itself a trial. Each length is tried again as its timing
+ * goes stale, some 280 steps after it last drove: the text may have changed. The first
+ * SPECD_HELD_SETTLE steps after the drafted length changed are not timed: on the H200 they cost up
+ * to three times a settled step (the resized pass's graph is rebuilt, then captured).
+ *
+ * Why no drafts are tried first: on the H200 with the benchmark pairs a draft token cost 0.4 of a
+ * target pass, and the target alone (1180-1250 tokens/s on the Q8_0 target, 1090-1140 on the F32)
+ * outran every length (fixed 3: 1160-1190 and 900-990); held lengths, which tried 0 only as a
+ * neighbour of 1 and timed it by warm-up steps (0.71 tokens/ms where settled steps made 1.16),
+ * held 2-6 and ran at 0.72-0.93x no speculation (once 1.08x). Where drafting pays, the trial
+ * costs: replayed on the H200's costs with a draft token at a tenth of a pass, 1-5% of a fresh
+ * 128-token run (docs/performance.md). Not thread-safe (specd.h). */
 #ifndef SPECD_HELD_LENGTHS_H
 #define SPECD_HELD_LENGTHS_H
 
@@ -50,8 +50,8 @@ typedef struct specd_held_lengths {
     int32_t settle_left;  /* steps still untimed since the drafted length changed */
 } specd_held_lengths;
 
-/* Starts with SPECD_HELD_FIRST, at most max (a calibration file's timings may name a better one:
- * specd_held_lengths_start_at_best). */
+/* Starts with SPECD_HELD_FIRST, at most max, for a trial (a calibration file's timings may name a
+ * better one: specd_held_lengths_start_at_best). */
 void specd_held_lengths_init(specd_held_lengths *h, int32_t max);
 /* A step drafted `drafted` tokens (its time follows: specd_held_lengths_record_time). */
 void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted);

@@ -49,8 +49,8 @@ static void test_the_first_length_is_llama_speculatives_3_within_draft_max(void 
     assert_int_equal(h.length, 2);
 }
 
-/* The model is right (5 makes more than 3): after the first spell no drafts are tried (they lose),
- * then 5, which drives; its neighbours are tried as their timings go stale; lengths change only at
+/* The model is right (5 makes more than 3): after a first trial of 3, no drafts are tried (they
+ * lose), then 5, which drives; its neighbours are tried as their timings go stale; lengths change only at
  * the end of a spell or a trial. */
 static void test_a_length_the_model_prices_best_is_tried_and_kept_where_it_is(void **state) {
     (void)state;
@@ -59,7 +59,7 @@ static void test_a_length_the_model_prices_best_is_tried_and_kept_where_it_is(vo
     specd_held_lengths_init(&h, 8);
     outcome o = run(&h, &m, 5, 8, 40 * SPECD_HELD_SPELL);
     assert_int_equal(o.changes_between_spells, 0);
-    assert_int_equal(o.steps_at[3], 2 * SPECD_HELD_SPELL);
+    assert_int_equal(o.steps_at[3], SPECD_HELD_TRIAL + SPECD_HELD_SPELL);
     assert_true(o.steps_at[0] >= SPECD_HELD_TRIAL && o.steps_at[0] <= 3 * SPECD_HELD_TRIAL);
     assert_true(o.steps_at[5] >= 30 * SPECD_HELD_SPELL);
     assert_true(o.steps_at[4] > 0 && o.steps_at[6] > 0);
