@@ -23,7 +23,7 @@
  * Why no drafts are tried first: on the H200 with the benchmark pairs a draft token cost 0.4 of a
  * target pass, and the target alone (1180-1250 tokens/s on the Q8_0 target, 1090-1140 on the F32)
  * outran every length (fixed 3: 1160-1190 and 900-990); held lengths, which tried 0 only as a
- * neighbour of 1 and timed it by warm-up steps (0.71 tokens/ms where settled steps made 1.16),
+ * neighbour of 1 and timed it by warm-up steps (0.71 tokens/ms where settled steps made 1.14),
  * held 2-6 and ran at 0.72-0.93x no speculation (once 1.08x). Where drafting pays, the trial
  * costs: replayed on the H200's costs with a draft token at a tenth of a pass, 1-5% of a fresh
  * 128-token run (docs/performance.md). Not thread-safe (specd.h). */
