@@ -4,7 +4,7 @@
 # in 9 minutes on a 16-core machine; writes docs/benchmarks-gpu.md.
 #
 #   scripts/gpu_bench.sh [--minutes N] [--models DIR] [--prompts FILE] [--out DIR] [--report FILE]
-#                        [--no-tests] [--threads N] [--heads]
+#                        [--no-tests] [--threads N] [--heads] [--big]
 #   scripts/gpu_bench.sh --report-from DIR [--report FILE]
 #
 # Steps (each one's wall time goes into the report):
@@ -26,6 +26,11 @@
 #      make_tiny_model writes (hidden 2048, 16 layers; its small vocabulary), specd bench --head each
 #      against llama-speculative-simple with the same head, one prompt at temperature 0. Step 4
 #      leaves it 4 minutes (give --minutes 13 so that 4 keeps its 3 prompts).
+#   --big: a third pair in the shape where a GPU gains from speculation: target-big.gguf (F16,
+#      stories260K grown to dim 4096, 32 layers, 4.4B parameters, 8.8 GB; grown in step 3, about two
+#      minutes) with the same draft, whose token costs a sixth of a target pass there instead of
+#      0.4 (the two pairs above are small for an H200: with them no speculation won, docs/
+#      benchmarks-gpu.md). Step 4 benches all three pairs, and step 4b runs on target-big.gguf.
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
@@ -42,6 +47,7 @@ report=$root/docs/benchmarks-gpu.md
 report_from=""
 run_tests=1
 heads=0
+big=0
 threads=""
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$SECONDS
@@ -70,6 +76,7 @@ while [ $# -gt 0 ]; do
                threads=$2; shift ;;
     --no-tests) run_tests=0 ;;
     --heads) heads=1 ;;
+    --big) big=1 ;;
     -h|--help) usage; exit 0 ;;
     *) die 2 "unknown argument '$1' (see --help)" ;;
   esac
@@ -121,13 +128,15 @@ write_report() {
     fi
     if [ -s "$dir/diagnosis.txt" ]; then
       echo
-      echo "## Where the time goes (step 4b: target.gguf, one prompt, 256 tokens, temperature 0)"
+      local diag_target
+      diag_target=$(sed -n 's/^target: //p' "$dir/diagnosis.txt" | head -1)
+      echo "## Where the time goes (step 4b: ${diag_target:-target.gguf}, one prompt, 256 tokens, temperature 0)"
       echo
       echo "tokens/s with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1); specd's lines add llama.cpp's"
       echo "counters per context (SPECD_LLAMA_PERF=1): how often each reused its graph."
       echo
       echo '```'
-      cat "$dir/diagnosis.txt"
+      grep -v '^target: ' "$dir/diagnosis.txt"
       echo '```'
     fi
     if [ -f "$dir/heads/benchmarks.md" ]; then
@@ -159,6 +168,7 @@ step_done() { # name seconds outcome
 
 # 3. the pairs, in the background while the build runs: grow_model.py needs python3 with numpy.
 pair_files=(target.gguf target-f32.gguf draft.gguf)
+[ "$big" = 1 ] && pair_files+=(target-big.gguf)
 grow_pairs() {
   local py=${SPECD_PYTHON:-python3} gguf_py=$root/deps/llama/src/gguf-py
   [ -d "${LLAMA_CPP_DIR:-}/gguf-py" ] && gguf_py=$LLAMA_CPP_DIR/gguf-py
@@ -169,7 +179,8 @@ grow_pairs() {
   local -A spec=(
     [target.gguf]="--dim 1536 --layers 12 --ffn 6144 --heads 16 --eps 0.15 --seed 2 --q8 --name bench-target"
     [target-f32.gguf]="--dim 1536 --layers 12 --ffn 6144 --heads 16 --eps 0.15 --seed 2 --f32 --name bench-target-f32"
-    [draft.gguf]="--dim 768 --layers 6 --ffn 3072 --heads 8 --eps 0 --seed 3 --q8 --name bench-draft")
+    [draft.gguf]="--dim 768 --layers 6 --ffn 3072 --heads 8 --eps 0 --seed 3 --q8 --name bench-draft"
+    [target-big.gguf]="--dim 4096 --layers 32 --ffn 11008 --heads 32 --eps 0.12 --seed 4 --name bench-target-big")
   local f pids=() rc=0
   for f in "${pair_files[@]}"; do
     [ -s "$models/$f" ] && continue
@@ -185,9 +196,10 @@ grow_pairs() {
 # Steps 4b and 5 run these; every function is defined before the first step runs (a step
 # that names one defined further down finds nothing: the first H100 run lost step 4b so).
 # 4b. where the time goes: each tool's tokens/s with and without CUDA graphs, specd's graph reuses.
-diagnose() { # models_dir prompt
-  local m=$1 prompt=$2 bin=$root/deps/llama-cuda/build-lib/bin specd=$root/build-cuda/bin/specd graphs
-  local common=(-m "$m/target.gguf" -p "$prompt" -n 256 -c 1024 -t "$threads" --temp 0 --seed 42 --ignore-eos -ngl 99)
+diagnose() { # models_dir prompt target
+  local m=$1 prompt=$2 target=$3 bin=$root/deps/llama-cuda/build-lib/bin specd=$root/build-cuda/bin/specd graphs
+  echo "target: $target"
+  local common=(-m "$m/$target" -p "$prompt" -n 256 -c 1024 -t "$threads" --temp 0 --seed 42 --ignore-eos -ngl 99)
   for graphs in on off; do
     local env=()
     [ "$graphs" = off ] && env=(GGML_CUDA_DISABLE_GRAPHS=1)
@@ -280,8 +292,10 @@ if [ "$(cat "$out/pairs.rc" 2>/dev/null)" != 0 ]; then
 fi
 step_done "benchmark pairs (wait)" $((SECONDS - t)) "ok: ${pair_files[*]} in $models"
 t=$SECONDS
+diag_target=target.gguf diag_limit=90
+[ "$big" = 1 ] && diag_target=target-big.gguf diag_limit=150 # 14 loads of 8.8 GB
 if [ "$(left)" -gt $((heads_reserve + 200)) ]; then
-  timeout 90 bash -c "$(declare -f diagnose); out='$out' root='$root' threads='$threads'; diagnose '$models' \"\$1\"" _ \
+  timeout $diag_limit bash -c "$(declare -f diagnose); out='$out' root='$root' threads='$threads'; diagnose '$models' \"\$1\" '$diag_target'" _ \
     "$(head -1 "$prompts")" >"$out/diagnosis.txt" 2>"$out/diagnosis.log"
   step_done "where the time goes (4b)" $((SECONDS - t)) "$(grep -c 'tokens' "$out/diagnosis.txt") lines"
 else
@@ -291,11 +305,13 @@ t=$SECONDS
 # one prompt with llama.cpp's sweep and specd's three configurations costs about 50 s per pair
 # and two temperatures on an H100-class machine (process start and model loads dominate)
 bench_left=$(( $(left) - heads_reserve ))
+pairs=(--pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-f32.gguf" "$models/draft.gguf")
+[ "$big" = 1 ] && pairs+=(--pair "$models/target-big.gguf" "$models/draft.gguf")
+per_prompt=$(( ${#pairs[@]} / 3 * 35 )) # seconds a prompt costs, all pairs: 70 for the two
 n_prompts=3
-[ "$bench_left" -lt 200 ] && n_prompts=2
-[ "$bench_left" -lt 140 ] && n_prompts=1
-timeout $(( bench_left > 60 ? bench_left - 15 : 45 )) "$root/build-cuda/bin/specd" bench \
-  --pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-f32.gguf" "$models/draft.gguf" \
+[ "$bench_left" -lt $((per_prompt * 3 - 10)) ] && n_prompts=2
+[ "$bench_left" -lt $((per_prompt * 2)) ] && n_prompts=1
+timeout $(( bench_left > 60 ? bench_left - 15 : 45 )) "$root/build-cuda/bin/specd" bench "${pairs[@]}" \
   --prompts "$prompts" --n-prompts "$n_prompts" --sweep 3,6,10 --temps 0,1 -t "$threads" \
   -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" --out "$out/bench" >"$out/bench.log" 2>&1
 rc=$?

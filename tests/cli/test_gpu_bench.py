@@ -51,7 +51,12 @@ def main():
                          os.path.join(tmp, "r.md")], path=bin_dir)
         check("--heads is accepted (no GPU: exit 2 and say so)", r.returncode == 2
               and "no NVIDIA GPU visible" in r.stderr and "unknown argument" not in r.stderr, f"rc={r.returncode} {r.stderr}")
-        for args, needle in ((["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
+        # --big too (a third, GPU-shaped pair)
+        r = run(script, ["--big", "--no-tests", "--out", os.path.join(tmp, "out"), "--report",
+                         os.path.join(tmp, "r.md")], path=bin_dir)
+        check("--big is accepted (no GPU: exit 2 and say so)", r.returncode == 2
+              and "no NVIDIA GPU visible" in r.stderr and "unknown argument" not in r.stderr, f"rc={r.returncode} {r.stderr}")
+        for args, needle in ((["--big=1"], "unknown argument '--big=1'"), (["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
                              (["--frobnicate"], "unknown argument '--frobnicate'"), (["--models"], "--models"),
                              (["--heads=1"], "unknown argument '--heads=1'")):
             r = run(script, args)
@@ -67,6 +72,7 @@ def main():
         check("--help describes --heads and every step up to the exit codes", "--heads" in r.stdout
               and "5. with --heads" in r.stdout and "4b. where the time goes" in r.stdout and "Exit codes:" in r.stdout
               and "set -uo" not in r.stdout, r.stdout[-400:])
+        check("--help describes --big", "--big: a third pair" in r.stdout and "target-big.gguf" in r.stdout, r.stdout)
 
         run_dir = os.path.join(tmp, "run")
         write(os.path.join(run_dir, "gpu.txt"), "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n")
@@ -101,6 +107,18 @@ def main():
         check("the diagnosis in its own section after the pairs', as written", r.returncode == 0 and at >
               text.find("### target.gguf + draft.gguf") and "graph reused 254 times" in text[at:]
               and "CUDA graphs on: 1281.0" in text[at:], text[-800:])
+        check("a diagnosis that names no target was on target.gguf", "(step 4b: target.gguf, one prompt" in text,
+              text[at:at + 200])
+        # with --big, step 4b ran on the big target: its first line names it, and the section says so
+        diagnosis = open(os.path.join(run_dir, "diagnosis.txt")).read()
+        write(os.path.join(run_dir, "diagnosis.txt"), "target: target-big.gguf\n" + diagnosis)
+        r = run(script, ["--report-from", run_dir, "--report", report])
+        text = open(report).read() if os.path.exists(report) else ""
+        at = text.find("## Where the time goes")
+        check("step 4b on the big target: named in its title, not in its lines", r.returncode == 0
+              and "(step 4b: target-big.gguf, one prompt" in text and "target: " not in text[at:]
+              and "graph reused 254 times" in text[at:], text[at:])
+        write(os.path.join(run_dir, "diagnosis.txt"), diagnosis)
 
         # a run with --heads: its steps and specd bench --head's tables, after the pairs'
         with open(os.path.join(run_dir, "steps.tsv"), "a") as f:
