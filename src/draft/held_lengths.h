@@ -25,7 +25,7 @@
  * outran every length (fixed 3: 1160-1190 and 900-990); held lengths, which tried 0 only as a
  * neighbour of 1 and timed it by warm-up steps (0.71 tokens/ms where settled steps made 1.14),
  * held 2-6 and ran at 0.72-0.93x no speculation (once 1.08x). Where drafting pays, the trial
- * costs: replayed on the H200's costs with a draft token at a tenth of a pass, 1-5% of a fresh
+ * costs: replayed on the H200's costs with a draft token at a tenth of a pass, 2-7% of a fresh
  * 128-token run (docs/performance.md). Not thread-safe (specd.h). */
 #ifndef SPECD_HELD_LENGTHS_H
 #define SPECD_HELD_LENGTHS_H

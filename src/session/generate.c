@@ -317,8 +317,8 @@ static bool needs_plain_step(const generation *g) {
     int32_t size = plain < SPECD_COSTS_MAX_BATCH ? plain : SPECD_COSTS_MAX_BATCH, passes = c->seen[size];
     if (!sp->adaptive || sp->draft_min >= 1 || passes >= PLAIN_PASSES) return false;
     /* Held lengths time no drafts as they drive (held_lengths.h); on a GPU a lone plain step among
-     * drafting ones cost 1.6x a settled one and slowed the two after it by a third: on the H200,
-     * 2-3% of a 256-token run. The first stays: the cost model's T(1). */
+     * drafting ones cost 1.6x a settled one and slowed the two after it by 20-65%: on the H200,
+     * about 2% of a 256-token run. The first stays: the cost model's T(1). */
     if (passes >= 1 && g->learned->policy.hold) return false;
     return passes < 1 || g->steps_since_plain >= PLAIN_EVERY;
 }
