@@ -28,9 +28,9 @@
 #      leaves it 4 minutes (give --minutes 13 so that 4 keeps its 3 prompts).
 #   --big: a third pair in the shape where a GPU gains from speculation: target-big.gguf (F16,
 #      stories260K grown to dim 4096, 32 layers, 4.4B parameters, 8.8 GB; grown in step 3, about two
-#      minutes) with the same draft, whose token costs a sixth of a target pass there instead of
-#      0.4 (the two pairs above are small for an H200: with them no speculation won, docs/
-#      benchmarks-gpu.md). Step 4 benches all three pairs, and step 4b runs on target-big.gguf.
+#      minutes) with the same draft, whose token should cost about a sixth of a target pass there
+#      (0.4 with the two pairs above, which are small for an H200: with them no speculation won,
+#      docs/benchmarks-gpu.md). Step 4 benches all three pairs, and step 4b runs on target-big.gguf.
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
