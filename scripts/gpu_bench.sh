@@ -31,7 +31,7 @@
 #      minutes) with the same draft, whose token should cost about a sixth of a target pass there
 #      (0.4 with the two pairs above, which are small for an H200: with them no speculation won,
 #      docs/benchmarks-gpu.md). Steps 4 and 4b run on target-big.gguf alone: its loads take
-#      seconds each, and a device's 10-minute command holds the build, 4b and one pair's bench.
+#      seconds each, and 9 minutes hold the build, 4b and one pair's bench.
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
