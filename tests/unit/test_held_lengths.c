@@ -50,8 +50,8 @@ static void test_the_first_length_is_llama_speculatives_3_within_draft_max(void 
 }
 
 /* The model is right (5 makes more than 3): after a first trial of 3, no drafts are tried (they
- * lose), then 5, which drives; its neighbours are tried as their timings go stale; lengths change only at
- * the end of a spell or a trial. */
+ * lose), then 5, which drives; its neighbours are tried as their timings go stale; lengths change
+ * only at the end of a spell or a trial. */
 static void test_a_length_the_model_prices_best_is_tried_and_kept_where_it_is(void **state) {
     (void)state;
     machine m = {{1.0, 1.5, 1.8, 2.0, 2.2, 2.4, 2.3, 2.1, 2.0}, 0.0};
@@ -71,7 +71,7 @@ static void test_a_length_the_model_prices_best_is_tried_and_kept_where_it_is(vo
  * (1.14 tokens/ms settled) outruns every length (3: 0.93), while each of the first two steps after
  * a change of length takes 3 ms more. No drafts are tried first; the steps that settle them are
  * not timed (timed, they would price an 8-step trial of no drafts at 0.62, below 3's 0.86), so they
- * win and drive nearly all the steps after the first spell. */
+ * win and drive nearly all the steps after the first trials. */
 static void test_no_drafts_drive_where_the_target_alone_is_fastest(void **state) {
     (void)state;
     machine m = {{1.14, 0.85, 0.9, 0.93, 0.9, 0.85, 0.8, 0.75, 0.7}, 3.0};
