@@ -652,7 +652,7 @@ SPECD_API bool specd_spec_params_need(const struct specd_spec_params *sp, specd_
 typedef struct specd_spec_params {
     specd_spec_type type; /* default SPECD_SPEC_AUTO */
     int32_t draft_max;    /* longest draft per step; default 8 (capped by the engine's draft_max) */
-    int32_t draft_min;    /* shortest draft worth verifying; default 1 */
+    int32_t draft_min;    /* shortest draft worth verifying; default 0 (the policy chooses, no drafts too) */
     float draft_p_min;    /* stop drafting when the draft's probability of its token is below this */
     bool adaptive;        /* choose the draft length per step from measured costs; default true */
     /* Several drafters: when n_types > 0 this list replaces `type`. Each step drafts with the one

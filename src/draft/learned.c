@@ -57,6 +57,7 @@ specd_learned *specd_learned_get(specd_engine *e, char **error) {
     set_attention_cost(&l->costs, e);
     specd_acceptance_init(&l->acceptance);
     specd_length_policy_init(&l->policy);
+    specd_round_gate_init(&l->gate);
     specd_length_policy_limit(&l->policy, specd_engine_draft_max(e));
     /* A target on a GPU runs a pass fastest while its size holds (length_policy.h); on rpc-servers
      * alone, whose devices are not known, once a change of size is seen to cost that much. */

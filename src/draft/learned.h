@@ -1,7 +1,8 @@
 /* learned.h - what an engine learns across requests: the cost model (costs.h) with the file that
  * keeps it between processes (calibrate.h), the draft model's acceptance (acceptance.h), the rate a
  * ms is worth and the check of the planned lengths against fixed ones (length_policy.h), when a
- * draft is forced to test them (exploration.h), and the drafters' memory (drafter_memory.h).
+ * draft is forced to test them (exploration.h), whether rounds of several slots draft at all
+ * (round_gate.h), and the drafters' memory (drafter_memory.h).
  *
  * The engine owns it but does not know what is in it: it holds an opaque pointer and the function
  * that frees it, both set here on first use. So the engine layer stays below the drafters, and a
@@ -15,6 +16,7 @@
 #include "costs.h"
 #include "exploration.h"
 #include "length_policy.h"
+#include "round_gate.h"
 
 #include "drafter_memory.h"
 
@@ -24,6 +26,7 @@ typedef struct specd_learned {
     specd_acceptance acceptance;                 /* the draft model's, all requests */
     specd_length_policy policy;                  /* the rate, and fixed lengths against the planner */
     specd_exploration exploration;               /* when a draft is forced, all requests */
+    specd_round_gate gate;                       /* whether rounds of several slots draft */
     specd_drafter_memory *drafter_memory;        /* NULL until a model-free drafter runs */
 } specd_learned;
 

@@ -69,6 +69,8 @@ typedef struct specd_session {
     specd_exploration *exploration; /* the engine's: when a draft is forced (draft/exploration.h) */
     bool lean_round;          /* this round's pass ends another slot's prompt: no draft (specd_sessions_draft) */
     int32_t round_sessions;   /* sessions in this round's pass (specd_sessions_draft); 0: stepped alone */
+    bool gate_plain;          /* this round's gate says no drafts (draft/round_gate.h) */
+    bool gate_timed;          /* this round is timed by the gate: its accept counts its tokens */
     bool drafted_last;        /* the last step verified drafts */
     double state_mark_ms;     /* what both slots had spent on their state when the step began */
     specd_result *result;                  /* = &own_result */
@@ -389,7 +391,7 @@ static int32_t min_draft_len(int32_t step_needs, int32_t caller_min) {
 static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     int32_t budget = draft_budget(g);
     g->planned = false;
-    if (!g->drafter.ops || budget == 0 || g->lean_round) return false;
+    if (!g->drafter.ops || budget == 0 || g->lean_round || g->gate_plain) return false;
     if (needs_plain_step(g)) {
         g->steps_since_plain = 0;
         return false;
@@ -1023,6 +1025,30 @@ static bool a_prompt_ends_this_round(specd_session *const *s, int32_t n) {
     return false;
 }
 
+_Static_assert(SPECD_GATE_MAX_LOAD >= SPECD_MAX_PARALLEL, "the round gate times every load a round can have");
+
+/* Whether the round gate may keep a session from drafting: the policy's to choose, not the caller's. */
+static bool gated(const generation *g) {
+    const specd_spec_params *sp = &g->params->speculative;
+    return g->drafter.ops && sp->adaptive && sp->draft_min < 1;
+}
+
+/* Whether this round drafts at all (draft/round_gate.h), by its load's arm; the round is timed
+ * where it is like the others of its load: every slot gated, no prompt chunk in its pass. */
+static void gate_round(specd_session *const *s, int32_t n, bool lean) {
+    specd_learned *learned = n > 0 && s[0] ? s[0]->learned : NULL;
+    bool timed = !lean;
+    for (int32_t i = 0; i < n; i++)
+        if (!s[i] || s[i]->learned != learned || !gated(s[i]) || s[i]->n_pending > 0) timed = false;
+    if (!learned) return;
+    bool drafts = specd_round_gate_begin(&learned->gate, n, timed, specd_now_ms());
+    for (int32_t i = 0; i < n; i++) {
+        if (!s[i] || s[i]->learned != learned) continue;
+        s[i]->gate_plain = !drafts && gated(s[i]);
+        s[i]->gate_timed = timed;
+    }
+}
+
 specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_status *status, char **errors) {
     specd_status st[SPECD_MAX_PARALLEL];
     char *err[SPECD_MAX_PARALLEL] = {0};
@@ -1034,6 +1060,7 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
     bool lean = a_prompt_ends_this_round(s, n);
     for (int32_t i = 0; i < n; i++)
         if (s[i]) s[i]->lean_round = lean, s[i]->round_sessions = n;
+    gate_round(s, n, lean);
     const specd_drafter_ops *ops = joint_ops(s, n);
     int32_t n_joint = 0;
     for (int32_t i = 0; i < n; i++) n_joint += joins_draft(s[i], ops);
@@ -1062,7 +1089,7 @@ specd_status specd_sessions_draft(specd_session *const *s, int32_t n, specd_stat
         if (errors) errors[i] = err[i];
         else specd_free(err[i]);
         if (st[i] != SPECD_OK && first == SPECD_OK) first = st[i];
-        if (s[i]) s[i]->lean_round = false, s[i]->round_sessions = 0;
+        if (s[i]) s[i]->lean_round = false, s[i]->round_sessions = 0, s[i]->gate_plain = false;
     }
     return first;
 }
@@ -1337,6 +1364,8 @@ specd_status specd_session_accept(specd_session *g, int32_t *n_emitted, char **e
     specd_status st = SPECD_OK;
     bool stop = emit_tokens(g, out, n, error, &st);
     if (n_emitted) *n_emitted = g->result->n_tokens - before;
+    if (g->gate_timed) specd_round_gate_emitted(&g->learned->gate, g->result->n_tokens - before, specd_now_ms());
+    g->gate_timed = false;
     report_step(g, vr, t0);
     record_step_time(g, g->result->n_tokens - before);
     g->phase = PHASE_DRAFT;

@@ -1296,6 +1296,69 @@ static void test_busy_slots_learn_their_plain_pass_and_draft(void **state) {
     specd_engine_free(slots);
 }
 
+/* Two sessions begun in slots 0 and 1 of a fresh two-slot engine whose draft is the target itself
+ * (everything is accepted: drafting surely pays), the round gate's arm for two slots set to `arm`,
+ * then stepped together for `rounds` rounds; the engine is returned for the caller to free. */
+static specd_engine *two_slots_gated(specd_gate_arm arm, const specd_generation_params *g0,
+                                     const specd_generation_params *g1, int rounds, specd_session *s[2]) {
+    specd_engine_params p = test_engine_params(target_path, target_path, 2 * 256);
+    p.n_parallel = 2;
+    specd_engine *slots = open_engine_with(&p);
+    specd_learned *learned = specd_learned_get(slots, NULL);
+    assert_non_null(learned);
+    learned->gate.load[2].arm = arm;
+    learned->gate.load[2].spell_left = 1000;
+    const specd_generation_params *g[2] = {g0, g1};
+    for (int i = 0; i < 2; i++) {
+        specd_token *t = NULL;
+        int32_t n = 0;
+        assert_int_equal(specd_tokenize(slots, prompts[i], true, &t, &n, NULL), SPECD_OK);
+        assert_int_equal(specd_session_new_in_slot(slots, i, t, n, g[i], &s[i], NULL), SPECD_OK);
+        specd_free(t);
+    }
+    for (int round = 0; round < rounds; round++) {
+        char *errs[2] = {0};
+        if (specd_sessions_draft(s, 2, NULL, errs) != SPECD_OK) fail_msg("draft: %s", errs[0]);
+        if (specd_sessions_verify(s, 2, NULL, NULL, errs) != SPECD_OK) fail_msg("pass: %s", errs[0]);
+        for (int i = 0; i < 2; i++) assert_int_equal(specd_session_accept(s[i], NULL, NULL), SPECD_OK);
+    }
+    return slots;
+}
+
+/* The engine's round gate (draft/round_gate.h) has learnt that rounds of two slots make more
+ * without drafts: two adaptive sessions that draft from their first rounds with the gate's planner
+ * arm draft nothing with its plain one, and those rounds are timed as the plain arm's; a request
+ * that asked for drafts of its own (draft_min) still drafts, and rounds with it are not timed. The
+ * arm is set here: what the gate learns from wall time is test_round_gate's. */
+static void test_the_round_gate_keeps_adaptive_slots_from_drafting(void **state) {
+    (void)state;
+    specd_generation_params adaptive = greedy_params(SPECD_SPEC_DRAFT, 6, true), fixed = adaptive;
+    fixed.speculative.draft_min = 2;
+    specd_session *s[2];
+    specd_engine *e = two_slots_gated(SPECD_GATE_DRAFT, &adaptive, &adaptive, 10, s);
+    for (int i = 0; i < 2; i++) {
+        assert_true(specd_session_result(s[i])->stats.n_drafted > 0);
+        specd_session_free(s[i]);
+    }
+    specd_engine_free(e);
+    e = two_slots_gated(SPECD_GATE_PLAIN, &adaptive, &adaptive, 10, s);
+    const specd_round_gate *gate = &specd_learned_get(e, NULL)->gate;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(specd_session_result(s[i])->stats.n_drafted, 0);
+        specd_session_free(s[i]);
+    }
+    assert_true(specd_round_gate_rate(gate, 2, SPECD_GATE_PLAIN) > 0.0);
+    assert_true(specd_round_gate_rate(gate, 2, SPECD_GATE_DRAFT) == 0.0);
+    specd_engine_free(e);
+    e = two_slots_gated(SPECD_GATE_PLAIN, &adaptive, &fixed, 10, s);
+    gate = &specd_learned_get(e, NULL)->gate;
+    assert_int_equal(specd_session_result(s[0])->stats.n_drafted, 0);
+    assert_true(specd_session_result(s[1])->stats.n_drafted >= 2 * 9);
+    assert_true(specd_round_gate_rate(gate, 2, SPECD_GATE_PLAIN) == 0.0);
+    for (int i = 0; i < 2; i++) specd_session_free(s[i]);
+    specd_engine_free(e);
+}
+
 /* A reproducible seeded request (the default with an explicit seed) at temperature 0.8 gives the
  * same text without speculation, with fixed drafts of 1 and 4, adaptive lengths, forced trees,
  * a model-free drafter, and in a slot while another slot runs; its first two tokens still follow
@@ -1430,6 +1493,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_a_slot_shares_another_slots_prompt),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
+        cmocka_unit_test(test_the_round_gate_keeps_adaptive_slots_from_drafting),
         cmocka_unit_test(test_explorations_back_off_across_requests),
         cmocka_unit_test(test_a_seeded_request_gives_the_same_text_whatever_runs),
         cmocka_unit_test(test_only_regular_files_are_models),

@@ -1,0 +1,105 @@
+/* round_gate.c - whether a round of several slots drafts, chosen by timed rounds (see .h). */
+#include "round_gate.h"
+
+#include <string.h>
+
+/* Timings decay by this per round of their arm: some 64 rounds' worth, a few seconds of serving,
+ * long enough to average out what the text does to one round, short enough to follow it. */
+#define DECAY (1.0 - 1.0 / 64.0)
+
+void specd_round_gate_init(specd_round_gate *gate) {
+    memset(gate, 0, sizeof *gate);
+    for (int32_t m = 0; m <= SPECD_GATE_MAX_LOAD; m++) {
+        specd_gate_load *l = &gate->load[m];
+        l->arm = SPECD_GATE_DRAFT;
+        l->spell_left = SPECD_GATE_SPELL;
+        l->wait = SPECD_GATE_WAIT_FIRST;
+    }
+}
+
+static bool gated_load(int32_t load) { return load >= 2 && load <= SPECD_GATE_MAX_LOAD; }
+
+bool specd_round_gate_drafts(const specd_round_gate *gate, int32_t load) {
+    return !gated_load(load) || gate->load[load].arm == SPECD_GATE_DRAFT;
+}
+
+double specd_round_gate_rate(const specd_round_gate *gate, int32_t load, specd_gate_arm arm) {
+    if (!gated_load(load)) return 0.0;
+    const specd_gate_load *l = &gate->load[load];
+    return l->ms[arm] > 0.0 ? l->tokens[arm] / l->ms[arm] : 0.0;
+}
+
+static void drive(specd_gate_load *l, specd_gate_arm arm, bool trial) {
+    if (arm != l->arm) l->settle_left = SPECD_GATE_SETTLE, l->since_other = 0;
+    l->arm = arm;
+    l->trial = trial;
+    l->spell_left = trial ? SPECD_GATE_TRIAL : SPECD_GATE_SPELL;
+}
+
+static double rate_of(const specd_gate_load *l, specd_gate_arm arm) {
+    return l->ms[arm] > 0.0 ? l->tokens[arm] / l->ms[arm] : 0.0;
+}
+
+/* A trial just ended: the arm on trial drives on only if it made the margin more. */
+static void end_trial(specd_gate_load *l) {
+    specd_gate_arm tried = l->arm, other = tried == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    if (rate_of(l, tried) > rate_of(l, other) * (1.0 + SPECD_GATE_MARGIN)) {
+        l->wait = SPECD_GATE_WAIT_FIRST; /* the text changed: the loser is tried again soon */
+        drive(l, tried, false);
+        l->since_other = 0;
+        return;
+    }
+    if (l->wait < SPECD_GATE_WAIT_MAX) l->wait *= 2;
+    drive(l, other, false);
+}
+
+/* The other arm's trial: its old timings dropped, it is measured as things are now. */
+static void try_other(specd_gate_load *l) {
+    specd_gate_arm other = l->arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    l->tokens[other] = l->ms[other] = l->rounds[other] = 0.0;
+    drive(l, other, true);
+}
+
+static void spell_ended(specd_gate_load *l) {
+    specd_gate_arm other = l->arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    if (l->trial) end_trial(l);
+    else if (l->rounds[other] <= 0.0 || l->since_other >= l->wait) try_other(l);
+    else l->spell_left = SPECD_GATE_SPELL;
+}
+
+static void record(specd_gate_load *l, int32_t tokens, double ms) {
+    l->since_other++;
+    if (l->settle_left > 0) {
+        l->settle_left--;
+    } else {
+        specd_gate_arm a = l->arm;
+        l->tokens[a] = l->tokens[a] * DECAY + tokens;
+        l->ms[a] = l->ms[a] * DECAY + ms;
+        l->rounds[a] = l->rounds[a] * DECAY + 1.0;
+    }
+    if (--l->spell_left <= 0) spell_ended(l);
+}
+
+void specd_round_gate_end(specd_round_gate *gate) {
+    int32_t m = gate->round_load;
+    gate->round_load = 0;
+    double ms = gate->round_t_last - gate->round_t0;
+    if (!gated_load(m) || gate->round_tokens <= 0 || !(ms > 0.0)) return;
+    record(&gate->load[m], gate->round_tokens, ms);
+}
+
+bool specd_round_gate_begin(specd_round_gate *gate, int32_t load, bool timed, double now_ms) {
+    specd_round_gate_end(gate);
+    if (timed && gated_load(load)) {
+        gate->round_load = load;
+        gate->round_t0 = gate->round_t_last = now_ms;
+        gate->round_tokens = 0;
+    }
+    return specd_round_gate_drafts(gate, load);
+}
+
+void specd_round_gate_emitted(specd_round_gate *gate, int32_t tokens, double now_ms) {
+    if (gate->round_load == 0 || tokens <= 0) return;
+    gate->round_tokens += tokens;
+    if (now_ms > gate->round_t_last) gate->round_t_last = now_ms;
+}
