@@ -40,10 +40,15 @@ static double rate_of(const specd_gate_load *l, specd_gate_arm arm) {
     return l->ms[arm] > 0.0 ? l->tokens[arm] / l->ms[arm] : 0.0;
 }
 
-/* A trial just ended: the arm on trial drives on only if it made the margin more. */
+/* Whether drafted rounds made the margin more than plain ones. */
+static bool drafting_pays(const specd_gate_load *l) {
+    return rate_of(l, SPECD_GATE_DRAFT) > rate_of(l, SPECD_GATE_PLAIN) * (1.0 + SPECD_GATE_MARGIN);
+}
+
+/* A trial just ended: the arm on trial drives on if it won (drafting: made the margin more). */
 static void end_trial(specd_gate_load *l) {
     specd_gate_arm tried = l->arm, other = tried == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
-    if (rate_of(l, tried) > rate_of(l, other) * (1.0 + SPECD_GATE_MARGIN)) {
+    if (drafting_pays(l) == (tried == SPECD_GATE_DRAFT)) {
         l->wait = SPECD_GATE_WAIT_FIRST; /* the text changed: the loser is tried again soon */
         drive(l, tried, false);
         l->since_other = 0;

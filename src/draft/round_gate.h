@@ -11,9 +11,12 @@
  * So, per load (the number of slots in a round), the gate measures the two policies themselves:
  * rounds as the planner drafts them (arm DRAFT) and rounds that draft nothing (arm PLAIN), each
  * round's tokens and ms (from its draft part to its last accept; decayed sums). The planner drives
- * first, for SPECD_GATE_SPELL rounds; then plain rounds are tried for SPECD_GATE_TRIAL; then the
- * arm that made more tokens per ms drives (the other only when it made SPECD_GATE_MARGIN more),
- * and the one not driving is tried again after `wait` rounds, a wait that doubles each time the
+ * first, for SPECD_GATE_SPELL rounds; then plain rounds are tried for SPECD_GATE_TRIAL; then
+ * drafting drives where its rounds made SPECD_GATE_MARGIN more tokens per ms than plain ones, and
+ * plain rounds elsewhere: drafting has costs no round's time shows (the draft model learns each
+ * prompt in rounds that are not timed; under batch invariance the cells of rejected drafts stay in
+ * the attention window until the cache is compacted: 1.4% of a plain round at 8 slots). The arm
+ * not driving is tried again after `wait` rounds, a wait that doubles each time the
  * trial confirms it loses (up to SPECD_GATE_WAIT_MAX) and starts again at SPECD_GATE_WAIT_FIRST
  * when it wins: the text, and with it what drafts are worth, changes. The first SPECD_GATE_SETTLE
  * rounds after a switch are not timed (the draft model's catch-up: a cost of the switch, not of
