@@ -20,6 +20,9 @@
 #define FLASH_SPLIT_CELLS 256
 /* Spare cells for the trash: at least this many, and a quarter of the context more. */
 #define TRASH_MIN_CELLS 256
+/* The least trash compacted before the cache is full: the window a pass attends grows in steps of
+ * 256 cells, and a compaction copies every slot's cells out and back. */
+#define EARLY_COMPACTION_CELLS 512
 /* llama.cpp's LLAMA_MAX_SEQ (src/llama-cparams.h): the most sequences a context may have. */
 #define MAX_SEQUENCES 256
 
@@ -217,9 +220,25 @@ bool specd_invariance_seq_rm(const specd_invariance *inv, struct llama_context *
     return llama_memory_seq_rm(mem, seq, p0, p1);
 }
 
-bool specd_invariance_needs_compaction(const specd_invariance *inv, const struct llama_context *ctx,
-                                       int32_t n_tokens) {
-    return inv && inv->trash_seq >= 0 && inv->cells_used + n_tokens > (int64_t)llama_n_ctx(ctx);
+/* Slot i's target view (views.c's specd_engine_target_view, which this file cannot call: views.c
+ * reaches kv.c, which calls here). */
+static specd_model_slot *target_view(specd_engine *e, int32_t i) {
+    return i == e->active_slot ? &e->target : &e->target_views[i];
+}
+
+/* The cells the slots hold in the target's cache. */
+static int64_t live_cells(specd_engine *e) {
+    int64_t live = 0;
+    for (int32_t i = 0; i < e->n_parallel; i++) live += target_view(e, i)->n_kv;
+    return live;
+}
+
+bool specd_invariance_needs_compaction(specd_engine *e, const specd_invariance *inv,
+                                       const struct llama_context *ctx, int32_t n_tokens) {
+    if (!inv || inv->trash_seq < 0) return false;
+    if (inv->cells_used + n_tokens > (int64_t)llama_n_ctx(ctx)) return true;
+    int64_t live = live_cells(e), trash = inv->cells_used - live;
+    return trash >= EARLY_COMPACTION_CELLS && trash >= live;
 }
 
 /* One slot's cells, saved before the cache is cleared. */
@@ -227,12 +246,6 @@ typedef struct saved_slot {
     uint8_t *data;
     size_t size;
 } saved_slot;
-
-/* Slot i's target view (views.c's specd_engine_target_view, which this file cannot call: views.c
- * reaches kv.c, which calls here). */
-static specd_model_slot *target_view(specd_engine *e, int32_t i) {
-    return i == e->active_slot ? &e->target : &e->target_views[i];
-}
 
 static void forget_slot(specd_model_slot *v) {
     v->n_kv = 0;

@@ -84,7 +84,7 @@ static int32_t decode_finished(struct llama_context *ctx, struct llama_batch b) 
  * first when the pass would not fit beside it, a padding token where one row would take another
  * kernel than several. The batch is as it was afterwards. */
 static int32_t decode(specd_engine *e, specd_model_slot *slot, struct llama_batch *b) {
-    if (specd_invariance_needs_compaction(slot->inv, slot->ctx, b->n_tokens + 1) &&
+    if (specd_invariance_needs_compaction(e, slot->inv, slot->ctx, b->n_tokens + 1) &&
         specd_invariance_compact(e, NULL) != SPECD_OK)
         return 1; /* no room: as llama_decode says when the cache is full */
     specd_lora_apply(e, slot); /* the slot's adapter scales (every slot of a pass has the same) */
@@ -497,7 +497,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
         }
     }
     /* Before the branches share the history: compaction writes back the slots' own sequences only. */
-    if (specd_invariance_needs_compaction(passes[0].slot->inv, passes[0].slot->ctx, total + 1)) {
+    if (specd_invariance_needs_compaction(e, passes[0].slot->inv, passes[0].slot->ctx, total + 1)) {
         specd_status st = specd_invariance_compact(e, error);
         if (st != SPECD_OK) return st;
     }
