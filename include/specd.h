@@ -982,7 +982,10 @@ SPECD_API specd_status specd_session_verify(specd_session *s, int32_t *n_accepte
 /* specd_session_draft for several sessions (each in its own slot) whose trees will share ONE
  * target pass (specd_sessions_verify): each drafts knowing what the slots before it put in the
  * pass, so a draft token must raise the whole pass's tokens per ms, T(all the tokens) measured, to
- * be kept. As slots fill, drafting shrinks and stops where it does not pay. status[i] (may be
+ * be kept. As slots fill, drafting shrinks and stops where it does not pay; and the engine times
+ * whole rounds (this call to the last specd_session_accept of its sessions) per number of
+ * sessions, drafting and not: where drafted rounds made less, the adaptive sessions of such rounds
+ * draft nothing (sessions with draft_min >= 1 or adaptive off still draft). status[i] (may be
  * NULL) and errors[i] (may be NULL; free each with specd_free) are session i's outcome; returns
  * the first failure, or SPECD_OK. */
 SPECD_API specd_status specd_sessions_draft(specd_session *const *sessions, int32_t n, specd_status *status,
