@@ -162,6 +162,38 @@ static void test_drafting_comes_back_when_it_pays_again(void **state) {
     assert_true(later.plain <= SPECD_GATE_TRIAL);
 }
 
+/* The machine is busy while drafting is first timed (every round at half speed, as when builds ran
+ * beside a server), then quiet again: the plain trial that follows wins on that verdict, and the
+ * next trial of drafting, at most a first wait and a spell later, puts drafting back for good. A
+ * busy plain trial instead keeps drafting driving: what it did before the gate. */
+static void test_a_verdict_taken_while_the_machine_was_busy_is_corrected(void **state) {
+    (void)state;
+    specd_round_gate gate;
+    specd_round_gate_init(&gate);
+    machine quiet = {2, 0.072, 0.055, 4, 20.0}, busy = {2, 0.036, 0.0275, 4, 40.0};
+    clock_state c = {0};
+    run(&gate, &busy, &c, SPECD_GATE_SPELL);
+    outcome o = run(&gate, &quiet, &c, SPECD_GATE_TRIAL);
+    assert_int_equal(o.plain, SPECD_GATE_TRIAL);
+    assert_false(specd_round_gate_drafts(&gate, 2)); /* the busy drafting lost to the quiet plain rounds */
+    o = run(&gate, &quiet, &c, SPECD_GATE_WAIT_FIRST + SPECD_GATE_SPELL + SPECD_GATE_TRIAL);
+    assert_true(specd_round_gate_drafts(&gate, 2));
+    o = run(&gate, &quiet, &c, 2000);
+    assert_true(specd_round_gate_drafts(&gate, 2));
+    assert_true(o.plain <= 6 * SPECD_GATE_TRIAL);
+
+    specd_round_gate_init(&gate);
+    c = (clock_state){0};
+    run(&gate, &quiet, &c, SPECD_GATE_SPELL);
+    o = run(&gate, &busy, &c, SPECD_GATE_TRIAL); /* the plain trial, busy */
+    assert_int_equal(o.plain, SPECD_GATE_TRIAL);
+    o = run(&gate, &quiet, &c, 1); /* its last round is recorded as the next begins */
+    assert_int_equal(o.drafted, 1);
+    o = run(&gate, &quiet, &c, 2000);
+    assert_true(specd_round_gate_drafts(&gate, 2));
+    assert_true(o.plain <= 6 * SPECD_GATE_TRIAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_rounds_drive_where_drafting_loses),
@@ -170,6 +202,7 @@ int main(void) {
         cmocka_unit_test(test_each_load_keeps_its_own_arm),
         cmocka_unit_test(test_untimed_rounds_do_not_count),
         cmocka_unit_test(test_drafting_comes_back_when_it_pays_again),
+        cmocka_unit_test(test_a_verdict_taken_while_the_machine_was_busy_is_corrected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
