@@ -99,11 +99,14 @@ write_report() {
   local dir=$1 file=$2
   [ -f "$dir/steps.tsv" ] || die 2 "no run in '$dir' (its steps.tsv is missing)"
   mkdir -p "$(dirname "$file")" || die 1 "cannot make the folder of '$file'"
+  local diag_target="" pairs_benched="both benchmark pairs"
+  [ -s "$dir/diagnosis.txt" ] && diag_target=$(sed -n 's/^target: //p' "$dir/diagnosis.txt" | head -1)
+  [ "$diag_target" = target-big.gguf ] && pairs_benched="the big pair (--big: target-big.gguf and draft.gguf)"
   {
     echo "# specd on a GPU"
     echo
     echo "Written by \`scripts/gpu_bench.sh\` (one command: the CUDA build, the tests on it, and \`specd bench\`"
-    echo "on both benchmark pairs with every layer on the GPU, \`-ngl 99 -ngld 99\` for specd and llama.cpp's"
+    echo "on $pairs_benched with every layer on the GPU, \`-ngl 99 -ngld 99\` for specd and llama.cpp's"
     echo "tools alike). Pass costs (\`tools/pass_costs --short\`) are printed with each pair's tables."
     echo
     [ -f "$dir/gpu.txt" ] && echo "GPU: $(head -1 "$dir/gpu.txt")."
@@ -129,8 +132,6 @@ write_report() {
     fi
     if [ -s "$dir/diagnosis.txt" ]; then
       echo
-      local diag_target
-      diag_target=$(sed -n 's/^target: //p' "$dir/diagnosis.txt" | head -1)
       echo "## Where the time goes (step 4b: ${diag_target:-target.gguf}, one prompt, 256 tokens, temperature 0)"
       echo
       echo "tokens/s with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1); specd's lines add llama.cpp's"

@@ -118,6 +118,9 @@ def main():
         check("step 4b on the big target: named in its title, not in its lines", r.returncode == 0
               and "(step 4b: target-big.gguf, one prompt" in text and "target: " not in text[at:]
               and "graph reused 254 times" in text[at:], text[at:])
+        check("with --big the introduction names the big pair, not both pairs",
+              "on the big pair (--big: target-big.gguf and draft.gguf)" in text
+              and "on both benchmark pairs" not in text, text[:600])
         write(os.path.join(run_dir, "diagnosis.txt"), diagnosis)
 
         # a run with --heads: its steps and specd bench --head's tables, after the pairs'
