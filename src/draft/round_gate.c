@@ -72,6 +72,13 @@ static void spell_ended(specd_gate_load *l) {
     else l->spell_left = SPECD_GATE_SPELL;
 }
 
+/* The arm on trial is a quarter behind the one it challenges, over enough timed rounds to tell. */
+static bool trial_lost_clearly(const specd_gate_load *l) {
+    specd_gate_arm other = l->arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    return l->trial && l->rounds[l->arm] > SPECD_GATE_DECISIVE_ROUNDS - 0.5 &&
+           rate_of(l, l->arm) * (1.0 + SPECD_GATE_DECISIVE) < rate_of(l, other);
+}
+
 static void record(specd_gate_load *l, int32_t tokens, double ms) {
     l->since_other++;
     if (l->settle_left > 0) {
@@ -82,7 +89,7 @@ static void record(specd_gate_load *l, int32_t tokens, double ms) {
         l->ms[a] = l->ms[a] * DECAY + ms;
         l->rounds[a] = l->rounds[a] * DECAY + 1.0;
     }
-    if (--l->spell_left <= 0) spell_ended(l);
+    if (--l->spell_left <= 0 || trial_lost_clearly(l)) spell_ended(l);
 }
 
 void specd_round_gate_end(specd_round_gate *gate) {

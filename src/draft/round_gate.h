@@ -18,7 +18,10 @@
  * the attention window until the cache is compacted: 1.4% of a plain round at 8 slots). The arm
  * not driving is tried again after `wait` rounds, a wait that doubles each time the
  * trial confirms it loses (up to SPECD_GATE_WAIT_MAX) and starts again at SPECD_GATE_WAIT_FIRST
- * when it wins: the text, and with it what drafts are worth, changes. The first SPECD_GATE_SETTLE
+ * when it wins: the text, and with it what drafts are worth, changes. A trial that makes a quarter
+ * less than the arm it challenges after SPECD_GATE_DECISIVE_ROUNDS timed rounds ends there: where
+ * drafting makes 1.3x (2 clients on the Q8 pair) or plain rounds far more (a GPU whose target alone
+ * outran every draft length), the other five rounds would only cost. The first SPECD_GATE_SETTLE
  * rounds after a switch are not timed (the draft model's catch-up: a cost of the switch, not of
  * the arm). A load that has not seen a trial drafts as the planner says, as it did before.
  *
@@ -36,6 +39,8 @@
 #define SPECD_GATE_TRIAL 8
 #define SPECD_GATE_SETTLE 1
 #define SPECD_GATE_MARGIN 0.03
+#define SPECD_GATE_DECISIVE 0.25     /* a trial this far behind after SPECD_GATE_DECISIVE_ROUNDS ends */
+#define SPECD_GATE_DECISIVE_ROUNDS 3
 #define SPECD_GATE_WAIT_FIRST 64
 #define SPECD_GATE_WAIT_MAX 512
 
