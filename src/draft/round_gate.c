@@ -23,10 +23,16 @@ bool specd_round_gate_drafts(const specd_round_gate *gate, int32_t load) {
     return !gated_load(load) || gate->load[load].arm == SPECD_GATE_DRAFT;
 }
 
-double specd_round_gate_rate(const specd_round_gate *gate, int32_t load, specd_gate_arm arm) {
-    if (!gated_load(load)) return 0.0;
-    const specd_gate_load *l = &gate->load[load];
+static double rate_of(const specd_gate_load *l, specd_gate_arm arm) {
     return l->ms[arm] > 0.0 ? l->tokens[arm] / l->ms[arm] : 0.0;
+}
+
+double specd_round_gate_rate(const specd_round_gate *gate, int32_t load, specd_gate_arm arm) {
+    return gated_load(load) ? rate_of(&gate->load[load], arm) : 0.0;
+}
+
+static specd_gate_arm other_arm(specd_gate_arm arm) {
+    return arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
 }
 
 static void drive(specd_gate_load *l, specd_gate_arm arm, bool trial) {
@@ -36,10 +42,6 @@ static void drive(specd_gate_load *l, specd_gate_arm arm, bool trial) {
     l->spell_left = trial ? SPECD_GATE_TRIAL : SPECD_GATE_SPELL;
 }
 
-static double rate_of(const specd_gate_load *l, specd_gate_arm arm) {
-    return l->ms[arm] > 0.0 ? l->tokens[arm] / l->ms[arm] : 0.0;
-}
-
 /* Whether drafted rounds made the margin more than plain ones. */
 static bool drafting_pays(const specd_gate_load *l) {
     return rate_of(l, SPECD_GATE_DRAFT) > rate_of(l, SPECD_GATE_PLAIN) * (1.0 + SPECD_GATE_MARGIN);
@@ -47,7 +49,7 @@ static bool drafting_pays(const specd_gate_load *l) {
 
 /* A trial just ended: the arm on trial drives on if it won (drafting: made the margin more). */
 static void end_trial(specd_gate_load *l) {
-    specd_gate_arm tried = l->arm, other = tried == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    specd_gate_arm tried = l->arm, other = other_arm(tried);
     if (drafting_pays(l) == (tried == SPECD_GATE_DRAFT)) {
         l->wait = SPECD_GATE_WAIT_FIRST; /* the text changed: the loser is tried again soon */
         drive(l, tried, false);
@@ -60,13 +62,13 @@ static void end_trial(specd_gate_load *l) {
 
 /* The other arm's trial: its old timings dropped, it is measured as things are now. */
 static void try_other(specd_gate_load *l) {
-    specd_gate_arm other = l->arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    specd_gate_arm other = other_arm(l->arm);
     l->tokens[other] = l->ms[other] = l->rounds[other] = 0.0;
     drive(l, other, true);
 }
 
 static void spell_ended(specd_gate_load *l) {
-    specd_gate_arm other = l->arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    specd_gate_arm other = other_arm(l->arm);
     if (l->trial) end_trial(l);
     else if (l->rounds[other] <= 0.0 || l->since_other >= l->wait) try_other(l);
     else l->spell_left = SPECD_GATE_SPELL;
@@ -74,7 +76,7 @@ static void spell_ended(specd_gate_load *l) {
 
 /* The arm on trial is a quarter behind the one it challenges, over enough timed rounds to tell. */
 static bool trial_lost_clearly(const specd_gate_load *l) {
-    specd_gate_arm other = l->arm == SPECD_GATE_DRAFT ? SPECD_GATE_PLAIN : SPECD_GATE_DRAFT;
+    specd_gate_arm other = other_arm(l->arm);
     return l->trial && l->rounds[l->arm] > SPECD_GATE_DECISIVE_ROUNDS - 0.5 &&
            rate_of(l, l->arm) * (1.0 + SPECD_GATE_DECISIVE) < rate_of(l, other);
 }

@@ -297,6 +297,10 @@ static int32_t draft_budget(const generation *g) {
     return k > 0 ? k : 0;
 }
 
+/* Whether the draft length (none included) is the engine's policy to choose: adaptive, and no
+ * floor of the caller's (a request's draft_min, llama-server's speculative.n_min). */
+static bool policy_chooses_length(const specd_spec_params *sp) { return sp->adaptive && sp->draft_min < 1; }
+
 /* Adaptive drafting compares every draft against the step without one, T(1). Its cost is learnt
  * from real plain steps: scaled from the passes that drafts make, the prior's shape can be far off
  * (T(2) is 2.5 T(1) on some CPUs, where the prior says 1.15), and an engine that never measures
@@ -317,7 +321,7 @@ static bool needs_plain_step(const generation *g) {
     int32_t plain = g->round_sessions > 1 ? g->round_sessions : 1;
     const specd_costs *c = &g->learned->costs;
     int32_t size = plain < SPECD_COSTS_MAX_BATCH ? plain : SPECD_COSTS_MAX_BATCH, passes = c->seen[size];
-    if (!sp->adaptive || sp->draft_min >= 1 || passes >= PLAIN_PASSES) return false;
+    if (!policy_chooses_length(sp) || passes >= PLAIN_PASSES) return false;
     /* Held lengths time no drafts as they drive (held_lengths.h); on a GPU a lone plain step among
      * drafting ones cost 1.6x a settled one and slowed the two after it by 20-65%: on the H200,
      * about 2% of a 256-token run. The first stays: the cost model's T(1). */
@@ -400,7 +404,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     /* A request's draft_min (llama-server's speculative.n_min) is the caller's floor: the policy's
      * fixed spells (one of no drafts above all) would put how many tokens are drafted at the
      * mercy of this machine's timings, which the caller asked not to be. */
-    int32_t fixed = sp->adaptive && sp->draft_min < 1 && specd_drafter_plans_length(&g->drafter)
+    int32_t fixed = policy_chooses_length(sp) && specd_drafter_plans_length(&g->drafter)
                         ? specd_length_policy_fixed(&g->learned->policy) : -1;
     if (fixed > 0 && fixed < budget) budget = fixed;
     bool remeasure = draft_costs_unmeasured(g);
@@ -1029,8 +1033,7 @@ _Static_assert(SPECD_GATE_MAX_LOAD >= SPECD_MAX_PARALLEL, "the round gate times 
 
 /* Whether the round gate may keep a session from drafting: the policy's to choose, not the caller's. */
 static bool gated(const generation *g) {
-    const specd_spec_params *sp = &g->params->speculative;
-    return g->drafter.ops && sp->adaptive && sp->draft_min < 1;
+    return g->drafter.ops && policy_chooses_length(&g->params->speculative);
 }
 
 /* Whether this round drafts at all (draft/round_gate.h), by its load's arm; the round is timed
