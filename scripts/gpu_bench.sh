@@ -134,7 +134,7 @@ write_report() {
       echo
       echo "## Where the time goes (step 4b: ${diag_target:-target.gguf}, one prompt, 256 tokens, temperature 0)"
       echo
-      echo "tokens/s with CUDA graphs and without (GGML_CUDA_DISABLE_GRAPHS=1); specd's lines add llama.cpp's"
+      echo "tokens/s with CUDA graphs and (not with --big) without (GGML_CUDA_DISABLE_GRAPHS=1); specd's lines add llama.cpp's"
       echo "counters per context (SPECD_LLAMA_PERF=1): how often each reused its graph."
       echo
       echo '```'
@@ -202,7 +202,10 @@ diagnose() { # models_dir prompt target
   local m=$1 prompt=$2 target=$3 bin=$root/deps/llama-cuda/build-lib/bin specd=$root/build-cuda/bin/specd graphs
   echo "target: $target"
   local common=(-m "$m/$target" -p "$prompt" -n 256 -c 1024 -t "$threads" --temp 0 --seed 42 --ignore-eos -ngl 99)
-  for graphs in on off; do
+  local graph_runs="on off"
+  # 8.8 GB a load: the big pair times CUDA graphs on alone (what graphs change was seen on the small pairs)
+  [ "$target" = target-big.gguf ] && graph_runs=on
+  for graphs in $graph_runs; do
     local env=()
     [ "$graphs" = off ] && env=(GGML_CUDA_DISABLE_GRAPHS=1)
     printf 'llama-completion, CUDA graphs %s: %s\n' "$graphs" "$(env "${env[@]}" "$bin/llama-completion" "${common[@]}" \
@@ -240,6 +243,15 @@ make_heads() {
   done
 }
 
+# 3 starts before 1 where llama.cpp's gguf-py is already there (LLAMA_CPP_DIR, or an earlier
+# deps.sh): growing target-big.gguf takes some two minutes of one core, hidden behind the build.
+pairs_pid=""
+start_pairs() {
+  ( grow_pairs >"$out/pairs.log" 2>&1; echo $? >"$out/pairs.rc" ) &
+  pairs_pid=$!
+}
+[ -d "${LLAMA_CPP_DIR:-/nonexistent}/gguf-py" ] || [ -d "$root/deps/llama/src/gguf-py" ] && start_pairs
+
 # 1. the build
 t=$SECONDS
 export SPECD_GPU=cuda
@@ -250,9 +262,8 @@ if ! "$root/scripts/deps.sh" --bench-tools >"$out/build-llama.log" 2>&1; then
   exit 1
 fi
 step_done "llama.cpp CUDA build + tools" $((SECONDS - t)) "ok"
-# the source tree is there now (gguf-py for the pairs)
-( grow_pairs >"$out/pairs.log" 2>&1; echo $? >"$out/pairs.rc" ) &
-pairs_pid=$!
+# the source tree is there now (gguf-py for the pairs), if it was not before
+[ -n "$pairs_pid" ] || start_pairs
 t=$SECONDS
 llama_dir=$root/deps/llama-cuda/install
 gen=()
@@ -295,7 +306,7 @@ fi
 step_done "benchmark pairs (wait)" $((SECONDS - t)) "ok: ${pair_files[*]} in $models"
 t=$SECONDS
 diag_target=target.gguf diag_limit=90
-[ "$big" = 1 ] && diag_target=target-big.gguf diag_limit=150 # 14 loads of 8.8 GB
+[ "$big" = 1 ] && diag_target=target-big.gguf diag_limit=120 # 7 loads of 8.8 GB
 if [ "$(left)" -gt $((heads_reserve + 200)) ]; then
   timeout $diag_limit bash -c "$(declare -f diagnose); out='$out' root='$root' threads='$threads'; diagnose '$models' \"\$1\" '$diag_target'" _ \
     "$(head -1 "$prompts")" >"$out/diagnosis.txt" 2>"$out/diagnosis.log"
@@ -311,7 +322,7 @@ pairs=(--pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-
 per_prompt=70 # seconds a prompt costs, both pairs
 if [ "$big" = 1 ]; then
   pairs=(--pair "$models/target-big.gguf" "$models/draft.gguf")
-  per_prompt=100 # a guess: some 24 loads of 8.8 GB
+  per_prompt=120 # a guess: some 24 loads of 8.8 GB, each a few seconds
 fi
 n_prompts=3
 [ "$bench_left" -lt $((per_prompt * 3 - 10)) ] && n_prompts=2
