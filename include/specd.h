@@ -121,8 +121,9 @@ typedef enum specd_load_mode {
     SPECD_LOAD_MODE_DIRECT_IO = 5,  /* "dio": direct I/O where the system has it */
 } specd_load_mode;
 
-/* Whether the default (adaptive) draft length is held a spell of steps at a time, chosen by what
- * each length made, instead of planned step by step (docs/performance.md). A GPU runs a pass from
+/* Whether the default (adaptive) draft length is held a spell of steps at a time, chosen by the
+ * tokens each length would have made on the same steps over what its own steps cost, instead of
+ * planned step by step (docs/performance.md). A GPU runs a pass from
  * a captured CUDA graph only while its size holds, and llama.cpp rebuilds a pass's graph when its
  * size changes: on an H200 the planned lengths ran at 0.71-0.78x llama-speculative's fixed 3. */
 typedef enum specd_draft_hold {

@@ -105,10 +105,11 @@ typedef struct engine_state {
     int32_t last_pass; /* the size of the pass before (--resize) */
 } engine_state;
 
-/* As generate.c's needs_plain_step: one plain step first, then one every 32 until T(1) has 3. */
+/* As generate.c's needs_plain_step: one plain step first, then one every 32 until T(1) has 3;
+ * none under held lengths. */
 static bool plain_due(const engine_state *e) {
     int32_t passes = e->costs.seen[1];
-    if (passes >= 3) return false;
+    if (passes >= 3 || e->policy.hold) return false;
     return passes < 1 || e->steps_since_plain >= 32;
 }
 

@@ -1,17 +1,18 @@
-/* held_lengths.c - one draft length held a spell, chosen by its timed steps (see .h). */
+/* held_lengths.c - one draft length held a spell, chosen by paired tokens over timed ms (see .h). */
 #include "held_lengths.h"
 
 #include <string.h>
 
-/* Timings decay by this per step: a trial's (8 steps) drops below SPECD_HELD_FRESH some 280 steps
- * after it, so the trials of three lengths take some 8% of the steps. */
+/* Timings decay by this per step: a length's ms follow the machine (another process, the cache
+ * growing) while the tokens, which follow the text, come from the length policy's paired sums. A
+ * trial's 6 timed steps drop below SPECD_HELD_FRESH some 190 steps after it. */
 #define DECAY (1.0 - 1.0 / 1024.0)
 
 void specd_held_lengths_init(specd_held_lengths *h, int32_t max) {
     memset(h, 0, sizeof *h);
     h->length = SPECD_HELD_FIRST < max ? SPECD_HELD_FIRST : max;
     h->spell_left = SPECD_HELD_TRIAL;
-    h->step_length = h->last_drafted = -1;
+    h->step_length = h->last_drafted = h->before = -1;
 }
 
 void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted) {
@@ -33,33 +34,78 @@ void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, doubl
     h->step_length = -1;
 }
 
-static double rate_of(const specd_held_lengths *h, int32_t k) { return h->ms[k] > 0.0 ? h->tokens[k] / h->ms[k] : 0.0; }
+/* The tokens per ms a length made on its own steps (what a calibration file keeps). */
+static double own_rate(const specd_held_lengths *h, int32_t k) { return h->ms[k] > 0.0 ? h->tokens[k] / h->ms[k] : 0.0; }
 
-static int fresh(const specd_held_lengths *h, int32_t k) { return h->steps[k] >= SPECD_HELD_FRESH; }
+static bool timed(const specd_held_lengths *h, int32_t k) { return h->steps[k] >= SPECD_HELD_TIMED && h->ms[k] > 0.0; }
 
-/* The best timed length up to max, among the fresh ones only or all. */
-static int32_t best_timed(const specd_held_lengths *h, int32_t max, int fresh_only) {
-    int32_t best = -1;
-    for (int32_t k = 0; k <= max; k++) {
-        if (h->ms[k] <= 0.0 || (fresh_only && !fresh(h, k))) continue;
-        if (best < 0 || rate_of(h, k) > rate_of(h, best)) best = k;
-    }
+/* A step of k, ms: timed, or the cost model's price scaled as the model misprices `driving`. */
+static double step_ms(const specd_held_lengths *h, const specd_held_view *v, int32_t k, int32_t driving) {
+    if (timed(h, k)) return h->ms[k] / h->steps[k];
+    double scale = timed(h, driving) && v->model_ms[driving] > 0.0 ? h->ms[driving] / h->steps[driving] / v->model_ms[driving] : 1.0;
+    return v->model_ms[k] * scale;
+}
+
+/* Tokens per ms of length k on the recent text (see the header); 0 when nothing prices it. */
+static double rate(const specd_held_lengths *h, const specd_held_view *v, int32_t k, int32_t driving) {
+    double ms = step_ms(h, v, k, driving);
+    return ms > 0.0 ? v->tokens[k] / ms : 0.0;
+}
+
+/* The most a length not timed yet could make (see the header). */
+static double hopeful_rate(const specd_held_lengths *h, const specd_held_view *v, int32_t k, int32_t driving) {
+    if (k != driving + 1) return rate(h, v, k, driving);
+    double ms = step_ms(h, v, driving, driving) + v->draft_token_ms;
+    return ms > 0.0 ? v->tokens[k] / ms : 0.0;
+}
+
+/* The best timed length up to max (the driving one where none beats it). */
+static int32_t best_timed(const specd_held_lengths *h, const specd_held_view *v, int32_t max, int32_t driving) {
+    int32_t best = driving;
+    for (int32_t k = 0; k <= max; k++)
+        if (timed(h, k) && rate(h, v, k, driving) > rate(h, v, best, driving)) best = k;
     return best;
 }
 
+/* Whether length k could beat the driving length by SPECD_HELD_TRY, and is not timed lately. */
+static bool worth_trying(const specd_held_lengths *h, const specd_held_view *v, int32_t k, int32_t max, int32_t driving) {
+    if (k < 0 || k > max || k == driving || h->steps[k] >= SPECD_HELD_FRESH) return false;
+    return hopeful_rate(h, v, k, driving) > rate(h, v, driving, driving) * (1.0 + SPECD_HELD_TRY);
+}
+
+/* The neighbour to try, or -1: one more draft first (its price is a bound, see the header), then
+ * one fewer or no drafts, the more hopeful (their price is the cost model's guess: on the H200 it
+ * priced the big target's T(3) 20% low from T(4) alone, and fresh runs tried 2 where it lost).
+ * Tried again once its timing is stale: one trial's 6 timed steps, one of them slowed by another
+ * process, kept 4 from ever driving in replays where it beat 3. */
+static int32_t trial_length(const specd_held_lengths *h, const specd_held_view *v, int32_t max, int32_t driving) {
+    if (worth_trying(h, v, driving + 1, max, driving)) return driving + 1;
+    int32_t fewer = driving - 1, pick = -1;
+    if (worth_trying(h, v, fewer, max, driving)) pick = fewer;
+    if (fewer != 0 && worth_trying(h, v, 0, max, driving) &&
+        (pick < 0 || hopeful_rate(h, v, 0, driving) > hopeful_rate(h, v, pick, driving)))
+        pick = 0;
+    return pick;
+}
+
 /* The length that drives next, and for how many steps. */
-static int32_t next_length(const specd_held_lengths *h, int32_t modelled, int32_t max, int32_t *spell) {
-    int32_t now = h->length;
+static int32_t next_length(specd_held_lengths *h, const specd_held_view *v, int32_t max, int32_t *spell) {
+    int32_t driving = h->length;
+    if (h->before >= 0) { /* a trial ended: it drives on where it beat what it interrupted */
+        int32_t before = h->before < max ? h->before : max;
+        if (driving > max || rate(h, v, before, before) >= rate(h, v, driving, before)) driving = before;
+        h->before = -1;
+    }
+    if (driving > max) driving = max;
     *spell = SPECD_HELD_SPELL;
-    int32_t best = best_timed(h, max, 0); /* stale timings too: the length is timed again as it drives */
-    if (best >= 0 && best != now && rate_of(h, best) > rate_of(h, now) * (1.0 + SPECD_HELD_MARGIN)) return best;
+    int32_t best = best_timed(h, v, max, driving);
+    if (best != driving && rate(h, v, best, driving) > rate(h, v, driving, driving) * (1.0 + SPECD_HELD_MARGIN))
+        return best;
+    int32_t trial = trial_length(h, v, max, driving);
+    if (trial < 0) return driving;
+    h->before = driving;
     *spell = SPECD_HELD_TRIAL;
-    if (now != 0 && !fresh(h, 0)) return 0; /* first: whether drafting pays at all */
-    if (modelled >= 0 && modelled <= max && modelled != now && !fresh(h, modelled)) return modelled;
-    if (now + 1 <= max && !fresh(h, now + 1)) return now + 1;
-    if (now - 1 >= 0 && !fresh(h, now - 1)) return now - 1;
-    *spell = SPECD_HELD_SPELL;
-    return now;
+    return trial;
 }
 
 bool specd_held_timing_valid(int32_t k, double tokens, double ms, double steps) {
@@ -73,12 +119,18 @@ bool specd_held_lengths_restore(specd_held_lengths *h, int32_t k, double tokens,
 }
 
 void specd_held_lengths_start_at_best(specd_held_lengths *h, int32_t max) {
-    int32_t best = best_timed(h, max, 0);
+    int32_t best = -1;
+    for (int32_t k = 0; k <= max; k++)
+        if (h->ms[k] > 0.0 && (best < 0 || own_rate(h, k) > own_rate(h, best))) best = k;
     if (best >= 0) h->length = best;
 }
 
-void specd_held_lengths_step_done(specd_held_lengths *h, int32_t modelled_best, int32_t max) {
+void specd_held_lengths_step_done(specd_held_lengths *h, const specd_held_view *view, int32_t max) {
     if (h->length > max) h->length = max;
     if (--h->spell_left > 0) return;
-    h->length = next_length(h, modelled_best, max, &h->spell_left);
+    if (!view || !(view->steps > 0.0)) {
+        h->spell_left = SPECD_HELD_SPELL;
+        return;
+    }
+    h->length = next_length(h, view, max, &h->spell_left);
 }

@@ -1,32 +1,32 @@
 /* held_lengths.h - one draft length held for a spell of steps, chosen by what the lengths really
- * made (an offloaded target's policy: length_policy.h).
+ * cost and what each would have made on the same text (an offloaded target's policy:
+ * length_policy.h).
  *
  * On a GPU a pass runs from a captured CUDA graph only once its shape has held for two passes, and
  * llama.cpp rebuilds the graph of a pass whose size changed; so a length is held for
- * SPECD_HELD_SPELL steps. Which one: the cost model's pricing of a length it has not driven is a
- * model's; on a GPU, where a pass costs a ms and its overheads are a third of it, the model went
- * wrong both ways (in a replay of the H200's costs its T(1) was learnt 25% low, a fixed 0 looked
- * best, and the run never drafted again; on the H200 itself it priced 4 and 5 best where 3 was, and
- * drafting at all lost on both benchmark pairs). So each length's own steps are timed as they ran
- * (tokens and ms, decayed; steps that draft nothing time length 0), and at the end of a spell:
- *   - the best timed length drives, when it made SPECD_HELD_MARGIN more than the one driving (a
- *     stale timing counts: the length is timed again as it drives);
- *   - else a length whose timing is stale (fewer than SPECD_HELD_FRESH steps' weight) is tried for
- *     SPECD_HELD_TRIAL steps: first no drafting at all (0), then the one the cost model prices
- *     best, then the neighbours of the one driving (a climb to the best);
- *   - else the one driving drives on.
- * The first length, SPECD_HELD_FIRST, is itself a trial. Each length is tried again as its timing
- * goes stale, some 280 steps after it last drove: the text may have changed. The first
- * SPECD_HELD_SETTLE steps after the drafted length changed are not timed: on the H200 they cost up
- * to three times a settled step (the resized pass's graph is rebuilt, then captured).
+ * SPECD_HELD_SPELL steps, and every change costs: on an H200 with an 8.8 GB target the two steps
+ * after a change took 7-11 ms more each, where a settled step takes 6 (three passes lost a change).
  *
- * Why no drafts are tried first: on the H200 with the benchmark pairs a draft token cost 0.4 of a
- * target pass, and the target alone (1180-1250 tokens/s on the Q8_0 target, 1090-1140 on the F32)
- * outran every length (fixed 3: 1160-1190 and 900-990); held lengths, which tried 0 only as a
- * neighbour of 1 and timed it by warm-up steps (0.71 tokens/ms where settled steps made 1.14),
- * held 2-6 and ran at 0.72-0.93x no speculation (once 1.08x). Where drafting pays, the trial
- * costs: replayed on the H200's costs with a draft token at a tenth of a pass, 2-7% of a fresh
- * 128-token run (docs/performance.md). Not thread-safe (specd.h). */
+ * Which length. A length is a step's tokens over its ms. The tokens come from the length policy's
+ * paired sums (length_policy.h): on the same recent steps, what a chain cut at each k would have
+ * accepted (exact up to the length drafted, the acceptance by depth past it), so that the text
+ * is the same for every length. The ms come from each length's own settled steps, timed as they ran
+ * (decayed; the first SPECD_HELD_SETTLE steps after a change are not timed), which on a GPU vary by
+ * a percent; a length not timed yet is priced by the cost model, scaled by what the length driving
+ * really costs against its model. Timing each length's tokens on its own steps instead compared
+ * the lengths on different text: on the H200 their spells made 0.15-0.39 tokens/ms by the text
+ * alone, the choice followed the text, it changed length a dozen times in 100 steps, and held
+ * lengths ran at 0.82-0.87x the best fixed length (1.08-1.12x no drafts).
+ *
+ * At the end of a spell: a trial that made more than the length it interrupted drives on (going
+ * back costs a change too), else that length drives again. The best timed length takes over when
+ * it makes SPECD_HELD_MARGIN more than the one driving. Else a neighbour not timed yet is tried for
+ * SPECD_HELD_TRIAL steps where it could beat the length driving by SPECD_HELD_TRY: one more draft
+ * priced at the pass driving now and one more draft token (a pass never costs less for more tokens:
+ * the most a longer length could make), one fewer and no drafts at all by the cost model (no plain
+ * steps time T(1) under held lengths: generate.c). The
+ * lengths climb one at a time: on the big target a length made 2-5% more than the one before it
+ * from 3 to 6. Not thread-safe (specd.h). */
 #ifndef SPECD_HELD_LENGTHS_H
 #define SPECD_HELD_LENGTHS_H
 
@@ -38,12 +38,24 @@
 #define SPECD_HELD_TRIAL 8
 #define SPECD_HELD_FIRST 3 /* llama-speculative's draft, before anything is timed */
 #define SPECD_HELD_SETTLE 2 /* steps after a change of length left untimed: a rebuilt graph, a capture */
-#define SPECD_HELD_FRESH 5.0
-#define SPECD_HELD_MARGIN 0.03
+#define SPECD_HELD_TIMED 1.0 /* steps' weight from which a length counts as timed */
+#define SPECD_HELD_FRESH 5.0 /* and as timed lately (a neighbour is not tried again) */
+#define SPECD_HELD_MARGIN 0.05 /* a timed length beats the one driving by this to take over */
+#define SPECD_HELD_TRY 0.02    /* a neighbour could beat it by this to be tried */
+
+/* What the length policy's paired sums say of each length k up to SPECD_HELD_MAX, per step of the
+ * recent ones: the tokens a chain cut at k would have made, and what the cost model prices such a
+ * step at; and what one more draft token costs. steps 0: no step yet (nothing is chosen). */
+typedef struct specd_held_view {
+    double tokens[SPECD_HELD_MAX + 1], model_ms[SPECD_HELD_MAX + 1];
+    double draft_token_ms;
+    double steps;
+} specd_held_view;
 
 typedef struct specd_held_lengths {
     double tokens[SPECD_HELD_MAX + 1], ms[SPECD_HELD_MAX + 1], steps[SPECD_HELD_MAX + 1]; /* decayed */
     int32_t length;      /* the length held now */
+    int32_t before;      /* in a trial: the length it interrupted; -1 otherwise */
     int32_t spell_left;  /* steps before the next choice */
     int32_t step_length; /* the length the last step drafted (-1: none since its time was taken) */
     int32_t last_drafted; /* the length the step before drafted (-1: none yet) */
@@ -57,9 +69,8 @@ void specd_held_lengths_init(specd_held_lengths *h, int32_t max);
 void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted);
 /* The step's tokens and the ms it took, as it ran. */
 void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, double ms);
-/* A step ended: at the end of a spell the next length is chosen (modelled_best: the length the
- * cost model prices best, at most max). */
-void specd_held_lengths_step_done(specd_held_lengths *h, int32_t modelled_best, int32_t max);
+/* A step ended: at the end of a spell the next length, at most max, is chosen by `view` (above). */
+void specd_held_lengths_step_done(specd_held_lengths *h, const specd_held_view *view, int32_t max);
 /* Whether a timing of length k could be one: k a length, the numbers positive, a token or more a
  * step. */
 bool specd_held_timing_valid(int32_t k, double tokens, double ms, double steps);

@@ -32,8 +32,8 @@
  *
  * Held lengths (specd_length_policy_hold: the target's layers on a GPU; on rpc-servers alone, once
  * a resize is learnt to cost a tenth of a pass, as a GPU behind one makes it): every step drafts a
- * fixed length held for a spell, chosen by the lengths' own timed steps with the check's sums as
- * the model (held_lengths.h); the planner never drives. On an H200 the planner's lengths, changing
+ * fixed length held for a spell, chosen by the check's sums (the tokens each length would have
+ * made) over the lengths' own timed steps (held_lengths.h); the planner never drives. On an H200 the planner's lengths, changing
  * every step, ran at 0.71-0.78x llama-speculative's fixed 3, and a fixed 3 of specd's own at 1.02x
  * it; behind an rpc-server on a CPU the planner was 4-6% faster than held lengths.
  *
@@ -76,6 +76,7 @@ typedef struct specd_length_policy {
     int32_t plan_steps;
     /* Every step: what each fixed length would have done, decayed (which one drives a spell). */
     double fixed_tokens[SPECD_POLICY_MAX_FIXED + 1], fixed_ms[SPECD_POLICY_MAX_FIXED + 1];
+    double fixed_steps; /* the steps in those sums, decayed alike */
     int32_t fixed;      /* the fixed length driving now; -1: the planner */
     int32_t spell_left; /* steps before the planner is tried again */
     int32_t spell;      /* how long the next fixed spell lasts */

@@ -322,10 +322,11 @@ static bool needs_plain_step(const generation *g) {
     const specd_costs *c = &g->learned->costs;
     int32_t size = plain < SPECD_COSTS_MAX_BATCH ? plain : SPECD_COSTS_MAX_BATCH, passes = c->seen[size];
     if (!policy_chooses_length(sp) || passes >= PLAIN_PASSES) return false;
-    /* Held lengths time no drafts as they drive (held_lengths.h); on a GPU a lone plain step among
-     * drafting ones cost 1.6x a settled one and slowed the two after it by 20-65%: on the H200,
-     * about 2% of a 256-token run. The first stays: the cost model's T(1). */
-    if (passes >= 1 && g->learned->policy.hold) return false;
+    /* Held lengths take none: no drafts are priced by the cost model until they are tried
+     * (held_lengths.h). On a GPU a lone plain step among drafting ones cost 1.6x a settled one and
+     * slowed the two after it by 20-65%, and three at the start cost a 128-token run 4% on the
+     * H200 with the 8.8 GB target (their own steps and one change of pass size more). */
+    if (g->learned->policy.hold) return false;
     return passes < 1 || g->steps_since_plain >= PLAIN_EVERY;
 }
 
