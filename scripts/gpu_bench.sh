@@ -322,7 +322,7 @@ pairs=(--pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-
 per_prompt=70 # seconds a prompt costs, both pairs
 if [ "$big" = 1 ]; then
   pairs=(--pair "$models/target-big.gguf" "$models/draft.gguf")
-  per_prompt=120 # a guess: some 24 loads of 8.8 GB, each a few seconds
+  per_prompt=70 # 2026-11-27 on an H200: 2 prompts in 124 s (loads of 8.8 GB from the page cache)
 fi
 n_prompts=3
 [ "$bench_left" -lt $((per_prompt * 3 - 10)) ] && n_prompts=2
