@@ -2,7 +2,7 @@
  *
  *   policy_replay --trace FILE --costs "T1 T2 ... T16" --draft "FIRST NEXT" [--sampled]
  *                 [--runs N] [--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS]
- *                 [--hold]
+ *                 [--hold] [--remote]
  *
  * FILE: steps recorded drafting a fixed 15 tokens (specd run --draft-fixed --draft-max 15
  * --trace-steps FILE): per line the history length, drafted, accepted, three times, then the 15
@@ -24,7 +24,9 @@
  * traces in tests/data above their floors, so a change to the policy cannot lose speed unseen).
  * --resize MS: a pass whose size differs from the pass before costs MS more (llama.cpp builds its
  * graph anew: on a GPU a third of a pass; costs.h); a fixed length's passes keep one size.
- * --hold: held lengths, as an engine whose target is offloaded runs them (length_policy.h). */
+ * --hold: held lengths, as an engine whose target is offloaded runs them (length_policy.h).
+ * --remote: the planner until held lengths pay, as an engine whose target is on rpc-servers alone
+ * runs it (length_policy.h). */
 #include "draft/draft_length.h"
 #include "draft/length_policy.h"
 
@@ -45,7 +47,7 @@ typedef struct step {
 static step steps[MAX_STEPS];
 static int n_steps;
 static double T[17], d_first, d_next, noise = 0.05, resize_ms;
-static bool warm, verbose, hold;
+static bool warm, verbose, hold, remote;
 static uint64_t rng_state = 42;
 
 static double uniform(void) {
@@ -185,6 +187,7 @@ static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
         specd_length_policy_init(&e.policy);
         specd_length_policy_limit(&e.policy, CHAIN); /* the trace drafted 15: the draft_max of these runs */
         specd_length_policy_hold(&e.policy, hold);
+        e.policy.hold_once_resizes_matter = remote && !hold;
         started = true;
     }
     double tokens = 0.0, ms = 0.0;
@@ -198,7 +201,7 @@ static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
 
 static void usage(const char *self) {
     fprintf(stderr, "usage: %s --trace FILE --costs \"T1 .. T16\" --draft \"FIRST NEXT\" [--sampled] [--runs N] "
-                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS] [--hold]\n", self);
+                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS] [--hold] [--remote]\n", self);
 }
 
 /* n numbers from a space-separated string; false when it holds fewer or anything else. */
@@ -224,6 +227,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--warm")) warm = true;
         else if (!strcmp(f, "--verbose")) verbose = true;
         else if (!strcmp(f, "--hold")) hold = true;
+        else if (!strcmp(f, "--remote")) remote = true;
         else if (v && !strcmp(f, "--trace")) trace = v, i++;
         else if (v && !strcmp(f, "--costs")) costs = parse_numbers(v, T + 1, 16), i++;
         else if (v && !strcmp(f, "--draft")) {
