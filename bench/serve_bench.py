@@ -3,7 +3,8 @@
 
   bench/serve_bench.py --specd build/bin/specd --llama-server deps/llama/build-tools/bin/llama-server \\
       --target T.gguf --draft D.gguf [--prompts FILE] [--clients 1,2,4,8] [--temps 0,0.8]
-      [--requests 2] [-n 128] [--threads 2] [--parallel 4] [--draft-max 3] [--out REPORT.md] [--plot PLOT.svg]
+      [--requests 2] [-n 128] [--threads 2] [--parallel 4] [--draft-max 3] [--gpu-layers N]
+      [--gpu-layers-draft N] [--out REPORT.md] [--plot PLOT.svg]
 
 `specd bench --serve` runs this same script (embedded in the program) with its own flags.
 
@@ -137,14 +138,24 @@ def calibration_dir(args):
     return args.calibration + "/"
 
 
+def placement(args, with_draft):
+    """-ngl / -ngld as given, the same for every server (nothing given: the CPU)."""
+    flags = []
+    if args.gpu_layers is not None:
+        flags += ["-ngl", str(args.gpu_layers)]
+    if with_draft and args.gpu_layers_draft is not None:
+        flags += ["-ngld", str(args.gpu_layers_draft)]
+    return flags
+
+
 def server_command(args, kind, port):
     if kind in ("specd", "specd-plain"):  # specd-plain: no draft model, so no speculation (a control)
         draft = ["-md", args.draft] if kind == "specd" else []
         return [args.specd, "serve", "--port", str(port), "-m", args.target] + draft + [
             "-np", str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256",
-            "--calibration-cache", calibration_dir(args)]
+            "--calibration-cache", calibration_dir(args)] + placement(args, kind == "specd")
     cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
-           str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"]
+           str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"] + placement(args, kind == "llama+draft")
     if kind == "llama+draft":
         # --spec-type: the pinned llama-server loads -md without it but never drafts (its types
         # default to none unless the draft's GGUF names a head), so without it this row was plain.
@@ -189,6 +200,8 @@ def add_server_args(ap):
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--draft-max", type=int, default=3)
+    ap.add_argument("--gpu-layers", type=int, help="-ngl for every server (default: none)")
+    ap.add_argument("--gpu-layers-draft", type=int, help="-ngld for every server that loads the draft")
 
 
 def read_prompts(path):
@@ -268,7 +281,9 @@ def write_report(args, rows):
     with open(args.out, "w") as f:
         f.write(f"Settings: {os.path.basename(args.target)} + {os.path.basename(args.draft)}, -np {args.parallel}, "
                 f"-c {args.ctx}, -t {args.threads}, n_predict {args.n}, {args.requests} requests per client, "
-                f"llama-server's draft {args.draft_max}, {time.strftime('%Y-%m-%d %H:%M')}\n\n")
+                f"llama-server's draft {args.draft_max}"
+                + (f", placement {' '.join(placement(args, True))}" if placement(args, True) else "")
+                + f", {time.strftime('%Y-%m-%d %H:%M')}\n\n")
         f.write("| server | temperature | clients | aggregate t/s | per-request t/s | TTFT p50 ms | TTFT p99 ms "
                 "| acceptance | peak RSS MB | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:

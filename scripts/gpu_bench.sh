@@ -4,7 +4,7 @@
 # in 9 minutes on a 16-core machine; writes docs/benchmarks-gpu.md.
 #
 #   scripts/gpu_bench.sh [--minutes N] [--models DIR] [--prompts FILE] [--out DIR] [--report FILE]
-#                        [--no-tests] [--threads N] [--heads] [--big]
+#                        [--no-tests] [--threads N] [--heads] [--big] [--serve]
 #   scripts/gpu_bench.sh --report-from DIR [--report FILE]
 #
 # Steps (each one's wall time goes into the report):
@@ -32,6 +32,10 @@
 #      (0.4 with the two pairs above, which are small for an H200: with them no speculation won,
 #      docs/benchmarks-gpu.md). Steps 4 and 4b run on target-big.gguf alone: its loads take
 #      seconds each, and 9 minutes hold the build, 4b and one pair's bench.
+#   --serve: after step 4, specd bench --serve on the pair it benched (the big one with --big, else
+#      target.gguf): specd serve against llama-server with and without the draft, 1 and 4 clients
+#      at temperature 0, 2 requests each, -np 4, -ngl 99 -ngld 99 for every server; step 4 leaves it
+#      150 s (a guess: 9 server starts).
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
@@ -49,6 +53,7 @@ report_from=""
 run_tests=1
 heads=0
 big=0
+serve=0
 threads=""
 jobs=$(nproc 2>/dev/null || echo 2)
 start=$SECONDS
@@ -78,6 +83,7 @@ while [ $# -gt 0 ]; do
     --no-tests) run_tests=0 ;;
     --heads) heads=1 ;;
     --big) big=1 ;;
+    --serve) serve=1 ;;
     -h|--help) usage; exit 0 ;;
     *) die 2 "unknown argument '$1' (see --help)" ;;
   esac
@@ -89,6 +95,7 @@ budget=$((minutes * 60))
 # heads x 6 configurations, each run loading its target (measured nowhere yet: a first estimate)
 heads_reserve=0
 [ "$heads" = 1 ] && heads_reserve=240
+[ "$serve" = 1 ] && heads_reserve=$((heads_reserve + 150)) # what step 4 leaves to the steps after it
 elapsed() { echo $((SECONDS - start)); }
 left() { echo $((budget - (SECONDS - start))); }
 note() { printf 'gpu_bench: [%4d s] %s\n' "$(elapsed)" "$*" >&2; }
@@ -140,6 +147,12 @@ write_report() {
       echo '```'
       grep -v '^target: ' "$dir/diagnosis.txt"
       echo '```'
+    fi
+    if [ -f "$dir/serve/serve.md" ]; then
+      echo
+      echo "## Serving (--serve: specd serve against llama-server, every layer on the GPU)"
+      echo
+      sed -e '/^!\[/d' -e '/^(No plot/d' "$dir/serve/serve.md"
     fi
     if [ -f "$dir/heads/benchmarks.md" ]; then
       echo
@@ -335,6 +348,24 @@ if [ $rc -eq 0 ]; then step_done "specd bench, $n_prompts prompt(s)" $((SECONDS 
 else step_done "specd bench, $n_prompts prompt(s)" $((SECONDS - t)) "FAILED (rc $rc; bench.log)"; fi
 
 
+
+# 4c. serving, with --serve: the pair step 4 benched, a few clients, every server on the GPU
+if [ "$serve" = 1 ]; then
+  t=$SECONDS
+  serve_target=$models/target.gguf
+  [ "$big" = 1 ] && serve_target=$models/target-big.gguf
+  if [ "$(left)" -le $(( (heads_reserve - 150) + 60 )) ]; then
+    step_done "serving (specd bench --serve)" 0 "not run: $(left) s left"
+  else
+    timeout $(( $(left) - (heads_reserve - 150) - 10 )) "$root/build-cuda/bin/specd" bench --serve \
+      --pair "$serve_target" "$models/draft.gguf" --prompts "$prompts" --clients 1,4 --temps 0 --requests 2 \
+      -np 4 -t "$threads" -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" \
+      --out "$out/serve" >"$out/serve.log" 2>&1
+    src=$?
+    if [ $src -eq 0 ]; then step_done "serving (specd bench --serve)" $((SECONDS - t)) "ok"
+    else step_done "serving (specd bench --serve)" $((SECONDS - t)) "FAILED (rc $src; serve.log)"; rc=1; fi
+  fi
+fi
 
 # 5. the heads: a target with its MTP layer and a target with EAGLE-3, DFlash and DSpark heads, in
 # the shapes of a small real model (its next token depends mostly on the current one, so the

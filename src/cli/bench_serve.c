@@ -30,6 +30,7 @@ typedef struct serve_options {
     char models_dir[1024];
     char target_buf[1024], draft_buf[1024];
     int64_t n_predict, n_threads, n_ctx, n_parallel, requests, draft_max;
+    int64_t gpu_layers, gpu_layers_draft; /* -ngl / -ngld for every server; -1: not given (none offloaded) */
     bool with_llama;
 } serve_options;
 
@@ -50,6 +51,8 @@ static void serve_usage(FILE *out) {
           "  -n N                      tokens per request (default 128)\n"
           "  -np N                     slots of every server (default 4)\n"
           "  -c N, -t N                context of every server (default 4096), threads (default 2)\n"
+          "  -ngl N, -ngld N           layers of the target and of the draft on the GPU, for every\n"
+          "                            server alike (default: none)\n"
           "  --spec-draft-n-max N      llama-server's draft length with -md (default 3: its best on\n"
           "                            the benchmark pair)\n"
           "  --llama-bin DIR           where llama-server is (default deps/llama/build-tools/bin)\n"
@@ -82,6 +85,8 @@ static int parse_serve_flag(cli_args *a, const char *f, serve_options *o) {
     else if (!strcmp(f, "-c")) ok = cli_int(a, f, 64, 1 << 20, &o->n_ctx);
     else if (!strcmp(f, "-t")) ok = cli_int(a, f, 1, 1024, &o->n_threads);
     else if (!strcmp(f, "--spec-draft-n-max")) ok = cli_int(a, f, 1, 64, &o->draft_max);
+    else if (!strcmp(f, "-ngl") || !strcmp(f, "--gpu-layers")) ok = cli_int(a, f, 0, 100000, &o->gpu_layers);
+    else if (!strcmp(f, "-ngld") || !strcmp(f, "--gpu-layers-draft")) ok = cli_int(a, f, 0, 100000, &o->gpu_layers_draft);
     else if (!strcmp(f, "--llama-bin")) ok = (o->llama_bin = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--no-llama")) o->with_llama = false;
     else if (!strcmp(f, "--out")) ok = (o->out_dir = cli_value(a, f)) != NULL;
@@ -173,6 +178,11 @@ static int run_script(const serve_options *o, const char *script, const char *sp
                                          o->temps, "--requests", n[0], "-n", n[1], "--threads", n[2], "--parallel",
                                          n[3], "--ctx", n[4], "--draft-max", draft_max, "--out", md, "--plot", svg};
     int argc = 30;
+    char ngl[2][32];
+    snprintf(ngl[0], sizeof ngl[0], "%lld", (long long)o->gpu_layers);
+    snprintf(ngl[1], sizeof ngl[1], "%lld", (long long)o->gpu_layers_draft);
+    if (o->gpu_layers >= 0) argv[argc++] = "--gpu-layers", argv[argc++] = ngl[0];
+    if (o->gpu_layers_draft >= 0) argv[argc++] = "--gpu-layers-draft", argv[argc++] = ngl[1];
     if (llama_server[0]) argv[argc++] = "--llama-server", argv[argc++] = llama_server;
     else argv[argc++] = "--servers", argv[argc++] = "specd";
     argv[argc] = NULL;
@@ -201,7 +211,7 @@ int cli_bench_serve(int argc, char **argv, const char *self) {
     serve_options o = {.prompts = "../shared/bench/prompts.txt", .clients = "1,2,4,8", .temps = "0,0.8",
                        .llama_bin = "deps/llama/build-tools/bin", .out_dir = "results/bench-serve",
                        .n_predict = 128, .n_threads = 2, .n_ctx = 4096, .n_parallel = 4, .requests = 2,
-                       .draft_max = 3, .with_llama = true};
+                       .draft_max = 3, .gpu_layers = -1, .gpu_layers_draft = -1, .with_llama = true};
     cli_args a = {.argc = argc, .argv = argv};
     while (a.i < a.argc) {
         const char *f = a.argv[a.i++];

@@ -413,13 +413,15 @@ def bench_serve(specd, target, draft, tmp, prompts):
     os.symlink(shutil.which("python3"), os.path.join(only_python, "python3"))
     out = os.path.join(tmp, "serve-out")
     r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--clients", "1,2", "--temps",
-             "0", "-n", "8", "--requests", "1", "-c", "512", "-np", "2", "--llama-bin", "/nonexistent", "--out", out],
-            path=only_python)
+             "0", "-n", "8", "--requests", "1", "-c", "512", "-np", "2", "-ngl", "0", "-ngld", "0", "--llama-bin",
+             "/nonexistent", "--out", out], path=only_python)
     report = read_text(os.path.join(out, "serve.md")) if r.returncode == 0 else ""
     rows = [line.split("|") for line in report.splitlines() if line.startswith("| specd |")]
     check("bench --serve measures specd serve at each client count", r.returncode == 0 and len(rows) == 2
           and [row[3].strip() for row in rows] == ["1", "2"] and all(float(row[4]) > 0 for row in rows)
           and all(row[10].strip() == "0" for row in rows), r.stderr[-800:] + report)
+    check("bench --serve gives every server the placement and says so", "placement -ngl 0 -ngld 0" in report,
+          report[:400])
     check("bench --serve says llama-server is missing and what builds it", "llama-server not found" in r.stderr
           and "make bench-deps" in r.stderr and "llama-server was not measured" in report, r.stderr[-500:])
     check("bench --serve without gnuplot skips the plot and links none", "plot skipped" in r.stderr
@@ -429,6 +431,8 @@ def bench_serve(specd, target, draft, tmp, prompts):
           and "missing.gguf" in r.stderr and "make bench-models" in r.stderr, r.stderr)
     r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--clients", "1,x"])
     check("bench --serve refuses a bad list", r.returncode == 2 and "--clients" in r.stderr, r.stderr)
+    r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "-ngl", "all"])
+    check("bench --serve refuses a layer count that is not a number", r.returncode == 2 and "-ngl" in r.stderr, r.stderr)
 
 
 def bench_plots(specd, target, draft, tmp, prompts):

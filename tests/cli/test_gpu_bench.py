@@ -56,7 +56,12 @@ def main():
                          os.path.join(tmp, "r.md")], path=bin_dir)
         check("--big is accepted (no GPU: exit 2 and say so)", r.returncode == 2
               and "no NVIDIA GPU visible" in r.stderr and "unknown argument" not in r.stderr, f"rc={r.returncode} {r.stderr}")
-        for args, needle in ((["--big=1"], "unknown argument '--big=1'"), (["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
+        # --serve too (serving on the GPU after step 4)
+        r = run(script, ["--serve", "--big", "--no-tests", "--out", os.path.join(tmp, "out"), "--report",
+                         os.path.join(tmp, "r.md")], path=bin_dir)
+        check("--serve is accepted (no GPU: exit 2 and say so)", r.returncode == 2
+              and "no NVIDIA GPU visible" in r.stderr and "unknown argument" not in r.stderr, f"rc={r.returncode} {r.stderr}")
+        for args, needle in ((["--big=1"], "unknown argument '--big=1'"), (["--serve=1"], "unknown argument '--serve=1'"), (["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
                              (["--frobnicate"], "unknown argument '--frobnicate'"), (["--models"], "--models"),
                              (["--heads=1"], "unknown argument '--heads=1'")):
             r = run(script, args)
@@ -73,6 +78,7 @@ def main():
               and "5. with --heads" in r.stdout and "4b. where the time goes" in r.stdout and "Exit codes:" in r.stdout
               and "set -uo" not in r.stdout, r.stdout[-400:])
         check("--help describes --big", "--big: a third pair" in r.stdout and "target-big.gguf" in r.stdout, r.stdout)
+        check("--help describes --serve", "--serve: after step 4, specd bench --serve" in r.stdout, r.stdout)
 
         run_dir = os.path.join(tmp, "run")
         write(os.path.join(run_dir, "gpu.txt"), "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n")
@@ -142,6 +148,18 @@ def main():
               and text.find("### mtp-target.gguf + its MTP layers (mtp head)") > heads_at
               and "| specd mtp, fixed 8 | 80.0 | 0.9 |" in text and "# specd benchmarks" not in text
               and ".png" not in text and "Plots skipped" not in text, text)
+        # a run with --serve: its step in the table and serve.md in its own section, without the plot
+        with open(os.path.join(run_dir, "steps.tsv"), "a") as f:
+            f.write("serving (specd bench --serve)\t120\tok\n")
+        write(os.path.join(run_dir, "serve", "serve.md"), "Settings: target-big.gguf + draft.gguf, -np 4, placement "
+              "-ngl 99 -ngld 99\n\n| server | temperature | clients | aggregate t/s |\n| specd | 0 | 4 | 900.0 |\n"
+              "\n![aggregate tokens/s](serve.svg)\n")
+        r = run(script, ["--report-from", run_dir, "--report", report])
+        text = open(report).read() if os.path.exists(report) else ""
+        serve_at = text.find("## Serving (--serve")
+        check("--report-from with --serve: the step, and serve.md in its own section without its plot",
+              r.returncode == 0 and "| serving (specd bench --serve) | 120 | ok |" in text and serve_at > 0
+              and text.find("| specd | 0 | 4 | 900.0 |") > serve_at and "serve.svg" not in text, r.stderr + text[-1500:])
         r = run(script, ["--report-from", os.path.join(tmp, "nothing"), "--report", report])
         check("--report-from a folder with no run: exit 2", r.returncode == 2 and "steps.tsv" in r.stderr, r.stderr)
         os.remove(os.path.join(run_dir, "bench", "benchmarks.md"))
