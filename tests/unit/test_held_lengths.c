@@ -174,6 +174,25 @@ static void test_a_change_in_the_text_moves_the_held_length(void **state) {
     assert_true(o.steps_at[best] >= 15 * SPECD_HELD_SPELL);
 }
 
+/* Another process slows every pass by 1.6x for 1000 steps, then leaves: the length driving is
+ * re-timed slower while the others keep their quiet timings, so a few changes follow, and no more;
+ * afterwards a length within 2% of the best drives. */
+static void test_a_busy_stretch_moves_the_length_a_few_times_only(void **state) {
+    (void)state;
+    machine quiet = chain_machine(0.75, BIG_PASS, 0.31, 10.0), busy = quiet;
+    for (int32_t k = 0; k <= SPECD_HELD_MAX; k++) busy.ms[k] *= 1.6;
+    busy.draft_ms *= 1.6;
+    specd_held_lengths h;
+    specd_held_lengths_init(&h, 8);
+    run(&h, &quiet, 8, 400);
+    outcome during = run(&h, &busy, 8, 1000), after = run(&h, &quiet, 8, 1600);
+    int32_t best = best_length(&quiet, 8);
+    assert_true(during.changes <= 8);
+    assert_true(after.changes <= 4);
+    assert_true(rate_at(&quiet, h.length) >= 0.98 * rate_at(&quiet, best));
+    assert_true(after.steps_at[h.length] >= 1400);
+}
+
 /* A smaller draft_max than the length held: the length follows it at once. */
 static void test_the_held_length_never_passes_draft_max(void **state) {
     (void)state;
@@ -195,6 +214,7 @@ int main(void) {
         cmocka_unit_test(test_no_drafts_drive_where_the_target_alone_is_fastest),
         cmocka_unit_test(test_a_length_the_model_prices_wrongly_is_tried_once),
         cmocka_unit_test(test_a_change_in_the_text_moves_the_held_length),
+        cmocka_unit_test(test_a_busy_stretch_moves_the_length_a_few_times_only),
         cmocka_unit_test(test_the_held_length_never_passes_draft_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
