@@ -125,6 +125,8 @@ void specd_held_lengths_start_at_best(specd_held_lengths *h, int32_t max) {
     if (best >= 0) h->length = best;
 }
 
+bool specd_held_lengths_spell_ends(const specd_held_lengths *h) { return h->spell_left <= 1; }
+
 void specd_held_lengths_step_done(specd_held_lengths *h, const specd_held_view *view, int32_t max) {
     if (h->length > max) h->length = max;
     if (--h->spell_left > 0) return;

@@ -69,6 +69,9 @@ void specd_held_lengths_init(specd_held_lengths *h, int32_t max);
 void specd_held_lengths_record_step(specd_held_lengths *h, int32_t drafted);
 /* The step's tokens and the ms it took, as it ran. */
 void specd_held_lengths_record_time(specd_held_lengths *h, int32_t tokens, double ms);
+/* Whether the step now ending ends a spell, so that specd_held_lengths_step_done chooses (and needs
+ * a view; otherwise it may be NULL). */
+bool specd_held_lengths_spell_ends(const specd_held_lengths *h);
 /* A step ended: at the end of a spell the next length, at most max, is chosen by `view` (above). */
 void specd_held_lengths_step_done(specd_held_lengths *h, const specd_held_view *view, int32_t max);
 /* Whether a timing of length k could be one: k a length, the numbers positive, a token or more a

@@ -181,9 +181,10 @@ void specd_length_policy_record_step(specd_length_policy *p, const specd_costs *
     }
     if (p->hold) {
         specd_held_lengths_record_step(&p->held, s->n_nodes - 1);
-        specd_held_view view;
-        held_view(p, c, &view);
-        specd_held_lengths_step_done(&p->held, &view, p->max_fixed);
+        specd_held_view view; /* priced only when a spell ends: 17 sizes of the cost model */
+        bool choosing = specd_held_lengths_spell_ends(&p->held);
+        if (choosing) held_view(p, c, &view);
+        specd_held_lengths_step_done(&p->held, choosing ? &view : NULL, p->max_fixed);
         return;
     }
     if (p->fixed >= 0) {
