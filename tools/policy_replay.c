@@ -169,7 +169,8 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
     specd_length_policy_record_time(&e->policy, r + 1, draft + pass);
     *drafted_out = m;
     if (verbose)
-        fprintf(stderr, "m %2d r %2d plain %d fixed %2d rate %.4f a1 %.2f T1 %.1f T4 %.1f T8 %.1f d %.2f/%.2f\n", m, r, plain, fixed,
+        fprintf(stderr, "m %2d r %2d plain %d fixed %2d hold %d resize %.2f rate %.4f a1 %.2f T1 %.1f T4 %.1f T8 %.1f d %.2f/%.2f\n",
+                m, r, plain, fixed, e->policy.hold, specd_costs_resize(&e->costs),
                 specd_length_policy_rate(&e->policy, &e->costs, &e->acceptance, mode, &fill),
                 specd_acceptance_at_depth(&e->acceptance, mode, 1), specd_costs_pass(&e->costs, 1, NULL),
                 specd_costs_pass(&e->costs, 4, NULL), specd_costs_pass(&e->costs, 8, NULL),

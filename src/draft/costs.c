@@ -76,11 +76,16 @@ static double least_growth(const specd_costs *c, int32_t n, int32_t first,
  * sizes past the known ones looked cheaper than the largest known one (T(10) 2.35 T(1) beside a
  * measured T(9) of 2.6 T(1)); priced optimistically, every generation tried long chains it then
  * lost on (a 128-token generation spent 17 of its 60 steps trying sizes, each twice: a size's
- * first pass warms up). */
+ * first pass warms up). Two known sizes give one growth, which may be a step of the curve rather
+ * than its slope (on a GPU T(2) is 1.4 T(1) and T(3..16) about T(2), and the first pass of a size
+ * pays its graph's rebuild too): past them it is at most the prior's, so that a longer size is
+ * tried once (along that step T(8) of an H200's 8.8 GB target looked 7 T(1), and the planner
+ * stopped drafting where a fixed 6 made 1.35x its tokens). */
 static double extrapolated_base(const specd_costs *c, int32_t n, bool (*known)(const specd_costs *, int32_t)) {
-    int32_t first = 0, last = 0, below = 0, above = 0;
+    int32_t first = 0, last = 0, below = 0, above = 0, n_known = 0;
     for (int32_t m = 1; m <= SPECD_COSTS_MAX_BATCH; m++) {
         if (m == n || !known(c, m)) continue;
+        n_known++;
         if (!first) first = m;
         last = m;
         if (m < n) below = m;
@@ -91,6 +96,7 @@ static double extrapolated_base(const specd_costs *c, int32_t n, bool (*known)(c
         return c->base_ms[below] + (c->base_ms[above] - c->base_ms[below]) * (n - below) / (above - below);
     double one = c->base_ms[first] / prior_ratio(first); /* T(1), or scaled down to it */
     double slope = last > first ? least_growth(c, n, first, known) : PRIOR_SLOPE * one;
+    if (n_known < 3 && slope > PRIOR_SLOPE * one) slope = PRIOR_SLOPE * one;
     if (slope < MIN_SLOPE * one) slope = MIN_SLOPE * one;
     if (below) return c->base_ms[below] + (n - below) * slope;
     double x = c->base_ms[above] - (above - n) * slope;

@@ -304,6 +304,29 @@ static void test_an_untried_size_is_priced_to_be_tried(void **state) {
     assert_float_equal(T(&c, 8), 71.0, 0.5);
 }
 
+/* Two sizes known are one growth, which may be a step of the machine's curve rather than its
+ * slope: on a GPU (an H200, a target of 8.8 GB) T(2) is 1.4 T(1) and T(3..16) cost what T(2)
+ * does, and the first pass of 2 paid its graph's rebuild too (7.3 ms where T(1) is 3.8). Priced
+ * along that growth, T(8) looked 28 ms, no longer draft was ever tried, and the planner stopped
+ * drafting where a fixed 6 made 1.35x its tokens. Past two known sizes the growth is at most the
+ * prior's (0.15 T(1) a token); a third known size gives the least growth again. */
+static void test_two_known_sizes_do_not_price_longer_passes_along_their_step(void **state) {
+    (void)state;
+    specd_costs c;
+    specd_costs_init(&c);
+    record(&c, 1, 3.8);
+    record(&c, 2, 7.3);
+    assert_float_equal(T(&c, 8), 7.3 + 6 * 0.15 * 3.8, 1e-9);
+    assert_true(T(&c, 8) < 12.0);
+    record(&c, 4, 8.0); /* a third size: the least growth from the smallest, (8 - 3.8) / 3 a token */
+    assert_float_equal(T(&c, 8), 8.0 + 4 * (8.0 - 3.8) / 3, 1e-9);
+    /* where the one growth is the slope (a CPU, T(2) 1.1 T(1)), it stands */
+    specd_costs_init(&c);
+    record(&c, 1, 25.0);
+    record(&c, 2, 27.5);
+    assert_float_equal(T(&c, 8), 27.5 + 6 * 2.5, 1e-9);
+}
+
 /* One pass slowed by the machine (46 ms where the size costs 37) must not keep its size dear for
  * good: while a size has fewer than SPECD_COSTS_LEARN_PASSES passes, a choice prices it below what
  * it measured, so it is passed again, and the cheaper pass is kept. Estimates (what the statistics
@@ -401,6 +424,7 @@ int main(void) {
         cmocka_unit_test_setup(test_a_busy_machines_file_is_corrected_within_a_few_passes, empty_fill),
         cmocka_unit_test_setup(test_a_quiet_file_follows_a_busy_machine, empty_fill),
         cmocka_unit_test_setup(test_an_untried_size_is_priced_to_be_tried, empty_fill),
+        cmocka_unit_test_setup(test_two_known_sizes_do_not_price_longer_passes_along_their_step, empty_fill),
         cmocka_unit_test_setup(test_one_slow_pass_does_not_keep_a_size_dear, empty_fill),
         cmocka_unit_test_setup(test_the_draft_token_follows_the_level, empty_fill),
         cmocka_unit_test_setup(test_a_resized_pass_costs_its_graph_rebuild, empty_fill),
