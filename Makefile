@@ -43,12 +43,16 @@ asan: deps
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# The JSON API's threads (async poll and cancel from several threads, two servers side by side)
-# under ThreadSanitizer.
+# The threaded parts under ThreadSanitizer: the JSON API (async poll and cancel from several
+# threads, two servers side by side) and `specd serve` over HTTP (slots, the queue, disconnects,
+# the stop with every slot busy, limits). tests/tsan.supp: what TSan cannot see in llama.cpp's
+# OpenMP threads. The first report stops the process (halt_on_error), and its test fails.
+TSAN_TESTS = make_tiny_models|test_rpc|test_rpc_slots|test_servers|serve_curl|serve_llama_routes|serve_slots|serve_stop|serve_limits
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots test_servers make_tiny_model
-	@ctest --test-dir build-tsan -R 'make_tiny_models|test_rpc|test_servers' --output-on-failure
+	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots test_servers make_tiny_model specd
+	@TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
+		ctest --test-dir build-tsan -R '^($(TSAN_TESTS))$$' --output-on-failure
 
 # libFuzzer on the JSON-RPC dispatcher (tests/fuzz): FUZZ_SECONDS with no model, then as long
 # with the tiny models. Our code with clang + ASan + UBSan + coverage; llama.cpp is the gcc build.
