@@ -102,8 +102,6 @@
 #include "gguf.h"
 #include "tiny_model.h"
 
-#define PROGRAM_NAME "make_tiny_model"
-#define EXIT_USAGE_ERROR 2
 
 /* The vocabulary is built in fixed-size storage; the built-in word lists
  * stay far below these limits, and vocab_append checks them anyway. */
@@ -136,20 +134,6 @@ typedef struct {
     int count;
     int first_word_id;
 } tiny_vocab;
-
-/* ------------------------------------------------------------------------ */
-/* Error reporting                                                           */
-/* ------------------------------------------------------------------------ */
-
-void fail(const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    fprintf(stderr, PROGRAM_NAME ": error: ");
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(EXIT_USAGE_ERROR);
-}
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
@@ -582,36 +566,6 @@ static void build_vocab(tiny_vocab *vocab, bool different) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Deterministic random numbers                                              */
-/* ------------------------------------------------------------------------ */
-
-/* splitmix64: tiny, well-mixed, and identical on every platform. */
-static uint64_t prng_next(prng *rng) {
-    rng->state += 0x9E3779B97F4A7C15ULL;
-    uint64_t z = rng->state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, 1) from the top 53 bits, exactly representable in double. */
-static double prng_uniform(prng *rng) {
-    return (double)(prng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* Sum of four uniforms (Irwin-Hall) rescaled to mean 0, variance 1. Avoids
- * log/cos so the output does not depend on the libm implementation, which
- * keeps files byte-identical across machines. */
-double prng_approx_normal(prng *rng) {
-    double sum = 0.0;
-    for (int i = 0; i < 4; i++) {
-        sum += prng_uniform(rng);
-    }
-    /* Four uniforms have variance 4/12; sqrt(3) restores unit variance. */
-    return (sum - 2.0) * 1.7320508075688772;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -709,65 +663,6 @@ static struct ggml_context *create_weight_context(size_t n_floats, size_t n_tens
     return ctx;
 }
 
-struct ggml_tensor *new_named_tensor(struct ggml_context *ctx, const char *name,
-                                            int64_t ne0, int64_t ne1) {
-    struct ggml_tensor *tensor = ne1 > 0 ? ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ne0, ne1)
-                                         : ggml_new_tensor_1d(ctx, GGML_TYPE_F32, ne0);
-    ggml_set_name(tensor, name);
-    return tensor;
-}
-
-/* RMS-norm gains of 1 leave the normalised activations unscaled, which is
- * what a freshly initialised llama has. */
-void add_norm(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
-                     int64_t size) {
-    struct ggml_tensor *tensor = new_named_tensor(ctx, name, size, 0);
-    float *data = (float *)tensor->data;
-    for (int64_t i = 0; i < size; i++) {
-        data[i] = 1.0f;
-    }
-    gguf_add_tensor(gguf, tensor);
-}
-
-/* Every matrix element consumes exactly one value from each stream (when
- * noise is on), so the draft's noise pattern is independent of --seed and
- * --noise 0 reproduces the target bit for bit. The noise is relative: it is
- * scaled like the weights, so --noise 0.3 is a 30% perturbation regardless
- * of the layer's fan-in. */
-void add_matrix(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
-                       const char *name, int64_t ne0, int64_t ne1, double scale) {
-    struct ggml_tensor *tensor = new_named_tensor(ctx, name, ne0, ne1);
-    float *data = (float *)tensor->data;
-    int64_t count = ne0 * ne1;
-    for (int64_t i = 0; i < count; i++) {
-        double value = prng_approx_normal(&source->weights);
-        if (source->noise_eps != 0.0) {
-            value += source->noise_eps * prng_approx_normal(&source->noise);
-        }
-        data[i] = (float)(scale * value);
-    }
-    if (source->matrix_type != GGML_TYPE_F32) {
-        /* The same values, quantized; the f32 tensor stays behind in the context, unwritten. */
-        struct ggml_tensor *quantized = ggml_new_tensor_2d(ctx, source->matrix_type, ne0, ne1);
-        ggml_quantize_chunk(source->matrix_type, data, quantized->data, 0, ne1, ne0, NULL);
-        ggml_set_name(quantized, name);
-        tensor = quantized;
-    }
-    gguf_add_tensor(gguf, tensor);
-}
-
-/* 1/sqrt(fan_in) keeps each projection's output at roughly unit variance, so
- * activations neither explode nor vanish across layers. (sqrt is correctly
- * rounded by IEEE 754, so this does not endanger byte-identical output.) */
-double fan_in_scale(int64_t fan_in) {
-    return 1.0 / sqrt((double)fan_in);
-}
-
-const char *layer_tensor_name(char *buffer, size_t size, int layer, const char *suffix) {
-    snprintf(buffer, size, "blk.%d.%s", layer, suffix);
-    return buffer;
-}
-
 /* A layer's feed-forward block (SwiGLU, as llama.cpp's llama and LFM2 loaders name it), drawn from
  * `source` in this order: norm, gate, up, down. */
 static void add_ffn(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, int layer,
@@ -801,17 +696,6 @@ static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weigh
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
                n_embd, n_embd, opts->layer_scale * embd_scale);
     add_ffn(gguf, ctx, source, layer, n_embd, n_ff, opts->layer_scale);
-}
-
-/* A tensor of `count` values all equal to `value` (biases, Mamba's D). */
-void add_constant(struct gguf_context *gguf, struct ggml_context *ctx, const char *name,
-                         int64_t ne0, int64_t ne1, float value) {
-    struct ggml_tensor *tensor = new_named_tensor(ctx, name, ne0, ne1);
-    float *data = (float *)tensor->data;
-    for (int64_t i = 0; i < ne0 * (ne1 > 0 ? ne1 : 1); i++) {
-        data[i] = value;
-    }
-    gguf_add_tensor(gguf, tensor);
 }
 
 /* Mamba's A as the S4D-real initialisation stores it (A = -exp(A_log) = -(1..d_state) per

@@ -120,47 +120,6 @@ static void close_target(target_file *t) {
     ggml_free(t->tensors);
 }
 
-/* ---- tensor helpers ----------------------------------------------------------------------------- */
-
-/* A tensor whose values the caller fills; added to the file. */
-static float *new_values(struct gguf_context *gguf, struct ggml_context *ctx, const char *name, int64_t ne0,
-                         int64_t ne1, int64_t ne2) {
-    struct ggml_tensor *tensor = ne2 > 1 ? ggml_new_tensor_3d(ctx, GGML_TYPE_F32, ne0, ne1, ne2)
-                                         : new_named_tensor(ctx, name, ne0, ne1);
-    ggml_set_name(tensor, name);
-    gguf_add_tensor(gguf, tensor);
-    return (float *)tensor->data;
-}
-
-/* One weight of the stream (and its noise). */
-static double draw(weight_source *source) {
-    double value = prng_approx_normal(&source->weights);
-    if (source->noise_eps != 0.0) {
-        value += source->noise_eps * prng_approx_normal(&source->noise);
-    }
-    return value;
-}
-
-void add_random(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
-                       int64_t ne0, int64_t ne1, int64_t ne2, double scale) {
-    float *data = new_values(gguf, ctx, name, ne0, ne1, ne2);
-    for (int64_t i = 0; i < ne0 * ne1 * ne2; i++) {
-        data[i] = (float)(scale * draw(source));
-    }
-}
-
-void add_pass_through(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
-                      int64_t n_in, int64_t n_out, int64_t n_pass, double gain, double mix) {
-    float *data = new_values(gguf, ctx, name, n_in, n_out, 1);
-    double mix_scale = n_in > n_pass ? mix * fan_in_scale(n_in - n_pass) : 0.0;
-    for (int64_t j = 0; j < n_out; j++) {
-        for (int64_t i = 0; i < n_in; i++) {
-            double random = draw(source);
-            data[j * n_in + i] = (float)(i < n_pass ? (i == j ? gain : 0.0) : mix_scale * random);
-        }
-    }
-}
-
 /* ---- glm4moe: a target with a nextn layer ------------------------------------------------------ */
 
 static void glm4moe_attention(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
@@ -226,27 +185,6 @@ static void glm4moe_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     for (int k = 0; k < opts->n_nextn; k++) glm4moe_nextn_layer(gguf, ctx, source, opts, opts->n_layer + k);
     add_norm(gguf, ctx, "output_norm.weight", opts->n_embd);
     add_matrix(gguf, ctx, source, "output.weight", opts->n_embd, n_vocab, opts->logit_scale * fan_in_scale(opts->n_embd));
-}
-
-void set_common_keys(struct gguf_context *gguf, const model_options *opts, const char *arch, int n_layer,
-                     int n_vocab, float rms_eps) {
-    char key[96];
-#define SET_U32(suffix, value)                                  \
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);            \
-    gguf_set_val_u32(gguf, key, (uint32_t)(value))
-    gguf_set_val_str(gguf, "general.architecture", arch);
-    gguf_set_val_str(gguf, "general.name", opts->name);
-    SET_U32("context_length", opts->n_ctx);
-    SET_U32("embedding_length", opts->n_embd);
-    SET_U32("block_count", n_layer);
-    SET_U32("feed_forward_length", opts->n_ff);
-    SET_U32("attention.head_count", opts->n_head);
-    SET_U32("attention.head_count_kv", opts->n_head_kv);
-    SET_U32("rope.dimension_count", opts->n_embd / opts->n_head);
-    SET_U32("vocab_size", n_vocab);
-#undef SET_U32
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
-    gguf_set_val_f32(gguf, key, rms_eps);
 }
 
 static void glm4moe_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab) {
@@ -351,7 +289,7 @@ static void dflash_tensors(struct gguf_context *gguf, struct ggml_context *ctx, 
     float *fc = new_values(gguf, ctx, "fc.weight", n_in, n, 1);
     for (int64_t j = 0; j < n; j++)
         for (int64_t i = 0; i < n_in; i++) {
-            double random = draw(source);
+            double random = draw_weight(source);
             fc[j * n_in + i] = j < n - n_features ? 0.0f : (float)(fan_in_scale(n_in) * random);
         }
     add_norm(gguf, ctx, "enc.output_norm.weight", n);

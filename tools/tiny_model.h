@@ -1,7 +1,7 @@
 /* tiny_model.h - what make_tiny_model's writers share: the options, the deterministic weight
- * streams and the tensor helpers. make_tiny_model.c writes the plain models (llama, mamba, lfm2)
- * and the vocabulary; tiny_heads.c the drafting heads' models (a GLM-4.5-style target with a
- * nextn layer, EAGLE-3, DFlash and DSpark drafts). */
+ * streams and the tensor helpers (tiny_tensors.c). make_tiny_model.c writes the plain models (llama,
+ * mamba, lfm2) and the vocabulary; tiny_heads.c the drafting heads' models (a GLM-4.5-style target
+ * with a nextn layer, EAGLE-3, DFlash and DSpark drafts); tiny_qwen35.c a Qwen3.5-style target. */
 #ifndef TINY_MODEL_H
 #define TINY_MODEL_H
 
@@ -11,6 +11,9 @@
 
 #include "ggml.h"
 #include "gguf.h"
+
+#define PROGRAM_NAME "make_tiny_model"
+#define EXIT_USAGE_ERROR 2
 
 /* Dimension limits keep every size product well inside size_t and int64_t;
  * a unit-test model never needs more. */
@@ -81,6 +84,8 @@ typedef struct {
     enum ggml_type matrix_type; /* the matrices' type in the file (F32, the zero value, or Q8_0) */
 } weight_source;
 
+/* ---- tiny_tensors.c: what every writer shares ---- */
+
 /* One line on stderr, exit status 2. */
 void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -101,17 +106,11 @@ double fan_in_scale(int64_t fan_in);
 /* "blk.LAYER.SUFFIX" in buffer. */
 const char *layer_tensor_name(char *buffer, size_t size, int layer, const char *suffix);
 
-/* tiny_heads.c: the heads' architectures. */
-bool tiny_heads_handles(model_arch arch);
-const char *tiny_heads_arch_name(model_arch arch);
-void tiny_heads_validate(const model_options *opts);
-size_t tiny_heads_tensor_count(const model_options *opts);
-size_t tiny_heads_float_count(const model_options *opts, int n_vocab);
-void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx, const model_options *opts,
-                            int n_vocab);
-void tiny_heads_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab);
-
-/* tiny_heads.c's helpers the other writers share. */
+/* A tensor whose values the caller fills (ne2 > 1: three dimensions); added to the file. */
+float *new_values(struct gguf_context *gguf, struct ggml_context *ctx, const char *name, int64_t ne0, int64_t ne1,
+                  int64_t ne2);
+/* One weight of the stream (and its noise). */
+double draw_weight(weight_source *source);
 /* ne0 x ne1 x ne2 random values of spread `scale`. */
 void add_random(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source, const char *name,
                 int64_t ne0, int64_t ne1, int64_t ne2, double scale);
@@ -123,7 +122,17 @@ void add_pass_through(struct gguf_context *gguf, struct ggml_context *ctx, weigh
 void set_common_keys(struct gguf_context *gguf, const model_options *opts, const char *arch, int n_layer,
                      int n_vocab, float rms_eps);
 
-/* tiny_qwen35.c: a Qwen3.5-style hybrid target (gated delta-net and attention layers) with nextn
+/* ---- tiny_heads.c: the heads' architectures ---- */
+bool tiny_heads_handles(model_arch arch);
+const char *tiny_heads_arch_name(model_arch arch);
+void tiny_heads_validate(const model_options *opts);
+size_t tiny_heads_tensor_count(const model_options *opts);
+size_t tiny_heads_float_count(const model_options *opts, int n_vocab);
+void tiny_heads_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx, const model_options *opts,
+                            int n_vocab);
+void tiny_heads_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab);
+
+/* ---- tiny_qwen35.c: a Qwen3.5-style hybrid target (gated delta-net and attention layers) with nextn
  * layers. */
 size_t tiny_qwen35_tensor_count(const model_options *opts);
 size_t tiny_qwen35_float_count(const model_options *opts, int n_vocab);
