@@ -235,7 +235,8 @@ static void add_piece_fields(const json_reply *reply, const serve_view *v, json_
 
 static void *reply_update(void *ctx, const serve_view *v) {
     const json_reply *reply = ctx;
-    json_t *update = json_pack("{s:o, s:b}", "content", sanitized_string(v->text + v->from, v->to - v->from), "stop", 0);
+    json_t *update = json_pack("{s:o, s:b, s:i}", "content", sanitized_string(v->text + v->from, v->to - v->from), "stop",
+                               0, "id_slot", v->slot);
     if (!update) return NULL;
     if (v->result->n_probs > 0) json_object_set_new(update, "completion_probabilities", probs_json_entries(v, reply->probs_server_shape));
     add_piece_fields(reply, v, update);
@@ -283,6 +284,7 @@ static void *reply_final(void *ctx, const serve_view *v) {
         reply_json_prompt_stats(req), "speculative", speculative_json(req, v->engine, &r->stats));
     if (!resp) return NULL;
     json_object_set_new(resp, "stopping_limit", json_string(v->stopping_limit));
+    json_object_set_new(resp, "id_slot", json_integer(v->slot)); /* llama-server's: where it ran (-1: it never did) */
     if (req->gen.n_probs > 0) json_object_set_new(resp, "completion_probabilities", probs_json_entries(v, reply->probs_server_shape));
     if (reply->return_tokens) json_object_set_new(resp, "tokens", tokens_json(v));
     if (v->origins) json_object_set_new(resp, "origins", reply_json_origins(v));

@@ -2,7 +2,8 @@
  * and server-context.cpp of llama.cpp 0.5.0, plus the flat speculative.* keys it used to take),
  * so that its clients work unchanged, and a typo still fails:
  *  - what specd implements acts as there: aliases (max_tokens, max_completion_tokens, logprobs,
- *    n), n_cmpl and id_slot (one slot, one completion), the flat speculative.* keys
+ *    n), n_cmpl (one completion here; several are split before: completion_outputs.c), id_slot
+ *    (the slot to run in, modulo the slots), the flat speculative.* keys
  *    (request_spec.c), json_schema (a grammar), return_tokens, timings_per_token, response_fields,
  *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms, DRY,
  *    XTC, top_n_sigma, dynatemp, min_keep, lora (a request's own adapter scales),
@@ -157,8 +158,10 @@ static bool parse_logprobs_alias(rpc_params *rp, json_request *jr) {
     return true;
 }
 
-/* n_cmpl (alias n): completions per request; specd makes one. id_slot: the one slot is 0. */
-static bool parse_counts(rpc_params *rp) {
+/* n_cmpl (alias n): completions per request; one here (the HTTP route splits several into one
+ * request each before). id_slot: the slot to run in (request.h; its range is checked against the
+ * server's slots by serve_request_prepare). */
+static bool parse_counts(rpc_params *rp, json_request *jr) {
     static const char *names[] = {"n_cmpl", "n"};
     for (size_t i = 0; i < 2; i++) {
         int64_t n = 1;
@@ -166,10 +169,7 @@ static bool parse_counts(rpc_params *rp) {
         if (n != 1) return refuse(rp, names[i], "must be 1: specd generates one completion per request (send "
                                   "several requests for more)");
     }
-    int64_t slot = -1;
-    if (rpc_get_int(rp, "id_slot", INT64_MIN, INT64_MAX, &slot) < 0) return false;
-    if (slot != -1 && slot != 0) return refuse(rp, "id_slot", "must be -1 (any) or 0: this server has one slot");
-    return true;
+    return rpc_read_int32(rp, "id_slot", INT32_MIN, INT32_MAX, &jr->req->slot);
 }
 
 static bool parse_flags(rpc_params *rp, json_request *jr) {
@@ -440,7 +440,7 @@ bool request_json_sampler_fields(json_request *jr) {
 bool request_json_llama_fields(json_request *jr) {
     rpc_params *rp = jr->rp;
     return request_json_sampler_fields(jr) && parse_n_predict_aliases(rp, jr) && parse_t_max_predict_ms(rp, jr) &&
-           parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) && parse_probs_format(rp, jr) &&
+           parse_logprobs_alias(rp, jr) && parse_counts(rp, jr) && parse_flags(rp, jr) && parse_probs_format(rp, jr) &&
            parse_response_fields(rp, jr) && request_json_flat_speculative(jr) && parse_json_schema(rp, jr) &&
            parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) && parse_generation_prompt(rp, jr) &&
            parse_reasoning_format(rp) && parse_inert_fields(rp);

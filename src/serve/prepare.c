@@ -95,6 +95,17 @@ static bool apply_n_predict_limit(serve_request *r, const serve_limits *limits, 
                       r->gen.n_predict, max, max, max);
 }
 
+/* The slot asked for (id_slot), modulo the slots: llama-server lets it run past the last one and
+ * wraps it round. Below -1 (any) it names nothing. */
+static bool resolve_slot(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+    if (r->slot < -1)
+        return serve_fail(fault, SERVE_INVALID, "id_slot", "%s: 'id_slot' must be -1 (any slot) or a slot number "
+                          "from 0 (taken modulo the %d slots), got %d", names->where, specd_engine_n_parallel(e),
+                          r->slot);
+    if (r->slot >= 0) r->slot %= specd_engine_n_parallel(e);
+    return true;
+}
+
 /* Every range, decided by the library; the message names the field as the API spells it. */
 static bool check_ranges(serve_request *r, const serve_names *names, serve_fault *fault) {
     if (r->n_keep < -1 || r->n_keep > r->n_ctx)
@@ -229,7 +240,7 @@ bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits
     bool ok = check_draft_lengths(r, e, names, fault) && check_drafters(r, e, names, fault) &&
               check_grammar(r, e, names, fault) && check_logit_bias(r, e, names, fault) &&
               check_lora(r, e, names, fault) && apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault) &&
-              resolve_preserved(r, e, fault);
+              resolve_slot(r, e, names, fault) && resolve_preserved(r, e, fault);
     ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));
     if (!ok || !truncate_prompt(r, names, fault)) return false;
     /* The old API shifted the context during generation (where the model's cache can). */

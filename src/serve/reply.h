@@ -29,6 +29,7 @@ typedef struct serve_view {
     specd_engine *engine;          /* for token pieces and the drafters a request used */
     const char *model;             /* the server's name for its model */
     int64_t id;                    /* the job's */
+    int32_t slot;                  /* the slot it ran in; -1: none (it ended while queued) */
     const specd_result *result;    /* tokens, probabilities and statistics so far */
     const char *text;              /* the generated text (raw bytes, cut at a matched stop string) */
     size_t from, to;               /* this piece of it: text[from, to) */

@@ -10,6 +10,7 @@ void serve_request_init(serve_request *r) {
     memset(r, 0, sizeof *r);
     r->gen = specd_generation_default_params();
     r->seed_requested = -1;
+    r->slot = -1;
     r->cache_prompt = true;
 }
 

@@ -52,6 +52,10 @@ typedef struct serve_request {
     char **preserved_texts;
     int32_t n_preserved_texts;
     int32_t n_keep;                /* tokens kept at the start when the prompt or a context shift cuts */
+    /* llama-server's id_slot: the slot to run in, waiting for it while it is busy (queued requests
+     * for other slots go by); taken modulo the slots by serve_request_prepare, as llama-server
+     * does. -1: the server picks (the idle slot whose cache shares most of the prompt). */
+    int32_t slot;
     const char *n_predict_field;   /* the field that set gen.n_predict (a static string); NULL: none */
     int64_t t_max_predict_ms;      /* > 0: ends at the next newline once that long passed since the first token */
     int64_t seed_requested;        /* the seed as asked, -1: random */

@@ -61,7 +61,7 @@ static void check_t_max_predict(serve_run *x, size_t from) {
 /* A view of the run for its reply: the text [from, to), the tokens handed out with it. */
 static serve_view view_of(serve_run *x, size_t from, size_t to, bool final) {
     serve_view v = {.request = &x->job->request, .engine = x->env.engine, .model = x->env.model, .id = x->job->id,
-                    .result = x->result, .text = x->text.buf ? x->text.buf : "", .from = from, .to = to,
+                    .slot = x->env.slot, .result = x->result, .text = x->text.buf ? x->text.buf : "", .from = from, .to = to,
                     .tokens_from = x->n_tokens_sent, .tokens_to = x->result->n_tokens, .final = final,
                     .origins = x->job->request.return_origins ? &x->origins : NULL};
     x->n_tokens_sent = x->result->n_tokens;

@@ -18,6 +18,7 @@ typedef struct run_env {
     const serve_limits *limits;
     metrics_counter *metrics; /* a finished run is counted here */
     serve_history *history;   /* and leaves what the caches hold here */
+    int32_t slot;             /* the slot it runs in; -1: none (it ended while queued) */
 } run_env;
 
 /* Ready to run `job`, its time in the slot (--time-limit) counting from now; NULL (the job's fault

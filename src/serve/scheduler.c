@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static run_env env_of(serve_server *s) {
+static run_env env_of(serve_server *s, int32_t slot) {
     return (run_env){.engine = s->engine, .model = s->model, .limits = &s->limits, .metrics = &s->metrics,
-                     .history = &s->history};
+                     .history = &s->history, .slot = slot};
 }
 
 /* The job is over: the server forgets it first (so that whoever sees it finished may submit the
@@ -58,15 +58,17 @@ static void drop_ended(serve_server *s) {
             finish_job(s, job, NULL, -1);
             continue;
         }
-        run_env env = env_of(s);
+        run_env env = env_of(s, -1);
         serve_run *run = serve_run_new(job, &env);
         finish_job(s, job, run ? serve_run_end(run) : NULL, -1);
     }
 }
 
 /* The idle slot whose cache shares the longest prefix with the job's prompt (the first on ties,
- * so a lone client keeps its slot); -1 when none is idle. */
+ * so a lone client keeps its slot), or the slot the request asked for (id_slot) when idle; -1 when
+ * none is idle. */
 static int32_t best_slot(serve_server *s, const serve_request *req) {
+    if (req->slot >= 0) return s->slots[req->slot].job ? -1 : req->slot;
     int32_t best = -1, best_len = -1;
     for (int32_t i = 0; i < s->n_slots; i++) {
         if (s->slots[i].job) continue;
@@ -152,18 +154,31 @@ static void seat_locked(serve_server *s, int32_t i, serve_job *job) {
     s->n_running++;
 }
 
+/* The queue entry to seat next and its slot (s->lock held): the first job, in FIFO order, that
+ * can go into an idle slot now; a job waiting for its own slot (id_slot) is passed by, as
+ * llama-server defers it, and nothing passes a job that waits for any slot. -1: none. */
+static int32_t next_seat_locked(serve_server *s, int32_t *slot) {
+    for (int32_t q = 0; q < s->n_queued; q++) {
+        const serve_request *req = &s->queue[q]->request;
+        bool own_slot_busy = req->slot >= 0 && s->slots[req->slot].job;
+        if (own_slot_busy) continue;
+        *slot = waits_for_same_prompt(s, req) ? -1 : best_slot(s, req);
+        return *slot >= 0 ? q : -1;
+    }
+    return -1;
+}
+
 /* Moves queued jobs into idle slots, in FIFO order, and begins their sessions there. */
 static void admit(serve_server *s) {
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        const serve_request *next = s->n_queued > 0 ? &s->queue[0]->request : NULL;
-        int32_t i = next && !waits_for_same_prompt(s, next) ? best_slot(s, next) : -1;
-        serve_job *job = i >= 0 ? take_queued_locked(s, 0) : NULL;
+        int32_t i = -1, q = next_seat_locked(s, &i);
+        serve_job *job = q >= 0 ? take_queued_locked(s, q) : NULL;
         if (job) seat_locked(s, i, job);
         pthread_mutex_unlock(&s->lock);
         if (!job) return;
         share_prompt(s, i, &job->request);
-        run_env env = env_of(s);
+        run_env env = env_of(s, i);
         s->slots[i].run = serve_run_new(job, &env);
         if (!s->slots[i].run) {
             s->slots[i].job = NULL;

@@ -14,6 +14,8 @@ import math
 import os
 import re
 import sys
+import threading
+import time
 
 from test_serve import check, curl, failures, rpc, sse_events, start_server, stop_server
 
@@ -271,9 +273,12 @@ def check_fields(port):
         code, answer = completion(port, dict(base, n_predict=2, **{typo: 1}))
         check(f"typo {typo}: 400 unknown field", code == 400 and error_field(answer) == typo
               and "unknown field" in answer["error"]["message"], (code, answer))
-    for name, value in (("n_cmpl", 2), ("n", 3), ("id_slot", 1)):
+    for name, value in (("n_cmpl", 2), ("n", 3), ("id_slot", -2)):
         code, answer = completion(port, dict(base, n_predict=2, **{name: value}))
         check(f"{name}={value}: 400 naming it", code == 400 and error_field(answer) == name, (code, answer))
+    code, answer = completion(port, dict(base, n_predict=2, id_slot=1))
+    check("id_slot past the one slot wraps round to it, as llama-server", code == 200 and answer.get("id_slot") == 0,
+          (code, answer))
     code, answer = completion(port, dict(base, max_tokens=5))
     check("max_tokens is n_predict", code == 200 and answer["tokens_predicted"] == 5, answer)
     code, answer = completion(port, dict(base, max_completion_tokens=3, max_tokens=5))
@@ -483,6 +488,57 @@ def check_seeded(port):
     check("reproducible must be a boolean", code == 400 and "reproducible" in bad["error"]["message"], (code, bad))
 
 
+def check_id_slot(port, base):
+    """id_slot, as llama-server: the request runs in that slot (modulo the slots), its answer says
+    which; one waiting for its busy slot lets the requests behind it that can run elsewhere go by."""
+    answers = {s: completion(port, dict(base, n_predict=2, id_slot=s)) for s in (0, 2, 4)}
+    check("id_slot 0, 2 and 4 (wrapped to 1 on 3 slots): each runs there and says so",
+          all(code == 200 for code, _ in answers.values())
+          and [answers[s][1].get("id_slot") for s in (0, 2, 4)] == [0, 2, 1], answers)
+    code, answer = completion(port, dict(base, n_predict=2))
+    check("without id_slot the answer names the slot it ran in", code == 200 and answer.get("id_slot") in (0, 1, 2),
+          (code, answer))
+    code, text = curl(port, "/completion", dict(base, n_predict=3, id_slot=2, stream=True))
+    events = sse_events(text)
+    check("streamed: every event names the slot", code == 200 and events and all(e.get("id_slot") == 2 for e in events),
+          (code, events))
+    # slot 1 busy with a long request: a second one for slot 1 waits for it; one for any slot does not
+    done, t0 = {}, time.monotonic()
+    def send(name, body):
+        code, answer = completion(port, body)
+        ok = code == 200 and isinstance(answer, dict)
+        done[name] = (time.monotonic() - t0, answer.get("id_slot") if ok else None,
+                      answer["timings"]["predicted_ms"] / 1000 if ok else None)
+    long_body = dict(base, n_predict=900, ignore_eos=True, id_slot=1)
+    threads = [threading.Thread(target=send, args=("long", long_body))]
+    threads[0].start()
+    busy = False
+    for _ in range(500):  # until slot 1 holds the long one (900 tokens: some 0.2 s here, more under sanitizers)
+        code, text = curl(port, "/slots")
+        busy = code == 200 and any(x["id"] == 1 and x["is_processing"] for x in json.loads(text))
+        if busy or done:
+            break
+        time.sleep(0.005)
+    threads.append(threading.Thread(target=send, args=("same slot", dict(base, n_predict=2, id_slot=1))))
+    threads[1].start()
+    queued = False
+    for _ in range(500):  # until it waits in the queue, first in line
+        metrics = parse_prometheus(curl(port, "/metrics")[1])[0]
+        queued = metrics.get(("llamacpp:requests_deferred", ""), 0) >= 1
+        if queued or len(done) > 1:
+            break
+        time.sleep(0.005)
+    threads.append(threading.Thread(target=send, args=("any slot", dict(base, n_predict=2))))
+    threads[2].start()
+    for t in threads:
+        t.join(120)
+    ok = busy and queued and len(done) == 3 and None not in [d[1] for d in done.values()]
+    # the long one generated for its predicted_ms after t0: the same-slot one could end only after that
+    check("a request for a busy slot waits for it, one for any slot goes by", ok
+          and done["any slot"][1] != 1 and done["any slot"][0] < done["long"][0]
+          and done["same slot"][1] == 1 and done["same slot"][0] >= done["long"][2], (busy, queued, done))
+
+
 def check_outputs(specd, models):
     """n_cmpl (n) > 1 and several prompts on /completion, as llama-server: one completion per output
     (index p * n + c), each its own seed (seed + c) and slot; 1 to the slots."""
@@ -528,6 +584,7 @@ def check_outputs(specd, models):
         check("streamed: every event has its output's index; each output's text as the blocking one", code == 200
               and pieces == [a["content"] for a in four] and sum(1 for e in events if e.get("stop")) == 4,
               (code, pieces))
+        check_id_slot(port, base)
         code, answer = completion(port, dict(base, n_cmpl=4))
         check("n_cmpl above the slots: 400 naming it and -np", code == 400 and error_field(answer) == "n_cmpl"
               and "-np" in answer["error"]["message"], (code, answer))
