@@ -61,6 +61,7 @@ static json_t *prompt_list(openai_kind kind, json_t *body, openai_error *err, bo
 static json_t *output_body(json_t *body, json_t *prompts, size_t p, int c) {
     json_t *copy = json_copy(body), *seed = json_object_get(body, "seed");
     if (copy && prompts) json_object_set(copy, "prompt", json_array_get(prompts, p));
+    if (copy && (p > 0 || c > 0)) json_object_del(copy, "id_slot"); /* the first output's only (completion_outputs.c) */
     if (copy && c > 0 && json_is_integer(seed) && json_integer_value(seed) >= 0) {
         json_int_t s = json_integer_value(seed);
         json_object_set_new(copy, "seed", json_integer(s <= INT64_MAX - c ? s + c : s - c));

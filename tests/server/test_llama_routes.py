@@ -502,6 +502,11 @@ def check_id_slot(port, base):
     events = sse_events(text)
     check("streamed: every event names the slot", code == 200 and events and all(e.get("id_slot") == 2 for e in events),
           (code, events))
+    code, _ = curl(port, "/v1/completions", dict(prompt="the slot test", max_tokens=2, temperature=0, id_slot=2))
+    _, text = curl(port, "/slots")
+    latest = max(json.loads(text), key=lambda x: x.get("id_task", -1))
+    check("the OpenAI routes take id_slot too (llama-server's extension): the latest task ran in slot 2",
+          code == 200 and latest["id"] == 2, (code, text[:300]))
     # slot 1 busy with a long request: a second one for slot 1 waits for it; one for any slot does not
     done, t0 = {}, time.monotonic()
     def send(name, body):
