@@ -64,11 +64,18 @@ static void drop_ended(serve_server *s) {
     }
 }
 
+/* The slot the request asked for (id_slot, already taken modulo the slots by serve_request_prepare);
+ * -1: any. */
+static int32_t wanted_slot(const serve_server *s, const serve_request *req) {
+    return req->slot >= 0 && req->slot < s->n_slots ? req->slot : -1;
+}
+
 /* The idle slot whose cache shares the longest prefix with the job's prompt (the first on ties,
  * so a lone client keeps its slot), or the slot the request asked for (id_slot) when idle; -1 when
  * none is idle. */
 static int32_t best_slot(serve_server *s, const serve_request *req) {
-    if (req->slot >= 0) return s->slots[req->slot].job ? -1 : req->slot;
+    int32_t wanted = wanted_slot(s, req);
+    if (wanted >= 0) return s->slots[wanted].job ? -1 : wanted;
     int32_t best = -1, best_len = -1;
     for (int32_t i = 0; i < s->n_slots; i++) {
         if (s->slots[i].job) continue;
@@ -160,8 +167,8 @@ static void seat_locked(serve_server *s, int32_t i, serve_job *job) {
 static int32_t next_seat_locked(serve_server *s, int32_t *slot) {
     for (int32_t q = 0; q < s->n_queued; q++) {
         const serve_request *req = &s->queue[q]->request;
-        bool own_slot_busy = req->slot >= 0 && s->slots[req->slot].job;
-        if (own_slot_busy) continue;
+        int32_t wanted = wanted_slot(s, req);
+        if (wanted >= 0 && s->slots[wanted].job) continue;
         *slot = waits_for_same_prompt(s, req) ? -1 : best_slot(s, req);
         return *slot >= 0 ? q : -1;
     }
