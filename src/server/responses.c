@@ -6,8 +6,8 @@
  *                       arguments}, function_call_output {call_id, output}), instructions, tools
  *                       ([{type: "function", name, description, parameters}]), tool_choice,
  *                       parallel_tool_calls, max_output_tokens, temperature, top_p, and the
- *                       chat route's llama.cpp sampler fields (openai_passed_field), as
- *                       llama-server passes them on}
+ *                       chat route's llama.cpp sampler fields (openai_passed_field) and
+ *                       id_slot, as llama-server passes them on}
  *                       -> {object: "response", status, output: [reasoning, message
  *                       (output_text), function_call items], usage} (responses_reply.c)
  * The request is rewritten as a chat request, so both share every check and the prompt; errors
@@ -112,7 +112,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     static const char *const known[] = {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
                                         "max_output_tokens", "temperature", "top_p", "stream", "store", "metadata",
                                         "user", "previous_response_id", "reasoning", "truncation", "include",
-                                        "service_tier", "text", NULL};
+                                        "service_tier", "text", "id_slot", NULL};
     const char *key;
     json_t *v;
     json_object_foreach(in, key, v) {
@@ -180,7 +180,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         else ok = bad(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
                       "{\"type\": \"function\", \"name\"}");
     }
-    static const char *const same[] = {"model", "parallel_tool_calls", "stream", NULL};
+    static const char *const same[] = {"model", "parallel_tool_calls", "stream", "id_slot", NULL};
     for (const char *const *k = same; ok && *k; k++)
         if ((v = json_object_get(in, *k))) json_object_set(body, *k, v);
     json_object_foreach(in, key, v) if (ok && openai_passed_field(key)) json_object_set(body, key, v);

@@ -502,11 +502,18 @@ def check_id_slot(port, base):
     events = sse_events(text)
     check("streamed: every event names the slot", code == 200 and events and all(e.get("id_slot") == 2 for e in events),
           (code, events))
-    code, _ = curl(port, "/v1/completions", dict(prompt="the slot test", max_tokens=2, temperature=0, id_slot=2))
-    _, text = curl(port, "/slots")
-    latest = max(json.loads(text), key=lambda x: x.get("id_task", -1))
-    check("the OpenAI routes take id_slot too (llama-server's extension): the latest task ran in slot 2",
-          code == 200 and latest["id"] == 2, (code, text[:300]))
+    for path, body in (("/v1/completions", {"prompt": "the slot test"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "the slot test"}]}),
+                       ("/v1/responses", {"input": "the slot test", "max_output_tokens": 2})):
+        code, _ = curl(port, path, dict(body, max_tokens=2, temperature=0, id_slot=2) if "input" not in body
+                       else dict(body, temperature=0, id_slot=2))
+        _, text = curl(port, "/slots")
+        latest = max(json.loads(text), key=lambda x: x.get("id_task", -1))
+        check(f"{path} takes id_slot too (llama-server's extension): the latest task ran in slot 2",
+              code == 200 and latest["id"] == 2, (code, text[:300]))
+        code, answer = completion(port, dict(body, id_slot="x"), path)
+        check(f"{path} id_slot not an integer: 400 naming it", openai_error_param(code, answer) == "id_slot",
+              (code, answer))
     # slot 1 busy with a long request: a second one for slot 1 waits for it; one for any slot does not
     done, t0 = {}, time.monotonic()
     def send(name, body):
