@@ -31,10 +31,9 @@ specd_status specd_context_shift_validate(const specd_engine *e, const specd_gen
     return SPECD_OK;
 }
 
-int32_t specd_context_room(const specd_engine *e, const specd_generation_params *params, int32_t n_history) {
-    /* A step emits up to its draft plus one token: with shifting, the history must end the step
-     * at n_ctx at most, so the shift comes exactly where the target alone would shift. */
-    return specd_engine_n_ctx(e) - n_history - (specd_context_shift_on(params) ? 1 : 0);
+int32_t specd_context_room(const specd_engine *e, int32_t n_history) {
+    /* A step emits up to its draft plus one token: the history ends the step at n_ctx at most. */
+    return specd_engine_n_ctx(e) - n_history - 1;
 }
 
 /* Tokens a shift keeps at the start of the history. */

@@ -15,11 +15,13 @@ bool specd_context_shift_on(const specd_generation_params *params);
 specd_status specd_context_shift_validate(const specd_engine *e, const specd_generation_params *params,
                                           char **error);
 
-/* Positions past the root a step may draft into with n_history tokens of history. Without
- * shifting: up to the context end. With it: only up to where the shift happens (the history
- * reaching n_ctx), because the target alone would produce the tokens after that point from the
- * shifted context: a draft crossing it could not be verified exactly. */
-int32_t specd_context_room(const specd_engine *e, const specd_generation_params *params, int32_t n_history);
+/* Positions past the root a step may draft into with n_history tokens of history: up to where the
+ * history reaches n_ctx with the step's extra token, as the target alone ends there. Without
+ * shifting it stops there (one more draft let a step whose drafts were all accepted emit a token
+ * past it: 59 tokens where the target alone gave 58); with shifting the shift comes there, and the
+ * target alone produces the tokens after it from the shifted context, which a draft crossing it
+ * could not verify exactly. */
+int32_t specd_context_room(const specd_engine *e, int32_t n_history);
 
 /* Called when the history fills the context (the root, history[n_history - 1], is not cached).
  * With shifting on, drops n_discard = (n_history - 1 - n_keep) / 2 tokens after the first n_keep

@@ -288,7 +288,7 @@ static void free_generation(generation *g) {
 
 static int32_t draft_budget(const generation *g) {
     int32_t k = draft_budget_limit(g->e, &g->params->speculative);
-    int32_t room = specd_context_room(g->e, g->params, g->n_history); /* the root sits at n_history - 1 */
+    int32_t room = specd_context_room(g->e, g->n_history); /* the root sits at n_history - 1 */
     if (k > room) k = room;
     if (g->params->n_predict >= 0) {
         int32_t remaining = g->params->n_predict - g->result->n_tokens;
@@ -342,7 +342,7 @@ static bool trees_may_pay(const generation *g, const specd_spec_params *sp) {
  * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
 static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
     int32_t n = sp->draft_tree_nodes;
-    int32_t room = specd_context_room(g->e, g->params, g->n_history);
+    int32_t room = specd_context_room(g->e, g->n_history);
     if (n > room) n = room;
     if (n > specd_engine_batch_cap(g->e) - 1) n = specd_engine_batch_cap(g->e) - 1;
     return n > depth_budget ? n : depth_budget; /* a chain of the depth budget always fits */

@@ -287,6 +287,19 @@ def recurrent(specd, models):
         check(f"mamba target, {draft}: same text as without speculation",
               want is not None and out.get("text") == want and out["speculative"]["n_drafted"] > 0,
               plain.stderr + r.stdout + r.stderr)
+    # the context's end: a step whose drafts are all accepted must not emit a token past where the
+    # target alone stops (58 tokens in 64 cells after a prompt of 6; drafts of 2 or more gave 59)
+    at_end = ["-p", "one day the dog ran", "-n", "150", "-c", "64", "--temp", "0", "--ignore-eos", "--json"]
+    for target_file, draft_file in (("mamba-target.gguf", "mamba-draft.gguf"), ("target.gguf", "draft.gguf")):
+        texts = []
+        for extra in (["--spec", "none"], ["--draft-fixed", "--draft-max", "2"], ["--draft-fixed", "--draft-max", "5"]):
+            r = run([specd, "run", "-m", os.path.join(models, target_file), "-md", os.path.join(models, draft_file)]
+                    + at_end + extra)
+            out = json.loads(r.stdout) if r.returncode == 0 else {}
+            texts.append((out.get("text"), out.get("n_predicted"), out.get("stop_reason")))
+        check(f"{target_file} at the context's end: the same tokens with and without speculation",
+              texts[0][0] is not None and texts[0][2] == "context" and texts.count(texts[0]) == 3,
+              [(t[1], t[2]) for t in texts])
     # draft-model trees asked for by name where a recurrent state holds one sequence: refused, naming
     # the model; auto drafts chains there (the runs above)
     for target_file, draft_file, needle in (
