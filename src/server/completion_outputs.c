@@ -56,18 +56,24 @@ static json_t *prompt_list(json_t *body) {
     return prompt;
 }
 
-/* Output (prompt p, choice c)'s body: a copy with that prompt, one completion, seed + c. */
-static json_t *output_body(json_t *body, json_t *prompts, size_t p, int c) {
+json_t *completion_output_body(json_t *body, json_t *prompts, size_t p, int c) {
     json_t *copy = json_copy(body), *seed = json_object_get(body, "seed");
     if (!copy) return NULL;
-    json_object_del(copy, "n_cmpl");
-    json_object_del(copy, "n");
     if (prompts) json_object_set(copy, "prompt", json_array_get(prompts, p));
-    /* id_slot: the first output's, as llama-server's parent task; the others take any other slot */
     if (p > 0 || c > 0) json_object_del(copy, "id_slot");
     if (c > 0 && json_is_integer(seed) && json_integer_value(seed) >= 0) {
         json_int_t s = json_integer_value(seed);
         json_object_set_new(copy, "seed", json_integer(s <= INT64_MAX - c ? s + c : s - c));
+    }
+    return copy;
+}
+
+/* Output (prompt p, choice c)'s /completion body: one completion each. */
+static json_t *output_body(json_t *body, json_t *prompts, size_t p, int c) {
+    json_t *copy = completion_output_body(body, prompts, p, c);
+    if (copy) {
+        json_object_del(copy, "n_cmpl");
+        json_object_del(copy, "n");
     }
     return copy;
 }

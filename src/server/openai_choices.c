@@ -55,20 +55,6 @@ static json_t *prompt_list(openai_kind kind, json_t *body, openai_error *err, bo
     return list;
 }
 
-/* Output (prompt p, choice c)'s body: a shallow copy with that prompt, and seed + c (seeds given
- * are each choice's own, as llama-server's children get theirs; a random seed stays random for
- * each). */
-static json_t *output_body(json_t *body, json_t *prompts, size_t p, int c) {
-    json_t *copy = json_copy(body), *seed = json_object_get(body, "seed");
-    if (copy && prompts) json_object_set(copy, "prompt", json_array_get(prompts, p));
-    if (copy && (p > 0 || c > 0)) json_object_del(copy, "id_slot"); /* the first output's only (completion_outputs.c) */
-    if (copy && c > 0 && json_is_integer(seed) && json_integer_value(seed) >= 0) {
-        json_int_t s = json_integer_value(seed);
-        json_object_set_new(copy, "seed", json_integer(s <= INT64_MAX - c ? s + c : s - c));
-    }
-    return copy;
-}
-
 static openai_call *call_of(completion_call *call) { return call->reply.ctx; }
 
 /* Moves an answer's speculative and stop_type into its (only) choice. */
@@ -100,7 +86,7 @@ static json_t *merge(json_t *answer, json_t *other, bool new_prompt) {
 
 /* Output i (prompt i / n, choice i % n) as a call beside `first` sharing its id, time and count. */
 static bool add_output(completion_call *first, openai_build *b, int i) {
-    json_t *copy = output_body(b->body, b->prompts, (size_t)(i / b->n), i % b->n);
+    json_t *copy = completion_output_body(b->body, b->prompts, (size_t)(i / b->n), i % b->n);
     completion_call *other = copy ? openai_build_call(b->host, b->kind, copy, b->chat, b->err) : NULL;
     json_decref(copy);
     if (other) { /* one answer: the first output's id and time */
@@ -128,7 +114,7 @@ completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *b
                          COMPLETION_OUTPUTS_MAX);
         return NULL;
     }
-    json_t *first_body = output_body(body, b.prompts, 0, 0);
+    json_t *first_body = completion_output_body(body, b.prompts, 0, 0);
     completion_call *first = first_body ? openai_build_call(host, kind, first_body, chat, err) : NULL;
     json_decref(first_body);
     if (!first_body) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");

@@ -107,6 +107,11 @@ completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stre
  * later), each output in a slot of its own. False when it is not (*slots: that bound, for the
  * caller's message in its API's shape). */
 bool completion_read_n(rpc_host *host, json_t *v, int *n, int32_t *slots);
+/* Output (prompt p, choice c)'s body, as llama-server's child tasks get theirs: a copy of `body`
+ * with prompts[p] as its prompt (prompts NULL: the body's own), seed + c where a seed is given
+ * (a random seed stays random for each), and id_slot only for the first output (the others take
+ * any other slot). NULL: out of memory. */
+json_t *completion_output_body(json_t *body, json_t *prompts, size_t p, int c);
 /* Answers `c` with the stream of `call`'s jobs; with several outputs each event has its "index". */
 enum MHD_Result completion_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
