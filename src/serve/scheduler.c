@@ -71,11 +71,11 @@ static int32_t wanted_slot(const serve_server *s, const serve_request *req) {
 }
 
 /* The idle slot whose cache shares the longest prefix with the job's prompt (the first on ties,
- * so a lone client keeps its slot), or the slot the request asked for (id_slot) when idle; -1 when
- * none is idle. */
+ * so a lone client keeps its slot), or the slot the request asked for (id_slot: idle, since
+ * next_seat_locked passes by a job whose slot is busy); -1 when none is idle. */
 static int32_t best_slot(serve_server *s, const serve_request *req) {
     int32_t wanted = wanted_slot(s, req);
-    if (wanted >= 0) return s->slots[wanted].job ? -1 : wanted;
+    if (wanted >= 0) return wanted;
     int32_t best = -1, best_len = -1;
     for (int32_t i = 0; i < s->n_slots; i++) {
         if (s->slots[i].job) continue;
