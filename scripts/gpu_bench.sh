@@ -38,7 +38,8 @@
 #      150 s (a guess: 9 server starts).
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
-# Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments or no GPU,
+# Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments, no GPU,
+# or (SPECD_NO_APT, a machine without a package registry) what specd's build needs is missing,
 # 1 a build or a benchmark (the pairs' or the heads') failed.
 set -uo pipefail
 
@@ -170,6 +171,22 @@ fi
 
 command -v nvidia-smi >/dev/null 2>&1 && gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
 [ -n "${gpu_name:-}" ] || die 2 "no NVIDIA GPU visible (nvidia-smi lists none): this script measures specd on a GPU; on the CPU use make test and make bench"
+# What specd's own build asks pkg-config for. deps.sh installs them with apt; where it may not
+# (SPECD_NO_APT), say so now, not after the minutes of llama.cpp's CUDA build (a bare GPU machine
+# once built llama.cpp for 316 s and then stopped at specd's configure, libmicrohttpd missing).
+missing_build_packages() {
+  local p missing=()
+  for p in jansson libmicrohttpd cmocka; do
+    pkg-config --exists "$p" 2>/dev/null || missing+=("$p")
+  done
+  echo "${missing[*]}"
+}
+if [ -n "${SPECD_NO_APT:-}" ]; then
+  missing=$(missing_build_packages)
+  [ -z "$missing" ] || die 2 "specd's build needs $missing, which pkg-config does not find (with what they require)," \
+    "and SPECD_NO_APT forbids installing them: apt install libjansson-dev libmicrohttpd-dev libcmocka-dev," \
+    "or point PKG_CONFIG_PATH at their .pc files; nothing was built"
+fi
 
 rm -rf "$out" && mkdir -p "$out" || die 1 "cannot make '$out'"
 echo "$gpu_name" >"$out/gpu.txt"

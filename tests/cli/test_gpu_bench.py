@@ -19,10 +19,11 @@ def check(name, ok, detail=""):
         failures.append(name)
 
 
-def run(script, args, path=None):
+def run(script, args, path=None, extra_env=None):
     env = dict(os.environ)
     if path is not None:
         env["PATH"] = path
+    env.update(extra_env or {})
     return subprocess.run(["/bin/bash", script] + args, capture_output=True, text=True, timeout=60, env=env)
 
 
@@ -61,6 +62,21 @@ def main():
                          os.path.join(tmp, "r.md")], path=bin_dir)
         check("--serve is accepted (no GPU: exit 2 and say so)", r.returncode == 2
               and "no NVIDIA GPU visible" in r.stderr and "unknown argument" not in r.stderr, f"rc={r.returncode} {r.stderr}")
+        # a GPU, but not what specd's build needs, and no apt: said before any build
+        gpu_bin = os.path.join(tmp, "gpubin")
+        os.makedirs(gpu_bin)
+        for tool in os.listdir(bin_dir):
+            os.symlink(os.readlink(os.path.join(bin_dir, tool)), os.path.join(gpu_bin, tool))
+        write(os.path.join(gpu_bin, "nvidia-smi"), "#!/bin/sh\necho 'NVIDIA Fake, 1024 MiB, 1.0'\n")
+        os.chmod(os.path.join(gpu_bin, "nvidia-smi"), 0o755)
+        write(os.path.join(gpu_bin, "pkg-config"), "#!/bin/sh\n[ \"$2\" = jansson ]\n")  # finds jansson alone
+        os.chmod(os.path.join(gpu_bin, "pkg-config"), 0o755)
+        out_dir = os.path.join(tmp, "out-nodeps")
+        r = run(script, ["--no-tests", "--out", out_dir, "--report", os.path.join(tmp, "r.md")], path=gpu_bin,
+                extra_env={"SPECD_NO_APT": "1"})
+        check("SPECD_NO_APT without libmicrohttpd and cmocka: exit 2 naming them, before building anything",
+              r.returncode == 2 and "needs libmicrohttpd cmocka," in r.stderr and "nothing was built" in r.stderr
+              and not os.path.exists(out_dir), f"rc={r.returncode} {r.stderr}")
         for args, needle in ((["--big=1"], "unknown argument '--big=1'"), (["--serve=1"], "unknown argument '--serve=1'"), (["--minutes", "0"], "--minutes"), (["--threads", "x"], "--threads"),
                              (["--frobnicate"], "unknown argument '--frobnicate'"), (["--models"], "--models"),
                              (["--heads=1"], "unknown argument '--heads=1'")):
