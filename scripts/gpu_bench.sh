@@ -185,7 +185,7 @@ if [ -n "${SPECD_NO_APT:-}" ]; then
   missing=$(missing_build_packages)
   [ -z "$missing" ] || die 2 "specd's build needs $missing, which pkg-config does not find (with what they require)," \
     "and SPECD_NO_APT forbids installing them: apt install libjansson-dev libmicrohttpd-dev libcmocka-dev," \
-    "or point PKG_CONFIG_PATH at their .pc files; nothing was built"
+    "or point PKG_CONFIG_PATH at their .pc files (scripts/gpu_offline.sh packs them for such a machine); nothing was built"
 fi
 
 rm -rf "$out" && mkdir -p "$out" || die 1 "cannot make '$out'"
