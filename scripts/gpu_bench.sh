@@ -35,7 +35,7 @@
 #   --serve: after step 4, specd bench --serve on the pair it benched (the big one with --big, else
 #      target.gguf): specd serve against llama-server with and without the draft, 1 and 4 clients
 #      at temperature 0, 2 requests each, -np 4, -ngl 99 -ngld 99 for every server; step 4 leaves it
-#      150 s (a guess: 9 server starts).
+#      60 s (it took 23 s on an H200 with the big pair: 6 server starts).
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments, no GPU,
@@ -96,7 +96,11 @@ budget=$((minutes * 60))
 # heads x 6 configurations, each run loading its target (measured nowhere yet: a first estimate)
 heads_reserve=0
 [ "$heads" = 1 ] && heads_reserve=240
-[ "$serve" = 1 ] && heads_reserve=$((heads_reserve + 150)) # what step 4 leaves to the steps after it
+# what step 4 leaves to step 4c: 150 s, as first guessed, left a fresh machine (its CUDA build 316 s)
+# too little for one prompt of the big pair's bench, whose timeout then lost the whole report
+serve_reserve=0
+[ "$serve" = 1 ] && serve_reserve=60
+heads_reserve=$((heads_reserve + serve_reserve)) # what step 4 leaves to the steps after it
 elapsed() { echo $((SECONDS - start)); }
 left() { echo $((budget - (SECONDS - start))); }
 note() { printf 'gpu_bench: [%4d s] %s\n' "$(elapsed)" "$*" >&2; }
@@ -352,11 +356,13 @@ pairs=(--pair "$models/target.gguf" "$models/draft.gguf" --pair "$models/target-
 per_prompt=70 # seconds a prompt costs, both pairs
 if [ "$big" = 1 ]; then
   pairs=(--pair "$models/target-big.gguf" "$models/draft.gguf")
-  per_prompt=70 # 2026-11-27 on an H200: 2 prompts in 124 s (loads of 8.8 GB from the page cache)
+  per_prompt=65 # 2026-11-27 on an H200: 2 prompts in 124 s, 3 in 193 (loads of 8.8 GB from the page cache)
 fi
+# as many prompts as fit in the bench's timeout below (a bench stopped by it writes no report)
 n_prompts=3
-[ "$bench_left" -lt $((per_prompt * 3 - 10)) ] && n_prompts=2
-[ "$bench_left" -lt $((per_prompt * 2)) ] && n_prompts=1
+while [ "$n_prompts" -gt 1 ] && [ $((n_prompts * per_prompt)) -gt $((bench_left - 15)) ]; do
+  n_prompts=$((n_prompts - 1))
+done
 timeout $(( bench_left > 60 ? bench_left - 15 : 45 )) "$root/build-cuda/bin/specd" bench "${pairs[@]}" \
   --prompts "$prompts" --n-prompts "$n_prompts" --sweep 3,6,10 --temps 0,1 -t "$threads" \
   -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" --out "$out/bench" >"$out/bench.log" 2>&1
@@ -371,10 +377,10 @@ if [ "$serve" = 1 ]; then
   t=$SECONDS
   serve_target=$models/target.gguf
   [ "$big" = 1 ] && serve_target=$models/target-big.gguf
-  if [ "$(left)" -le $(( (heads_reserve - 150) + 60 )) ]; then
+  if [ "$(left)" -le $(( (heads_reserve - serve_reserve) + 30 )) ]; then
     step_done "serving (specd bench --serve)" 0 "not run: $(left) s left"
   else
-    timeout $(( $(left) - (heads_reserve - 150) - 10 )) "$root/build-cuda/bin/specd" bench --serve \
+    timeout $(( $(left) - (heads_reserve - serve_reserve) - 5 )) "$root/build-cuda/bin/specd" bench --serve \
       --pair "$serve_target" "$models/draft.gguf" --prompts "$prompts" --clients 1,4 --temps 0 --requests 2 \
       -np 4 -t "$threads" -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" \
       --out "$out/serve" >"$out/serve.log" 2>&1
