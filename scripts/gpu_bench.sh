@@ -261,6 +261,16 @@ diagnose() { # models_dir prompt target
   done
 }
 
+# Step 4's timeout with $1 s left to it, and the prompts (3 at most, 1 at least) that fit in it at
+# $2 s a prompt: a bench stopped by its timeout writes no report.
+bench_timeout() { echo $(( $1 > 60 ? $1 - 15 : 45 )); }
+prompts_that_fit() {
+  local n=3 limit
+  limit=$(bench_timeout "$1")
+  while [ "$n" -gt 1 ] && [ $((n * $2)) -gt "$limit" ]; do n=$((n - 1)); done
+  echo "$n"
+}
+
 # The heads' models for step 5 in $1: a target in the shapes of a small real model and its heads.
 make_heads() {
   local dir=$1 make=$root/build-cuda/bin/make_tiny_model kind
@@ -358,12 +368,8 @@ if [ "$big" = 1 ]; then
   pairs=(--pair "$models/target-big.gguf" "$models/draft.gguf")
   per_prompt=65 # 2026-11-27 on an H200: 2 prompts in 124 s, 3 in 193 (loads of 8.8 GB from the page cache)
 fi
-# as many prompts as fit in the bench's timeout below (a bench stopped by it writes no report)
-n_prompts=3
-while [ "$n_prompts" -gt 1 ] && [ $((n_prompts * per_prompt)) -gt $((bench_left - 15)) ]; do
-  n_prompts=$((n_prompts - 1))
-done
-timeout $(( bench_left > 60 ? bench_left - 15 : 45 )) "$root/build-cuda/bin/specd" bench "${pairs[@]}" \
+n_prompts=$(prompts_that_fit "$bench_left" "$per_prompt")
+timeout "$(bench_timeout "$bench_left")" "$root/build-cuda/bin/specd" bench "${pairs[@]}" \
   --prompts "$prompts" --n-prompts "$n_prompts" --sweep 3,6,10 --temps 0,1 -t "$threads" \
   -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" --out "$out/bench" >"$out/bench.log" 2>&1
 rc=$?

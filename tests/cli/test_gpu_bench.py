@@ -88,6 +88,14 @@ def main():
         first_step = next(i for i, l in enumerate(lines) if l.startswith("# 1. the build"))
         late = [l.split("(")[0] for l in lines[first_step:] if re.match(r"^[a-z_]+\(\) \{", l)]
         check("every function is defined before the first step", not late, f"defined after step 1: {late}")
+        # step 4's prompts fit in its timeout: a fresh H200 (CUDA build 316 s) left the big pair's
+        # bench 156 s, 65 s a prompt: 2 prompts, not 3 killed at 141 s with no report
+        probe = subprocess.run(["/bin/bash", "-c", 'eval "$(sed -n "/^bench_timeout()/p;/^prompts_that_fit()/,/^}/p" "$0")"; '
+                                'for a in "156 65" "242 65" "188 65" "66 65" "30 70"; do set -- $a; '
+                                'echo "$(prompts_that_fit $1 $2) $(bench_timeout $1)"; done', script],
+                               capture_output=True, text=True)
+        check("the bench runs the prompts that fit in its timeout", probe.stdout.split("\n")[:5] ==
+              ["2 141", "3 227", "2 173", "1 51", "1 45"], probe.stdout + probe.stderr)
         r = run(script, ["--help"])
         check("--help says what it does", r.returncode == 0 and "--report-from" in r.stdout, r.stdout[:200])
         check("--help describes --heads and every step up to the exit codes", "--heads" in r.stdout
