@@ -160,11 +160,22 @@ static bool convert_tool_choice(json_t *choice, json_t *body, openai_error *err)
     return true;
 }
 
+/* thinking.type into chat_template_kwargs.enable_thinking, beside the kwargs the client sent
+ * (llama-server passes chat_template_kwargs through too); false with *err when they are no object. */
+static bool set_enable_thinking(json_t *body, bool enabled, openai_error *err) {
+    json_t *sent = json_object_get(body, "chat_template_kwargs");
+    if (sent && !json_is_object(sent)) return BAD(err, "'chat_template_kwargs' must be an object");
+    json_t *kwargs = sent ? json_deep_copy(sent) : json_object();
+    json_object_set_new(kwargs, "enable_thinking", json_boolean(enabled));
+    json_object_set_new(body, "chat_template_kwargs", kwargs);
+    return true;
+}
+
 /* The Anthropic body -> an OpenAI chat body (new), NULL with *err. */
 static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
     static const char *const known[] = {"model", "max_tokens", "system", "messages", "tools", "tool_choice",
                                         "stop_sequences", "temperature", "top_p", "top_k", "stream", "metadata",
-                                        "thinking", "service_tier", NULL};
+                                        "thinking", "service_tier", "chat_template_kwargs", NULL};
     const char *key;
     json_t *v;
     json_object_foreach(in, key, v) {
@@ -175,9 +186,11 @@ static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
             return NULL;
         }
     }
+    /* Anthropic requires max_tokens; llama-server does not, and neither do we (the server's
+     * n_predict then): a client written against llama-server keeps working. */
     json_t *max = json_object_get(in, "max_tokens");
-    if (!count_only && (!json_is_integer(max) || json_integer_value(max) < 1)) {
-        BAD(err, "'max_tokens' (a positive integer) is required");
+    if (!count_only && max && (!json_is_integer(max) || json_integer_value(max) < 1)) {
+        BAD(err, "'max_tokens' must be a positive integer");
         return NULL;
     }
     json_t *messages = json_object_get(in, "messages");
@@ -199,7 +212,8 @@ static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
     json_array_foreach(messages, i, m) if (ok) ok = convert_message(m, i, list, err);
     ok = ok && convert_tools(json_object_get(in, "tools"), body, err) &&
          convert_tool_choice(json_object_get(in, "tool_choice"), body, err);
-    static const char *const same[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "stream", NULL};
+    static const char *const same[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "stream",
+                                       "chat_template_kwargs", NULL};
     for (const char *const *k = same; ok && *k; k++)
         if ((v = json_object_get(in, *k))) json_object_set(body, *k, v);
     if (ok && (v = json_object_get(in, "stop_sequences"))) json_object_set(body, "stop", v);
@@ -208,7 +222,7 @@ static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
         const char *type = json_string_value(json_object_get(thinking, "type"));
         if (!type || (strcmp(type, "enabled") && strcmp(type, "disabled")))
             ok = BAD(err, "'thinking.type' must be \"enabled\" or \"disabled\"");
-        else json_object_set_new(body, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", !strcmp(type, "enabled")));
+        else ok = set_enable_thinking(body, !strcmp(type, "enabled"), err);
     }
     if (!ok) {
         json_decref(body);

@@ -106,6 +106,18 @@ def check_templates(port):
                                                    "chat_template_kwargs": {"enable_thinking": False}})
     check("chat_template_kwargs reach the template", code == 200 and
           answer.get("prompt", "").endswith("<think>\n\n</think>\n\n"), f"{code} {answer}")
+    # /v1/messages takes chat_template_kwargs as llama-server does, and thinking.type merges into them
+    def counted(**extra):
+        code, answer = post(port, "/v1/messages/count_tokens", dict({"model": "m", "messages": HISTORY[1:2]}, **extra))
+        return answer.get("input_tokens") if code == 200 else f"{code} {answer}"
+    plain, kwargs = counted(), counted(chat_template_kwargs={"enable_thinking": False})
+    merged = counted(chat_template_kwargs={"unused": 1}, thinking={"type": "disabled"})
+    check("/v1/messages: chat_template_kwargs reach the template, thinking merged into them",
+          isinstance(plain, int) and isinstance(kwargs, int) and kwargs == merged > plain, f"{plain} {kwargs} {merged}")
+    code, answer = post(port, "/v1/messages", {"model": "m", "chat_template_kwargs": [], "thinking": {"type": "enabled"},
+                                               "messages": HISTORY[1:2]})
+    check("/v1/messages: chat_template_kwargs that are no object: 400", code == 400 and
+          "chat_template_kwargs" in answer.get("error", {}).get("message", ""), f"{code} {answer}")
     code, answer = post(port, "/apply-template", {"messages": HISTORY, "tools": TOOLS})
     check("/apply-template puts the tools in the prompt", code == 200 and "get_weather" in answer.get("prompt", "")
           and "<tools>" in answer.get("prompt", ""), f"{code} {answer}")
@@ -240,8 +252,13 @@ def check_anthropic(port):
         code, again = post(port, "/v1/messages", back)
         check("/v1/messages: a tool_use / tool_result round trip", code == 200 and again.get("stop_reason") ==
               "max_tokens" and again["usage"]["input_tokens"] > answer["usage"]["input_tokens"], f"{code} {again}")
-    code, answer = post(port, "/v1/messages", {"messages": [{"role": "user", "content": "hi"}]})
-    check("/v1/messages without max_tokens: 400 in Anthropic's shape", anthropic_error(code, answer, 400, "max_tokens"),
+    # llama-server does not require max_tokens on /v1/messages (it runs to a stop, or the context's end)
+    code, answer = post(port, "/v1/messages", {"messages": [{"role": "user", "content": "hi"}],
+                                               "stop_sequences": [" ", "e", "a", "o"]})
+    check("/v1/messages without max_tokens: answered", code == 200 and answer.get("type") == "message" and
+          answer.get("stop_reason") in ("stop_sequence", "end_turn", "max_tokens"), f"{code} {answer}")
+    code, answer = post(port, "/v1/messages", {"max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})
+    check("/v1/messages with max_tokens 0: 400 in Anthropic's shape", anthropic_error(code, answer, 400, "max_tokens"),
           f"{code} {answer}")
     code, answer = post(port, "/v1/messages", dict(ask, tool_choice={"type": "tool", "name": "nope"}))
     check("/v1/messages naming an unknown tool: 400", anthropic_error(code, answer, 400, "'nope'"), f"{code} {answer}")
