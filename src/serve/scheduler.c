@@ -7,7 +7,6 @@
 #include "server_state.h"
 
 #include "clock.h"
-#include "../session/begin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -116,14 +115,14 @@ static void share_prompt(serve_server *s, int32_t i, const serve_request *req) {
 
 /* The job's session begins in slot i with the request's generation parameters as they are (its
  * prompt goes in by chunks that join the rounds' passes: specd_sessions_verify), and its run takes
- * it. False when it did not begin. The parameters were validated when the job was submitted
- * (prepare.c), and are not again. */
+ * it. False when it did not begin. */
 static bool begin_session(serve_server *s, int32_t i) {
     serve_request *req = &s->slots[i].job->request;
     if (!req->cache_prompt) specd_engine_slot_forget(s->engine, i); /* decoded in full, as llama-server */
     specd_session *session = NULL;
     char *message = NULL;
-    specd_status st = session_begin_validated(s->engine, i, req->tokens, req->n_tokens, &req->gen, &session, &message);
+    specd_status st = specd_session_begin_in_slot(s->engine, i, req->tokens, req->n_tokens, &req->gen, &session,
+                                                  &message);
     return serve_run_open(s->slots[i].run, st, session, message);
 }
 

@@ -13,7 +13,6 @@
 #include "../draft/calibrate.h"
 #include "../draft/learned.h"
 #include "../draft/exploration.h"
-#include "begin.h"
 #include "context_shift.h"
 #include "../draft/draft_length.h"
 #include "../draft/length_policy.h"
@@ -1404,13 +1403,7 @@ void specd_session_take_result(specd_session *s, specd_result *out) {
 
 /* A session writing into `result_out` (the caller's, so on_tokens sees it fill as documented for
  * specd_generate), or into its own result when NULL. */
-enum {
-    OPEN_NOW = 0,              /* the prompt decoded before the session is returned */
-    OPEN_DEFERRED = 1,         /* the prompt goes in by chunks in later steps */
-    OPEN_PARAMS_VALIDATED = 2, /* the caller validated the parameters (begin.h) */
-};
-
-static specd_status open_session(specd_engine *e, int32_t slot, unsigned flags, const specd_token *prompt,
+static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, const specd_token *prompt,
                                  int32_t n_prompt, const specd_generation_params *params, specd_result *result_out,
                                  specd_session **out, char **error) {
     if (error) *error = NULL;
@@ -1419,8 +1412,7 @@ static specd_status open_session(specd_engine *e, int32_t slot, unsigned flags, 
         specd_set_error(error, "specd_session_new needs an engine, parameters and a place for the session");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    /* first: it needs no engine */
-    specd_status st = flags & OPEN_PARAMS_VALIDATED ? SPECD_OK : specd_generation_params_validate(params, NULL, error);
+    specd_status st = specd_generation_params_validate(params, NULL, error); /* first: needs no engine */
     int32_t n_parallel = specd_engine_n_parallel(e);
     if (st == SPECD_OK && (slot < 0 || slot >= n_parallel)) {
         specd_set_error(error, "slot %d does not exist: the engine has %d (0 to %d; n_parallel)", slot, n_parallel,
@@ -1447,7 +1439,7 @@ static specd_status open_session(specd_engine *e, int32_t slot, unsigned flags, 
                (size_t)specd_engine_n_lora(e) * sizeof *g->lora_scales); /* the rest stays 0 (init_generation) */
         specd_slot_use_lora(e, specd_engine_target(e), g->lora_scales);
     }
-    if (st == SPECD_OK && (flags & OPEN_DEFERRED)) begin_ingest(g, prompt, n_prompt);
+    if (st == SPECD_OK && deferred) begin_ingest(g, prompt, n_prompt);
     else if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
     if (st != SPECD_OK) {
         specd_session_free(g);
@@ -1460,22 +1452,17 @@ static specd_status open_session(specd_engine *e, int32_t slot, unsigned flags, 
 
 specd_status specd_session_new(specd_engine *e, const specd_token *prompt, int32_t n_prompt,
                                const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, 0, OPEN_NOW, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, 0, false, prompt, n_prompt, params, NULL, out, error);
 }
 
 specd_status specd_session_new_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
                                        const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, slot, OPEN_NOW, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, slot, false, prompt, n_prompt, params, NULL, out, error);
 }
 
 specd_status specd_session_begin_in_slot(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
                                          const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, slot, OPEN_DEFERRED, prompt, n_prompt, params, NULL, out, error);
-}
-
-specd_status session_begin_validated(specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt,
-                                     const specd_generation_params *params, specd_session **out, char **error) {
-    return open_session(e, slot, OPEN_DEFERRED | OPEN_PARAMS_VALIDATED, prompt, n_prompt, params, NULL, out, error);
+    return open_session(e, slot, true, prompt, n_prompt, params, NULL, out, error);
 }
 
 int32_t specd_session_pending_prompt(const specd_session *s) { return s ? s->n_pending : 0; }
@@ -1496,7 +1483,7 @@ specd_status specd_generate(specd_engine *e, const specd_token *prompt, int32_t 
     if (error) *error = NULL;
     memset(result, 0, sizeof *result);
     specd_session *s = NULL;
-    specd_status st = open_session(e, 0, OPEN_NOW, prompt, n_prompt, params, result, &s, error);
+    specd_status st = open_session(e, 0, false, prompt, n_prompt, params, result, &s, error);
     for (bool done = st != SPECD_OK || specd_session_done(s); !done;) st = specd_session_step(s, &done, error);
     specd_session_free(s);
     if (st != SPECD_OK) specd_result_clear(result);

@@ -14,7 +14,6 @@
 #include "draft/learned.h"
 #include "engine/engine_internal.h"
 #include "engine_helpers.h"
-#include "session/begin.h"
 #include "exact_pairs.h"
 #include "llama.h"
 #include "sample/sampler.h"
@@ -1201,42 +1200,6 @@ static void test_a_slot_shares_another_slots_prompt(void **state) {
     specd_engine_free(e);
 }
 
-/* The server's begin (session/begin.h) skips only the check of the parameters it already made
- * (serve/prepare.c): what depends on the engine (the slot, the prompt's token ids) is refused with
- * the public begin's message, and a valid request runs to the public begin's tokens. */
-static void test_server_begin_checks_what_needs_the_engine(void **state) {
-    (void)state;
-    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 4, false);
-    specd_token bad[2] = {1, specd_engine_n_vocab(engine) + 5};
-    for (int which = 0; which < 2; which++) { /* 0: a token out of the vocabulary, 1: no such slot */
-        int32_t slot = which == 0 ? 0 : specd_engine_n_parallel(engine);
-        specd_session *s = NULL;
-        char *public_err = NULL, *server_err = NULL;
-        assert_int_equal(specd_session_begin_in_slot(engine, slot, bad, which == 0 ? 2 : 1, &g, &s, &public_err),
-                         SPECD_ERR_INVALID_ARGUMENT);
-        assert_int_equal(session_begin_validated(engine, slot, bad, which == 0 ? 2 : 1, &g, &s, &server_err),
-                         SPECD_ERR_INVALID_ARGUMENT);
-        assert_null(s);
-        assert_non_null(server_err);
-        assert_string_equal(server_err, public_err);
-        specd_free(public_err);
-        specd_free(server_err);
-    }
-    specd_token *t = NULL;
-    int32_t n = 0;
-    assert_int_equal(specd_tokenize(engine, prompts[1], true, &t, &n, NULL), SPECD_OK);
-    specd_result alone = generate_text(engine, prompts[1], &g);
-    specd_session *s = NULL;
-    char *err = NULL;
-    if (session_begin_validated(engine, 0, t, n, &g, &s, &err) != SPECD_OK) fail_msg("begin: %s", err);
-    for (bool done = specd_session_done(s); !done;)
-        if (specd_session_step(s, &done, &err) != SPECD_OK) fail_msg("step: %s", err);
-    assert_same_tokens(specd_session_result(s), &alone, "the server's begin");
-    specd_session_free(s);
-    specd_result_clear(&alone);
-    specd_free(t);
-}
-
 /* A prompt begun in a slot while another slot runs (specd_session_begin_in_slot) goes in by
  * chunks that join the running slot's passes, and its first token comes out of the pass that
  * holds its last chunk (the root rides along), not a round later, and the running slot drafts
@@ -1529,7 +1492,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_more_drafting_slots_than_the_batch_holds),
         cmocka_unit_test(test_trees_over_the_batch_share_as_few_passes_as_hold_them),
         cmocka_unit_test(test_a_slot_shares_another_slots_prompt),
-        cmocka_unit_test(test_server_begin_checks_what_needs_the_engine),
         cmocka_unit_test(test_first_token_comes_with_the_last_prompt_chunk),
         cmocka_unit_test(test_busy_slots_learn_their_plain_pass_and_draft),
         cmocka_unit_test(test_the_round_gate_keeps_adaptive_slots_from_drafting),
