@@ -208,6 +208,12 @@ static bool read_return_origins(json_request *jr, const char *name) {
     return rpc_get_bool(jr->rp, name, &jr->req->return_origins) >= 0;
 }
 
+/* id_slot (llama-server's): the slot to run in, -1 any; its range is checked against the server's
+ * slots by serve_request_prepare (request.h). */
+static bool read_id_slot(json_request *jr, const char *name) {
+    return rpc_read_int32(jr->rp, name, INT32_MIN, INT32_MAX, &jr->req->slot);
+}
+
 /* ---- the table ------------------------------------------------------------------------------- */
 
 static const struct {
@@ -242,6 +248,7 @@ static const struct {
     {"stop", read_stop},
     {"speculative", read_speculative},
     {"return_origins", read_return_origins},
+    {"id_slot", read_id_slot},
 };
 
 bool request_json_fields(json_request *jr, const char *const *names) {

@@ -2,8 +2,8 @@
  * and server-context.cpp of llama.cpp 0.5.0, plus the flat speculative.* keys it used to take),
  * so that its clients work unchanged, and a typo still fails:
  *  - what specd implements acts as there: aliases (max_tokens, max_completion_tokens, logprobs,
- *    n), n_cmpl (one completion here; several are split before: completion_outputs.c), id_slot
- *    (the slot to run in, modulo the slots), the flat speculative.* keys
+ *    n), n_cmpl (one completion here; several are split before: completion_outputs.c), the flat
+ *    speculative.* keys
  *    (request_spec.c), json_schema (a grammar), return_tokens, timings_per_token, response_fields,
  *    cache_prompt, samplers (the order specd's chain has), stream_options, t_max_predict_ms, DRY,
  *    XTC, top_n_sigma, dynatemp, min_keep, lora (a request's own adapter scales),
@@ -159,9 +159,8 @@ static bool parse_logprobs_alias(rpc_params *rp, json_request *jr) {
 }
 
 /* n_cmpl (alias n): completions per request; one here (the HTTP route splits several into one
- * request each before). id_slot: the slot to run in (request.h; its range is checked against the
- * server's slots by serve_request_prepare). */
-static bool parse_counts(rpc_params *rp, json_request *jr) {
+ * request each before). */
+static bool parse_counts(rpc_params *rp) {
     static const char *names[] = {"n_cmpl", "n"};
     for (size_t i = 0; i < 2; i++) {
         int64_t n = 1;
@@ -169,7 +168,7 @@ static bool parse_counts(rpc_params *rp, json_request *jr) {
         if (n != 1) return refuse(rp, names[i], "must be 1: specd generates one completion per request (send "
                                   "several requests for more)");
     }
-    return rpc_read_int32(rp, "id_slot", INT32_MIN, INT32_MAX, &jr->req->slot);
+    return true;
 }
 
 static bool parse_flags(rpc_params *rp, json_request *jr) {
@@ -440,7 +439,7 @@ bool request_json_sampler_fields(json_request *jr) {
 bool request_json_llama_fields(json_request *jr) {
     rpc_params *rp = jr->rp;
     return request_json_sampler_fields(jr) && parse_n_predict_aliases(rp, jr) && parse_t_max_predict_ms(rp, jr) &&
-           parse_logprobs_alias(rp, jr) && parse_counts(rp, jr) && parse_flags(rp, jr) && parse_probs_format(rp, jr) &&
+           parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) && parse_probs_format(rp, jr) &&
            parse_response_fields(rp, jr) && request_json_flat_speculative(jr) && parse_json_schema(rp, jr) &&
            parse_lazy_grammar(rp, jr) && parse_preserved_tokens(rp, jr) && parse_generation_prompt(rp, jr) &&
            parse_reasoning_format(rp) && parse_inert_fields(rp);

@@ -57,14 +57,14 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
 static const char *const passed_fields[] = {
     "temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias",
     "speculative", "return_origins", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "mirostat", "mirostat_tau", "mirostat_eta", "ignore_eos", NULL};
+    "mirostat", "mirostat_tau", "mirostat_eta", "ignore_eos", "id_slot", NULL};
 
 /* Mapped by the functions below (or checked for a harmless value by check_harmless). */
 static const char *const mapped_fields[] = {
     "messages", "prompt", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs", "n" /* openai_choices.c */,
     "stream",
     "stream_options", "response_format", "tools", "tool_choice", "modalities", "echo", "suffix", "best_of",
-    "parallel_tool_calls", "chat_template_kwargs", "reasoning_format", "add_generation_prompt", "id_slot", NULL};
+    "parallel_tool_calls", "chat_template_kwargs", "reasoning_format", "add_generation_prompt", NULL};
 
 /* Accepted and ignored: they change nothing about the output (model: one is served, any name). */
 static const char *const ignored_fields[] = {
@@ -205,17 +205,6 @@ static bool read_stream(openai_read *r) {
     }
     r->req->stream = call->stream;
     call->return_origins = r->req->return_origins;
-    return true;
-}
-
-/* llama-server's id_slot (its extension, sent through extra_body): the slot to run in; its range
- * is checked against the slots when the request is prepared (serve/request.h). */
-static bool read_id_slot(openai_read *r) {
-    json_t *v = json_object_get(r->body, "id_slot");
-    if (!v) return true;
-    if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX)
-        return BAD(r->err, "id_slot", "'id_slot' must be an integer: -1 (any slot) or a slot number");
-    r->req->slot = (int32_t)json_integer_value(v);
     return true;
 }
 
@@ -366,7 +355,7 @@ static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) 
      * tokens) becomes those tokens */
     r->req->parse_special = true;
     return check_names(r->body, r->err) && check_harmless(r->body, r->kind, r->err) && read_max_tokens(r) &&
-           read_logprobs(r) && read_passed_fields(r) && read_stream(r) && read_id_slot(r) && read_response_format(r) &&
+           read_logprobs(r) && read_passed_fields(r) && read_stream(r) && read_response_format(r) &&
            read_prompt(r, host, chat);
 }
 
