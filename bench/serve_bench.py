@@ -4,7 +4,7 @@
   bench/serve_bench.py --specd build/bin/specd --llama-server deps/llama/build-tools/bin/llama-server \\
       --target T.gguf --draft D.gguf [--prompts FILE] [--clients 1,2,4,8] [--temps 0,0.8]
       [--requests 2] [-n 128] [--threads 2] [--parallel 4] [--draft-max 3] [--gpu-layers N]
-      [--gpu-layers-draft N] [--out REPORT.md] [--plot PLOT.svg]
+      [--gpu-layers-draft N] [--fixed 1,3] [--out REPORT.md] [--plot PLOT.svg]
 
 `specd bench --serve` runs this same script (embedded in the program) with its own flags.
 
@@ -13,6 +13,9 @@ cache is a directory of this run's own, so earlier runs do not decide how it dra
   specd          specd serve -np P -m T -md D (adaptive speculation)
   llama          llama-server -np P -m T              (no speculation)
   llama+draft    llama-server -np P -m T -md D --draft-max K
+  specd-fixed-K  (--fixed) specd serve as above, every request asking for exactly K drafts
+                 ("speculative.n_min" = "speculative.n_max" = K), with a calibration cache of its
+                 own: the best fixed length at each load, against which the default is reported
 Each client sends `--requests` prompts in turn (streaming POST /completion, n_predict N, the
 temperature, seed 1). Reported per server, temperature and C: aggregate generated tokens/s (all
 tokens / wall time of the round), per-request tokens/s (median), time to first token p50/p99,
@@ -69,10 +72,23 @@ def peak_rss_mb(pid):
     return float("nan")
 
 
-def one_request(port, prompt, n, temp):
+def fixed_length(kind):
+    """K of a specd-fixed-K server, else None."""
+    prefix = "specd-fixed-"
+    return int(kind[len(prefix):]) if kind.startswith(prefix) and kind[len(prefix):].isdigit() else None
+
+
+def request_fields(kind):
+    """What every request to a server of this kind adds to the body."""
+    k = fixed_length(kind)
+    return {"speculative.n_min": k, "speculative.n_max": k} if k else {}
+
+
+def one_request(port, prompt, n, temp, extra=None):
     """Streams one completion; returns (tokens, seconds, ttft seconds, drafted, accepted)."""
-    body = json.dumps({"prompt": prompt, "n_predict": n, "temperature": temp, "seed": 1, "stream": True,
-                       "ignore_eos": True, "cache_prompt": True})
+    body = dict({"prompt": prompt, "n_predict": n, "temperature": temp, "seed": 1, "stream": True,
+                 "ignore_eos": True, "cache_prompt": True}, **(extra or {}))
+    body = json.dumps(body)
     t0 = time.time()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("POST", "/completion", body, {"Content-Type": "application/json"})
@@ -104,7 +120,7 @@ def one_request(port, prompt, n, temp):
         timings.get("draft_n_accepted", 0)
 
 
-def run_round(port, prompts, clients, requests, n, temp):
+def run_round(port, prompts, clients, requests, n, temp, extra=None):
     results, errors = [], []
     lock = threading.Lock()
 
@@ -112,7 +128,7 @@ def run_round(port, prompts, clients, requests, n, temp):
         for r in range(requests):
             prompt = prompts[(k * requests + r) % len(prompts)]
             try:
-                out = one_request(port, prompt, n, temp)
+                out = one_request(port, prompt, n, temp, extra)
                 with lock:
                     results.append(out)
             except Exception as e:  # a refused or failed request is reported, not hidden
@@ -128,14 +144,16 @@ def run_round(port, prompts, clients, requests, n, temp):
     return results, errors, time.time() - t0
 
 
-def calibration_dir(args):
+def calibration_dir(args, kind="specd"):
     """The calibration cache of this benchmark's specd servers: a directory of its own, shared by
     the servers it starts in turn (as one user's would be) but not by earlier runs, whose file would
-    otherwise decide how this run drafts (docs/benchmarks-serve.md, 2026-11-25)."""
-    if not getattr(args, "calibration", None):
-        args.calibration = tempfile.mkdtemp(prefix="specd-bench-calibration-")
-        atexit.register(shutil.rmtree, args.calibration, True)
-    return args.calibration + "/"
+    otherwise decide how this run drafts (docs/benchmarks-serve.md, 2026-11-25). The fixed lengths'
+    servers share another: what they learn must not decide how the default drafts."""
+    attr = "calibration_fixed" if fixed_length(kind) else "calibration"
+    if not getattr(args, attr, None):
+        setattr(args, attr, tempfile.mkdtemp(prefix="specd-bench-calibration-"))
+        atexit.register(shutil.rmtree, getattr(args, attr), True)
+    return getattr(args, attr) + "/"
 
 
 def placement(args, with_draft):
@@ -149,11 +167,12 @@ def placement(args, with_draft):
 
 
 def server_command(args, kind, port):
-    if kind in ("specd", "specd-plain"):  # specd-plain: no draft model, so no speculation (a control)
-        draft = ["-md", args.draft] if kind == "specd" else []
+    if kind.startswith("specd"):  # specd-plain: no draft model, so no speculation (a control)
+        drafts = kind != "specd-plain"
+        draft = ["-md", args.draft] if drafts else []
         return [args.specd, "serve", "--port", str(port), "-m", args.target] + draft + [
             "-np", str(args.parallel), "-t", str(args.threads), "-c", str(args.ctx), "--queue", "256",
-            "--calibration-cache", calibration_dir(args)] + placement(args, kind == "specd")
+            "--calibration-cache", calibration_dir(args, kind)] + placement(args, drafts)
     cmd = [args.llama_server, "--port", str(port), "-m", args.target, "-np", str(args.parallel), "-t",
            str(args.threads), "-c", str(args.ctx), "--no-webui", "-lv", "0"] + placement(args, kind == "llama+draft")
     if kind == "llama+draft":
@@ -174,7 +193,7 @@ def start_server(args, kind, warm_prompt, temp):
         if not wait_ready(port, proc):
             stop_server(proc)
             return None, proc, cmd
-        one_request(port, warm_prompt, 8, temp)
+        one_request(port, warm_prompt, 8, temp, request_fields(kind))
     except BaseException:
         stop_server(proc)
         raise
@@ -224,11 +243,13 @@ def main():
     ap.add_argument("--temps", default="0,0.8")
     ap.add_argument("--requests", type=int, default=2)
     ap.add_argument("--servers", default="specd,llama,llama+draft")
+    ap.add_argument("--fixed", default="", help="draft lengths: a specd-fixed-K server for each")
     ap.add_argument("--out", help="markdown report")
     ap.add_argument("--plot", help="SVG plot of aggregate tokens/s (needs gnuplot)")
     args = ap.parse_args()
     prompts = read_prompts(args.prompts)
     kinds = [k for k in args.servers.split(",") if k.startswith("specd") or args.llama_server]
+    kinds += [f"specd-fixed-{int(k)}" for k in args.fixed.split(",") if k]
     rows = []
     for temp in [float(t) for t in args.temps.split(",")]:
         for clients in [int(c) for c in args.clients.split(",")]:
@@ -239,7 +260,8 @@ def main():
                     print(f"{kind}: the server did not start: {' '.join(cmd)}", file=sys.stderr)
                     continue
                 try:
-                    results, errors, wall = run_round(port, prompts, clients, args.requests, args.n, temp)
+                    results, errors, wall = run_round(port, prompts, clients, args.requests, args.n, temp,
+                                                      request_fields(kind))
                     rss = peak_rss_mb(proc.pid)
                 finally:
                     stop_server(proc)
@@ -263,8 +285,9 @@ def main():
     return 0
 
 
-def ratios(rows):
-    """specd's aggregate over the better llama-server at each (temperature, clients)."""
+def ratios(rows, others):
+    """specd's aggregate over the best of the servers `others` picks, at each (temperature, clients):
+    {key: (ratio, that server's kind)}."""
     best, ours = {}, {}
     for r in rows:
         if len(r) == 4:
@@ -272,9 +295,9 @@ def ratios(rows):
         key = (r[1], r[2])
         if r[0] == "specd":
             ours[key] = r[3]
-        else:
-            best[key] = max(best.get(key, 0.0), r[3])
-    return {k: ours[k] / best[k] for k in ours if best.get(k)}
+        elif others(r[0]) and r[3] > best.get(key, (0.0, ""))[0]:
+            best[key] = (r[3], r[0])
+    return {k: (ours[k] / best[k][0], best[k][1]) for k in ours if k in best and best[k][0] > 0}
 
 
 def write_report(args, rows):
@@ -291,14 +314,20 @@ def write_report(args, rows):
                 f.write(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | | | | | | |\n")
             else:
                 f.write("| %s | %g | %d | %.1f | %.1f | %.0f | %.0f | %.2f | %.0f | %d |\n" % r)
-        q = ratios(rows)
+        q = ratios(rows, lambda kind: kind.startswith("llama"))
         if q:
             f.write("\nspecd's aggregate tokens/s against the better llama-server:\n\n| temperature | clients | ratio |\n"
                     "|---|---|---|\n")
-            for (temp, clients), v in sorted(q.items()):
+            for (temp, clients), (v, _) in sorted(q.items()):
                 f.write(f"| {temp:g} | {clients} | {v:.2f}x |\n")
         elif not args.llama_server:
             f.write("\n(llama-server was not measured: make bench-deps builds it.)\n")
+        q = ratios(rows, lambda kind: fixed_length(kind) is not None)
+        if q:
+            f.write("\nspecd's default against its best fixed length (--fixed; every request asking for exactly "
+                    "k drafts):\n\n| temperature | clients | best fixed | ratio |\n|---|---|---|---|\n")
+            for (temp, clients), (v, kind) in sorted(q.items()):
+                f.write(f"| {temp:g} | {clients} | {fixed_length(kind)} | {v:.2f}x |\n")
         if args.plot and os.path.exists(args.plot):
             f.write(f"\n![aggregate tokens/s]({os.path.basename(args.plot)})\n")
         elif args.plot:

@@ -26,6 +26,7 @@ extern const size_t specd_serve_bench_py_size;
 
 typedef struct serve_options {
     const char *target, *draft, *prompts, *clients, *temps, *llama_bin, *out_dir;
+    const char *fixed; /* --fixed: draft lengths every request of a specd server asks for, or NULL */
     const char *target_name; /* --target: a file, or a name in the models folder */
     char models_dir[1024];
     char target_buf[1024], draft_buf[1024];
@@ -55,6 +56,9 @@ static void serve_usage(FILE *out) {
           "                            server alike (default: none)\n"
           "  --spec-draft-n-max N      llama-server's draft length with -md (default 3: its best on\n"
           "                            the benchmark pair)\n"
+          "  --fixed LIST              also specd with every request asking for exactly k drafts, for\n"
+          "                            each k of the list (e.g. 1,3): the best fixed length at each load,\n"
+          "                            beside the default (its own table in the report)\n"
           "  --llama-bin DIR           where llama-server is (default deps/llama/build-tools/bin)\n"
           "  --no-llama                measure specd alone\n"
           "  --out DIR                 results folder (default results/bench-serve): serve.md, and\n"
@@ -87,6 +91,7 @@ static int parse_serve_flag(cli_args *a, const char *f, serve_options *o) {
     else if (!strcmp(f, "--spec-draft-n-max")) ok = cli_int(a, f, 1, 64, &o->draft_max);
     else if (!strcmp(f, "-ngl") || !strcmp(f, "--gpu-layers")) ok = cli_int(a, f, 0, 100000, &o->gpu_layers);
     else if (!strcmp(f, "-ngld") || !strcmp(f, "--gpu-layers-draft")) ok = cli_int(a, f, 0, 100000, &o->gpu_layers_draft);
+    else if (!strcmp(f, "--fixed")) ok = (o->fixed = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--llama-bin")) ok = (o->llama_bin = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--no-llama")) o->with_llama = false;
     else if (!strcmp(f, "--out")) ok = (o->out_dir = cli_value(a, f)) != NULL;
@@ -101,6 +106,18 @@ static bool number_list(const char *v) {
         char *end = NULL;
         strtod(p, &end);
         if (end == p || (*end && *end != ',')) return false;
+        p = *end ? end + 1 : end;
+    }
+    return true;
+}
+
+/* Whether a comma list holds only draft lengths: whole numbers from 1 to 64. */
+static bool length_list(const char *v) {
+    if (!number_list(v)) return false;
+    for (const char *p = v; *p;) {
+        char *end = NULL;
+        long k = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || k < 1 || k > 64) return false;
         p = *end ? end + 1 : end;
     }
     return true;
@@ -121,6 +138,11 @@ static bool check_serve_setup(serve_options *o, char *llama_server, size_t size)
     if (!number_list(o->clients) || !number_list(o->temps)) {
         fprintf(stderr, "specd: error: --clients and --temps take numbers separated by commas (got '%s', '%s')\n",
                 o->clients, o->temps);
+        return false;
+    }
+    if (o->fixed && !length_list(o->fixed)) {
+        fprintf(stderr, "specd: error: --fixed takes draft lengths from 1 to 64 separated by commas (got '%s')\n",
+                o->fixed);
         return false;
     }
     if (!bench_tool_in_path("python3")) {
@@ -183,6 +205,7 @@ static int run_script(const serve_options *o, const char *script, const char *sp
     snprintf(ngl[1], sizeof ngl[1], "%lld", (long long)o->gpu_layers_draft);
     if (o->gpu_layers >= 0) argv[argc++] = "--gpu-layers", argv[argc++] = ngl[0];
     if (o->gpu_layers_draft >= 0) argv[argc++] = "--gpu-layers-draft", argv[argc++] = ngl[1];
+    if (o->fixed) argv[argc++] = "--fixed", argv[argc++] = o->fixed;
     if (llama_server[0]) argv[argc++] = "--llama-server", argv[argc++] = llama_server;
     else argv[argc++] = "--servers", argv[argc++] = "specd";
     argv[argc] = NULL;

@@ -427,12 +427,19 @@ def bench_serve(specd, target, draft, tmp, prompts):
     out = os.path.join(tmp, "serve-out")
     r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--clients", "1,2", "--temps",
              "0", "-n", "8", "--requests", "1", "-c", "512", "-np", "2", "-ngl", "0", "-ngld", "0", "--llama-bin",
-             "/nonexistent", "--out", out], path=only_python)
+             "/nonexistent", "--fixed", "2", "--out", out], path=only_python)
     report = read_text(os.path.join(out, "serve.md")) if r.returncode == 0 else ""
     rows = [line.split("|") for line in report.splitlines() if line.startswith("| specd |")]
     check("bench --serve measures specd serve at each client count", r.returncode == 0 and len(rows) == 2
           and [row[3].strip() for row in rows] == ["1", "2"] and all(float(row[4]) > 0 for row in rows)
           and all(row[10].strip() == "0" for row in rows), r.stderr[-800:] + report)
+    fixed = [line.split("|") for line in report.splitlines() if line.startswith("| specd-fixed-2 |")]
+    check("bench --serve --fixed 2: specd with every request asking for 2 drafts, at each client count",
+          len(fixed) == 2 and [row[3].strip() for row in fixed] == ["1", "2"] and all(float(row[4]) > 0 for row in fixed)
+          and all(row[10].strip() == "0" for row in fixed), report)
+    table = report.split("against its best fixed length", 1)[-1]
+    check("bench --serve --fixed: the default against its best fixed length, a row per load",
+          "against its best fixed length" in report and "| 0 | 1 | 2 |" in table and "| 0 | 2 | 2 |" in table, report)
     check("bench --serve gives every server the placement and says so", "placement -ngl 0 -ngld 0" in report,
           report[:400])
     check("bench --serve says llama-server is missing and what builds it", "llama-server not found" in r.stderr
@@ -444,6 +451,9 @@ def bench_serve(specd, target, draft, tmp, prompts):
           and "missing.gguf" in r.stderr and "make bench-models" in r.stderr, r.stderr)
     r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--clients", "1,x"])
     check("bench --serve refuses a bad list", r.returncode == 2 and "--clients" in r.stderr, r.stderr)
+    r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "--fixed", "0,3"])
+    check("bench --serve refuses a draft length out of range", r.returncode == 2 and "--fixed" in r.stderr
+          and "'0,3'" in r.stderr, r.stderr)
     r = run([specd, "bench", "--serve", "--pair", target, draft, "--prompts", prompts, "-ngl", "all"])
     check("bench --serve refuses a layer count that is not a number", r.returncode == 2 and "-ngl" in r.stderr, r.stderr)
 
