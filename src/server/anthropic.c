@@ -46,14 +46,11 @@ static json_t *text_of(json_t *content, const char *where, openai_error *err) {
         BAD(err, "'%s' must be a string or an array of text blocks", where);
         return NULL;
     }
-    size_t i;
-    json_t *b;
-    json_array_foreach(content, i, b) {
-        const char *type = json_string_value(json_object_get(b, "type"));
-        if (!type || strcmp(type, "text") || !json_is_string(json_object_get(b, "text"))) {
-            BAD(err, "'%s[%zu]' must be a text block {\"type\": \"text\", \"text\"}", where, i);
-            return NULL;
-        }
+    static const char *const text_blocks[] = {"text", NULL};
+    long bad = openai_first_non_text_part(content, text_blocks);
+    if (bad >= 0) {
+        BAD(err, "'%s[%ld]' must be a text block {\"type\": \"text\", \"text\"}", where, bad);
+        return NULL;
     }
     char *joined = openai_join_texts(content);
     if (!joined) return NULL;

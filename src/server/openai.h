@@ -72,6 +72,9 @@ char *openai_message_text(json_t *content, size_t index, openai_error *err);
 /* The "text" strings of `parts` (an array whose every part was checked to hold one), joined in
  * order (heap); NULL when out of memory. One pass to size, one to copy. */
 char *openai_join_texts(json_t *parts);
+/* The index of the first of `parts` (an array) that is not a text part, a "type" among `types`
+ * (NULL-terminated) beside a "text" string; -1 when all are (then openai_join_texts joins them). */
+long openai_first_non_text_part(json_t *parts, const char *const *types);
 /* --no-jinja: `messages` checked (roles and text) into req's messages; false with *err. */
 bool openai_read_messages(json_t *messages, serve_request *req, openai_error *err);
 /* Jinja: `messages` checked as llama-server takes them (tool calls and results too). */

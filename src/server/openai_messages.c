@@ -30,18 +30,26 @@ char *openai_message_text(json_t *content, size_t index, openai_error *err) {
         BAD(err, param, "'%s' must be a string or an array of {\"type\": \"text\", \"text\"} parts", param);
         return NULL;
     }
-    size_t i;
-    json_t *part;
-    json_array_foreach(content, i, part) {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        json_t *text = json_object_get(part, "text");
-        if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
-            BAD(err, param, "%s[%zu]: only text parts ({\"type\": \"text\", \"text\": \"...\"}) are supported", param, i);
-            return NULL;
-        }
+    static const char *const text_only[] = {"text", NULL};
+    long bad = openai_first_non_text_part(content, text_only);
+    if (bad >= 0) {
+        BAD(err, param, "%s[%ld]: only text parts ({\"type\": \"text\", \"text\": \"...\"}) are supported", param, bad);
+        return NULL;
     }
     char *joined = openai_join_texts(content);
     return joined ? joined : out_of_memory(err);
+}
+
+long openai_first_non_text_part(json_t *parts, const char *const *types) {
+    size_t i;
+    json_t *part;
+    json_array_foreach(parts, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        bool known = false;
+        for (const char *const *t = types; type && *t && !known; t++) known = !strcmp(type, *t);
+        if (!known || !json_is_string(json_object_get(part, "text"))) return (long)i;
+    }
+    return -1;
 }
 
 char *openai_join_texts(json_t *parts) {

@@ -42,15 +42,11 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
         bad(err, where, "'%s' must be a string or an array of input_text parts", where);
         return NULL;
     }
-    size_t i;
-    json_t *p;
-    json_array_foreach(content, i, p) {
-        const char *type = json_string_value(json_object_get(p, "type"));
-        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text") && strcmp(type, "text")) ||
-            !json_is_string(json_object_get(p, "text"))) {
-            bad(err, where, "'%s[%zu]': only text parts (input_text, output_text) are supported", where, i);
-            return NULL;
-        }
+    static const char *const text_parts[] = {"input_text", "output_text", "text", NULL};
+    long first_bad = openai_first_non_text_part(content, text_parts);
+    if (first_bad >= 0) {
+        bad(err, where, "'%s[%ld]': only text parts (input_text, output_text) are supported", where, first_bad);
+        return NULL;
     }
     char *joined = openai_join_texts(content);
     if (!joined) return NULL;

@@ -260,6 +260,10 @@ def check_anthropic(port):
     code, answer = post(port, "/v1/messages", {"max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})
     check("/v1/messages with max_tokens 0: 400 in Anthropic's shape", anthropic_error(code, answer, 400, "max_tokens"),
           f"{code} {answer}")
+    code, answer = post(port, "/v1/messages", dict(ask, system=[{"type": "text", "text": "Be brief."},
+                                                                {"type": "image", "source": {}}]))
+    check("/v1/messages with a system block that is no text: 400 naming it",
+          anthropic_error(code, answer, 400, "'system[1]' must be a text block"), f"{code} {answer}")
     code, answer = post(port, "/v1/messages", dict(ask, tool_choice={"type": "tool", "name": "nope"}))
     check("/v1/messages naming an unknown tool: 400", anthropic_error(code, answer, 400, "'nope'"), f"{code} {answer}")
     code, text = curl(port, "/v1/messages", dict(ask, stream=True))
@@ -319,8 +323,11 @@ def check_responses(port):
           any(i.get("type") == "function_call" and i.get("name") == "get_weather" for i in added) and
           args == calls[0]["arguments"] and final_calls and final_calls[0]["arguments"] == args,
           f"{code} {types} {args!r}")
+    image = [{"role": "user", "content": [{"type": "input_text", "text": "Look:"},
+                                          {"type": "input_image", "image_url": "data:,"}]}]
     for extra, param, needle in (({"previous_response_id": "resp_1"}, "previous_response_id", "nor does llama-server"),
-                                 ({"frobnicate": 1}, "frobnicate", ""), ({"input": []}, "input", "")):
+                                 ({"frobnicate": 1}, "frobnicate", ""), ({"input": []}, "input", ""),
+                                 ({"input": image}, "input[0].content", "'input[0].content[1]': only text parts")):
         code, answer = post(port, "/v1/responses", dict(ask, **extra))
         check(f"/v1/responses refuses {param}: 400 naming it", openai_error(code, answer, 400, param, needle),
               f"{code} {answer}")
