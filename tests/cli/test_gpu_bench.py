@@ -13,6 +13,15 @@ import tempfile
 failures = []
 
 
+def verdict():
+    """Says how the checks went; the exit status (1: some failed)."""
+    if failures:
+        print(f"{len(failures)} failed: {', '.join(failures)}")
+        return 1
+    print("all passed")
+    return 0
+
+
 def check(name, ok, detail=""):
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
     if not ok:
@@ -191,11 +200,7 @@ def main():
         text = open(report).read()
         check("a run whose benchmark did not run says so (and still carries the heads)", r.returncode == 0
               and "the benchmark did not run" in text and "(mtp head)" in text, r.stderr + text)
-    if failures:
-        print(f"{len(failures)} failed: {', '.join(failures)}")
-        return 1
-    print("all passed")
-    return 0
+    return verdict()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 import tarfile
 import tempfile
 
-from test_gpu_bench import check, failures, write
+from test_gpu_bench import check, verdict, write
 
 
 def fake_deb(tmp, out):
@@ -93,11 +93,7 @@ def main():
         r = run(["run", pack, "true"])
         kept = open(os.path.join(repo, "deps", "llama", "src", "include", "llama.h")).read()
         check("a source already in deps/llama/src is kept", r.returncode == 0 and "checkout's own" in kept, kept)
-    if failures:
-        print(f"{len(failures)} failed: {', '.join(failures)}")
-        return 1
-    print("all passed")
-    return 0
+    return verdict()
 
 
 if __name__ == "__main__":
