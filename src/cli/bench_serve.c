@@ -12,6 +12,7 @@
 
 #include <spawn.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -99,25 +100,14 @@ static int parse_serve_flag(cli_args *a, const char *f, serve_options *o) {
     return ok ? 1 : -1;
 }
 
-/* Whether a comma list holds only numbers (the script would fail on anything else, late). */
-static bool number_list(const char *v) {
+/* Whether a comma list holds only numbers from min to max, whole ones where `whole` (read as
+ * integers: "3.0" is not one): the script would fail on anything else, late. */
+static bool number_list(const char *v, bool whole, double min, double max) {
     if (!v || !*v) return false;
     for (const char *p = v; *p;) {
         char *end = NULL;
-        strtod(p, &end);
-        if (end == p || (*end && *end != ',')) return false;
-        p = *end ? end + 1 : end;
-    }
-    return true;
-}
-
-/* Whether a comma list holds only draft lengths: whole numbers from 1 to 64. */
-static bool length_list(const char *v) {
-    if (!number_list(v)) return false;
-    for (const char *p = v; *p;) {
-        char *end = NULL;
-        long k = strtol(p, &end, 10);
-        if (end == p || (*end && *end != ',') || k < 1 || k > 64) return false;
+        double x = whole ? (double)strtol(p, &end, 10) : strtod(p, &end);
+        if (end == p || (*end && *end != ',') || x < min || x > max) return false;
         p = *end ? end + 1 : end;
     }
     return true;
@@ -135,12 +125,12 @@ static bool check_serve_setup(serve_options *o, char *llama_server, size_t size)
         fprintf(stderr, "specd: error: cannot read the prompts file '%s' (--prompts FILE)\n", o->prompts);
         return false;
     }
-    if (!number_list(o->clients) || !number_list(o->temps)) {
+    if (!number_list(o->clients, false, -HUGE_VAL, HUGE_VAL) || !number_list(o->temps, false, -HUGE_VAL, HUGE_VAL)) {
         fprintf(stderr, "specd: error: --clients and --temps take numbers separated by commas (got '%s', '%s')\n",
                 o->clients, o->temps);
         return false;
     }
-    if (o->fixed && !length_list(o->fixed)) {
+    if (o->fixed && !number_list(o->fixed, true, 1, 64)) {
         fprintf(stderr, "specd: error: --fixed takes draft lengths from 1 to 64 separated by commas (got '%s')\n",
                 o->fixed);
         return false;
