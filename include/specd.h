@@ -393,6 +393,27 @@ typedef struct specd_invariance_info {
 
 SPECD_API specd_invariance_info specd_engine_invariance(const specd_engine *engine);
 
+/* How often llama.cpp could reuse a context's compute graph: a pass whose shape (tokens,
+ * sequences, output rows, the cache's window) equals the pass before it skips building its graph,
+ * and on a GPU only such passes replay a captured CUDA graph (docs/performance.md). passes: the
+ * graph computes since the engine was made (llama_decode calls, a call over more tokens than the
+ * context's micro-batch counting once per micro-batch; warm-up passes not counted); reused: of
+ * them, how many reused the graph before (warm-up passes counted where they were reused). Take
+ * two readings and subtract for one generation. Since 0.8. */
+typedef struct specd_graph_counts {
+    int64_t passes;
+    int64_t reused;
+} specd_graph_counts;
+
+typedef struct specd_graph_info {
+    specd_graph_counts target; /* the target model's context */
+    specd_graph_counts draft;  /* the draft model's (zeros without one) */
+} specd_graph_info;
+
+/* Not thread-safe against a running generation on the same engine: read it between steps (the
+ * server reads it on its scheduler thread). */
+SPECD_API specd_graph_info specd_engine_graph_counts(const specd_engine *engine);
+
 /* The target's LoRA adapters (specd_engine_params.lora): how many, and adapter i's path (owned by
  * the engine) and default scale; false for an index out of range. */
 SPECD_API int32_t specd_engine_n_lora(const specd_engine *engine);

@@ -31,6 +31,7 @@ typedef struct cli_startup {
     double total_ms;   /* from the start of `run` to the report */
     specd_calibration_info calibration;
     specd_placement_info target, draft; /* where the layers are; draft.devices NULL: no draft */
+    specd_graph_info graphs; /* the generation's graph computes and reuses (specd_engine_graph_counts) */
 } cli_startup;
 
 /* `spec` names the speculation used: "none", "draft", or a list such as "ngram-simple,draft". */

@@ -72,6 +72,19 @@ static void print_placement(FILE *out, const cli_startup *st) {
     fputc('\n', out);
 }
 
+static double reuse_percent(specd_graph_counts c) { return c.passes > 0 ? 100.0 * c.reused / c.passes : 0.0; }
+
+/* "graphs: target reused on 97 of 100 passes (97.0%), draft on ...": on a GPU only a reused graph
+ * replays its CUDA graph, so this is what decides speed there (docs/performance.md). */
+static void print_graphs(FILE *out, const specd_graph_info *g) {
+    fprintf(out, "graphs: target reused on %lld of %lld passes (%.1f%%)", (long long)g->target.reused,
+            (long long)g->target.passes, reuse_percent(g->target));
+    if (g->draft.passes > 0)
+        fprintf(out, ", draft on %lld of %lld (%.1f%%)", (long long)g->draft.reused, (long long)g->draft.passes,
+                reuse_percent(g->draft));
+    fputc('\n', out);
+}
+
 void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, const char *spec,
                      const cli_startup *startup) {
     fprintf(out, "\n--- specd: speculation %s, stopped: %s\n", spec,
@@ -91,6 +104,7 @@ void cli_print_stats(FILE *out, const specd_stats *s, specd_stop_reason reason, 
                 s->n_tree_steps, s->n_tree_drafted, s->n_tree_accepted, (double)s->n_tree_accepted / s->n_tree_steps);
     fprintf(out, "time: drafting %.1f ms, verifying %.1f ms, sampling %.1f ms\n", s->draft_ms,
             s->verify_ms, s->sample_ms);
+    print_graphs(out, &startup->graphs);
     if (strcmp(spec, "none") != 0) print_draft_lengths(out, s);
     print_drafters(out, s);
 }
@@ -226,6 +240,15 @@ static json_t *placement_json(const specd_placement_info *p) {
                      p->n_layers_offloaded);
 }
 
+static json_t *graph_counts_json(specd_graph_counts c) {
+    return json_pack("{s:I, s:I}", "passes", (json_int_t)c.passes, "reused", (json_int_t)c.reused);
+}
+
+/* "graphs": how often llama.cpp reused each context's graph during the generation (specd.h). */
+static json_t *graphs_json(const specd_graph_info *g) {
+    return json_pack("{s:o, s:o}", "target", graph_counts_json(g->target), "draft", graph_counts_json(g->draft));
+}
+
 void cli_print_invariance_note(FILE *out, const specd_engine *engine) {
     specd_invariance_info inv = specd_engine_invariance(engine);
     if (!inv.invariant) fprintf(out, "specd: note: verification is not batch-invariant: %s\n", inv.note);
@@ -236,7 +259,7 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
     const specd_stats *s = &r->stats;
     char *text = valid_utf8(raw_text);
     if (!text) return false;
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o, s:{s:o, s:o}, s:o}",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:s, s:{s:i, s:i}, s:o, s:o, s:o, s:{s:o, s:o}, s:o, s:o}",
                              "text", text,
                              "n_prompt", s->n_prompt,
                              "n_prompt_cached", s->n_prompt_cached,
@@ -249,7 +272,8 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
                              "startup", startup_json(startup, s),
                              "placement", "target", placement_json(&startup->target), "draft",
                              placement_json(&startup->draft),
-                             "batch_invariant", rpc_invariance_json(engine));
+                             "batch_invariant", rpc_invariance_json(engine),
+                             "graphs", graphs_json(&startup->graphs));
     free(text);
     if (!root) return false;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_ENSURE_ASCII);

@@ -547,6 +547,16 @@ static specd_status run_warm_up(const run_options *o, specd_engine *engine, cli_
     return st;
 }
 
+static specd_graph_counts counts_since(specd_graph_counts now, specd_graph_counts before) {
+    return (specd_graph_counts){now.passes - before.passes, now.reused - before.reused};
+}
+
+/* The graph computes of one generation: the engine counts from its start (calibration passes too). */
+static specd_graph_info graph_counts_since(const specd_engine *engine, specd_graph_info before) {
+    specd_graph_info now = specd_engine_graph_counts(engine);
+    return (specd_graph_info){counts_since(now.target, before.target), counts_since(now.draft, before.draft)};
+}
+
 /* Loads, tokenizes, generates, reports. */
 static int execute(run_options *o, const char *prompt_text, double t_start) {
     specd_engine *engine = NULL;
@@ -576,7 +586,9 @@ static int execute(run_options *o, const char *prompt_text, double t_start) {
     }
     if (stream.trace) o->gen.on_step = trace_step;
     specd_result result = {0};
+    specd_graph_info graphs_before = specd_engine_graph_counts(engine);
     if (st == SPECD_OK) st = specd_generate(engine, prompt, n_prompt, &o->gen, &result, &error);
+    startup.graphs = graph_counts_since(engine, graphs_before);
     int rc = 0;
     if (st != SPECD_OK) {
         fprintf(stderr, "specd: error: %s\n", error ? error : "unknown failure");

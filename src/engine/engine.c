@@ -606,6 +606,20 @@ specd_invariance_info specd_engine_invariance(const specd_engine *e) {
                                    e->inv.note[0] ? e->inv.note : NULL};
 }
 
+/* llama.cpp counts its reuses per context (llama_perf_context, kept whether or not its timings
+ * are), and the engine counts its own decodes of each (kv.c): one decode is one graph compute,
+ * since each context's micro-batch is its batch (create_context). */
+static specd_graph_counts graph_counts_of(const specd_model_slot *slot, int64_t passes) {
+    if (!slot->ctx) return (specd_graph_counts){0, 0};
+    return (specd_graph_counts){passes, llama_perf_context(slot->ctx).n_reused};
+}
+
+specd_graph_info specd_engine_graph_counts(const specd_engine *e) {
+    if (!e) return (specd_graph_info){{0, 0}, {0, 0}};
+    return (specd_graph_info){graph_counts_of(&e->target, e->target_decodes),
+                              graph_counts_of(&e->draft, e->draft_decodes)};
+}
+
 int32_t specd_engine_slot_cached(const specd_engine *e, int32_t slot, const specd_token *prompt, int32_t n_prompt) {
     if (!e || slot < 0 || slot >= e->n_parallel || !prompt) return 0;
     const specd_model_slot *v = slot == e->active_slot ? &e->target : &e->target_views[slot];

@@ -48,6 +48,12 @@ void metrics_counter_record(metrics_counter *m, const specd_stats *s, specd_spec
     pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_counter_set_graphs(metrics_counter *m, specd_graph_info graphs) {
+    pthread_mutex_lock(&m->lock);
+    m->totals.graphs = graphs;
+    pthread_mutex_unlock(&m->lock);
+}
+
 serve_metrics metrics_counter_get(metrics_counter *m) {
     pthread_mutex_lock(&m->lock);
     serve_metrics copy = m->totals;

@@ -26,6 +26,7 @@ typedef struct serve_metrics {
     int64_t drafted_total, accepted_total;
     int n_drafters;
     serve_drafter_metrics drafters[SERVE_METRICS_MAX_DRAFTERS]; /* in order of first use */
+    specd_graph_info graphs;         /* the engine's graph computes and reuses (specd_engine_graph_counts) */
 } serve_metrics;
 
 typedef struct metrics_counter {
@@ -38,6 +39,9 @@ void metrics_counter_destroy(metrics_counter *m);
 /* A completion finished with these statistics; `single_drafter` is the drafter it used when it
  * used exactly one (the per-drafter split of the statistics is then the totals), else NONE. */
 void metrics_counter_record(metrics_counter *m, const specd_stats *stats, specd_spec_type single_drafter);
+/* The engine's graph counts, read by the scheduler after each round (the thread that decodes: the
+ * counters are not safe to read beside a pass). */
+void metrics_counter_set_graphs(metrics_counter *m, specd_graph_info graphs);
 serve_metrics metrics_counter_get(metrics_counter *m);
 
 #endif

@@ -223,6 +223,7 @@ static void run_round(serve_server *s) {
     double t0 = serve_now_ms(), grammar0 = specd_grammar_thread_ms();
     serve_runs_step(runs, n, done);
     double round_ms = serve_now_ms() - t0, grammar_ms = specd_grammar_thread_ms() - grammar0;
+    metrics_counter_set_graphs(&s->metrics, specd_engine_graph_counts(s->engine));
     for (int32_t k = 0; k < n; k++) pass_ms += pass_time_of(s, at[k]) - pass_before[k];
     int32_t over = heavy_after_round(&s->heavy, at, grammar, n, solo, round_ms, grammar_ms, pass_ms);
     if (over >= 0) serve_run_end_for_time(s->slots[over].job, "--step-limit");

@@ -135,6 +135,20 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+/* Graph computes and reuses per model (specd_engine_graph_counts): on a GPU only a reused graph
+ * replays its CUDA graph. */
+static void write_graph_metrics(FILE *f, const specd_graph_info *g) {
+    static const struct {
+        const char *name, *help;
+    } names[] = {{"specd:graph_passes_total", "Graph computes (llama_decode passes) per model."},
+                 {"specd:graph_reused_total", "Of them, passes that reused the graph of the pass before."}};
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", names[k].name, names[k].help, names[k].name);
+        fprintf(f, "%s{model=\"target\"} %lld\n", names[k].name, (long long)(k ? g->target.reused : g->target.passes));
+        fprintf(f, "%s{model=\"draft\"} %lld\n", names[k].name, (long long)(k ? g->draft.reused : g->draft.passes));
+    }
+}
+
 /* llama-server's metric names (llamacpp:...) where it has them, specd's own (specd:...) besides. */
 static void write_metrics(FILE *f, const serve_metrics *m, int64_t processing, int64_t deferred) {
     metric(f, "specd:requests_total", "counter", "Completions finished.", (double)m->requests_total);
@@ -158,6 +172,7 @@ static void write_metrics(FILE *f, const serve_metrics *m, int64_t processing, i
            (double)m->drafted_total);
     metric(f, "llamacpp:spec_decode_num_accepted_tokens_total", "counter", "Total draft tokens accepted by the "
            "target model.", (double)m->accepted_total);
+    write_graph_metrics(f, &m->graphs);
     static const struct {
         const char *name, *help;
     } per[] = {{"specd:spec_drafted_tokens_total", "Draft tokens verified, per drafter type."},

@@ -137,9 +137,25 @@ def errors(specd, models):
         check("json costs: T(n), the draft token, the resize", len(costs.get("verify_ms", [])) > 0
               and costs.get("draft_token_ms", 0) > 0 and costs.get("resize_ms") == 0
               and costs.get("held_draft_length") == -1, str(costs))
+        # llama.cpp's graph reuse per context: a fixed 3 passes 4 tokens a step, so only the prompt's
+        # pass, the first step and the last steps (fewer drafts where n_predict leaves less room)
+        # change shape; one pass per step besides the prompt's
+        graphs = out.get("graphs", {})
+        tg, dg = graphs.get("target", {}), graphs.get("draft", {})
+        check("json graphs: passes and reuses per model, a fixed length's passes reused",
+              tg.get("passes") == spec["n_steps"] + 1 and tg.get("passes", 0) - 4 <= tg.get("reused", -1) <= tg["passes"]
+              and dg.get("passes", 0) > spec["n_steps"] and 0 < dg.get("reused", -1) <= dg["passes"], str(graphs))
         r2 = run([specd, "run", "-m", target, "-p", "the little girl", "-n", "24", "--temp", "0",
                   "--ignore-eos", "--json"])
         plain = json.loads(r2.stdout)
+        pg = plain.get("graphs", {}).get("target", {})
+        check("json graphs: without speculation every pass after the first two reuses its graph",
+              pg.get("passes") == plain["speculative"]["n_steps"] + 1 and pg.get("reused") == pg["passes"] - 2
+              and plain.get("graphs", {}).get("draft") == {"passes": 0, "reused": 0}, str(plain.get("graphs")))
+        r2s = run_bytes([specd, "run", "-m", target, "-p", "the little girl", "-n", "24", "--temp", "0", "--ignore-eos"])
+        stats = r2s.stderr.decode(errors="replace")
+        check("stats: graph reuse on stderr", f"graphs: target reused on {pg.get('reused')} of {pg.get('passes')} "
+              "passes" in stats, stats[-600:])
         check("json speculative text equals plain", plain["text"] == out["text"] and plain["speculative"]["type"] == "none",
               f"{plain['text']!r} vs {out['text']!r}")
         inv = out.get("batch_invariant", {})

@@ -180,6 +180,14 @@ def check_slots_and_metrics(port):
           and moved("specd:spec_drafted_tokens_total", 'drafter="draft"') == spec["drafted"]
           and moved("specd:spec_accepted_tokens_total", 'drafter="draft"') == spec["accepted"]
           and spec["drafted"] > 0 and after[("llamacpp:requests_processing", "")] == 0, (spec, text))
+    # one target pass per step (the prompt's last chunk verifies the first step in the server); a
+    # fixed 3 keeps the pass's shape, so most reuse the graph before them (not the prompt's, the
+    # first step's, the last steps' with less room)
+    passes, reused = moved("specd:graph_passes_total", 'model="target"'), moved("specd:graph_reused_total",
+                                                                               'model="target"')
+    check("/metrics: graph passes and reuses per model", spec["steps"] <= passes <= spec["steps"] + 1
+          and passes - 4 <= reused <= passes and moved("specd:graph_passes_total", 'model="draft"') > spec["steps"]
+          and 0 < moved("specd:graph_reused_total", 'model="draft"'), (passes, reused, spec, text[-900:]))
     check("timings as llama-server's: cache_n, draft_n, draft_n_accepted", done["timings"]["draft_n"] == spec["drafted"]
           and done["timings"]["draft_n_accepted"] == spec["accepted"] and "cache_n" in done["timings"], done["timings"])
     code, ngram = completion(port, dict(request, **{"speculative.type": "ngram-simple,draft"}))
