@@ -189,14 +189,25 @@ static bool needs_padding(const specd_invariance *inv, const struct llama_batch 
     return outputs == 1 && inv->pad_rows;
 }
 
+/* Under PLAIN a one-token pass (a step without drafts) takes its padding token in its own sequence,
+ * one position on: the pass then has the shape of a step that drafted one token (two tokens, one
+ * sequence, two output rows), so llama.cpp reuses the graph between the two (model-free drafting
+ * alternates them) and a GPU would replay it. The token's own row is the same either way: its mask
+ * ends at its cell, and the products take the same kernel for two rows. The cell is the last one
+ * written (one slot, contiguous cells), so dropping it keeps the cells contiguous. Elsewhere (FLASH,
+ * several slots) a dropped cell would go to the trash: the padding keeps a sequence of its own. */
+static bool pads_in_own_sequence(const specd_invariance *inv, const struct llama_batch *b) {
+    return inv->attention == SPECD_INVARIANT_PLAIN && b->n_tokens == 1 && b->n_seq_id[0] == 1;
+}
+
 bool specd_invariance_pad(specd_invariance *inv, struct llama_batch *b) {
     if (!inv || inv->attention == SPECD_INVARIANT_NONE || b->n_tokens == 0 || !needs_padding(inv, b)) return false;
-    bool one_output = count_outputs(b) == 1;
+    bool one_output = count_outputs(b) == 1, own = pads_in_own_sequence(inv, b);
     int32_t i = b->n_tokens++;
-    b->token[i] = 0;
-    b->pos[i] = 0; /* its sequence is empty: it attends itself only */
+    b->token[i] = own ? b->token[0] : 0;
+    b->pos[i] = own ? b->pos[0] + 1 : 0; /* in a sequence of its own it attends itself only */
     b->n_seq_id[i] = 1;
-    b->seq_id[i][0] = inv->pad_seq;
+    b->seq_id[i][0] = own ? b->seq_id[0][0] : inv->pad_seq;
     b->logits[i] = one_output; /* two output rows, or none */
     return true;
 }
@@ -206,9 +217,11 @@ void specd_invariance_after_decode(specd_invariance *inv, struct llama_context *
     if (!inv || inv->attention == SPECD_INVARIANT_NONE) return;
     if (padded) {
         /* The padding token's cell is the pass's last: under PLAIN freeing it leaves the cells contiguous. */
+        int32_t last = b->n_tokens - 1;
+        llama_seq_id seq = b->seq_id[last][0];
         if (rc == 0 && inv->trash_seq >= 0)
             llama_memory_seq_cp(llama_get_memory(ctx), inv->pad_seq, inv->trash_seq, -1, -1);
-        llama_memory_seq_rm(llama_get_memory(ctx), inv->pad_seq, -1, -1);
+        llama_memory_seq_rm(llama_get_memory(ctx), seq, seq == inv->pad_seq ? -1 : b->pos[last], -1);
     }
     if (rc == 0) inv->cells_used += b->n_tokens;
 }

@@ -7,7 +7,9 @@
  *  - Matrix products switch kernels with the rows of the pass: one row goes through ggml's dot
  *    product, two or more through llamafile's tiled GEMM, which sums in another order (f32, f16
  *    and bf16 weights, and plain attention's products; Q8_0 weights agree). A pass of one token,
- *    or of one output row, gets a padding token in a sequence of its own.
+ *    or of one output row, gets a padding token: under plain attention a one-token pass takes it in
+ *    its own sequence, one position on, so that it has the shape of a pass with one draft and
+ *    llama.cpp reuses the graph between the two; elsewhere in a sequence of its own.
  *  - Flash attention computes each query row alone, visiting the cells in index order, except two
  *    paths taken only with f16/f32 K and V (llama.cpp casts f32 to f16 for it): a tiled GEMM for
  *    passes of 64 rows or more, and a split over the cells for one row past 511 cells. With such

@@ -271,6 +271,37 @@ static void test_plain_attention_is_invariant_with_one_slot(void **state) {
                     false);
 }
 
+/* Steps without drafts and steps of one draft alternate under model-free drafting: with PLAIN
+ * invariance a one-token pass is padded in its own sequence, so both are passes of two tokens in one
+ * sequence with two output rows, and llama.cpp reuses the graph from one to the next (a padding
+ * token in a sequence of its own made every change a rebuild). The logits stay those of the
+ * tokens decoded one a pass. */
+static void test_plain_one_token_passes_have_the_shape_of_one_draft(void **state) {
+    (void)state;
+    attention_case plain = {SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_DEFAULT, SPECD_CACHE_TYPE_DEFAULT};
+    float **ref = alone(h64_path, plain, true);
+    specd_engine *e = open_invariant(h64_path, plain, 1, SLOT_CTX, true);
+    float **got = logits_table(e->n_vocab);
+    specd_graph_info before = specd_engine_graph_counts(e);
+    int32_t passes = 0;
+    for (int32_t i = 0; i < N_TOKENS; passes++) {
+        int32_t size = passes % 2 == 0 || i + 2 > N_TOKENS ? 1 : 2;
+        chain ch = chain_at(e, 0, 0, size);
+        pass(e, &ch, 1, got, i);
+        i += size;
+    }
+    specd_graph_info after = specd_engine_graph_counts(e);
+    int64_t n = after.target.passes - before.target.passes, reused = after.target.reused - before.target.reused;
+    assert_int_equal(n, passes);
+    /* all but the first, and one rebuild each time the cache's window grows by 256 cells */
+    int64_t windows = (N_TOKENS + 255) / 256;
+    if (reused < n - windows) fail_msg("%lld of %lld alternating passes reused the graph", (long long)reused, (long long)n);
+    assert_int_equal(differing(ref, got, e->n_vocab), 0);
+    free_table(got);
+    free_table(ref);
+    specd_engine_free(e);
+}
+
 /* The negative control: without invariance the same comparisons find differences, in passes of
  * several tokens (the products' kernels) and beside other slots (flash attention's tiled and
  * split paths, the cell order); and what cannot be invariant is said. */
@@ -585,6 +616,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_flash_attention_is_invariant_for_every_cache_type),
         cmocka_unit_test(test_q8_0_weights_and_one_token_passes_past_512_cells),
         cmocka_unit_test(test_plain_attention_is_invariant_with_one_slot),
+        cmocka_unit_test(test_plain_one_token_passes_have_the_shape_of_one_draft),
         cmocka_unit_test(test_without_invariance_logits_move_with_the_pass),
         cmocka_unit_test(test_eight_concurrent_greedy_requests_equal_their_runs_alone),
         cmocka_unit_test(test_the_trash_is_compacted_once_it_outnumbers_the_live_cells),
