@@ -29,6 +29,10 @@ import tempfile
 
 DOCS = ["README.md", "docs/cli.md", "docs/server.md", "docs/library.md", "docs/internals.md",
         "docs/build.md", "docs/testing.md"]
+# The measurement logs (written by specd bench and by hand over many sessions, with the flags and
+# paths of their day): only their links are checked.
+LOGS = ["docs/performance.md", "docs/trees.md", "docs/benchmarks.md", "docs/benchmarks-gpu.md",
+        "docs/benchmarks-serve.md", "docs/benchmarks-ngram.md"]
 HELP = [("run", ["run", "--help"]), ("serve", ["serve", "--help"]), ("bench", ["bench", "--help"]),
         ("bench --serve", ["bench", "--serve", "--help"])]
 
@@ -223,7 +227,6 @@ def check_paths(root):
     basenames = {}
     for doc in DOCS:
         text = read(root, doc)
-        base = os.path.dirname(doc)
         for p in sorted(set(re.findall(r"(?<![\w./-])((?:%s)[\w./-]*\w)" % "|".join(map(re.escape, REPO_DIRS)), text))):
             if not any(os.path.exists(os.path.join(d, p) + ext) for d in (root, llama, install) for ext in ("", ".c")):
                 fail(f"{doc}: names the path '{p}', which is not in the repository (nor llama.cpp's source or install)")
@@ -232,21 +235,28 @@ def check_paths(root):
         for ident in sorted(set(re.findall(r"\bspecd_[a-z0-9_]*[a-z0-9]\b", text))):
             if ident not in ids:
                 fail(f"{doc}: names '{ident}', which is in neither include/ nor src/")
-        own = anchors(text)
-        for target in re.findall(r"\]\(([^)\s]+)\)", text):
-            if re.match(r"[a-z]+://", target):
-                continue
-            file, _, anchor = target.partition("#")
-            path = os.path.normpath(os.path.join(root, base, file)) if file else os.path.join(root, doc)
-            if not os.path.exists(path):
-                fail(f"{doc}: links to '{target}', which does not exist")
-            elif anchor and path.endswith(".md"):
-                with open(path, encoding="utf-8") as fh:
-                    if anchor not in (anchors(fh.read()) if file else own):
-                        fail(f"{doc}: links to '{target}': no such heading there")
+        check_links(root, doc, text)
+    for doc in LOGS:
+        check_links(root, doc, read(root, doc))
     for name, doc in sorted(basenames.items()):
         if name not in ("stdio.h", "example.c") and not exists_anywhere(root, name):
             fail(f"{doc}: names the file '{name}', which is nowhere in the repository (nor llama.cpp's source)")
+
+
+def check_links(root, doc, text):
+    """Every link to a file resolves, and every #anchor to a heading of that file."""
+    base = os.path.dirname(doc)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        file, _, anchor = target.partition("#")
+        path = os.path.normpath(os.path.join(root, base, file)) if file else os.path.join(root, doc)
+        if not os.path.exists(path):
+            fail(f"{doc}: links to '{target}', which does not exist")
+        elif anchor and path.endswith(".md"):
+            with open(path, encoding="utf-8") as fh:
+                if anchor not in anchors(fh.read()):
+                    fail(f"{doc}: links to '{target}': no such heading there")
 
 
 def check_readme(root, lib, cc):
