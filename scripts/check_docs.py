@@ -17,8 +17,8 @@ What it checks, each failure one line naming the file and what to change:
      llama.cpp's own under deps/llama/src), every .c/.h/.cpp file named exists somewhere, every
      specd_* name exists in include/ or src/, every link to a file or #heading resolves;
   5. the README: at most 250 lines, its first code block runs `make demo` and `make test` (CI
-     runs that test command), and its C example compiles against include/specd.h (and links
-     against --lib when given).
+     runs that test command), and its C example compiles against include/specd.h (with --lib, links
+     against libspecd, and with --models too, runs on the tiny models).
 """
 import json
 import os
@@ -42,7 +42,7 @@ FOREIGN = {
     "--target-model-dir": "convert_hf_to_gguf.py", "--outfile": "convert_hf_to_gguf.py",
     "--embedding": "llama-server's (specd refuses it)", "--mmproj": "llama-server's (specd refuses it)",
     "--install": "cmake", "--prefix": "cmake", "--cflags": "pkg-config", "--libs": "pkg-config",
-    "--update": "scripts/check_docs.py itself",
+    "--update": "scripts/check_docs.py itself", "-N": "ctest",
 }
 FOREIGN_PATTERNS = [r"-D[A-Z_]+.*"]  # CMake definitions (-DGGML_RPC=ON)
 
@@ -259,7 +259,7 @@ def check_links(root, doc, text):
                     fail(f"{doc}: links to '{target}': no such heading there")
 
 
-def check_readme(root, lib, cc):
+def check_readme(root, lib, cc, models):
     text = read(root, "README.md")
     lines = text.split("\n")
     if len(lines) > 251:
@@ -277,10 +277,18 @@ def check_readme(root, lib, cc):
             f.write(m.group(1))
         cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(root, "include"), src, "-o",
                os.path.join(tmp, "example")]
-        cmd += ["-L", lib, "-lspecd", "-Wl,-rpath," + lib] if lib else ["-c"]
+        cmd += ["-L", os.path.abspath(lib), "-lspecd", "-Wl,-rpath," + os.path.abspath(lib)] if lib else ["-c"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             fail(f"README.md: the C example does not build against include/specd.h: {r.stderr.strip()[:600]}")
+        elif lib and models:  # run it where its target.gguf and draft.gguf are the tiny models
+            for name in ("target.gguf", "draft.gguf"):
+                os.symlink(os.path.join(os.path.abspath(models), name), os.path.join(tmp, name))
+            r = subprocess.run([os.path.join(tmp, "example")], cwd=tmp, capture_output=True, text=True,
+                               errors="replace", timeout=120)
+            if r.returncode != 0 or "drafts accepted" not in r.stdout:
+                fail(f"README.md: the C example ran with status {r.returncode} on the tiny models: "
+                     f"{(r.stdout + r.stderr).strip()[-600:]}")
 
 
 def main():
@@ -299,7 +307,7 @@ def main():
         check_json_fields(root, specd, opts["--models"])
     check_paths(root)
     lib = opts.get("--lib")
-    check_readme(root, None if lib == "-" else lib, opts.get("--cc", "cc"))
+    check_readme(root, None if lib == "-" else lib, opts.get("--cc", "cc"), opts.get("--models"))
     for f in failures:
         print("docs: " + f)
     if failures:

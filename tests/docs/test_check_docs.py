@@ -3,7 +3,7 @@
 the copies as they are pass, and each kind of drift fails, named: a flag specd does not take, a
 --json field it does not print (the README's old `invariance`) and one it prints undocumented, a
 --help block that is out of date, a path or specd_* name that does not exist, a broken link, a
-README over 250 lines or without `make test`, a C example that does not compile.
+README over 250 lines or without `make test`, a C example that does not compile or does not run.
 
   test_check_docs.py ROOT SPECD LIBDIR MODELS
 """
@@ -89,4 +89,6 @@ case("a README over 250 lines", "README.md", "## Benchmarks\n", "## Benchmarks\n
      "more than 250")
 case("a C example that does not compile", "README.md", "specd_generate(e, prompt", "specd_generate_text(e, prompt",
      "the C example does not build")
+case("a C example that builds but fails", "README.md", 'ep.draft_path = "draft.gguf";', 'ep.draft_path = "drafts.gguf";',
+     "the C example ran with status 1")
 sys.exit(1 if failed else 0)
