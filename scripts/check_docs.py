@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check_docs.py - the README and docs/ against the code, so that they cannot drift silently.
 
-  scripts/check_docs.py ROOT SPECD [--lib DIR|-] [--models DIR] [--cc CC] check (the `docs` test)
+  scripts/check_docs.py ROOT SPECD [--lib DIR|-] [--models DIR] [--rpc-lib FILE|-] [--cc CC]
+                                                                         check (the `docs` test)
   scripts/check_docs.py ROOT SPECD --update                              rewrite docs/cli.md's
                                                                          --help blocks
 
@@ -12,7 +13,10 @@ What it checks, each failure one line naming the file and what to change:
      one specd takes: in a --help text or a string literal of src/ (or one of the other tools'
      flags listed below);
   3. the `--json` table of docs/cli.md: each top-level field it names is printed by
-     `specd run --json`, and each key printed (at any depth) is named there (needs --models);
+     `specd run --json`, and each key printed (at any depth) is named there (needs --models); and
+     each key the JSON API answers with (status, tokenize, completion in both probability shapes,
+     with origins and drafters, completion.start and .poll, lora_adapters) is named in a code span
+     of docs/server.md (needs --rpc-lib, libspecd-rpc, and --models);
   4. every repository path the documents name exists (src/..., tests/..., ...; a path of
      llama.cpp's own under deps/llama/src), every .c/.h/.cpp file named exists somewhere, every
      specd_* name exists in include/ or src/, every link to a file or #heading resolves;
@@ -191,6 +195,42 @@ def check_json_fields(root, specd, models):
         fail(f"docs/cli.md: `specd run --json` prints the key '{key}', which the --json table does not name")
 
 
+def check_rpc_keys(root, rpc_lib, models):
+    import ctypes
+    lib = ctypes.CDLL(os.path.abspath(rpc_lib))
+    lib.specd_rpc.restype, lib.specd_rpc.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
+    lib.specd_free.argtypes = [ctypes.c_void_p]
+
+    def rpc(method, params=None):
+        req = {"jsonrpc": "2.0", "id": 1, "method": method, **({"params": params} if params is not None else {})}
+        p = lib.specd_rpc(json.dumps(req).encode())
+        answer = json.loads(ctypes.string_at(p).decode("utf-8", "replace"))
+        lib.specd_free(p)
+        if "error" in answer:
+            fail(f"the JSON API's {method} failed on the tiny models: {answer['error']}")
+        return answer.get("result")
+
+    models = os.path.abspath(models)
+    rpc("init", {"model": os.path.join(models, "target.gguf"), "model_draft": os.path.join(models, "draft.gguf"),
+                 "n_threads": 1, "calibration_cache": "off", "warmup": False})
+    completion = {"prompt": "Once upon a time", "n_predict": 8, "n_probs": 2, "return_origins": True,
+                  "speculative": {"type": ["ngram-simple", "draft"]}}
+    printed = set()
+    for method, params in (("status", None), ("tokenize", {"text": "Once", "with_pieces": True}),
+                           ("detokenize", {"tokens": [1, 2]}), ("completion", completion),
+                           ("completion", dict(completion, probs_format="llama")),
+                           ("completion", dict(completion, probs_format="llama", post_sampling_probs=True)),
+                           ("completion.start", {"prompt": "Once", "n_predict": 4}),
+                           ("completion.poll", {"wait_ms": 5000}), ("lora_adapters", None)):
+        json_keys(rpc(method, params), printed)
+    rpc("shutdown")
+    spans, _ = split_code(read(root, "docs/server.md"))
+    named = set(re.findall(r"\w+", " ".join(spans)))
+    for key in sorted(printed - named):
+        if not key.isdigit():
+            fail(f"docs/server.md: the JSON API answers with the key '{key}', which no code span there names")
+
+
 def slug(heading):
     s = heading.strip().lower()
     s = re.sub(r"[^\w\- ]", "", s)
@@ -305,6 +345,8 @@ def main():
     check_flags(root, helps)
     if "--models" in opts:
         check_json_fields(root, specd, opts["--models"])
+    if opts.get("--rpc-lib", "-") != "-" and "--models" in opts:
+        check_rpc_keys(root, opts["--rpc-lib"], opts["--models"])
     check_paths(root)
     lib = opts.get("--lib")
     check_readme(root, None if lib == "-" else lib, opts.get("--cc", "cc"), opts.get("--models"))

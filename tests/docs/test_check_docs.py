@@ -2,10 +2,11 @@
 """The docs check (scripts/check_docs.py) on copies of the README and docs/ in a temporary folder:
 the copies as they are pass, and each kind of drift fails, named: a flag specd does not take, a
 --json field it does not print (the README's old `invariance`) and one it prints undocumented, a
+JSON API answer's key docs/server.md does not name, a
 --help block that is out of date, a path or specd_* name that does not exist, a broken link, a
 README over 250 lines or without `make test`, a C example that does not compile or does not run.
 
-  test_check_docs.py ROOT SPECD LIBDIR MODELS
+  test_check_docs.py ROOT SPECD LIBDIR MODELS RPC_LIB      (LIBDIR, RPC_LIB: - for none)
 """
 import os
 import shutil
@@ -15,7 +16,8 @@ import tempfile
 
 sys.stdout.reconfigure(line_buffering=True)
 
-root, specd, lib, models = (os.path.abspath(a) for a in sys.argv[1:5])
+root, specd, models = (os.path.abspath(a) for a in (sys.argv[1], sys.argv[2], sys.argv[4]))
+lib, rpc_lib = (a if a == "-" else os.path.abspath(a) for a in (sys.argv[3], sys.argv[5]))
 failed = 0
 
 
@@ -36,7 +38,7 @@ def tree(tmp):
 
 def run(tmp):
     r = subprocess.run([sys.executable, os.path.join(root, "scripts/check_docs.py"), tmp, specd, "--lib", lib,
-                        "--models", models], capture_output=True, text=True, timeout=300)
+                        "--models", models, "--rpc-lib", rpc_lib], capture_output=True, text=True, timeout=300)
     return r.returncode, r.stdout + r.stderr
 
 
@@ -73,6 +75,9 @@ case("the README's old --json key", "docs/cli.md", "| `batch_invariant` |", "| `
      "names the field 'invariance', which `specd run --json` does not print")
 case("a --json key printed but not documented", "docs/cli.md", "`held_draft_length`", "`held_length`",
      "prints the key 'held_draft_length', which the --json table does not name")
+if rpc_lib != "-":
+    case("a JSON API key not documented", "docs/server.md", "`n_vocab`, `version`", "`vocab_size`, `version`",
+         "the JSON API answers with the key 'n_vocab'")
 case("a --help block out of date", "docs/cli.md", "  --json                   print one JSON object",
      "  --json                   print a JSON object", "the block of `specd run --help` is not what")
 case("a path that does not exist", "docs/internals.md", "`src/engine/llama_ext.h`", "`src/engine/llama_shim.h`",
@@ -89,6 +94,7 @@ case("a README over 250 lines", "README.md", "## Benchmarks\n", "## Benchmarks\n
      "more than 250")
 case("a C example that does not compile", "README.md", "specd_generate(e, prompt", "specd_generate_text(e, prompt",
      "the C example does not build")
-case("a C example that builds but fails", "README.md", 'ep.draft_path = "draft.gguf";', 'ep.draft_path = "drafts.gguf";',
-     "the C example ran with status 1")
+if lib != "-":
+    case("a C example that builds but fails", "README.md", 'ep.draft_path = "draft.gguf";', 'ep.draft_path = "drafts.gguf";',
+         "the C example ran with status 1")
 sys.exit(1 if failed else 0)
