@@ -17,7 +17,8 @@ What it checks, each failure one line naming the file and what to change:
      each key the JSON API answers with (status, tokenize, completion in both probability shapes,
      with origins and drafters, completion.start and .poll, lora_adapters) is named in a code span
      of docs/server.md (needs --rpc-lib, libspecd-rpc, and --models);
-  4. every repository path the documents name exists (src/..., tests/..., ...; a path of
+  4. every route the HTTP server matches (src/server/) is named in docs/server.md;
+     every repository path the documents name exists (src/..., tests/..., ...; a path of
      llama.cpp's own under deps/llama/src), every .c/.h/.cpp file named exists somewhere, every
      specd_* name exists in include/ or src/, every link to a file or #heading resolves;
   5. the README: at most 250 lines, its first code block runs `make demo` and `make test` (CI
@@ -231,6 +232,21 @@ def check_rpc_keys(root, rpc_lib, models):
             fail(f"docs/server.md: the JSON API answers with the key '{key}', which no code span there names")
 
 
+def check_routes(root):
+    """Every route the HTTP server matches (a "/..." literal of src/server/) is named in server.md."""
+    routes = set()
+    for d, _, files in os.walk(os.path.join(root, "src/server")):
+        for f in files:
+            if f.endswith(".c"):
+                with open(os.path.join(d, f), encoding="utf-8", errors="replace") as fh:
+                    routes.update(r.rstrip("/") for r in re.findall(r'"(/[a-z][\w./-]*)', fh.read()))
+    spans, _ = split_code(read(root, "docs/server.md"))
+    named = " ".join(spans)
+    for route in sorted(routes):
+        if not re.search(r"(?<![\w/-])%s(?![\w-])" % re.escape(route), named):
+            fail(f"docs/server.md: the server answers on '{route}', which no code span there names")
+
+
 def slug(heading):
     s = heading.strip().lower()
     s = re.sub(r"[^\w\- ]", "", s)
@@ -347,6 +363,7 @@ def main():
         check_json_fields(root, specd, opts["--models"])
     if opts.get("--rpc-lib", "-") != "-" and "--models" in opts:
         check_rpc_keys(root, opts["--rpc-lib"], opts["--models"])
+    check_routes(root)
     check_paths(root)
     lib = opts.get("--lib")
     check_readme(root, None if lib == "-" else lib, opts.get("--cc", "cc"), opts.get("--models"))
