@@ -16,7 +16,8 @@ What it checks, each failure one line naming the file and what to change:
      `specd run --json`, and each key printed (at any depth) is named there (needs --models); and
      each key the JSON API answers with (status, tokenize, completion in both probability shapes,
      with origins and drafters, completion.start and .poll, lora_adapters) is named in a code span
-     of docs/server.md (needs --rpc-lib, libspecd-rpc, and --models);
+     of docs/server.md (needs --rpc-lib, libspecd-rpc, and --models), and so is each key of what
+     `specd serve`'s routes answer (/props, /slots, /completion, /v1/completions, ...; --models);
   4. every route the HTTP server matches (src/server/) is named in docs/server.md;
      every repository path the documents name exists (src/..., tests/..., ...; a path of
      llama.cpp's own under deps/llama/src), every .c/.h/.cpp file named exists somewhere, every
@@ -75,7 +76,7 @@ def split_code(text):
             in_block = not in_block
             continue
         (block_lines if in_block else prose).append(line)
-    spans = re.findall(r"`([^`\n]+)`", "\n".join(prose))
+    spans = re.findall(r"`([^`]+)`", "\n".join(prose))  # a span may go over a line break
     return spans, block_lines
 
 
@@ -158,14 +159,20 @@ def check_flags(root, helps):
                  f"another tool's")
 
 
-def json_keys(value, out):
+# Objects whose keys are data, not field names: the legacy logprobs' {token: logprob}, and the
+# chat template's capabilities as llama.cpp names them.
+DATA_OBJECTS = ("top_logprobs", "chat_template_caps")
+
+
+def json_keys(value, out, parent=None):
     if isinstance(value, dict):
         for k, v in value.items():
-            out.add(k)
-            json_keys(v, out)
+            if parent not in DATA_OBJECTS:
+                out.add(k)
+            json_keys(v, out, k)
     elif isinstance(value, list):
         for v in value:
-            json_keys(v, out)
+            json_keys(v, out, parent)
 
 
 def check_json_fields(root, specd, models):
@@ -225,11 +232,52 @@ def check_rpc_keys(root, rpc_lib, models):
                            ("completion.poll", {"wait_ms": 5000}), ("lora_adapters", None)):
         json_keys(rpc(method, params), printed)
     rpc("shutdown")
+    check_named(root, printed, "the JSON API answers with")
+
+
+def check_named(root, keys, what):
     spans, _ = split_code(read(root, "docs/server.md"))
     named = set(re.findall(r"\w+", " ".join(spans)))
-    for key in sorted(printed - named):
+    for key in sorted(keys - named):
         if not key.isdigit():
-            fail(f"docs/server.md: the JSON API answers with the key '{key}', which no code span there names")
+            fail(f"docs/server.md: {what} the key '{key}', which no code span there names")
+
+
+def check_http_keys(specd, models):
+    """specd serve on the tiny models: the keys of what llama-server's and OpenAI's routes answer."""
+    import signal
+    import urllib.request
+    models = os.path.abspath(models)
+    server = subprocess.Popen([specd, "serve", "-m", os.path.join(models, "target.gguf"), "-md",
+                               os.path.join(models, "draft.gguf"), "--port", "0", "-t", "1", "-c", "512",
+                               "--no-warmup", "--calibration-cache", "off"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    printed = set()
+    try:
+        m = re.search(r"listening on (http://\S+)", server.stdout.readline())
+        if not m:
+            fail("specd serve on the tiny models did not say where it listens: " + server.stderr.read()[:300])
+            return printed
+        for path, body in (("/health", None), ("/props", None), ("/slots", None), ("/v1/models", None),
+                           ("/lora-adapters", None), ("/tokenize", {"content": "Once", "with_pieces": True}),
+                           ("/detokenize", {"tokens": [1, 2]}),
+                           ("/completion", {"prompt": "Once", "n_predict": 4, "n_probs": 2, "return_tokens": True}),
+                           ("/v1/completions", {"prompt": "Once", "max_tokens": 4, "logprobs": 2})):
+            data = json.dumps(body).encode() if body is not None else None
+            req = urllib.request.Request(m.group(1) + path, data=data, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    json_keys(json.loads(r.read().decode("utf-8", "replace")), printed)
+            except Exception as e:  # noqa: BLE001 - any failure is reported as the check's own
+                fail(f"specd serve on the tiny models: {path} failed: {e}")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    return printed
 
 
 def check_routes(root):
@@ -363,6 +411,8 @@ def main():
         check_json_fields(root, specd, opts["--models"])
     if opts.get("--rpc-lib", "-") != "-" and "--models" in opts:
         check_rpc_keys(root, opts["--rpc-lib"], opts["--models"])
+    if "--models" in opts:
+        check_named(root, check_http_keys(specd, opts["--models"]), "specd serve answers with")
     check_routes(root)
     check_paths(root)
     lib = opts.get("--lib")

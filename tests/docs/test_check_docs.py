@@ -2,7 +2,7 @@
 """The docs check (scripts/check_docs.py) on copies of the README and docs/ in a temporary folder:
 the copies as they are pass, and each kind of drift fails, named: a flag specd does not take, a
 --json field it does not print (the README's old `invariance`) and one it prints undocumented, a
-JSON API answer's key or a route docs/server.md does not name, a
+JSON API or HTTP answer's key or a route docs/server.md does not name, a
 --help block that is out of date, a path or specd_* name that does not exist, a broken link, a
 README over 250 lines or without `make test`, a C example that does not compile or does not run.
 
@@ -81,6 +81,8 @@ case("a --json key printed but not documented", "docs/cli.md", "`held_draft_leng
 if rpc_lib != "-":
     case("a JSON API key not documented", "docs/server.md", "`n_vocab`, `version`", "`vocab_size`, `version`",
          "the JSON API answers with the key 'n_vocab'")
+case("a key of /props not documented", "docs/server.md", "`total_slots`", "`slot_count`",
+     "specd serve answers with the key 'total_slots'")
 case("a route the server answers on, not documented", "docs/server.md", "*/apply-template", "/apply-templates",
      "the server answers on '/apply-template'")
 case("a --help block out of date", "docs/cli.md", "  --json                   print one JSON object",
