@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the layers of src/ (README, "How it works"), each folder a layer of its own:
+# Checks the layers of src/ (docs/internals.md, "The layers of the code"), each folder a layer of its own:
 #
 #   cli -> server -> rpc -> serve -> session -> draft -> verify -> sample -> engine -> util
 #
@@ -40,7 +40,7 @@ for f in "$src"/*/*.[ch] "$src"/*/*.cpp; do
     rel=${f#"$src"/}
     dir=${rel%%/*}
     n_files=$((n_files + 1))
-    [ -n "${rank[$dir]:-}" ] || { say "$rel: folder '$dir' has no place in the layer order (add it here and in the README)"; continue; }
+    [ -n "${rank[$dir]:-}" ] || { say "$rel: folder '$dir' has no place in the layer order (add it here and in docs/internals.md)"; continue; }
     while IFS=: read -r line kind target; do
         if [ "$kind" = '<' ] || [[ $target != */* ]]; then
             system_allowed "$dir" "${target##*/}" || say "$rel:$line: includes $target: not in $dir/ (see the list above)"

@@ -27,7 +27,7 @@
 #    (`make fuzz`; llama.cpp itself stays the gcc build above).
 #
 # A llama.cpp you already have: set LLAMA_CPP_DIR to its source tree (we build it the same way)
-# or to an install prefix holding lib/cmake/llama (we use it as is); see README.
+# or to an install prefix holding lib/cmake/llama (we use it as is); see docs/build.md.
 # SPECD_LLAMA_CMAKE_ARGS: more cmake arguments for llama.cpp's builds, space-separated (e.g.
 # -DGGML_CUDA_FA_ALL_QUANTS=ON).
 # SPECD_NO_APT=1: never call apt-get (a machine with no package registry, the packages installed
