@@ -20,6 +20,8 @@ typedef struct bench_sample {
     double verify_ms[BENCH_MAX_POS];
     double draft_token_ms;
     long drafted_at[BENCH_MAX_POS], accepted_at[BENCH_MAX_POS];
+    /* specd only: graph computes and reuses of the generation (--json's graphs), target and draft */
+    long target_passes, target_reused, draft_passes, draft_reused;
     char error[256];
 } bench_sample;
 

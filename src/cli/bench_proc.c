@@ -284,6 +284,12 @@ static bool parse_specd(const char *text, bench_sample *out) {
     out->draft_token_ms = json_number_value(json_object_get(costs, "draft_token_ms"));
     read_array(json_object_get(spec, "drafted_at"), NULL, out->drafted_at, BENCH_MAX_POS);
     read_array(json_object_get(spec, "accepted_at"), NULL, out->accepted_at, BENCH_MAX_POS);
+    json_t *graphs = json_object_get(root, "graphs");
+    json_t *tg = json_object_get(graphs, "target"), *dg = json_object_get(graphs, "draft");
+    out->target_passes = (long)json_integer_value(json_object_get(tg, "passes"));
+    out->target_reused = (long)json_integer_value(json_object_get(tg, "reused"));
+    out->draft_passes = (long)json_integer_value(json_object_get(dg, "passes"));
+    out->draft_reused = (long)json_integer_value(json_object_get(dg, "reused"));
     json_decref(root);
     return out->tokens_per_s > 0.0;
 }

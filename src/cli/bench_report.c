@@ -199,10 +199,29 @@ static const bench_config *find_specd(const bench_group *g, const char *name) {
     return NULL;
 }
 
+/* "97% / 88%": the share of passes that reused llama.cpp's graph over the configuration's runs,
+ * the target's and the draft's (on a GPU only those replay a CUDA graph); "–" for llama.cpp's
+ * tools, which do not report it. */
+static void print_graph_reuse(FILE *f, const bench_config *c) {
+    long tp = 0, tr = 0, dp = 0, dr = 0;
+    for (int i = 0; c->tool == TOOL_SPECD && i < c->n_samples; i++) {
+        const bench_sample *x = &c->samples[i];
+        if (!x->ok) continue;
+        tp += x->target_passes, tr += x->target_reused, dp += x->draft_passes, dr += x->draft_reused;
+    }
+    if (tp == 0) {
+        fputs(" – |", f);
+        return;
+    }
+    fprintf(f, " %.0f%%", 100.0 * (double)tr / (double)tp);
+    if (dp > 0) fprintf(f, " / %.0f%%", 100.0 * (double)dr / (double)dp);
+    fputs(" |", f);
+}
+
 static void write_row(FILE *f, const bench_config *c, double base, double llama_best, double limit) {
     double med, lo, hi;
     if (!c || tokens_per_s_stats(c, &med, &lo, &hi) == 0) {
-        if (c) fprintf(f, "| %s | failed | | | | | | | | |\n", c->name);
+        if (c) fprintf(f, "| %s | failed | | | | | | | | | |\n", c->name);
         return;
     }
     fprintf(f, "| %s | %.1f | %.1f–%.1f |", c->name, med, lo, hi);
@@ -215,6 +234,7 @@ static void write_row(FILE *f, const bench_config *c, double base, double llama_
     else fputs(" – |", f);
     double draft_ms = c->tool == TOOL_SPECD ? mean_field(c, offsetof(bench_sample, draft_token_ms)) : -1.0;
     print_optional(f, " %.3f |", draft_ms > 0.0 ? draft_ms : -1.0);
+    print_graph_reuse(f, c);
     fprintf(f, " %.0f |\n", max_rss(c));
 }
 
@@ -278,8 +298,8 @@ static void write_group(FILE *f, const bench_group *g, const char *plot_prefix) 
     if (g->pass_costs[0])
         fprintf(f, "Pass costs of the target (`tools/pass_costs --short`, flash attention off, empty cache): %s\n\n",
                 g->pass_costs);
-    fputs("| configuration | tokens/s | min–max | acceptance | accepted/step | vs no speculation | vs llama.cpp best | of chain limit | draft ms/token | peak RSS MB |\n"
-          "|---|---|---|---|---|---|---|---|---|---|\n", f);
+    fputs("| configuration | tokens/s | min–max | acceptance | accepted/step | vs no speculation | vs llama.cpp best | of chain limit | draft ms/token | graphs reused, target / draft | peak RSS MB |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|\n", f);
     write_row(f, completion, base, llama_best, limit);
     write_row(f, simple, base, llama_best, limit);
     write_row(f, spec, base, llama_best, limit);

@@ -22,6 +22,7 @@
         missing.
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -389,6 +390,13 @@ def bench(specd, models):
               and "| specd draft (default, cache of earlier runs) |" in report
               and "| specd, speculation off |" in report and "Chain limit:" in report and "failed" not in report,
               r.stderr[-500:] + report[:500])
+        def cell(row_name, column):
+            rows = [line.split("|") for line in report.splitlines() if line.startswith("| " + row_name + " |")]
+            return rows[0][column].strip() if rows else ""
+        check("bench reports graph reuse per specd row, the target's and the draft's",
+              "| graphs reused, target / draft |" in report
+              and re.fullmatch(r"\d+% / \d+%", cell("specd draft (default, first run)", 10))
+              and re.fullmatch(r"\d+%", cell("specd, speculation off", 10)), report[:1500])
         check("bench measures a run from a cache learnt with every core busy",
               "learning a calibration cache with every core busy" in r.stderr
               and "| specd draft (default, cache learnt under load) |" in report
