@@ -201,9 +201,13 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
                           "object");
     }
     rpc_error err;
-    if (rs->url && !strcmp(rs->url, "/infill") && !(body = infill_completion_params(rs->options->rpc, body, &err)))
+    bool not_supported = false;
+    if (rs->url && !strcmp(rs->url, "/infill") &&
+        !(body = infill_completion_params(rs->options->rpc, body, &err, &not_supported))) {
+        if (not_supported) return send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", err.message);
         return send_json(c, err.code == RPC_NO_MODEL ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST,
                          json_pack("{s:o}", "error", rpc_error_object(&err)));
+    }
     rs->stream = json_is_true(json_object_get(body, "stream"));
     completion_call *call = completion_outputs_call(rs->options->rpc, body, rs->stream, &err);
     if (!call)

@@ -140,10 +140,10 @@ void sse_end_all(void);
 /* ---- infill.c --------------------------------------------------------------------------------- */
 /* POST /infill's body (taken) -> /completion's body (new): input_prefix, input_suffix, input_extra
  * and prompt become the fill-in-the-middle token prompt, laid out with the serving model's FIM
- * tokens; a body that names no drafters gets "speculative": {"type": [what the engine drafts
- * with, "suffix"]} (model-free drafting of what the file repeats). NULL with *err (RPC_NO_MODEL
- * when none serves). */
-json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err);
+ * tokens; a body that names no drafters gets "speculative": {"type": [what a request drafts with
+ * by default, "suffix"]} (model-free drafting of what the file repeats). NULL with *err
+ * (RPC_NO_MODEL when none serves); *not_supported (may be NULL) says the model has no FIM tokens. */
+json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, bool *not_supported);
 
 /* ---- conn.c ----------------------------------------------------------------------------------- */
 /* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
@@ -185,6 +185,9 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
 /* Response helpers (value taken). */
 enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value);
 enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message);
+/* An error in llama-server's own shape, {"error": {code: the HTTP status, message, type}}, for what
+ * llama-server answers with a type of its own (not_supported_error: 501). */
+enum MHD_Result send_llama_error(struct MHD_Connection *c, unsigned status, const char *type, const char *message);
 /* A plain route's answer from a dispatcher response (taken): the result with 200, or the error
  * object with the HTTP status its code maps to. */
 enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response);
