@@ -784,7 +784,7 @@ def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     lora = os.path.join(models, "lora.gguf")
     server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1",
-                                        "--lora", lora, "--lora-init-without-apply"])
+                                        "--lora", lora, "--lora-init-without-apply", "--context-shift"])
     try:
         if port:
             code, text = curl(port, "/slots")
