@@ -219,8 +219,8 @@ bool route_is_slot_action(struct MHD_Connection *c, const char *url) {
            (!strcmp(url, "/slots") && MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"));
 }
 
-/* llama-server's POST /slots/{id}?action=save|restore|erase: refused by name (501, as llama-server
- * answers without --slot-save-path), never read as GET /slots. A slot's cache cannot go to a file
+/* llama-server's POST /slots/{id}?action=save|restore|erase: refused by name (501
+ * not_supported_error, as llama-server answers without --slot-save-path), never read as GET /slots. A slot's cache cannot go to a file
  * and back here: the draft model's cache and the drafters' memory would not follow it. */
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c) {
     const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
@@ -229,7 +229,7 @@ enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c) {
              "slot's cache to a file, restore one or erase one on demand (llama-server's POST /slots/ID?action="
              "save|restore|erase); to run a request on an empty cache, send it with \"cache_prompt\": false",
              action ? action : "");
-    return send_error(c, MHD_HTTP_NOT_IMPLEMENTED, RPC_METHOD_NOT_FOUND, message);
+    return send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", message);
 }
 
 /* ---- GET ------------------------------------------------------------------------------------- */

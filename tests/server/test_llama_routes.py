@@ -202,15 +202,17 @@ def check_slots_and_metrics(port):
 
 
 def check_slot_actions(port):
-    """llama-server's slot actions are refused by name (501), never answered as GET /slots."""
+    """llama-server's slot actions are refused by name (501 not_supported_error, its answer without
+    --slot-save-path), never answered as GET /slots."""
     for method_path, body, action in ((("/slots?action=erase",), None, "erase"),
                                       (("/slots/0?action=save",), {"filename": "x.bin"}, "save"),
                                       (("/slots/0?action=restore",), {"filename": "../../etc/passwd"}, "restore"),
                                       (("/slots/0?action=erase",), {}, "erase")):
         code, text = curl(port, method_path[0], body)
-        message = json.loads(text).get("error", {}).get("message", "") if text.startswith("{") else ""
-        check(f"{'POST' if body is not None else 'GET'} {method_path[0]}: 501 naming the action '{action}'",
-              code == 501 and f"action '{action}' is not implemented" in message, (code, text[:300]))
+        error = json.loads(text).get("error", {}) if text.startswith("{") else {}
+        check(f"{'POST' if body is not None else 'GET'} {method_path[0]}: 501 not_supported_error naming the action "
+              f"'{action}'", code == 501 and f"action '{action}' is not implemented" in error.get("message", "")
+              and error.get("type") == "not_supported_error" and error.get("code") == 501, (code, text[:300]))
 
 
 def check_slot_while_processing(port):
