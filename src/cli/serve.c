@@ -30,6 +30,10 @@ static void serve_usage(FILE *out) {
           "  --models-dir DIR       init over HTTP may load only regular files under DIR (after\n"
           "                         resolving symlinks and '..'; relative paths are taken in DIR).\n"
           "                         Without it the admin key may load any file the process can read\n"
+          "  --slot-save-path DIR   POST /slots/ID?action=save|restore|erase keep a slot's caches\n"
+          "                         (the target's and the draft's) in files under DIR, as\n"
+          "                         llama-server (every filename confined to DIR; a file saved for\n"
+          "                         other models or another context is refused); without it: 501\n"
           "  --no-webui             GET / answers readiness as /health does, instead of the chat page\n"
           "  --chat-template-file F /v1/chat/completions renders messages with this Jinja template\n"
           "                         instead of the model's own (tokenizer.chat_template)\n"
@@ -100,7 +104,8 @@ static void serve_usage(FILE *out) {
           "  llama-server's: POST /completion (\"stream\": true for SSE), POST /infill (code\n"
           "        completion with the model's fill-in-the-middle tokens), POST /tokenize,\n"
           "        POST /detokenize, POST /apply-template (a chat's prompt), GET /props, GET /slots,\n"
-          "        GET /metrics (Prometheus), GET and POST /lora-adapters\n"
+          "        POST /slots/ID?action=save|restore|erase (--slot-save-path), GET /metrics\n"
+          "        (Prometheus), GET and POST /lora-adapters\n"
           "  OpenAI's: POST /v1/chat/completions (tools, reasoning), POST /v1/completions,\n"
           "        POST /v1/responses (the Responses API), GET /v1/models\n"
           "  Anthropic's: POST /v1/messages, POST /v1/messages/count_tokens\n"
@@ -228,6 +233,7 @@ static int parse_serve_options(cli_args *a, http_options *o) {
         else if (!strcmp(f, "--api-key")) ok = key_value(a, f, &o->api_key);
         else if (!strcmp(f, "--admin-api-key")) ok = key_value(a, f, &o->admin_key);
         else if (!strcmp(f, "--models-dir")) ok = (o->models_dir_arg = cli_value(a, f)) != NULL;
+        else if (!strcmp(f, "--slot-save-path")) ok = (o->slot_save_path_arg = cli_value(a, f)) != NULL;
         else if (!strcmp(f, "--max-body")) ok = cli_int(a, f, 1, INT32_MAX, &o->max_body);
         else if (!strcmp(f, "--request-timeout") || !strcmp(f, "-to") || !strcmp(f, "--timeout"))
             ok = cli_int(a, f, 1, 3600, &o->request_timeout_s);
@@ -273,13 +279,12 @@ static int parse_serve_options(cli_args *a, http_options *o) {
     return 0;
 }
 
-/* The real path of --models-dir, which must be a directory. */
-static bool resolve_models_dir(http_options *o, cli_args *a) {
-    if (!o->models_dir_arg) return true;
-    o->models_dir = realpath(o->models_dir_arg, NULL);
+/* The real path of a directory option (--models-dir, --slot-save-path), which must be one. */
+static bool resolve_dir(cli_args *a, const char *flag, const char *arg, char **out) {
+    if (!arg) return true;
+    *out = realpath(arg, NULL);
     struct stat st;
-    if (!o->models_dir || stat(o->models_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cli_fail(a, "--models-dir '%s' is not a directory", o->models_dir_arg);
+    if (!*out || stat(*out, &st) != 0 || !S_ISDIR(st.st_mode)) return cli_fail(a, "%s '%s' is not a directory", flag, arg);
     return true;
 }
 
@@ -316,6 +321,7 @@ static int load_models(rpc_host *host, rpc_engine_settings *models) {
 static void free_options(http_options *o) {
     rpc_engine_settings_free(&o->models);
     free(o->models_dir);
+    free(o->slot_save_path);
     free(o->chat.template_src);
 }
 
@@ -326,7 +332,9 @@ int cli_serve(int argc, char **argv) {
                        .chat = {.jinja = true}, .sampling = specd_generation_default_params().sampling};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
-    if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;
+    if (parsed == 0 && (!resolve_dir(&a, "--models-dir", o.models_dir_arg, &o.models_dir) ||
+                        !resolve_dir(&a, "--slot-save-path", o.slot_save_path_arg, &o.slot_save_path)))
+        parsed = -1;
     if (parsed != 0) {
         if (parsed == 1) serve_usage(stdout);
         else fprintf(stderr, "specd: error: %s\n", a.error);

@@ -200,9 +200,18 @@ unsigned http_status_for(json_int_t code);
 bool route_is_llama_get(const char *url);
 bool route_is_llama_post(const char *url);
 /* Whether the request is one of llama-server's slot actions (/slots/ID, /slots?action=...), and
- * their answer: 501 naming the action, which specd does not implement. */
+ * their answer without --slot-save-path: 501 naming the action, as llama-server. */
 bool route_is_slot_action(struct MHD_Connection *c, const char *url);
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c);
+/* The slot and the action of POST /slots/ID?action=save|restore|erase: true with *slot and *action
+ * (a static string), else false with why in `message`. */
+bool route_slot_action_target(struct MHD_Connection *c, const char *url, int32_t *slot, const char **action,
+                              char *message, size_t size);
+/* The work of a slot action on a call worker (it waits for the slot to be idle): a context (the
+ * body taken; `dir` the real --slot-save-path) and its call_fn, whose answer is as the dispatcher's. */
+void *route_slot_action_call(rpc_host *host, int32_t slot, const char *action, json_t *body, const char *dir);
+json_t *route_slot_action_run(void *ctx);
+void route_slot_action_free(void *ctx);
 /* Answers a GET route (the caller checked the key). */
 enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const http_chat *chat, const char *url);
 /* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`.

@@ -7,7 +7,9 @@ names no drafters; the drafting defaults of --draft-max in /props and in request
 `speculative` object without n_max; a full context stopping generation unless --context-shift; a
 streamed chat whose output the template's parser refuses keeping its text on all three chat routes,
 as the blocking answer does; /infill on a model without FIM tokens answering 501
-not_supported_error in llama-server's error shape; every route in serve --help.
+not_supported_error in llama-server's error shape; every route in serve --help; slots on disk
+(--slot-save-path, POST /slots/ID?action=save|restore|erase): a round trip gives the same text
+with the cache reused, bad names and other models' files are refused alike.
 
     test_serve_parity.py SPECD MODELS_DIR TEMPLATES_DIR
 """
@@ -15,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from test_serve import check, curl, failures, served, sse_events
 
@@ -189,14 +192,82 @@ def check_infill_and_help(specd, target):
               and "prefix token is missing" in err.get("message", ""), (code, answer))
     r = subprocess.run([specd, "serve", "--help"], capture_output=True, text=True, timeout=60)
     routes = ["/rpc", "/completion", "/infill", "/tokenize", "/detokenize", "/apply-template", "/props", "/slots",
-              "/metrics", "/lora-adapters", "/health", "/v1/chat/completions", "/v1/completions", "/v1/responses",
+              "/metrics", "/lora-adapters", "/slots/ID?action=save|restore|erase", "/health", "/v1/chat/completions", "/v1/completions", "/v1/responses",
               "/v1/models", "/v1/messages", "/v1/messages/count_tokens"]
     missing = [route for route in routes if route not in r.stdout]
     check("serve --help lists every route", r.returncode == 0 and not missing, missing)
     flags = ["--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min", "--draft-p-min", "--spec-draft-model",
-             "--spec-ngram-simple-size-n", "--context-shift", "--no-context-shift", "--spec-type"]
+             "--spec-ngram-simple-size-n", "--context-shift", "--no-context-shift", "--spec-type", "--slot-save-path"]
     missing = [flag for flag in flags if flag not in r.stdout]
     check("serve --help names llama-server's drafting and context flags", not missing, missing)
+
+
+def slot_action(port, slot, action, body=None):
+    return post(port, f"/slots/{slot}?action={action}", body if body is not None else {})
+
+
+def completion_in(port, slot, body):
+    code, answer = post(port, "/completion", dict(body, id_slot=slot))
+    ok = code == 200 and isinstance(answer, dict)
+    return (answer.get("content"), answer["timings"]["cache_n"]) if ok else (None, None)
+
+
+def check_slot_files(specd, target, draft, other):
+    """llama-server's slots on disk: save a slot's caches, erase them (the next request decodes its
+    prompt again), restore them (the next request reuses them: cache_n > 0, the same text), also
+    into another slot; every filename through the confinement (outside names, missing files and
+    other models' files refused alike, with a 400 naming filename)."""
+    body = {"prompt": "once upon a time there was a little girl", "n_predict": 12, "temperature": 0,
+            "ignore_eos": True}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, "slots")
+        os.mkdir(folder)
+        args = ["-m", target, "-md", draft, "-c", "512", "-t", "1", "-np", "2", "--slot-save-path", folder]
+        with served(specd, args, "--slot-save-path") as (_, port):
+            if not port:
+                return
+            text, _ = completion_in(port, 0, body)
+            code, saved = slot_action(port, 0, "save", {"filename": "a.bin"})
+            check("save: the slot's tokens written to the file under --slot-save-path", code == 200
+                  and saved.get("n_saved", 0) > 0 and saved.get("filename") == "a.bin"
+                  and saved.get("n_written") == os.path.getsize(os.path.join(folder, "a.bin")), (code, saved))
+            code, erased = slot_action(port, 0, "erase")
+            again = completion_in(port, 0, body)
+            check("erase: the slot holds nothing, the next request decodes its prompt again (cache_n 0), same text",
+                  code == 200 and erased.get("n_erased") == saved.get("n_saved") and again == (text, 0),
+                  (code, erased, again, text))
+            slot_action(port, 0, "erase")
+            code, restored = slot_action(port, 0, "restore", {"filename": "a.bin"})
+            reused = completion_in(port, 0, body)
+            check("restore: the next request reuses the cache (cache_n > 0) and gives the same text", code == 200
+                  and restored.get("n_restored") == saved.get("n_saved") and reused[0] == text and reused[1] > 0,
+                  (code, restored, reused, text))
+            code, _ = slot_action(port, 1, "restore", {"filename": "a.bin"})
+            other_slot = completion_in(port, 1, body)
+            check("restore into another slot: that slot reuses it", code == 200 and other_slot[0] == text
+                  and other_slot[1] > 0, (code, other_slot))
+            with open(os.path.join(folder, "junk.bin"), "wb") as f:
+                f.write(b"not a slot")
+            with open(os.path.join(folder, "a.bin"), "rb") as src, open(os.path.join(tmp, "copy.bin"), "wb") as dst:
+                dst.write(src.read())  # a good slot file, but outside the folder
+            outside = os.path.join(tmp, "outside.bin")
+            for action, name in (("restore", "../copy.bin"), ("restore", os.path.join(tmp, "copy.bin")),
+                                 ("restore", "missing.bin"), ("save", "../outside.bin"), ("save", outside),
+                                 ("save", ""), ("restore", "junk.bin")):
+                code, answer = slot_action(port, 0, action, {"filename": name})
+                err = answer.get("error", {}) if isinstance(answer, dict) else {}
+                check(f"{action} '{name}': 400 naming filename", code == 400
+                      and err.get("data", {}).get("field") == "filename", (code, answer))
+            check("a save outside the folder writes nothing there", not os.path.exists(outside))
+            code, answer = slot_action(port, 5, "erase")
+            check("a slot out of range: 400", code == 400, (code, answer))
+        with served(specd, ["-m", other, "-c", "512", "-t", "1", "-np", "1", "--slot-save-path", folder],
+                    "another model") as (_, port):
+            code, answer = slot_action(port, 0, "restore", {"filename": "a.bin"}) if port else (0, {})
+            message = answer.get("error", {}).get("message", "") if isinstance(answer, dict) else ""
+            check("restore of a file saved for another model: 400 naming filename, saying so", code == 400
+                  and answer["error"]["data"]["field"] == "filename" and "saved for another model" in message,
+                  (code, answer))
 
 
 def main(specd, models, templates_dir):
@@ -207,6 +278,7 @@ def main(specd, models, templates_dir):
     check_context_shift(specd, target, draft)
     check_stream_fallback(specd, target, templates_dir)
     check_infill_and_help(specd, target)
+    check_slot_files(specd, target, draft, os.path.join(models, "target-h64.gguf"))
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
