@@ -220,16 +220,16 @@ bool route_is_slot_action(struct MHD_Connection *c, const char *url) {
            (!strcmp(url, "/slots") && MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"));
 }
 
-/* llama-server's POST /slots/{id}?action=save|restore|erase: refused by name (501
- * not_supported_error, as llama-server answers without --slot-save-path), never read as GET /slots. A slot's cache cannot go to a file
- * and back here: the draft model's cache and the drafters' memory would not follow it. */
+/* llama-server's POST /slots/{id}?action=save|restore|erase on a server started without
+ * --slot-save-path: refused by name (501 not_supported_error, as llama-server answers), never read
+ * as GET /slots. */
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c) {
     const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
     char message[500];
-    snprintf(message, sizeof message, "the /slots action '%.40s' is not implemented by specd: it does not save a "
-             "slot's cache to a file, restore one or erase one on demand (llama-server's POST /slots/ID?action="
-             "save|restore|erase); to run a request on an empty cache, send it with \"cache_prompt\": false",
-             action ? action : "");
+    snprintf(message, sizeof message, "the /slots action '%.40s' needs --slot-save-path: start specd serve with "
+             "--slot-save-path DIR to save, restore and erase a slot's cache in files there (llama-server's POST "
+             "/slots/ID?action=save|restore|erase); to run a request on an empty cache, send it with "
+             "\"cache_prompt\": false", action ? action : "");
     return send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", message);
 }
 

@@ -211,7 +211,7 @@ def check_slot_actions(port):
         code, text = curl(port, method_path[0], body)
         error = json.loads(text).get("error", {}) if text.startswith("{") else {}
         check(f"{'POST' if body is not None else 'GET'} {method_path[0]}: 501 not_supported_error naming the action "
-              f"'{action}'", code == 501 and f"action '{action}' is not implemented" in error.get("message", "")
+              f"'{action}'", code == 501 and f"action '{action}' needs --slot-save-path" in error.get("message", "")
               and error.get("type") == "not_supported_error" and error.get("code") == 501, (code, text[:300]))
 
 
