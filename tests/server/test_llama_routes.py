@@ -229,7 +229,11 @@ def check_slot_while_processing(port):
     _, poll = rpc(port, "completion.poll", {"id": job}, key=KEY)
     still_running = poll["result"]["finished"] is False
     rpc(port, "completion.cancel", {"id": job}, key=KEY)
-    rpc(port, "completion.poll", {"id": job, "wait_ms": 10000}, key=KEY)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # a poll's wait ends at the first news (pieces not seen yet), not at the end
+        _, polled = rpc(port, "completion.poll", {"id": job, "wait_ms": 2000}, key=KEY)
+        if polled.get("result", {}).get("finished"):
+            break
     check("while a completion runs: /slots processing, fail_on_no_slot 503, requests_processing 1", still_running
           and slots[0]["state"] == "processing" and slots[0]["is_processing"] is True and slots[0]["id_task"] == job
           and code_busy == 503 and samples[("llamacpp:requests_processing", "")] == 1, (slots, code_busy, poll))
