@@ -143,37 +143,35 @@ static bool on_off_value(const char *v, bool *out, rpc_error *err, const char *f
     return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"on\" or \"off\", got '%s'", field, v);
 }
 
+/* The drafters a list names, in order (none for AUTO). */
+static int32_t listed_types(const specd_spec_params *sp, specd_spec_type *out) {
+    if (sp->n_types > 0) {
+        memcpy(out, sp->types, (size_t)sp->n_types * sizeof *out);
+        return sp->n_types;
+    }
+    if (sp->type == SPECD_SPEC_AUTO) return 0;
+    out[0] = sp->type;
+    return 1;
+}
+
 /* --spec-type LIST (llama-server's: "draft-mtp", "ngram-mod,draft-simple", ...): what every
  * request that names no drafters drafts with, as llama-server applies it; a list that names MTP
- * loads the target's MTP layers. Repeated, the lists add up (as llama-server's). */
+ * loads the target's MTP layers. Repeated, the lists add up (as llama-server's), each type once. */
 static bool spec_type_value(const char *v, rpc_engine_settings *s, rpc_error *err, const char *field) {
     specd_spec_params parsed = s->speculative;
+    specd_spec_type before[SPECD_SPEC_MAX_TYPES], added[SPECD_SPEC_MAX_TYPES];
+    const char *names[2 * SPECD_SPEC_MAX_TYPES];
     char *message = NULL;
-    if (specd_spec_params_parse_types(&parsed, v, &message) != SPECD_OK) {
-        rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s: %s", field, message ? message : "");
-        specd_free(message);
-        return false;
+    bool ok = specd_spec_params_parse_types(&parsed, v, &message) == SPECD_OK;
+    int32_t n = ok ? listed_types(&s->speculative, before) : 0, n_added = ok ? listed_types(&parsed, added) : 0;
+    for (int32_t i = 0; i < n; i++) names[i] = specd_spec_type_name(before[i]);
+    for (int32_t i = 0; i < n_added; i++) {
+        bool seen = false;
+        for (int32_t j = 0; j < n; j++) seen |= before[j] == added[i];
+        if (!seen) names[n++] = specd_spec_type_name(added[i]);
     }
-    specd_spec_type list[SPECD_SPEC_MAX_TYPES];
-    int32_t n = 0;
-    const specd_spec_params *lists[2] = {&s->speculative, &parsed};
-    for (int k = 0; k < 2; k++) { /* the earlier list, then this one: each type once */
-        const specd_spec_params *sp = lists[k];
-        int32_t m = sp->n_types > 0 ? sp->n_types : sp->type == SPECD_SPEC_AUTO ? 0 : 1;
-        for (int32_t i = 0; i < m; i++) {
-            specd_spec_type t = sp->n_types > 0 ? sp->types[i] : sp->type;
-            bool seen = false;
-            for (int32_t j = 0; j < n; j++) seen |= list[j] == t;
-            if (seen) continue;
-            if (n == SPECD_SPEC_MAX_TYPES)
-                return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s: at most %d drafters in all", field,
-                                SPECD_SPEC_MAX_TYPES);
-            list[n++] = t;
-        }
-    }
-    const char *names[SPECD_SPEC_MAX_TYPES];
-    for (int32_t i = 0; i < n; i++) names[i] = specd_spec_type_name(list[i]);
-    if (specd_spec_params_set_types(&s->speculative, names, n, &message) != SPECD_OK) {
+    ok = ok && specd_spec_params_set_types(&s->speculative, names, n, &message) == SPECD_OK;
+    if (!ok) {
         rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s: %s", field, message ? message : "");
         specd_free(message);
         return false;
