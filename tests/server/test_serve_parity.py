@@ -114,6 +114,10 @@ def check_spec_type(specd, target, draft):
         code, answer = post(port, "/completion", dict(body, **{"speculative.type": "draft"}))
         check("a request's own speculative.type replaces --spec-type", code == 200
               and drafters_of(answer)[0] == "draft", (code, answer))
+    with served(specd, ["-m", target, "-c", "256", "-t", "1", "-np", "1", "--spec-type", "ngram-mod",
+                        "--spec-type", "suffix,ngram-mod"], "--spec-type twice") as (_, port):
+        check("--spec-type given twice: the lists add up, each drafter once (as llama-server's)",
+              port and props_speculative(port).get("type") == ["ngram-mod", "suffix"], port and props_speculative(port))
     with served(specd, ["-m", target, "-c", "256", "-t", "1", "-np", "1", "--spec-type", "ngram-simple"],
                 "--spec-type ngram-simple") as (_, port):
         code, answer = post(port, "/completion", body) if port else (0, {})
