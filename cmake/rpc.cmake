@@ -19,6 +19,7 @@ set(SPECD_RPC_SOURCES
   src/serve/job.c
   src/serve/run.c
   src/serve/scheduler.c
+  src/serve/slot_call.c
   src/serve/server.c
   src/rpc/errors.c
   src/rpc/params.c
@@ -35,6 +36,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/reply_json.c
   src/rpc/probs_json.c
   src/rpc/props.c
+  src/rpc/slot_files.c
   src/rpc/methods_model.c
   src/rpc/methods_tokens.c
   src/rpc/methods_completion.c

@@ -342,6 +342,20 @@ SPECD_API void specd_engine_slot_forget(specd_engine *engine, int32_t slot);
  * is under way (`from` may have a live session). Same thread rules as the sessions. */
 SPECD_API int32_t specd_engine_slot_share(specd_engine *engine, int32_t from, int32_t to, const specd_token *prompt,
                                           int32_t n_prompt);
+/* The tokens slot `slot` holds in the target's cache (0 for a slot out of range). */
+SPECD_API int32_t specd_engine_slot_tokens(specd_engine *engine, int32_t slot);
+/* Slot `slot`'s caches as bytes (*data: heap, free with specd_free; *size): the target's cells and
+ * the tokens they hold, the draft's the same, after a header naming the models, the slot's context
+ * and the cache types. specd_engine_slot_restore puts such bytes back into a slot (what it held
+ * dropped first; *n_tokens: the tokens it holds now), so that a later session there reuses them
+ * as if it had decoded them; bytes saved for other models or another context are refused by name
+ * (SPECD_ERR_INVALID_ARGUMENT). Not for recurrent or hybrid models or engines with a drafting head
+ * (their state does not follow the cells). llama-server's slot save and restore. Call them between
+ * the sessions of that slot, while no pass is under way; same thread rules as the sessions. */
+SPECD_API specd_status specd_engine_slot_save(specd_engine *engine, int32_t slot, void **data, size_t *size,
+                                              char **error);
+SPECD_API specd_status specd_engine_slot_restore(specd_engine *engine, int32_t slot, const void *data, size_t size,
+                                                 int32_t *n_tokens, char **error);
 SPECD_API int32_t specd_engine_n_vocab(const specd_engine *engine);
 /* Whether the target's KV cache can move positions (llama_memory_can_shift), which
  * specd_generation_params.context_shift needs. False for e.g. recurrent models. */

@@ -143,7 +143,7 @@ static void print_usage(FILE *stream) {
             " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
             " [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0] [--hidden-mix 0.5] [--target FILE]"
             " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8] [--lora-rank R]"
-            " [--nextn-layers 1]\n");
+            " [--nextn-layers 1] [--fim on|off]\n");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -42,7 +42,8 @@ static void run_usage(FILE *out) {
     fputs("usage: specd run -m TARGET [-md DRAFT] (-p PROMPT | -f FILE) [options]\n"
           "\n"
           "  -m, --model FILE         target model (GGUF)\n"
-          "  -md, --model-draft FILE  draft model (GGUF); speculation is on when given\n"
+          "  -md, --model-draft, --spec-draft-model FILE\n"
+          "                           draft model (GGUF); speculation is on when given\n"
           "  -p, --prompt TEXT        prompt text\n"
           "  -f, --file FILE          read the prompt from FILE\n"
           "  -n, --n-predict N        tokens to generate (-1: until end of text; default -1)\n"
@@ -110,22 +111,27 @@ static void run_usage(FILE *out) {
           "  --ignore-eos             do not stop at end-of-generation tokens\n"
           "  --context-shift          when the context is full, drop the older half of what follows\n"
           "                           the first --keep tokens and go on (as llama-server)\n"
+          "  --no-context-shift       stop when the context is full (the default)\n"
           "  --keep N                 tokens kept at the start on a context shift (-1: the prompt;\n"
           "                           default 0)\n"
           "  --grammar TEXT           GBNF grammar the output must match (start symbol root)\n"
           "  --grammar-file FILE      read the grammar from FILE\n"
-          "  --spec LIST              speculation: none, or a comma-separated list of the drafters\n"
+          "  --spec, --spec-type LIST speculation: none, or a comma-separated list of the drafters\n"
           "                           below (llama-server's --spec-type names too); each step uses\n"
           "                           the one expected to pay most (default: the draft model or head\n"
           "                           given with -md); mtp loads the target's MTP layers,\n"
           "                           eagle3/dflash/dspark need that head as -md\n"
-          "  --spec-ngram-n N         n-gram length of ngram-simple and ngram-map (default 3)\n"
+          "  --spec-ngram-n, --spec-ngram-simple-size-n N\n"
+          "                           n-gram length of ngram-simple and ngram-map (default 3)\n"
           "  --spec-ngram-min-hits N  ngram-map drafts continuations seen N times (default 2)\n"
           "  --spec-ngram-cache FILE  static n-gram cache for ngram-cache (tools/build_ngram_cache)\n"
           "  --spec-suffix-branches N suffix drafts may be trees of up to N branches (1-8; default 1)\n"
-          "  --draft-max N            longest draft per step (default 8)\n"
-          "  --draft-min N            shortest draft per step (default 0)\n"
-          "  --draft-p-min P          stop drafting below this draft confidence (default 0)\n"
+          "  --draft-max, --spec-draft-n-max N\n"
+          "                           longest draft per step (default 8)\n"
+          "  --draft-min, --spec-draft-n-min N\n"
+          "                           shortest draft per step (default 0)\n"
+          "  --draft-p-min, --spec-draft-p-min P\n"
+          "                           stop drafting below this draft confidence (default 0)\n"
           "  --draft-fixed            always draft --draft-max tokens (no adaptive length)\n"
           "  --draft-tree on|off|auto draft-model trees: forced, chains only, or where the measured\n"
           "                           costs say a branch pays (default auto; chains with flash\n"
@@ -154,13 +160,19 @@ static void run_usage(FILE *out) {
     cli_print_drafters(out);
 }
 
-/* --spec: 'none', 'draft' (the plain draft-model loop), or a list such as 'ngram-simple,draft'. */
-static bool parse_spec(cli_args *a, specd_spec_params *sp) {
-    const char *v = cli_value(a, "--spec");
+/* f is the flag `name` or its llama.cpp 0.5.0 spelling `llama_name`. */
+static bool is_flag(const char *f, const char *name, const char *llama_name) {
+    return !strcmp(f, name) || !strcmp(f, llama_name);
+}
+
+/* --spec (or llama.cpp's --spec-type): 'none', 'draft' (the plain draft-model loop), or a list
+ * such as 'ngram-simple,draft'. */
+static bool parse_spec(cli_args *a, const char *flag, specd_spec_params *sp) {
+    const char *v = cli_value(a, flag);
     if (!v) return false;
     char *err = NULL;
     bool ok = specd_spec_params_parse_types(sp, v, &err) == SPECD_OK;
-    if (!ok) cli_fail(a, "--spec must be none or a comma-separated list of %s: %s", specd_spec_type_names(),
+    if (!ok) cli_fail(a, "%s must be none or a comma-separated list of %s: %s", flag, specd_spec_type_names(),
                       err ? err : "");
     specd_free(err);
     return ok;
@@ -280,15 +292,16 @@ static int parse_generation_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--no-reproducible")) s->reproducible = false;
     else if (!strcmp(f, "--ignore-eos")) o->gen.ignore_eos = true;
     else if (!strcmp(f, "--context-shift")) o->gen.context_shift = true;
+    else if (!strcmp(f, "--no-context-shift")) o->gen.context_shift = false;
     else if (!strcmp(f, "--keep")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); o->gen.n_keep = (int32_t)i; }
     else if (!strcmp(f, "--grammar")) ok = (o->gen.grammar = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--grammar-file")) ok = (o->grammar_file = cli_value(a, f)) != NULL;
-    else if (!strcmp(f, "--spec")) ok = parse_spec(a, sp);
-    else if (!strcmp(f, "--draft-max")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_max = (int32_t)i; }
-    else if (!strcmp(f, "--draft-min")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_min = (int32_t)i; }
-    else if (!strcmp(f, "--draft-p-min")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); sp->draft_p_min = (float)d; }
+    else if (!strcmp(f, "--spec") || !strcmp(f, "--spec-type")) ok = parse_spec(a, f, sp);
+    else if (is_flag(f, "--draft-max", "--spec-draft-n-max")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_max = (int32_t)i; }
+    else if (is_flag(f, "--draft-min", "--spec-draft-n-min")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->draft_min = (int32_t)i; }
+    else if (is_flag(f, "--draft-p-min", "--spec-draft-p-min")) { ok = cli_float(a, f, -HUGE_VAL, HUGE_VAL, &d); sp->draft_p_min = (float)d; }
     else if (!strcmp(f, "--draft-fixed")) sp->adaptive = false;
-    else if (!strcmp(f, "--spec-ngram-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_n = (int32_t)i; }
+    else if (is_flag(f, "--spec-ngram-n", "--spec-ngram-simple-size-n")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_n = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-min-hits")) { ok = cli_int(a, f, INT32_MIN, INT32_MAX, &i); sp->ngram_min_hits = (int32_t)i; }
     else if (!strcmp(f, "--spec-ngram-cache")) ok = (sp->ngram_cache_path = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--draft-tree")) ok = parse_draft_tree(a, f, &sp->tree);
@@ -393,7 +406,8 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     int64_t i = 0;
     bool ok = true;
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) ok = (e->target_path = cli_value(a, f)) != NULL;
-    else if (!strcmp(f, "-md") || !strcmp(f, "--model-draft")) ok = (e->draft_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "-md") || !strcmp(f, "--model-draft") || !strcmp(f, "--spec-draft-model"))
+        ok = (e->draft_path = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { ok = cli_int(a, f, 0, 1 << 24, &i); e->n_ctx = (int32_t)i; }
     else if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) { ok = cli_int(a, f, 1, 1 << 20, &i); e->n_batch = (int32_t)i; }
     else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { ok = cli_int(a, f, 1, 1024, &i); e->n_threads = (int32_t)i; }

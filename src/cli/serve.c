@@ -30,6 +30,10 @@ static void serve_usage(FILE *out) {
           "  --models-dir DIR       init over HTTP may load only regular files under DIR (after\n"
           "                         resolving symlinks and '..'; relative paths are taken in DIR).\n"
           "                         Without it the admin key may load any file the process can read\n"
+          "  --slot-save-path DIR   POST /slots/ID?action=save|restore|erase keep a slot's caches\n"
+          "                         (the target's and the draft's) in files under DIR, as\n"
+          "                         llama-server (every filename confined to DIR; a file saved for\n"
+          "                         other models or another context is refused); without it: 501\n"
           "  --no-webui             GET / answers readiness as /health does, instead of the chat page\n"
           "  --chat-template-file F /v1/chat/completions renders messages with this Jinja template\n"
           "                         instead of the model's own (tokenizer.chat_template)\n"
@@ -61,7 +65,29 @@ static void serve_usage(FILE *out) {
           "                         target passes) in one step ends (stop_type time_limit;\n"
           "                         default 10; 0 = no limit); a slot whose grammar stalls the\n"
           "                         others steps apart, never slowing them by more than half\n"
-          "  model options as for init: -m, -md, -c, -t, -tb, -b, -ub, --draft-max, -fa on|off|auto\n"
+          "  --context-shift, --no-context-shift\n"
+          "                         when a slot's context is full, drop the older half of what\n"
+          "                         follows n_keep and go on, or stop there (default: stop, as\n"
+          "                         llama-server 0.5.0; the stop says truncated)\n"
+          "  --spec-type LIST       what every request that names no drafters drafts with\n"
+          "                         (llama-server's names, comma-separated; repeated lists add up;\n"
+          "                         default: the -md model or head; draft-mtp loads the target's\n"
+          "                         MTP layers); a request's speculative.type replaces it\n"
+          "  --draft-max, --spec-draft-n-max N\n"
+          "                         the longest draft a request may ask for, and its default n_max\n"
+          "                         (default: 8, at most 16; --spec-draft-n-max 0: requests draft\n"
+          "                         only when they ask for an n_max, at most 16)\n"
+          "  --draft-min, --spec-draft-n-min N\n"
+          "                         a request's default n_min (default 0)\n"
+          "  --draft-p-min, --spec-draft-p-min P\n"
+          "                         a request's default p_min: drafting stops below this draft\n"
+          "                         confidence (default 0)\n"
+          "  --spec-ngram-simple-size-n N\n"
+          "                         a request's default n-gram length for ngram-simple (and\n"
+          "                         ngram-map, which shares it here; default 3)\n"
+          "  -md, --model-draft, --spec-draft-model FILE\n"
+          "                         the draft model or drafting head (an eagle3 or dflash GGUF)\n"
+          "  model options as for init: -m, -c, -t, -tb, -b, -ub, -fa on|off|auto\n"
           "                    (default auto with more than one slot, as llama-server; off with one),\n"
           "                    -ctk/-ctv/-ctkd/-ctvd TYPE (f32, f16, bf16, q8_0, q4_0, q4_1,\n"
           "                    iq4_nl, q5_0, q5_1), --batch-invariant on|off (default on),\n"
@@ -71,15 +97,18 @@ static void serve_usage(FILE *out) {
           "                    --verbose,\n"
           "                    and where the layers go:\n"
           "                    -ngl N|all, -ngld N|all, --device LIST, --device-draft LIST,\n"
-          "                    --rpc HOST:PORT,... (as specd run --help says); -md takes a draft\n"
-          "                    model or a drafting head (an eagle3 or dflash GGUF), and\n"
-          "                    --spec-type LIST (llama-server's names) loads the target's MTP\n"
-          "                    layers when it names draft-mtp (mtp); requests pick their drafters\n"
+          "                    --rpc HOST:PORT,... (as specd run --help says)\n"
           "  --list-devices         list the devices (GPUs, --rpc servers given before it) and exit\n"
           "\n"
-          "routes: POST /rpc (JSON-RPC 2.0), POST /completion (\"stream\": true for SSE), GET /health,\n"
-          "        POST /v1/chat/completions (tools, reasoning), POST /v1/completions, GET /v1/models\n"
-          "        (OpenAI's API), POST /apply-template (a chat's prompt, as llama-server)\n"
+          "routes: POST /rpc (JSON-RPC 2.0), GET /health, GET / (the chat page)\n"
+          "  llama-server's: POST /completion (\"stream\": true for SSE), POST /infill (code\n"
+          "        completion with the model's fill-in-the-middle tokens), POST /tokenize,\n"
+          "        POST /detokenize, POST /apply-template (a chat's prompt), GET /props, GET /slots,\n"
+          "        POST /slots/ID?action=save|restore|erase (--slot-save-path), GET /metrics\n"
+          "        (Prometheus), GET and POST /lora-adapters\n"
+          "  OpenAI's: POST /v1/chat/completions (tools, reasoning), POST /v1/completions,\n"
+          "        POST /v1/responses (the Responses API), GET /v1/models\n"
+          "  Anthropic's: POST /v1/messages, POST /v1/messages/count_tokens\n"
           "SIGINT/SIGTERM stop it: every completion ends (stop_type shutdown; a queued blocking one\n"
           "gets 503), then it exits 0; after 10 s (or a second signal) it exits anyway.\n",
           out);
@@ -142,9 +171,11 @@ static bool read_template_file(cli_args *a, const char *path, char **out) {
  * and 2 clients within noise (0.99-1.03x; docs/benchmarks-serve.md); and the calibration cache
  * `specd run` keeps, so a server starts from the pass costs earlier processes measured instead of
  * learning them while it serves (one client, benchmark pair: 91 against 86 tokens/s, interleaved;
- * docs/performance.md). --calibration-cache off: none. */
+ * docs/performance.md). --calibration-cache off: none. A full context stops generation unless
+ * --context-shift, as llama-server 0.5.0 (the JSON API's init shifts by default, as it always did). */
 static void add_server_defaults(rpc_engine_settings *s) {
     if (!s->parallel_given) s->params.n_parallel = SERVE_DEFAULT_PARALLEL;
+    if (!s->context_shift_given) s->context_shift = false; /* llama-server 0.5.0's default */
     if (!s->flash_attn_given && s->params.n_parallel > 1) s->params.flash_attn = SPECD_FLASH_ATTN_AUTO;
     if (!s->calibration_given) {
         char *cache = specd_default_calibration_cache();
@@ -202,6 +233,7 @@ static int parse_serve_options(cli_args *a, http_options *o) {
         else if (!strcmp(f, "--api-key")) ok = key_value(a, f, &o->api_key);
         else if (!strcmp(f, "--admin-api-key")) ok = key_value(a, f, &o->admin_key);
         else if (!strcmp(f, "--models-dir")) ok = (o->models_dir_arg = cli_value(a, f)) != NULL;
+        else if (!strcmp(f, "--slot-save-path")) ok = (o->slot_save_path_arg = cli_value(a, f)) != NULL;
         else if (!strcmp(f, "--max-body")) ok = cli_int(a, f, 1, INT32_MAX, &o->max_body);
         else if (!strcmp(f, "--request-timeout") || !strcmp(f, "-to") || !strcmp(f, "--timeout"))
             ok = cli_int(a, f, 1, 3600, &o->request_timeout_s);
@@ -247,13 +279,12 @@ static int parse_serve_options(cli_args *a, http_options *o) {
     return 0;
 }
 
-/* The real path of --models-dir, which must be a directory. */
-static bool resolve_models_dir(http_options *o, cli_args *a) {
-    if (!o->models_dir_arg) return true;
-    o->models_dir = realpath(o->models_dir_arg, NULL);
+/* The real path of a directory option (--models-dir, --slot-save-path), which must be one. */
+static bool resolve_dir(cli_args *a, const char *flag, const char *arg, char **out) {
+    if (!arg) return true;
+    *out = realpath(arg, NULL);
     struct stat st;
-    if (!o->models_dir || stat(o->models_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cli_fail(a, "--models-dir '%s' is not a directory", o->models_dir_arg);
+    if (!*out || stat(*out, &st) != 0 || !S_ISDIR(st.st_mode)) return cli_fail(a, "%s '%s' is not a directory", flag, arg);
     return true;
 }
 
@@ -290,6 +321,7 @@ static int load_models(rpc_host *host, rpc_engine_settings *models) {
 static void free_options(http_options *o) {
     rpc_engine_settings_free(&o->models);
     free(o->models_dir);
+    free(o->slot_save_path);
     free(o->chat.template_src);
 }
 
@@ -300,7 +332,9 @@ int cli_serve(int argc, char **argv) {
                        .chat = {.jinja = true}, .sampling = specd_generation_default_params().sampling};
     cli_args a = {.argc = argc, .argv = argv};
     int parsed = parse_serve_options(&a, &o);
-    if (parsed == 0 && !resolve_models_dir(&o, &a)) parsed = -1;
+    if (parsed == 0 && (!resolve_dir(&a, "--models-dir", o.models_dir_arg, &o.models_dir) ||
+                        !resolve_dir(&a, "--slot-save-path", o.slot_save_path_arg, &o.slot_save_path)))
+        parsed = -1;
     if (parsed != 0) {
         if (parsed == 1) serve_usage(stdout);
         else fprintf(stderr, "specd: error: %s\n", a.error);

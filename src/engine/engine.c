@@ -281,9 +281,9 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     slot->ctx = llama_init_from_model(slot->model, cp);
     const char *reason = specd_log_capture_end(&capture);
     if (!slot->ctx) {
-        specd_set_error(error, "cannot create the %s context (n_ctx=%u): out of memory? try a smaller -c%s%s%s",
-                        role, cp.n_ctx, *reason ? " (llama.cpp: " : "", reason, *reason ? ")" : "");
-        return SPECD_ERR_CONTEXT;
+        char what[64];
+        snprintf(what, sizeof what, "%s context", role);
+        return specd_context_failed(error, what, cp.n_ctx, reason);
     }
     slot->n_rs_seq = (int32_t)llama_n_rs_seq(slot->ctx);
     describe_slot(slot, role); /* every view copies what the model's memory can do */

@@ -4,6 +4,7 @@
 #include "head_internal.h"
 
 #include "llama_ext.h"
+#include "llama_log.h"
 
 #include "../util/util.h"
 
@@ -168,11 +169,14 @@ static specd_status make_context(specd_engine *e, specd_head *h, char **error) {
     cp.ctx_other = e->target.ctx; /* the head's missing tensors (embeddings, output) are the target's */
     if (h->kind == SPECD_HEAD_MTP) cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
     specd_apply_attention_settings(&e->params, &cp);
+    specd_log_capture capture;
+    specd_log_capture_begin(&capture);
     h->ctx = llama_init_from_model(h->model, cp);
+    const char *reason = specd_log_capture_end(&capture);
     if (!h->ctx) {
-        specd_set_error(error, "cannot create the context of the %s (n_ctx=%u): out of memory? try a smaller -c",
-                        h->desc, cp.n_ctx);
-        return SPECD_ERR_CONTEXT;
+        char what[sizeof h->desc + 32];
+        snprintf(what, sizeof what, "context of the %s", h->desc);
+        return specd_context_failed(error, what, cp.n_ctx, reason);
     }
     return SPECD_OK;
 }

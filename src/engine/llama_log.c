@@ -1,10 +1,13 @@
-/* llama_log.c - llama.cpp's log (see llama_log.h).
+/* llama_log.c - llama.cpp's log (see llama_log.h), and a failed context's message from what it
+ * logged.
  * One logger for the whole process, installed once before anything else of llama.cpp or ggml
  * runs (backend registration logs too). llama_log_set is not thread-safe (it writes the globals
  * every log call reads), so it is never called again: the latest specd_engine_new's `verbose`
  * goes to an atomic flag the logger reads. Quiet, it keeps only errors, and those of the thread
  * that is loading a model go into the load's error message instead of stderr. */
 #include "llama_log.h"
+
+#include "../util/util.h"
 
 #include "llama.h"
 
@@ -60,3 +63,18 @@ const char *specd_log_capture_end(specd_log_capture *c) {
     return c->text;
 }
 
+specd_status specd_context_failed(char **error, const char *what, uint32_t n_ctx, const char *reason) {
+    static const char prefix[] = "llama_init_from_model: ";
+    if (reason && !strncmp(reason, prefix, sizeof prefix - 1)) reason += sizeof prefix - 1;
+    bool memory = !reason || !*reason || strstr(reason, "alloc") || strstr(reason, "memory") || strstr(reason, "buffer");
+    const char *hint = strstr(reason ? reason : "", "does not divide")
+                           ? ": a quantized K or V cache (-ctk, -ctv) needs a head size its block divides; use f16 or "
+                             "f32 for this model"
+                           : "";
+    if (memory)
+        specd_set_error(error, "cannot create the %s (n_ctx=%u): out of memory? try a smaller -c%s%s%s", what, n_ctx,
+                        reason && *reason ? " (llama.cpp: " : "", reason ? reason : "", reason && *reason ? ")" : "");
+    else
+        specd_set_error(error, "cannot create the %s (n_ctx=%u): llama.cpp: %s%s", what, n_ctx, reason, hint);
+    return SPECD_ERR_CONTEXT;
+}

@@ -16,6 +16,8 @@ rpc_host *rpc_host_new(void) {
     pthread_rwlock_init(&h->engine_lock, NULL);
     h->limits = (serve_limits){.n_predict_max = -1};
     h->sampling = specd_generation_default_params().sampling;
+    h->speculative = specd_generation_default_params().speculative;
+    h->context_shift = true;
     h->next_id = 1;
     return h;
 }
@@ -52,10 +54,12 @@ void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling) {
     pthread_mutex_unlock(&h->lock);
 }
 
-/* The host's sampling defaults into a new request; a default seed counts as the request's own (its
- * reply says so, and its draws are the seeded ones). */
+/* The host's sampling and drafting defaults into a new request; a default seed counts as the
+ * request's own (its reply says so, and its draws are the seeded ones). */
 static void request_defaults_locked(const rpc_host *h, serve_request *r) {
     r->gen.sampling = h->sampling;
+    r->gen.speculative = h->speculative;
+    r->context_shift = h->context_shift;
     r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
 }
 

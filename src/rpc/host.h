@@ -27,8 +27,9 @@ void rpc_host_set_limits(rpc_host *h, serve_limits limits);
 /* How a request that sets no sampling field samples (specd serve's --temp, --top-k, ...: llama-
  * server's defaults given at start); the library's defaults until set. */
 void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling);
-/* A request's starting point: `r`, just initialized, takes the host's sampling defaults; what the
- * request gives is read over them. */
+/* A request's starting point: `r`, just initialized, takes the host's sampling defaults and the
+ * serving model's drafting defaults and context shift (its init's --spec-type, --spec-draft-n-max,
+ * ..., --context-shift); what the request gives is read over them. */
 void rpc_host_request_defaults(rpc_host *h, serve_request *r);
 
 /* ---- the models (host_load.c) ---------------------------------------------------------------- */

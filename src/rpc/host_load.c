@@ -68,6 +68,8 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
     h->n_vocab = specd_engine_n_vocab(engine);
     h->has_draft = specd_engine_has_draft(engine);
     h->n_parallel = specd_engine_n_parallel(engine);
+    h->speculative = s->speculative; /* its drafting defaults (no pointers: no ngram cache path) */
+    h->context_shift = s->context_shift;
 }
 
 /* Waits until no completion is claimed, then new claims wait (lock held; released while

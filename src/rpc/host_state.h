@@ -23,6 +23,10 @@ struct rpc_host {
     pthread_rwlock_t engine_lock; /* read: using the server; write: replacing or freeing it */
     serve_limits limits;          /* for the servers it makes */
     specd_sampling_params sampling; /* what a request that sets none samples with (rpc_host_set_sampling) */
+    /* what a request that sets none drafts with, and whether a full context shifts: the serving
+     * model's init settings (--spec-type, --spec-draft-n-max, ..., --context-shift) */
+    specd_spec_params speculative;
+    bool context_shift;
     /* the serving server (NULL: none) and what describes it */
     serve_server *server;
     char *model, *alias;          /* owned */

@@ -143,19 +143,40 @@ static bool on_off_value(const char *v, bool *out, rpc_error *err, const char *f
     return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"on\" or \"off\", got '%s'", field, v);
 }
 
-/* Flags that only matter to a server; accepted so existing command lines work. */
-/* --spec-type LIST (llama-server's: "draft-mtp", "ngram-mod,draft-simple", ...): the names are
- * checked, and a list that names MTP loads the target's MTP layers. Requests still name their own
- * drafters; AUTO drafts with what was loaded. */
-static bool spec_type_value(const char *v, specd_engine_params *p, rpc_error *err, const char *field) {
-    specd_generation_params g = specd_generation_default_params();
+/* The drafters a list names, in order (none for AUTO). */
+static int32_t listed_types(const specd_spec_params *sp, specd_spec_type *out) {
+    if (sp->n_types > 0) {
+        memcpy(out, sp->types, (size_t)sp->n_types * sizeof *out);
+        return sp->n_types;
+    }
+    if (sp->type == SPECD_SPEC_AUTO) return 0;
+    out[0] = sp->type;
+    return 1;
+}
+
+/* --spec-type LIST (llama-server's: "draft-mtp", "ngram-mod,draft-simple", ...): what every
+ * request that names no drafters drafts with, as llama-server applies it; a list that names MTP
+ * loads the target's MTP layers. Repeated, the lists add up (as llama-server's), each type once. */
+static bool spec_type_value(const char *v, rpc_engine_settings *s, rpc_error *err, const char *field) {
+    specd_spec_params parsed = s->speculative;
+    specd_spec_type before[SPECD_SPEC_MAX_TYPES], added[SPECD_SPEC_MAX_TYPES];
+    const char *names[2 * SPECD_SPEC_MAX_TYPES];
     char *message = NULL;
-    if (specd_spec_params_parse_types(&g.speculative, v, &message) != SPECD_OK) {
+    bool ok = specd_spec_params_parse_types(&parsed, v, &message) == SPECD_OK;
+    int32_t n = ok ? listed_types(&s->speculative, before) : 0, n_added = ok ? listed_types(&parsed, added) : 0;
+    for (int32_t i = 0; i < n; i++) names[i] = specd_spec_type_name(before[i]);
+    for (int32_t i = 0; i < n_added; i++) {
+        bool seen = false;
+        for (int32_t j = 0; j < n; j++) seen |= before[j] == added[i];
+        if (!seen) names[n++] = specd_spec_type_name(added[i]);
+    }
+    ok = ok && specd_spec_params_set_types(&s->speculative, names, n, &message) == SPECD_OK;
+    if (!ok) {
         rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s: %s", field, message ? message : "");
         specd_free(message);
         return false;
     }
-    if (specd_spec_params_need(&g.speculative, SPECD_SPEC_NEEDS_TARGET_NEXTN)) p->mtp = true;
+    if (specd_spec_params_need(&s->speculative, SPECD_SPEC_NEEDS_TARGET_NEXTN)) s->params.mtp = true;
     return true;
 }
 
@@ -244,12 +265,54 @@ static int parse_lora_flag(arg_cursor *c, const char *f, rpc_engine_settings *s)
     return ok ? 1 : -1;
 }
 
+static bool next_float(arg_cursor *c, const char *flag, float *out) {
+    const char *v = next_value(c, flag);
+    if (!v) return false;
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || d != d)
+        return rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s expects a number, got '%s'", flag, v);
+    *out = (float)d;
+    return true;
+}
+
+/* llama-server's drafting flags (its 0.5.0 names, and the older ones specd run takes): the engine's
+ * longest draft, and what a request that sets none drafts with (speculative, checked once all
+ * flags are in); 0 when f is none of them. --draft-max (--draft) N is both the engine's cap and a
+ * request's default, as /props shows it; --spec-draft-n-max 0, as llama-server, drafts nothing
+ * unless a request asks (the cap stays the engine's default). */
+static int parse_spec_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    specd_spec_params *sp = &s->speculative;
+    const char *v;
+    bool ok;
+    if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft") || !strcmp(f, "--spec-draft-n-max")) {
+        int32_t n = 0;
+        ok = next_int(c, f, strcmp(f, "--spec-draft-n-max") ? 1 : 0, 256, &n);
+        if (ok) s->params.draft_max = sp->draft_max = n;
+    } else if (!strcmp(f, "--draft-min") || !strcmp(f, "--spec-draft-n-min")) {
+        ok = next_int(c, f, 0, 256, &sp->draft_min);
+    } else if (!strcmp(f, "--draft-p-min") || !strcmp(f, "--spec-draft-p-min")) {
+        ok = next_float(c, f, &sp->draft_p_min);
+    } else if (!strcmp(f, "--spec-ngram-simple-size-n")) {
+        ok = next_int(c, f, 1, 1024, &sp->ngram_n);
+    } else if (!strcmp(f, "--spec-type")) {
+        ok = (v = next_value(c, f)) && spec_type_value(v, s, c->err, f);
+    } else if (!strcmp(f, "--context-shift") || !strcmp(f, "--no-context-shift")) {
+        s->context_shift = !strcmp(f, "--context-shift");
+        ok = s->context_shift_given = true;
+    } else {
+        return 0;
+    }
+    return ok ? 1 : -1;
+}
+
 static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     const char *v;
     if (!strcmp(f, "-m") || !strcmp(f, "--model"))
         return (v = next_value(c, f)) && set_string(&s->model, v, c->err, f);
-    if (!strcmp(f, "-md") || !strcmp(f, "--model-draft"))
+    if (!strcmp(f, "-md") || !strcmp(f, "--model-draft") || !strcmp(f, "--spec-draft-model"))
         return (v = next_value(c, f)) && set_string(&s->model_draft, v, c->err, f);
     if (!strcmp(f, "-a") || !strcmp(f, "--alias"))
         return (v = next_value(c, f)) && set_string(&s->alias, v, c->err, f);
@@ -265,7 +328,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (!strcmp(f, "-b") || !strcmp(f, "--batch-size")) return next_int(c, f, 1, 1 << 20, &p->n_batch);
     if (!strcmp(f, "-ub") || !strcmp(f, "--ubatch-size")) return next_int(c, f, 1, 1 << 20, &p->n_ubatch);
     if (!strcmp(f, "-tb") || !strcmp(f, "--threads-batch")) return next_int(c, f, 1, 1024, &p->n_threads_batch);
-    if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft")) return next_int(c, f, 1, 256, &p->draft_max);
+    int r = parse_spec_flag(c, f, s);
+    if (r != 0) return r > 0;
     if (!strcmp(f, "-np") || !strcmp(f, "--parallel"))
         return (s->parallel_given = true) && next_int(c, f, 1, SPECD_MAX_PARALLEL, &p->n_parallel);
     if (!strcmp(f, "--ctx-per-slot")) return next_int(c, f, 16, 1 << 24, &p->n_ctx_per_slot);
@@ -282,14 +346,15 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     specd_cache_type *cache_type = cache_type_flag(p, f);
     if (cache_type) return (v = next_value(c, f)) && cache_type_value(v, cache_type, c->err, f);
     if (!strcmp(f, "--batch-invariant")) return (v = next_value(c, f)) && on_off_value(v, &p->batch_invariant, c->err, f);
-    if (!strcmp(f, "--spec-type")) return (v = next_value(c, f)) && spec_type_value(v, p, c->err, f);
-    int r = parse_gpu_layers_flag(c, f, s);
+    r = parse_gpu_layers_flag(c, f, s);
     if (r == 0) r = parse_device_flag(c, f, s);
     if (r == 0) r = parse_lora_flag(c, f, s);
     if (r != 0) return r > 0;
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
-                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -tb, -b, -ub, --draft-max, -fa, -ctk, -ctv, -ctkd, -ctvd, "
+                    "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -tb, -b, -ub, --draft-max, --draft-min, --draft-p-min, "
+                    "--spec-draft-model, --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, "
+                    "--spec-ngram-simple-size-n, --context-shift, --no-context-shift, -fa, -ctk, -ctv, -ctkd, -ctvd, "
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
                     "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --draft-hold, --verbose)", f);
@@ -444,6 +509,45 @@ static void start_settings(rpc_engine_settings *s) {
     memset(s, 0, sizeof *s);
     s->params = specd_engine_default_params();
     s->n_queue = -1;
+    s->speculative = specd_generation_default_params().speculative;
+    s->context_shift = true;
+}
+
+/* The library's field names of the drafting defaults -> the flags that set them. */
+static const char *spec_flag_of(const char *field) {
+    static const char *const pairs[][2] = {
+        {"speculative.draft_max", "--spec-draft-n-max"}, {"speculative.draft_min", "--spec-draft-n-min"},
+        {"speculative.draft_p_min", "--spec-draft-p-min"}, {"speculative.ngram_n", "--spec-ngram-simple-size-n"},
+    };
+    for (size_t i = 0; field && i < sizeof pairs / sizeof *pairs; i++)
+        if (!strcmp(field, pairs[i][0])) return pairs[i][1];
+    return "--spec-type";
+}
+
+/* The drafting defaults every request starts from, checked once by the library's rules (a
+ * request's n_max never starts above the engine's cap), and a drafter list that needs a model
+ * file has one. */
+static bool check_spec_defaults(rpc_engine_settings *s, rpc_error *err) {
+    specd_spec_params *sp = &s->speculative;
+    if (s->params.draft_max > 0 && sp->draft_max > s->params.draft_max) sp->draft_max = s->params.draft_max;
+    specd_generation_params g = specd_generation_default_params();
+    g.speculative = *sp;
+    const char *field = NULL;
+    char *message = NULL;
+    if (specd_generation_params_validate(&g, &field, &message) != SPECD_OK) {
+        const char *flag = spec_flag_of(field);
+        rpc_fail(err, RPC_INVALID_PARAMS, flag, "init: %s%s", flag,
+                 message && field ? message + strlen(field) : message ? message : " is out of range");
+        specd_free(message);
+        return false;
+    }
+    bool needs_file = specd_spec_params_need(sp, SPECD_SPEC_NEEDS_DRAFT_MODEL) ||
+                      specd_spec_params_need(sp, SPECD_SPEC_NEEDS_HEAD_FILE);
+    if (needs_file && !s->model_draft)
+        return rpc_fail(err, RPC_INVALID_PARAMS, "--spec-type", "init: --spec-type names a drafter that needs a "
+                        "draft model or head file (draft-simple, draft-eagle3, draft-dflash, draft-dspark): pass -md "
+                        "FILE, or leave that drafter out of the list");
+    return true;
 }
 
 /* The settings are complete: a target model is named (when needed), and the params point at the
@@ -451,6 +555,7 @@ static void start_settings(rpc_engine_settings *s) {
 static bool finish_settings(rpc_engine_settings *s, bool ok, bool need_model, rpc_error *err) {
     if (ok && need_model && !s->model)
         ok = rpc_fail(err, RPC_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
+    ok = ok && check_spec_defaults(s, err);
     if (!ok) {
         rpc_engine_settings_free(s);
         return false;

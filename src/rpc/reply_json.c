@@ -146,10 +146,11 @@ static json_t *logit_bias_json(const specd_sampling_params *s) {
 
 static json_t *spec_settings_json(const serve_request *req, specd_engine *e) {
     const specd_spec_params *sp = &req->gen.speculative;
-    return json_pack("{s:o, s:i, s:i, s:f, s:i, s:s, s:i, s:f, s:i}", "type", spec_types_json(req, e), "n_max",
-                     sp->draft_max, "n_min", sp->draft_min, "p_min", decimal(sp->draft_p_min), "suffix_branches",
-                     sp->suffix_branches, "tree", specd_draft_tree_mode_name(sp->tree), "branches", sp->draft_branches,
-                     "p_split", decimal(sp->draft_p_split), "tree_nodes", sp->draft_tree_nodes);
+    return json_pack("{s:o, s:i, s:i, s:f, s:i, s:i, s:s, s:i, s:f, s:i}", "type", spec_types_json(req, e), "n_max",
+                     sp->draft_max, "n_min", sp->draft_min, "p_min", decimal(sp->draft_p_min), "ngram_size_n",
+                     sp->ngram_n, "suffix_branches", sp->suffix_branches, "tree", specd_draft_tree_mode_name(sp->tree),
+                     "branches", sp->draft_branches, "p_split", decimal(sp->draft_p_split), "tree_nodes",
+                     sp->draft_tree_nodes);
 }
 
 /* DRY's sequence breakers: the request's, or llama.cpp's default list. */

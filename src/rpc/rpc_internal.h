@@ -101,6 +101,15 @@ typedef struct rpc_engine_settings {
     bool calibration_given;     /* --calibration-cache / calibration_cache was given (a path or off) */
     bool no_warmup;             /* --no-warmup / "warmup": false: no warm-up pass (specd_engine_warm_up) */
     bool async;
+    /* What a request that names none drafts with (rpc_host_request_defaults): --spec-type's list,
+     * --draft-max / --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min,
+     * --spec-ngram-simple-size-n; the library's defaults otherwise, n_max the engine's --draft-max */
+    specd_spec_params speculative;
+    /* --context-shift / --no-context-shift: a full context drops older tokens and generation goes on
+     * (where the model's cache can shift). On by default here (the JSON API always shifted); specd
+     * serve turns it off unless given, as llama-server 0.5.0 (context_shift_given) */
+    bool context_shift;
+    bool context_shift_given;
 } rpc_engine_settings;
 
 /* From init's params: {"cmd": "-m x -c 2048"}, {"args": ["-m", "x"]} or a settings object. */

@@ -243,8 +243,8 @@ bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits
               resolve_slot(r, e, names, fault) && resolve_preserved(r, e, fault);
     ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));
     if (!ok || !truncate_prompt(r, names, fault)) return false;
-    /* The old API shifted the context during generation (where the model's cache can). */
-    r->gen.context_shift = specd_engine_can_shift_context(e);
+    /* A full context shifts where the server says so (--context-shift) and the model's cache can. */
+    r->gen.context_shift = r->context_shift && specd_engine_can_shift_context(e);
     r->gen.n_keep = r->n_keep;
     return true;
 }

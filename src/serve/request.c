@@ -12,6 +12,7 @@ void serve_request_init(serve_request *r) {
     r->seed_requested = -1;
     r->slot = -1;
     r->cache_prompt = true;
+    r->context_shift = true; /* the JSON API's default; specd serve's is its --context-shift */
 }
 
 void serve_request_clear(serve_request *r) {

@@ -62,6 +62,8 @@ typedef struct serve_request {
     bool stream;                   /* answered piece by piece as the text is decided */
     bool cache_prompt;             /* false: the slot forgets its cache first */
     bool return_origins;           /* keep which text came from accepted drafts */
+    bool context_shift;            /* a full context shifts, where the model's cache can (the server's
+                                    * --context-shift); off: generation stops there */
     /* A conversation through a chat template: refused, not cut, when it does not fit a slot. Cutting
      * drops its start (the system prompt, the tools) and the model answers a different prompt
      * (llama-server refuses every prompt that does not fit). */

@@ -237,10 +237,14 @@ void *serve_scheduler_main(void *server) {
     serve_server *s = server;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        while (s->n_queued == 0 && s->n_running == 0 && !s->quit) pthread_cond_wait(&s->wake, &s->lock);
+        while (s->n_queued == 0 && s->n_running == 0 && !s->call && !s->quit) pthread_cond_wait(&s->wake, &s->lock);
         bool quit = s->quit && s->n_queued == 0 && s->n_running == 0;
         pthread_mutex_unlock(&s->lock);
         if (quit) return NULL;
-        run_round(s);
+        serve_slot_call_run(s); /* a slot action, before the round admits a request into its slot */
+        pthread_mutex_lock(&s->lock);
+        bool work = s->n_queued > 0 || s->n_running > 0;
+        pthread_mutex_unlock(&s->lock);
+        if (work) run_round(s);
     }
 }

@@ -25,6 +25,7 @@ serve_server *serve_server_new(specd_engine *engine, const serve_options *o, ser
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_cond_init(&s->called, NULL);
     heavy_reset(&s->heavy, o->limits.step_limit_ms);
     metrics_counter_init(&s->metrics);
     serve_history_init(&s->history);
@@ -42,6 +43,7 @@ static void stop_thread(serve_server *s) {
     pthread_mutex_lock(&s->lock);
     s->quit = true;
     pthread_cond_broadcast(&s->wake);
+    pthread_cond_broadcast(&s->called); /* a slot call still waiting fails */
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
 }
@@ -58,6 +60,7 @@ void serve_server_free(serve_server *s) {
     serve_history_destroy(&s->history);
     metrics_counter_destroy(&s->metrics);
     pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->called);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     specd_engine_free(s->engine);

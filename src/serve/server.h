@@ -77,4 +77,12 @@ serve_metrics serve_server_metrics(serve_server *s);
 /* The latest job slot `slot` ran (or runs), referenced; NULL: none yet. */
 serve_job *serve_server_slot_job(serve_server *s, int32_t slot);
 
+/* Runs fn(engine, slot, arg) on the server's thread once slot `slot` is idle, between rounds (no
+ * pass under way, as the engine's slot calls need), and waits for it: llama-server's slot actions
+ * (save, restore, erase). One call at a time; a request queued for that slot meanwhile runs after
+ * it. False with *fault (SERVE_BUSY) when the server stops first, or (SERVE_INVALID) for a slot
+ * out of range. */
+typedef void (*serve_slot_fn)(specd_engine *engine, int32_t slot, void *arg);
+bool serve_server_slot_call(serve_server *s, int32_t slot, serve_slot_fn fn, void *arg, serve_fault *fault);
+
 #endif

@@ -12,6 +12,15 @@
 #include "run.h"
 #include "server.h"
 
+/* A call waiting for its slot to be idle (serve_server_slot_call, slot_call.c). */
+typedef struct slot_call {
+    int32_t slot;
+    serve_slot_fn fn;
+    void *arg;
+    bool taken; /* the scheduler runs it: its caller waits for it even when the server stops */
+    bool done;
+} slot_call;
+
 typedef struct sched_slot {
     serve_job *job;  /* referenced while it runs here; NULL: idle */
     serve_run *run;
@@ -39,9 +48,14 @@ struct serve_server {
     heavy_state heavy;                    /* the scheduler thread's only */
     metrics_counter metrics;
     serve_history history;
+    slot_call *call;       /* the slot call waiting for its slot, NULL: none (guarded by `lock`) */
+    pthread_cond_t called; /* a slot call ran, or the thread stopped */
 };
 
 /* scheduler.c: the thread that runs the server's jobs, until s->quit. */
 void *serve_scheduler_main(void *server);
+/* slot_call.c: runs the waiting slot call when its slot is idle (the scheduler thread, between
+ * rounds); true when one ran. */
+bool serve_slot_call_run(serve_server *s);
 
 #endif

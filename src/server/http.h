@@ -24,6 +24,9 @@ typedef struct http_options {
     const char *admin_key; /* NULL: no client may call init or shutdown over HTTP */
     const char *models_dir_arg;
     char *models_dir;      /* real path of --models-dir (owned), NULL when not given */
+    const char *slot_save_path_arg;
+    char *slot_save_path;  /* real path of --slot-save-path (owned): where slot actions keep their files;
+                            * NULL: the actions are refused (501) */
     int64_t max_body;
     int64_t max_conns, max_conns_per_ip; /* per IP: 0 = no limit */
     int64_t request_timeout_s;

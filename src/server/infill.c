@@ -4,7 +4,7 @@
  * with the model's fill-in-the-middle tokens, laid out as llama-server's format_prompt_infill
  * does (its repo-level pattern when the model has FIM_REP/FIM_SEP, its budgets: a 3:1 share of a
  * batch for prefix and suffix, extra context in what the context leaves); the rest of the body
- * is a /completion request. A model without FIM tokens: 400. */
+ * is a /completion request. A model without FIM tokens: 501 not_supported_error, as llama-server. */
 #include "server.h"
 
 #include <stdio.h>
@@ -96,14 +96,19 @@ static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens 
     return ok;
 }
 
+/* A model without the three FIM tokens cannot infill: false with *err naming the missing ones (as
+ * llama-server's message does). */
+static bool has_fim_tokens(const specd_fim_tokens *fim, rpc_error *err) {
+    if (fim->pre >= 0 && fim->suf >= 0 && fim->mid >= 0) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, "input_prefix", "infill is not supported by this model: %s%s%s(the GGUF "
+                    "has no tokenizer.ggml.fim_pre, fim_suf or fim_mid): use a code model that has them, or "
+                    "/completion", fim->pre < 0 ? "prefix token is missing. " : "",
+                    fim->suf < 0 ? "suffix token is missing. " : "", fim->mid < 0 ? "middle token is missing. " : "");
+}
+
 /* The FIM prompt of `body` (borrowed) as a token array (new), NULL with *err. */
 static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, rpc_error *err) {
     specd_fim_tokens fim = specd_engine_fim_tokens(e);
-    if (fim.pre < 0 || fim.suf < 0 || fim.mid < 0) {
-        rpc_fail(err, RPC_INVALID_PARAMS, "input_prefix", "infill: the model has no fill-in-the-middle tokens "
-                 "(tokenizer.ggml.fim_pre, fim_suf, fim_mid): use a code model that has them, or /completion");
-        return NULL;
-    }
     bool ok = true;
     const char *prefix = string_field(body, "input_prefix", err, &ok);
     const char *suffix = ok ? string_field(body, "input_suffix", err, &ok) : "";
@@ -141,14 +146,17 @@ static bool names_drafters(json_t *body) {
 }
 
 /* Code completion writes again what the file already holds (a name, a line, a block): the suffix
- * drafter, which drafts from the prompt's and the output's own text for free, goes beside what the
- * engine drafts with anyway (its draft model or head); each step drafts with whichever is expected
- * to give more tokens per second there, so where the file does not repeat nothing changes. NULL
- * (nothing added) when out of memory. */
-static json_t *default_drafters(const specd_engine *e) {
-    specd_generation_params g = specd_generation_default_params();
+ * drafter, which drafts from the prompt's and the output's own text for free, goes beside what a
+ * request drafts with anyway (the server's --spec-type, else its draft model or head); each step
+ * drafts with whichever is expected to give more tokens per second there, so where the file does
+ * not repeat nothing changes. NULL (nothing added) when out of memory. */
+static json_t *default_drafters(rpc_host *host, const specd_engine *e) {
+    serve_request defaults;
+    serve_request_init(&defaults);
+    rpc_host_request_defaults(host, &defaults);
     specd_spec_type out[SPECD_SPEC_MAX_TYPES];
-    int32_t n = specd_generation_drafters(e, &g, out, NULL);
+    int32_t n = specd_generation_drafters(e, &defaults.gen, out, NULL);
+    serve_request_clear(&defaults);
     json_t *types = json_array();
     for (int32_t i = 0; types && i < n; i++)
         if (out[i] != SPECD_SPEC_SUFFIX) json_array_append_new(types, json_string(specd_spec_type_name(out[i])));
@@ -156,7 +164,7 @@ static json_t *default_drafters(const specd_engine *e) {
     return types ? json_pack("{s:o}", "type", types) : NULL;
 }
 
-json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err) {
+json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, bool *not_supported) {
     static const char *const own[] = {"input_prefix", "input_suffix", "input_extra", NULL};
     if (!json_is_object(body)) {
         rpc_fail(err, RPC_INVALID_PARAMS, "", "infill: the body must be a JSON object");
@@ -170,8 +178,11 @@ json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err) {
         json_decref(body);
         return NULL;
     }
-    json_t *prompt = infill_prompt(body, e, n_predict, err);
-    json_t *drafters = prompt && !names_drafters(body) ? default_drafters(e) : NULL;
+    specd_fim_tokens fim = specd_engine_fim_tokens(e);
+    bool supported = has_fim_tokens(&fim, err);
+    if (not_supported) *not_supported = !supported;
+    json_t *prompt = supported ? infill_prompt(body, e, n_predict, err) : NULL;
+    json_t *drafters = prompt && !names_drafters(body) ? default_drafters(host, e) : NULL;
     rpc_host_release_engine(host);
     if (drafters) json_object_set_new(body, "speculative", drafters);
     if (!prompt) {

@@ -13,6 +13,7 @@
 
 #include "../rpc/methods.h"
 #include "../rpc/props.h"
+#include "../rpc/slot_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,17 +235,65 @@ bool route_is_slot_action(struct MHD_Connection *c, const char *url) {
            (!strcmp(url, "/slots") && MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"));
 }
 
-/* llama-server's POST /slots/{id}?action=save|restore|erase: refused by name (501, as llama-server
- * answers without --slot-save-path), never read as GET /slots. A slot's cache cannot go to a file
- * and back here: the draft model's cache and the drafters' memory would not follow it. */
+/* llama-server's POST /slots/{id}?action=save|restore|erase on a server started without
+ * --slot-save-path: refused by name (501 not_supported_error, as llama-server answers), never read
+ * as GET /slots. */
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c) {
     const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
     char message[500];
-    snprintf(message, sizeof message, "the /slots action '%.40s' is not implemented by specd: it does not save a "
-             "slot's cache to a file, restore one or erase one on demand (llama-server's POST /slots/ID?action="
-             "save|restore|erase); to run a request on an empty cache, send it with \"cache_prompt\": false",
-             action ? action : "");
-    return send_error(c, MHD_HTTP_NOT_IMPLEMENTED, RPC_METHOD_NOT_FOUND, message);
+    snprintf(message, sizeof message, "the /slots action '%.40s' needs --slot-save-path: start specd serve with "
+             "--slot-save-path DIR to save, restore and erase a slot's cache in files there (llama-server's POST "
+             "/slots/ID?action=save|restore|erase); to run a request on an empty cache, send it with "
+             "\"cache_prompt\": false", action ? action : "");
+    return send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", message);
+}
+
+bool route_slot_action_target(struct MHD_Connection *c, const char *url, int32_t *slot, const char **action,
+                              char *message, size_t size) {
+    static const char *const actions[] = {"save", "restore", "erase"};
+    const char *asked = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+    *action = NULL;
+    for (size_t i = 0; asked && i < sizeof actions / sizeof *actions; i++)
+        if (!strcmp(asked, actions[i])) *action = actions[i];
+    char *end = NULL;
+    long id = strncmp(url, "/slots/", 7) == 0 ? strtol(url + 7, &end, 10) : -1;
+    if (!end || end == url + 7 || *end || id < 0 || id > SPECD_MAX_PARALLEL) {
+        snprintf(message, size, "a slot action is POST /slots/ID?action=save|restore|erase with ID a slot number");
+        return false;
+    }
+    if (!*action) {
+        snprintf(message, size, "the /slots action '%.40s' is not one of save, restore, erase", asked ? asked : "");
+        return false;
+    }
+    *slot = (int32_t)id;
+    return true;
+}
+
+typedef struct slot_action_call {
+    rpc_host *host;
+    int32_t slot;
+    const char *action, *dir;
+    json_t *body;
+} slot_action_call;
+
+void *route_slot_action_call(rpc_host *host, int32_t slot, const char *action, json_t *body, const char *dir) {
+    slot_action_call *call = malloc(sizeof *call);
+    if (call) *call = (slot_action_call){host, slot, action, dir, body};
+    else json_decref(body);
+    return call;
+}
+
+json_t *route_slot_action_run(void *ctx) {
+    slot_action_call *call = ctx;
+    rpc_error err;
+    json_t *answer = rpc_slot_action(call->host, call->slot, call->action, call->body, call->dir, &err);
+    return result_response(answer, &err);
+}
+
+void route_slot_action_free(void *ctx) {
+    slot_action_call *call = ctx;
+    if (call) json_decref(call->body);
+    free(call);
 }
 
 /* ---- GET ------------------------------------------------------------------------------------- */

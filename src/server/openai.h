@@ -125,7 +125,8 @@ bool openai_passed_field(const char *key);
  * does not parse in the template's format is given as plain content rather than lost. */
 char *openai_text_so_far(const serve_view *v);
 json_t *openai_chat_message(openai_call *call, const serve_view *v);
-/* The chat deltas (OpenAI's shape, a new array) the text so far adds to the turn; NULL: none. */
+/* The chat deltas (OpenAI's shape, a new array) the text so far adds to the turn; NULL: none. A final
+ * text that does not parse adds what the content deltas have not sent of it, as plain content. */
 json_t *openai_chat_deltas(openai_call *call, const serve_view *v);
 /* The job's formatter over `call` (taken): the final answer is OpenAI's response object; with
  * stream, every piece is an array of chunk events (the final one ends with finish_reason and,

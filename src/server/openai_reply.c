@@ -194,14 +194,29 @@ static void add_text(openai_call *call, const serve_view *v, json_t *events) {
     add(events, event);
 }
 
+/* The final text did not parse in the template's format: the answer is the raw text, as
+ * openai_chat_message gives it, so the stream adds what its content deltas have not sent yet (all
+ * of it where the parsed content so far is not where the text starts). */
+static json_t *raw_text_deltas(openai_call *call, const char *text) {
+    json_t *parsed = json_loads(specd_chat_answer(call->chat), 0, NULL);
+    const char *sent = json_string_value(json_object_get(parsed, "content"));
+    size_t n = sent ? strlen(sent) : 0;
+    const char *rest = n > 0 && strncmp(text, sent, n) == 0 ? text + n : text;
+    json_t *deltas = *rest ? json_pack("[{s:s}]", "content", rest) : json_array();
+    json_decref(parsed);
+    return deltas;
+}
+
 /* A chat through Jinja: the text so far parsed again; what changed (content, reasoning_content,
  * tool-call names and arguments) as one chunk each, in OpenAI's delta shape, the piece's logprobs
- * and origins on the first. A final parse that refuses what partial ones took adds nothing. */
+ * and origins on the first. A final text that does not parse comes out raw (raw_text_deltas). */
 json_t *openai_chat_deltas(openai_call *call, const serve_view *v) {
     char *text = openai_text_so_far(v), *deltas_text = NULL, *why = NULL;
     json_t *deltas = NULL;
     if (text && specd_chat_update(call->chat, text, v->final, &deltas_text, &why) == SPECD_OK)
         deltas = json_loads(deltas_text, 0, NULL);
+    else if (text && v->final)
+        deltas = raw_text_deltas(call, text);
     free(text);
     specd_free(deltas_text);
     specd_free(why);

@@ -302,7 +302,7 @@ static bool read_insertion(openai_read *r, rpc_host *host, json_t *prompt) {
     json_t *fim = infill_completion_params(host, json_pack("{s:O, s:O, s:I}", "input_prefix", prompt, "input_suffix",
                                                            json_object_get(r->body, "suffix"), "n_predict",
                                                            (json_int_t)r->req->gen.n_predict),
-                                           &rerr);
+                                           &rerr, NULL);
     if (!fim) return BAD(r->err, "suffix", "%s", rerr.message);
     bool ok = add_token_ids(r->req, json_object_get(fim, "prompt"));
     /* /infill's default drafters (infill.c) where the request names none */

@@ -30,6 +30,11 @@ enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, 
     return send_json(c, status, json_pack("{s:{s:i, s:s}}", "error", "code", code, "message", message));
 }
 
+enum MHD_Result send_llama_error(struct MHD_Connection *c, unsigned status, const char *type, const char *message) {
+    return send_json(c, status, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", (int)status, "message", message,
+                                          "type", type));
+}
+
 unsigned http_status_for(json_int_t code) {
     if (code == RPC_PARSE_ERROR || code == RPC_INVALID_REQUEST || code == RPC_INVALID_PARAMS)
         return MHD_HTTP_BAD_REQUEST;

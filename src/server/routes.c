@@ -27,7 +27,7 @@
 #include <strings.h>
 
 typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI, ROUTE_APPLY_TEMPLATE, ROUTE_ANTHROPIC,
-                       ROUTE_COUNT_TOKENS, ROUTE_RESPONSES } route_id;
+                       ROUTE_COUNT_TOKENS, ROUTE_RESPONSES, ROUTE_SLOT_ACTION } route_id;
 
 /* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
@@ -41,6 +41,8 @@ typedef struct request_state {
     bool large;           /* MEMORY_LARGE_BODY or more arrived: counted by memory.c until done */
     int64_t nul_at;       /* offset of the first NUL byte in the body, -1: none */
     bool stream;          /* /completion with "stream": true, or OpenAI's stream */
+    int32_t slot;         /* ROUTE_SLOT_ACTION: the slot and the action (a static string) */
+    const char *action;
     deferred_call *call;  /* while a call runs on a worker */
 } request_state;
 
@@ -201,15 +203,30 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
                           "object");
     }
     rpc_error err;
-    if (rs->url && !strcmp(rs->url, "/infill") && !(body = infill_completion_params(rs->options->rpc, body, &err)))
+    bool not_supported = false;
+    if (rs->url && !strcmp(rs->url, "/infill") &&
+        !(body = infill_completion_params(rs->options->rpc, body, &err, &not_supported))) {
+        if (not_supported) return send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", err.message);
         return send_json(c, err.code == RPC_NO_MODEL ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST,
                          json_pack("{s:o}", "error", rpc_error_object(&err)));
+    }
     rs->stream = json_is_true(json_object_get(body, "stream"));
     completion_call *call = completion_outputs_call(rs->options->rpc, body, rs->stream, &err);
     if (!call)
         return send_json(c, err.code == RPC_INVALID_PARAMS ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
                          json_pack("{s:o}", "error", rpc_error_object(&err)));
     return defer(c, rs, completion_call_run, call, completion_call_free);
+}
+
+/* POST /slots/ID?action=save|restore|erase with --slot-save-path: run on a worker, which waits for
+ * the slot to be idle (llama_routes.c, rpc/slot_files.c); an empty body is {} (erase needs none). */
+static enum MHD_Result route_slot_action(struct MHD_Connection *c, request_state *rs) {
+    char message[300];
+    json_t *body = rs->len ? route_parse_body("/slots", rs->body, rs->len, message, sizeof message) : json_object();
+    if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+    return defer(c, rs, route_slot_action_run,
+                 route_slot_action_call(rs->options->rpc, rs->slot, rs->action, body, rs->options->slot_save_path),
+                 route_slot_action_free);
 }
 
 /* /tokenize, /detokenize, POST /lora-adapters: parsed here, run on a worker (llama_routes.c). */
@@ -333,7 +350,7 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     else if (rs->route == ROUTE_ANTHROPIC) ok = finish_anthropic(c, ctx, response, http_status);
     else if (http_status) ok = send_json(c, http_status, response);
     else if (rs->route == ROUTE_RPC) ok = send_rpc_response(c, response);
-    else if (rs->route == ROUTE_LLAMA) ok = send_rpc_outcome(c, response);
+    else if (rs->route == ROUTE_LLAMA || rs->route == ROUTE_SLOT_ACTION) ok = send_rpc_outcome(c, response);
     else ok = finish_completion(c, ctx, response);
     call_release(rs->call);
     rs->call = NULL;
@@ -372,6 +389,27 @@ static request_state *new_request_state(route_id route, const char *url, http_ca
     rs->caller = (rpc_caller){.admin = who.admin, .models_dir = o->models_dir};
     rs->nul_at = -1;
     return rs;
+}
+
+/* llama-server's slot actions: refused by name without --slot-save-path (501, as llama-server);
+ * with it, POST /slots/ID?action=... reads its body (a filename) and runs on a worker. */
+static enum MHD_Result begin_slot_action(struct MHD_Connection *c, const http_options *o, const char *url, bool post,
+                                         http_caller who, void **state) {
+    if (!o->slot_save_path) return route_refuse_slot_action(c);
+    if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
+    char message[300];
+    int32_t slot = 0;
+    const char *action = NULL;
+    if (!route_slot_action_target(c, url, &slot, &action, message, sizeof message))
+        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_PARAMS, message);
+    if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
+    if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
+    request_state *rs = new_request_state(ROUTE_SLOT_ACTION, NULL, who, o);
+    if (!rs) return MHD_NO;
+    rs->slot = slot;
+    rs->action = action;
+    *state = rs;
+    return MHD_YES;
 }
 
 /* The /v1 routes, refused in OpenAI's shape. */
@@ -446,7 +484,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
     if (!who.user)
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
-    if (route_is_slot_action(c, url)) return route_refuse_slot_action(c);
+    if (route_is_slot_action(c, url)) return begin_slot_action(c, o, url, post, who, state);
     if (route_is_llama_get(url) && (get || !route_is_llama_post(url))) /* /lora-adapters takes both */
         return get ? route_llama_get(c, o->rpc, &o->chat, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
@@ -518,6 +556,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const http_options 
         return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
     if (rs->route == ROUTE_LLAMA) return route_llama_post(c, rs);
+    if (rs->route == ROUTE_SLOT_ACTION) return route_slot_action(c, rs);
     if (rs->route == ROUTE_APPLY_TEMPLATE) return route_apply_template(c, rs);
     if (rs->route == ROUTE_ANTHROPIC) return route_anthropic(c, rs);
     if (rs->route == ROUTE_COUNT_TOKENS) return route_count_tokens(c, rs);

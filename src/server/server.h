@@ -140,10 +140,10 @@ void sse_end_all(void);
 /* ---- infill.c --------------------------------------------------------------------------------- */
 /* POST /infill's body (taken) -> /completion's body (new): input_prefix, input_suffix, input_extra
  * and prompt become the fill-in-the-middle token prompt, laid out with the serving model's FIM
- * tokens; a body that names no drafters gets "speculative": {"type": [what the engine drafts
- * with, "suffix"]} (model-free drafting of what the file repeats). NULL with *err (RPC_NO_MODEL
- * when none serves). */
-json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err);
+ * tokens; a body that names no drafters gets "speculative": {"type": [what a request drafts with
+ * by default, "suffix"]} (model-free drafting of what the file repeats). NULL with *err
+ * (RPC_NO_MODEL when none serves); *not_supported (may be NULL) says the model has no FIM tokens. */
+json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, bool *not_supported);
 
 /* ---- conn.c ----------------------------------------------------------------------------------- */
 /* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
@@ -185,6 +185,9 @@ void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum
 /* Response helpers (value taken). */
 enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value);
 enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message);
+/* An error in llama-server's own shape, {"error": {code: the HTTP status, message, type}}, for what
+ * llama-server answers with a type of its own (not_supported_error: 501). */
+enum MHD_Result send_llama_error(struct MHD_Connection *c, unsigned status, const char *type, const char *message);
 /* A plain route's answer from a dispatcher response (taken): the result with 200, or the error
  * object with the HTTP status its code maps to. */
 enum MHD_Result send_rpc_outcome(struct MHD_Connection *c, json_t *response);
@@ -197,9 +200,18 @@ unsigned http_status_for(json_int_t code);
 bool route_is_llama_get(const char *url);
 bool route_is_llama_post(const char *url);
 /* Whether the request is one of llama-server's slot actions (/slots/ID, /slots?action=...), and
- * their answer: 501 naming the action, which specd does not implement. */
+ * their answer without --slot-save-path: 501 naming the action, as llama-server. */
 bool route_is_slot_action(struct MHD_Connection *c, const char *url);
 enum MHD_Result route_refuse_slot_action(struct MHD_Connection *c);
+/* The slot and the action of POST /slots/ID?action=save|restore|erase: true with *slot and *action
+ * (a static string), else false with why in `message`. */
+bool route_slot_action_target(struct MHD_Connection *c, const char *url, int32_t *slot, const char **action,
+                              char *message, size_t size);
+/* The work of a slot action on a call worker (it waits for the slot to be idle): a context (the
+ * body taken; `dir` the real --slot-save-path) and its call_fn, whose answer is as the dispatcher's. */
+void *route_slot_action_call(rpc_host *host, int32_t slot, const char *action, json_t *body, const char *dir);
+json_t *route_slot_action_run(void *ctx);
+void route_slot_action_free(void *ctx);
 /* Answers a GET route (the caller checked the key). */
 enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const http_chat *chat, const char *url);
 /* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`.

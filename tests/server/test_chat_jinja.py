@@ -335,7 +335,7 @@ def check_responses(port):
 
 def check_infill(port, bare_port):
     """/infill (llama-server's): the fill-in-the-middle prompt as llama-server lays it out, extra
-    files before it; a model without FIM tokens refused."""
+    files before it; a model without FIM tokens refused (501, as llama-server)."""
     tok = lambda text: post(port, "/tokenize", {"content": text})[1]["tokens"]
     body = {"input_prefix": "def f():\n", "input_suffix": "\nreturn 1", "prompt": "  x", "n_predict": 4,
             "temperature": 0, "input_extra": [{"filename": "a.py", "text": "import os"}]}
@@ -349,8 +349,9 @@ def check_infill(port, bare_port):
     pieces = [json.loads(l[6:]).get("content", "") for l in streamed.splitlines() if l.startswith("data: ")]
     check("/infill streamed: the same text", code == 200 and "".join(pieces) == answer.get("content"), f"{code} {pieces}")
     code, answer = post(bare_port, "/infill", body)
-    check("/infill on a model without FIM tokens: 400 saying so", code == 400 and
-          "fill-in-the-middle" in json.dumps(answer), f"{code} {answer}")
+    check("/infill on a model without FIM tokens: 501 not_supported_error saying so (llama-server's answer)",
+          code == 501 and answer.get("error", {}).get("type") == "not_supported_error"
+          and "fim_pre" in json.dumps(answer), f"{code} {answer}")
     code, text = post(port, "/v1/completions", {"prompt": "def f():\n", "suffix": "\nreturn 1", "max_tokens": 4,
                                                  "temperature": 0})
     code2, plain = post(port, "/infill", {"input_prefix": "def f():\n", "input_suffix": "\nreturn 1", "n_predict": 4,

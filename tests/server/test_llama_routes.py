@@ -210,15 +210,17 @@ def check_slots_and_metrics(port):
 
 
 def check_slot_actions(port):
-    """llama-server's slot actions are refused by name (501), never answered as GET /slots."""
+    """llama-server's slot actions are refused by name (501 not_supported_error, its answer without
+    --slot-save-path), never answered as GET /slots."""
     for method_path, body, action in ((("/slots?action=erase",), None, "erase"),
                                       (("/slots/0?action=save",), {"filename": "x.bin"}, "save"),
                                       (("/slots/0?action=restore",), {"filename": "../../etc/passwd"}, "restore"),
                                       (("/slots/0?action=erase",), {}, "erase")):
         code, text = curl(port, method_path[0], body)
-        message = json.loads(text).get("error", {}).get("message", "") if text.startswith("{") else ""
-        check(f"{'POST' if body is not None else 'GET'} {method_path[0]}: 501 naming the action '{action}'",
-              code == 501 and f"action '{action}' is not implemented" in message, (code, text[:300]))
+        error = json.loads(text).get("error", {}) if text.startswith("{") else {}
+        check(f"{'POST' if body is not None else 'GET'} {method_path[0]}: 501 not_supported_error naming the action "
+              f"'{action}'", code == 501 and f"action '{action}' needs --slot-save-path" in error.get("message", "")
+              and error.get("type") == "not_supported_error" and error.get("code") == 501, (code, text[:300]))
 
 
 def check_slot_while_processing(port):
@@ -235,7 +237,11 @@ def check_slot_while_processing(port):
     _, poll = rpc(port, "completion.poll", {"id": job}, key=KEY)
     still_running = poll["result"]["finished"] is False
     rpc(port, "completion.cancel", {"id": job}, key=KEY)
-    rpc(port, "completion.poll", {"id": job, "wait_ms": 10000}, key=KEY)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # a poll's wait ends at the first news (pieces not seen yet), not at the end
+        _, polled = rpc(port, "completion.poll", {"id": job, "wait_ms": 2000}, key=KEY)
+        if polled.get("result", {}).get("finished"):
+            break
     check("while a completion runs: /slots processing, fail_on_no_slot 503, requests_processing 1", still_running
           and slots[0]["state"] == "processing" and slots[0]["is_processing"] is True and slots[0]["id_task"] == job
           and code_busy == 503 and samples[("llamacpp:requests_processing", "")] == 1, (slots, code_busy, poll))
@@ -792,7 +798,7 @@ def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     lora = os.path.join(models, "lora.gguf")
     server, port = start_server(specd, ["--api-key", KEY, "-m", target, "-md", draft, "-c", "256", "-t", "1", "-np", "1",
-                                        "--lora", lora, "--lora-init-without-apply"])
+                                        "--lora", lora, "--lora-init-without-apply", "--context-shift"])
     try:
         if port:
             code, text = curl(port, "/slots")

@@ -478,7 +478,8 @@ def timed(fn):
 
 def check_no_blocking(specd, target, draft):
     """With one HTTP thread: a long blocking completion and an open stream do not hold it."""
-    server, port = start_server(specd, ["--http-threads", "1", "-m", target, "-md", draft, "-c", "256", "-t", "1"])
+    server, port = start_server(specd, ["--http-threads", "1", "-m", target, "-md", draft, "-c", "256", "-t", "1",
+                                        "--context-shift"])
     try:
         if not port:
             check("server with one HTTP thread starts", False)
@@ -529,7 +530,7 @@ def check_per_ip_limit(specd, target):
 
 def check_sigterm_during_stream(specd, target, draft):
     """SIGTERM during a long streamed completion: the stream ends and the server exits 0 quickly."""
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "256", "-t", "1"])
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "256", "-t", "1", "--context-shift"])
     if not port:
         check("server for the SIGTERM test starts", False)
         stop_server(server)

@@ -54,7 +54,7 @@ def check_n_predict(specd, target, draft):
 
 
 def check_time_limit(specd, target, draft):
-    args = ["-m", target, "-md", draft, "-c", "512", "-t", "1", "--time-limit", "1"]
+    args = ["-m", target, "-md", draft, "-c", "512", "-t", "1", "--time-limit", "1", "--context-shift"]
     with served(specd, args, "--time-limit 1") as (_, port):
         if not port:
             return
@@ -80,7 +80,8 @@ def check_time_limit(specd, target, draft):
 def check_t_max_predict_ms(specd, target, draft):
     """t_max_predict_ms as llama-server reads it: once that long has passed since the first token,
     generation ends with the next step whose text holds a newline (made frequent with logit_bias)."""
-    with served(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1"], "t_max_predict_ms") as (_, port):
+    with served(specd, ["-m", target, "-md", draft, "-c", "512", "-t", "1", "--context-shift"],
+                "t_max_predict_ms") as (_, port):
         if not port:
             return
         newline = post(port, "/tokenize", {"content": "\n"})[1]["tokens"][-1]

@@ -224,7 +224,7 @@ def check_stats_are_each_requests_own(specd, target, draft):
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "3",
-                                        "-t", "1"])
+                                        "-t", "1", "--context-shift"])
     try:
         if port:
             slots = status(port)["slots"]

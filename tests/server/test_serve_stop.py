@@ -100,7 +100,8 @@ def check_sigterm(specd, target, draft):
     """-np 2: a stream and a blocking request run; a stream, an OpenAI stream and 7 blocking requests
     wait in the queue (7 + the running one hold all 8 worker threads), and one more blocking request
     waits for a worker. Then SIGTERM."""
-    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "16", "-t", "1"])
+    server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "16", "-t", "1",
+                                        "--context-shift"])
     if not port:
         check("server for the SIGTERM test starts", False)
         stop_server(server)
@@ -147,7 +148,7 @@ def check_admin_shutdown(specd, target, draft):
     """The admin `shutdown` over HTTP unloads the models: the same final answers, and the server
     stays up (health 503 until the next init)."""
     server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "4", "-t", "1",
-                                        "--admin-api-key", ADMIN])
+                                        "--context-shift", "--admin-api-key", ADMIN])
     try:
         if not port:
             check("server for the shutdown test starts", False)

@@ -1,0 +1,138 @@
+/* slot_files.c - llama-server's slot actions (slot_files.h): a slot's caches saved to a file under
+ * the server's --slot-save-path, restored from one, or erased. Every file name goes through the one
+ * confinement check (confine.h); the engine's calls run on the server's thread while the slot is
+ * idle (serve_server_slot_call), the file is read and written here. */
+#define _POSIX_C_SOURCE 200809L
+#include "slot_files.h"
+
+#include "confine.h"
+
+#include "../serve/clock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What one action hands the server's thread and gets back. */
+typedef struct slot_work {
+    const char *action;
+    void *data;     /* save: the bytes made (specd_free); restore: the bytes read (free) */
+    size_t size;
+    int32_t n_tokens;
+    specd_status status;
+    char *message;  /* specd_free */
+} slot_work;
+
+static void run_on_slot(specd_engine *e, int32_t slot, void *arg) {
+    slot_work *w = arg;
+    w->status = SPECD_OK;
+    if (!strcmp(w->action, "save")) {
+        w->n_tokens = specd_engine_slot_tokens(e, slot);
+        w->status = specd_engine_slot_save(e, slot, &w->data, &w->size, &w->message);
+    } else if (!strcmp(w->action, "restore")) {
+        w->status = specd_engine_slot_restore(e, slot, w->data, w->size, &w->n_tokens, &w->message);
+    } else {
+        w->n_tokens = specd_engine_slot_tokens(e, slot);
+        specd_engine_slot_forget(e, slot);
+    }
+}
+
+/* The body's "filename" confined to `dir` (a new file for save, an existing one for restore); NULL
+ * with *err, the same message whatever made it fail (confine.h). */
+static char *confined_file(json_t *body, const char *dir, bool existing, rpc_error *err) {
+    const char *name = json_string_value(json_object_get(body, "filename"));
+    size_t n = name ? strlen(name) : 0;
+    char *path = n > 0 && name[n - 1] != '/' ? rpc_confine_path(name, dir, existing ? RPC_PATH_FILE : RPC_PATH_WRITABLE)
+                                             : NULL;
+    if (!path)
+        rpc_fail(err, RPC_INVALID_PARAMS, "filename", "slot action: 'filename' must name a%s file under the slot save "
+                 "folder (--slot-save-path), got '%.200s'", existing ? "n existing" : "", name ? name : "(none)");
+    return path;
+}
+
+static bool write_file(const char *path, const void *data, size_t size, const char *name, rpc_error *err) {
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(data, 1, size, f) == size;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) rpc_fail(err, RPC_INTERNAL_ERROR, "filename", "slot action: cannot write '%s': %s", name, strerror(errno));
+    return ok;
+}
+
+static void *read_file(const char *path, size_t *size, const char *name, rpc_error *err) {
+    FILE *f = fopen(path, "rb");
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    uint8_t *data = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc(n > 0 ? (size_t)n : 1) : NULL;
+    bool ok = data && fread(data, 1, (size_t)n, f) == (size_t)n;
+    if (f) fclose(f);
+    if (!ok) {
+        free(data);
+        rpc_fail(err, RPC_INVALID_PARAMS, "filename", "slot action: cannot read '%s'", name);
+        return NULL;
+    }
+    *size = (size_t)n;
+    return data;
+}
+
+/* The engine's call on the slot, on the server's thread; false with *err. */
+static bool call_slot(rpc_host *h, int32_t slot, slot_work *w, rpc_error *err) {
+    serve_server *server = NULL;
+    if (!rpc_host_acquire_server(h, &server, err)) return false;
+    serve_fault fault;
+    bool ran = serve_server_slot_call(server, slot, run_on_slot, w, &fault);
+    rpc_host_release_engine(h);
+    if (!ran) {
+        rpc_error_from_fault(&fault, err);
+        return false;
+    }
+    if (w->status == SPECD_OK) return true;
+    return rpc_fail(err, w->status == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_INTERNAL_ERROR,
+                    "filename", "slot action %s on slot %d: %s", w->action, slot, w->message ? w->message : "failed");
+}
+
+static json_t *save(rpc_host *h, int32_t slot, json_t *body, const char *dir, rpc_error *err) {
+    char *path = confined_file(body, dir, false, err);
+    if (!path) return NULL;
+    const char *name = json_string_value(json_object_get(body, "filename"));
+    slot_work w = {.action = "save"};
+    double t0 = serve_now_ms();
+    bool ok = call_slot(h, slot, &w, err) && write_file(path, w.data, w.size, name, err);
+    json_t *answer = ok ? json_pack("{s:i, s:s, s:i, s:I, s:{s:f}}", "id_slot", slot, "filename", name, "n_saved",
+                                    w.n_tokens, "n_written", (json_int_t)w.size, "timings", "save_ms",
+                                    serve_now_ms() - t0)
+                        : NULL;
+    specd_free(w.data);
+    specd_free(w.message);
+    free(path);
+    return answer;
+}
+
+static json_t *restore(rpc_host *h, int32_t slot, json_t *body, const char *dir, rpc_error *err) {
+    char *path = confined_file(body, dir, true, err);
+    if (!path) return NULL;
+    const char *name = json_string_value(json_object_get(body, "filename"));
+    slot_work w = {.action = "restore"};
+    double t0 = serve_now_ms();
+    bool ok = (w.data = read_file(path, &w.size, name, err)) != NULL && call_slot(h, slot, &w, err);
+    json_t *answer = ok ? json_pack("{s:i, s:s, s:i, s:I, s:{s:f}}", "id_slot", slot, "filename", name, "n_restored",
+                                    w.n_tokens, "n_read", (json_int_t)w.size, "timings", "restore_ms",
+                                    serve_now_ms() - t0)
+                        : NULL;
+    free(w.data);
+    specd_free(w.message);
+    free(path);
+    return answer;
+}
+
+json_t *rpc_slot_action(rpc_host *h, int32_t slot, const char *action, json_t *body, const char *dir, rpc_error *err) {
+    if (!action || (strcmp(action, "save") && strcmp(action, "restore") && strcmp(action, "erase"))) {
+        rpc_fail(err, RPC_INVALID_PARAMS, "action", "slot action: 'action' must be save, restore or erase, got "
+                 "'%.40s'", action ? action : "");
+        return NULL;
+    }
+    if (!strcmp(action, "save")) return save(h, slot, body, dir, err);
+    if (!strcmp(action, "restore")) return restore(h, slot, body, dir, err);
+    slot_work w = {.action = "erase"};
+    return call_slot(h, slot, &w, err) ? json_pack("{s:i, s:i}", "id_slot", slot, "n_erased", w.n_tokens) : NULL;
+}
