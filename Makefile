@@ -33,7 +33,7 @@ demo: build
 
 test: build
 	@SPECD_GPU=$(GPU) scripts/deps.sh --test-tools
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); rc=$$?; scripts/skipped_tests.py $(BUILD); exit $$rc
 
 # Unit and engine tests under AddressSanitizer + UndefinedBehaviorSanitizer (our code).
 asan: deps
