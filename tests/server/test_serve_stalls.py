@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""One client must not stall the others (127.0.0.1 only): while long blocking completions and long
+polls wait, /health, /tokenize and the admin calls still answer at once; a large chat template is
+rendered off the threads that answer /health.
+
+    test_serve_stalls.py SPECD MODELS_DIR
+Waits are bounded; the bounds are generous (seconds), the old behaviour they catch took the whole
+--time-limit.
+"""
+import http.client
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+from test_serve import ADMIN, check, failures, rpc, served
+from test_serve_stop import ENDLESS, Request, busy, status, wait_for
+
+
+def timed(port, method, path, body=None, key=None, timeout=30):
+    """(seconds, status, parsed body or text) of one request on a fresh connection; seconds None
+    when it did not answer within `timeout`."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    start = time.monotonic()
+    try:
+        c.request(method, path, body if isinstance(body, (str, bytes)) or body is None else json.dumps(body), headers)
+        r = c.getresponse()
+        data = r.read()
+        took = time.monotonic() - start
+        try:
+            return took, r.status, json.loads(data)
+        except ValueError:
+            return took, r.status, data[:300]
+    except (OSError, http.client.HTTPException):
+        return None, 0, None
+    finally:
+        c.close()
+
+
+def check_long_waits(specd, target, draft):
+    """8 blocking completions on -np 4 (4 run, 4 wait for a slot) and 10 polls that wait up to 20 s
+    held all 8 call workers: /tokenize and the admin shutdown waited for the --time-limit."""
+    args = ["-m", target, "-md", draft, "-c", "2048", "-np", "4", "--queue", "16", "-t", "1", "--time-limit", "20",
+            "--admin-api-key", ADMIN]
+    with served(specd, args, "long waits") as (_, port):
+        if not port:
+            return
+        blocking = [Request(port, "/completion", ENDLESS) for _ in range(8)]
+        for r in blocking:
+            r.start()
+        check("8 long blocking completions: 4 run, 4 wait for a slot", busy(port, n_running=4, n_queued=4),
+              status(port))
+        _, started = rpc(port, "completion.start", dict(ENDLESS), key=None)
+        job = started.get("result", {}).get("id")
+        polls = [threading.Thread(target=rpc, args=(port, "completion.poll", {"id": job, "wait_ms": 20000}),
+                                  kwargs={"key": None}, daemon=True) for _ in range(10)]
+        for p in polls:
+            p.start()
+        time.sleep(0.5)  # the polls are in, waiting
+        took, code, r = timed(port, "POST", "/tokenize", {"content": "once upon a time"})
+        check(f"/tokenize answers beside them ({took} s, under 2 s)", took is not None and took < 2 and code == 200
+              and r.get("tokens"), (took, code, r))
+        took, code, r = timed(port, "POST", "/detokenize", {"tokens": [1, 2]})
+        check(f"/detokenize too ({took} s)", took is not None and took < 2 and code == 200, (took, code, r))
+        took, code, r = timed(port, "GET", "/health")
+        check(f"/health too ({took} s, under 1 s)", took is not None and took < 1 and code == 200, (took, code, r))
+        took, code, r = timed(port, "POST", "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "shutdown"}, key=ADMIN)
+        check(f"the admin shutdown answers beside them ({took} s, under 2 s)", took is not None and took < 2
+              and code == 200 and r.get("result", {}).get("was_loaded") is True, (took, code, r))
+        for t in blocking + polls:
+            t.join(10)
+        check("every blocking completion is answered", all(r.status in (200, 503) for r in blocking),
+              [r.status for r in blocking])
+
+
+def check_large_template(specd, target):
+    """A 900 KB /apply-template (30000 messages) was rendered on the connection's thread: with
+    --http-threads 1, /health waited for it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        template = os.path.join(tmp, "chat.jinja")
+        with open(template, "w") as f:
+            f.write("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+                    "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+        args = ["-m", target, "-c", "512", "-t", "1", "--http-threads", "1", "--chat-template-file", template]
+        with served(specd, args, "a large template") as (_, port):
+            if not port:
+                return
+            messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": "hi"}
+                        for i in range(30000)]
+            body = json.dumps({"messages": messages}, separators=(",", ":"))
+            result = {}
+
+            def apply():
+                result["r"] = timed(port, "POST", "/apply-template", body, timeout=120)
+            worker = threading.Thread(target=apply, daemon=True)
+            worker.start()
+            time.sleep(0.3)  # the body is in, the template renders
+            health = []
+            while worker.is_alive() and len(health) < 40:
+                health.append(timed(port, "GET", "/health", timeout=30)[0])
+                time.sleep(0.05)
+            worker.join(120)
+            took, code, r = result.get("r", (None, 0, None))
+            check(f"/apply-template of {len(body) // 1000} KB is answered ({took} s)", code == 200
+                  and isinstance(r, dict) and r.get("prompt", "").count("<|user|>") == 15000, (took, code))
+            worst = max((h if h is not None else 99 for h in health), default=0)
+            check(f"/health while it renders, --http-threads 1: {len(health)} answers, the slowest {worst:.2f} s "
+                  "(under 1 s)", worst < 1, health)
+
+
+def main(specd, models):
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    check_long_waits(specd, target, draft)
+    check_large_template(specd, target)
+    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
