@@ -110,9 +110,14 @@ static void record_job_locked(rpc_host *h, serve_job *job) {
 
 serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
     pthread_mutex_lock(&h->lock);
-    while (h->swapping || h->draining) pthread_cond_wait(&h->changed, &h->lock);
+    /* A swap waits for the running completions to end (draining, then swapping), which may take
+     * minutes: a new one is refused at once (503 with Retry-After over HTTP), not held without a
+     * word until then. */
     serve_job *job = NULL;
-    if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
+    if (h->draining)
+        rpc_fail(err, RPC_BUSY, "", "busy: the model '%s' is being swapped in by init and waits for the running "
+                 "completions to end; retry in a moment", h->loading_model ? h->loading_model : "");
+    else if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
     else if (!(job = serve_job_new(h->next_id))) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
     if (job) {
         request_defaults_locked(h, &job->request);

@@ -1,7 +1,7 @@
 /* host_load.c - a host's models (host.h): init loads the new engine beside the serving one and
  * swaps it in only once it has loaded, so a failed load leaves the old model serving and its
  * completions keep running during the load. The swap waits until no completion is claimed and the
- * old server is idle (claims wait while it happens), then takes the engine write lock, which only
+ * old server is idle (new claims are refused as busy meanwhile), then takes the engine write lock, which only
  * short calls (tokenize, detokenize) can still hold. shutdown aborts a load through llama.cpp's
  * progress callback, so it returns in bounded time. */
 #define _POSIX_C_SOURCE 200809L /* strdup */

@@ -34,7 +34,7 @@ struct rpc_host {
     /* the latest init */
     bool loading;                 /* a load runs (beside the serving engine, if any) */
     char *loading_model;          /* owned: its target path while it runs */
-    bool draining;                /* its engine waits for the serving one to be idle: claims wait */
+    bool draining;                /* its engine waits for the serving one to be idle: claims are refused (busy) */
     bool swapping;                /* its engine is being swapped in: claims and short calls wait */
     char *last_init_error;        /* owned: why the latest init's load failed; NULL if it did not */
     atomic_bool abort_load;       /* read by the load's progress callback: stop now */

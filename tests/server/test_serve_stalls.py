@@ -62,10 +62,10 @@ def check_long_waits(specd, target, draft):
         for p in polls:
             p.start()
         time.sleep(0.5)  # the polls are in, waiting
-        took, code, r = timed(port, "POST", "/tokenize", {"content": "once upon a time"})
+        took, code, r = timed(port, "POST", "/tokenize", {"content": "once upon a time"}, timeout=5)
         check(f"/tokenize answers beside them ({took} s, under 2 s)", took is not None and took < 2 and code == 200
               and r.get("tokens"), (took, code, r))
-        took, code, r = timed(port, "POST", "/detokenize", {"tokens": [1, 2]})
+        took, code, r = timed(port, "POST", "/detokenize", {"tokens": [1, 2]}, timeout=5)
         check(f"/detokenize too ({took} s)", took is not None and took < 2 and code == 200, (took, code, r))
         took, code, r = timed(port, "GET", "/health")
         check(f"/health too ({took} s, under 1 s)", took is not None and took < 1 and code == 200, (took, code, r))
@@ -76,6 +76,43 @@ def check_long_waits(specd, target, draft):
             t.join(10)
         check("every blocking completion is answered", all(r.status in (200, 503) for r in blocking),
               [r.status for r in blocking])
+
+
+def check_swap(specd, target, draft):
+    """A model swap (init while a completion runs) held every new request until the running ones
+    ended (a 4-token completion waited 13 s behind one long stream); now it is refused at once:
+    503 with Retry-After, and the swap goes on once the running one ends."""
+    args = ["-m", target, "-md", draft, "-c", "1024", "-np", "2", "-t", "1", "--admin-api-key", ADMIN]
+    with served(specd, args, "the swap") as (_, port):
+        if not port:
+            return
+        _, started = rpc(port, "completion.start", dict(ENDLESS), key=None)
+        job = started.get("result", {}).get("id")
+        code, r = rpc(port, "init", {"model": target, "model_draft": draft, "async": True}, key=ADMIN)
+        check("init (async) while a long completion runs", code == 200 and "result" in r, (code, r))
+        seen = None
+        end = time.monotonic() + 20
+        while time.monotonic() < end:  # while the load runs, completions still go on (200)
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            start = time.monotonic()
+            try:
+                c.request("POST", "/completion", json.dumps({"prompt": "once", "n_predict": 4}))
+                resp = c.getresponse()
+                seen = (time.monotonic() - start, resp.status, resp.getheader("Retry-After"), resp.read()[:300])
+            except (OSError, http.client.HTTPException) as e:
+                seen = (None, 0, None, repr(e))
+            finally:
+                c.close()
+            if seen[1] != 200:
+                break
+            time.sleep(0.1)
+        check("during the swap's wait a new completion gets 503 with Retry-After at once (under 2 s)",
+              seen and seen[0] is not None and seen[0] < 2 and seen[1] == 503 and seen[2] and b"swapped" in seen[3],
+              seen)
+        rpc(port, "completion.cancel", {"id": job}, key=None)
+        swapped = wait_for(lambda: status(port).get("loading_model", "") == "" and not status(port).get("busy"), 20)
+        took, code, r = timed(port, "POST", "/completion", {"prompt": "once", "n_predict": 4})
+        check("after the swap, completions run again", swapped and code == 200, (swapped, code, r))
 
 
 def check_large_template(specd, target):
@@ -116,6 +153,7 @@ def check_large_template(specd, target):
 def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     check_long_waits(specd, target, draft)
+    check_swap(specd, target, draft)
     check_large_template(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
