@@ -68,6 +68,9 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
     h->n_vocab = specd_engine_n_vocab(engine);
     h->has_draft = specd_engine_has_draft(engine);
     h->n_parallel = specd_engine_n_parallel(engine);
+    /* a client's share: every slot and half the queue places, so that another client always
+     * finds the other half (a batch of 100 completion.start took them all) */
+    h->client_share = h->n_parallel + serve_server_status(server).queue_max / 2;
 }
 
 /* Waits until no completion is claimed, then new claims wait (lock held; released while
@@ -253,7 +256,7 @@ static serve_server *clear_locked(rpc_host *h) {
     replace_string(&h->model, NULL);
     replace_string(&h->alias, NULL);
     replace_string(&h->last_init_error, NULL);
-    h->n_parallel = h->n_ctx = h->n_vocab = 0;
+    h->n_parallel = h->n_ctx = h->n_vocab = h->client_share = 0;
     h->has_draft = false;
     json_decref(h->placement);
     h->placement = NULL;

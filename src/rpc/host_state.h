@@ -27,6 +27,7 @@ struct rpc_host {
     serve_server *server;
     char *model, *alias;          /* owned */
     int32_t n_ctx, n_vocab, n_parallel;
+    int32_t client_share;         /* completions one client may have queued or running at once */
     bool has_draft;
     json_t *placement;            /* {"target": {...}, "draft": {...} | null} of the serving engine */
     char *placement_note;         /* owned: -ngl asked on a build that cannot offload, else NULL */

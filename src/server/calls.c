@@ -39,6 +39,7 @@ struct deferred_call {
     void (*free_ctx)(void *ctx);
     bool taken;                /* a worker took it (or it was answered before) */
     int fd;                    /* the client's socket (-1: unknown), to notice it going away */
+    uint64_t client;           /* its connection (conn_serial): its completions count against it */
     struct MHD_Connection *connection;
     bool suspended;            /* the connection waits for this answer */
     bool answered;
@@ -151,7 +152,9 @@ static void *worker_main(void *arg) {
         call->taken = true;
         pthread_mutex_unlock(&call->lock);
         rpc_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
+        rpc_client_thread(call->client);
         json_t *response = run ? call->run(call->ctx) : NULL;
+        rpc_client_thread(0);
         rpc_watch_thread(NULL, NULL);
         pthread_mutex_lock(&call->lock);
         answer_locked(call, response, 0);
@@ -201,6 +204,7 @@ deferred_call *call_defer(struct MHD_Connection *c, call_lane l, call_fn run, vo
     call->connection = c;
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     call->fd = info ? info->connect_fd : -1;
+    call->client = conn_serial(c);
     /* Hold the call's lock until the connection is suspended, so that a worker that finishes
      * first cannot resume a connection that is not suspended yet. */
     pthread_mutex_lock(&call->lock);

@@ -167,6 +167,9 @@ void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enu
 void conn_request_arrived(struct MHD_Connection *c);
 /* The answer on `c` is done: the next request on this connection gets a fresh deadline. */
 void conn_request_finished(struct MHD_Connection *c);
+/* Which connection `c` is (1, 2, ..., never reused; 0: untracked): the client its calls'
+ * completions count against (rpc_client_thread). */
+uint64_t conn_serial(struct MHD_Connection *c);
 /* How many connections the deadline closed so far. */
 int64_t conn_closed_by_deadline(void);
 

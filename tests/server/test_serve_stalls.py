@@ -115,6 +115,42 @@ def check_swap(specd, target, draft):
         check("after the swap, completions run again", swapped and code == 200, (swapped, code, r))
 
 
+def batch(port, calls, key=None, timeout=60):
+    """One JSON-RPC batch of (method, params) over /rpc: (status, parsed answer or text)."""
+    body = [{"jsonrpc": "2.0", "id": i, "method": m, "params": p} for i, (m, p) in enumerate(calls)]
+    _, code, r = timed(port, "POST", "/rpc", json.dumps(body), key=key, timeout=timeout)
+    return code, r
+
+
+def check_client_share(specd, target, draft):
+    """A batch of 100 completion.start took every slot and all 64 queue places: another client then
+    got 503 at once. Batches had no bounds either (12000 status calls: a 14 MB answer)."""
+    args = ["-m", target, "-md", draft, "-c", "2048", "-np", "4", "-t", "1", "--time-limit", "30",
+            "--max-body", str(16 << 20)]
+    with served(specd, args, "a client's share") as (_, port):
+        if not port:
+            return
+        code, r = batch(port, [("completion.start", dict(ENDLESS))] * 100)
+        started = [x for x in r if "result" in x] if isinstance(r, list) else []
+        refused = [x for x in r if "error" in x] if isinstance(r, list) else []
+        check(f"a batch of 100 completion.start: {len(started)} started (4 slots and half of the 64 queue places), "
+              "the rest refused as busy, naming the client's share", code == 200 and len(started) == 36
+              and len(refused) == 64 and all(x["error"]["code"] == -32001 and "this client" in x["error"]["message"]
+                                             for x in refused), (code, str(r)[:400]))
+        code, r = rpc(port, "completion.start", {"prompt": "once", "n_predict": 4}, key=None)
+        check("another client still gets a queue place", code == 200 and "id" in r.get("result", {}), (code, r))
+        code, r = batch(port, [("status", {})] * 257)
+        check("a batch of 257 calls is refused whole, naming the bound", code == 200 and isinstance(r, dict)
+              and r.get("error", {}).get("code") == -32600 and "at most 256" in r["error"]["message"], (code, str(r)[:300]))
+        text = "once upon a time " * 2500  # about 40 KB of text, about as much answer
+        code, r = batch(port, [("tokenize", {"text": text})] * 200)
+        done = [x for x in r if "result" in x] if isinstance(r, list) else []
+        cut = [x for x in r if "error" in x] if isinstance(r, list) else []
+        check(f"a batch whose answers pass 4 MiB: {len(done)} run, the {len(cut)} after refused, not run",
+              code == 200 and len(done) + len(cut) == 200 and 0 < len(done) < 200 and cut
+              and "not run" in cut[0]["error"]["message"] and cut[-1]["id"] == 199, (code, str(r)[:300]))
+
+
 def check_large_template(specd, target):
     """A 900 KB /apply-template (30000 messages) was rendered on the connection's thread: with
     --http-threads 1, /health waited for it."""
@@ -154,6 +190,7 @@ def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     check_long_waits(specd, target, draft)
     check_swap(specd, target, draft)
+    check_client_share(specd, target, draft)
     check_large_template(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
