@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """One client must not stall the others (127.0.0.1 only): while long blocking completions and long
-polls wait, /health, /tokenize and the admin calls still answer at once; a large chat template is
-rendered off the threads that answer /health.
+polls wait, /health, /tokenize and the admin calls still answer at once; a model swap refuses new
+completions at once (503, Retry-After) instead of holding them; one connection's completions take
+at most its share of the queue, and a batch is bounded (calls, bytes of answer); a grammar too dear
+to step beside others is refused when it comes; a large chat template is rendered off the threads
+that answer /health.
 
     test_serve_stalls.py SPECD MODELS_DIR
 Waits are bounded; the bounds are generous (seconds), the old behaviour they catch took the whole
@@ -151,6 +154,38 @@ def check_client_share(specd, target, draft):
               and "not run" in cut[0]["error"]["message"] and cut[-1]["id"] == 199, (code, str(r)[:300]))
 
 
+def check_dear_grammar(specd, target, draft):
+    """A grammar of 30000 alternatives (390 KB) cost seconds a step, on the scheduler's thread: a
+    small completion in another slot waited for it (60000: 15 s). Now it is priced when it comes
+    (its build and one step, on the request's own worker) and refused with a 400 naming the field."""
+    args = ["-m", target, "-md", draft, "-c", "2048", "-np", "2", "-t", "1"]
+    with served(specd, args, "a dear grammar") as (_, port):
+        if not port:
+            return
+        grammar = "root ::= " + " | ".join(f'"w{i:07d}"' for i in range(30000))
+        result = {}
+
+        def dear():
+            result["r"] = timed(port, "POST", "/completion", {"prompt": "once", "n_predict": 8, "grammar": grammar},
+                                timeout=120)
+        sender = threading.Thread(target=dear, daemon=True)
+        sender.start()
+        small = []
+        while sender.is_alive() and len(small) < 200:
+            small.append(timed(port, "POST", "/completion", {"prompt": "the little girl", "n_predict": 8},
+                               timeout=60)[0])
+            time.sleep(0.02)
+        sender.join(120)
+        took, code, r = result.get("r", (None, 0, None))
+        e = r.get("error", {}) if isinstance(r, dict) else {}
+        check(f"the grammar of {len(grammar) // 1000} KB is refused ({took} s): 400 naming 'grammar', its cost",
+              code == 400 and e.get("data", {}).get("field") == "grammar" and "costs too much" in e.get("message", ""),
+              (took, code, r))
+        worst = max((x if x is not None else 99 for x in small), default=0)
+        check(f"an 8-token completion in the other slot meanwhile: {len(small)} of them, the slowest {worst:.2f} s "
+              "(under 2 s)", worst < 2, small)
+
+
 def check_large_template(specd, target):
     """A 900 KB /apply-template (30000 messages) was rendered on the connection's thread: with
     --http-threads 1, /health waited for it."""
@@ -191,6 +226,7 @@ def main(specd, models):
     check_long_waits(specd, target, draft)
     check_swap(specd, target, draft)
     check_client_share(specd, target, draft)
+    check_dear_grammar(specd, target, draft)
     check_large_template(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
