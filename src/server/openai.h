@@ -152,6 +152,8 @@ typedef enum setup_kind {
     SETUP_RESPONSES,      /* /v1/responses */
     SETUP_APPLY_TEMPLATE, /* /apply-template: the prompt, nothing generated */
     SETUP_COUNT_TOKENS,   /* /v1/messages/count_tokens */
+    SETUP_COMPLETION,     /* /completion (llama-server's): its refusal is the answer, {"error"} */
+    SETUP_INFILL,         /* /infill: the same */
 } setup_kind;
 typedef struct setup_call setup_call;
 /* A request of `kind` whose body text (`body`, taken, `len` bytes) a worker reads, sets up and runs
@@ -159,7 +161,8 @@ typedef struct setup_call setup_call;
 setup_call *setup_call_new(setup_kind kind, rpc_host *host, const http_chat *chat, char *body, size_t len);
 void setup_call_free(void *s);
 /* Sets up and runs: the answer of completion_call_run; NULL when refused (setup_call_error) or
- * when it made its answer itself (setup_call_answer). */
+ * when it made its answer itself (setup_call_answer). /completion's and /infill's refusal is their
+ * answer, {"error": {code, message, data}}. */
 json_t *setup_call_run(void *s);
 /* Once run: its completion's call (borrowed; NULL: none); the refusal (NULL: none); the answer of
  * /apply-template or count_tokens (taken). */

@@ -41,7 +41,6 @@ typedef struct request_state {
     bool too_large;       /* over --max-body: the rest is read and dropped */
     bool large;           /* MEMORY_LARGE_BODY or more arrived: counted by memory.c until done */
     int64_t nul_at;       /* offset of the first NUL byte in the body, -1: none */
-    bool stream;          /* /completion with "stream": true, or OpenAI's stream */
     deferred_call *call;  /* while a call runs on a worker */
 } request_state;
 
@@ -197,32 +196,6 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
     return send_rpc_response(c, response);
 }
 
-/* POST /completion: llama-server's dialect of the JSON API's completion (rpc/request_json.h). */
-static enum MHD_Result route_completion(struct MHD_Connection *c, request_state *rs) {
-    json_error_t jerr;
-    json_t *body = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body) {
-        char message[300];
-        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
-    }
-    if (!json_is_object(body)) {
-        json_decref(body);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_PARAMS, "completion params: the body must be a JSON "
-                          "object");
-    }
-    rpc_error err;
-    if (rs->url && !strcmp(rs->url, "/infill") && !(body = infill_completion_params(rs->options->rpc, body, &err)))
-        return send_json(c, err.code == RPC_NO_MODEL ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST,
-                         json_pack("{s:o}", "error", rpc_error_object(&err)));
-    rs->stream = json_is_true(json_object_get(body, "stream"));
-    completion_call *call = completion_outputs_call(rs->options->rpc, body, rs->stream, &err);
-    if (!call)
-        return send_json(c, err.code == RPC_INVALID_PARAMS ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                         json_pack("{s:o}", "error", rpc_error_object(&err)));
-    return defer(c, rs, CALL_LANE_REQUEST, completion_call_run, call, completion_call_free);
-}
-
 /* /tokenize, /detokenize, POST /lora-adapters: parsed here, run on a worker (llama_routes.c). */
 static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state *rs) {
     char message[300];
@@ -232,7 +205,7 @@ static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state 
     return defer(c, rs, CALL_LANE_SHORT, route_tokens_run, call, route_tokens_free);
 }
 
-/* The /v1 routes and /apply-template: the body is read and the prompt rendered on a worker
+/* The completion routes and /apply-template: the body is read and the prompt made on a worker
  * (setup_call.c), never here, on the threads that answer /health. */
 static enum MHD_Result route_set_up(struct MHD_Connection *c, request_state *rs, setup_kind kind) {
     setup_call *s = setup_call_new(kind, rs->options->rpc, &rs->options->chat, rs->body, rs->len);
@@ -247,6 +220,7 @@ static setup_kind setup_kind_of(const request_state *rs) {
     case ROUTE_ANTHROPIC: return SETUP_ANTHROPIC;
     case ROUTE_COUNT_TOKENS: return SETUP_COUNT_TOKENS;
     case ROUTE_RESPONSES: return SETUP_RESPONSES;
+    case ROUTE_COMPLETION: return rs->url && !strcmp(rs->url, "/infill") ? SETUP_INFILL : SETUP_COMPLETION;
     default: return strcmp(rs->url, "/v1/chat/completions") == 0 ? SETUP_CHAT : SETUP_TEXT;
     }
 }
@@ -307,6 +281,11 @@ static enum MHD_Result finish_completion(struct MHD_Connection *c, completion_ca
 /* A call set up on a worker (setup_call.c): its refusal, its own answer, or its completion's. */
 static enum MHD_Result finish_set_up(struct MHD_Connection *c, request_state *rs, setup_call *s, json_t *response,
                                      unsigned http_status) {
+    if (rs->route == ROUTE_COMPLETION) {
+        if (http_status) return send_json(c, http_status, response); /* the server's own refusal (stopping) */
+        completion_call *call = setup_call_completion(s);
+        return call ? finish_completion(c, call, response) : send_rpc_outcome(c, response);
+    }
     const openai_error *err = http_status ? NULL : setup_call_error(s);
     bool anthropic = rs->route == ROUTE_ANTHROPIC || rs->route == ROUTE_COUNT_TOKENS;
     bool llama = rs->route == ROUTE_APPLY_TEMPLATE;
@@ -332,13 +311,10 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
     void *ctx = call_context(rs->call);
     enum MHD_Result ok;
-    if (rs->route == ROUTE_OPENAI || rs->route == ROUTE_RESPONSES || rs->route == ROUTE_ANTHROPIC ||
-        rs->route == ROUTE_COUNT_TOKENS || rs->route == ROUTE_APPLY_TEMPLATE)
-        ok = finish_set_up(c, rs, ctx, response, http_status);
-    else if (http_status) ok = send_json(c, http_status, response);
+    if (http_status && (rs->route == ROUTE_RPC || rs->route == ROUTE_LLAMA)) ok = send_json(c, http_status, response);
     else if (rs->route == ROUTE_RPC) ok = send_rpc_response(c, response);
     else if (rs->route == ROUTE_LLAMA) ok = send_rpc_outcome(c, response);
-    else ok = finish_completion(c, ctx, response);
+    else ok = finish_set_up(c, rs, ctx, response, http_status);
     call_release(rs->call);
     rs->call = NULL;
     return ok;
@@ -522,8 +498,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const http_options 
         return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
     }
     if (rs->route == ROUTE_LLAMA) return route_llama_post(c, rs);
-    if (rs->route == ROUTE_RPC) return route_rpc(c, rs);
-    return rs->route == ROUTE_COMPLETION ? route_completion(c, rs) : route_set_up(c, rs, setup_kind_of(rs));
+    return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_set_up(c, rs, setup_kind_of(rs));
 }
 
 enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,

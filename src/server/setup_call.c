@@ -1,12 +1,16 @@
-/* setup_call.c - a /v1 request (and /apply-template) read and set up on a call worker, not on
- * libmicrohttpd's threads: rendering a chat template can take seconds (a 900 KB body of 30000
- * messages held /health 4-5 s), and those threads answer /health and every quick route. The
+/* setup_call.c - a completion request (and /apply-template) read and set up on a call worker, not
+ * on libmicrohttpd's threads: rendering a chat template can take seconds (a 900 KB body of 30000
+ * messages held /health 4-5 s), so can reading a large body, tokenizing /infill's files or copying
+ * a body for each of its outputs, and those threads answer /health and every quick route. The
  * worker reads the body, renders the prompt and makes the completion's call, then runs it
  * (completion_call_run); a request refused on the way keeps its error in its API's shape for the
- * handler to send. /apply-template and count_tokens answer with what they made, nothing runs. */
+ * handler to send (/completion's is its answer). /apply-template and count_tokens answer with what
+ * they made, nothing runs. */
 #include "openai.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct setup_call {
     setup_kind kind;
@@ -59,6 +63,24 @@ static json_t *made_answer(setup_call *s) {
     return answer;
 }
 
+/* /completion, /infill: llama-server's dialect of the JSON API's completion (rpc/request_json.h);
+ * NULL with *err. */
+static completion_call *llama_completion(setup_call *s, rpc_error *err) {
+    json_error_t jerr;
+    json_t *body = json_loadb(s->body, s->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body) {
+        rpc_fail(err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        rpc_fail(err, RPC_INVALID_PARAMS, "", "completion params: the body must be a JSON object");
+        return NULL;
+    }
+    if (s->kind == SETUP_INFILL && !(body = infill_completion_params(s->host, body, err))) return NULL;
+    return completion_outputs_call(s->host, body, json_is_true(json_object_get(body, "stream")), err);
+}
+
 static completion_call *set_up(setup_call *s) {
     switch (s->kind) {
     case SETUP_CHAT: return openai_completion(s, OPENAI_CHAT);
@@ -74,6 +96,11 @@ json_t *setup_call_run(void *ctx) {
         s->answer = made_answer(s);
         s->failed = s->answer == NULL;
         return NULL;
+    }
+    if (s->kind == SETUP_COMPLETION || s->kind == SETUP_INFILL) {
+        rpc_error err;
+        s->call = llama_completion(s, &err);
+        return s->call ? completion_call_run(s->call) : json_pack("{s:o}", "error", rpc_error_object(&err));
     }
     s->call = set_up(s);
     s->failed = s->call == NULL;
