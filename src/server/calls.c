@@ -176,13 +176,13 @@ static bool add_worker_locked(call_lane l) {
 bool calls_start(void) {
     bool ok = true;
     pthread_mutex_lock(&pool.lock);
-    for (int l = 0; l < CALL_LANES && ok; l++) {
-        call_lane_state *lane = &pool.lanes[l];
-        pthread_cond_init(&lane->work, NULL);
-        lane->workers = calloc((size_t)lane_threads[l].most, sizeof *lane->workers);
-        ok = lane->workers != NULL;
-        while (ok && lane->n_workers < lane_threads[l].start) ok = add_worker_locked((call_lane)l);
+    for (int l = 0; l < CALL_LANES; l++) { /* every lane ready first: calls_join goes through them all */
+        pthread_cond_init(&pool.lanes[l].work, NULL);
+        pool.lanes[l].workers = calloc((size_t)lane_threads[l].most, sizeof *pool.lanes[l].workers);
+        ok = ok && pool.lanes[l].workers != NULL;
     }
+    for (int l = 0; l < CALL_LANES && ok; l++)
+        while (ok && pool.lanes[l].n_workers < lane_threads[l].start) ok = add_worker_locked((call_lane)l);
     pthread_mutex_unlock(&pool.lock);
     return ok;
 }
