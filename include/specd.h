@@ -851,6 +851,15 @@ SPECD_API int32_t specd_generation_drafters(const specd_engine *engine, const sp
  * no grammar: fine). Returns SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error saying why
  * (llama.cpp's reason, read back from what it prints on stderr). */
 SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const char *grammar, char **error);
+/* specd_grammar_check, and what the grammar costs: *cost_ms is the CPU time this thread spent
+ * building it (what a session does again when it begins) and masking the whole vocabulary once at
+ * its start (a step's least work). With budget_ms > 0 the masking stops once the cost passes it
+ * (*cost_ms is then "at least"), so pricing a dear grammar costs about the budget beyond its build;
+ * 0: the whole vocabulary, whatever it costs; below 0: no masking, the build's cost only.
+ * A server refuses a grammar whose price would stall its other slots (60000 alternatives: seconds
+ * a step). */
+SPECD_API specd_status specd_grammar_price(const specd_engine *engine, const char *grammar, double budget_ms,
+                                           double *cost_ms, char **error);
 /* The CPU time the calling thread has spent so far in llama.cpp's grammar engine, for the grammars
  * of the sessions it steps, in ms: what a scheduler reads around a step to see what the step's
  * grammars cost (an ambiguous grammar's cost grows with every token, and no preemption or other

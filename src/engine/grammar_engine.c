@@ -174,13 +174,39 @@ bool specd_grammar_engine_allows(specd_grammar_engine *g, specd_grammar_state *s
 }
 
 specd_status specd_grammar_check(const specd_engine *engine, const char *grammar, char **error) {
+    double cost_ms;
+    return specd_grammar_price(engine, grammar, -1.0, &cost_ms, error);
+}
+
+#define PRICE_CHUNK 256 /* candidates masked at a time: the budget is looked at between chunks */
+
+/* Masks the whole vocabulary once from `state`, chunk by chunk, until done or the thread's CPU
+ * time since `t0` passes budget_ms (> 0). */
+static void mask_whole_vocab(struct llama_sampler *state, int32_t n_vocab, double t0, double budget_ms) {
+    llama_token_data chunk[PRICE_CHUNK];
+    for (int32_t first = 0; first < n_vocab; first += PRICE_CHUNK) {
+        if (budget_ms > 0.0 && thread_cpu_ms() - t0 > budget_ms) return;
+        int32_t n = n_vocab - first < PRICE_CHUNK ? n_vocab - first : PRICE_CHUNK;
+        for (int32_t i = 0; i < n; i++) chunk[i] = (llama_token_data){first + i, 0.0f, 0.0f};
+        llama_token_data_array cur = {chunk, (size_t)n, -1, false};
+        llama_sampler_apply(state, &cur);
+    }
+}
+
+specd_status specd_grammar_price(const specd_engine *engine, const char *grammar, double budget_ms,
+                                 double *cost_ms, char **error) {
     if (error) *error = NULL;
-    if (!engine || !grammar) {
-        specd_set_error(error, "specd_grammar_check needs an engine and a grammar");
+    if (cost_ms) *cost_ms = 0.0;
+    if (!engine || !grammar || !cost_ms) {
+        specd_set_error(error, "specd_grammar_price needs an engine, a grammar and where to put its cost");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (!grammar[0]) return SPECD_OK; /* no grammar */
+    double t0 = thread_cpu_ms();
     struct llama_sampler *state = parse(engine->vocab, grammar, NULL, error);
-    if (state) llama_sampler_free(state);
-    return state ? SPECD_OK : SPECD_ERR_INVALID_ARGUMENT;
+    if (!state) return SPECD_ERR_INVALID_ARGUMENT;
+    if (budget_ms >= 0.0) mask_whole_vocab(state, llama_vocab_n_tokens(engine->vocab), t0, budget_ms);
+    *cost_ms = thread_cpu_ms() - t0;
+    llama_sampler_free(state);
+    return SPECD_OK;
 }

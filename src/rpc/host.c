@@ -112,13 +112,32 @@ static void record_job_locked(rpc_host *h, serve_job *job) {
     h->jobs[h->n_jobs++] = job;
 }
 
+/* How many of `client`'s completions are queued or running (lock held); 0 for client 0. */
+static int32_t client_jobs_locked(const rpc_host *h, uint64_t client) {
+    int32_t n = 0;
+    for (int32_t i = 0; client && i < h->n_jobs; i++)
+        if (h->jobs[i]->client == client && !serve_job_finished(h->jobs[i])) n++;
+    return n;
+}
+
 serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
+    uint64_t client = rpc_thread_client();
     pthread_mutex_lock(&h->lock);
-    while (h->swapping || h->draining) pthread_cond_wait(&h->changed, &h->lock);
+    /* A swap waits for the running completions to end (draining, then swapping), which may take
+     * minutes: a new one is refused at once (503 with Retry-After over HTTP), not held without a
+     * word until then. */
     serve_job *job = NULL;
-    if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
+    if (h->draining)
+        rpc_fail(err, RPC_BUSY, "", "busy: the model '%s' is being swapped in by init and waits for the running "
+                 "completions to end; retry in a moment", h->loading_model ? h->loading_model : "");
+    else if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
+    else if (client && client_jobs_locked(h, client) >= h->client_share)
+        rpc_fail(err, RPC_BUSY, "", "busy: this client already has %d completions queued or running, the most one "
+                 "client may have (the server's %d slots and half its queue places); wait for some to end",
+                 (int)h->client_share, (int)h->n_parallel);
     else if (!(job = serve_job_new(h->next_id))) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
     if (job) {
+        job->client = client;
         request_defaults_locked(h, &job->request);
         h->next_id++;
         h->n_claimed++;

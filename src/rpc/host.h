@@ -7,7 +7,7 @@
  * Threads: every function is safe from any thread, except rpc_host_free (once, with no call in
  * flight). A completion is claimed (rpc_host_claim) from before its request is read until it has
  * been handed to the server (rpc_host_unclaim); a swap waits until none is claimed and the serving
- * server is idle, and claims wait while it happens. */
+ * server is idle, and new claims are refused as busy (RPC_BUSY) meanwhile. */
 #ifndef SPECD_RPC_HOST_H
 #define SPECD_RPC_HOST_H
 

@@ -1,7 +1,7 @@
 /* host_load.c - a host's models (host.h): init loads the new engine beside the serving one and
  * swaps it in only once it has loaded, so a failed load leaves the old model serving and its
  * completions keep running during the load. The swap waits until no completion is claimed and the
- * old server is idle (claims wait while it happens), then takes the engine write lock, which only
+ * old server is idle (new claims are refused as busy meanwhile), then takes the engine write lock, which only
  * short calls (tokenize, detokenize) can still hold. shutdown aborts a load through llama.cpp's
  * progress callback, so it returns in bounded time. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
@@ -70,6 +70,9 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
     h->n_parallel = specd_engine_n_parallel(engine);
     h->speculative = s->speculative; /* its drafting defaults (no pointers: no ngram cache path) */
     h->context_shift = s->context_shift;
+    /* a client's share: every slot and half the queue places, so that another client always
+     * finds the other half (a batch of 100 completion.start took them all) */
+    h->client_share = h->n_parallel + serve_server_status(server).queue_max / 2;
 }
 
 /* Waits until no completion is claimed, then new claims wait (lock held; released while
@@ -255,7 +258,7 @@ static serve_server *clear_locked(rpc_host *h) {
     replace_string(&h->model, NULL);
     replace_string(&h->alias, NULL);
     replace_string(&h->last_init_error, NULL);
-    h->n_parallel = h->n_ctx = h->n_vocab = 0;
+    h->n_parallel = h->n_ctx = h->n_vocab = h->client_share = 0;
     h->has_draft = false;
     json_decref(h->placement);
     h->placement = NULL;

@@ -31,6 +31,7 @@ struct rpc_host {
     serve_server *server;
     char *model, *alias;          /* owned */
     int32_t n_ctx, n_vocab, n_parallel;
+    int32_t client_share;         /* completions one client may have queued or running at once */
     bool has_draft;
     json_t *placement;            /* {"target": {...}, "draft": {...} | null} of the serving engine */
     char *placement_note;         /* owned: -ngl asked on a build that cannot offload, else NULL */
@@ -38,7 +39,7 @@ struct rpc_host {
     /* the latest init */
     bool loading;                 /* a load runs (beside the serving engine, if any) */
     char *loading_model;          /* owned: its target path while it runs */
-    bool draining;                /* its engine waits for the serving one to be idle: claims wait */
+    bool draining;                /* its engine waits for the serving one to be idle: claims are refused (busy) */
     bool swapping;                /* its engine is being swapped in: claims and short calls wait */
     char *last_init_error;        /* owned: why the latest init's load failed; NULL if it did not */
     atomic_bool abort_load;       /* read by the load's progress callback: stop now */

@@ -128,14 +128,33 @@ static json_t *dispatch_one(rpc_host *host, json_t *req, const rpc_caller *calle
     return r;
 }
 
+/* The refusal of a batch's call that was not run: the answers before it reached the limit. */
+static json_t *not_run(json_t *req) {
+    json_t *id = json_is_object(req) ? json_object_get(req, "id") : NULL;
+    if (json_is_object(req) && !id) return NULL; /* a notification: nothing to answer */
+    char message[200];
+    snprintf(message, sizeof message, "batch: the answers before this call passed %d bytes, the most one batch may "
+             "get; it was not run: send it in another batch", RPC_BATCH_MAX_ANSWER);
+    return error_response_code(id && valid_id(id) ? id : NULL, RPC_INVALID_REQUEST, "", message);
+}
+
+/* Every call in order, their answers together; once the answers pass RPC_BATCH_MAX_ANSWER bytes
+ * the rest are refused, not run (12000 status calls made a 14 MB answer). */
 static json_t *dispatch_batch(rpc_host *host, json_t *batch, const rpc_caller *caller) {
-    if (json_array_size(batch) == 0)
-        return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: an empty batch");
+    size_t n = json_array_size(batch);
+    if (n == 0) return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: an empty batch");
+    if (n > RPC_BATCH_MAX_CALLS) {
+        char message[200];
+        snprintf(message, sizeof message, "invalid request: a batch of %zu calls; at most %d per batch: send the "
+                 "rest in another batch", n, RPC_BATCH_MAX_CALLS);
+        return error_response_code(NULL, RPC_INVALID_REQUEST, "", message);
+    }
     json_t *responses = json_array();
-    size_t i;
+    size_t i, answered = 0;
     json_t *req;
     json_array_foreach(batch, i, req) {
-        json_t *r = dispatch_one(host, req, caller);
+        json_t *r = answered > RPC_BATCH_MAX_ANSWER ? not_run(req) : dispatch_one(host, req, caller);
+        if (r) answered += json_dumpb(r, NULL, 0, JSON_COMPACT) + 1;
         if (r) json_array_append_new(responses, r);
     }
     if (json_array_size(responses) == 0) { /* only notifications: nothing at all is returned */

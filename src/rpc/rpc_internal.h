@@ -145,6 +145,11 @@ typedef struct rpc_host rpc_host;
  * response, or NULL when there is nothing to answer (notifications only). rpc_dispatch calls the
  * process's own host (host.h) with full rights; it is what specd_rpc and the C ABI wrappers use. */
 json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller);
+/* A batch's bounds: its calls (more: the batch is refused, none run), and the size of its answers
+ * (past it the calls left are refused, not run), so that one batch cannot make a server answer
+ * for ever or with gigabytes. */
+#define RPC_BATCH_MAX_CALLS 256
+#define RPC_BATCH_MAX_ANSWER (4 * 1024 * 1024)
 
 /* Whether whoever waits for this thread's blocking calls still wants the answer (an HTTP client
  * still connected). `specd serve` sets it on the thread that runs a blocking completion; the
@@ -154,6 +159,12 @@ typedef bool (*rpc_still_wanted_fn)(void *user_data);
 void rpc_watch_thread(rpc_still_wanted_fn fn, void *user_data);
 bool rpc_thread_still_wanted(void);
 #define RPC_WATCH_MS 200
+/* Which client this thread's calls are for (`specd serve`: its connection), 0 (the default):
+ * none known. One client's completions, queued or running, may take only its share of the
+ * serving server's slots and queue places (rpc_host_claim), so that it cannot make everybody
+ * else's requests busy. */
+void rpc_client_thread(uint64_t client);
+uint64_t rpc_thread_client(void);
 json_t *rpc_dispatch(json_t *request);
 
 #endif

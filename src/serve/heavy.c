@@ -28,8 +28,7 @@ int32_t heavy_pick_round(heavy_state *h, const int32_t *active, int32_t n, int32
     return 1;
 }
 
-/* The most a heavy slot's grammar may cost in one step. */
-static double step_limit_ms(const heavy_state *h) {
+double heavy_step_limit_ms(const heavy_state *h) {
     double floor_ms = (double)h->step_limit_ms;
     if (floor_ms <= 0.0) return 0.0; /* no limit */
     double by_pass = STEP_LIMIT_PASSES * h->pass_ms;
@@ -48,7 +47,7 @@ int32_t heavy_after_round(heavy_state *h, const int32_t *stepped, const bool *ha
     }
     int32_t slot = stepped[0];
     h->owed_ms = round_ms;
-    double limit = step_limit_ms(h);
+    double limit = heavy_step_limit_ms(h);
     return limit > 0.0 && grammar_ms > limit ? slot : -1;
 }
 

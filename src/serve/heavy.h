@@ -50,6 +50,9 @@ int32_t heavy_pick_round(heavy_state *h, const int32_t *active, int32_t n, int32
 int32_t heavy_after_round(heavy_state *h, const int32_t *stepped, const bool *has_grammar, int32_t n, bool solo, double round_ms,
                           double grammar_ms, double pass_ms);
 
+/* The most a heavy slot's grammar may cost in one step now (0: no limit). */
+double heavy_step_limit_ms(const heavy_state *h);
+
 /* The slot is free again (its job ended): it starts light. */
 void heavy_forget(heavy_state *h, int32_t slot);
 /* A fresh state: nothing known about the passes or slots; `step_limit_ms` as serve_limits has it. */

@@ -45,8 +45,21 @@ static bool check_lora(serve_request *r, specd_engine *e, const serve_names *nam
     return true;
 }
 
-/* Checked against the vocabulary now rather than when it runs. */
-static bool check_grammar(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
+/* The most a grammar may cost (its build and one step, CPU ms) under a step limit: never less than
+ * SERVE_GRAMMAR_PRICE_MIN_MS, so that a grammar the step limit would let run is never refused here
+ * (a slower machine, a sanitizer); 0: no limit, no price. */
+static double grammar_budget_ms(const serve_limits *limits) {
+    if (!limits || limits->step_limit_ms <= 0) return 0.0;
+    double limit = (double)limits->step_limit_ms;
+    return limit > SERVE_GRAMMAR_PRICE_MIN_MS ? limit : SERVE_GRAMMAR_PRICE_MIN_MS;
+}
+
+/* Checked against the vocabulary now rather than when it runs, and priced: a session builds it
+ * again on the scheduler thread, and every step masks with it, so a grammar dearer than the step
+ * limit would hold every other slot for as long (60000 alternatives: seconds a step) before the
+ * limit could end it. */
+static bool check_grammar(serve_request *r, specd_engine *e, const serve_limits *limits, const serve_names *names,
+                          serve_fault *fault) {
     if (r->gen.grammar_lazy && !r->grammar)
         return serve_fail(fault, SERVE_INVALID, "grammar_lazy", "%s: 'grammar_lazy' needs a 'grammar'", names->where);
     if (r->gen.grammar_lazy && !r->gen.n_grammar_trigger_patterns && !r->gen.n_grammar_trigger_tokens)
@@ -58,9 +71,15 @@ static bool check_grammar(serve_request *r, specd_engine *e, const serve_names *
                               "from 0 to %d", names->where, specd_engine_n_vocab(e) - 1);
     if (!r->grammar) return true;
     char *message = NULL;
-    bool ok = specd_grammar_check(e, r->grammar, &message) == SPECD_OK;
+    double budget = grammar_budget_ms(limits), cost = 0.0;
+    bool ok = specd_grammar_price(e, r->grammar, budget > 0.0 ? budget : -1.0, &cost, &message) == SPECD_OK;
     if (!ok) serve_fail(fault, SERVE_INVALID, "grammar", "%s: %s", names->where, message ? message : "bad grammar");
     specd_free(message);
+    if (ok && budget > 0.0 && cost > budget)
+        return serve_fail(fault, SERVE_INVALID, "grammar", "%s: 'grammar' costs too much to run beside other "
+                          "requests: building it and one step over the vocabulary took %.0f ms of CPU, more than the "
+                          "%.0f ms this server allows a step (--step-limit); use fewer alternatives or a smaller "
+                          "grammar", names->where, cost, budget);
     return ok;
 }
 
@@ -238,7 +257,7 @@ bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits
     r->n_ctx = specd_engine_n_ctx(e);
     r->n_tokens = 0;
     bool ok = check_draft_lengths(r, e, names, fault) && check_drafters(r, e, names, fault) &&
-              check_grammar(r, e, names, fault) && check_logit_bias(r, e, names, fault) &&
+              check_grammar(r, e, limits, names, fault) && check_logit_bias(r, e, names, fault) &&
               check_lora(r, e, names, fault) && apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault) &&
               resolve_slot(r, e, names, fault) && resolve_preserved(r, e, fault);
     ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));

@@ -226,6 +226,9 @@ static void run_round(serve_server *s) {
     metrics_counter_set_graphs(&s->metrics, specd_engine_graph_counts(s->engine));
     for (int32_t k = 0; k < n; k++) pass_ms += pass_time_of(s, at[k]) - pass_before[k];
     int32_t over = heavy_after_round(&s->heavy, at, grammar, n, solo, round_ms, grammar_ms, pass_ms);
+    pthread_mutex_lock(&s->lock);
+    s->step_limit_now_ms = heavy_step_limit_ms(&s->heavy); /* what submit prices grammars against */
+    pthread_mutex_unlock(&s->lock);
     if (over >= 0) serve_run_end_for_time(s->slots[over].job, "--step-limit");
     for (int32_t k = 0; k < n; k++) {
         if (done[k]) end_slot(s, at[k]);

@@ -27,6 +27,7 @@ serve_server *serve_server_new(specd_engine *engine, const serve_options *o, ser
     pthread_cond_init(&s->idle, NULL);
     pthread_cond_init(&s->called, NULL);
     heavy_reset(&s->heavy, o->limits.step_limit_ms);
+    s->step_limit_now_ms = (double)o->limits.step_limit_ms;
     metrics_counter_init(&s->metrics);
     serve_history_init(&s->history);
     if (pthread_create(&s->thread, NULL, serve_scheduler_main, s) != 0) {
@@ -110,7 +111,11 @@ static bool make_room_locked(serve_server *s, serve_fault *fault) {
 
 bool serve_server_submit(serve_server *s, serve_job *job, const serve_names *names, serve_fault *fault) {
     serve_request *req = &job->request;
-    if (!serve_request_prepare(req, s->engine, &s->limits, names, fault)) {
+    serve_limits limits = s->limits; /* the step limit as it is now: a grammar is priced against it */
+    pthread_mutex_lock(&s->lock);
+    if (limits.step_limit_ms > 0) limits.step_limit_ms = (int64_t)s->step_limit_now_ms;
+    pthread_mutex_unlock(&s->lock);
+    if (!serve_request_prepare(req, s->engine, &limits, names, fault)) {
         serve_job_fail(job, fault);
         return false;
     }

@@ -30,6 +30,7 @@ struct serve_server {
     specd_engine *engine; /* owned */
     char *model;          /* owned */
     serve_limits limits;
+    double step_limit_now_ms; /* under lock: heavy_step_limit_ms as of the latest round (grammars are priced against it) */
     pthread_mutex_t lock;
     pthread_cond_t wake;  /* new work, an end asked for, the stop */
     pthread_cond_t idle;  /* a job finished */

@@ -1,7 +1,12 @@
 /* calls.c - running the work that can take long (a blocking completion, a large prompt's
- * tokenization, init, shutdown, a poll that waits) on a small pool of worker threads while the
- * HTTP connection waits suspended, so that libmicrohttpd's pool threads only ever do quick work.
- * The queue is bounded: past it a request gets 503 at once.
+ * tokenization, init, shutdown, a poll that waits) on worker threads while the HTTP connection
+ * waits suspended, so that libmicrohttpd's pool threads only ever do quick work.
+ *
+ * The workers come in lanes (server.h, call_lane), each with its own queue and threads, so that
+ * work whose length a client decides (a completion that runs for minutes, a poll that waits, a
+ * large chat template) never holds the threads that /tokenize or the admin calls need. A lane
+ * starts a few threads and adds one whenever a call arrives with none idle, up to its most; past
+ * that its calls wait in its queue, which is bounded: past it a request gets 503 at once.
  *
  * Locks: a call's own lock, then the pool lock (call_defer); never the other way round. */
 #define _GNU_SOURCE /* POLLRDHUP */
@@ -15,6 +20,15 @@
 
 #define CALL_QUEUE_MAX 64
 
+/* Threads per lane at start and at most: the request lane's calls mostly wait (a blocking
+ * completion for its slot and its tokens, a poll for wait_ms), so each gets a thread of its own;
+ * the short lane's calls work (a 1 MiB tokenize), so a few threads share them. */
+static const struct { int start, most; } lane_threads[CALL_LANES] = {
+    [CALL_LANE_SHORT] = {2, 4},
+    [CALL_LANE_REQUEST] = {4, 128},
+    [CALL_LANE_ADMIN] = {1, 2},
+};
+
 const rpc_caller serve_self = {.admin = true, .models_dir = NULL};
 
 struct deferred_call {
@@ -25,6 +39,7 @@ struct deferred_call {
     void (*free_ctx)(void *ctx);
     bool taken;                /* a worker took it (or it was answered before) */
     int fd;                    /* the client's socket (-1: unknown), to notice it going away */
+    uint64_t client;           /* its connection (conn_serial): its completions count against it */
     struct MHD_Connection *connection;
     bool suspended;            /* the connection waits for this answer */
     bool answered;
@@ -34,17 +49,23 @@ struct deferred_call {
     deferred_call *prev, *next; /* the live calls */
 };
 
-static struct {
-    pthread_mutex_t lock;
+/* One lane: its queue and its threads (under pool.lock). */
+typedef struct call_lane_state {
     pthread_cond_t work;
     deferred_call *head, *tail; /* the queue */
     int queued;
+    int idle;                   /* workers waiting for a call */
+    pthread_t *workers;         /* lane_threads[].most of them at most */
+    int n_workers;
+} call_lane_state;
+
+static struct {
+    pthread_mutex_t lock;
+    call_lane_state lanes[CALL_LANES];
     deferred_call *live;        /* every call not released yet */
     bool intake_closed, quit;
     atomic_int unanswered;
-    pthread_t *workers;
-    int n_workers;
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static json_t *refusal(const char *message) {
     return json_pack("{s:{s:i, s:s}}", "error", "code", RPC_BUSY, "message", message);
@@ -87,16 +108,18 @@ static void answer_locked(deferred_call *call, json_t *response, unsigned http_s
     }
 }
 
-/* The next call to run; NULL when the workers should quit. */
-static deferred_call *next_call(void) {
+/* The next call of `lane` to run; NULL when the workers should quit. */
+static deferred_call *next_call(call_lane_state *lane) {
     for (;;) {
         pthread_mutex_lock(&pool.lock);
-        while (!pool.head && !pool.quit) pthread_cond_wait(&pool.work, &pool.lock);
-        deferred_call *call = pool.head;
+        lane->idle++;
+        while (!lane->head && !pool.quit) pthread_cond_wait(&lane->work, &pool.lock);
+        lane->idle--;
+        deferred_call *call = lane->head;
         if (call) {
-            pool.head = call->next_queued;
-            if (!pool.head) pool.tail = NULL;
-            pool.queued--;
+            lane->head = call->next_queued;
+            if (!lane->head) lane->tail = NULL;
+            lane->queued--;
         }
         bool refuse = pool.intake_closed; /* stopping: what still waits is refused, not run */
         pthread_mutex_unlock(&pool.lock);
@@ -121,15 +144,17 @@ static bool client_still_there(void *user_data) {
 }
 
 static void *worker_main(void *arg) {
-    (void)arg;
+    call_lane_state *lane = arg;
     deferred_call *call;
-    while ((call = next_call()) != NULL) {
+    while ((call = next_call(lane)) != NULL) {
         pthread_mutex_lock(&call->lock);
         bool run = !call->answered && !call->taken;
         call->taken = true;
         pthread_mutex_unlock(&call->lock);
         rpc_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
+        rpc_client_thread(call->client);
         json_t *response = run ? call->run(call->ctx) : NULL;
+        rpc_client_thread(0);
         rpc_watch_thread(NULL, NULL);
         pthread_mutex_lock(&call->lock);
         answer_locked(call, response, 0);
@@ -139,15 +164,32 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-bool calls_start(int n_workers) {
-    pool.workers = calloc((size_t)n_workers, sizeof *pool.workers);
-    if (!pool.workers) return false;
-    for (; pool.n_workers < n_workers; pool.n_workers++)
-        if (pthread_create(&pool.workers[pool.n_workers], NULL, worker_main, NULL) != 0) break;
-    return pool.n_workers == n_workers;
+/* One more worker for lane `l` (pool.lock held); false when it has its most or none could start. */
+static bool add_worker_locked(call_lane l) {
+    call_lane_state *lane = &pool.lanes[l];
+    if (pool.quit || lane->n_workers >= lane_threads[l].most) return false;
+    if (pthread_create(&lane->workers[lane->n_workers], NULL, worker_main, lane) != 0) return false;
+    lane->n_workers++;
+    return true;
 }
 
-deferred_call *call_defer(struct MHD_Connection *c, call_fn run, void *ctx, void (*free_ctx)(void *), const char **why) {
+bool calls_start(void) {
+    bool ok = true;
+    pthread_mutex_lock(&pool.lock);
+    for (int l = 0; l < CALL_LANES; l++) { /* every lane ready first: calls_join goes through them all */
+        pthread_cond_init(&pool.lanes[l].work, NULL);
+        pool.lanes[l].workers = calloc((size_t)lane_threads[l].most, sizeof *pool.lanes[l].workers);
+        ok = ok && pool.lanes[l].workers != NULL;
+    }
+    for (int l = 0; l < CALL_LANES && ok; l++)
+        while (ok && pool.lanes[l].n_workers < lane_threads[l].start) ok = add_worker_locked((call_lane)l);
+    pthread_mutex_unlock(&pool.lock);
+    return ok;
+}
+
+
+deferred_call *call_defer(struct MHD_Connection *c, call_lane l, call_fn run, void *ctx, void (*free_ctx)(void *),
+                          const char **why) {
     deferred_call *call = calloc(1, sizeof *call);
     if (!call) {
         if (free_ctx) free_ctx(ctx);
@@ -162,21 +204,24 @@ deferred_call *call_defer(struct MHD_Connection *c, call_fn run, void *ctx, void
     call->connection = c;
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     call->fd = info ? info->connect_fd : -1;
+    call->client = conn_serial(c);
     /* Hold the call's lock until the connection is suspended, so that a worker that finishes
      * first cannot resume a connection that is not suspended yet. */
     pthread_mutex_lock(&call->lock);
     pthread_mutex_lock(&pool.lock);
-    bool ok = !pool.intake_closed && pool.queued < CALL_QUEUE_MAX;
+    call_lane_state *lane = &pool.lanes[l];
+    bool ok = !pool.intake_closed && lane->queued < CALL_QUEUE_MAX;
     if (ok) {
-        if (pool.tail) pool.tail->next_queued = call;
-        else pool.head = call;
-        pool.tail = call;
-        pool.queued++;
+        if (lane->tail) lane->tail->next_queued = call;
+        else lane->head = call;
+        lane->tail = call;
+        lane->queued++;
         call->next = pool.live;
         if (pool.live) pool.live->prev = call;
         pool.live = call;
         atomic_fetch_add(&pool.unanswered, 1);
-        pthread_cond_signal(&pool.work);
+        if (lane->idle < lane->queued) add_worker_locked(l); /* none free: one more, up to the most */
+        pthread_cond_signal(&lane->work);
     }
     pthread_mutex_unlock(&pool.lock);
     if (!ok) {
@@ -208,12 +253,25 @@ bool call_result(deferred_call *call, json_t **response, unsigned *http_status) 
 
 void *call_context(deferred_call *call) { return call->ctx; }
 
+/* Takes every lane's queue (pool.lock held), chained by next_queued. */
+static deferred_call *take_queues_locked(void) {
+    deferred_call *all = NULL;
+    for (int l = 0; l < CALL_LANES; l++) {
+        call_lane_state *lane = &pool.lanes[l];
+        if (lane->tail) {
+            lane->tail->next_queued = all;
+            all = lane->head;
+        }
+        lane->head = lane->tail = NULL;
+        lane->queued = 0;
+    }
+    return all;
+}
+
 void calls_close_intake(void) {
     pthread_mutex_lock(&pool.lock);
     pool.intake_closed = true;
-    deferred_call *queued = pool.head; /* answered now, not when a worker frees up */
-    pool.head = pool.tail = NULL;
-    pool.queued = 0;
+    deferred_call *queued = take_queues_locked(); /* answered now, not when a worker frees up */
     pthread_mutex_unlock(&pool.lock);
     while (queued) {
         deferred_call *call = queued;
@@ -250,11 +308,14 @@ void calls_abandon(void) {
 
 void calls_join(void) {
     pthread_mutex_lock(&pool.lock);
-    pool.quit = true;
-    pthread_cond_broadcast(&pool.work);
+    pool.quit = true; /* no worker is added from here on */
+    for (int l = 0; l < CALL_LANES; l++) pthread_cond_broadcast(&pool.lanes[l].work);
     pthread_mutex_unlock(&pool.lock);
-    for (int i = 0; i < pool.n_workers; i++) pthread_join(pool.workers[i], NULL);
-    free(pool.workers);
-    pool.workers = NULL;
-    pool.n_workers = 0;
+    for (int l = 0; l < CALL_LANES; l++) {
+        call_lane_state *lane = &pool.lanes[l];
+        for (int i = 0; i < lane->n_workers; i++) pthread_join(lane->workers[i], NULL);
+        free(lane->workers);
+        lane->workers = NULL;
+        lane->n_workers = 0;
+    }
 }

@@ -28,6 +28,7 @@ typedef struct tracked_conn {
     int fd;
     int64_t deadline_ms; /* monotonic; 0 while a request is being answered */
     bool shut;           /* shut down by the sweeper */
+    uint64_t serial;     /* which connection of the process's it is (1, 2, ...): never reused */
 } tracked_conn;
 
 static struct {
@@ -36,6 +37,7 @@ static struct {
     tracked_conn *head;
     int64_t timeout_ms;
     int64_t n_closed;
+    uint64_t n_opened;
     bool quit, running;
     pthread_t sweeper;
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
@@ -66,6 +68,7 @@ void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enu
         t->fd = info->connect_fd;
         pthread_mutex_lock(&T.lock);
         t->deadline_ms = now_ms() + T.timeout_ms;
+        t->serial = ++T.n_opened;
         t->next = T.head;
         if (T.head) T.head->prev = t;
         T.head = t;
@@ -102,6 +105,15 @@ void conn_request_finished(struct MHD_Connection *c) {
     pthread_mutex_lock(&T.lock);
     t->deadline_ms = now_ms() + T.timeout_ms;
     pthread_mutex_unlock(&T.lock);
+}
+
+uint64_t conn_serial(struct MHD_Connection *c) {
+    tracked_conn *t = tracked(c);
+    if (!t) return 0;
+    pthread_mutex_lock(&T.lock);
+    uint64_t serial = t->serial;
+    pthread_mutex_unlock(&T.lock);
+    return serial;
 }
 
 int64_t conn_closed_by_deadline(void) {

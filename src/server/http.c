@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #define DRAIN_MS 3000           /* how long the stop waits for running calls and streams to end */
-#define CALL_WORKERS 8          /* threads for slow calls (completions, loads, waiting polls) */
 #define DEFAULT_MAX_CONNS 4096
 #define FDS_KEPT 64             /* descriptors kept for models, logs and the listening socket */
 
@@ -131,7 +130,7 @@ static struct MHD_Daemon *start_daemon(http_options *o) {
 }
 
 int http_serve(http_options *o) {
-    if (!conn_deadlines_start(o->request_timeout_s) || !calls_start(CALL_WORKERS)) {
+    if (!conn_deadlines_start(o->request_timeout_s) || !calls_start()) {
         fprintf(stderr, "specd: error: could not start the server's threads\n");
         return CLI_EXIT_RUNTIME;
     }

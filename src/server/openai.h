@@ -145,6 +145,35 @@ void openai_call_free(void *call);
 /* Answers `c` with the stream of the chunks of `call`'s jobs (its choices'), ending with data: [DONE]. */
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
+/* ---- setup_call.c: a request set up on a call worker ------------------------------------------ */
+typedef enum setup_kind {
+    SETUP_CHAT,           /* /v1/chat/completions */
+    SETUP_TEXT,           /* /v1/completions */
+    SETUP_ANTHROPIC,      /* /v1/messages */
+    SETUP_RESPONSES,      /* /v1/responses */
+    SETUP_APPLY_TEMPLATE, /* /apply-template: the prompt, nothing generated */
+    SETUP_COUNT_TOKENS,   /* /v1/messages/count_tokens */
+    SETUP_COMPLETION,     /* /completion (llama-server's): its refusal is the answer, {"error"} */
+    SETUP_INFILL,         /* /infill: the same */
+} setup_kind;
+typedef struct setup_call setup_call;
+/* A request of `kind` whose body text (`body`, taken, `len` bytes) a worker reads, sets up and runs
+ * (setup_call_run, a call_fn); NULL when out of memory. */
+setup_call *setup_call_new(setup_kind kind, rpc_host *host, const http_chat *chat, char *body, size_t len);
+void setup_call_free(void *s);
+/* Sets up and runs: the answer of completion_call_run; NULL when refused (setup_call_error) or
+ * when it made its answer itself (setup_call_answer). /completion's and /infill's refusal is their
+ * answer, {"error": {code, message, data}}. */
+json_t *setup_call_run(void *s);
+/* Once run: its completion's call (borrowed; NULL: none); the refusal (NULL: none); the answer of
+ * /apply-template or count_tokens (taken). */
+completion_call *setup_call_completion(setup_call *s);
+const openai_error *setup_call_error(const setup_call *s);
+json_t *setup_call_answer(setup_call *s);
+/* Once run: /infill was refused because the model has no fill-in-the-middle tokens (llama-server
+ * answers 501 not_supported_error in its own error shape). */
+bool setup_call_not_supported(const setup_call *s);
+
 /* ---- anthropic.c, anthropic_reply.c: Anthropic's Messages API --------------------------------- */
 /* Whether `url` is /v1/messages or /v1/messages/count_tokens. */
 bool anthropic_route(const char *url);

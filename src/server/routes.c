@@ -13,8 +13,9 @@
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
  * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
  * What can be decided from the headers is (401, 404, 405, 413 on Content-Length), before any of
- * the body is read. Quick calls run inline; completions, loads and waiting polls run on a worker
- * (calls.c) while the connection waits suspended. */
+ * the body is read. Quick calls run inline; completions (their chat templates rendered there too),
+ * loads and waiting polls run on a worker (calls.c, in the lane of their kind) while the connection
+ * waits suspended. */
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
@@ -40,7 +41,6 @@ typedef struct request_state {
     bool too_large;       /* over --max-body: the rest is read and dropped */
     bool large;           /* MEMORY_LARGE_BODY or more arrived: counted by memory.c until done */
     int64_t nul_at;       /* offset of the first NUL byte in the body, -1: none */
-    bool stream;          /* /completion with "stream": true, or OpenAI's stream */
     int32_t slot;         /* ROUTE_SLOT_ACTION: the slot and the action (a static string) */
     const char *action;
     deferred_call *call;  /* while a call runs on a worker */
@@ -115,26 +115,35 @@ static enum MHD_Result route_health(struct MHD_Connection *c, rpc_host *host, bo
     return send_json(c, strcmp(word, "ok") == 0 ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
 }
 
-/* Calls that can take long: a completion, a load, a shutdown, a poll that waits. They run on a
- * worker; the rest (status, tokenize, detokenize, cancel, a poll that does not wait, anything the
- * dispatcher refuses at once) inline. */
-static bool slow_request(json_t *req) {
+/* Which workers a JSON-RPC request (one, or a batch) runs on; CALL_LANES: inline, at once. Calls
+ * that can take long go to a worker: a completion, a poll that waits (the request lane), the admin
+ * key's init and shutdown (its own lane: nobody else's calls can hold it), and a large body (a
+ * 1 MiB tokenize). The rest (status, tokenize, detokenize, cancel, a poll that does not wait,
+ * anything the dispatcher refuses at once) run inline. */
+static bool waits(json_t *req) {
     const char *m = json_string_value(json_object_get(req, "method"));
     if (!m) return false;
     if (!strcmp(m, "completion.poll")) {
         json_t *wait = json_object_get(json_object_get(req, "params"), "wait_ms");
         return json_is_integer(wait) && json_integer_value(wait) > 0;
     }
-    return !strcmp(m, "completion") || !strcmp(m, "completion.start") || !strcmp(m, "init") ||
-           !strcmp(m, "shutdown");
+    return !strcmp(m, "completion") || !strcmp(m, "completion.start");
 }
 
-static bool slow_call(json_t *request) {
-    if (!json_is_array(request)) return slow_request(request);
+static bool admin_work(json_t *req) {
+    const char *m = json_string_value(json_object_get(req, "method"));
+    return m && (!strcmp(m, "init") || !strcmp(m, "shutdown"));
+}
+
+static call_lane rpc_lane(json_t *request, const rpc_caller *caller, bool large) {
+    bool wait = false, admin = false;
     size_t i;
     json_t *req;
-    json_array_foreach(request, i, req) if (slow_request(req)) return true;
-    return false;
+    if (!json_is_array(request)) wait = waits(request), admin = admin_work(request);
+    else json_array_foreach(request, i, req) wait |= waits(req), admin |= admin_work(req);
+    if (admin && caller->admin) return CALL_LANE_ADMIN; /* anyone else's init is refused at once */
+    if (wait) return CALL_LANE_REQUEST;
+    return large ? CALL_LANE_SHORT : CALL_LANES;
 }
 
 /* A JSON-RPC request for a worker: the dispatcher on it, as its caller. */
@@ -157,10 +166,10 @@ static void dispatch_free(void *ctx) {
 
 /* Runs the work on a worker, the connection suspended until the answer is there; 503 when it
  * cannot be queued (in OpenAI's shape on the /v1 routes). */
-static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, call_fn run, void *ctx,
+static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, call_lane lane, call_fn run, void *ctx,
                              void (*free_ctx)(void *)) {
     const char *why = NULL;
-    rs->call = ctx ? call_defer(c, run, ctx, free_ctx, &why) : NULL;
+    rs->call = ctx ? call_defer(c, lane, run, ctx, free_ctx, &why) : NULL;
     if (rs->call) return MHD_YES;
     if (!why) why = "out of memory";
     return rs->route == ROUTE_OPENAI ? openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, why)
@@ -177,45 +186,16 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
                                                    rpc_error_object(&err)));
     }
     /* a large body may mean long work (a 1 MiB tokenize): never on libmicrohttpd's threads */
-    if (slow_call(request) || rs->large) {
+    call_lane lane = rpc_lane(request, &rs->caller, rs->large);
+    if (lane != CALL_LANES) {
         dispatch_call *d = malloc(sizeof *d);
         if (d) *d = (dispatch_call){rs->options->rpc, request, rs->caller};
         else json_decref(request);
-        return defer(c, rs, dispatch_run, d, dispatch_free);
+        return defer(c, rs, lane, dispatch_run, d, dispatch_free);
     }
     json_t *response = rpc_dispatch_as(rs->options->rpc, request, &rs->caller);
     json_decref(request);
     return send_rpc_response(c, response);
-}
-
-/* POST /completion: llama-server's dialect of the JSON API's completion (rpc/request_json.h). */
-static enum MHD_Result route_completion(struct MHD_Connection *c, request_state *rs) {
-    json_error_t jerr;
-    json_t *body = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body) {
-        char message[300];
-        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
-    }
-    if (!json_is_object(body)) {
-        json_decref(body);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_PARAMS, "completion params: the body must be a JSON "
-                          "object");
-    }
-    rpc_error err;
-    bool not_supported = false;
-    if (rs->url && !strcmp(rs->url, "/infill") &&
-        !(body = infill_completion_params(rs->options->rpc, body, &err, &not_supported))) {
-        if (not_supported) return send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", err.message);
-        return send_json(c, err.code == RPC_NO_MODEL ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST,
-                         json_pack("{s:o}", "error", rpc_error_object(&err)));
-    }
-    rs->stream = json_is_true(json_object_get(body, "stream"));
-    completion_call *call = completion_outputs_call(rs->options->rpc, body, rs->stream, &err);
-    if (!call)
-        return send_json(c, err.code == RPC_INVALID_PARAMS ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                         json_pack("{s:o}", "error", rpc_error_object(&err)));
-    return defer(c, rs, completion_call_run, call, completion_call_free);
 }
 
 /* POST /slots/ID?action=save|restore|erase with --slot-save-path: run on a worker, which waits for
@@ -224,7 +204,7 @@ static enum MHD_Result route_slot_action(struct MHD_Connection *c, request_state
     char message[300];
     json_t *body = rs->len ? route_parse_body("/slots", rs->body, rs->len, message, sizeof message) : json_object();
     if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
-    return defer(c, rs, route_slot_action_run,
+    return defer(c, rs, CALL_LANE_REQUEST, route_slot_action_run,
                  route_slot_action_call(rs->options->rpc, rs->slot, rs->action, body, rs->options->slot_save_path),
                  route_slot_action_free);
 }
@@ -234,62 +214,35 @@ static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state 
     char message[300];
     json_t *body = route_parse_body(rs->url, rs->body, rs->len, message, sizeof message);
     if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
-    return defer(c, rs, route_tokens_run, route_tokens_call(rs->options->rpc, rs->url, body), route_tokens_free);
+    void *call = route_tokens_call(rs->options->rpc, rs->url, body);
+    return defer(c, rs, CALL_LANE_SHORT, route_tokens_run, call, route_tokens_free);
 }
 
-/* /apply-template (llama-server's): the prompt a chat request would get, nothing generated
- * (openai_chat.c); errors in llama-server's shape, as its other routes. */
-static enum MHD_Result route_apply_template(struct MHD_Connection *c, request_state *rs) {
-    openai_error err;
-    json_t *body = openai_parse_body(rs->body, rs->len, &err);
-    json_t *answer = body ? openai_apply_template(rs->options->rpc, body, &rs->options->chat, &err) : NULL;
-    json_decref(body);
-    if (answer) return send_json(c, MHD_HTTP_OK, answer);
-    int code = err.status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
-             : err.status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
-    return send_error(c, err.status, code, err.message);
+/* The completion routes and /apply-template: the body is read and the prompt made on a worker
+ * (setup_call.c), never here, on the threads that answer /health. */
+static enum MHD_Result route_set_up(struct MHD_Connection *c, request_state *rs, setup_kind kind) {
+    setup_call *s = setup_call_new(kind, rs->options->rpc, &rs->options->chat, rs->body, rs->len);
+    rs->body = NULL; /* the call's now */
+    rs->len = rs->cap = 0;
+    return defer(c, rs, CALL_LANE_REQUEST, setup_call_run, s, setup_call_free);
 }
 
-/* /v1/chat/completions, /v1/completions: the body read into the server's typed request
- * (openai_request.c); with `n` or several prompts, one request per output (openai_choices.c). */
-static enum MHD_Result route_openai(struct MHD_Connection *c, request_state *rs) {
-    openai_error err;
-    json_t *body = openai_parse_body(rs->body, rs->len, &err);
-    if (!body) return openai_send_error(c, &err);
-    openai_kind kind = strcmp(rs->url, "/v1/chat/completions") == 0 ? OPENAI_CHAT : OPENAI_TEXT;
-    bool one_output = !json_object_get(body, "n") && !openai_several_prompts(kind, body);
-    rpc_host *host = rs->options->rpc;
-    completion_call *call = one_output ? openai_build_call(host, kind, body, &rs->options->chat, &err)
-                                       : openai_choices_call(host, kind, body, &rs->options->chat, &err);
-    json_decref(body);
-    if (!call) return openai_send_error(c, &err);
-    rs->stream = call->stream;
-    return defer(c, rs, completion_call_run, call, completion_call_free);
+static setup_kind setup_kind_of(const request_state *rs) {
+    switch (rs->route) {
+    case ROUTE_APPLY_TEMPLATE: return SETUP_APPLY_TEMPLATE;
+    case ROUTE_ANTHROPIC: return SETUP_ANTHROPIC;
+    case ROUTE_COUNT_TOKENS: return SETUP_COUNT_TOKENS;
+    case ROUTE_RESPONSES: return SETUP_RESPONSES;
+    case ROUTE_COMPLETION: return rs->url && !strcmp(rs->url, "/infill") ? SETUP_INFILL : SETUP_COMPLETION;
+    default: return strcmp(rs->url, "/v1/chat/completions") == 0 ? SETUP_CHAT : SETUP_TEXT;
+    }
 }
 
-/* /v1/messages (anthropic.c): the request read into the server's own, answered in Anthropic's shape. */
-static enum MHD_Result route_anthropic(struct MHD_Connection *c, request_state *rs) {
-    openai_error err;
-    completion_call *call = anthropic_completion_call(rs->options->rpc, rs->body, rs->len, &rs->options->chat, &err);
-    if (!call) return anthropic_send_error(c, &err);
-    rs->stream = call->stream;
-    return defer(c, rs, completion_call_run, call, completion_call_free);
-}
-
-/* /v1/responses (responses.c): the request read into the server's own, answered as a response. */
-static enum MHD_Result route_responses(struct MHD_Connection *c, request_state *rs) {
-    openai_error err;
-    completion_call *call = responses_completion_call(rs->options->rpc, rs->body, rs->len, &rs->options->chat, &err);
-    if (!call) return openai_send_error(c, &err);
-    rs->stream = call->stream;
-    return defer(c, rs, completion_call_run, call, completion_call_free);
-}
-
-/* /v1/messages/count_tokens: the prompt rendered and tokenized here (milliseconds). */
-static enum MHD_Result route_count_tokens(struct MHD_Connection *c, request_state *rs) {
-    openai_error err;
-    json_t *answer = anthropic_count_tokens(rs->options->rpc, rs->body, rs->len, &rs->options->chat, &err);
-    return answer ? send_json(c, MHD_HTTP_OK, answer) : anthropic_send_error(c, &err);
+/* /apply-template's refusal in llama-server's shape, as its other routes. */
+static enum MHD_Result send_template_error(struct MHD_Connection *c, const openai_error *err) {
+    int code = err->status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
+             : err->status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
+    return send_error(c, err->status, code, err->message);
 }
 
 /* A /v1/messages call's answer: Anthropic's message, stream or error. */
@@ -338,6 +291,42 @@ static enum MHD_Result finish_completion(struct MHD_Connection *c, completion_ca
     return completion_stream_respond(c, call);
 }
 
+/* A call set up on a worker (setup_call.c): its refusal, its own answer, or its completion's. */
+/* /infill on a model without fill-in-the-middle tokens: 501 in llama-server's own error shape, with
+ * the refusal's message (which tokens are missing). */
+static enum MHD_Result send_not_supported(struct MHD_Connection *c, json_t *response) {
+    const char *m = json_string_value(json_object_get(json_object_get(response, "error"), "message"));
+    enum MHD_Result ok = send_llama_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_supported_error", m ? m : "not supported");
+    json_decref(response);
+    return ok;
+}
+
+static enum MHD_Result finish_set_up(struct MHD_Connection *c, request_state *rs, setup_call *s, json_t *response,
+                                     unsigned http_status) {
+    if (rs->route == ROUTE_COMPLETION) {
+        if (http_status) return send_json(c, http_status, response); /* the server's own refusal (stopping) */
+        if (setup_call_not_supported(s)) return send_not_supported(c, response);
+        completion_call *call = setup_call_completion(s);
+        return call ? finish_completion(c, call, response) : send_rpc_outcome(c, response);
+    }
+    const openai_error *err = http_status ? NULL : setup_call_error(s);
+    bool anthropic = rs->route == ROUTE_ANTHROPIC || rs->route == ROUTE_COUNT_TOKENS;
+    bool llama = rs->route == ROUTE_APPLY_TEMPLATE;
+    if (err) {
+        json_decref(response);
+        return anthropic ? anthropic_send_error(c, err) : llama ? send_template_error(c, err) : openai_send_error(c, err);
+    }
+    if (!http_status && (llama || rs->route == ROUTE_COUNT_TOKENS)) {
+        json_decref(response);
+        return send_json(c, MHD_HTTP_OK, setup_call_answer(s));
+    }
+    if (llama) return send_json(c, http_status, response); /* the server's own refusal (stopping) */
+    /* refused by the server itself, the worker may still be at it: only its answer is read */
+    completion_call *call = http_status ? NULL : setup_call_completion(s);
+    if (anthropic) return finish_anthropic(c, call, response, http_status);
+    return finish_openai(c, call, response, http_status, rs->route == ROUTE_RESPONSES);
+}
+
 /* The handler is called again once the worker has answered: send that answer. */
 static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *rs) {
     json_t *response = NULL;
@@ -345,13 +334,11 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
     void *ctx = call_context(rs->call);
     enum MHD_Result ok;
-    if (rs->route == ROUTE_OPENAI || rs->route == ROUTE_RESPONSES)
-        ok = finish_openai(c, ctx, response, http_status, rs->route == ROUTE_RESPONSES);
-    else if (rs->route == ROUTE_ANTHROPIC) ok = finish_anthropic(c, ctx, response, http_status);
-    else if (http_status) ok = send_json(c, http_status, response);
+    if (http_status && (rs->route == ROUTE_RPC || rs->route == ROUTE_LLAMA || rs->route == ROUTE_SLOT_ACTION))
+        ok = send_json(c, http_status, response);
     else if (rs->route == ROUTE_RPC) ok = send_rpc_response(c, response);
     else if (rs->route == ROUTE_LLAMA || rs->route == ROUTE_SLOT_ACTION) ok = send_rpc_outcome(c, response);
-    else ok = finish_completion(c, ctx, response);
+    else ok = finish_set_up(c, rs, ctx, response, http_status);
     call_release(rs->call);
     rs->call = NULL;
     return ok;
@@ -557,12 +544,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const http_options 
     }
     if (rs->route == ROUTE_LLAMA) return route_llama_post(c, rs);
     if (rs->route == ROUTE_SLOT_ACTION) return route_slot_action(c, rs);
-    if (rs->route == ROUTE_APPLY_TEMPLATE) return route_apply_template(c, rs);
-    if (rs->route == ROUTE_ANTHROPIC) return route_anthropic(c, rs);
-    if (rs->route == ROUTE_COUNT_TOKENS) return route_count_tokens(c, rs);
-    if (rs->route == ROUTE_RESPONSES) return route_responses(c, rs);
-    if (rs->route == ROUTE_OPENAI) return route_openai(c, rs);
-    return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_completion(c, rs);
+    return rs->route == ROUTE_RPC ? route_rpc(c, rs) : route_set_up(c, rs, setup_kind_of(rs));
 }
 
 enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,

@@ -9,7 +9,10 @@
  *   completion_outputs.c  /completion's n_cmpl > 1 and several prompts: one completion each
  *   llama_routes.c  llama-server's other routes (/tokenize, /detokenize, /props, /slots, /metrics)
  *   calls.c   work that can take long (a completion, a load, a waiting poll) on worker threads
- *             while the connection waits suspended (no libmicrohttpd pool thread ever blocks)
+ *             while the connection waits suspended (no libmicrohttpd pool thread ever blocks), in
+ *             lanes so that no kind of call waits behind another
+ *   setup_call.c  a /v1 request (or /apply-template) read and its chat template rendered on a
+ *             worker, then run (openai.h)
  *   sse.c     Server-Sent Events streams of a job's pieces, fed by a pump thread per stream
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
  *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
@@ -39,12 +42,20 @@ typedef struct deferred_call deferred_call;
  * client is still there. */
 typedef json_t *(*call_fn)(void *ctx);
 
-bool calls_start(int n_workers);
-/* Runs run(ctx) on a worker; connection `c` is suspended until the answer is there, then resumed,
- * and the handler collects it with call_result. `ctx` is taken (free_ctx frees it with the call).
- * NULL when it cannot be queued (queue full, or stopping): *why says so, `c` is not suspended and
- * ctx is freed. Must be called from the handler of `c`. */
-deferred_call *call_defer(struct MHD_Connection *c, call_fn run, void *ctx, void (*free_ctx)(void *), const char **why);
+/* Which workers run a call, so that no kind of call waits behind another (calls.c):
+ *   SHORT    work the server bounds: /tokenize, /detokenize, /lora-adapters, a large /rpc body
+ *   REQUEST  what a client decides the length of: completions (their setup, their wait), waiting
+ *            polls, chat templates rendered (/apply-template, count_tokens)
+ *   ADMIN    the admin key's init and shutdown (a load, a drain) */
+typedef enum call_lane { CALL_LANE_SHORT, CALL_LANE_REQUEST, CALL_LANE_ADMIN, CALL_LANES } call_lane;
+
+bool calls_start(void);
+/* Runs run(ctx) on a worker of lane `l`; connection `c` is suspended until the answer is there,
+ * then resumed, and the handler collects it with call_result. `ctx` is taken (free_ctx frees it
+ * with the call). NULL when it cannot be queued (the lane's queue full, or stopping): *why says
+ * so, `c` is not suspended and ctx is freed. Must be called from the handler of `c`. */
+deferred_call *call_defer(struct MHD_Connection *c, call_lane l, call_fn run, void *ctx, void (*free_ctx)(void *),
+                          const char **why);
 /* False until answered. Then *response (taken) is the work's answer with *http_status 0, or the
  * server's own refusal (a JSON body) with that HTTP status. */
 bool call_result(deferred_call *call, json_t **response, unsigned *http_status);
@@ -156,6 +167,9 @@ void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enu
 void conn_request_arrived(struct MHD_Connection *c);
 /* The answer on `c` is done: the next request on this connection gets a fresh deadline. */
 void conn_request_finished(struct MHD_Connection *c);
+/* Which connection `c` is (1, 2, ..., never reused; 0: untracked): the client its calls'
+ * completions count against (rpc_client_thread). */
+uint64_t conn_serial(struct MHD_Connection *c);
 /* How many connections the deadline closed so far. */
 int64_t conn_closed_by_deadline(void);
 

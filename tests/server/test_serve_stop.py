@@ -2,8 +2,8 @@
 """How `specd serve` stops with every slot busy and requests queued (127.0.0.1 only): SIGTERM, and
 the admin `shutdown` method. Every running completion ends at once with its final answer, whose
 stop_type is "shutdown" (streams: a final event; blocking: 200 with the text so far); every queued
-request is answered (a stream: its final event; a blocking one: 503 with Retry-After), also those
-still waiting for a worker thread; the process exits 0 well within its 10 s watchdog.
+request is answered (a stream: its final event; a blocking one: 503 with Retry-After); the process
+exits 0 well within its 10 s watchdog.
 
     test_serve_stop.py SPECD MODELS_DIR
 """
@@ -97,9 +97,9 @@ def check_refused(name, r):
 
 
 def check_sigterm(specd, target, draft):
-    """-np 2: a stream and a blocking request run; a stream, an OpenAI stream and 7 blocking requests
-    wait in the queue (7 + the running one hold all 8 worker threads), and one more blocking request
-    waits for a worker. Then SIGTERM."""
+    """-np 2: a stream and a blocking request run; a stream, an OpenAI stream and 8 blocking requests
+    wait in the queue (the request lane's threads grow with them: once the 8th waited for a worker
+    of 8, now every one has its own). Then SIGTERM."""
     server, port = start_server(specd, ["-m", target, "-md", draft, "-c", "512", "-np", "2", "--queue", "16", "-t", "1",
                                         "--context-shift"])
     if not port:
@@ -119,12 +119,12 @@ def check_sigterm(specd, target, draft):
     for r in queued_blocking:
         r.start()
     ok = ok and busy(port, n_queued=9)
-    waiting_for_worker = Request(port, "/completion", ENDLESS)
-    waiting_for_worker.start()
-    time.sleep(0.5)
-    check("2 running, 9 queued, 1 more waiting for a worker thread", ok and status(port)["n_queued"] == 9, status(port))
+    eighth = Request(port, "/completion", ENDLESS)
+    eighth.start()
+    ok = ok and busy(port, n_queued=10)
+    check("2 running, 10 queued (the 8th blocking one has a worker too)", ok, status(port))
     rc, took = timed_stop(server)
-    for r in running + queued_streams + queued_blocking + [waiting_for_worker]:
+    for r in running + queued_streams + queued_blocking + [eighth]:
         r.join(10)
     check(f"SIGTERM with busy slots and a queue: exit status 0 within 5 s ({took:.2f} s)", rc == 0 and took < 5,
           (rc, took))
@@ -141,7 +141,7 @@ def check_sigterm(specd, target, draft):
           and queued_streams[1].text.rstrip().endswith("data: [DONE]"), queued_streams[1].text[-400:])
     for i, r in enumerate(queued_blocking):
         check_refused(f"queued blocking request {i + 1}", r)
-    check_refused("the request waiting for a worker", waiting_for_worker)
+    check_refused("queued blocking request 8", eighth)
 
 
 def check_admin_shutdown(specd, target, draft):

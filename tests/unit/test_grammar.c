@@ -269,10 +269,41 @@ static void test_bad_grammars_are_refused_with_clear_messages(void **state) {
     assert_int_equal(specd_grammar_check(engine, "", &err), SPECD_OK); /* empty: no grammar */
 }
 
+/* A grammar of `n` alternatives ("w0000000" | ...; heap). */
+static char *alternatives(int n) {
+    char *g = malloc((size_t)n * 16 + 16);
+    size_t at = (size_t)sprintf(g, "root ::= ");
+    for (int i = 0; i < n; i++) at += (size_t)sprintf(g + at, "%s\"w%07d\"", i ? " | " : "", i);
+    return g;
+}
+
+/* The price of a grammar (its build and one step over the vocabulary, CPU time): a small one is
+ * cheap, one of 20000 alternatives dearer by far; the budget cuts the step's pricing short; a bad
+ * grammar is refused as specd_grammar_check refuses it. */
+static void test_a_grammar_is_priced(void **state) {
+    (void)state;
+    double cheap = -1.0, dear = -1.0, cut = -1.0, none = -1.0;
+    char *err = NULL, *big = alternatives(20000);
+    assert_int_equal(specd_grammar_price(engine, WORDS_A_TO_E, 0.0, &cheap, &err), SPECD_OK);
+    assert_int_equal(specd_grammar_price(engine, big, 0.0, &dear, &err), SPECD_OK);
+    assert_int_equal(specd_grammar_price(engine, big, 0.001, &cut, &err), SPECD_OK);
+    assert_int_equal(specd_grammar_price(engine, "", 0.0, &none, &err), SPECD_OK);
+    print_message("price: small %.2f ms, 20000 alternatives %.1f ms (%.1f ms with a budget of 0.001 ms)\n", cheap, dear,
+                  cut);
+    assert_true(cheap >= 0.0 && cheap < dear / 10.0);
+    assert_true(cut < dear);
+    assert_true(none == 0.0);
+    assert_int_equal(specd_grammar_price(engine, "word ::= [a-z]+", 0.0, &cheap, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "no 'root' rule"));
+    specd_free(err);
+    free(big);
+}
+
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grammar_constrains_the_output),
+        cmocka_unit_test(test_a_grammar_is_priced),
         cmocka_unit_test(test_greedy_draft_model_under_grammar_is_lossless),
         cmocka_unit_test(test_greedy_model_free_drafters_under_grammar_are_lossless),
         cmocka_unit_test(test_sampling_with_draft_model_under_grammar_is_exact),

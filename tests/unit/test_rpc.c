@@ -1192,6 +1192,12 @@ static void the_swap_waits_for_the_running_completion(void **state) {
     json_decref(s);
     /* short calls still run (a swap that did not wait would block them until the completion ends) */
     json_decref(result_of("tokenize", "{\"text\":\"short calls still run\"}"));
+    /* a new completion is refused at once (busy: its client retries), not held without a word
+     * until the running one ends (it waited 13 s behind one long stream) */
+    double asked = now_s();
+    expect_error("completion", "{\"prompt\":\"she\",\"n_predict\":4}", -32001, NULL, "being swapped in");
+    expect_error("completion.start", "{\"prompt\":\"she\",\"n_predict\":4}", -32001, NULL, "retry in a moment");
+    assert_true(now_s() - asked < 2.0);
     char params[64];
     snprintf(params, sizeof params, "{\"id\":%lld}", (long long)json_integer_value(json_object_get(start, "id")));
     json_decref(result_of("completion.cancel", params));
