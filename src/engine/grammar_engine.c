@@ -10,6 +10,7 @@
 #include "grammar_error.h"
 #include "grammar_lazy.h"
 
+#include "../util/nesting.h"
 #include "../util/util.h"
 
 #include <math.h>
@@ -88,9 +89,23 @@ static bool defines_root(const char *text) {
     return false;
 }
 
+/* llama.cpp's GBNF parser recurses once per nested ( ) group and overflows the stack at about 20000
+ * levels (10000 pass); real grammars nest a few levels, generated ones a few dozen. */
+#define GRAMMAR_MAX_NESTING 1000
+
+/* What llama.cpp's parser can take without crashing; false with *error saying why. */
+static bool within_bounds(const char *text, char **error) {
+    int32_t depth = specd_gbnf_nesting(text);
+    if (depth <= GRAMMAR_MAX_NESTING) return true;
+    specd_set_error(error, "grammar: its ( ) groups nest %d deep, more than the %d allowed: write the deep "
+                    "part as named rules (rule ::= ...) instead of nested groups", (int)depth, GRAMMAR_MAX_NESTING);
+    return false;
+}
+
 /* llama.cpp's parse of `text` (lazy with `triggers`): the root state, or NULL with *error saying why. */
 static struct llama_sampler *parse(const struct llama_vocab *vocab, const char *text,
                                    const specd_grammar_triggers *triggers, char **error) {
+    if (!within_bounds(text, error)) return NULL;
     if (!defines_root(text)) {
         specd_set_error(error, "grammar: no 'root' rule: the GBNF grammar must define its start symbol, "
                         "e.g. root ::= [a-z]+");
