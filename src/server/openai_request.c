@@ -92,6 +92,12 @@ bool openai_passed_field(const char *key) {
     return listed(passed_fields, key) || listed(request_json_sampler_names, key);
 }
 
+bool openai_chat_field_known(const char *key) {
+    for (int i = 0; refused_fields[i].name; i++)
+        if (strcmp(refused_fields[i].name, key) == 0) return true;
+    return openai_passed_field(key) || listed(mapped_fields, key) || listed(ignored_fields, key);
+}
+
 /* Every field must be known: mapped, passed, ignored; the refused ones say why. */
 static bool check_names(json_t *body, openai_error *err) {
     const char *key;

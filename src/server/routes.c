@@ -223,14 +223,25 @@ static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state 
 /* /apply-template (llama-server's): the prompt a chat request would get, nothing generated
  * (openai_chat.c); errors in llama-server's shape, as its other routes. */
 static enum MHD_Result route_apply_template(struct MHD_Connection *c, request_state *rs) {
-    openai_error err;
+    openai_error err = {.param = ""};
     json_t *body = openai_parse_body(rs->body, rs->len, &err);
-    json_t *answer = body ? openai_apply_template(rs->options->rpc, body, &rs->options->chat, &err) : NULL;
+    const char *key;
+    json_t *v;
+    bool known = true;
+    json_object_foreach(body, key, v) { /* a typo would change nothing silently */
+        if (known && !openai_chat_field_known(key)) {
+            known = openai_fail_with(&err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", key, "unknown field '%s' (the "
+                                     "fields of a /v1/chat/completions request)", key);
+        }
+    }
+    json_t *answer = body && known ? openai_apply_template(rs->options->rpc, body, &rs->options->chat, &err) : NULL;
     json_decref(body);
     if (answer) return send_json(c, MHD_HTTP_OK, answer);
     int code = err.status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
              : err.status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
-    return send_error(c, err.status, code, err.message);
+    rpc_error rerr;
+    rpc_fail(&rerr, code, err.param, "%s", err.message);
+    return send_json(c, err.status, json_pack("{s:o}", "error", rpc_error_object(&rerr)));
 }
 
 /* /v1/chat/completions, /v1/completions: the body read into the server's typed request
@@ -438,7 +449,10 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
     /* Answers from the headers keep the request's deadline: they are sent at once, and a body
      * that a client trickles after them does not hold the connection past it. */
     if (get && (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0) && o->web_page) return page_respond(c);
-    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, o->rpc, who.keyed);
+    bool health = strcmp(url, "/") == 0 || strcmp(url, "/health") == 0;
+    if ((get || strcmp(method, "HEAD") == 0) && health) return route_health(c, o->rpc, who.keyed);
+    if (health) /* the route exists for GET only: 405, as for every other route and method */
+        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     bool v1 = strncmp(url, "/v1/", 4) == 0;
     if (!who.user && v1)
         return openai_fail(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "unauthorized: send the API key "

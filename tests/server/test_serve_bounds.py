@@ -4,10 +4,13 @@ naming its field, with the server still up after: a grammar of 20000 nested grou
 GBNF parser recursed once per level) on /completion, /infill, JSON-RPC completion and
 completion.start; lazy-grammar triggers of 100000 characters (a word, a pattern, a full pattern)
 and a pattern of 20000 nested groups (std::regex's compiler recursed per character and level), a
-pattern that is not a regular expression; and an admin's calibration_cache naming a model inside
---models-dir (a GGUF became a few hundred bytes of calibration text).
+pattern that is not a regular expression; an admin's calibration_cache naming a model inside
+--models-dir (a GGUF became a few hundred bytes of calibration text); and the smaller fields a
+probe found taken silently (tool_choice without tools, /v1/responses' reasoning, /apply-template's
+and a LoRA entry's unknown fields, /infill's numeric filename, POST /health), now each refused naming
+the field, or as llama-server answers.
 
-    test_serve_bounds.py SPECD MODELS_DIR
+    test_serve_bounds.py SPECD MODELS_DIR [TEMPLATES_DIR]
 """
 import hashlib
 import json
@@ -126,7 +129,75 @@ def check_calibration_cache(port, confined):
     check("... and naming it again (a calibration file) is fine", r.get("result", {}).get("state") == "ready", r)
 
 
-def main(specd, models):
+def check_infill_and_routes(port):
+    """/infill's input_extra as llama-server takes it; POST /health is 405 (the route is GET's); a
+    LoRA entry with an unknown field (a typo of scale set it to 0) is refused."""
+    body = {"input_prefix": "def f(", "input_suffix": ")", "n_predict": 2,
+            "input_extra": [{"filename": 5, "text": "import os"}]}
+    code, answer = post(port, "/infill", body)
+    check("/infill: a numeric input_extra[].filename is refused naming input_extra",
+          code == 400 and field_of(answer) == "input_extra", (code, answer))
+    code, answer = post(port, "/infill", dict(body, input_extra=[{"filename": "a.py"}]))
+    check("/infill: an input_extra chunk without text is refused (llama-server: text is required)",
+          code == 400 and field_of(answer) == "input_extra", (code, answer))
+    code, answer = post(port, "/infill", dict(body, input_extra=[{"text": "import os"}]))
+    check("/infill: the filename stays optional", code == 200, (code, answer))
+    code, text = curl(port, "/health", "{}", key=None)
+    check("POST /health: 405, use GET", code == 405 and "use GET" in text, (code, text))
+    code, text = curl(port, "/health", key=None, extra=("-I",))
+    check("HEAD /health: 200", code == 200, (code, text))
+    code, answer = post(port, "/lora-adapters", [{"id": 0, "scael": 1}])
+    check("POST /lora-adapters: an unknown field in an entry is refused naming it",
+          code == 400 and field_of(answer) == "adapters" and "unknown field 'scael'" in answer["error"]["message"],
+          (code, answer))
+    code, answer = post(port, "/completion", {"prompt": "x", "n_predict": 2, "lora": [{"id": 0, "sclae": 1}]})
+    check("... and in a request's lora", code == 400 and field_of(answer) == "lora", (code, answer))
+
+
+def openai_param(code, answer):
+    return (answer.get("error") or {}).get("param") if code == 400 and isinstance(answer, dict) else None
+
+
+def check_chat_fields(port, qwen):
+    """The chat routes: tool_choice that needs tools without any, /v1/responses' reasoning, a bad
+    tool schema (named tools, with a template that builds a tool grammar), an empty stop_sequences
+    entry, /apply-template's unknown fields."""
+    m = [{"role": "user", "content": "hi"}]
+    for route, body in (("/v1/chat/completions", {"messages": m, "tool_choice": "required"}),
+                        ("/v1/chat/completions", {"messages": m, "tool_choice": {"type": "function",
+                                                                                 "function": {"name": "f"}}}),
+                        ("/v1/responses", {"input": "hi", "tool_choice": "required"})):
+        code, answer = post(port, route, dict(body, max_tokens=4) if "messages" in body else body)
+        check(f"{route} tool_choice {json.dumps(body['tool_choice'])} with no tools: 400 naming tool_choice",
+              openai_param(code, answer) == "tool_choice", (code, answer))
+    code, answer = post(port, "/v1/messages", {"messages": m, "max_tokens": 4, "tool_choice": {"type": "any"}})
+    check("/v1/messages tool_choice any with no tools: 400 saying tool_choice", code == 400
+          and "'tool_choice'" in answer["error"]["message"], (code, answer))
+    code, answer = post(port, "/v1/chat/completions", {"messages": m, "max_tokens": 4, "tool_choice": "auto"})
+    check("... tool_choice auto with no tools is fine", code == 200, (code, answer))
+    for reasoning in ({"effort": "bogus"}, "high", {"effort": "low", "colour": 1}, {"summary": 3}):
+        code, answer = post(port, "/v1/responses", {"input": "hi", "max_output_tokens": 4, "reasoning": reasoning})
+        check(f"/v1/responses reasoning {json.dumps(reasoning)}: 400 naming reasoning",
+              openai_param(code, answer) == "reasoning", (code, answer))
+    code, answer = post(port, "/v1/responses", {"input": "hi", "max_output_tokens": 4,
+                                                "reasoning": {"effort": "low", "summary": "auto"}})
+    check("... a valid reasoning is fine", code == 200, (code, answer))
+    code, answer = post(port, "/v1/messages", {"messages": m, "max_tokens": 4, "stop_sequences": ["ok", ""]})
+    check("/v1/messages an empty stop_sequences entry: the message names stop_sequences[1]", code == 400
+          and "'stop_sequences[1]'" in answer["error"]["message"], (code, answer))
+    code, answer = post(port, "/apply-template", {"messages": m, "mesages": m})
+    check("/apply-template: an unknown field is refused naming it", code == 400 and field_of(answer) == "mesages",
+          (code, answer))
+    code, answer = post(port, "/apply-template", {"messages": m, "model": "x", "temperature": 0.5})
+    check("... a chat request's fields are fine", code == 200 and "prompt" in answer, (code, answer))
+    if qwen:
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"type": "bogus"}}}}}]
+        code, answer = post(port, "/v1/chat/completions", {"messages": m, "max_tokens": 4, "tools": tools})
+        check("a bad tool schema: 400 naming tools", openai_param(code, answer) == "tools", (code, answer))
+
+
+def main(specd, models, templates=None):
     confined = tempfile.mkdtemp(prefix="specd-bounds-")
     try:
         for name in ("target.gguf", "draft.gguf", "fim.gguf"):
@@ -138,7 +209,16 @@ def main(specd, models):
             if port:
                 check_grammar_depth(port)
                 check_triggers(port)
+                check_infill_and_routes(port)
                 check_calibration_cache(port, confined)
+        qwen = templates and os.path.join(templates, "Qwen-Qwen3-0.6B.jinja")
+        qwen = qwen if qwen and os.path.exists(qwen) else None
+        if not qwen:
+            print("skip the bad tool schema: no llama.cpp model templates (deps/llama/src/models/templates)")
+        chat_args = ["--api-key", KEY, "-m", os.path.join(models, "chat-chatml.gguf"), "-c", "512", "-t", "1"]
+        with served(specd, chat_args + (["--chat-template-file", qwen] if qwen else []), "the chat fields") as (_, port):
+            if port:
+                check_chat_fields(port, qwen)
     finally:
         shutil.rmtree(confined, ignore_errors=True)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
@@ -146,4 +226,4 @@ def main(specd, models):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))
