@@ -248,7 +248,11 @@ static json_t *parse(const char *text, size_t len, bool count_only, openai_error
     json_t *in = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(in)) {
         if (in) BAD(err, "the request body must be a JSON object");
-        else BAD(err, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        else {
+            rpc_error parse;
+            rpc_parse_error(text, len, &jerr, &parse);
+            BAD(err, "the request body is not JSON: %s", parse.message + strlen("parse error: "));
+        }
         json_decref(in);
         return NULL;
     }

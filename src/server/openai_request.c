@@ -44,7 +44,12 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
     json_t *body = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (json_is_object(body)) return drop_nulls(body);
     if (body) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body must be a JSON object");
-    else openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+    else {
+        rpc_error parse;
+        rpc_parse_error(text, len, &jerr, &parse);
+        openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", parse.field[0] ? parse.field : NULL,
+                         "the request body is not JSON: %s", parse.message + strlen("parse error: "));
+    }
     json_decref(body);
     return NULL;
 }

@@ -170,7 +170,7 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
     json_t *request = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!request) { /* a JSON-RPC parse error: 200, as the dispatcher answers it over any transport */
         rpc_error err;
-        rpc_fail(&err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        rpc_parse_error(rs->body, rs->len, &jerr, &err);
         return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:n, s:o}", "jsonrpc", "2.0", "id", "error",
                                                    rpc_error_object(&err)));
     }
@@ -191,9 +191,9 @@ static enum MHD_Result route_completion(struct MHD_Connection *c, request_state 
     json_error_t jerr;
     json_t *body = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body) {
-        char message[300];
-        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+        rpc_error err;
+        rpc_parse_error(rs->body, rs->len, &jerr, &err);
+        return send_json(c, MHD_HTTP_BAD_REQUEST, json_pack("{s:o}", "error", rpc_error_object(&err)));
     }
     if (!json_is_object(body)) {
         json_decref(body);

@@ -146,6 +146,10 @@ def check_infill_and_routes(port):
     check("POST /health: 405, use GET", code == 405 and "use GET" in text, (code, text))
     code, text = curl(port, "/health", key=None, extra=("-I",))
     check("HEAD /health: 200", code == 200, (code, text))
+    for raw, field in (('{"prompt": "x", "n_predict": 1e999}', "n_predict"),
+                       ('{"prompt": "x", "seed": 18446744073709551616}', "seed")):
+        code, answer = post(port, "/completion", raw)
+        check(f"/completion {raw}: 400 naming {field}", code == 400 and field_of(answer) == field, (code, answer))
     code, answer = post(port, "/lora-adapters", [{"id": 0, "scael": 1}])
     check("POST /lora-adapters: an unknown field in an entry is refused naming it",
           code == 400 and field_of(answer) == "adapters" and "unknown field 'scael'" in answer["error"]["message"],
@@ -185,6 +189,9 @@ def check_chat_fields(port, qwen):
     code, answer = post(port, "/v1/messages", {"messages": m, "max_tokens": 4, "stop_sequences": ["ok", ""]})
     check("/v1/messages an empty stop_sequences entry: the message names stop_sequences[1]", code == 400
           and "'stop_sequences[1]'" in answer["error"]["message"], (code, answer))
+    code, answer = post(port, "/v1/chat/completions", '{"messages": [], "max_tokens": 1e999}')
+    check("/v1/chat/completions max_tokens 1e999: 400 naming max_tokens", openai_param(code, answer) == "max_tokens",
+          (code, answer))
     code, answer = post(port, "/apply-template", {"messages": m, "mesages": m})
     check("/apply-template: an unknown field is refused naming it", code == 400 and field_of(answer) == "mesages",
           (code, answer))
