@@ -37,9 +37,12 @@ static bool check_tool_choice(json_t *body, openai_error *err) {
     json_t *choice = json_object_get(body, "tool_choice"), *tools = json_object_get(body, "tools");
     bool needs_tools = (json_is_string(choice) && !strcmp(json_string_value(choice), "required")) || json_is_object(choice);
     if (!needs_tools || (json_is_array(tools) && json_array_size(tools) > 0)) return true;
-    return BAD(err, "tool_choice", "'tool_choice' %s asks for a tool call, but the request gives no 'tools': list the "
-               "tools the model may call, or leave tool_choice out", json_is_string(choice) ? "\"required\"" :
-               "naming a function");
+    if (json_is_string(choice))
+        return BAD(err, "tool_choice", "'tool_choice' \"required\" asks for a tool call, but the request gives no "
+                   "'tools': list the tools the model may call, or leave tool_choice out");
+    const char *name = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+    return BAD(err, "tool_choice", "'tool_choice' names the function '%.100s', but the request gives no 'tools': list "
+               "the tools the model may call, or leave tool_choice out", name ? name : "");
 }
 
 /* Begins the chat turn of `body` on the serving engine's model; false with *err. */
