@@ -90,16 +90,30 @@ static bool defines_root(const char *text) {
 }
 
 /* llama.cpp's GBNF parser recurses once per nested ( ) group and overflows the stack at about 20000
- * levels (10000 pass); real grammars nest a few levels, generated ones a few dozen. */
+ * levels (10000 pass); real grammars nest a few levels, generated ones a few dozen. Its grammar
+ * recurses once per rule along a chain of rules met first (r0 ::= r1, r1 ::= r2, ...: 55000 pass,
+ * 80000 crash, inside the default 1 MiB body): the rules it makes are bounded, which bounds any
+ * chain (a JSON schema's grammar has hundreds; llama.cpp caps one repetition at 2000). */
 #define GRAMMAR_MAX_NESTING 1000
+#define GRAMMAR_MAX_RULES 20000
 
-/* What llama.cpp's parser can take without crashing; false with *error saying why. */
+/* What llama.cpp's parser and matcher can take without crashing; false with *error saying why. */
 static bool within_bounds(const char *text, char **error) {
-    int32_t depth = specd_gbnf_nesting(text);
-    if (depth <= GRAMMAR_MAX_NESTING) return true;
-    specd_set_error(error, "grammar: its ( ) groups nest %d deep, more than the %d allowed: write the deep "
-                    "part as named rules (rule ::= ...) instead of nested groups", (int)depth, GRAMMAR_MAX_NESTING);
-    return false;
+    specd_gbnf_shape shape = specd_gbnf_measure(text);
+    if (shape.depth > GRAMMAR_MAX_NESTING) {
+        specd_set_error(error, "grammar: its ( ) groups nest %d deep, more than the %d allowed: write the deep "
+                        "part as named rules (rule ::= ...) instead of nested groups", (int)shape.depth,
+                        GRAMMAR_MAX_NESTING);
+        return false;
+    }
+    if (shape.rules > GRAMMAR_MAX_RULES) {
+        specd_set_error(error, "grammar: it makes %lld rules (each rule, ( ) group, * + ? and up to n per {m,n}), "
+                        "more than the %d allowed: llama.cpp follows chains of rules recursively; write "
+                        "alternatives ( | ) rather than rules or groups where you can", (long long)shape.rules,
+                        GRAMMAR_MAX_RULES);
+        return false;
+    }
+    return true;
 }
 
 /* llama.cpp's parse of `text` (lazy with `triggers`): the root state, or NULL with *error saying why. */

@@ -33,8 +33,26 @@ static const unsigned char *skip_until(const unsigned char *p, const char *stop)
     return p;
 }
 
-int32_t specd_gbnf_nesting(const char *grammar) {
-    int32_t depth = 0, deepest = 0;
+/* The rules a {m}, {m,} or {m,n} at p makes (llama.cpp writes out max(m, n) copies; m + 1 for the
+ * open-ended one), p moved past it; 1 when it does not parse (llama.cpp then refuses the grammar). */
+static int64_t gbnf_repetition_rules(const unsigned char **p) {
+    int64_t m = 0, n = -1; /* n: -1 for {m,}, m for {m} */
+    const unsigned char *q = *p + 1;
+    for (; *q >= '0' && *q <= '9'; q++) m = m < INT32_MAX ? m * 10 + (*q - '0') : m;
+    if (*q == ',') {
+        q++;
+        if (*q >= '0' && *q <= '9') n = 0;
+        for (; *q >= '0' && *q <= '9'; q++) n = n < INT32_MAX ? n * 10 + (*q - '0') : n;
+    } else {
+        n = m;
+    }
+    *p = *q == '}' ? q + 1 : *p + 1;
+    return n >= 0 ? (n > m ? n : m) : m + 1;
+}
+
+specd_gbnf_shape specd_gbnf_measure(const char *grammar) {
+    specd_gbnf_shape shape = {0, 0};
+    int32_t depth = 0;
     const unsigned char *p = (const unsigned char *)grammar;
     while (p && *p) {
         switch (*p) {
@@ -43,18 +61,27 @@ int32_t specd_gbnf_nesting(const char *grammar) {
         case '<': p = skip_until(p + 1, ">"), p += *p != 0; break; /* <token> or <[id]> */
         case '#': p = skip_until(p + 1, "\r\n"); break;
         case '(':
-            if (++depth > deepest) deepest = depth;
+            if (++depth > shape.depth) shape.depth = depth;
+            shape.rules++; /* each group is a rule of its own */
             p++;
             break;
         case ')':
             depth -= depth > 0;
             p++;
             break;
+        case ':':
+            shape.rules += p[1] == ':' && p[2] == '=';
+            p += p[1] == ':' && p[2] == '=' ? 3 : 1;
+            break;
+        case '*': case '+': case '?': shape.rules++, p++; break;
+        case '{': shape.rules += gbnf_repetition_rules(&p); break;
         default: p++;
         }
     }
-    return deepest;
+    return shape;
 }
+
+int32_t specd_gbnf_nesting(const char *grammar) { return specd_gbnf_measure(grammar).depth; }
 
 /* ---- ECMAScript regular expressions ------------------------------------------------------------- */
 

@@ -16,6 +16,16 @@
  * UTF-8 lead byte takes its continuation bytes whatever they are). */
 int32_t specd_gbnf_nesting(const char *grammar);
 
+/* The grammar's nesting depth (as specd_gbnf_nesting) and how many rules llama.cpp makes of it at
+ * most: its own (each "::="), one per ( ) group, one per * + ?, and max(m, n) per {m,n} (m + 1 for
+ * {m,}). llama.cpp expands a chain of rules met at the start of an alternative recursively, when
+ * the grammar is made and as it is matched: the longest such chain cannot exceed this count. */
+typedef struct specd_gbnf_shape {
+    int32_t depth;
+    int64_t rules;
+} specd_gbnf_shape;
+specd_gbnf_shape specd_gbnf_measure(const char *grammar);
+
 /* The deepest nesting of ( ) groups in an ECMAScript regular expression (an escaped character and
  * a [bracket expression] do not count). */
 int32_t specd_regex_nesting(const char *pattern);

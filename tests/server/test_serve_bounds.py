@@ -13,6 +13,7 @@ the field, or as llama-server answers.
     test_serve_bounds.py SPECD MODELS_DIR [TEMPLATES_DIR]
 """
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -32,6 +33,24 @@ def post(port, path, body):
         return code, json.loads(text)
     except ValueError:
         return code, text
+
+
+def post_big(port, path, body):
+    """As post, for a body too large for curl's command line."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json",
+                                                   "Authorization": f"Bearer {KEY}"})
+        r = c.getresponse()
+        data = r.read()
+        try:
+            return r.status, json.loads(data)
+        except ValueError:
+            return r.status, data
+    except (OSError, http.client.HTTPException) as e:
+        return 0, str(e)
+    finally:
+        c.close()
 
 
 def field_of(answer):
@@ -67,6 +86,12 @@ def refused(port, body, field, words, what):
 def check_grammar_depth(port):
     refused(port, {"prompt": "x", "n_predict": 2, "grammar": DEEP_GRAMMAR}, "grammar",
             "nest 20000 deep, more than the 1000 allowed", "a grammar of 20000 nested groups")
+    names = ["".join("abcdefghijklmnopqrstuvwxyz"[(i // 26 ** k) % 26] for k in range(4)) for i in range(80001)]
+    chain = "root::=aaaa\n" + "".join(f"{names[i]}::={names[i + 1]}\n" for i in range(80000)) + f'{names[80000]}::="a"\n'
+    code, answer = post_big(port, "/completion", {"prompt": "x", "n_predict": 2, "grammar": chain})
+    check(f"a chain of 80000 rules ({len(chain)} bytes): refused naming grammar", code == 400
+          and field_of(answer) == "grammar" and "more than the 20000 allowed" in str(answer), (code, str(answer)[:300]))
+    check("... and the server is still up", alive(port))
     at_limit = "root ::= " + "(" * 1000 + '"a"' + ")" * 1000
     code, answer = post(port, "/completion", {"prompt": "x", "n_predict": 2, "grammar": at_limit})
     check("a grammar of 1000 nested groups still runs", code == 200 and answer.get("content", "").startswith("a"),
