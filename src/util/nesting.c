@@ -34,7 +34,8 @@ static const unsigned char *skip_until(const unsigned char *p, const char *stop)
 }
 
 /* The rules a {m}, {m,} or {m,n} at p makes (llama.cpp writes out max(m, n) copies; m + 1 for the
- * open-ended one), p moved past it; 1 when it does not parse (llama.cpp then refuses the grammar). */
+ * open-ended one), p moved past it; one that does not parse counts what its digits say and p moves
+ * one byte (llama.cpp refuses such a grammar anyway). */
 static int64_t gbnf_repetition_rules(const unsigned char **p) {
     int64_t m = 0, n = -1; /* n: -1 for {m,}, m for {m} */
     const unsigned char *q = *p + 1;

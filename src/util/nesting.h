@@ -1,8 +1,9 @@
-/* nesting.h - how deep a GBNF grammar's groups and a regular expression's groups nest, and how
- * many states a regular expression grows to, each found by one loop (no recursion). llama.cpp's
- * GBNF parser and std::regex's compiler recurse once per nesting level (std::regex once per
- * character as well) and overflow a thread's stack on a text a request can carry (20000 nested
- * groups; a 100000-character trigger), and std::regex copies a group once per repetition count:
+/* nesting.h - how deep a GBNF grammar's groups and a regular expression's groups nest, how many
+ * rules a grammar makes and how many states a regular expression grows to, each found by one loop
+ * (no recursion). llama.cpp's GBNF parser and std::regex's compiler recurse once per nesting level
+ * (std::regex once per character as well, llama.cpp's grammar once per rule of a chain) and
+ * overflow a thread's stack on a text a request can carry (20000 nested groups; a chain of 80000
+ * rules; a 100000-character trigger), and std::regex copies a group once per repetition count:
  * these measures let a caller refuse such a text before it reaches either. */
 #ifndef SPECD_UTIL_NESTING_H
 #define SPECD_UTIL_NESTING_H
