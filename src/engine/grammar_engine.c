@@ -93,7 +93,7 @@ static bool defines_root(const char *text) {
  * levels (10000 pass); real grammars nest a few levels, generated ones a few dozen. Its grammar
  * recurses once per rule along a chain of rules met first (r0 ::= r1, r1 ::= r2, ...: 55000 pass,
  * 80000 crash, inside the default 1 MiB body): the rules it makes are bounded, which bounds any
- * chain (a JSON schema's grammar has hundreds; llama.cpp caps one repetition at 2000). */
+ * chain (a JSON schema's grammar has hundreds; the copies a repetition adds are at most 2000). */
 #define GRAMMAR_MAX_NESTING 1000
 #define GRAMMAR_MAX_RULES 20000
 
@@ -107,7 +107,7 @@ static bool within_bounds(const char *text, char **error) {
         return false;
     }
     if (shape.rules > GRAMMAR_MAX_RULES) {
-        specd_set_error(error, "grammar: it makes %lld rules (each rule, ( ) group, * + ? and up to n per {m,n}), "
+        specd_set_error(error, "grammar: it makes %lld rules (each rule, ( ) group, * + ? and {m,n}), "
                         "more than the %d allowed: llama.cpp follows chains of rules recursively; write "
                         "alternatives ( | ) rather than rules or groups where you can", (long long)shape.rules,
                         GRAMMAR_MAX_RULES);

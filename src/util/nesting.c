@@ -33,22 +33,12 @@ static const unsigned char *skip_until(const unsigned char *p, const char *stop)
     return p;
 }
 
-/* The rules a {m}, {m,} or {m,n} at p makes (llama.cpp writes out max(m, n) copies; m + 1 for the
- * open-ended one), p moved past it; one that does not parse counts what its digits say and p moves
- * one byte (llama.cpp refuses such a grammar anyway). */
-static int64_t gbnf_repetition_rules(const unsigned char **p) {
-    int64_t m = 0, n = -1; /* n: -1 for {m,}, m for {m} */
-    const unsigned char *q = *p + 1;
-    for (; *q >= '0' && *q <= '9'; q++) m = m < INT32_MAX ? m * 10 + (*q - '0') : m;
-    if (*q == ',') {
-        q++;
-        if (*q >= '0' && *q <= '9') n = 0;
-        for (; *q >= '0' && *q <= '9'; q++) n = n < INT32_MAX ? n * 10 + (*q - '0') : n;
-    } else {
-        n = m;
-    }
-    *p = *q == '}' ? q + 1 : *p + 1;
-    return n >= 0 ? (n > m ? n : m) : m + 1;
+/* Past a {m}, {m,} or {m,n} repetition at p (or one byte, where it does not parse: llama.cpp then
+ * refuses the grammar). */
+static const unsigned char *gbnf_skip_repetition(const unsigned char *p) {
+    const unsigned char *q = p + 1;
+    while ((*q >= '0' && *q <= '9') || *q == ',' || *q == ' ') q++;
+    return *q == '}' ? q + 1 : p + 1;
 }
 
 specd_gbnf_shape specd_gbnf_measure(const char *grammar) {
@@ -75,7 +65,7 @@ specd_gbnf_shape specd_gbnf_measure(const char *grammar) {
             p += p[1] == ':' && p[2] == '=' ? 3 : 1;
             break;
         case '*': case '+': case '?': shape.rules++, p++; break;
-        case '{': shape.rules += gbnf_repetition_rules(&p); break;
+        case '{': shape.rules++, p = gbnf_skip_repetition(p); break;
         default: p++;
         }
     }

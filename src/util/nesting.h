@@ -17,10 +17,11 @@
  * UTF-8 lead byte takes its continuation bytes whatever they are). */
 int32_t specd_gbnf_nesting(const char *grammar);
 
-/* The grammar's nesting depth (as specd_gbnf_nesting) and how many rules llama.cpp makes of it at
- * most: its own (each "::="), one per ( ) group, one per * + ?, and max(m, n) per {m,n} (m + 1 for
- * {m,}). llama.cpp expands a chain of rules met at the start of an alternative recursively, when
- * the grammar is made and as it is matched: the longest such chain cannot exceed this count. */
+/* The grammar's nesting depth (as specd_gbnf_nesting) and a count of its rules: its own (each
+ * "::="), one per ( ) group and one per * + ? {m,n}. llama.cpp expands a chain of rules met at the
+ * start of an alternative recursively, when the grammar is made and as it is matched; a chain
+ * runs through distinct rules, or through the copies one repetition makes (at most 2000, llama.cpp's
+ * cap, and only where what it repeats can be empty): this count bounds it, up to those copies. */
 typedef struct specd_gbnf_shape {
     int32_t depth;
     int64_t rules;
