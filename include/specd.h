@@ -380,6 +380,12 @@ SPECD_API specd_calibration_info specd_engine_calibration(specd_engine *engine);
  * "$HOME/.cache/specd/calibration/"; NULL when neither variable is set (or out of memory).
  * Free with specd_free. */
 SPECD_API char *specd_default_calibration_cache(void);
+/* Whether `path` may be given as an engine's calibration cache without putting another file at
+ * risk: it does not exist yet, or is a folder, an empty file or a calibration file (its first line
+ * "specd-calibration N"). SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error naming the file (free
+ * with specd_free). An engine never overwrites any other file (a model named by mistake); it says
+ * so in its calibration note: this refuses such a path up front. Since 0.8. */
+SPECD_API specd_status specd_calibration_cache_check(const char *path, char **error);
 
 /* Whether the engine's target passes are batch-invariant (specd_engine_params.batch_invariant):
  * what runs, and why not when they are not. Strings owned by the engine. */

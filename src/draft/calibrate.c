@@ -398,6 +398,19 @@ bool specd_calibration_replaceable(const char *path) {
     return n == sizeof head - 1 && memcmp(head, MAGIC_PREFIX, n) == 0;
 }
 
+specd_status specd_calibration_cache_check(const char *path, char **error) {
+    if (error) *error = NULL;
+    if (!path || !path[0]) {
+        specd_set_error(error, "specd_calibration_cache_check needs a path");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (specd_calibration_replaceable(path)) return SPECD_OK;
+    specd_set_error(error, "calibration cache '%s' is an existing file that is not a specd calibration file (its "
+                    "first line is not '" MAGIC_PREFIX "N'), and specd overwrites only its own: name a new file, a "
+                    "calibration file or a folder", path);
+    return SPECD_ERR_INVALID_ARGUMENT;
+}
+
 /* Writes beside the file and renames, so a reader never sees half a file. The temporary file is
  * made new (O_EXCL): a file that happens to have its name is never truncated. */
 static int write_atomically(const char *path, const char *text) {

@@ -2,19 +2,16 @@
  * background thread), status, shutdown (host_load.c does the work). */
 #include "methods.h"
 
-#include "../draft/calibrate.h"
-
 /* The calibration cache init would write: never a file that is not specd's own (a model named by
  * mistake or on purpose would be replaced by a few hundred bytes of text). Under --models-dir the
  * path is already the confined real path (rpc_init_params_confine), so the refusal tells nothing
  * about what lies outside. */
 static bool check_calibration_cache(rpc_engine_settings *s, rpc_error *err) {
-    const char *path = s->calibration_cache;
-    if (!path || specd_calibration_replaceable(path)) return true;
-    rpc_fail(err, RPC_INVALID_PARAMS, "calibration_cache", "init: calibration cache '%s' is an existing file that is "
-             "not a specd calibration file (its first line is not 'specd-calibration N'), and specd overwrites only "
-             "its own: name a new file, a calibration file, a folder, or \"off\"", path);
-    rpc_engine_settings_free(s); /* after the message: it frees the path */
+    char *message = NULL;
+    if (!s->calibration_cache || specd_calibration_cache_check(s->calibration_cache, &message) == SPECD_OK) return true;
+    rpc_fail(err, RPC_INVALID_PARAMS, "calibration_cache", "init: %s, or \"off\"", message ? message : "");
+    specd_free(message);
+    rpc_engine_settings_free(s);
     return false;
 }
 

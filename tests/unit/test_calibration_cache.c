@@ -459,6 +459,21 @@ static void test_a_file_that_is_not_a_calibration_file_is_never_overwritten(void
     tmp_file(garbage, sizeof garbage, "garbage.txt");
     write_text(garbage, "\x01\x02 not a calibration file\n");
     expect_kept(garbage, "corrupt");
+    /* and the check that refuses such a path up front (the server's init) */
+    char *err = NULL;
+    assert_int_equal(specd_calibration_cache_check(model, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "is an existing file that is not a specd calibration file"));
+    assert_non_null(strstr(err, model));
+    specd_free(err);
+    char fresh[512], valid[512];
+    tmp_file(fresh, sizeof fresh, "new-cache.txt");
+    tmp_file(valid, sizeof valid, "checked.txt");
+    learn_into(valid);
+    const char *ok_paths[] = {fresh, tmp_dir, valid};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(specd_calibration_cache_check(ok_paths[i], &err), SPECD_OK);
+        assert_null(err);
+    }
 }
 
 static void test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on(void **state) {
