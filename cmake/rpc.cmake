@@ -22,6 +22,7 @@ set(SPECD_RPC_SOURCES
   src/serve/slot_call.c
   src/serve/server.c
   src/rpc/errors.c
+  src/rpc/parse_error.c
   src/rpc/params.c
   src/rpc/rpc.c
   src/rpc/watch.c

@@ -394,6 +394,12 @@ SPECD_API specd_calibration_info specd_engine_calibration(specd_engine *engine);
  * "$HOME/.cache/specd/calibration/"; NULL when neither variable is set (or out of memory).
  * Free with specd_free. */
 SPECD_API char *specd_default_calibration_cache(void);
+/* Whether `path` may be given as an engine's calibration cache without putting another file at
+ * risk: it does not exist yet, or is a folder, an empty file or a calibration file (its first line
+ * "specd-calibration N"). SPECD_OK, or SPECD_ERR_INVALID_ARGUMENT with *error naming the file (free
+ * with specd_free). An engine never overwrites any other file (a model named by mistake); it says
+ * so in its calibration note: this refuses such a path up front. Since 0.8. */
+SPECD_API specd_status specd_calibration_cache_check(const char *path, char **error);
 
 /* Whether the engine's target passes are batch-invariant (specd_engine_params.batch_invariant):
  * what runs, and why not when they are not. Strings owned by the engine. */
@@ -789,7 +795,8 @@ typedef struct specd_generation_params {
      * repeated over the allowed tokens only (greedy: the argmax over allowed tokens). Drafts are
      * cut at their first token the grammar refuses, and verification stays exact. When the
      * grammar allows nothing more (it is complete and end-of-generation is refused, e.g. by
-     * ignore_eos), generation stops with SPECD_STOP_EOG. */
+     * ignore_eos), generation stops with SPECD_STOP_EOG. Its ( ) groups may nest at most 1000
+     * deep (llama.cpp's parser recurses per level and overflows the stack far beyond that). */
     const char *grammar;
     /* With a grammar: text the grammar reads before the first generated token, which the prompt
      * already ends with (NULL or "": none). llama.cpp's tool-call grammars begin with the template's
@@ -800,7 +807,10 @@ typedef struct specd_generation_params {
      * for tool_choice "auto"): the output is free until one of grammar_trigger_patterns (regular
      * expressions, matched against the output from its start; the grammar reads from the match's
      * first group) matches, or one of grammar_trigger_tokens is generated; from there on the
-     * grammar holds, and speculation stays exact under it. Borrowed. */
+     * grammar holds, and speculation stays exact under it. Borrowed. Each pattern (ECMAScript, as
+     * std::regex reads it) is at most 4096 bytes, nests its groups at most 100 deep and grows to at
+     * most 10000 atoms with its {m,n} repetitions written out (std::regex's compiler recurses per
+     * character and per level); specd_generation_params_validate refuses others, and bad ones. */
     bool grammar_lazy;
     const char *const *grammar_trigger_patterns;
     int32_t n_grammar_trigger_patterns;

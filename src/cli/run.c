@@ -652,7 +652,14 @@ int cli_run(int argc, char **argv) {
     if (o.prompt_file && !(file_text = read_file(o.prompt_file, "prompt", err, sizeof err))) goto fail;
     if (o.grammar_file && !(grammar_text = read_file(o.grammar_file, "grammar", err, sizeof err))) goto fail;
     if (grammar_text) o.gen.grammar = grammar_text;
-    char *calibration_cache = calibration_cache_path(&o);
+    char *calibration_cache = calibration_cache_path(&o), *why = NULL;
+    if (o.calibration_cache && calibration_cache && specd_calibration_cache_check(calibration_cache, &why) != SPECD_OK) {
+        snprintf(err, sizeof err, "--calibration-cache: %s, or off", why ? why : "");
+        specd_free(why);
+        free(calibration_cache);
+        free(grammar_text);
+        goto fail; /* a file that is not specd's (a model, by a slip) is refused, not left with a note */
+    }
     o.engine.calibration_cache = calibration_cache;
     int rc = execute(&o, file_text ? file_text : o.prompt, t_start);
     free(calibration_cache);

@@ -215,6 +215,16 @@ static bool check_sampling(cli_args *a, const specd_sampling_params *sampling) {
     return false;
 }
 
+/* --calibration-cache naming a file that is not specd's (a model, by a slip of the tab key): refused
+ * at start rather than left unwritten with a note. */
+static bool check_calibration_cache(cli_args *a, const char *path) {
+    char *message = NULL;
+    if (!path || specd_calibration_cache_check(path, &message) == SPECD_OK) return true;
+    cli_fail(a, "--calibration-cache: %s, or off", message ? message : "");
+    specd_free(message);
+    return false;
+}
+
 /* Returns 0 ok, 1 help, -1 error (in a->error). */
 static int parse_serve_options(cli_args *a, http_options *o) {
     const char **words = calloc((size_t)a->argc + 1, sizeof *words);
@@ -259,7 +269,8 @@ static int parse_serve_options(cli_args *a, http_options *o) {
     }
     bool typed = parse_model_options(a, words, n_words, o);
     free(words);
-    if (!typed || !check_sampling(a, &o->sampling)) return -1;
+    if (!typed || !check_sampling(a, &o->sampling) || !check_calibration_cache(a, o->models.calibration_cache))
+        return -1;
     add_server_defaults(&o->models);
     if (strcmp(o->host, "localhost") == 0) o->host = "127.0.0.1";
     if (o->chat.builtin && o->chat.template_src) {

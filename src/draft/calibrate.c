@@ -6,6 +6,7 @@
 #include "../util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -24,6 +25,7 @@
  * had. Older files are replaced. */
 #define FILE_MAGIC "specd-calibration 4"
 #define FILE_MAGIC_3 "specd-calibration 3"
+#define MAGIC_PREFIX "specd-calibration " /* every version's first line: what makes a file specd's */
 #define HEADER_BYTES (64 * 1024) /* hashed per model file: the GGUF header and metadata */
 #define MAX_FILE_BYTES (64 * 1024)
 #define MAX_MS 1e7 /* a pass or draft token dearer than this is not a measurement */
@@ -383,14 +385,48 @@ static char *format_file(const specd_calibrated *k) {
     return text;
 }
 
-/* Writes beside the file and renames, so a reader never sees half a file. */
+bool specd_calibration_replaceable(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT;
+    if (S_ISDIR(st.st_mode)) return true; /* a folder: its own calibration-*.txt files */
+    if (!S_ISREG(st.st_mode)) return false;
+    if (st.st_size == 0) return true; /* nothing to lose */
+    char head[sizeof MAGIC_PREFIX] = "";
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+    if (f) fclose(f);
+    return n == sizeof head - 1 && memcmp(head, MAGIC_PREFIX, n) == 0;
+}
+
+specd_status specd_calibration_cache_check(const char *path, char **error) {
+    if (error) *error = NULL;
+    if (!path || !path[0]) {
+        specd_set_error(error, "specd_calibration_cache_check needs a path");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (specd_calibration_replaceable(path)) return SPECD_OK;
+    specd_set_error(error, "calibration cache '%s' is an existing file that is not a specd calibration file (its "
+                    "first line is not '" MAGIC_PREFIX "N'), and specd overwrites only its own: name a new file, a "
+                    "calibration file or a folder", path);
+    return SPECD_ERR_INVALID_ARGUMENT;
+}
+
+/* Writes beside the file and renames, so a reader never sees half a file. The temporary file is
+ * made new (O_EXCL): a file that happens to have its name is never truncated. */
 static int write_atomically(const char *path, const char *text) {
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     if (!tmp) return ENOMEM;
     snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) {
+        int err = errno;
+        free(tmp);
+        return err; /* not ours (it may be another file of that name): nothing to remove */
+    }
+    FILE *f = fdopen(fd, "wb");
     int err = f ? 0 : errno;
+    if (!f) close(fd);
     if (f && fputs(text, f) < 0) err = errno ? errno : EIO;
     if (f && fclose(f) != 0 && !err) err = errno ? errno : EIO;
     if (!err && rename(tmp, path) != 0) err = errno;
@@ -409,6 +445,14 @@ void specd_calibration_save(const specd_calibrated *k) {
     specd_calibration_state *c = k->state;
     bool moved = k->costs->n_learnt != c->saved_learnt || k->acceptance->n_verdicts != c->saved_verdicts;
     if (!c->path || !moved || !knows_a_size(k->costs)) return;
+    if (!specd_calibration_replaceable(c->path)) { /* e.g. a model: never clobbered */
+        set_note(c, "the calibration cache '%s' is a file that is not a specd calibration file (its first line is "
+                 "not '" MAGIC_PREFIX "N'): not overwritten, the costs learnt are not kept; name a new file or a "
+                 "folder", c->path);
+        c->saved_learnt = k->costs->n_learnt;
+        c->saved_verdicts = k->acceptance->n_verdicts;
+        return;
+    }
     double t0 = specd_now_ms();
     char *text = format_file(k);
     int err = !text ? ENOMEM : !make_parents(c->path) ? errno : write_atomically(c->path, text);

@@ -11,7 +11,9 @@
  *    makes anyway (the first passes of each size, then one level factor for all sizes), and the
  *    file is written when something new was learnt, for the next process.
  * A file that does not parse, or was made for other model files or settings, is never trusted: it
- * is ignored with a one-line note (specd_engine_calibration) and replaced.
+ * is ignored with a one-line note (specd_engine_calibration) and replaced, when it is a calibration
+ * file (its first line "specd-calibration N"); any other file (a model named by mistake) is never
+ * overwritten (specd_calibration_replaceable).
  *
  * The file is text:
  *     specd-calibration 4       (a version 3 file, which has no held lines, is read too)
@@ -90,6 +92,9 @@ void specd_calibration_open(const specd_engine *engine, const specd_calibrated *
 /* After a generation: writes the file when the costs learnt something since it was read or
  * written (a write that fails leaves a note; the engine goes on). */
 void specd_calibration_save(const specd_calibrated *k);
+/* Whether the cache may be written at `path`: it does not exist yet, is a folder, or is an empty
+ * file or a calibration file (its first line "specd-calibration N"); not any other file. */
+bool specd_calibration_replaceable(const char *path);
 /* Frees the strings (when the engine frees its learned state). */
 void specd_calibration_close(specd_calibration_state *calibration);
 /* What specd_engine_calibration reports. */

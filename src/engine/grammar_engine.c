@@ -10,6 +10,7 @@
 #include "grammar_error.h"
 #include "grammar_lazy.h"
 
+#include "../util/nesting.h"
 #include "../util/util.h"
 
 #include <math.h>
@@ -88,9 +89,37 @@ static bool defines_root(const char *text) {
     return false;
 }
 
+/* llama.cpp's GBNF parser recurses once per nested ( ) group and overflows the stack at about 20000
+ * levels (10000 pass); real grammars nest a few levels, generated ones a few dozen. Its grammar
+ * recurses once per rule along a chain of rules met first (r0 ::= r1, r1 ::= r2, ...: 55000 pass,
+ * 80000 crash, inside the default 1 MiB body): the rules it makes are bounded, which bounds any
+ * chain (a JSON schema's grammar has hundreds; the copies a repetition adds are at most 2000). */
+#define GRAMMAR_MAX_NESTING 1000
+#define GRAMMAR_MAX_RULES 20000
+
+/* What llama.cpp's parser and matcher can take without crashing; false with *error saying why. */
+static bool within_bounds(const char *text, char **error) {
+    specd_gbnf_shape shape = specd_gbnf_measure(text);
+    if (shape.depth > GRAMMAR_MAX_NESTING) {
+        specd_set_error(error, "grammar: its ( ) groups nest %d deep, more than the %d allowed: write the deep "
+                        "part as named rules (rule ::= ...) instead of nested groups", (int)shape.depth,
+                        GRAMMAR_MAX_NESTING);
+        return false;
+    }
+    if (shape.rules > GRAMMAR_MAX_RULES) {
+        specd_set_error(error, "grammar: it makes %lld rules (each rule, ( ) group, * + ? and {m,n}), "
+                        "more than the %d allowed: llama.cpp follows chains of rules recursively; write "
+                        "alternatives ( | ) rather than rules or groups where you can", (long long)shape.rules,
+                        GRAMMAR_MAX_RULES);
+        return false;
+    }
+    return true;
+}
+
 /* llama.cpp's parse of `text` (lazy with `triggers`): the root state, or NULL with *error saying why. */
 static struct llama_sampler *parse(const struct llama_vocab *vocab, const char *text,
                                    const specd_grammar_triggers *triggers, char **error) {
+    if (!within_bounds(text, error)) return NULL;
     if (!defines_root(text)) {
         specd_set_error(error, "grammar: no 'root' rule: the GBNF grammar must define its start symbol, "
                         "e.g. root ::= [a-z]+");

@@ -4,6 +4,8 @@
 
 #include "llama.h"
 
+#include <cstring>
+#include <regex>
 #include <vector>
 
 extern "C" struct llama_sampler *specd_grammar_new_lazy(const struct llama_vocab *vocab, const char *text,
@@ -25,4 +27,17 @@ extern "C" bool specd_grammar_accept_checked(struct llama_sampler *state, int32_
     } catch (...) {
         return false;
     }
+}
+
+extern "C" bool specd_regex_check(const char *pattern, char **why) {
+    *why = nullptr;
+    try {
+        std::regex compiled(pattern); // as llama.cpp compiles a trigger pattern: ECMAScript
+        return true;
+    } catch (const std::exception &e) {
+        *why = strdup(e.what());
+    } catch (...) {
+        *why = strdup("it could not be compiled");
+    }
+    return false;
 }

@@ -300,7 +300,12 @@ static const builtin_rule BUILTINS[] = {
      {"ws", "string", "value"}},
     {"array", "\"[\" ws ( value ( \",\" ws value )* ws )? \"]\"", {"ws", "value"}},
     {"string", "\"\\\"\" char* \"\\\"\"", {"char"}},
-    {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" escape", {"escape"}},
+    /* A character of a string: a whole UTF-8 sequence of a Unicode scalar value, no control
+     * character, quote or backslash (escaped instead), no DEL, as llama.cpp's converter. Written as
+     * ranges of code points up to U+10FFFF, not as a negated class: llama.cpp decodes a lead byte
+     * such as 0xFD into a "code point" past U+10FFFF that a negated class would let through. */
+    {"char", "[\\x20-\\x21\\x23-\\x5B\\x5D-\\x7E\\u0080-\\uD7FF\\uE000-\\U0010FFFF] | \"\\\\\" escape",
+     {"escape"}},
     {"escape", "[\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}", {NULL}},
     {"number", "integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,16} )?", {"integer"}},
     {"integer", "\"-\"? integral", {"integral"}},

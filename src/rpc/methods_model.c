@@ -2,9 +2,23 @@
  * background thread), status, shutdown (host_load.c does the work). */
 #include "methods.h"
 
+/* The calibration cache init would write: never a file that is not specd's own (a model named by
+ * mistake or on purpose would be replaced by a few hundred bytes of text). Under --models-dir the
+ * path is already the confined real path (rpc_init_params_confine), so the refusal tells nothing
+ * about what lies outside. */
+static bool check_calibration_cache(rpc_engine_settings *s, rpc_error *err) {
+    char *message = NULL;
+    if (!s->calibration_cache || specd_calibration_cache_check(s->calibration_cache, &message) == SPECD_OK) return true;
+    rpc_fail(err, RPC_INVALID_PARAMS, "calibration_cache", "init: %s, or \"off\"", message ? message : "");
+    specd_free(message);
+    rpc_engine_settings_free(s);
+    return false;
+}
+
 json_t *rpc_method_init(rpc_host *h, json_t *params, rpc_error *err) {
     rpc_engine_settings s;
-    if (!rpc_engine_settings_parse(params, &s, err) || !rpc_host_load(h, &s, err)) return NULL;
+    if (!rpc_engine_settings_parse(params, &s, err) || !check_calibration_cache(&s, err) || !rpc_host_load(h, &s, err))
+        return NULL;
     return rpc_host_status(h);
 }
 

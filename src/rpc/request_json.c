@@ -352,6 +352,8 @@ static const char *api_field_name(const char *field) {
         {"speculative.draft_tree_nodes", "speculative.tree_nodes"},
         {"speculative.types", "speculative.type"},
         {"speculative.n_types", "speculative.type"},
+        {"grammar_trigger_patterns", "grammar_triggers"},
+        {"grammar_trigger_tokens", "grammar_triggers"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(field, names[i].library) == 0) return names[i].api;

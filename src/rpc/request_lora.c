@@ -3,6 +3,7 @@
 #include "request_json.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, rpc_error *err) {
     if (!json_is_array(list))
@@ -11,6 +12,12 @@ bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, i
     json_t *entry;
     json_array_foreach(list, i, entry) {
         json_t *id = json_object_get(entry, "id"), *scale = json_object_get(entry, "scale");
+        const char *key;
+        json_t *value;
+        json_object_foreach(entry, key, value) /* a typo of scale would set it to 0 silently */
+            if (strcmp(key, "id") != 0 && strcmp(key, "scale") != 0)
+                return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: unknown field '%.40s' (id, scale)", field, i,
+                                key);
         if (!json_is_integer(id))
             return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: 'id' must be an adapter's index (GET "
                             "/lora-adapters lists them)", field, i);

@@ -183,10 +183,9 @@ const char *specd_rpc(const char *request) {
     json_error_t jerr;
     json_t *parsed = json_loads(request, JSON_REJECT_DUPLICATES, &jerr);
     if (!parsed) {
-        char message[400];
-        snprintf(message, sizeof message, "parse error: %s at line %d, column %d", jerr.text, jerr.line,
-                 jerr.column);
-        return dump(error_response_code(NULL, RPC_PARSE_ERROR, "", message));
+        rpc_error err;
+        rpc_parse_error(request, strlen(request), &jerr, &err);
+        return dump(error_response(NULL, &err));
     }
     json_t *response = rpc_dispatch(parsed);
     json_decref(parsed);

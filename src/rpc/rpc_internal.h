@@ -43,6 +43,9 @@ bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...)
 
 /* The JSON-RPC error object {code, message, data: {field}} for err (new reference). */
 json_t *rpc_error_object(const rpc_error *err);
+/* A body jansson could not parse (its error `jerr` over `text`): RPC_PARSE_ERROR saying where, and
+ * for a number out of range (1e999, 2^64) the field it was given for (parse_error.c). */
+void rpc_parse_error(const char *text, size_t len, const json_error_t *jerr, rpc_error *err);
 /* The server's fault in this API's codes. */
 void rpc_error_from_fault(const serve_fault *fault, rpc_error *err);
 

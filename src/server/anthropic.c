@@ -140,6 +140,20 @@ static bool convert_tools(json_t *tools, json_t *body, openai_error *err) {
     return json_object_set_new(body, "tools", out) == 0;
 }
 
+/* stop_sequences: non-empty strings, checked here so that a refusal names them (the chat request
+ * they become calls them stop). */
+static bool convert_stop_sequences(json_t *list, json_t *body, openai_error *err) {
+    if (!list) return true;
+    if (!json_is_array(list)) return BAD(err, "'stop_sequences' must be an array of non-empty strings");
+    size_t i;
+    json_t *s;
+    json_array_foreach(list, i, s)
+        if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
+            return BAD(err, "'stop_sequences[%zu]' must be a non-empty string without NUL characters", i);
+    json_object_set(body, "stop", list);
+    return true;
+}
+
 /* tool_choice {type: auto | any | tool (name) | none, disable_parallel_tool_use}. */
 static bool convert_tool_choice(json_t *choice, json_t *body, openai_error *err) {
     if (!choice) return true;
@@ -213,7 +227,7 @@ static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
                                        "chat_template_kwargs", NULL};
     for (const char *const *k = same; ok && *k; k++)
         if ((v = json_object_get(in, *k))) json_object_set(body, *k, v);
-    if (ok && (v = json_object_get(in, "stop_sequences"))) json_object_set(body, "stop", v);
+    ok = ok && convert_stop_sequences(json_object_get(in, "stop_sequences"), body, err);
     json_t *thinking = json_object_get(in, "thinking");
     if (ok && thinking) {
         const char *type = json_string_value(json_object_get(thinking, "type"));
@@ -234,7 +248,11 @@ static json_t *parse(const char *text, size_t len, bool count_only, openai_error
     json_t *in = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(in)) {
         if (in) BAD(err, "the request body must be a JSON object");
-        else BAD(err, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        else {
+            rpc_error parse;
+            rpc_parse_error(text, len, &jerr, &parse);
+            BAD(err, "the request body is not JSON: %s", parse.message + strlen("parse error: "));
+        }
         json_decref(in);
         return NULL;
     }

@@ -83,9 +83,10 @@ static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens 
         const char *text = json_string_value(json_object_get(chunk, "text"));
         const char *filename = json_string_value(json_object_get(chunk, "filename"));
         if (!ok) break;
-        if (!json_is_object(chunk) || (json_object_get(chunk, "text") && !text))
-            return rpc_fail(err, RPC_INVALID_PARAMS, "input_extra", "infill: input_extra[%zu] must be {\"filename\", "
-                            "\"text\"} with strings", i);
+        /* as llama-server: the text is required, the filename optional, both strings */
+        if (!json_is_object(chunk) || !text || (json_object_get(chunk, "filename") && !filename))
+            return rpc_fail(err, RPC_INVALID_PARAMS, "input_extra", "infill: input_extra[%zu] must be {\"text\": "
+                            "string, \"filename\": string (optional)}", i);
         char name[1100];
         snprintf(name, sizeof name, "%s\n", filename ? filename : "tmp");
         if (fim->sep >= 0) ok = push_one(x, fim->sep) && push_text(x, e, name, err, "input_extra");

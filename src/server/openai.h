@@ -118,6 +118,9 @@ completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *b
  * (temperature, seed, stop, llama.cpp's samplers: DRY, XTC, mirostat, ..., a request's lora): the
  * Responses API passes them through to its chat request, as llama-server does. */
 bool openai_passed_field(const char *key);
+/* Whether a /v1/chat/completions request may hold `key` (read, passed on, ignored or refused with a
+ * reason there): /apply-template takes a chat request's body and refuses other fields (typos). */
+bool openai_chat_field_known(const char *key);
 
 /* ---- openai_reply.c -------------------------------------------------------------------------- */
 /* The text generated so far, valid UTF-8 (heap); and, for a chat through Jinja, the assistant

@@ -25,14 +25,30 @@ static bool out_of_memory(openai_error *err) {
 static const char *error_param(const char *message) {
     if (strstr(message, "tool_choice")) return "tool_choice";
     if (strstr(message, "tools")) return "tools";
+    if (strstr(message, "schema")) return "tools"; /* a tool's parameters: llama.cpp's JSON schema conversion */
     if (strstr(message, "chat_template_kwargs") || strstr(message, "enable_thinking")) return "chat_template_kwargs";
     if (strstr(message, "reasoning format") || strstr(message, "reasoning_format")) return "reasoning_format";
     return "messages";
 }
 
+/* tool_choice "required" (Anthropic's "any") or a named function asks for a call that cannot be
+ * made without tools: refused as OpenAI refuses it, not answered with free text. */
+static bool check_tool_choice(json_t *body, openai_error *err) {
+    json_t *choice = json_object_get(body, "tool_choice"), *tools = json_object_get(body, "tools");
+    bool needs_tools = (json_is_string(choice) && !strcmp(json_string_value(choice), "required")) || json_is_object(choice);
+    if (!needs_tools || (json_is_array(tools) && json_array_size(tools) > 0)) return true;
+    if (json_is_string(choice))
+        return BAD(err, "tool_choice", "'tool_choice' \"required\" asks for a tool call, but the request gives no "
+                   "'tools': list the tools the model may call, or leave tool_choice out");
+    const char *name = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+    return BAD(err, "tool_choice", "'tool_choice' names the function '%.100s', but the request gives no 'tools': list "
+               "the tools the model may call, or leave tool_choice out", name ? name : "");
+}
+
 /* Begins the chat turn of `body` on the serving engine's model; false with *err. */
 static bool begin_turn(rpc_host *host, json_t *body, const http_chat *chat, specd_chat **out, openai_error *err) {
-    if (!openai_check_jinja_messages(json_object_get(body, "messages"), err)) return false;
+    if (!openai_check_jinja_messages(json_object_get(body, "messages"), err) || !check_tool_choice(body, err))
+        return false;
     json_t *request = json_object();
     for (const char *const *f = jinja_fields; request && *f; f++) {
         json_t *v = json_object_get(body, *f);

@@ -44,7 +44,12 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
     json_t *body = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (json_is_object(body)) return drop_nulls(body);
     if (body) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body must be a JSON object");
-    else openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body is not JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+    else {
+        rpc_error parse;
+        rpc_parse_error(text, len, &jerr, &parse);
+        openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", parse.field[0] ? parse.field : NULL,
+                         "the request body is not JSON: %s", parse.message + strlen("parse error: "));
+    }
     json_decref(body);
     return NULL;
 }
@@ -90,6 +95,12 @@ static bool listed(const char *const *names, const char *key) {
 
 bool openai_passed_field(const char *key) {
     return listed(passed_fields, key) || listed(request_json_sampler_names, key);
+}
+
+bool openai_chat_field_known(const char *key) {
+    for (int i = 0; refused_fields[i].name; i++)
+        if (strcmp(refused_fields[i].name, key) == 0) return true;
+    return openai_passed_field(key) || listed(mapped_fields, key) || listed(ignored_fields, key);
 }
 
 /* Every field must be known: mapped, passed, ignored; the refused ones say why. */

@@ -103,6 +103,37 @@ static bool convert_item(json_t *item, size_t i, json_t *out, openai_error *err)
                type);
 }
 
+/* Whether `value` is one of the NULL-terminated `names`. */
+static bool one_of(const char *value, const char *const *names) {
+    for (; value && *names; names++)
+        if (!strcmp(value, *names)) return true;
+    return false;
+}
+
+/* reasoning: {effort, summary} as OpenAI takes them, each optional; effort "none" turns thinking
+ * off (chat_template_kwargs), the others leave the template's default (llama-server passes effort
+ * on and reads nothing else). Anything else is refused rather than ignored. */
+static bool check_reasoning(json_t *reasoning, openai_error *err) {
+    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", NULL};
+    static const char *const summaries[] = {"auto", "concise", "detailed", NULL};
+    if (!reasoning || json_is_null(reasoning)) return true;
+    if (!json_is_object(reasoning))
+        return bad(err, "reasoning", "'reasoning' must be an object {\"effort\", \"summary\"}");
+    const char *key;
+    json_t *v;
+    json_object_foreach(reasoning, key, v) {
+        bool effort = !strcmp(key, "effort"), summary = !strcmp(key, "summary") || !strcmp(key, "generate_summary");
+        if (!effort && !summary) return bad(err, "reasoning", "unknown field 'reasoning.%.40s' (effort, summary)", key);
+        if (json_is_null(v)) continue;
+        if (effort && !one_of(json_string_value(v), efforts))
+            return bad(err, "reasoning", "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\", "
+                       "\"high\" or \"xhigh\"");
+        if (summary && !one_of(json_string_value(v), summaries))
+            return bad(err, "reasoning", "'reasoning.%s' must be \"auto\", \"concise\" or \"detailed\"", key);
+    }
+    return true;
+}
+
 /* The Responses body -> a chat body (new), NULL with *err. */
 static json_t *to_chat(json_t *in, openai_error *err) {
     static const char *const known[] = {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
@@ -125,6 +156,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
             "llama-server); send the whole conversation as input items");
         return NULL;
     }
+    if (!check_reasoning(json_object_get(in, "reasoning"), err)) return NULL;
     json_t *text = json_object_get(in, "text");
     const char *format = json_string_value(json_object_get(json_object_get(text, "format"), "type"));
     if (text && (!format || strcmp(format, "text"))) {

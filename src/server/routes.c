@@ -181,7 +181,7 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
     json_t *request = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!request) { /* a JSON-RPC parse error: 200, as the dispatcher answers it over any transport */
         rpc_error err;
-        rpc_fail(&err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        rpc_parse_error(rs->body, rs->len, &jerr, &err);
         return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:n, s:o}", "jsonrpc", "2.0", "id", "error",
                                                    rpc_error_object(&err)));
     }
@@ -242,7 +242,9 @@ static setup_kind setup_kind_of(const request_state *rs) {
 static enum MHD_Result send_template_error(struct MHD_Connection *c, const openai_error *err) {
     int code = err->status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
              : err->status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
-    return send_error(c, err->status, code, err->message);
+    rpc_error rerr; /* data.field: the field at fault */
+    rpc_fail(&rerr, code, err->param, "%s", err->message);
+    return send_json(c, err->status, json_pack("{s:o}", "error", rpc_error_object(&rerr)));
 }
 
 /* A /v1/messages call's answer: Anthropic's message, stream or error. */
@@ -463,7 +465,10 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
     /* Answers from the headers keep the request's deadline: they are sent at once, and a body
      * that a client trickles after them does not hold the connection past it. */
     if (get && (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0) && o->web_page) return page_respond(c);
-    if (get && (strcmp(url, "/") == 0 || strcmp(url, "/health") == 0)) return route_health(c, o->rpc, who.keyed);
+    bool health = strcmp(url, "/") == 0 || strcmp(url, "/health") == 0;
+    if ((get || strcmp(method, "HEAD") == 0) && health) return route_health(c, o->rpc, who.keyed);
+    if (health) /* the route exists for GET only: 405, as for every other route and method */
+        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
     bool v1 = strncmp(url, "/v1/", 4) == 0;
     if (!who.user && v1)
         return openai_fail(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "unauthorized: send the API key "

@@ -56,10 +56,23 @@ static completion_call *openai_completion(setup_call *s, openai_kind kind) {
 }
 
 /* The answer of /apply-template or count_tokens; NULL with s->err. */
+/* Whether every field of /apply-template's body is one a chat request has (a typo would change
+ * nothing silently); else s->err names the first that is not. */
+static bool template_fields_known(setup_call *s, json_t *body) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (!openai_chat_field_known(key))
+            return openai_fail_with(&s->err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", key, "unknown field '%s' "
+                                    "(the fields of a /v1/chat/completions request)", key);
+    }
+    return true;
+}
+
 static json_t *made_answer(setup_call *s) {
     if (s->kind == SETUP_COUNT_TOKENS) return anthropic_count_tokens(s->host, s->body, s->len, s->chat, &s->err);
     json_t *body = openai_parse_body(s->body, s->len, &s->err);
-    json_t *answer = body ? openai_apply_template(s->host, body, s->chat, &s->err) : NULL;
+    json_t *answer = body && template_fields_known(s, body) ? openai_apply_template(s->host, body, s->chat, &s->err) : NULL;
     json_decref(body);
     return answer;
 }
@@ -70,7 +83,7 @@ static completion_call *llama_completion(setup_call *s, rpc_error *err) {
     json_error_t jerr;
     json_t *body = json_loadb(s->body, s->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body) {
-        rpc_fail(err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        rpc_parse_error(s->body, s->len, &jerr, err); /* names the field a number out of range was given for */
         return NULL;
     }
     if (!json_is_object(body)) {

@@ -5,11 +5,14 @@
  * shift) stay in specd_generate. */
 #include "specd.h"
 
+#include "../engine/grammar_lazy.h"
+#include "../util/nesting.h"
 #include "../util/util.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Largest draft one step may ask for; the engine caps it further by its draft_max. */
@@ -149,6 +152,57 @@ static void check_speculative(checker *c, const specd_spec_params *sp) {
     int_between(c, "speculative.draft_tree_nodes", sp->draft_tree_nodes, 1, MAX_DRAFT);
 }
 
+/* A lazy grammar's trigger patterns go to std::regex, whose compiler recurses once per character
+ * and per nested group (a 100000-character pattern or 20000 nested groups overflow the stack) and
+ * copies a group once per {m,n} count: bounded well under what crashes (real triggers are a tag
+ * or a few hundred characters), then compiled once here so a bad one is refused naming its field
+ * before a session starts. */
+#define TRIGGER_MAX_BYTES 4096
+#define TRIGGER_MAX_NESTING 100
+#define TRIGGER_MAX_STATES 10000
+#define EXCERPT 40
+
+static void check_trigger_pattern(checker *c, int32_t i, const char *pattern) {
+    const char *field = "grammar_trigger_patterns";
+    if (!pattern) {
+        fail(c, field, "pattern %d is NULL: each is a regular expression", i);
+        return;
+    }
+    size_t len = strlen(pattern);
+    const char *more = len > EXCERPT ? "..." : "";
+    if (len > TRIGGER_MAX_BYTES) {
+        fail(c, field, "pattern %d ('%.*s%s') is %zu bytes as a regular expression, more than the %d allowed: use a "
+             "shorter trigger", i, EXCERPT, pattern, more, len, TRIGGER_MAX_BYTES);
+        return;
+    }
+    int32_t depth = specd_regex_nesting(pattern);
+    size_t states = specd_regex_states(pattern);
+    char *why = NULL;
+    if (depth > TRIGGER_MAX_NESTING)
+        fail(c, field, "pattern %d ('%.*s%s') nests its ( ) groups %d deep, more than the %d allowed", i, EXCERPT,
+             pattern, more, (int)depth, TRIGGER_MAX_NESTING);
+    else if (states > TRIGGER_MAX_STATES)
+        fail(c, field, "pattern %d ('%.*s%s') grows to %zu atoms with its {m,n} repetitions written out, more than "
+             "the %d allowed: use smaller counts", i, EXCERPT, pattern, more, states, TRIGGER_MAX_STATES);
+    else if (!specd_regex_check(pattern, &why))
+        fail(c, field, "pattern %d ('%.*s%s') is not a valid regular expression (ECMAScript, as std::regex reads "
+             "it): %s", i, EXCERPT, pattern, more, why ? why : "it could not be compiled");
+    free(why);
+}
+
+static void check_triggers(checker *c, const specd_generation_params *p) {
+    if (p->n_grammar_trigger_patterns < 0 || (p->n_grammar_trigger_patterns > 0 && !p->grammar_trigger_patterns)) {
+        fail(c, "grammar_trigger_patterns", "needs n_grammar_trigger_patterns >= 0 entries (got %d, list %s)",
+             p->n_grammar_trigger_patterns, p->grammar_trigger_patterns ? "given" : "NULL");
+        return;
+    }
+    for (int32_t i = 0; i < p->n_grammar_trigger_patterns && !c->field; i++)
+        check_trigger_pattern(c, i, p->grammar_trigger_patterns[i]);
+    if (p->n_grammar_trigger_tokens < 0 || (p->n_grammar_trigger_tokens > 0 && !p->grammar_trigger_tokens))
+        fail(c, "grammar_trigger_tokens", "needs n_grammar_trigger_tokens >= 0 entries (got %d, list %s)",
+             p->n_grammar_trigger_tokens, p->grammar_trigger_tokens ? "given" : "NULL");
+}
+
 specd_status specd_generation_params_validate(const specd_generation_params *p, const char **field, char **error) {
     if (error) *error = NULL;
     if (field) *field = NULL;
@@ -164,12 +218,7 @@ specd_status specd_generation_params_validate(const specd_generation_params *p, 
         check_speculative(&c, &p->speculative);
         int_between(&c, "n_keep", p->n_keep, -1, INT32_MAX);
         int_between(&c, "n_probs", p->n_probs, 0, INT32_MAX);
-        if (p->n_grammar_trigger_patterns < 0 || (p->n_grammar_trigger_patterns > 0 && !p->grammar_trigger_patterns))
-            fail(&c, "grammar_trigger_patterns", "needs n_grammar_trigger_patterns >= 0 entries (got %d, list %s)",
-                 p->n_grammar_trigger_patterns, p->grammar_trigger_patterns ? "given" : "NULL");
-        if (p->n_grammar_trigger_tokens < 0 || (p->n_grammar_trigger_tokens > 0 && !p->grammar_trigger_tokens))
-            fail(&c, "grammar_trigger_tokens", "needs n_grammar_trigger_tokens >= 0 entries (got %d, list %s)",
-                 p->n_grammar_trigger_tokens, p->grammar_trigger_tokens ? "given" : "NULL");
+        check_triggers(&c, p);
     }
     if (field) *field = c.field;
     return c.field ? SPECD_ERR_INVALID_ARGUMENT : SPECD_OK;

@@ -112,6 +112,18 @@ def errors(specd, models):
     expect_usage_error(specd, "prompt too long", ["-m", target, "-p", "the " * 200, "-c", "64"], "context holds 64")
     expect_usage_error(specd, "grammar without root", ["-m", target, "-p", "x", "--grammar", "word ::= [a-z]+"],
                        "grammar: no 'root' rule")
+    expect_usage_error(specd, "grammar nested 20000 deep", ["-m", target, "-p", "x", "--grammar",
+                                                            "root ::= " + "(" * 20000 + '"a"' + ")" * 20000],
+                       "nest 20000 deep, more than the 1000 allowed")
+    # a model named as the calibration cache (a slip of the tab key) is refused, never overwritten
+    size = os.path.getsize(draft)
+    expect_usage_error(specd, "a model as the calibration cache", ["-m", target, "-p", "x", "--calibration-cache", draft],
+                       "is an existing file that is not a specd calibration file")
+    r = subprocess.run([specd, "serve", "-m", target, "--calibration-cache", draft], capture_output=True, text=True,
+                       timeout=60)
+    check("serve: a model as the calibration cache is refused at start", r.returncode == 2
+          and "is an existing file that is not a specd calibration file" in r.stderr, r.stderr[-300:])
+    check("... and the model is untouched", os.path.getsize(draft) == size)
     expect_usage_error(specd, "missing grammar file", ["-m", target, "-p", "x", "--grammar-file", "/no/such.gbnf"],
                        "cannot read the grammar file '/no/such.gbnf'")
     expect_usage_error(specd, "grammar twice", ["-m", target, "-p", "x", "--grammar", "root ::= \"a\"",

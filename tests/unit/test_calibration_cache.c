@@ -164,7 +164,6 @@ static void test_a_corrupt_file_is_ignored(void **state) {
     (void)state;
     char good[8192], bad[8192];
     valid_file(good, sizeof good);
-    assert_ignored_then_replaced("garbage.txt", "\x01\x02 not a calibration file\n", "corrupt");
     assert_ignored_then_replaced("empty.txt", "", "corrupt");
     /* cut in the middle, as by a full disk */
     snprintf(bad, sizeof bad, "%.*s", (int)(strlen(good) / 2), good);
@@ -415,6 +414,68 @@ static void test_a_changed_model_makes_the_file_stale(void **state) {
     snprintf(draft_path, sizeof draft_path, "%s", saved_draft);
 }
 
+/* The bytes of `path` (heap) and their count. */
+static unsigned char *read_bytes(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    rewind(f);
+    unsigned char *bytes = malloc((size_t)size + 1);
+    assert_non_null(bytes);
+    *n = fread(bytes, 1, (size_t)size, f);
+    fclose(f);
+    return bytes;
+}
+
+/* A cache path naming a file that is not specd's (a model, any other text) is never overwritten: an
+ * admin's calibration_cache replaced a 222912-byte GGUF with 555 bytes of text. The run goes on
+ * and says why nothing was kept. */
+static void expect_kept(const char *path, const char *open_note) {
+    size_t n_before = 0, n_after = 0;
+    unsigned char *before = read_bytes(path, &n_before);
+    specd_engine *e = open_cached(path, 1);
+    assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LEARNT);
+    assert_one_line_note(e, open_note);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "she was happy", &g);
+    assert_int_equal(r.n_tokens, 24);
+    specd_result_clear(&r);
+    assert_one_line_note(e, "is a file that is not a specd calibration file");
+    specd_engine_free(e);
+    unsigned char *after = read_bytes(path, &n_after);
+    assert_int_equal(n_after, n_before);
+    assert_memory_equal(after, before, n_before);
+    free(before);
+    free(after);
+}
+
+static void test_a_file_that_is_not_a_calibration_file_is_never_overwritten(void **state) {
+    (void)state;
+    char model[512], garbage[512];
+    tmp_file(model, sizeof model, "model.gguf");
+    copy_file(draft_path, model);
+    expect_kept(model, "too large to be one");
+    tmp_file(garbage, sizeof garbage, "garbage.txt");
+    write_text(garbage, "\x01\x02 not a calibration file\n");
+    expect_kept(garbage, "corrupt");
+    /* and the check that refuses such a path up front (the server's init) */
+    char *err = NULL;
+    assert_int_equal(specd_calibration_cache_check(model, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "is an existing file that is not a specd calibration file"));
+    assert_non_null(strstr(err, model));
+    specd_free(err);
+    char fresh[512], valid[512];
+    tmp_file(fresh, sizeof fresh, "new-cache.txt");
+    tmp_file(valid, sizeof valid, "checked.txt");
+    learn_into(valid);
+    const char *ok_paths[] = {fresh, tmp_dir, valid};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(specd_calibration_cache_check(ok_paths[i], &err), SPECD_OK);
+        assert_null(err);
+    }
+}
+
 static void test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on(void **state) {
     (void)state;
     specd_engine *e = open_cached("/proc/specd-cannot-write-here/calibration.txt", 1);
@@ -522,6 +583,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_the_key_follows_the_placement),
         cmocka_unit_test(test_a_changed_model_makes_the_file_stale),
         cmocka_unit_test(test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on),
+        cmocka_unit_test(test_a_file_that_is_not_a_calibration_file_is_never_overwritten),
         cmocka_unit_test(test_off_means_no_file),
         cmocka_unit_test(test_the_path_may_be_freed_after_the_load),
         cmocka_unit_test(test_the_first_speculative_request_keeps_the_prompt_cache),

@@ -16,6 +16,7 @@
 #include "llama.h"
 #include "sample/sampler.h"
 #include "specd.h"
+#include "util/nesting.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +300,100 @@ static void test_a_grammar_is_priced(void **state) {
     free(big);
 }
 
+/* "root ::= " + `open` x n + `inner` + `close` x n (heap). */
+static char *nested(const char *open, size_t n, const char *inner, const char *close) {
+    size_t o = strlen(open), i = strlen(inner), c = strlen(close), len = 9 + (o + c) * n + i;
+    char *out = malloc(len + 1), *p = out;
+    assert_non_null(out);
+    p += sprintf(p, "root ::= ");
+    for (size_t k = 0; k < n; k++) p += sprintf(p, "%s", open);
+    p += sprintf(p, "%s", inner);
+    for (size_t k = 0; k < n; k++) p += sprintf(p, "%s", close);
+    return out;
+}
+
+/* llama.cpp's GBNF parser recursed once per nested group and crashed the server at 20000 levels:
+ * the grammar is now refused before llama.cpp sees it, with a message saying what to do, and a
+ * grammar within the bound still parses. */
+static void test_deeply_nested_grammar_is_refused_before_llama_cpp(void **state) {
+    (void)state;
+    char *deep = nested("(", 20000, "\"a\"", ")");
+    char *at_limit = nested("(", 1000, "\"a\"", ")");
+    char *over = nested("(", 1001, "\"a\"", ")");
+    expect_grammar_error(deep, "grammar: its ( ) groups nest 20000 deep, more than the 1000 allowed");
+    expect_grammar_error(over, "nest 1001 deep");
+    char *err = NULL;
+    assert_int_equal(specd_grammar_check(engine, at_limit, &err), SPECD_OK);
+    assert_null(err);
+    free(deep);
+    free(at_limit);
+    free(over);
+}
+
+/* A chain of n rules, each the next one's only alternative (heap): llama.cpp expanded it recursively
+ * and crashed the server at 80000 rules (55000 passed), inside the default 1 MiB body. */
+static char *rule_chain(int n) {
+    char *g = malloc((size_t)n * 24 + 64), *p = g;
+    assert_non_null(g);
+    p += sprintf(p, "root ::= r0\n");
+    for (int i = 0; i < n; i++) p += sprintf(p, "r%d ::= r%d\n", i, i + 1);
+    sprintf(p, "r%d ::= \"a\"\n", n);
+    return g;
+}
+
+static void test_grammar_of_too_many_rules_is_refused_before_llama_cpp(void **state) {
+    (void)state;
+    char *long_chain = rule_chain(80000), *over = rule_chain(20000), *within = rule_chain(5000);
+    expect_grammar_error(long_chain, "grammar: it makes 80002 rules");
+    expect_grammar_error(over, "more than the 20000 allowed");
+    char *err = NULL;
+    assert_int_equal(specd_grammar_check(engine, within, &err), SPECD_OK);
+    assert_null(err);
+    /* groups are rules too: 30 rules nested 999 deep make a chain of 30000 (and 32 rules of their own) */
+    char *nested_rules = malloc(30 * 2100 + 64), *p = nested_rules;
+    assert_non_null(nested_rules);
+    p += sprintf(p, "root ::= r0\n");
+    for (int i = 0; i < 30; i++) {
+        p += sprintf(p, "r%d ::= ", i);
+        for (int k = 0; k < 999; k++) *p++ = '(';
+        p += sprintf(p, "r%d", i + 1);
+        for (int k = 0; k < 999; k++) *p++ = ')';
+        *p++ = '\n';
+    }
+    sprintf(p, "r30 ::= \"a\"\n");
+    expect_grammar_error(nested_rules, "it makes 30002 rules");
+    free(long_chain);
+    free(over);
+    free(within);
+    free(nested_rules);
+}
+
+/* The depth is counted where llama.cpp's parser meets groups: not inside strings, classes, <tokens>
+ * or comments, and a string's characters read as llama.cpp reads them (a UTF-8 lead byte takes the
+ * next bytes whatever they are, so "\xF0"" ... does not close the string where it seems to). */
+static void test_grammar_nesting_is_counted_as_llama_cpp_parses(void **state) {
+    (void)state;
+    assert_int_equal(specd_gbnf_nesting("root ::= ((\"a\") | [b])*"), 2);
+    assert_int_equal(specd_gbnf_nesting("root ::= \"((((\\\"((\" [(((\\]((] <((((> # ((((\n x ::= (\"(\")"), 1);
+    assert_int_equal(specd_gbnf_nesting("root ::= ))) (\"a\")"), 1); /* too many closing: no negative depth */
+    /* F0 takes the quote and the two bytes after it: the string goes on to the last quote. */
+    assert_int_equal(specd_gbnf_nesting("root ::= \"\xF0\"((((\" ((\"a\"))"), 2);
+    /* C3 takes one byte only: the string ends at the second quote, and the groups after it count. */
+    assert_int_equal(specd_gbnf_nesting("root ::= \"\xC3" "a\" (((\"a\")))"), 3);
+    /* a lead byte at the very end takes nothing past it */
+    assert_int_equal(specd_gbnf_nesting("root ::= (\"\xF0"), 1);
+    assert_int_equal(specd_gbnf_nesting(""), 0);
+    /* rules: each ::=, group, * + ? and {m,n}; none inside strings, classes, comments */
+    specd_gbnf_shape shape = specd_gbnf_measure("root ::= (\"a\"* [b]+)? x{2,5} y{3} z{4,} # w ::= (\n"
+                                                "x ::= \"::= ( *\" [(*?]\ny ::= \"y\"\nz ::= \"z\"");
+    assert_int_equal(shape.depth, 1);
+    assert_int_equal(shape.rules, 4 + 1 + 3 + 3);
+    char *err = NULL;
+    char *in_string = nested("\"", 1, "((((((((((((((((((((((((((((((((((((((((", "\"");
+    assert_int_equal(specd_grammar_check(engine, in_string, &err), SPECD_OK);
+    free(in_string);
+}
+
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
@@ -310,6 +405,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sampling_with_prompt_lookup_under_grammar_is_exact),
         cmocka_unit_test(test_complete_grammar_ends_generation),
         cmocka_unit_test(test_bad_grammars_are_refused_with_clear_messages),
+        cmocka_unit_test(test_deeply_nested_grammar_is_refused_before_llama_cpp),
+        cmocka_unit_test(test_grammar_of_too_many_rules_is_refused_before_llama_cpp),
+        cmocka_unit_test(test_grammar_nesting_is_counted_as_llama_cpp_parses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -145,6 +145,88 @@ static void test_strings(void **state) {
     CHECK("{\"maxLength\": 0}", DOCS("\"\""), DOCS("\"a\"", "1"));
 }
 
+/* A string's characters are whole UTF-8 sequences of Unicode scalar values, as llama.cpp's converter
+ * writes them: no lead byte that can begin none (0xF5-0xFF: a "maxLength": 5 string once came back
+ * as 8 characters with U+FFFD), no surrogates, nothing past U+10FFFF, no overlong form, no lone
+ * continuation byte, no DEL. */
+static void test_strings_are_valid_utf8(void **state) {
+    (void)state;
+    CHECK("{\"type\": \"string\"}",
+          DOCS("\"\xF0\x9F\x98\x80\"", "\"\xEF\xBF\xBD\"", "\"\xF4\x8F\xBF\xBF\"", "\"\xED\x9F\xBF\"",
+               "\"\xEE\x80\x80\"", "\"\xC2\x80~ \""),
+          DOCS("\"\xFD\x80\x80\x80\"", "\"\xFD\"", "\"\xF8\x88\x80\x80\x80\"", "\"\xF5\x80\x80\x80\"",
+               "\"\xF4\x90\x80\x80\"", "\"\xED\xA0\x80\"", "\"\xED\xBF\xBF\"", "\"\xC0\xAF\"",
+               "\"\xC1\xBF\"", "\"\x80\"", "\"\x7F\""));
+    CHECK("{\"type\": \"string\", \"maxLength\": 2}", DOCS("\"\xE2\x82\xAC\xE2\x82\xAC\""),
+          DOCS("\"\xFD\xBF\xBF\xBF\xBF\xBF\"", "\"a\xFE" "b\""));
+}
+
+/* The raw bytes of a result's tokens (heap, NUL-terminated). */
+static char *raw_text(const specd_result *r) {
+    char *text = calloc((size_t)r->n_tokens * 64 + 1, 1), *end = text;
+    assert_non_null(text);
+    for (int32_t i = 0; i < r->n_tokens; i++) {
+        int32_t n = specd_token_to_piece(engine, r->tokens[i], end, 64);
+        assert_true(n >= 0);
+        end += n;
+    }
+    return text;
+}
+
+/* Whether `s` is valid UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF),
+ * with its count of code points. */
+static bool valid_utf8(const char *s, size_t *n_chars) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (*n_chars = 0; *p; (*n_chars)++) {
+        unsigned c = *p++, len = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : (c & 0xF0) == 0xE0 ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 9;
+        if (len == 9) return false;
+        unsigned cp = len == 0 ? c : c & (0x3F >> len);
+        for (unsigned i = 0; i < len; i++, p++) {
+            if ((*p & 0xC0) != 0x80) return false;
+            cp = cp << 6 | (*p & 0x3F);
+        }
+        if ((len == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return false;
+    }
+    return true;
+}
+
+/* Generation under {"type": "string", "maxLength": 5}, with the byte tokens that begin no UTF-8
+ * sequence (0xF5-0xFF) and a surrogate's lead pushed up by logit bias: the output is one JSON
+ * string of valid UTF-8 and at most 5 characters, sampled and greedy, with and without prompt-lookup
+ * speculation. It came back as 8 characters with U+FFFD when the grammar took such bytes. */
+static void test_generation_under_max_length_is_valid_utf8(void **state) {
+    (void)state;
+    char *gbnf = convert("{\"type\": \"string\", \"maxLength\": 5}");
+    specd_logit_bias bias[12];
+    int32_t n_bias = 0;
+    for (int b = 0xF5; b <= 0xFF; b++) bias[n_bias++] = (specd_logit_bias){byte_token[b], 30.0f};
+    bias[n_bias++] = (specd_logit_bias){byte_token[0xED], 10.0f};
+    for (int run = 0; run < 8; run++) {
+        specd_generation_params g = specd_generation_default_params();
+        g.grammar = gbnf;
+        g.n_predict = 24;
+        g.sampling.seed = (uint32_t)run + 1;
+        g.sampling.temperature = run % 4 == 0 ? 0.0f : 1.5f;
+        g.sampling.logit_bias = bias;
+        g.sampling.n_logit_bias = n_bias;
+        g.speculative.type = run % 2 ? SPECD_SPEC_NGRAM_SIMPLE : SPECD_SPEC_NONE;
+        specd_result r = generate_text(engine, "the name: \"\xC3\xA9t\xC3\xA9\" the name: ", &g);
+        char *text = raw_text(&r);
+        size_t n_chars = 0;
+        json_error_t error;
+        json_t *doc = json_loads(text, JSON_DECODE_ANY, &error);
+        const char *value = json_string_value(doc);
+        if (!valid_utf8(text, &n_chars) || !value || !valid_utf8(value, &n_chars) || n_chars > 5)
+            fail_msg("run %d: output '%s' (%zu characters in the string) is not a JSON string of valid UTF-8 with at "
+                     "most 5 characters", run, text, n_chars);
+        json_decref(doc);
+        free(text);
+        specd_result_clear(&r);
+    }
+    free(gbnf);
+}
+
 static void test_numbers_booleans_null(void **state) {
     (void)state;
     CHECK("{\"type\": \"number\"}", DOCS("0", "-1.5", "3e10", "2.5E-3", "-0", "123456.25"),
@@ -498,6 +580,8 @@ int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_strings_are_valid_utf8),
+        cmocka_unit_test(test_generation_under_max_length_is_valid_utf8),
         cmocka_unit_test(test_numbers_booleans_null),
         cmocka_unit_test(test_integer_bounds),
         cmocka_unit_test(test_formats),

@@ -73,6 +73,33 @@ static void expect_error(const char *method, const char *params, int code, const
     json_decref(r);
 }
 
+/* A number jansson cannot hold (1e999, 2^64, below -2^63) is a parse error that names the field it
+ * was given for, in an array too; a parse error elsewhere names none. */
+static void numbers_out_of_range_name_their_field(void **state) {
+    (void)state;
+    static const struct {
+        const char *params, *field, *needle;
+    } cases[] = {
+        {"{\"prompt\":\"x\",\"n_predict\":1e999}", "n_predict", "real number overflow"},
+        {"{\"prompt\":\"x\", \"n_predict\" :\n 18446744073709551616 }", "n_predict", "too big integer"},
+        {"{\"seed\":-9223372036854775809,\"prompt\":\"x\"}", "seed", "too big negative integer"},
+        {"{\"prompt\":\"x\",\"logit_bias\":[[5, 1.0], [6,1e999]]}", "logit_bias", "real number overflow"},
+        {"{\"prompt\":\"x\",\"stop\":[\"a\"],\"speculative\":{\"n_max\":[{\"a\":1}, 9e9999]}}", "n_max", "overflow"},
+        {"{\"prompt\":\"x\",\"a\\\"b\":1e999}", "a\\\"b", "overflow"}, /* an escaped quote in the key */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *r = rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"completion\",\"params\":%s}", cases[i].params);
+        expect_error_response(r, -32700, cases[i].field, cases[i].needle);
+        if (!strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")), "is a number out of range"))
+            fail_msg("case %zu: the message does not say what is wrong", i);
+        json_decref(r);
+    }
+    json_t *r = rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"completion\",\"params\":{\"prompt\":1e99 9}}");
+    expect_error_response(r, -32700, NULL, "parse error");
+    assert_null(json_object_get(json_object_get(r, "error"), "data"));
+    json_decref(r);
+}
+
 static void init_models(bool with_draft) {
     char params[4096];
     snprintf(params, sizeof params, "{\"cmd\":\"-m '%s' %s%s%s -c 256 -t 1 -fa off -ctv f32\"}", target, with_draft ? "-md '" : "",
@@ -1310,6 +1337,7 @@ int main(int argc, char **argv) {
     snprintf(other_vocab, sizeof other_vocab, "%s/other-vocab.gguf", argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(framing_errors),
+        cmocka_unit_test(numbers_out_of_range_name_their_field),
         cmocka_unit_test(ids_batches_notifications),
         cmocka_unit_test(calls_before_init),
         cmocka_unit_test(init_errors),

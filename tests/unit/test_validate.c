@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -219,6 +220,71 @@ static void test_generate_refuses_what_the_validator_refuses(void **state) {
     specd_free(err);
 }
 
+/* The pattern `head` + `middle` x n + `tail` (heap). */
+static char *repeated(const char *head, const char *middle, size_t n, const char *tail) {
+    size_t h = strlen(head), m = strlen(middle), t = strlen(tail);
+    char *out = malloc(h + m * n + t + 1);
+    assert_non_null(out);
+    memcpy(out, head, h);
+    for (size_t i = 0; i < n; i++) memcpy(out + h + i * m, middle, m);
+    memcpy(out + h + m * n, tail, t + 1);
+    return out;
+}
+
+/* One lazy-grammar trigger pattern: the validator's answer, its field and message checked. */
+static void expect_trigger(const char *pattern, const char *needle) {
+    specd_generation_params p = specd_generation_default_params();
+    const char *patterns[] = {"<tool_call>", pattern};
+    p.grammar = "root ::= \"a\"";
+    p.grammar_lazy = true;
+    p.grammar_trigger_patterns = patterns;
+    p.n_grammar_trigger_patterns = 2;
+    const char *field = NULL;
+    char *err = NULL;
+    specd_status st = specd_generation_params_validate(&p, &field, &err);
+    if (!needle) {
+        if (st != SPECD_OK) fail_msg("pattern '%.60s' refused: %s", pattern, err);
+        return;
+    }
+    if (st != SPECD_ERR_INVALID_ARGUMENT || !field || strcmp(field, "grammar_trigger_patterns") != 0 || !err ||
+        !strstr(err, needle))
+        fail_msg("pattern '%.60s': status %d, field %s, error '%s' (wanted '%s')", pattern, (int)st,
+                 field ? field : "(none)", err ? err : "(none)", needle);
+    assert_non_null(strstr(err, "pattern 1 ("));
+    specd_free(err);
+}
+
+/* std::regex's compiler recursed on these and overflowed the session thread's stack (a 100000-byte
+ * word or pattern, 20000 nested groups); a group repeated {1000}{1000} is a million states. Each is
+ * refused naming the field before it reaches std::regex, and so is a pattern std::regex refuses;
+ * real triggers pass. */
+static void test_trigger_patterns_are_bounded(void **state) {
+    (void)state;
+    char *long_word = repeated("", "a", 100000, "");
+    char *deep = repeated("", "(", 20000, "a");
+    char *deep_closed = repeated(deep, ")", 20000, "");
+    char *at_limit = repeated("", "b", 4096, "");
+    char *open_101 = repeated("", "(", 101, "x");
+    char *nest_101 = repeated(open_101, ")", 101, "");
+    expect_trigger(long_word, "is 100000 bytes as a regular expression, more than the 4096 allowed");
+    expect_trigger(deep_closed, "more than the 4096 allowed");
+    expect_trigger(nest_101, "nests its ( ) groups 101 deep, more than the 100 allowed");
+    expect_trigger("(a{1000}){1000}", "grows to 1001000 atoms");
+    expect_trigger("x{20000}", "grows to 20000 atoms");
+    expect_trigger("(a", "is not a valid regular expression");
+    expect_trigger("a{2,1}", "is not a valid regular expression");
+    expect_trigger(at_limit, NULL);
+    expect_trigger("[\\s\\S]*?(<function=[a-z_]+>|\\{\"name\": \"(?:get_weather|search)\")[\\s\\S]*", NULL);
+    expect_trigger("^\\s*(\\[TOOL_CALLS\\])[\\s\\S]*$", NULL);
+    expect_trigger("[(((]x\\(\\(\\(a{10}", NULL); /* groups in brackets and escaped do not count */
+    free(long_word);
+    free(deep);
+    free(deep_closed);
+    free(at_limit);
+    free(open_101);
+    free(nest_101);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_bad_value_is_refused_naming_its_field),
@@ -226,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_null_params_is_an_error),
         cmocka_unit_test(test_struct_size_from_another_header_is_refused),
         cmocka_unit_test(test_generate_refuses_what_the_validator_refuses),
+        cmocka_unit_test(test_trigger_patterns_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
