@@ -70,15 +70,27 @@ SPECD_API const char *specd_status_str(specd_status status);
 
 typedef struct specd_engine specd_engine;
 
-/* Whether llama.cpp's flash attention kernel computes attention. specd runs both models on the
- * CPU, where that kernel reads the whole cache once per query token, while the plain path reads
- * it once per pass: a verification pass of several tokens pays the difference over again. On
- * the benchmark pair a pass of 4 tokens costs 56 ms with it and 48 without at 300 cached tokens,
- * 95 and 60 at 1000; with an empty cache they are equal. So it is off unless asked for. */
+/* Whether llama.cpp's flash attention kernel computes attention. On the CPU that kernel reads the
+ * whole cache once per query token, while the plain path reads it once per pass: a verification
+ * pass of several tokens pays the difference over again (a pass of 4 tokens of the benchmark pair:
+ * 56 ms with it and 48 without at 300 cached tokens, 95 and 60 at 1000; equal on an empty cache).
+ * But plain attention's products take another kernel for one row than for several, so a
+ * batch-invariant target pads every one-token pass to two rows (docs/internals.md), and where the
+ * weights' products are dear per row that costs more than flash attention does: the Q8_0 benchmark
+ * target on an AMD EPYC (2 threads) passes 2 tokens in 2.48x the time of 1, and without speculation
+ * ran at 0.41x llama-completion padded, 1.02x under flash attention, where Q8_0 weights need no
+ * padding. SPECD_FLASH_ATTN_DEFAULT (the default) chooses by that: flash attention, with bf16 K and V
+ * caches unless others are set (an f16 or f32 pair would make one-row passes past 256 cells take a
+ * split kernel, padded again), for a batch-invariant CPU target with one slot whose weights give
+ * the same bits for one row as for several (Q8_0 among them: specd_engine_invariance's setting
+ * says which ran); plain attention for other one-slot CPU targets (F32 and F16 weights pad either
+ * way, and plain attention's passes of several are the cheaper there), on a GPU and with several
+ * slots (as before 0.8: `specd serve` asks for AUTO there, which invariance across slots needs). */
 typedef enum specd_flash_attn {
     SPECD_FLASH_ATTN_OFF = 0,
     SPECD_FLASH_ATTN_ON = 1,
-    SPECD_FLASH_ATTN_AUTO = 2, /* llama.cpp decides (on where the backend supports it) */
+    SPECD_FLASH_ATTN_AUTO = 2,    /* llama.cpp decides (on where the backend supports it) */
+    SPECD_FLASH_ATTN_DEFAULT = 3, /* specd decides, by the model and the placement (above). Since 0.8 */
 } specd_flash_attn;
 
 /* The type of a KV cache (keys: cache_type_k, values: cache_type_v; llama.cpp's -ctk / -ctv).
@@ -148,7 +160,7 @@ typedef struct specd_engine_params {
      * specd_engine_new sets this choice for the whole process (the latest call decides, for all
      * engines). A program that calls llama_log_set itself replaces libspecd's logger. */
     bool verbose;
-    specd_flash_attn flash_attn; /* both models; default SPECD_FLASH_ATTN_OFF (see above) */
+    specd_flash_attn flash_attn; /* both models; default SPECD_FLASH_ATTN_DEFAULT (see above) */
     specd_cache_type cache_type_v; /* the target's V cache, and the draft's unless cache_type_v_draft */
     /* Called by llama.cpp while it reads each model's weights (the target's, then the draft's),
      * on the thread running specd_engine_new, with that model's progress from 0 to 1 (several

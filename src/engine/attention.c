@@ -41,6 +41,10 @@ static enum ggml_type ggml_of(specd_cache_type type) {
     return GGML_TYPE_F16;
 }
 
+bool specd_plain_attention(const specd_engine_params *p) {
+    return p->flash_attn == SPECD_FLASH_ATTN_OFF || p->flash_attn == SPECD_FLASH_ATTN_DEFAULT;
+}
+
 static enum llama_flash_attn_type flash_attn_type_of(specd_flash_attn f) {
     switch (f) {
     case SPECD_FLASH_ATTN_ON: return LLAMA_FLASH_ATTN_TYPE_ENABLED;
@@ -56,7 +60,7 @@ enum ggml_type specd_ggml_cache_type(const specd_engine_params *p, bool v, bool 
     specd_cache_type d = v ? p->cache_type_v_draft : p->cache_type_k_draft;
     if (draft && d != SPECD_CACHE_TYPE_DEFAULT) t = d;
     if (t != SPECD_CACHE_TYPE_DEFAULT) return ggml_of(t);
-    return v && p->flash_attn == SPECD_FLASH_ATTN_OFF ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    return v && specd_plain_attention(p) ? GGML_TYPE_F32 : GGML_TYPE_F16;
 }
 
 /* V in f32 (the default under plain attention) buys batch invariance on the CPU; a target whose
@@ -64,6 +68,22 @@ enum ggml_type specd_ggml_cache_type(const specd_engine_params *p, bool v, bool 
  * cache's memory: V takes llama.cpp's f16 instead, for the target and a draft that follows it. */
 void specd_settle_default_v_cache(specd_engine_params *p, bool target_on_gpu) {
     if (target_on_gpu && p->cache_type_v == SPECD_CACHE_TYPE_DEFAULT) p->cache_type_v = SPECD_CACHE_TYPE_F16;
+}
+
+void specd_settle_default_attention(specd_engine_params *p, bool target_on_gpu, bool rows_agree) {
+    if (p->flash_attn != SPECD_FLASH_ATTN_DEFAULT) return;
+    /* Several slots keep what they had before 0.8 (plain attention unless asked: `specd serve` asks
+     * for llama.cpp's auto, which their invariance needs); so do a GPU and targets whose weights
+     * pad one-row passes under either kernel. */
+    if (p->n_parallel > 1 || target_on_gpu || !p->batch_invariant || !rows_agree) {
+        p->flash_attn = SPECD_FLASH_ATTN_OFF;
+        return;
+    }
+    /* No pass needs padding: the weights agree across rows, flash attention computes each row
+     * alone, and bf16 caches keep one-row passes off the split kernel (invariance.c). */
+    p->flash_attn = SPECD_FLASH_ATTN_ON;
+    if (p->cache_type_k == SPECD_CACHE_TYPE_DEFAULT) p->cache_type_k = SPECD_CACHE_TYPE_BF16;
+    if (p->cache_type_v == SPECD_CACHE_TYPE_DEFAULT) p->cache_type_v = SPECD_CACHE_TYPE_BF16;
 }
 
 void specd_apply_context_settings(const specd_engine_params *p, bool draft, struct llama_context_params *cp) {

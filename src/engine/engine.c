@@ -32,6 +32,7 @@ specd_engine_params specd_engine_default_params(void) {
     p.n_gpu_layers = -1; /* llama.cpp's default: all layers on the GPU when there is one */
     p.n_gpu_layers_draft = -1;
     p.batch_invariant = true;
+    p.flash_attn = SPECD_FLASH_ATTN_DEFAULT; /* settled once the target is loaded (attention.c) */
     return p;
 }
 
@@ -333,8 +334,9 @@ static specd_status validate_params(const specd_engine_params *p, char **error) 
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     if (p->flash_attn != SPECD_FLASH_ATTN_OFF && p->flash_attn != SPECD_FLASH_ATTN_ON &&
-        p->flash_attn != SPECD_FLASH_ATTN_AUTO) {
-        specd_set_error(error, "flash_attn must be SPECD_FLASH_ATTN_OFF, _ON or _AUTO (got %d)", (int)p->flash_attn);
+        p->flash_attn != SPECD_FLASH_ATTN_AUTO && p->flash_attn != SPECD_FLASH_ATTN_DEFAULT) {
+        specd_set_error(error, "flash_attn must be SPECD_FLASH_ATTN_OFF, _ON, _AUTO or _DEFAULT (got %d)",
+                        (int)p->flash_attn);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
     const specd_cache_type types[] = {p->cache_type_k, p->cache_type_v, p->cache_type_k_draft, p->cache_type_v_draft};
@@ -481,6 +483,8 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     e->n_vocab = llama_vocab_n_tokens(e->vocab);
     one_slot_for_recurrent_models(e);
     describe_slot(&e->target, "target");
+    specd_settle_default_attention(&e->params, e->target.placement.n_layers_offloaded > 0,
+                                   specd_invariance_weights_agree(e));
     st = size_engine(e, error);
     if (st == SPECD_OK) st = specd_invariance_plan(e, error);
     e->one_sequence = one_sequence_contexts(e); /* once: the contexts are made so, and sessions ask per step */

@@ -156,6 +156,11 @@ enum ggml_type specd_ggml_cache_type(const specd_engine_params *p, bool v, bool 
 /* Once the target's placement is known: a DEFAULT V cache becomes f16 when the target's layers run
  * on a GPU, where f32 would buy no invariance (attention.c). */
 void specd_settle_default_v_cache(specd_engine_params *p, bool target_on_gpu);
+/* Whether plain attention runs: off, or the default not settled yet (as settled where weights differ). */
+bool specd_plain_attention(const specd_engine_params *p);
+/* SPECD_FLASH_ATTN_DEFAULT made a setting, once the target is loaded (specd.h says which): rows_agree
+ * says the target's weights (and adapters) give the same bits for one row as for several. */
+void specd_settle_default_attention(specd_engine_params *p, bool target_on_gpu, bool rows_agree);
 
 /* dry.c: specd_dry_new (dry.h) for a vocabulary (tests give their own models'); n_ctx: how far
  * dry_penalty_last_n -1 looks back. */

@@ -72,6 +72,12 @@ static bool weights_agree_across_rows(const char *path) {
     return agree;
 }
 
+bool specd_invariance_weights_agree(const specd_engine *e) {
+    bool agree = weights_agree_across_rows(e->target_path);
+    for (int32_t i = 0; agree && i < e->lora.n; i++) agree = weights_agree_across_rows(e->lora.paths[i]);
+    return agree;
+}
+
 static bool f16_class(enum ggml_type t) { return t == GGML_TYPE_F16 || t == GGML_TYPE_F32; }
 
 /* Why the target cannot be made invariant, or "" when nothing in the models stands in the way. */
@@ -112,7 +118,11 @@ static void plan_attention(specd_engine *e, specd_invariance *inv, bool flash, e
 static void describe(const specd_engine *e, specd_invariance *inv, enum ggml_type k, enum ggml_type v) {
     char pass[64] = "any size";
     if (inv->max_pass > 0) snprintf(pass, sizeof pass, "at most %d tokens", inv->max_pass);
-    if (inv->attention == SPECD_INVARIANT_FLASH)
+    if (inv->attention == SPECD_INVARIANT_FLASH && !inv->pad_rows && !inv->split_cells)
+        snprintf(inv->setting, sizeof inv->setting, "flash attention, per-row kernel; K %s, V %s; passes as they come "
+                 "(none padded: the weights agree across rows), %s; dropped cells kept until the cache is compacted",
+                 ggml_type_name(k), ggml_type_name(v), pass);
+    else if (inv->attention == SPECD_INVARIANT_FLASH)
         snprintf(inv->setting, sizeof inv->setting, "flash attention, per-row kernel; K %s, V %s; passes of 2 tokens "
                  "or more (padded%s), %s; dropped cells kept until the cache is compacted", ggml_type_name(k),
                  ggml_type_name(v), inv->pad_rows ? "" : " past 256 cells", pass);

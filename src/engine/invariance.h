@@ -56,6 +56,10 @@ typedef struct specd_invariance {
     char note[384];         /* why it is not invariant; "" when it is */
 } specd_invariance;
 
+/* Whether every matrix of the target's weights and adapters gives the same bits for one row as for
+ * several on this CPU (then flash attention needs no padding at all). */
+bool specd_invariance_weights_agree(const struct specd_engine *e);
+
 /* Decides what makes the target's passes invariant for the loaded models and the engine's params
  * (after the target is loaded and the engine sized, before the contexts exist): fills e->inv, and
  * caps e->n_batch where passes must stay short. An impossible combination the user asked for (a

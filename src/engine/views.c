@@ -19,7 +19,7 @@ unsigned specd_engine_stop_count(const specd_engine *e) {
 /* The V cache type as attention.c gives it to llama.cpp (v_cache_type_of). */
 static specd_cache_type resolved_v_cache(const specd_engine_params *p) {
     if (p->cache_type_v != SPECD_CACHE_TYPE_DEFAULT) return p->cache_type_v;
-    return p->flash_attn == SPECD_FLASH_ATTN_OFF ? SPECD_CACHE_TYPE_F32 : SPECD_CACHE_TYPE_F16;
+    return specd_plain_attention(p) ? SPECD_CACHE_TYPE_F32 : SPECD_CACHE_TYPE_F16;
 }
 
 /* The placement part of the setup: empty when no layer of either model is offloaded. */

@@ -350,7 +350,7 @@ static void test_attention_settings_are_used_and_stay_lossless(void **state) {
     assert_null(specd_cache_type_name((specd_cache_type)99));
     assert_false(specd_cache_type_parse("q8", &ctv) || specd_cache_type_parse("F16", &ctv) ||
                  specd_cache_type_parse(NULL, &ctv));
-    assert_int_equal(specd_engine_default_params().flash_attn, SPECD_FLASH_ATTN_OFF);
+    assert_int_equal(specd_engine_default_params().flash_attn, SPECD_FLASH_ATTN_DEFAULT); /* settled by the weights */
     assert_int_equal(specd_engine_default_params().cache_type_v, SPECD_CACHE_TYPE_DEFAULT);
 
     specd_generation_params base = greedy_params(SPECD_SPEC_NONE, 0, false);

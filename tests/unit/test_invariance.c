@@ -302,6 +302,38 @@ static void test_plain_one_token_passes_have_the_shape_of_one_draft(void **state
     specd_engine_free(e);
 }
 
+/* The default attention follows the weights: a Q8_0 target (its products give the same bits for one
+ * row as for several) gets flash attention with bf16 caches and no padding at all, so plain
+ * decoding costs what llama.cpp's does (a padded one-token pass of the Q8_0 benchmark target took
+ * 2.48x an unpadded one on an AMD EPYC); an F32 target keeps plain attention, padded. An explicit
+ * setting is kept. */
+static void test_the_default_attention_pads_nothing_where_the_weights_agree(void **state) {
+    (void)state;
+    specd_engine_params p = specd_engine_default_params();
+    assert_int_equal(p.flash_attn, SPECD_FLASH_ATTN_DEFAULT);
+    p.target_path = q8_path;
+    p.n_threads = n_threads;
+    specd_engine *e = NULL;
+    char *err = NULL;
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    specd_invariance_info q8 = specd_engine_invariance(e);
+    assert_true(q8.invariant);
+    assert_non_null(strstr(q8.setting, "flash attention, per-row kernel; K bf16, V bf16; passes as they come"));
+    assert_false(e->inv.pad_rows);
+    assert_false(e->inv.split_cells);
+    specd_engine_free(e);
+    p.target_path = h64_path; /* F32 weights */
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    assert_non_null(strstr(specd_engine_invariance(e).setting, "plain attention, one slot"));
+    assert_true(e->inv.pad_rows);
+    specd_engine_free(e);
+    p.target_path = q8_path;
+    p.flash_attn = SPECD_FLASH_ATTN_OFF; /* asked for: kept */
+    if (specd_engine_new(&p, &e, &err) != SPECD_OK) fail_msg("engine: %s", err);
+    assert_non_null(strstr(specd_engine_invariance(e).setting, "plain attention, one slot"));
+    specd_engine_free(e);
+}
+
 /* The negative control: without invariance the same comparisons find differences, in passes of
  * several tokens (the products' kernels) and beside other slots (flash attention's tiled and
  * split paths, the cell order); and what cannot be invariant is said. */
@@ -617,6 +649,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_q8_0_weights_and_one_token_passes_past_512_cells),
         cmocka_unit_test(test_plain_attention_is_invariant_with_one_slot),
         cmocka_unit_test(test_plain_one_token_passes_have_the_shape_of_one_draft),
+        cmocka_unit_test(test_the_default_attention_pads_nothing_where_the_weights_agree),
         cmocka_unit_test(test_without_invariance_logits_move_with_the_pass),
         cmocka_unit_test(test_eight_concurrent_greedy_requests_equal_their_runs_alone),
         cmocka_unit_test(test_the_trash_is_compacted_once_it_outnumbers_the_live_cells),
