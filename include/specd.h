@@ -36,9 +36,9 @@ extern "C" {
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
  * time to catch a header and a library that do not match. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 7
+#define SPECD_VERSION_MINOR 8
 #define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.7.0"
+#define SPECD_VERSION_STRING "0.8.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -354,7 +354,7 @@ SPECD_API void specd_engine_slot_forget(specd_engine *engine, int32_t slot);
  * is under way (`from` may have a live session). Same thread rules as the sessions. */
 SPECD_API int32_t specd_engine_slot_share(specd_engine *engine, int32_t from, int32_t to, const specd_token *prompt,
                                           int32_t n_prompt);
-/* The tokens slot `slot` holds in the target's cache (0 for a slot out of range). */
+/* The tokens slot `slot` holds in the target's cache (0 for a slot out of range). Since 0.8. */
 SPECD_API int32_t specd_engine_slot_tokens(specd_engine *engine, int32_t slot);
 /* Slot `slot`'s caches as bytes (*data: heap, free with specd_free; *size): the target's cells and
  * the tokens they hold, the draft's the same, after a header naming the models, the slot's context
@@ -363,7 +363,7 @@ SPECD_API int32_t specd_engine_slot_tokens(specd_engine *engine, int32_t slot);
  * as if it had decoded them; bytes saved for other models or another context are refused by name
  * (SPECD_ERR_INVALID_ARGUMENT). Not for recurrent or hybrid models or engines with a drafting head
  * (their state does not follow the cells). llama-server's slot save and restore. Call them between
- * the sessions of that slot, while no pass is under way; same thread rules as the sessions. */
+ * the sessions of that slot, while no pass is under way; same thread rules as the sessions. Since 0.8. */
 SPECD_API specd_status specd_engine_slot_save(specd_engine *engine, int32_t slot, void **data, size_t *size,
                                               char **error);
 SPECD_API specd_status specd_engine_slot_restore(specd_engine *engine, int32_t slot, const void *data, size_t size,
@@ -427,11 +427,11 @@ SPECD_API specd_invariance_info specd_engine_invariance(const specd_engine *engi
 
 /* How often llama.cpp could reuse a context's compute graph: a pass whose shape (tokens,
  * sequences, output rows, the cache's window) equals the pass before it skips building its graph,
- * and on a GPU only such passes replay a captured CUDA graph (docs/performance.md). passes: the
- * graph computes since the engine was made (llama_decode calls, a call over more tokens than the
- * context's micro-batch counting once per micro-batch; warm-up passes not counted); reused: of
- * them, how many reused the graph before (warm-up passes counted where they were reused). Take
- * two readings and subtract for one generation. Since 0.8. */
+ * and on a GPU only such passes replay a captured CUDA graph (docs/internals.md). passes: the
+ * engine's llama_decode calls on the context since it was made (one graph compute each: a
+ * context's micro-batch is its batch; warm-up passes not counted); reused: of them, how many
+ * reused the graph of the pass before. Take two readings and subtract for one generation.
+ * Since 0.8. */
 typedef struct specd_graph_counts {
     int64_t passes;
     int64_t reused;
@@ -879,7 +879,7 @@ SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const cha
  * (*cost_ms is then "at least"), so pricing a dear grammar costs about the budget beyond its build;
  * 0: the whole vocabulary, whatever it costs; below 0: no masking, the build's cost only.
  * A server refuses a grammar whose price would stall its other slots (60000 alternatives: seconds
- * a step). */
+ * a step). Since 0.8. */
 SPECD_API specd_status specd_grammar_price(const specd_engine *engine, const char *grammar, double budget_ms,
                                            double *cost_ms, char **error);
 /* The CPU time the calling thread has spent so far in llama.cpp's grammar engine, for the grammars
