@@ -453,6 +453,15 @@ static specd_status load_adapters(specd_engine *e, const specd_engine_params *pa
     return st;
 }
 
+/* -fa's default made a setting (specd.h, SPECD_FLASH_ATTN_DEFAULT): the weights are read again
+ * only then, and only for a target batch invariance covers (no recurrent state, no sliding window:
+ * invariance.c's check_models), where flash attention spares every padded pass. */
+static void settle_attention(specd_engine *e) {
+    bool invariant_kind = e->target.can_drop_tail && llama_model_n_swa(e->target.model) == 0;
+    bool agree = e->params.flash_attn == SPECD_FLASH_ATTN_DEFAULT && invariant_kind && specd_invariance_weights_agree(e);
+    specd_settle_default_attention(&e->params, e->target.placement.n_layers_offloaded > 0, agree);
+}
+
 /* Loads both models (params: the caller's, for the progress callback) and creates their
  * contexts; on failure *failed names the input at fault. */
 static specd_status engine_load(specd_engine *e, const specd_engine_params *params, specd_engine_input *failed,
@@ -483,8 +492,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
     e->n_vocab = llama_vocab_n_tokens(e->vocab);
     one_slot_for_recurrent_models(e);
     describe_slot(&e->target, "target");
-    specd_settle_default_attention(&e->params, e->target.placement.n_layers_offloaded > 0,
-                                   specd_invariance_weights_agree(e));
+    settle_attention(e);
     st = size_engine(e, error);
     if (st == SPECD_OK) st = specd_invariance_plan(e, error);
     e->one_sequence = one_sequence_contexts(e); /* once: the contexts are made so, and sessions ask per step */
