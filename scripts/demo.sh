@@ -5,7 +5,9 @@
 # What it runs, best first:
 #  1. the benchmark pair (348M target, 44M draft; ~/.cache/specd-bench, or SPECD_BENCH_DIR), made
 #     by ../shared/bench/make_pairs.sh when ../shared is there and the pair is not (about a minute,
-#     once);
+#     once); its F32 target, the memory-bound shape of large models and GPUs, where a pass of
+#     several tokens costs about what one does on any machine (the Q8_0 target is compute-bound:
+#     on an AMD EPYC a pass of 2 tokens costs 2.48x one, and no draft length pays there);
 #  2. else model-free drafting (prompt lookup and suffix trees, no draft model) on a prompt whose
 #     text the model repeats: stories260K from ../shared/models, or a tiny model generated here.
 # A draft model as dear as the target (stories260K drafting for itself) is not shown: it can never
@@ -18,7 +20,7 @@ bench=${SPECD_BENCH_DIR:-$HOME/.cache/specd-bench}
 shared=$root/../shared
 n=128
 
-have_pair() { [ -s "$bench/target.gguf" ] && [ -s "$bench/draft.gguf" ]; }
+have_pair() { [ -s "$bench/target-f32.gguf" ] && [ -s "$bench/draft.gguf" ]; }
 
 if ! have_pair && [ -x "$shared/bench/make_pairs.sh" ] && [ -d "$root/deps/llama/src/gguf-py" ]; then
   echo "demo: making the benchmark pair in $bench (about a minute, once)"
@@ -26,10 +28,10 @@ if ! have_pair && [ -x "$shared/bench/make_pairs.sh" ] && [ -d "$root/deps/llama
 fi
 
 if have_pair; then
-  target=$bench/target.gguf
+  target=$bench/target-f32.gguf
   spec=(-md "$bench/draft.gguf")
   prompt="Once upon a time, there was a little girl named Lily."
-  what="the benchmark pair (348M target, 44M draft model) from $bench"
+  what="the memory-bound benchmark pair (348M target in F32, 44M draft model) from $bench"
   threads=()
 else
   if [ -s "$shared/models/stories260K.gguf" ]; then
