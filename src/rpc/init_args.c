@@ -130,8 +130,10 @@ static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *er
 static specd_cache_type *cache_type_flag(specd_engine_params *p, const char *f) {
     if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) return &p->cache_type_k;
     if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) return &p->cache_type_v;
-    if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft")) return &p->cache_type_k_draft;
-    if (!strcmp(f, "-ctvd") || !strcmp(f, "--cache-type-v-draft")) return &p->cache_type_v_draft;
+    if (!strcmp(f, "-ctkd") || !strcmp(f, "--cache-type-k-draft") || !strcmp(f, "--spec-draft-type-k"))
+        return &p->cache_type_k_draft;
+    if (!strcmp(f, "-ctvd") || !strcmp(f, "--cache-type-v-draft") || !strcmp(f, "--spec-draft-type-v"))
+        return &p->cache_type_v_draft;
     return NULL;
 }
 
@@ -195,7 +197,8 @@ static bool gpu_layers_value(const char *v, int32_t *out, rpc_error *err, const 
 /* -ngl / -ngld and their long names (llama.cpp's). */
 static int parse_gpu_layers_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     bool target = !strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--gpu-layers");
-    bool draft = !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft");
+    bool draft = !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft") ||
+                 !strcmp(f, "--spec-draft-ngl");
     if (!target && !draft) return 0;
     const char *v = next_value(c, f);
     int32_t *slot = target ? &s->params.n_gpu_layers : &s->params.n_gpu_layers_draft;
@@ -207,7 +210,8 @@ static int parse_gpu_layers_flag(arg_cursor *c, const char *f, rpc_engine_settin
 /* --device, --device-draft, --rpc (llama.cpp's names). */
 static int parse_device_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     char **slot = !strcmp(f, "-dev") || !strcmp(f, "--device")         ? &s->devices
-                  : !strcmp(f, "-devd") || !strcmp(f, "--device-draft") ? &s->devices_draft
+                  : !strcmp(f, "-devd") || !strcmp(f, "--device-draft") || !strcmp(f, "--spec-draft-device")
+                      ? &s->devices_draft
                   : !strcmp(f, "--rpc")                                 ? &s->rpc_servers
                                                                         : NULL;
     if (!slot) return 0;
@@ -277,6 +281,66 @@ static bool next_float(arg_cursor *c, const char *flag, float *out) {
     return true;
 }
 
+/* llama.cpp keeps an n-gram length per model-free type; specd has one for ngram-simple and
+ * ngram-map (specd_spec_params.ngram_n), which each of them sets. */
+static bool is_ngram_size_flag(const char *f) {
+    return !strcmp(f, "--spec-ngram-simple-size-n") || !strcmp(f, "--spec-ngram-size-n") ||
+           !strcmp(f, "--spec-ngram-map-k-size-n") || !strcmp(f, "--spec-ngram-map-k4v-size-n");
+}
+
+/* The hits an ngram-map continuation needs before it is drafted (specd_spec_params.ngram_min_hits). */
+static bool is_ngram_map_hits_flag(const char *f) {
+    return !strcmp(f, "--spec-ngram-min-hits") || !strcmp(f, "--spec-ngram-map-k-min-hits") ||
+           !strcmp(f, "--spec-ngram-map-k4v-min-hits");
+}
+
+/* llama-server 0.5.0's drafting flags that specd does not take, each with the reason (a user moving
+ * a command line over reads why, not "unknown option"; docs/cli.md lists them). */
+static const struct {
+    const char *flags[6];
+    const char *why;
+} refused_llama_flags[] = {
+    {{"--spec-draft-threads", "-td", "--threads-draft", "--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"},
+     "specd's draft runs on the target's threads (-t, -tb): it drafts and verifies in turn, never at once"},
+    {{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft", "--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"},
+     "the draft has no thread pool of its own to place: it runs on the target's threads"},
+    {{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft", "--spec-draft-cpu-range-batch", "--spec-draft-cpu-strict",
+      "--cpu-strict-draft"},
+     "the draft has no thread pool of its own to place: it runs on the target's threads"},
+    {{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft", "--spec-draft-poll", "--poll-draft",
+      "--spec-draft-poll-batch", "--poll-batch-draft"},
+     "the draft has no thread pool of its own to place: it runs on the target's threads"},
+    {{"--spec-draft-prio", "--prio-draft", "--spec-draft-prio-batch", "--prio-batch-draft", NULL},
+     "the draft has no thread pool of its own to give a priority: it runs on the target's threads"},
+    {{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft", "--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed"},
+     "specd places the draft by whole layers (-ngld, --device-draft), not by tensor"},
+    {{"--n-cpu-moe-draft", "--spec-draft-override-tensor", "-otd", "--override-tensor-draft", NULL},
+     "specd places the draft by whole layers (-ngld, --device-draft), not by tensor"},
+    {{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec"},
+     "specd downloads nothing: give the draft model's file with -md"},
+    {{"--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", NULL},
+     "specd samples drafts itself, as exact verification needs the draft's distribution"},
+    {{"--spec-ngram-size-m", "--spec-ngram-simple-size-m", "--spec-ngram-map-k-size-m", "--spec-ngram-map-k4v-size-m", NULL},
+     "specd's model-free drafters draft up to --draft-max tokens, as the draft model does"},
+    {{"--spec-ngram-mod-n-match", "--spec-ngram-mod-n-min", "--spec-ngram-mod-n-max", NULL},
+     "specd's ngram-mod runs with its own settings; its drafts are bounded by --draft-max"},
+    {{"--spec-ngram-simple-min-hits", NULL},
+     "specd's ngram-simple drafts from the latest occurrence of its n-gram; hits apply to ngram-map "
+     "(--spec-ngram-min-hits)"},
+    {{"--spec-synth-len", "--spec-synth-rates", NULL},
+     "synthetic acceptance is for benchmarking llama.cpp's own drafting; specd measures real drafts"},
+};
+
+/* A llama-server flag specd refuses, with why; false when f is none of them. */
+static bool refused_llama_flag(const char *f, rpc_error *err) {
+    for (size_t i = 0; i < sizeof refused_llama_flags / sizeof *refused_llama_flags; i++)
+        for (size_t j = 0; j < 6 && refused_llama_flags[i].flags[j]; j++)
+            if (!strcmp(f, refused_llama_flags[i].flags[j]))
+                return !rpc_fail(err, RPC_INVALID_PARAMS, f, "init: %s is llama-server's, and specd does not take it: %s",
+                                 f, refused_llama_flags[i].why);
+    return false;
+}
+
 /* llama-server's drafting flags (its 0.5.0 names, and the older ones specd run takes): the engine's
  * longest draft, and what a request that sets none drafts with (speculative, checked once all
  * flags are in); 0 when f is none of them. --draft-max (--draft) N is both the engine's cap and a
@@ -286,16 +350,22 @@ static int parse_spec_flag(arg_cursor *c, const char *f, rpc_engine_settings *s)
     specd_spec_params *sp = &s->speculative;
     const char *v;
     bool ok;
-    if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft") || !strcmp(f, "--spec-draft-n-max")) {
+    if (!strcmp(f, "--draft-max") || !strcmp(f, "--draft") || !strcmp(f, "--draft-n") || !strcmp(f, "--spec-draft-n-max")) {
         int32_t n = 0;
         ok = next_int(c, f, strcmp(f, "--spec-draft-n-max") ? 1 : 0, 256, &n);
         if (ok) s->params.draft_max = sp->draft_max = n;
-    } else if (!strcmp(f, "--draft-min") || !strcmp(f, "--spec-draft-n-min")) {
+    } else if (!strcmp(f, "--draft-min") || !strcmp(f, "--draft-n-min") || !strcmp(f, "--spec-draft-n-min")) {
         ok = next_int(c, f, 0, 256, &sp->draft_min);
     } else if (!strcmp(f, "--draft-p-min") || !strcmp(f, "--spec-draft-p-min")) {
         ok = next_float(c, f, &sp->draft_p_min);
-    } else if (!strcmp(f, "--spec-ngram-simple-size-n")) {
+    } else if (!strcmp(f, "--draft-p-split") || !strcmp(f, "--spec-draft-p-split")) {
+        ok = next_float(c, f, &sp->draft_p_split);
+    } else if (is_ngram_size_flag(f)) {
         ok = next_int(c, f, 1, 1024, &sp->ngram_n);
+    } else if (is_ngram_map_hits_flag(f)) {
+        ok = next_int(c, f, 1, 1 << 20, &sp->ngram_min_hits);
+    } else if (!strcmp(f, "--spec-default")) { /* llama-server's: ngram-mod beside what else drafts */
+        ok = spec_type_value("ngram-mod", s, c->err, f);
     } else if (!strcmp(f, "--spec-type")) {
         ok = (v = next_value(c, f)) && spec_type_value(v, s, c->err, f);
     } else if (!strcmp(f, "--context-shift") || !strcmp(f, "--no-context-shift")) {
@@ -351,6 +421,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (r == 0) r = parse_lora_flag(c, f, s);
     if (r != 0) return r > 0;
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
+    if (refused_llama_flag(f, c->err)) return false;
     return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -tb, -b, -ub, --draft-max, --draft-min, --draft-p-min, "
                     "--spec-draft-model, --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, "
