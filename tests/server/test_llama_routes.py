@@ -568,8 +568,10 @@ def check_id_slot(port, base):
 def check_outputs(specd, models):
     """n_cmpl (n) > 1 and several prompts on /completion, as llama-server: one completion per output
     (index p * n + c), each its own seed (seed + c) and slot; 1 to the slots."""
+    # --context-shift: check_id_slot's long request must run its 900 tokens (without a shift a slot of
+    # 341 cells ends it at the context's end, as llama-server 0.5.0, too soon for the race it sets up)
     server, port = start_server(specd, ["--api-key", KEY, "-m", os.path.join(models, "target.gguf"), "-c", "1024",
-                                        "-np", "3", "-md", os.path.join(models, "draft.gguf")])
+                                        "-np", "3", "-md", os.path.join(models, "draft.gguf"), "--context-shift"])
     try:
         check("a server with 3 slots starts", bool(port))
         if not port:
