@@ -45,9 +45,10 @@ asan: deps
 
 # The threaded parts under ThreadSanitizer: the JSON API (async poll and cancel from several
 # threads, two servers side by side) and `specd serve` over HTTP (slots, the queue, disconnects,
-# the stop with every slot busy, limits). tests/tsan.supp: what TSan cannot see in llama.cpp's
+# the stop with every slot busy, limits, the call lanes and a client's share, slot actions, bounded
+# request fields). tests/tsan.supp: what TSan cannot see in llama.cpp's
 # OpenMP threads. The first report stops the process (halt_on_error), and its test fails.
-TSAN_TESTS = make_tiny_models|test_rpc|test_rpc_slots|test_servers|serve_curl|serve_llama_routes|serve_slots|serve_stop|serve_limits
+TSAN_TESTS = make_tiny_models|test_rpc|test_rpc_slots|test_servers|serve_curl|serve_llama_routes|serve_slots|serve_stop|serve_limits|serve_stalls|serve_parity|serve_bounds
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots test_servers make_tiny_model specd
