@@ -43,6 +43,20 @@ static inline specd_engine *open_engine(const char *target, const char *draft, i
     return open_engine_with(&p);
 }
 
+/* The group fixture most engine tests share: `engine` opened on the tiny pair (256 cells) before
+ * the group's tests and freed after them: cmocka's group setup and teardown, named so. */
+#define SPECD_TEST_ENGINE_FIXTURE(engine, target, draft)                                                   \
+    static int setup(void **state) {                                                                     \
+        (void)state;                                                                                     \
+        (engine) = open_engine((target), (draft), 256);                                                  \
+        return 0;                                                                                        \
+    }                                                                                                    \
+    static int teardown(void **state) {                                                                  \
+        (void)state;                                                                                     \
+        specd_engine_free(engine);                                                                       \
+        return 0;                                                                                        \
+    }
+
 static inline specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {
     specd_token *prompt = NULL;
     int32_t n = 0;

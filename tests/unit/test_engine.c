@@ -36,17 +36,7 @@ static const char *prompts[] = {
     "she was happy",
 };
 
-static int setup(void **state) {
-    (void)state;
-    engine = open_engine(target_path, draft_path, 256);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    specd_engine_free(engine);
-    return 0;
-}
+SPECD_TEST_ENGINE_FIXTURE(engine, target_path, draft_path)
 
 static specd_generation_params greedy_params(specd_spec_type type, int32_t draft_max, bool adaptive) {
     specd_generation_params g = specd_generation_default_params();

@@ -28,17 +28,7 @@
 static char target_path[1024], draft_path[1024];
 static specd_engine *engine;
 
-static int setup(void **state) {
-    (void)state;
-    engine = open_engine(target_path, draft_path, 256);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    specd_engine_free(engine);
-    return 0;
-}
+SPECD_TEST_ENGINE_FIXTURE(engine, target_path, draft_path)
 
 /* ---- the distributions are llama.cpp's -------------------------------------------------------- */
 

@@ -26,17 +26,7 @@ static specd_engine *engine; /* target + draft */
 
 static const char *prompt_text = "one day the dog ran to the park with his mom";
 
-static int setup(void **state) {
-    (void)state;
-    engine = open_engine(target_path, draft_path, 256);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    specd_engine_free(engine);
-    return 0;
-}
+SPECD_TEST_ENGINE_FIXTURE(engine, target_path, draft_path)
 
 /* Mirostat while asking for speculation with the draft model: the engine must turn it off. */
 static specd_generation_params mirostat_params(int32_t version, float tau, float temperature, uint64_t seed) {

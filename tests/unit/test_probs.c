@@ -35,17 +35,7 @@ static const char *prompts[] = {
     "one day the dog ran to the park with his mom",
 };
 
-static int setup(void **state) {
-    (void)state;
-    engine = open_engine(target_path, draft_path, 256);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    specd_engine_free(engine);
-    return 0;
-}
+SPECD_TEST_ENGINE_FIXTURE(engine, target_path, draft_path)
 
 static specd_generation_params probs_params(specd_spec_type type, float temperature, uint64_t seed) {
     specd_generation_params g = specd_generation_default_params();
