@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
+#include "../util/util.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,8 +192,7 @@ static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
     const char *key;
     json_t *v;
     json_object_foreach(in, key, v) {
-        bool found = false;
-        for (const char *const *k = known; *k && !found; k++) found = !strcmp(*k, key);
+        bool found = specd_listed(known, key);
         if (!found) {
             BAD(err, "unknown field '%s'", key);
             return NULL;

@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
+#include "../util/util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +47,7 @@ long openai_first_non_text_part(json_t *parts, const char *const *types) {
     json_t *part;
     json_array_foreach(parts, i, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
-        bool known = false;
-        for (const char *const *t = types; type && *t && !known; t++) known = !strcmp(type, *t);
-        if (!known || !json_is_string(json_object_get(part, "text"))) return (long)i;
+        if (!specd_listed(types, type) || !json_is_string(json_object_get(part, "text"))) return (long)i;
     }
     return -1;
 }
@@ -117,12 +117,6 @@ bool openai_read_messages(json_t *messages, serve_request *req, openai_error *er
     return true;
 }
 
-static bool listed(const char *const *names, const char *key) {
-    for (; *names; names++)
-        if (strcmp(*names, key) == 0) return true;
-    return false;
-}
-
 /* A message for the Jinja chat code: what llama-server takes. */
 static bool check_jinja_message(json_t *m, size_t i, openai_error *err) {
     char param[80];
@@ -131,7 +125,7 @@ static bool check_jinja_message(json_t *m, size_t i, openai_error *err) {
         return BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
     const char *role = json_string_value(json_object_get(m, "role"));
     static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
-    if (!listed(roles, role)) {
+    if (!specd_listed(roles, role)) {
         char role_param[96];
         snprintf(role_param, sizeof role_param, "%s.role", param);
         return BAD(err, role_param, "'%s' is '%.100s': it must be \"system\", \"developer\", \"user\", \"assistant\" "

@@ -7,6 +7,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
+#include "../util/util.h"
+
 #include "../rpc/json_schema.h"
 #include "../rpc/request_json.h"
 
@@ -87,20 +89,14 @@ static const struct { const char *name, *why; } refused_fields[] = {
     {"verbosity", "verbosity is not implemented"},
     {NULL, NULL}};
 
-static bool listed(const char *const *names, const char *key) {
-    for (; *names; names++)
-        if (strcmp(*names, key) == 0) return true;
-    return false;
-}
-
 bool openai_passed_field(const char *key) {
-    return listed(passed_fields, key) || listed(request_json_sampler_names, key);
+    return specd_listed(passed_fields, key) || specd_listed(request_json_sampler_names, key);
 }
 
 bool openai_chat_field_known(const char *key) {
     for (int i = 0; refused_fields[i].name; i++)
         if (strcmp(refused_fields[i].name, key) == 0) return true;
-    return openai_passed_field(key) || listed(mapped_fields, key) || listed(ignored_fields, key);
+    return openai_passed_field(key) || specd_listed(mapped_fields, key) || specd_listed(ignored_fields, key);
 }
 
 /* Every field must be known: mapped, passed, ignored; the refused ones say why. */
@@ -111,7 +107,7 @@ static bool check_names(json_t *body, openai_error *err) {
         for (int i = 0; refused_fields[i].name; i++)
             if (strcmp(refused_fields[i].name, key) == 0)
                 return BAD(err, key, "'%s' is not supported: %s", key, refused_fields[i].why);
-        if (!openai_passed_field(key) && !listed(mapped_fields, key) && !listed(ignored_fields, key))
+        if (!openai_passed_field(key) && !specd_listed(mapped_fields, key) && !specd_listed(ignored_fields, key))
             return BAD(err, key, "unknown field '%s'", key);
     }
     return true;

@@ -16,6 +16,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
+#include "../util/util.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,13 +105,6 @@ static bool convert_item(json_t *item, size_t i, json_t *out, openai_error *err)
                type);
 }
 
-/* Whether `value` is one of the NULL-terminated `names`. */
-static bool one_of(const char *value, const char *const *names) {
-    for (; value && *names; names++)
-        if (!strcmp(value, *names)) return true;
-    return false;
-}
-
 /* reasoning: {effort, summary} as OpenAI takes them, each optional; effort "none" turns thinking
  * off (chat_template_kwargs), the others leave the template's default (llama-server passes effort
  * on and reads nothing else). Anything else is refused rather than ignored. */
@@ -125,10 +120,10 @@ static bool check_reasoning(json_t *reasoning, openai_error *err) {
         bool effort = !strcmp(key, "effort"), summary = !strcmp(key, "summary") || !strcmp(key, "generate_summary");
         if (!effort && !summary) return bad(err, "reasoning", "unknown field 'reasoning.%.40s' (effort, summary)", key);
         if (json_is_null(v)) continue;
-        if (effort && !one_of(json_string_value(v), efforts))
+        if (effort && !specd_listed(efforts, json_string_value(v)))
             return bad(err, "reasoning", "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\", "
                        "\"high\" or \"xhigh\"");
-        if (summary && !one_of(json_string_value(v), summaries))
+        if (summary && !specd_listed(summaries, json_string_value(v)))
             return bad(err, "reasoning", "'reasoning.%s' must be \"auto\", \"concise\" or \"detailed\"", key);
     }
     return true;
@@ -143,8 +138,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     const char *key;
     json_t *v;
     json_object_foreach(in, key, v) {
-        bool found = false;
-        for (const char *const *k = known; *k && !found; k++) found = !strcmp(*k, key);
+        bool found = specd_listed(known, key);
         if (!found && openai_passed_field(key)) continue; /* llama-server's sampler fields, passed on below */
         if (!found) {
             bad(err, key, "unknown field '%s'", key);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 void specd_set_error(char **error, const char *fmt, ...) {
@@ -43,6 +44,12 @@ void *specd_grow_array(void *ptr, size_t count, size_t size) {
 }
 
 void specd_free(void *ptr) { free(ptr); }
+
+bool specd_listed(const char *const *names, const char *key) {
+    for (; key && *names; names++)
+        if (strcmp(*names, key) == 0) return true;
+    return false;
+}
 
 const char *specd_status_str(specd_status status) {
     switch (status) {

@@ -2,6 +2,7 @@
 #ifndef SPECD_UTIL_H
 #define SPECD_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #if defined(__GNUC__)
@@ -18,6 +19,9 @@ double specd_now_ms(void);
 
 /* malloc/calloc/realloc that return NULL for a zero-size request as well as on failure, so
  * callers check one thing. */
+/* Whether `key` is one of the NULL-terminated `names` (a NULL key, e.g. a JSON value that is not a
+ * string, is none of them). */
+bool specd_listed(const char *const *names, const char *key);
 void *specd_alloc_array(size_t count, size_t size);
 void *specd_grow_array(void *ptr, size_t count, size_t size);
 
