@@ -297,26 +297,23 @@ static bool is_ngram_map_hits_flag(const char *f) {
 /* llama-server 0.5.0's drafting flags that specd does not take, each with the reason (a user moving
  * a command line over reads why, not "unknown option"; docs/cli.md lists them). */
 static const struct {
-    const char *flags[6];
+    const char *flags[24]; /* NULL-terminated */
     const char *why;
 } refused_llama_flags[] = {
-    {{"--spec-draft-threads", "-td", "--threads-draft", "--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"},
+    {{"--spec-draft-threads", "-td", "--threads-draft", "--spec-draft-threads-batch", "-tbd", "--threads-batch-draft",
+      NULL},
      "specd's draft runs on the target's threads (-t, -tb): it drafts and verifies in turn, never at once"},
-    {{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft", "--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"},
-     "the draft has no thread pool of its own to place: it runs on the target's threads"},
-    {{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft", "--spec-draft-cpu-range-batch", "--spec-draft-cpu-strict",
-      "--cpu-strict-draft"},
-     "the draft has no thread pool of its own to place: it runs on the target's threads"},
-    {{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft", "--spec-draft-poll", "--poll-draft",
-      "--spec-draft-poll-batch", "--poll-batch-draft"},
+    {{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft", "--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft",
+      "--spec-draft-cpu-range", "-Crd", "--cpu-range-draft", "--spec-draft-cpu-range-batch", "--spec-draft-cpu-strict",
+      "--cpu-strict-draft", "--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft", "--spec-draft-poll",
+      "--poll-draft", "--spec-draft-poll-batch", "--poll-batch-draft", NULL},
      "the draft has no thread pool of its own to place: it runs on the target's threads"},
     {{"--spec-draft-prio", "--prio-draft", "--spec-draft-prio-batch", "--prio-batch-draft", NULL},
      "the draft has no thread pool of its own to give a priority: it runs on the target's threads"},
-    {{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft", "--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed"},
+    {{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft", "--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed",
+      "--n-cpu-moe-draft", "--spec-draft-override-tensor", "-otd", "--override-tensor-draft", NULL},
      "specd places the draft by whole layers (-ngld, --device-draft), not by tensor"},
-    {{"--n-cpu-moe-draft", "--spec-draft-override-tensor", "-otd", "--override-tensor-draft", NULL},
-     "specd places the draft by whole layers (-ngld, --device-draft), not by tensor"},
-    {{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec"},
+    {{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec", NULL},
      "specd downloads nothing: give the draft model's file with -md"},
     {{"--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", NULL},
      "specd samples drafts itself, as exact verification needs the draft's distribution"},
@@ -334,7 +331,7 @@ static const struct {
 /* A llama-server flag specd refuses, with why; false when f is none of them. */
 static bool refused_llama_flag(const char *f, rpc_error *err) {
     for (size_t i = 0; i < sizeof refused_llama_flags / sizeof *refused_llama_flags; i++)
-        for (size_t j = 0; j < 6 && refused_llama_flags[i].flags[j]; j++)
+        for (size_t j = 0; refused_llama_flags[i].flags[j]; j++)
             if (!strcmp(f, refused_llama_flags[i].flags[j]))
                 return !rpc_fail(err, RPC_INVALID_PARAMS, f, "init: %s is llama-server's, and specd does not take it: %s",
                                  f, refused_llama_flags[i].why);
