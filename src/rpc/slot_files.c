@@ -91,35 +91,24 @@ static bool call_slot(rpc_host *h, int32_t slot, slot_work *w, rpc_error *err) {
                     "filename", "slot action %s on slot %d: %s", w->action, slot, w->message ? w->message : "failed");
 }
 
-static json_t *save(rpc_host *h, int32_t slot, json_t *body, const char *dir, rpc_error *err) {
-    char *path = confined_file(body, dir, false, err);
+/* save or restore: the file confined to `dir`, the engine's call on the slot and the file's I/O in
+ * the order the action needs (save: the bytes made, then written; restore: read, then put back),
+ * answered with llama-server's fields. */
+static json_t *file_action(rpc_host *h, int32_t slot, bool restoring, json_t *body, const char *dir, rpc_error *err) {
+    char *path = confined_file(body, dir, restoring, err);
     if (!path) return NULL;
     const char *name = json_string_value(json_object_get(body, "filename"));
-    slot_work w = {.action = "save"};
+    slot_work w = {.action = restoring ? "restore" : "save"};
     double t0 = serve_now_ms();
-    bool ok = call_slot(h, slot, &w, err) && write_file(path, w.data, w.size, name, err);
-    json_t *answer = ok ? json_pack("{s:i, s:s, s:i, s:I, s:{s:f}}", "id_slot", slot, "filename", name, "n_saved",
-                                    w.n_tokens, "n_written", (json_int_t)w.size, "timings", "save_ms",
-                                    serve_now_ms() - t0)
+    bool ok = restoring ? (w.data = read_file(path, &w.size, name, err)) != NULL && call_slot(h, slot, &w, err)
+                        : call_slot(h, slot, &w, err) && write_file(path, w.data, w.size, name, err);
+    json_t *answer = ok ? json_pack("{s:i, s:s, s:i, s:I, s:{s:f}}", "id_slot", slot, "filename", name,
+                                    restoring ? "n_restored" : "n_saved", w.n_tokens,
+                                    restoring ? "n_read" : "n_written", (json_int_t)w.size, "timings",
+                                    restoring ? "restore_ms" : "save_ms", serve_now_ms() - t0)
                         : NULL;
-    specd_free(w.data);
-    specd_free(w.message);
-    free(path);
-    return answer;
-}
-
-static json_t *restore(rpc_host *h, int32_t slot, json_t *body, const char *dir, rpc_error *err) {
-    char *path = confined_file(body, dir, true, err);
-    if (!path) return NULL;
-    const char *name = json_string_value(json_object_get(body, "filename"));
-    slot_work w = {.action = "restore"};
-    double t0 = serve_now_ms();
-    bool ok = (w.data = read_file(path, &w.size, name, err)) != NULL && call_slot(h, slot, &w, err);
-    json_t *answer = ok ? json_pack("{s:i, s:s, s:i, s:I, s:{s:f}}", "id_slot", slot, "filename", name, "n_restored",
-                                    w.n_tokens, "n_read", (json_int_t)w.size, "timings", "restore_ms",
-                                    serve_now_ms() - t0)
-                        : NULL;
-    free(w.data);
+    if (restoring) free(w.data); /* read_file's */
+    else specd_free(w.data);     /* specd_engine_slot_save's */
     specd_free(w.message);
     free(path);
     return answer;
@@ -131,8 +120,8 @@ json_t *rpc_slot_action(rpc_host *h, int32_t slot, const char *action, json_t *b
                  "'%.40s'", action ? action : "");
         return NULL;
     }
-    if (!strcmp(action, "save")) return save(h, slot, body, dir, err);
-    if (!strcmp(action, "restore")) return restore(h, slot, body, dir, err);
+    if (!strcmp(action, "save") || !strcmp(action, "restore"))
+        return file_action(h, slot, !strcmp(action, "restore"), body, dir, err);
     slot_work w = {.action = "erase"};
     return call_slot(h, slot, &w, err) ? json_pack("{s:i, s:i}", "id_slot", slot, "n_erased", w.n_tokens) : NULL;
 }
