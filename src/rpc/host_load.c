@@ -75,8 +75,8 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
     h->client_share = h->n_parallel + serve_server_status(server).queue_max / 2;
 }
 
-/* Waits until no completion is claimed, then new claims wait (lock held; released while
- * waiting); false when shutdown aborted the load meanwhile. */
+/* Waits until no completion is claimed, then new claims are refused as busy (draining; lock
+ * held, released while waiting); false when shutdown aborted the load meanwhile. */
 static bool stop_claims_locked(rpc_host *h) {
     while (h->n_claimed > 0 && !atomic_load(&h->abort_load)) pthread_cond_wait(&h->idle, &h->lock);
     h->draining = !atomic_load(&h->abort_load);

@@ -187,7 +187,6 @@ bool calls_start(void) {
     return ok;
 }
 
-
 deferred_call *call_defer(struct MHD_Connection *c, call_lane l, call_fn run, void *ctx, void (*free_ctx)(void *),
                           const char **why) {
     deferred_call *call = calloc(1, sizeof *call);

@@ -293,7 +293,6 @@ static enum MHD_Result finish_completion(struct MHD_Connection *c, completion_ca
     return completion_stream_respond(c, call);
 }
 
-/* A call set up on a worker (setup_call.c): its refusal, its own answer, or its completion's. */
 /* /infill on a model without fill-in-the-middle tokens: 501 in llama-server's own error shape, with
  * the refusal's message (which tokens are missing). */
 static enum MHD_Result send_not_supported(struct MHD_Connection *c, json_t *response) {
@@ -303,6 +302,7 @@ static enum MHD_Result send_not_supported(struct MHD_Connection *c, json_t *resp
     return ok;
 }
 
+/* A call set up on a worker (setup_call.c): its refusal, its own answer, or its completion's. */
 static enum MHD_Result finish_set_up(struct MHD_Connection *c, request_state *rs, setup_call *s, json_t *response,
                                      unsigned http_status) {
     if (rs->route == ROUTE_COMPLETION) {
