@@ -25,7 +25,7 @@ import sys
 import time
 
 from test_llama_routes import parse_prometheus
-from test_serve import check, curl, failures, start_server, stop_server
+from test_serve import check, curl, curl_json, failures, start_server, stop_server
 
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"
 # The tool calls come from the tiny model under the tool grammar llama.cpp makes for the template.
@@ -61,11 +61,7 @@ def sse_events(text):
 
 
 def post(port, path, body):
-    code, text = curl(port, path, body)
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
+    return curl_json(port, path, body)
 
 
 def openai_error(code, answer, status, param, needle):

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from test_serve import check, curl, failures, rpc, sse_events, start_server, stop_server
+from test_serve import check, curl, curl_json, failures, rpc, sse_events, start_server, stop_server
 
 KEY = "test-key"
 
@@ -60,11 +60,7 @@ UNIMPLEMENTED = {
 
 
 def completion(port, body, path="/completion"):
-    code, text = curl(port, path, body)
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
+    return curl_json(port, path, body)
 
 
 def error_field(answer):
@@ -665,11 +661,6 @@ def openai_texts(port, messages, body):
                  for c in o["content"]] if code_r == 200 else [None]
         texts.append("".join(items) if None not in items else None)
     return texts
-
-
-def curl_json(port, path, body):
-    code, text = curl(port, path, body)
-    return code, json.loads(text) if text.startswith("{") else text
 
 
 def openai_error_param(code, answer):

@@ -46,16 +46,21 @@ def curl(port, path, body=None, key=KEY, extra=()):
     return int(code or 0), text
 
 
+def curl_json(port, path, body=None, key=KEY):
+    """As curl, the answer parsed: (HTTP status, the JSON, or the text where it is not JSON)."""
+    code, text = curl(port, path, body, key=key)
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, text
+
+
 def rpc(port, method, params=None, key=KEY):
     """One JSON-RPC call over /rpc: (HTTP status, parsed response or the text)."""
     request = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
         request["params"] = params
-    code, text = curl(port, "/rpc", request, key=key)
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
+    return curl_json(port, "/rpc", request, key=key)
 
 
 def raw_http(port, data, wait=5.0):

@@ -20,7 +20,7 @@ import shutil
 import sys
 import tempfile
 
-from test_serve import check, curl, failures, rpc, served
+from test_serve import check, curl, curl_json, failures, rpc, served
 
 KEY = "test-key"
 ADMIN = "admin-key"
@@ -28,11 +28,7 @@ DEEP_GRAMMAR = "root ::= " + "(" * 20000 + '"a"' + ")" * 20000
 
 
 def post(port, path, body):
-    code, text = curl(port, path, body, key=KEY)
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
+    return curl_json(port, path, body, key=KEY)
 
 
 def post_big(port, path, body):

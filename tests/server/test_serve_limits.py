@@ -15,17 +15,13 @@ import sys
 import threading
 import time
 
-from test_serve import check, curl, failures, rpc, served, sse_events
+from test_serve import check, curl, curl_json, failures, rpc, served, sse_events
 
 ENDLESS = {"prompt": "once upon a time", "n_predict": 1000000, "ignore_eos": True, "temperature": 1}
 
 
 def post(port, path, body):
-    code, text = curl(port, path, body, key=None)
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
+    return curl_json(port, path, body, key=None)
 
 
 def check_n_predict(specd, target, draft):

@@ -19,17 +19,13 @@ import subprocess
 import sys
 import tempfile
 
-from test_serve import check, curl, failures, served, sse_events
+from test_serve import check, curl, curl_json, failures, served, sse_events
 
 FUNCTIONARY = "meetkai-functionary-medium-v3.2.jinja"
 
 
 def post(port, path, body):
-    code, text = curl(port, path, body)
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
+    return curl_json(port, path, body)
 
 
 def props_speculative(port):

@@ -428,6 +428,16 @@ static unsigned char *read_bytes(const char *path, size_t *n) {
     return bytes;
 }
 
+/* A generation goes on whatever became of the cache file (its 24 tokens), and the engine's one-line
+ * note says what did. */
+static void expect_run_with_note(specd_engine *e, const char *note) {
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "she was happy", &g);
+    assert_int_equal(r.n_tokens, 24);
+    specd_result_clear(&r);
+    assert_one_line_note(e, note);
+}
+
 /* A cache path naming a file that is not specd's (a model, any other text) is never overwritten: an
  * admin's calibration_cache replaced a 222912-byte GGUF with 555 bytes of text. The run goes on
  * and says why nothing was kept. */
@@ -437,11 +447,7 @@ static void expect_kept(const char *path, const char *open_note) {
     specd_engine *e = open_cached(path, 1);
     assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LEARNT);
     assert_one_line_note(e, open_note);
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "she was happy", &g);
-    assert_int_equal(r.n_tokens, 24);
-    specd_result_clear(&r);
-    assert_one_line_note(e, "is a file that is not a specd calibration file");
+    expect_run_with_note(e, "is a file that is not a specd calibration file");
     specd_engine_free(e);
     unsigned char *after = read_bytes(path, &n_after);
     assert_int_equal(n_after, n_before);
@@ -479,11 +485,7 @@ static void test_a_file_that_is_not_a_calibration_file_is_never_overwritten(void
 static void test_an_unwritable_cache_leaves_a_note_and_the_run_goes_on(void **state) {
     (void)state;
     specd_engine *e = open_cached("/proc/specd-cannot-write-here/calibration.txt", 1);
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "she was happy", &g);
-    assert_int_equal(r.n_tokens, 24);
-    specd_result_clear(&r);
-    assert_one_line_note(e, "cannot write");
+    expect_run_with_note(e, "cannot write");
     specd_engine_free(e);
 }
 
