@@ -72,7 +72,6 @@ specd_gbnf_shape specd_gbnf_measure(const char *grammar) {
     return shape;
 }
 
-int32_t specd_gbnf_nesting(const char *grammar) { return specd_gbnf_measure(grammar).depth; }
 
 /* ---- ECMAScript regular expressions ------------------------------------------------------------- */
 

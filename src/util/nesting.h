@@ -11,17 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The deepest nesting of ( ) groups in a GBNF grammar, as llama.cpp's parser meets them: what is
- * inside "strings", [character classes], <token> references and # comments does not count, and
- * each character in a string or class is read as llama.cpp reads it (an escape is two bytes, a
- * UTF-8 lead byte takes its continuation bytes whatever they are). */
-int32_t specd_gbnf_nesting(const char *grammar);
-
-/* The grammar's nesting depth (as specd_gbnf_nesting) and a count of its rules: its own (each
- * "::="), one per ( ) group and one per * + ? {m,n}. llama.cpp expands a chain of rules met at the
- * start of an alternative recursively, when the grammar is made and as it is matched; a chain
- * runs through distinct rules, or through the copies one repetition makes (at most 2000, llama.cpp's
- * cap, and only where what it repeats can be empty): this count bounds it, up to those copies. */
+/* A GBNF grammar's shape: the deepest nesting of its ( ) groups, as llama.cpp's parser meets them
+ * (what is inside "strings", [character classes], <token> references and # comments does not
+ * count, and each character in a string or class is read as llama.cpp reads it: an escape is two
+ * bytes, a UTF-8 lead byte takes its continuation bytes whatever they are), and a count of its
+ * rules: its own (each "::="), one per ( ) group and one per * + ? {m,n}. llama.cpp expands a chain
+ * of rules met at the start of an alternative recursively, when the grammar is made and as it is
+ * matched; a chain runs through distinct rules, or through the copies one repetition makes (at most
+ * 2000, llama.cpp's cap, and only where what it repeats can be empty): this count bounds it, up to
+ * those copies. */
 typedef struct specd_gbnf_shape {
     int32_t depth;
     int64_t rules;

@@ -373,16 +373,16 @@ static void test_grammar_of_too_many_rules_is_refused_before_llama_cpp(void **st
  * next bytes whatever they are, so "\xF0"" ... does not close the string where it seems to). */
 static void test_grammar_nesting_is_counted_as_llama_cpp_parses(void **state) {
     (void)state;
-    assert_int_equal(specd_gbnf_nesting("root ::= ((\"a\") | [b])*"), 2);
-    assert_int_equal(specd_gbnf_nesting("root ::= \"((((\\\"((\" [(((\\]((] <((((> # ((((\n x ::= (\"(\")"), 1);
-    assert_int_equal(specd_gbnf_nesting("root ::= ))) (\"a\")"), 1); /* too many closing: no negative depth */
+    assert_int_equal(specd_gbnf_measure("root ::= ((\"a\") | [b])*").depth, 2);
+    assert_int_equal(specd_gbnf_measure("root ::= \"((((\\\"((\" [(((\\]((] <((((> # ((((\n x ::= (\"(\")").depth, 1);
+    assert_int_equal(specd_gbnf_measure("root ::= ))) (\"a\")").depth, 1); /* too many closing: no negative depth */
     /* F0 takes the quote and the two bytes after it: the string goes on to the last quote. */
-    assert_int_equal(specd_gbnf_nesting("root ::= \"\xF0\"((((\" ((\"a\"))"), 2);
+    assert_int_equal(specd_gbnf_measure("root ::= \"\xF0\"((((\" ((\"a\"))").depth, 2);
     /* C3 takes one byte only: the string ends at the second quote, and the groups after it count. */
-    assert_int_equal(specd_gbnf_nesting("root ::= \"\xC3" "a\" (((\"a\")))"), 3);
+    assert_int_equal(specd_gbnf_measure("root ::= \"\xC3" "a\" (((\"a\")))").depth, 3);
     /* a lead byte at the very end takes nothing past it */
-    assert_int_equal(specd_gbnf_nesting("root ::= (\"\xF0"), 1);
-    assert_int_equal(specd_gbnf_nesting(""), 0);
+    assert_int_equal(specd_gbnf_measure("root ::= (\"\xF0").depth, 1);
+    assert_int_equal(specd_gbnf_measure("").depth, 0);
     /* rules: each ::=, group, * + ? and {m,n}; none inside strings, classes, comments */
     specd_gbnf_shape shape = specd_gbnf_measure("root ::= (\"a\"* [b]+)? x{2,5} y{3} z{4,} # w ::= (\n"
                                                 "x ::= \"::= ( *\" [(*?]\ny ::= \"y\"\nz ::= \"z\"");
