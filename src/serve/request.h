@@ -126,10 +126,10 @@ typedef struct serve_names {
     const char *(*field)(const char *library_field);
 } serve_names;
 
-/* What a server allows one request (its -n / --n-predict, --time-limit, --step-limit). */
 /* The least a grammar's price may be held to (prepare.c): under it no grammar is refused as dear. */
 #define SERVE_GRAMMAR_PRICE_MIN_MS 100.0
 
+/* What a server allows one request (its -n / --n-predict, --time-limit, --step-limit). */
 typedef struct serve_limits {
     int32_t n_predict_max; /* -1: none; else the n_predict of a request that gives none, and its ceiling */
     int64_t time_limit_ms; /* 0: none; else how long a request may hold its slot, prompt included */
