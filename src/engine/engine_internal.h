@@ -113,6 +113,7 @@ struct specd_engine {
     atomic_uint stop_requests; /* specd_engine_request_stop calls so far: sessions older than one stop */
     int64_t draft_decodes;     /* llama_decode calls on the draft context so far (kv.c; tests count them) */
     int64_t target_decodes;    /* the same on the target's */
+    int8_t rows_agree;         /* specd_invariance_weights_agree, once read: 1 yes, -1 no, 0 not read yet */
     /* What the layers above learn across requests (costs, drafters' memory: draft/learned.h),
      * created by them on first use and freed through free_learned: the engine does not know its
      * type, so it stays below them. NULL until used. */

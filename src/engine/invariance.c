@@ -72,10 +72,13 @@ static bool weights_agree_across_rows(const char *path) {
     return agree;
 }
 
-bool specd_invariance_weights_agree(const specd_engine *e) {
-    bool agree = weights_agree_across_rows(e->target_path);
-    for (int32_t i = 0; agree && i < e->lora.n; i++) agree = weights_agree_across_rows(e->lora.paths[i]);
-    return agree;
+bool specd_invariance_weights_agree(specd_engine *e) {
+    if (e->rows_agree == 0) { /* the files are read once: the default attention and the plan both ask */
+        bool agree = weights_agree_across_rows(e->target_path);
+        for (int32_t i = 0; agree && i < e->lora.n; i++) agree = weights_agree_across_rows(e->lora.paths[i]);
+        e->rows_agree = agree ? 1 : -1;
+    }
+    return e->rows_agree > 0;
 }
 
 static bool f16_class(enum ggml_type t) { return t == GGML_TYPE_F16 || t == GGML_TYPE_F32; }
@@ -156,9 +159,8 @@ specd_status specd_invariance_plan(specd_engine *e, char **error) {
         if (!inv->note[0]) plan_attention(e, inv, flash, k, v);
     }
     if (inv->attention != SPECD_INVARIANT_NONE) {
-        inv->pad_rows = inv->attention == SPECD_INVARIANT_PLAIN || !weights_agree_across_rows(e->target_path);
-        for (int32_t i = 0; i < e->lora.n; i++) /* an adapter's products run beside the weights' */
-            inv->pad_rows = inv->pad_rows || !weights_agree_across_rows(e->lora.paths[i]);
+        /* an adapter's products run beside the weights': its matrices count too */
+        inv->pad_rows = inv->attention == SPECD_INVARIANT_PLAIN || !specd_invariance_weights_agree(e);
         inv->pad_seq = e->n_parallel * SPECD_TREE_MAX_BRANCHES;
         if (inv->attention == SPECD_INVARIANT_FLASH) inv->trash_seq = inv->pad_seq + 1;
         /* Room for the padding token in every batch. */

@@ -57,8 +57,9 @@ typedef struct specd_invariance {
 } specd_invariance;
 
 /* Whether every matrix of the target's weights and adapters gives the same bits for one row as for
- * several on this CPU (then flash attention needs no padding at all). */
-bool specd_invariance_weights_agree(const struct specd_engine *e);
+ * several on this CPU (then flash attention needs no padding at all); the files are read on the
+ * first call only (the engine's rows_agree). */
+bool specd_invariance_weights_agree(struct specd_engine *e);
 
 /* Decides what makes the target's passes invariant for the loaded models and the engine's params
  * (after the target is loaded and the engine sized, before the contexts exist): fills e->inv, and
