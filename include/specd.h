@@ -254,6 +254,11 @@ typedef struct specd_engine_params {
     /* llama.cpp's -tb: threads for passes of several tokens (prompt chunks, verification), for both
      * models; 0 = n_threads. Since 0.7. */
     int32_t n_threads_batch;
+    /* A vision projector for the target (llama.cpp's --mmproj: a CLIP GGUF made for this model), so
+     * that prompts may hold images (specd_tokenize_images). NULL or "" (the default): none. Not with
+     * a drafting head (mtp, EAGLE-3, DFlash), nor for projectors whose positions are M-RoPE (Qwen2-VL
+     * style): specd_engine_new refuses those by name (SPECD_INPUT_MMPROJ). Copied. Since 0.8. */
+    const char *mmproj_path;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256
@@ -308,6 +313,7 @@ typedef enum specd_engine_input {
     SPECD_INPUT_NONE = 0,   /* none in particular (a bad parameter, out of memory), or success */
     SPECD_INPUT_TARGET = 1, /* target_path: missing, not a regular file, not loadable, its context */
     SPECD_INPUT_DRAFT = 2,  /* draft_path: the same, or its vocabulary does not match the target's */
+    SPECD_INPUT_MMPROJ = 3, /* mmproj_path: missing, not a projector, not for this target. Since 0.8 */
 } specd_engine_input;
 
 /* specd_engine_new that also says, when it fails, which input is at fault in *failed_input (may
@@ -484,6 +490,36 @@ typedef struct specd_fim_tokens {
     specd_token pre, suf, mid, pad, rep, sep;
 } specd_fim_tokens;
 SPECD_API specd_fim_tokens specd_engine_fim_tokens(const specd_engine *engine);
+
+/* ---- images (specd_engine_params.mmproj_path; since 0.8) --------------------------------------- */
+
+/* Whether the engine has a vision projector: prompts may hold images. */
+SPECD_API bool specd_engine_has_vision(const specd_engine *engine);
+/* The text that stands for an image in specd_tokenize_images's text: llama.cpp's mtmd marker
+ * "<__media__>". A constant string. */
+SPECD_API const char *specd_image_marker(void);
+/* One image: the bytes of a file in a format llama.cpp's stb_image reads (PNG, JPEG, BMP, GIF, TGA,
+ * PNM). Borrowed for the call. */
+typedef struct specd_image {
+    const unsigned char *data;
+    size_t size;
+} specd_image;
+/* Whether a prompt token stands for a position of an image (specd_tokenize_images): negative. */
+SPECD_API bool specd_token_is_image(specd_token token);
+/* Tokenizes `text`, in which each specd_image_marker() stands for the next of `images` (as many
+ * markers as images), through llama.cpp's mtmd as llama-server does: text as specd_tokenize_special,
+ * and each image as the positions its embeddings take, one negative token each (specd_token_is_image;
+ * the same image gives the same tokens, so a prompt cache holds it like text). The engine keeps the
+ * images it tokenized (the latest 16 + 4 per slot), and a prompt with their tokens goes to
+ * specd_session_new and specd_generate as any other: the target decodes the image's embeddings
+ * there, the draft model a filler token in their place (it has no projector: it drafts from the
+ * text around them), model-free drafters see them and never draft them, and output stays the
+ * target's. A prompt may not end with an image. Errors (SPECD_ERR_INVALID_ARGUMENT): an engine
+ * without a projector, a marker count that is not the image count, bytes that are not an image.
+ * May run while a generation runs on the same engine (an image lock is taken). */
+SPECD_API specd_status specd_tokenize_images(specd_engine *engine, const char *text, bool add_special,
+                                             bool parse_special, const specd_image *images, int32_t n_images,
+                                             specd_token **tokens, int32_t *n_tokens, char **error);
 
 /* ---- chat templates ------------------------------------------------------------------------- */
 

@@ -51,3 +51,9 @@ make(draft-h64.gguf --seed 1 --n-embd 256 --n-head 4 --n-head-kv 4 --n-ff 256 --
      --noise 0.1 --noise-seed 7)
 # A LoRA adapter for target.gguf (rank 4 on every layer's attn_q and ffn_up, and on output).
 make(lora.gguf --seed 9 --lora-rank 4)
+# A vision projector for target.gguf (tools/make_tiny_mmproj.c: LLaVA's mlp, 32x32 pixels in
+# patches of 8, so an image is 16 embeddings): images through llama.cpp's mtmd.
+execute_process(COMMAND ${MMPROJ_TOOL} --out ${OUT}/mmproj.gguf --target ${OUT}/target.gguf RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "make_tiny_mmproj failed")
+endif()

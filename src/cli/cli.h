@@ -23,6 +23,12 @@ int cli_list_devices(const char *rpc_servers);
 /* specd bench --serve (bench_serve.c): specd serve against llama-server, concurrent clients. */
 int cli_bench_serve(int argc, char **argv, const char *self);
 
+/* image_prompt.c: `specd run --image`: the prompt tokenized with the image files (at most
+ * CLI_MAX_IMAGES), through the engine's projector; without images, specd_tokenize. *error: heap. */
+#define CLI_MAX_IMAGES 16
+specd_status cli_tokenize_with_images(specd_engine *engine, const char *prompt, const char *const *paths,
+                                      int32_t n_paths, specd_token **tokens, int32_t *n_tokens, char **error);
+
 /* output.c */
 /* Where the time before the first generated token went (specd run). */
 typedef struct cli_startup {

@@ -36,6 +36,8 @@ typedef struct run_options {
     bool gpu_layers_given; /* -ngl or -ngld: a CPU-only build says it runs on the CPU */
     bool list_devices;
     int warmup; /* --warmup 1, --no-warmup 0; -1: where a target layer is offloaded (run_warm_up) */
+    const char *images[CLI_MAX_IMAGES]; /* --image FILE, in order */
+    int32_t n_images;
 } run_options;
 
 static void run_usage(FILE *out) {
@@ -46,6 +48,10 @@ static void run_usage(FILE *out) {
           "                           draft model (GGUF); speculation is on when given\n"
           "  -p, --prompt TEXT        prompt text\n"
           "  -f, --file FILE          read the prompt from FILE\n"
+          "  --mmproj FILE            the target's vision projector (llama.cpp's mmproj GGUF)\n"
+          "  --image FILE             an image for the prompt (repeatable; needs --mmproj): where\n"
+          "                           the prompt has <__media__>, else before it. Speculation\n"
+          "                           stays on: the draft model drafts from the text around it\n"
           "  -n, --n-predict N        tokens to generate (-1: until end of text; default -1)\n"
           "  -c, --ctx-size N         context size (default: the model's)\n"
           "  -b, --batch-size N       prompt batch size (default 512)\n"
@@ -404,6 +410,13 @@ static int parse_placement_flag(cli_args *a, const char *f, run_options *o) {
     return ok ? 1 : -1;
 }
 
+static bool add_image(cli_args *a, const char *f, run_options *o) {
+    const char *path = cli_value(a, f);
+    if (path && o->n_images == CLI_MAX_IMAGES) return cli_fail(a, "at most %d --image files", CLI_MAX_IMAGES);
+    if (path) o->images[o->n_images++] = path;
+    return path != NULL;
+}
+
 static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     specd_engine_params *e = &o->engine;
     int64_t i = 0;
@@ -426,6 +439,8 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "--draft-hold")) ok = parse_draft_hold(a, f, &e->draft_hold);
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--mmproj")) ok = (e->mmproj_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--image")) ok = add_image(a, f, o);
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--json")) o->json = true;
     else if (!strcmp(f, "--warmup")) o->warmup = 1;
@@ -452,6 +467,8 @@ static int parse_run_options(cli_args *a, run_options *o) {
     if (!o->engine.target_path) return cli_fail(a, "no target model: pass -m FILE") ? 0 : -1;
     if (!o->prompt && !o->prompt_file) return cli_fail(a, "no prompt: pass -p TEXT or -f FILE") ? 0 : -1;
     if (o->prompt && o->prompt_file) return cli_fail(a, "give either -p or -f, not both") ? 0 : -1;
+    if (o->n_images > 0 && !o->engine.mmproj_path)
+        return cli_fail(a, "--image needs the target's vision projector: pass --mmproj FILE") ? 0 : -1;
     if (o->gen.grammar && o->grammar_file)
         return cli_fail(a, "give either --grammar or --grammar-file, not both") ? 0 : -1;
     if (!ranges_valid(a, &o->gen)) return -1;
@@ -591,7 +608,8 @@ static int execute(run_options *o, const char *prompt_text, double t_start) {
     }
     specd_token *prompt = NULL;
     int32_t n_prompt = 0;
-    if (st == SPECD_OK) st = specd_tokenize(engine, prompt_text, true, &prompt, &n_prompt, &error);
+    if (st == SPECD_OK)
+        st = cli_tokenize_with_images(engine, prompt_text, o->images, o->n_images, &prompt, &n_prompt, &error);
     stream_state stream = {engine, NULL};
     o->gen.user_data = &stream;
     if (!o->json) o->gen.on_tokens = stream_tokens;

@@ -3,6 +3,7 @@
  * compete for the cores. */
 #define _POSIX_C_SOURCE 200809L
 #include "engine_internal.h"
+#include "images.h"
 #include "head_internal.h"
 #include "llama_log.h"
 #include "rpc_servers.h"
@@ -462,6 +463,14 @@ static void settle_attention(specd_engine *e) {
     specd_settle_default_attention(&e->params, e->target.placement.n_layers_offloaded > 0, agree);
 }
 
+/* A drafting head reads the target's features position by position, which an image's positions
+ * would need the head to be given as well: not done yet, so the pair is refused by name. */
+static specd_status refuse_images_with_head(const char *mmproj, char **error) {
+    specd_set_error(error, "the vision projector %s cannot go with a drafting head (mtp, EAGLE-3, DFlash): use "
+                    "a draft model (-md) or model-free drafters with images", mmproj);
+    return SPECD_ERR_INVALID_ARGUMENT;
+}
+
 /* Loads both models (params: the caller's, for the progress callback) and creates their
  * contexts; on failure *failed names the input at fault. */
 static specd_status engine_load(specd_engine *e, const specd_engine_params *params, specd_engine_input *failed,
@@ -508,6 +517,12 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
         st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, &e->draft_views,
                                                              "draft", error));
     if (st == SPECD_OK) specd_lora_apply_draft(e);
+    if (st == SPECD_OK && params->mmproj_path && *params->mmproj_path) { /* after the head: it is refused beside one */
+        if (draft_is_head || params->mtp)
+            st = refuse_images_with_head(params->mmproj_path, error);
+        if (st == SPECD_OK) st = specd_images_load(e, params->mmproj_path, error);
+        if (st != SPECD_OK) return blame(failed, SPECD_INPUT_MMPROJ, st);
+    }
     if (st != SPECD_OK || (!draft_is_head && !params->mtp)) return st;
     struct llama_model *head_model = NULL;
     if (draft_is_head) { /* the head owns it from here */
@@ -548,6 +563,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->params.progress_user_data = NULL;
     e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
     e->params.lora = e->params.lora_draft = NULL; /* the adapters are loaded (lora.c keeps the paths) */
+    e->params.mmproj_path = NULL; /* the projector is loaded (images.c) */
     atomic_init(&e->stop_requests, 0u);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path) &&
                   (e->calibration_cache || !params->calibration_cache);
@@ -582,10 +598,15 @@ static void free_slot(specd_model_slot *slot, specd_model_slot *views, int32_t n
     memset(slot, 0, sizeof *slot);
 }
 
+bool specd_engine_image_known(const specd_engine *e, specd_token token) {
+    return specd_images_known(e->images, token);
+}
+
 void specd_engine_free(specd_engine *e) {
     if (!e) return;
     if (e->learned) e->free_learned(e->learned);
     specd_head_free(e); /* before the target: its context reads the target's */
+    specd_images_free(e->images); /* before the target: the projector was made for its model */
     free_slot(&e->draft, e->draft_views, e->n_parallel, e->active_slot);
     free_slot(&e->target, e->target_views, e->n_parallel, e->active_slot);
     specd_lora_free(e); /* the adapters went with their models; their paths are ours */

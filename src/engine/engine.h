@@ -38,6 +38,8 @@ bool specd_engine_auto_trees(const specd_engine *e);
 /* Whether the engine's contexts keep one sequence each (one slot, the target on a GPU: engine.c
  * says why): trees are then drafted as chains, forced or not. */
 bool specd_engine_one_sequence(const specd_engine *e);
+/* Whether `token` is a position of an image the engine holds (images.h; negative tokens). */
+bool specd_engine_image_known(const specd_engine *e, specd_token token);
 /* specd_engine_request_stop calls so far: a session began before the latest is to stop. */
 unsigned specd_engine_stop_count(const specd_engine *e);
 

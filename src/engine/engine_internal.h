@@ -123,6 +123,7 @@ struct specd_engine {
     bool one_sequence;    /* each context keeps one sequence, not unified (engine.c, one_sequence_contexts) */
     specd_lora_set lora;       /* the target's LoRA adapters */
     specd_lora_set lora_draft; /* the draft's */
+    struct specd_images *images; /* the target's vision projector and the latest images (images.h); NULL: none */
 };
 
 /* A drafting head's side of the target's decodes (kv.c calls it after each one, head.c fills it). */

@@ -3,9 +3,11 @@
  * every slot (engine_internal.h); a recurrent state goes back to checkpoints (state.c). */
 #include "engine_internal.h"
 #include "features.h"
+#include "images.h"
 
 #include "../util/util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A drafting head hears of the target's decodes through e->observer (engine_internal.h). */
@@ -61,9 +63,10 @@ static void logits_start(specd_model_slot *slot, int32_t offset) {
     slot->rows_reordered = false;
 }
 
+/* A token, or a position of an embeddings batch (b->token NULL: an image's, decode_image). */
 static void batch_add(struct llama_batch *b, llama_seq_id seq, specd_token token, int32_t pos, bool logits) {
     int32_t i = b->n_tokens++;
-    b->token[i] = token;
+    if (b->token) b->token[i] = token;
     b->pos[i] = pos;
     b->n_seq_id[i] = 1;
     b->seq_id[i][0] = seq;
@@ -88,7 +91,7 @@ static int32_t decode(specd_engine *e, specd_model_slot *slot, struct llama_batc
         specd_invariance_compact(e, NULL) != SPECD_OK)
         return 1; /* no room: as llama_decode says when the cache is full */
     specd_lora_apply(e, slot); /* the slot's adapter scales (every slot of a pass has the same) */
-    bool padded = specd_invariance_pad(slot->inv, b);
+    bool padded = b->token && specd_invariance_pad(slot->inv, b); /* an image's rows are never one alone */
     int32_t rc = decode_finished(slot->ctx, *b);
     if (slot->ctx == e->target.ctx) e->target_decodes++;
     specd_invariance_after_decode(slot->inv, slot->ctx, b, padded, rc);
@@ -116,6 +119,73 @@ static void forget_from(specd_model_slot *slot, int32_t start) {
         slot_clear(slot);
 }
 
+/* Whether the view is one of the target's (the one model with the images' projector). */
+static bool target_view(const specd_engine *e, const specd_model_slot *slot) { return slot->ctx == e->target.ctx; }
+
+/* The token a view decodes at position `t` of the history: the draft model has no projector, so
+ * it decodes a filler token at an image's positions (images.h) and drafts from the text around. */
+static specd_token pass_token(const specd_engine *e, specd_token t) {
+    return t >= 0 ? t : e->images ? specd_images_filler(e->images) : 0;
+}
+
+/* Whether tokens[0..n) hold an image's position. */
+static bool holds_image(const specd_token *tokens, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0) return true;
+    return false;
+}
+
+/* Where the pass that starts at `start` ends (at most `end`): on the target an image's positions go
+ * alone, from its embeddings (decode_image), and text stops before the next image. */
+static int32_t segment_end(const specd_engine *e, const specd_model_slot *slot, const specd_token *tokens,
+                           int32_t start, int32_t end, int32_t n) {
+    if (!target_view(e, slot)) return end;
+    int32_t run = specd_images_run(tokens + start, n - start);
+    if (run > 0) return start + run;
+    for (int32_t i = start; i < end; i++)
+        if (tokens[i] < 0) return i;
+    return end;
+}
+
+/* The target decodes an image's positions tokens[start..end) from its embeddings (images.c), in
+ * passes of the batch, or in one pass with full attention where the projector's model asks. */
+static specd_status decode_image(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t start,
+                                 int32_t end, char **error) {
+    int32_t n = end - start, width = specd_images_n_embd(e->images);
+    float *embd = malloc((size_t)n * (size_t)width * sizeof *embd);
+    if (!embd) {
+        specd_set_error(error, "out of memory for an image's %d embeddings", n);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    bool non_causal = false;
+    specd_status st = specd_images_embd(e->images, tokens[start], n, embd, &non_causal, error);
+    if (st == SPECD_OK && non_causal && n > e->n_batch) {
+        specd_set_error(error, "an image of %d positions is one pass for this projector: raise the batch (-b, -ub) "
+                        "to %d", n, n);
+        st = SPECD_ERR_CONTEXT;
+    }
+    int32_t step = non_causal ? n : e->n_batch;
+    if (st == SPECD_OK && non_causal) llama_set_causal_attn(slot->ctx, false);
+    for (int32_t p = start; st == SPECD_OK && p < end; p += step) {
+        int32_t q = p + step < end ? p + step : end;
+        struct llama_batch b = e->batch;
+        b.token = NULL;
+        b.embd = embd + (size_t)(p - start) * (size_t)width;
+        b.n_tokens = 0;
+        for (int32_t i = p; i < q; i++) batch_add(&b, slot->seq, 0, i, false);
+        st = decode_batch(e, slot, &b, error);
+        if (st != SPECD_OK) {
+            forget_from(slot, p);
+            break;
+        }
+        memcpy(slot->kv_tokens + p, tokens + p, (size_t)(q - p) * sizeof *tokens);
+        slot->n_kv = q;
+    }
+    if (non_causal) llama_set_causal_attn(slot->ctx, true);
+    free(embd);
+    return st;
+}
+
 /* The most tokens a catch-up decodes one per pass on a slot that wants one-token passes: what a
  * draft step leaves (its last draft and the target's own token), not a prompt. */
 #define ONE_TOKEN_CATCH_UP_MAX 2
@@ -133,11 +203,16 @@ static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const s
     struct llama_batch *b = &e->batch;
     logits_start(slot, 0);
     int32_t chunk = catch_up_chunk(e, slot, n - common, want_logits);
-    for (int32_t start = common; start < n; start += chunk) {
-        int32_t end = start + chunk < n ? start + chunk : n;
+    for (int32_t start = common, end; start < n; start = end) {
+        end = segment_end(e, slot, tokens, start, start + chunk < n ? start + chunk : n, n);
+        if (tokens[start] < 0 && target_view(e, slot)) {
+            specd_status st = decode_image(e, slot, tokens, start, end, error);
+            if (st != SPECD_OK) return st;
+            continue;
+        }
         b->n_tokens = 0;
         for (int32_t i = start; i < end; i++)
-            batch_add(b, slot->seq, tokens[i], i, want_logits && (i == n - 1 || chunk == 1));
+            batch_add(b, slot->seq, pass_token(e, tokens[i]), i, want_logits && (i == n - 1 || chunk == 1));
         specd_status st = decode_batch(e, slot, b, error);
         if (st != SPECD_OK) {
             forget_from(slot, start);
@@ -165,6 +240,8 @@ static specd_status check_fits(const specd_model_slot *slot, int32_t n, char **e
 static int32_t keep_common_prefix(specd_model_slot *slot, const specd_token *tokens, int32_t n, bool want_logits) {
     int32_t common = 0;
     while (common < slot->n_kv && common < n && slot->kv_tokens[common] == tokens[common]) common++;
+    /* an image's positions go in together (a projector may attend the whole image at once) */
+    while (common > 0 && common < n && tokens[common] < 0 && tokens[common - 1] == tokens[common] + 1) common--;
     /* Logits exist only for tokens we decode now: re-decode the last one if it is cached. */
     if (want_logits && common == n && n > 0) common = n - 1;
     specd_slot_truncate(slot, common);
@@ -191,11 +268,14 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
 
 /* Whether the slots' missing tokens go in one decode as they are: they fit one batch, and no
  * recurrent state needs specd_slot_sync's accounting of what it decodes again. */
-static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const *views, const int32_t *n,
-                                 const int32_t *from, int32_t n_views) {
+static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const *views,
+                                 const specd_token *const *tokens, const int32_t *n, const int32_t *from,
+                                 int32_t n_views) {
     int32_t total = 0;
     for (int32_t i = 0; i < n_views; i++) {
         if (!views[i]->can_drop_tail) return false;
+        /* the target takes an image's positions in passes of their own (decode_from) */
+        if (target_view(e, views[i]) && holds_image(tokens[i] + from[i], n[i] - from[i])) return false;
         total += n[i] - from[i];
     }
     return total <= e->batch_cap;
@@ -218,7 +298,7 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
         }
     }
     for (int32_t i = 0; i < n_views; i++) from[i] = keep_common_prefix(views[i], tokens[i], n[i], true);
-    if (!sync_fits_one_decode(e, views, n, from, n_views)) {
+    if (!sync_fits_one_decode(e, views, tokens, n, from, n_views)) {
         /* A long catch-up (or a recurrent state) in chunks first; the last tokens still go together. */
         for (int32_t i = 0; i < n_views; i++) {
             specd_status st = specd_slot_sync(e, views[i], tokens[i], n[i] - 1, false, NULL, NULL, error);
@@ -229,7 +309,7 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
     for (int32_t i = 0; i < n_views; i++) {
-        for (int32_t p = from[i]; p < n[i]; p++) batch_add(b, views[i]->seq, tokens[i][p], p, p == n[i] - 1);
+        for (int32_t p = from[i]; p < n[i]; p++) batch_add(b, views[i]->seq, pass_token(e, tokens[i][p]), p, p == n[i] - 1);
         logits_idx[i] = b->n_tokens - 1;
     }
     specd_status st = b->n_tokens > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;

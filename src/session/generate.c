@@ -109,6 +109,12 @@ static specd_status validate_prompt(const specd_engine *e, const specd_token *pr
         return SPECD_ERR_CONTEXT;
     }
     for (int32_t i = 0; i < n; i++) {
+        if (prompt[i] < 0 && specd_engine_image_known(e, prompt[i]) && i < n - 1) continue; /* an image's */
+        if (prompt[i] < 0 && i == n - 1 && specd_engine_image_known(e, prompt[i])) {
+            specd_set_error(error, "the prompt ends with an image: put text after it (the first token is "
+                            "predicted from a text position)");
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
         if (prompt[i] < 0 || prompt[i] >= n_vocab) {
             specd_set_error(error, "prompt token %d at index %d is outside the vocabulary (0..%d)",
                             prompt[i], i, n_vocab - 1);
@@ -445,8 +451,30 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     return true;
 }
 
+/* A model-free drafter copies what followed a match in the history, which may be an image's
+ * positions (negative tokens): those are no tokens the target could emit, so they and what hangs
+ * below them are cut. False when out of memory. */
+static bool drop_image_drafts(generation *g) {
+    specd_token_tree *t = &g->tree;
+    bool any = false;
+    for (int32_t i = 1; i < t->n_nodes && !any; i++) any = specd_token_is_image(t->nodes[i].token);
+    if (!any) return true;
+    int32_t *keep = malloc((size_t)t->n_nodes * sizeof *keep);
+    if (!keep) return false;
+    keep[0] = 1;
+    for (int32_t i = 1; i < t->n_nodes; i++)
+        keep[i] = keep[t->nodes[i].parent] && !specd_token_is_image(t->nodes[i].token);
+    specd_tree_keep(t, keep);
+    free(keep);
+    return true;
+}
+
 /* After the drafter ran (ms): the grammar's cut and the step's statistics. */
 static specd_status finish_draft(generation *g, specd_status st, double ms, bool explore, char **error) {
+    if (st == SPECD_OK && !drop_image_drafts(g)) {
+        specd_set_error(error, "out of memory for a draft tree");
+        st = SPECD_ERR_NO_MEMORY;
+    }
     if (st == SPECD_OK && g->grammar && !specd_grammar_prune(g->grammar, &g->tree)) {
         specd_set_error(error, "out of memory for the grammar states of a draft");
         st = SPECD_ERR_NO_MEMORY;
@@ -1401,6 +1429,12 @@ void specd_session_take_result(specd_session *s, specd_result *out) {
     s->result->n_probs = s->probs.n;
 }
 
+static bool holds_image(const specd_token *prompt, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (specd_token_is_image(prompt[i])) return true;
+    return false;
+}
+
 /* A session writing into `result_out` (the caller's, so on_tokens sees it fill as documented for
  * specd_generate), or into its own result when NULL. */
 static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, const specd_token *prompt,
@@ -1439,7 +1473,9 @@ static specd_status open_session(specd_engine *e, int32_t slot, bool deferred, c
                (size_t)specd_engine_n_lora(e) * sizeof *g->lora_scales); /* the rest stays 0 (init_generation) */
         specd_slot_use_lora(e, specd_engine_target(e), g->lora_scales);
     }
-    if (st == SPECD_OK && deferred) begin_ingest(g, prompt, n_prompt);
+    /* An image goes in from its embeddings, in passes of its own (kv.c), which a prompt chunk in a
+     * round's joint pass cannot be: such a prompt goes in now, whole. */
+    if (st == SPECD_OK && deferred && !holds_image(prompt, n_prompt)) begin_ingest(g, prompt, n_prompt);
     else if (st == SPECD_OK) st = ingest_prompt(g, prompt, n_prompt, error);
     if (st != SPECD_OK) {
         specd_session_free(g);

@@ -1,0 +1,340 @@
+/* images.c - see images.h: the projector (mtmd), the images tokenized lately and their embeddings. */
+#include "images.h"
+
+#include "engine_internal.h"
+#include "llama_log.h"
+#include "mtmd-helper.h"
+#include "mtmd.h"
+
+#include "../util/util.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The most positions one image takes, and the range its first token is drawn from: every image
+ * token lies in [-(IMAGE_KEYS + IMAGE_SPAN), -1], inside int32_t. */
+#define IMAGE_SPAN (1 << 20)
+#define IMAGE_KEYS (INT32_MAX - IMAGE_SPAN - 1)
+/* Images kept: the latest IMAGES_BASE + IMAGES_PER_SLOT per slot, so that every slot's prompt can
+ * be decoded again (a context shift, another slot's session in between) while newer requests come. */
+#define IMAGES_BASE 16
+#define IMAGES_PER_SLOT 4
+
+typedef struct image_entry {
+    specd_token first;       /* the token of position 0; position i is first - i */
+    int32_t n;               /* positions */
+    mtmd_input_chunk *chunk; /* mtmd's copy of the preprocessed image */
+    float *embd;             /* n x n_embd once encoded, else NULL */
+    uint64_t used;           /* the store's clock at its latest use (least recent goes first) */
+} image_entry;
+
+struct specd_images {
+    mtmd_context *mtmd;
+    pthread_mutex_t lock; /* tokenizing (any thread) beside decoding (the generation's) */
+    image_entry *entries;
+    int32_t n, cap;
+    uint64_t clock;
+    int32_t n_embd;
+    specd_token filler;
+};
+
+/* ---- the store (lock held) --------------------------------------------------------------------- */
+
+static image_entry *find_locked(specd_images *im, specd_token t) {
+    for (int32_t i = 0; i < im->n; i++) {
+        image_entry *x = &im->entries[i];
+        if (t <= x->first && t > x->first - x->n) return x;
+    }
+    return NULL;
+}
+
+static bool overlaps_locked(const specd_images *im, specd_token first, int32_t n) {
+    for (int32_t i = 0; i < im->n; i++) {
+        const image_entry *x = &im->entries[i];
+        if (first > x->first - x->n && first - n < x->first) return true;
+    }
+    return false;
+}
+
+static void free_entry(image_entry *x) {
+    mtmd_input_chunk_free(x->chunk);
+    free(x->embd);
+}
+
+/* Room for one more entry: the least recently used goes when the store is full. */
+static image_entry *slot_for_new_locked(specd_images *im) {
+    if (im->n < im->cap) return &im->entries[im->n++];
+    int32_t oldest = 0;
+    for (int32_t i = 1; i < im->n; i++)
+        if (im->entries[i].used < im->entries[oldest].used) oldest = i;
+    free_entry(&im->entries[oldest]);
+    return &im->entries[oldest];
+}
+
+/* FNV-1a of the image's id (mtmd's SHA-256 of its bytes). */
+static uint64_t hash_id(const char *id) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = id ? id : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    return h;
+}
+
+/* The image chunk's first token: the one it had where the store holds it already, else one whose
+ * range meets no other image's (another hash of it where they would). Keeps a copy of the chunk. */
+static specd_status register_locked(specd_images *im, const mtmd_input_chunk *chunk, specd_token *first,
+                                    char **error) {
+    int32_t n = (int32_t)mtmd_input_chunk_get_n_tokens(chunk);
+    if (n < 1 || n >= IMAGE_SPAN) {
+        specd_set_error(error, "an image of %d positions: at most %d", n, IMAGE_SPAN - 1);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    uint64_t h = hash_id(mtmd_input_chunk_get_id(chunk));
+    for (;; h = h * 6364136223846793005ULL + 1442695040888963407ULL) {
+        specd_token f = (specd_token)(-1 - (int64_t)(h % (uint64_t)IMAGE_KEYS));
+        image_entry *same = find_locked(im, f);
+        if (same && same->first == f && same->n == n) { /* this image, tokenized before */
+            same->used = ++im->clock;
+            *first = f;
+            return SPECD_OK;
+        }
+        if (overlaps_locked(im, f, n)) continue;
+        mtmd_input_chunk *copy = mtmd_input_chunk_copy(chunk);
+        if (!copy) {
+            specd_set_error(error, "out of memory for an image");
+            return SPECD_ERR_NO_MEMORY;
+        }
+        image_entry *x = slot_for_new_locked(im);
+        *x = (image_entry){.first = f, .n = n, .chunk = copy, .embd = NULL, .used = ++im->clock};
+        *first = f;
+        return SPECD_OK;
+    }
+}
+
+/* The image's embeddings, encoded by the projector on first use. */
+static specd_status encode_locked(specd_images *im, image_entry *x, char **error) {
+    if (x->embd) return SPECD_OK;
+    size_t floats = (size_t)x->n * (size_t)im->n_embd;
+    float *embd = malloc(floats * sizeof *embd);
+    if (!embd) {
+        specd_set_error(error, "out of memory for an image's embeddings (%d positions)", x->n);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    if (mtmd_encode_chunk(im->mtmd, x->chunk) != 0) {
+        free(embd);
+        specd_set_error(error, "the vision projector failed to encode an image (see the log: --verbose)");
+        return SPECD_ERR_DECODE;
+    }
+    memcpy(embd, mtmd_get_output_embd(im->mtmd), floats * sizeof *embd);
+    x->embd = embd;
+    return SPECD_OK;
+}
+
+/* ---- what kv.c and engine.c use ---------------------------------------------------------------- */
+
+int32_t specd_images_run(const specd_token *tokens, int32_t n) {
+    if (n < 1 || tokens[0] >= 0) return 0;
+    int32_t k = 1;
+    while (k < n && tokens[k] == tokens[k - 1] - 1) k++;
+    return k;
+}
+
+specd_status specd_images_embd(specd_images *im, specd_token t, int32_t n, float *out, bool *non_causal,
+                               char **error) {
+    pthread_mutex_lock(&im->lock);
+    image_entry *x = find_locked(im, t);
+    specd_status st = SPECD_OK;
+    if (!x || x->first - t + n > x->n) {
+        specd_set_error(error, "an image of this prompt is no longer held (the engine keeps the latest %d): "
+                        "send the request with its image again", im->cap);
+        st = SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (st == SPECD_OK) st = encode_locked(im, x, error);
+    if (st == SPECD_OK) {
+        x->used = ++im->clock;
+        memcpy(out, x->embd + (size_t)(x->first - t) * (size_t)im->n_embd, (size_t)n * (size_t)im->n_embd * sizeof *out);
+        *non_causal = mtmd_decode_use_non_causal(im->mtmd, x->chunk);
+    }
+    pthread_mutex_unlock(&im->lock);
+    return st;
+}
+
+bool specd_images_known(specd_images *im, specd_token t) {
+    if (!im) return false;
+    pthread_mutex_lock(&im->lock);
+    bool known = find_locked(im, t) != NULL;
+    pthread_mutex_unlock(&im->lock);
+    return known;
+}
+
+int32_t specd_images_n_embd(const specd_images *im) { return im->n_embd; }
+
+specd_token specd_images_filler(const specd_images *im) { return im->filler; }
+
+/* What the draft decodes in an image's place: the padding token, or else a space, or token 0. */
+static specd_token filler_of(const struct llama_vocab *vocab) {
+    specd_token pad = llama_vocab_pad(vocab);
+    if (pad >= 0) return pad;
+    specd_token space = 0;
+    return llama_tokenize(vocab, " ", 1, &space, 1, false, false) == 1 ? space : 0;
+}
+
+static specd_status refuse_projector(const char *path, const char *why, char **error) {
+    specd_set_error(error, "the vision projector %s %s", path, why);
+    return SPECD_ERR_MODEL_LOAD;
+}
+
+specd_status specd_images_load(specd_engine *e, const char *path, char **error) {
+    ggml_log_callback logger = NULL; /* specd's (llama_log.c): mtmd's lines go where llama.cpp's go */
+    void *logger_data = NULL;
+    llama_log_get(&logger, &logger_data);
+    mtmd_helper_log_set(logger, logger_data);
+    struct mtmd_context_params mp = mtmd_context_params_default();
+    mp.use_gpu = e->target.placement.n_layers_offloaded > 0;
+    mp.n_threads = e->params.n_threads > 0 ? e->params.n_threads : mp.n_threads;
+    mp.print_timings = false;
+    mp.warmup = false;
+    specd_log_capture capture;
+    specd_log_capture_begin(&capture);
+    mtmd_context *mtmd = mtmd_init_from_file(path, e->target.model, mp);
+    const char *reason = specd_log_capture_end(&capture);
+    if (!mtmd) {
+        specd_set_error(error, "cannot load the vision projector %s%s%s", path, *reason ? "; llama.cpp: " : "",
+                        reason);
+        return SPECD_ERR_MODEL_LOAD;
+    }
+    const char *why = !mtmd_support_vision(mtmd) ? "has no vision encoder (audio projectors are not supported)"
+                      : mtmd_decode_use_mrope(mtmd) ? "places image positions with M-RoPE (Qwen2-VL style), which "
+                                                      "specd does not support yet"
+                                                    : NULL;
+    specd_images *im = why ? NULL : calloc(1, sizeof *im);
+    int32_t cap = IMAGES_BASE + IMAGES_PER_SLOT * e->n_parallel;
+    if (im) im->entries = calloc((size_t)cap, sizeof *im->entries);
+    if (!im || !im->entries) {
+        mtmd_free(mtmd);
+        free(im);
+        if (why) return refuse_projector(path, why, error);
+        specd_set_error(error, "out of memory for the vision projector's images");
+        return SPECD_ERR_NO_MEMORY;
+    }
+    im->mtmd = mtmd;
+    im->cap = cap;
+    im->n_embd = llama_model_n_embd_inp(e->target.model);
+    im->filler = filler_of(e->vocab);
+    pthread_mutex_init(&im->lock, NULL);
+    e->images = im;
+    return SPECD_OK;
+}
+
+void specd_images_free(specd_images *im) {
+    if (!im) return;
+    for (int32_t i = 0; i < im->n; i++) free_entry(&im->entries[i]);
+    free(im->entries);
+    mtmd_free(im->mtmd);
+    pthread_mutex_destroy(&im->lock);
+    free(im);
+}
+
+/* ---- the public calls -------------------------------------------------------------------------- */
+
+bool specd_engine_has_vision(const specd_engine *e) { return e && e->images; }
+
+const char *specd_image_marker(void) { return mtmd_default_marker(); }
+
+bool specd_token_is_image(specd_token token) { return token < 0; }
+
+/* The images as mtmd bitmaps (their ids: the SHA-256 of their bytes); the first that is no image
+ * is refused by its number. */
+static specd_status make_bitmaps(const specd_images *im, const specd_image *images, int32_t n, mtmd_bitmap **out,
+                                 char **error) {
+    for (int32_t i = 0; i < n; i++) {
+        out[i] = NULL;
+        if (images[i].data && images[i].size > 0)
+            out[i] = mtmd_helper_bitmap_init_from_buf(im->mtmd, images[i].data, images[i].size, false,
+                                                      mtmd_helper_init_opt_default()).bitmap;
+        if (!out[i] || mtmd_bitmap_is_audio(out[i])) {
+            specd_set_error(error, "image %d (%zu bytes) is not an image stb_image reads (PNG, JPEG, BMP, GIF, "
+                            "TGA, PNM)", i + 1, images[i].size);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+    }
+    return SPECD_OK;
+}
+
+/* The chunks' tokens, each image's positions as its tokens (the image kept in the store). */
+static specd_status chunks_to_tokens(specd_images *im, const mtmd_input_chunks *chunks, specd_token *out,
+                                     char **error) {
+    int32_t k = 0;
+    specd_status st = SPECD_OK;
+    pthread_mutex_lock(&im->lock);
+    for (size_t c = 0; c < mtmd_input_chunks_size(chunks) && st == SPECD_OK; c++) {
+        const mtmd_input_chunk *chunk = mtmd_input_chunks_get(chunks, c);
+        if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            size_t n = 0;
+            const llama_token *text = mtmd_input_chunk_get_tokens_text(chunk, &n);
+            memcpy(out + k, text, n * sizeof *text);
+            k += (int32_t)n;
+            continue;
+        }
+        specd_token first = 0;
+        st = register_locked(im, chunk, &first, error);
+        int32_t n = (int32_t)mtmd_input_chunk_get_n_tokens(chunk);
+        for (int32_t i = 0; st == SPECD_OK && i < n; i++) out[k++] = first - i;
+    }
+    pthread_mutex_unlock(&im->lock);
+    return st;
+}
+
+static specd_status tokenize_chunks(specd_images *im, const mtmd_input_chunks *chunks, specd_token **tokens,
+                                    int32_t *n_tokens, char **error) {
+    size_t n = mtmd_helper_get_n_tokens(chunks);
+    if (n >= (size_t)INT32_MAX) {
+        specd_set_error(error, "the prompt has too many tokens (%zu)", n);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_token *out = malloc((n ? n : 1) * sizeof *out);
+    if (!out) {
+        specd_set_error(error, "out of memory for %zu prompt tokens", n);
+        return SPECD_ERR_NO_MEMORY;
+    }
+    specd_status st = chunks_to_tokens(im, chunks, out, error);
+    if (st != SPECD_OK) {
+        free(out);
+        return st;
+    }
+    *tokens = out;
+    *n_tokens = (int32_t)n;
+    return SPECD_OK;
+}
+
+specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_special, bool parse_special,
+                                   const specd_image *images, int32_t n_images, specd_token **tokens,
+                                   int32_t *n_tokens, char **error) {
+    if (error) *error = NULL;
+    if (!e || !text || !tokens || !n_tokens || n_images < 0 || (n_images > 0 && !images)) {
+        specd_set_error(error, "specd_tokenize_images needs an engine, a text, the images and places for the tokens");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (!e->images) {
+        specd_set_error(error, "this model takes no images: start it with a vision projector (--mmproj)");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_images *im = e->images;
+    mtmd_bitmap **bitmaps = calloc((size_t)(n_images ? n_images : 1), sizeof *bitmaps);
+    mtmd_input_chunks *chunks = mtmd_input_chunks_init();
+    specd_status st = bitmaps && chunks ? make_bitmaps(im, images, n_images, bitmaps, error) : SPECD_ERR_NO_MEMORY;
+    if (st == SPECD_ERR_NO_MEMORY) specd_set_error(error, "out of memory for %d images", n_images);
+    if (st == SPECD_OK) {
+        mtmd_input_text in = {.text = text, .text_len = strlen(text), .add_special = add_special,
+                              .parse_special = parse_special};
+        int32_t rc = mtmd_tokenize(im->mtmd, chunks, &in, (const mtmd_bitmap **)bitmaps, (size_t)n_images);
+        if (rc == 1) specd_set_error(error, "the text has another number of image markers (%s) than the %d images",
+                                     specd_image_marker(), n_images);
+        else if (rc != 0) specd_set_error(error, "an image could not be prepared for the projector (mtmd: %d)", rc);
+        if (rc != 0) st = SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (st == SPECD_OK) st = tokenize_chunks(im, chunks, tokens, n_tokens, error);
+    for (int32_t i = 0; bitmaps && i < n_images; i++) mtmd_bitmap_free(bitmaps[i]);
+    free(bitmaps);
+    if (chunks) mtmd_input_chunks_free(chunks);
+    return st;
+}
