@@ -306,6 +306,13 @@ static specd_status tokenize_chunks(specd_images *im, const mtmd_input_chunks *c
     return SPECD_OK;
 }
 
+static int32_t count_markers(const char *text) {
+    const char *marker = specd_image_marker();
+    int32_t n = 0;
+    for (const char *at = strstr(text, marker); at; at = strstr(at + strlen(marker), marker)) n++;
+    return n;
+}
+
 specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_special, bool parse_special,
                                    const specd_image *images, int32_t n_images, specd_token **tokens,
                                    int32_t *n_tokens, char **error) {
@@ -318,6 +325,11 @@ specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_s
         specd_set_error(error, "this model takes no images: start it with a vision projector (--mmproj)");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    if (count_markers(text) != n_images) {
+        specd_set_error(error, "the text has %d image markers (%s) for %d images: one marker per image, in order",
+                        count_markers(text), specd_image_marker(), n_images);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
     specd_images *im = e->images;
     mtmd_bitmap **bitmaps = calloc((size_t)(n_images ? n_images : 1), sizeof *bitmaps);
     mtmd_input_chunks *chunks = mtmd_input_chunks_init();
@@ -327,10 +339,10 @@ specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_s
         mtmd_input_text in = {.text = text, .text_len = strlen(text), .add_special = add_special,
                               .parse_special = parse_special};
         int32_t rc = mtmd_tokenize(im->mtmd, chunks, &in, (const mtmd_bitmap **)bitmaps, (size_t)n_images);
-        if (rc == 1) specd_set_error(error, "the text has another number of image markers (%s) than the %d images",
-                                     specd_image_marker(), n_images);
-        else if (rc != 0) specd_set_error(error, "an image could not be prepared for the projector (mtmd: %d)", rc);
-        if (rc != 0) st = SPECD_ERR_INVALID_ARGUMENT;
+        if (rc != 0) {
+            specd_set_error(error, "an image could not be prepared for the projector (mtmd: %d)", rc);
+            st = SPECD_ERR_INVALID_ARGUMENT;
+        }
     }
     if (st == SPECD_OK) st = tokenize_chunks(im, chunks, tokens, n_tokens, error);
     for (int32_t i = 0; bitmaps && i < n_images; i++) mtmd_bitmap_free(bitmaps[i]);

@@ -119,7 +119,7 @@ static bool swap_in(rpc_host *h, serve_server *server, const rpc_engine_settings
 
 /* The request field of the input a load failed on. */
 static const char *failed_field(specd_engine_input input) {
-    return input == SPECD_INPUT_DRAFT ? "model_draft" : "model";
+    return input == SPECD_INPUT_DRAFT ? "model_draft" : input == SPECD_INPUT_MMPROJ ? "mmproj" : "model";
 }
 
 /* A server for the loaded engine, with the host's limits; NULL (engine freed) when it cannot start. */

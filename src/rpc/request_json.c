@@ -3,6 +3,8 @@
  * dialects. llama-server's own fields are request_llama.c's, the speculative ones request_spec.c's. */
 #include "request_json.h"
 
+#include "../util/base64.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,8 +296,33 @@ static bool add_prompt_item(serve_request *req, json_t *item) {
     return serve_request_add_token(req, id ? (specd_token)json_integer_value(item) : -1);
 }
 
-/* A string, or an array mixing strings and token ids (BOS only before a leading string). */
+/* llama-server's multimodal prompt: {"prompt_string": text with a marker per image,
+ * "multimodal_data": [base64 of each image file, in order]}. */
+static bool read_multimodal_prompt(json_t *prompt, serve_request *req, rpc_error *err) {
+    json_t *text = json_object_get(prompt, "prompt_string"), *data = json_object_get(prompt, "multimodal_data");
+    if (!json_is_string(text) || (data && !json_is_array(data)))
+        return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: a 'prompt' object is {\"prompt_string\": "
+                        "text with %s per image, \"multimodal_data\": [base64 of each image]}", specd_image_marker());
+    size_t i;
+    json_t *item;
+    json_array_foreach(data, i, item) {
+        bool bad = !json_is_string(item);
+        size_t size = 0;
+        unsigned char *bytes = bad ? NULL : specd_base64_decode(json_string_value(item), &size, &bad);
+        if (bad)
+            return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt.multimodal_data[%zu]' must "
+                            "be the base64 of an image file", i);
+        if (!bytes || !serve_request_take_image(req, bytes, size))
+            return rpc_fail(err, RPC_INTERNAL_ERROR, "prompt", "out of memory");
+    }
+    return serve_request_add_text(req, json_string_value(text)) || rpc_fail(err, RPC_INTERNAL_ERROR, "prompt",
+                                                                            "out of memory");
+}
+
+/* A string, or an array mixing strings and token ids (BOS only before a leading string), or a
+ * multimodal prompt object. */
 static bool read_prompt(json_t *prompt, serve_request *req, rpc_error *err) {
+    if (json_is_object(prompt)) return read_multimodal_prompt(prompt, req, err);
     if (!json_is_string(prompt) && !json_is_array(prompt))
         return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt' (a string, or an array of "
                         "strings and token ids) is required");

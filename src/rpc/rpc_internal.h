@@ -87,6 +87,7 @@ typedef struct rpc_engine_settings {
     specd_engine_params params; /* paths point into the strings below */
     char *model;                /* owned */
     char *model_draft;          /* owned, may be NULL */
+    char *mmproj;               /* owned, may be NULL (--mmproj: the target's vision projector) */
     char *alias;                /* owned, may be NULL */
     char *calibration_cache;    /* owned, may be NULL (--calibration-cache) */
     char *devices;              /* owned, may be NULL (--device) */

@@ -156,12 +156,16 @@ static bool append_tokens(serve_request *r, const specd_token *t, int32_t n, int
     return true;
 }
 
+/* A text, with the request's images where their markers stand when it has images (the one text of
+ * its prompt: tokenize_parts, tokenize_messages). */
 static bool tokenize_text(serve_request *r, specd_engine *e, const char *text, bool first, int32_t *cap,
                           const serve_names *names, serve_fault *fault) {
     specd_token *t = NULL;
     int32_t n = 0;
     char *message = NULL;
-    bool ok = specd_tokenize_special(e, text, first, r->parse_special, &t, &n, &message) == SPECD_OK;
+    bool ok = (r->n_images > 0 ? specd_tokenize_images(e, text, first, r->parse_special, r->images, r->n_images, &t,
+                                                       &n, &message)
+                               : specd_tokenize_special(e, text, first, r->parse_special, &t, &n, &message)) == SPECD_OK;
     if (!ok) serve_fail(fault, SERVE_INVALID, "prompt", "%s: prompt: %s", names->where, message ? message : "");
     else if (!append_tokens(r, t, n, cap)) ok = serve_fail(fault, SERVE_INTERNAL, "prompt", "out of memory");
     specd_free(t);
@@ -172,6 +176,9 @@ static bool tokenize_text(serve_request *r, specd_engine *e, const char *text, b
 /* Text parts and token ids in order; BOS only before a leading text part. */
 static bool tokenize_parts(serve_request *r, specd_engine *e, const serve_names *names, serve_fault *fault) {
     int32_t cap = 0, n_vocab = specd_engine_n_vocab(e);
+    if (r->n_images > 0 && (r->n_parts != 1 || !r->parts[0].text))
+        return serve_fail(fault, SERVE_INVALID, "prompt", "%s: a prompt with images must be one string (with a %s "
+                          "marker per image), not token ids or several prompts", names->where, specd_image_marker());
     for (int32_t i = 0; i < r->n_parts; i++) {
         const serve_prompt_part *p = &r->parts[i];
         if (p->text) {
@@ -214,7 +221,7 @@ static bool truncate_prompt(serve_request *r, const serve_names *names, serve_fa
         return serve_fail(fault, SERVE_INVALID, "prompt", "%s: the prompt is empty (the model adds no BOS token): "
                           "give some text or token ids", names->where);
     if (r->n_tokens < r->n_ctx) return true;
-    if (r->whole_prompt)
+    if (r->whole_prompt || r->n_images > 0) /* a cut through an image would leave part of it */
         return serve_fail(fault, SERVE_INVALID, "messages", "%s: the conversation is %d tokens through the chat "
                           "template (any tools' descriptions included) but a slot's context holds %d: shorten the "
                           "conversation, or start the server with a larger -c (each of the -np slots gets -c / -np)",
@@ -231,6 +238,14 @@ static bool truncate_prompt(serve_request *r, const serve_names *names, serve_fa
     r->n_tokens -= erased;
     r->truncated = true;
     return true;
+}
+
+/* The first token is predicted at the prompt's last position, which must be text: an image's
+ * positions take embeddings, not tokens a pass could end with. */
+static bool check_prompt_end(serve_request *r, const serve_names *names, serve_fault *fault) {
+    if (r->n_tokens == 0 || !specd_token_is_image(r->tokens[r->n_tokens - 1])) return true;
+    return serve_fail(fault, SERVE_INVALID, "prompt", "%s: the prompt ends with an image: put some text after its "
+                      "marker", names->where);
 }
 
 /* preserved_tokens' texts as ids: each text that is one token (with special-token text parsed),
@@ -261,7 +276,7 @@ bool serve_request_prepare(serve_request *r, specd_engine *e, const serve_limits
               check_lora(r, e, names, fault) && apply_n_predict_limit(r, limits, names, fault) && check_ranges(r, names, fault) &&
               resolve_slot(r, e, names, fault) && resolve_preserved(r, e, fault);
     ok = ok && (r->n_messages > 0 ? tokenize_messages(r, e, names, fault) : tokenize_parts(r, e, names, fault));
-    if (!ok || !truncate_prompt(r, names, fault)) return false;
+    if (!ok || !truncate_prompt(r, names, fault) || !check_prompt_end(r, names, fault)) return false;
     /* A full context shifts where the server says so (--context-shift) and the model's cache can. */
     r->gen.context_shift = r->context_shift && specd_engine_can_shift_context(e);
     r->gen.n_keep = r->n_keep;

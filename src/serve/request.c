@@ -39,6 +39,8 @@ void serve_request_clear(serve_request *r) {
     for (int32_t i = 0; i < r->n_dry_breakers; i++) free(r->dry_breakers[i]);
     free(r->dry_breakers);
     free(r->lora);
+    for (int32_t i = 0; i < r->n_images; i++) free((void *)r->images[i].data);
+    free(r->images);
     serve_request_init(r);
 }
 
@@ -66,6 +68,15 @@ bool serve_request_add_text(serve_request *r, const char *text) {
 bool serve_request_add_token(serve_request *r, specd_token token) {
     if (!reserve_one((void **)&r->parts, r->n_parts, &r->cap_parts, sizeof *r->parts)) return false;
     r->parts[r->n_parts++] = (serve_prompt_part){.token = token};
+    return true;
+}
+
+bool serve_request_take_image(serve_request *r, unsigned char *data, size_t size) {
+    if (!reserve_one((void **)&r->images, r->n_images, &r->cap_images, sizeof *r->images)) {
+        free(data);
+        return false;
+    }
+    r->images[r->n_images++] = (specd_image){data, size};
     return true;
 }
 

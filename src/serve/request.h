@@ -76,6 +76,10 @@ typedef struct serve_request {
     serve_lora *lora;
     int32_t n_lora;
     float lora_scales[SPECD_MAX_LORA];
+    /* The images of the prompt, in the order of their markers (specd_image_marker) in its text:
+     * each `data` the request's own (malloc'd). None: the prompt is text and tokens. */
+    specd_image *images;
+    int32_t n_images, cap_images;
     /* Set by serve_request_prepare. */
     specd_token *tokens;           /* the prompt to generate from, after truncation */
     int32_t n_tokens;
@@ -97,6 +101,9 @@ bool serve_request_add_text(serve_request *r, const char *text);
 bool serve_request_add_token(serve_request *r, specd_token token);
 bool serve_request_add_message(serve_request *r, const char *role, const char *content);
 bool serve_request_add_stop(serve_request *r, const char *stop);
+/* Takes `data` (malloc'd, `size` bytes: an image file), the prompt's next image; false when out of
+ * memory (data freed). */
+bool serve_request_take_image(serve_request *r, unsigned char *data, size_t size);
 /* One of preserved_tokens (copied); false when out of memory. */
 bool serve_request_add_preserved(serve_request *r, const char *token_text);
 /* Whether the output shows `token`'s text as a preserved token's (serve_request_prepare made the ids). */

@@ -86,6 +86,9 @@ static bool convert_message(json_t *m, size_t index, json_t *out, openai_error *
             ok = BAD(err, "'%s' has no 'type'", block);
         } else if (!strcmp(type, "text") && json_is_string(json_object_get(b, "text"))) {
             json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", json_object_get(b, "text")));
+        } else if (!strcmp(type, "image") && !strcmp(role, "user")) {
+            json_t *image = openai_image_from_anthropic(b, block, err); /* an image_url part (image_parts.c) */
+            ok = image && json_array_append_new(parts, image) == 0;
         } else if (!strcmp(type, "thinking") && !strcmp(role, "assistant")) {
             thinking = json_object_get(b, "thinking");
         } else if (!strcmp(type, "tool_use") && !strcmp(role, "assistant")) {
@@ -107,7 +110,7 @@ static bool convert_message(json_t *m, size_t index, json_t *out, openai_error *
             json_decref(text);
         } else {
             ok = BAD(err, "'%s': a block of type '%.40s' is not supported in a %s message (text, %s)", block, type, role,
-                     strcmp(role, "user") ? "thinking and tool_use" : "tool_result");
+                     strcmp(role, "user") ? "thinking and tool_use" : "image and tool_result");
         }
         if (!ok) break;
     }

@@ -65,6 +65,16 @@ enum MHD_Result openai_send_error(struct MHD_Connection *c, const openai_error *
 enum MHD_Result openai_fail(struct MHD_Connection *c, unsigned status, const char *type, const char *param,
                             const char *message);
 
+/* ---- image_parts.c --------------------------------------------------------------------------- */
+/* The image parts of `messages` (image_url, a base64 data URI) into req's images, in order, each
+ * part made a text part of the image marker; false with *err (a 400 naming the part). */
+bool openai_take_images(json_t *messages, serve_request *req, openai_error *err);
+/* Anthropic's image block ({"type": "image", "source": {"type": "base64", "media_type", "data"}})
+ * and the Responses API's input_image part ({"image_url": "data:..."}) as OpenAI image parts
+ * (new); NULL with *err naming `where`. */
+json_t *openai_image_from_anthropic(json_t *block, const char *where, openai_error *err);
+json_t *openai_image_from_input_image(json_t *part, const char *where, openai_error *err);
+
 /* ---- openai_messages.c ----------------------------------------------------------------------- */
 /* A message's content (a string, null, or text parts, joined; heap); NULL with *err naming
  * messages[index].content. */

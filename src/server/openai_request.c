@@ -284,6 +284,8 @@ static const char *const jinja_only_fields[] = {"parallel_tool_calls", "chat_tem
 
 static bool read_chat_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
     r->req->whole_prompt = true; /* a cut conversation loses its system prompt and tools (request.h) */
+    /* images become markers in the text (image_parts.c) before either template path reads it */
+    if (!openai_take_images(json_object_get(r->body, "messages"), r->req, r->err)) return false;
     if (chat->jinja) return openai_chat_prompt(host, r->body, chat, r->req, &r->call->chat, r->err);
     json_t *tools = json_object_get(r->body, "tools"), *choice = json_object_get(r->body, "tool_choice");
     if (tools && !(json_is_array(tools) && json_array_size(tools) == 0))

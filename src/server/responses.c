@@ -37,9 +37,37 @@ static bool bad(openai_error *err, const char *param, const char *fmt, ...) {
 
 bool responses_route(const char *url) { return !strcmp(url, "/v1/responses"); }
 
-/* A message's content: a string, or parts of type input_text / output_text / text (joined). */
+/* Content with input_image parts: OpenAI chat parts, text and image_url (image_parts.c), in order. */
+static json_t *content_parts(json_t *content, const char *where, openai_error *err) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        char at[128];
+        snprintf(at, sizeof at, "%.90s[%zu]", where, i);
+        json_t *made = type && !strcmp(type, "input_image") ? openai_image_from_input_image(part, at, err)
+                       : json_is_string(text) ? json_pack("{s:s, s:O}", "type", "text", "text", text)
+                                              : (bad(err, at, "'%s': only text and input_image parts are supported", at),
+                                                 NULL);
+        if (!made || json_array_append_new(out, made) != 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* A message's content: a string, or parts of type input_text / output_text / text (joined), or
+ * with input_image parts an array of chat parts. */
 static json_t *content_text(json_t *content, const char *where, openai_error *err) {
     if (json_is_string(content)) return json_incref(content);
+    static const char *const with_image[] = {"input_image", NULL};
+    size_t i;
+    json_t *part;
+    json_array_foreach(content, i, part) if (specd_listed(with_image, json_string_value(json_object_get(part, "type"))))
+        return content_parts(content, where, err);
     if (!json_is_array(content)) {
         bad(err, where, "'%s' must be a string or an array of input_text parts", where);
         return NULL;
@@ -47,7 +75,8 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
     static const char *const text_parts[] = {"input_text", "output_text", "text", NULL};
     long first_bad = openai_first_non_text_part(content, text_parts);
     if (first_bad >= 0) {
-        bad(err, where, "'%s[%ld]': only text parts (input_text, output_text) are supported", where, first_bad);
+        bad(err, where, "'%s[%ld]': only text parts (input_text, output_text) and input_image parts are supported",
+            where, first_bad);
         return NULL;
     }
     char *joined = openai_join_texts(content);

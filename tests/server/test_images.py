@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Images with speculation on (issue 46), through curl on the tiny models and the tiny vision
+projector (tools/make_tiny_mmproj.c): an OpenAI chat with an image_url data URI answered with the
+draft model drafting (drafted > 0) and the same text as with speculation off, and as the
+model-free drafters give; another image gives another text (the image is used); Anthropic image
+blocks, Responses input_image parts and /completion's multimodal_data give the same answer as the
+chat route; bad images answer a 400 naming what is wrong (an http URL, not base64, not an image,
+a marker count that is not the image count, a prompt ending with an image, a server without
+--mmproj). Where llama-server was built (make bench-deps), its text on the same model, projector and
+image (speculation off there) equals specd's with speculation on; skipped, saying so, where not.
+
+    test_images.py SPECD MODELS_DIR TEMPLATES_DIR LLAMA_SERVER
+"""
+import base64
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+from test_serve import check, curl_json, failures, served
+
+N = 32
+
+
+def png(width, height, pixel):
+    """A PNG of width x height RGB pixels, pixel(x, y) -> (r, g, b)."""
+    rows = b"".join(b"\x00" + bytes(c for x in range(width) for c in pixel(x, y)) for y in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+IMAGE_A = base64.b64encode(png(32, 32, lambda x, y: ((x * 8) % 256, (y * 8) % 256, 128))).decode()
+IMAGE_B = base64.b64encode(png(40, 24, lambda x, y: (255 - (x * 6) % 256, (x * y) % 256, 30))).decode()
+
+
+def data_uri(image):
+    return "data:image/png;base64," + image
+
+
+def chat(port, image, speculative=None, question="what is in the picture?"):
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": question},
+                                                      {"type": "image_url", "image_url": {"url": data_uri(image)}}]}],
+            "max_tokens": N, "temperature": 0}
+    if speculative is not None:
+        body["speculative"] = speculative
+    return curl_json(port, "/v1/chat/completions", body)
+
+
+def chat_text(answer):
+    return answer["choices"][0]["message"]["content"] if isinstance(answer, dict) and "choices" in answer else None
+
+
+def check_chat(port):
+    """The goal: speculation on (the draft model, made to draft), drafted > 0, text equal to the
+    target alone; the model-free drafters too; another image, another text."""
+    code, alone = chat(port, IMAGE_A, {"type": ["none"]})
+    check("chat with an image, speculation off: 200", code == 200 and chat_text(alone), (code, alone))
+    code, drafted = chat(port, IMAGE_A, {"n_min": 4, "n_max": 4})
+    spec = drafted.get("speculative", {}) if isinstance(drafted, dict) else {}
+    check("chat with an image, speculation on: the draft model drafted", code == 200 and spec.get("drafted", 0) > 0,
+          (code, spec))
+    check("chat with an image, speculation on: the same text as the target alone",
+          chat_text(drafted) == chat_text(alone), (chat_text(drafted), chat_text(alone)))
+    code, adaptive = chat(port, IMAGE_A)
+    check("chat with an image, the server's default drafting: the same text", code == 200
+          and chat_text(adaptive) == chat_text(alone), (code, adaptive))
+    for drafter in ("ngram-simple", "suffix"):
+        code, answer = chat(port, IMAGE_A, {"type": [drafter]})
+        check(f"chat with an image, {drafter}: the same text", code == 200 and chat_text(answer) == chat_text(alone),
+              (code, answer))
+    code, other = chat(port, IMAGE_B, {"n_min": 4, "n_max": 4})
+    check("another image gives another text (the image is used)", code == 200 and chat_text(other)
+          and chat_text(other) != chat_text(alone), (chat_text(other), chat_text(alone)))
+    code, again = chat(port, IMAGE_A, {"n_min": 4, "n_max": 4})
+    check("the first image again, after another: its text again (the prompt cache tells images apart)",
+          code == 200 and chat_text(again) == chat_text(alone), (chat_text(again), chat_text(alone)))
+    return chat_text(alone)
+
+
+def check_other_routes(port, expected):
+    """Anthropic's image blocks, the Responses API's input_image parts: the chat route's prompt."""
+    body = {"model": "m", "max_tokens": N, "temperature": 0,
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "what is in the picture?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_A}}]}]}
+    code, answer = curl_json(port, "/v1/messages", body)
+    text = "".join(b.get("text", "") for b in answer.get("content", [])) if isinstance(answer, dict) else None
+    check("Anthropic image block: the chat route's text", code == 200 and text == expected, (code, answer))
+    body["messages"][0]["content"][1]["source"] = {"type": "url", "url": "http://example.com/a.png"}
+    code, answer = curl_json(port, "/v1/messages", body)
+    check("Anthropic image by URL: 400, not fetched", code == 400 and "not fetched" in str(answer), (code, answer))
+    body = {"model": "m", "max_output_tokens": N, "temperature": 0,
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": "what is in the picture?"},
+                                                   {"type": "input_image", "image_url": data_uri(IMAGE_A)}]}]}
+    code, answer = curl_json(port, "/v1/responses", body)
+    text = answer.get("output_text") if isinstance(answer, dict) else None
+    if text is None and isinstance(answer, dict):
+        text = "".join(c.get("text", "") for o in answer.get("output", []) for c in o.get("content", []) or [])
+    check("Responses input_image: the chat route's text", code == 200 and text == expected, (code, answer))
+
+
+def completion(port, prompt_string, images, speculative=None, n=N):
+    body = {"prompt": {"prompt_string": prompt_string, "multimodal_data": images}, "n_predict": n,
+            "temperature": 0, "ignore_eos": True}
+    if speculative is not None:
+        body["speculative"] = speculative
+    return curl_json(port, "/completion", body)
+
+
+def check_completion(port):
+    prompt = "a picture: <__media__> shows"
+    code, alone = completion(port, prompt, [IMAGE_A], {"type": ["none"]})
+    check("/completion multimodal_data, speculation off: 200", code == 200 and "content" in alone, (code, alone))
+    code, drafted = completion(port, prompt, [IMAGE_A], {"n_min": 4, "n_max": 4})
+    timings = drafted.get("timings", {}) if isinstance(drafted, dict) else {}
+    check("/completion multimodal_data, speculation on: drafted, the same text", code == 200
+          and timings.get("draft_n", 0) > 0 and drafted.get("content") == alone.get("content"), (code, drafted, alone))
+    code, two = completion(port, "<__media__> and <__media__> then", [IMAGE_A, IMAGE_B], {"n_min": 4, "n_max": 4})
+    code_off, two_off = completion(port, "<__media__> and <__media__> then", [IMAGE_A, IMAGE_B], {"type": ["none"]})
+    check("/completion with two images: the same text with and without speculation", code == 200 and code_off == 200
+          and two.get("content") == two_off.get("content"), (code, two, two_off))
+    return alone.get("content") if isinstance(alone, dict) else None
+
+
+def error_message(answer):
+    if not isinstance(answer, dict):
+        return str(answer)
+    err = answer.get("error", {})
+    return err.get("message", "") if isinstance(err, dict) else str(err)
+
+
+def check_bad_images(port):
+    cases = [
+        ("an http URL", {"url": "http://example.com/cat.png"}, "not fetched"),
+        ("a data URI that is not base64", {"url": "data:image/png;base64,@@@"}, "not base64"),
+        ("a data URI without base64", {"url": "data:image/png,abc"}, "not a base64 data URI"),
+        ("bytes that are no image", {"url": "data:image/png;base64," + base64.b64encode(b"hello").decode()},
+         "not an image"),
+        ("no url", {}, "must be"),
+    ]
+    for what, image_url, needle in cases:
+        body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
+                                                          {"type": "image_url", "image_url": image_url}]}],
+                "max_tokens": 4}
+        code, answer = curl_json(port, "/v1/chat/completions", body)
+        check(f"an image part with {what}: 400 saying so", code == 400 and needle in error_message(answer),
+              (code, answer))
+    code, answer = completion(port, "one <__media__> two <__media__>", [IMAGE_A])
+    check("two markers, one image: 400", code == 400 and "2 image markers" in error_message(answer), (code, answer))
+    code, answer = completion(port, "ends with <__media__>", [IMAGE_A])
+    check("a prompt ending with an image: 400", code == 400 and "ends with an image" in error_message(answer),
+          (code, answer))
+    code, answer = completion(port, "x <__media__> y", ["not base64!"])
+    check("multimodal_data that is not base64: 400", code == 400 and "base64" in error_message(answer), (code, answer))
+    code, answer = curl_json(port, "/health")
+    check("the server is still up after the bad images", code == 200, (code, answer))
+
+
+def check_without_projector(specd, target):
+    with served(specd, ["-m", target, "-c", "1024", "-t", "1", "--chat-template", "chatml"], "no projector") as (_, port):
+        if not port:
+            return
+        code, answer = chat(port, IMAGE_A)
+        check("an image to a server without --mmproj: 400 naming --mmproj", code == 400
+              and "--mmproj" in error_message(answer), (code, answer))
+
+
+def llama_server_text(llama_server, target, mmproj, prompt, images):
+    """llama-server's /completion text on the same model, projector and images (its speculation off)."""
+    port = 20000 + os.getpid() % 20000
+    with tempfile.TemporaryFile() as log:
+        # llama-server draws a random image marker unless LLAMA_MEDIA_MARKER pins one
+        env = dict(os.environ, LLAMA_MEDIA_MARKER="<__media__>")
+        server = subprocess.Popen([llama_server, "-m", target, "--mmproj", mmproj, "-c", "1024", "-t", "1", "-np", "1",
+                                   "--port", str(port), "--host", "127.0.0.1", "--no-webui"],
+                                  stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            for _ in range(300):
+                code, _ = curl_json(port, "/health", key=None)
+                if code == 200:
+                    break
+                time.sleep(0.1)
+            code, answer = curl_json(port, "/completion", {
+                "prompt": {"prompt_string": prompt, "multimodal_data": images}, "n_predict": N, "temperature": 0,
+                "ignore_eos": True, "cache_prompt": False}, key=None)
+            if code != 200:
+                log.seek(0)
+                print(log.read().decode("utf-8", "replace")[-2000:])
+            return code, answer
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def check_llama_server(llama_server, port, target, mmproj):
+    if not os.access(llama_server, os.X_OK):
+        print(f"skip: llama-server is not built at {llama_server} (make bench-deps builds it): the comparison of "
+              "image answers with llama-server's is not made")
+        return
+    prompt = "a picture: <__media__> shows"
+    code, theirs = llama_server_text(llama_server, target, mmproj, prompt, [IMAGE_A])
+    code_ours, ours = completion(port, prompt, [IMAGE_A], {"n_min": 4, "n_max": 4})
+    check("llama-server (speculation off) and specd (speculation on): the same text for an image prompt",
+          code == 200 and code_ours == 200 and theirs.get("content") == ours.get("content")
+          and ours.get("timings", {}).get("draft_n", 0) > 0, (code, theirs, ours))
+
+
+def main(specd, models, templates_dir, llama_server):
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    mmproj = os.path.join(models, "mmproj.gguf")
+    # a Jinja template: Anthropic's and the Responses API's routes need one
+    template = os.path.join(templates_dir, "Qwen-Qwen3-0.6B.jinja")
+    args = ["-m", target, "-md", draft, "--mmproj", mmproj, "-c", "1024", "-t", "1", "--chat-template-file", template]
+    with served(specd, args, "images") as (_, port):
+        if port:
+            expected = check_chat(port)
+            check_other_routes(port, expected)
+            check_completion(port)
+            check_bad_images(port)
+            check_llama_server(llama_server, port, target, mmproj)
+    check_without_projector(specd, target)
+    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:5]))
