@@ -333,16 +333,22 @@ specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_s
     specd_images *im = e->images;
     mtmd_bitmap **bitmaps = calloc((size_t)(n_images ? n_images : 1), sizeof *bitmaps);
     mtmd_input_chunks *chunks = mtmd_input_chunks_init();
+    /* mtmd's own error lines go into the message (or nowhere: ours says more), not onto stderr */
+    specd_log_capture capture;
+    specd_log_capture_begin(&capture);
     specd_status st = bitmaps && chunks ? make_bitmaps(im, images, n_images, bitmaps, error) : SPECD_ERR_NO_MEMORY;
     if (st == SPECD_ERR_NO_MEMORY) specd_set_error(error, "out of memory for %d images", n_images);
+    int32_t rc = 0;
     if (st == SPECD_OK) {
         mtmd_input_text in = {.text = text, .text_len = strlen(text), .add_special = add_special,
                               .parse_special = parse_special};
-        int32_t rc = mtmd_tokenize(im->mtmd, chunks, &in, (const mtmd_bitmap **)bitmaps, (size_t)n_images);
-        if (rc != 0) {
-            specd_set_error(error, "an image could not be prepared for the projector (mtmd: %d)", rc);
-            st = SPECD_ERR_INVALID_ARGUMENT;
-        }
+        rc = mtmd_tokenize(im->mtmd, chunks, &in, (const mtmd_bitmap **)bitmaps, (size_t)n_images);
+    }
+    const char *reason = specd_log_capture_end(&capture);
+    if (rc != 0) {
+        specd_set_error(error, "an image could not be prepared for the projector (mtmd: %d)%s%s", rc,
+                        *reason ? ": " : "", reason);
+        st = SPECD_ERR_INVALID_ARGUMENT;
     }
     if (st == SPECD_OK) st = tokenize_chunks(im, chunks, tokens, n_tokens, error);
     for (int32_t i = 0; bitmaps && i < n_images; i++) mtmd_bitmap_free(bitmaps[i]);

@@ -26,6 +26,7 @@ import re
 import os
 import subprocess
 import sys
+import tempfile
 
 SKIP = 77
 failures = []
@@ -828,6 +829,53 @@ def lora(specd, models, llama_completion):
     return 0
 
 
+def ppm(seed):
+    """A 32x32 binary PPM (stb_image reads it), a pattern set by seed."""
+    return b"P6\n32 32\n255\n" + bytes((i * (7 + seed * 13) + seed * 101) % 251 for i in range(32 * 32 * 3))
+
+
+def images(specd, models):
+    """specd run --mmproj --image (issue 46): speculation on and off give the same text, the draft
+    model drafting; another image another text; bad input refused in one line."""
+    target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
+    mmproj = os.path.join(models, "mmproj.gguf")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for seed in (1, 2):
+            paths.append(os.path.join(tmp, f"{seed}.ppm"))
+            with open(paths[-1], "wb") as f:
+                f.write(ppm(seed))
+        junk = os.path.join(tmp, "junk.png")
+        with open(junk, "w") as f:
+            f.write("not an image")
+        base = ["-m", target, "--mmproj", mmproj, "-n", "32", "--temp", "0", "--ignore-eos", "--json",
+                "-p", "a picture <__media__> of the day"]
+
+        def answer(extra):
+            r = run([specd, "run"] + base + extra)
+            return json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr}
+
+        alone = answer(["--image", paths[0], "--spec", "none"])
+        drafted = answer(["--image", paths[0], "-md", draft, "--draft-fixed", "--draft-max", "4"])
+        check("run --image with speculation on: the draft model drafted",
+              drafted.get("speculative", {}).get("n_drafted", 0) > 0, drafted)
+        check("run --image with speculation on: the target alone's text", "text" in alone
+              and drafted.get("text") == alone["text"], (drafted.get("text"), alone.get("text")))
+        for drafter in ("ngram-simple", "suffix"):
+            got = answer(["--image", paths[0], "--spec", drafter])
+            check(f"run --image with {drafter}: the same text", got.get("text") == alone.get("text"), got)
+        other = answer(["--image", paths[1], "--spec", "none"])
+        check("run with another image: another text", other.get("text") not in (None, alone.get("text")), other)
+        expect_usage_error(specd, "--image without --mmproj", ["-m", target, "-p", "x", "--image", paths[0]],
+                           "--image needs the target's vision projector: pass --mmproj FILE")
+        expect_usage_error(specd, "a missing image file", base[:4] + ["-p", "x", "--image", "/no/such.png"],
+                           "cannot read the image file '/no/such.png'")
+        expect_usage_error(specd, "a file that is no image", base[:4] + ["-p", "x", "--image", junk], "not an image")
+        expect_usage_error(specd, "a model as the projector", ["-m", target, "--mmproj", draft, "-p", "x", "--image",
+                                                              paths[0]], "vision projector")
+    return 0
+
+
 def main():
     mode = sys.argv[1]
     if mode == "errors":
@@ -836,6 +884,8 @@ def main():
         rc = bench(*sys.argv[2:4])
     elif mode == "grammar":
         rc = grammar(*sys.argv[2:5])
+    elif mode == "images":
+        rc = images(*sys.argv[2:4])
     elif mode == "lora":
         rc = lora(*sys.argv[2:5])
     else:
