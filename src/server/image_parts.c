@@ -100,6 +100,9 @@ json_t *openai_image_from_input_image(json_t *part, const char *where, openai_er
     if (!json_is_string(url))
         return BAD(err, where, "'%s' (input_image) needs an 'image_url' (a data URI; file ids are not kept)", where),
                NULL;
+    if (strncmp(json_string_value(url), "data:", 5) != 0) /* named here, as the client sent it */
+        return BAD(err, where, "'%s': image URLs are not fetched: send the image as a data URI "
+                   "(\"data:image/png;base64,...\")", where), NULL;
     json_t *made = json_pack("{s:s, s:{s:O}}", "type", "image_url", "image_url", "url", url);
     if (!made) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
     return made;

@@ -320,10 +320,10 @@ def check_responses(port):
           args == calls[0]["arguments"] and final_calls and final_calls[0]["arguments"] == args,
           f"{code} {types} {args!r}")
     image = [{"role": "user", "content": [{"type": "input_text", "text": "Look:"},
-                                          {"type": "input_image", "image_url": "data:,"}]}]
+                                          {"type": "input_image", "image_url": "https://example.com/a.png"}]}]
     for extra, param, needle in (({"previous_response_id": "resp_1"}, "previous_response_id", "nor does llama-server"),
                                  ({"frobnicate": 1}, "frobnicate", ""), ({"input": []}, "input", ""),
-                                 ({"input": image}, "input[0].content", "'input[0].content[1]': only text parts")):
+                                 ({"input": image}, "input[0].content[1]", "'input[0].content[1]': image URLs are not fetched")):
         code, answer = post(port, "/v1/responses", dict(ask, **extra))
         check(f"/v1/responses refuses {param}: 400 naming it", openai_error(code, answer, 400, param, needle),
               f"{code} {answer}")

@@ -626,7 +626,7 @@ static void completion_param_errors(void **state) {
     struct { const char *params, *field, *needle; } cases[] = {
         {"{}", "prompt", "'prompt' (a string, or an array"},
         {"{\"prompt\":[\"a\",-1]}", "prompt", "prompt[1] must be a string or a token id"},
-        {"{\"prompt\":{}}", "prompt", "is required"},
+        {"{\"prompt\":{}}", "prompt", "a 'prompt' object is {\"prompt_string\""},
         {"{\"prompt\":\"a\",\"temperature\":\"hot\"}", "temperature", "'temperature' must be a number"},
         {"{\"prompt\":\"a\",\"top_k\":1.5}", "top_k", "an integer"},
         {"{\"prompt\":\"a\",\"top_p\":-1}", "top_p", "'top_p' must be a number from 0 to 1"},
