@@ -28,4 +28,8 @@ if(EXISTS "${SPECD_MTMD_DIR}/mtmd.h" AND EXISTS "${SPECD_MTMD_SOURCE_DIR}/vendor
   target_include_directories(specd_mtmd PUBLIC ${SPECD_MTMD_DIR}
     PRIVATE ${V} ${V}/hash ${SPECD_MTMD_SOURCE_DIR}/include)
   target_link_libraries(specd_mtmd PUBLIC llama Threads::Threads)
+  message(STATUS "images (--mmproj): llama.cpp's mtmd from ${SPECD_MTMD_DIR}")
+else()
+  message(STATUS "images (--mmproj): no llama.cpp source tree at ${SPECD_MTMD_SOURCE_DIR} (tools/mtmd, vendor/): "
+    "built without; -DSPECD_MTMD_SOURCE_DIR=<the llama.cpp source of LLAMA_CPP_DIR's release> adds them")
 endif()

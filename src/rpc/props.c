@@ -35,11 +35,12 @@ json_t *rpc_props_json(rpc_host *h, const char *template_src, rpc_error *err) {
                              "speculative", specd_engine_has_draft(e), "is_processing",
                              json_is_true(json_object_get(status, "busy")), "params",
                              default_settings(h, e, serve_server_model(server)));
-    json_t *props = json_pack("{s:o, s:i, s:O, s:O, s:s, s:{s:b}, s:s, s:b, s:b}", "default_generation_settings", slot,
+    json_t *props = json_pack("{s:o, s:i, s:O, s:O, s:s, s:{s:b}, s:s, s:s, s:b, s:b}", "default_generation_settings", slot,
                               "total_slots", (int)json_integer_value(json_object_get(status, "n_parallel")),
                               "model_path", json_object_get(status, "model"), "model_alias",
                               json_object_get(status, "model_alias"), "chat_template",
-                              template_text ? template_text : "", "modalities", "vision", 0, "build_info",
+                              template_text ? template_text : "", "modalities", "vision",
+                              specd_engine_has_vision(e), "media_marker", specd_image_marker(), "build_info",
                               specd_version(), "is_sleeping", 0, "has_draft", specd_engine_has_draft(e));
     /* what the model's template can do (tools, a system role, ...), as llama.cpp's chat code sees it */
     char *caps_text = specd_chat_caps(e, template_src, NULL);

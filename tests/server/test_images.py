@@ -57,6 +57,13 @@ def chat_text(answer):
     return answer["choices"][0]["message"]["content"] if isinstance(answer, dict) and "choices" in answer else None
 
 
+def check_props(port, vision):
+    code, props = curl_json(port, "/props")
+    check(f"/props: modalities.vision {vision}, the media marker", code == 200
+          and props.get("modalities", {}).get("vision") is vision and props.get("media_marker") == "<__media__>",
+          (code, props.get("modalities") if isinstance(props, dict) else props))
+
+
 def check_chat(port):
     """The goal: speculation on (the draft model, made to draft), drafted > 0, text equal to the
     target alone; the model-free drafters too; another image, another text."""
@@ -167,6 +174,7 @@ def check_without_projector(specd, target):
     with served(specd, ["-m", target, "-c", "1024", "-t", "1", "--chat-template", "chatml"], "no projector") as (_, port):
         if not port:
             return
+        check_props(port, False)
         code, answer = chat(port, IMAGE_A)
         check("an image to a server without --mmproj: 400 naming --mmproj", code == 400
               and "--mmproj" in error_message(answer), (code, answer))
@@ -220,6 +228,7 @@ def main(specd, models, templates_dir, llama_server):
     args = ["-m", target, "-md", draft, "--mmproj", mmproj, "-c", "1024", "-t", "1", "--chat-template-file", template]
     with served(specd, args, "images") as (_, port):
         if port:
+            check_props(port, True)
             expected = check_chat(port)
             check_other_routes(port, expected)
             check_completion(port)
