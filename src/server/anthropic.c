@@ -285,9 +285,15 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, con
     if (!body_text) return NULL;
     json_t *chat_body = openai_parse_body(body_text, strlen(body_text), err); /* as /apply-template reads it */
     free(body_text);
-    json_t *prompt = chat_body ? openai_apply_template(host, chat_body, chat, err) : NULL;
+    serve_request images; /* the image parts as the chat would take them: their positions count */
+    serve_request_init(&images);
+    bool taken = chat_body && openai_take_images(json_object_get(chat_body, "messages"), &images, err);
+    json_t *prompt = taken ? openai_apply_template(host, chat_body, chat, err) : NULL;
     json_decref(chat_body);
-    if (!prompt) return NULL;
+    if (!prompt) {
+        serve_request_clear(&images);
+        return NULL;
+    }
     specd_engine *engine = NULL;
     rpc_error rerr;
     json_t *answer = NULL;
@@ -297,8 +303,11 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, con
         specd_token *tokens = NULL;
         int32_t n = 0;
         char *why = NULL;
-        if (specd_tokenize_special(engine, json_string_value(json_object_get(prompt, "prompt")), true, true, &tokens,
-                                   &n, &why) == SPECD_OK)
+        const char *prompt_text = json_string_value(json_object_get(prompt, "prompt"));
+        specd_status st = images.n_images > 0 ? specd_tokenize_images(engine, prompt_text, true, true, images.images,
+                                                                      images.n_images, &tokens, &n, &why)
+                                              : specd_tokenize_special(engine, prompt_text, true, true, &tokens, &n, &why);
+        if (st == SPECD_OK)
             answer = json_pack("{s:i}", "input_tokens", (int)n);
         else BAD(err, "the prompt cannot be tokenized: %s", why ? why : "unknown error");
         specd_free(tokens);
@@ -306,5 +315,6 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, con
         rpc_host_release_engine(host);
     }
     json_decref(prompt);
+    serve_request_clear(&images);
     return answer;
 }

@@ -165,6 +165,11 @@ static char *builtin_prompt(rpc_host *host, json_t *body, const http_chat *chat,
 
 json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
     json_t *answer = NULL;
+    serve_request images; /* image parts become their markers in the prompt, as a chat request's do */
+    serve_request_init(&images);
+    bool taken = openai_take_images(json_object_get(body, "messages"), &images, err);
+    serve_request_clear(&images);
+    if (!taken) return NULL;
     if (chat->jinja) {
         specd_chat *turn = NULL;
         json_t *made = begin_turn(host, body, chat, &turn, err) ? turn_params(turn, err) : NULL;

@@ -12,6 +12,7 @@ image (speculation off there) equals specd's with speculation on; skipped, sayin
     test_images.py SPECD MODELS_DIR TEMPLATES_DIR LLAMA_SERVER
 """
 import base64
+import json
 import os
 import struct
 import subprocess
@@ -20,7 +21,9 @@ import tempfile
 import time
 import zlib
 
-from test_serve import check, curl_json, failures, served
+from concurrent.futures import ThreadPoolExecutor
+
+from test_serve import check, curl, curl_json, failures, served
 
 N = 32
 
@@ -89,6 +92,44 @@ def check_chat(port):
     check("the first image again, after another: its text again (the prompt cache tells images apart)",
           code == 200 and chat_text(again) == chat_text(alone), (chat_text(again), chat_text(alone)))
     return chat_text(alone)
+
+
+def check_stream_and_slots(specd, args, expected):
+    """Streamed, the same text; two image chats and a text one at once in two slots (an image's
+    prompt goes in whole while the other slot runs), each the text it gets alone."""
+    with served(specd, args + ["-np", "2"], "two slots") as (_, port):
+        if not port:
+            return
+        body = {"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is in the picture?"},
+            {"type": "image_url", "image_url": {"url": data_uri(IMAGE_A)}}]}],
+            "max_tokens": N, "temperature": 0, "stream": True, "speculative": {"n_min": 4, "n_max": 4}}
+        code, text = curl(port, "/v1/chat/completions", body, extra=["-N"])
+        events = [json.loads(l[6:]) for l in text.splitlines() if l.startswith("data: {")]  # not [DONE]
+        streamed = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+        check("streamed chat with an image: the blocking text", code == 200 and streamed == expected, (code, streamed))
+        text_body = {"prompt": "one day the dog ran", "n_predict": N, "temperature": 0, "ignore_eos": True}
+        code, solo_text = curl_json(port, "/completion", text_body)
+        code_b, solo_b = chat(port, IMAGE_B, {"n_min": 4, "n_max": 4})
+        with ThreadPoolExecutor(4) as pool:
+            jobs = [pool.submit(chat, port, IMAGE_A, {"n_min": 4, "n_max": 4}),
+                    pool.submit(chat, port, IMAGE_B, {"n_min": 4, "n_max": 4}),
+                    pool.submit(curl_json, port, "/completion", text_body)]
+            (ca, a), (cb, b), (ct, t) = [j.result() for j in jobs]
+        check("side by side in two slots: each image chat and the text request as alone", ca == 200 and cb == 200
+              and ct == 200 and chat_text(a) == expected and chat_text(b) == chat_text(solo_b)
+              and t.get("content") == solo_text.get("content"), (chat_text(a), chat_text(b), t))
+        body = {"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is in the picture?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_A}}]}]}
+        code, made = curl_json(port, "/apply-template", {"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "look:"}, {"type": "image_url", "image_url": {"url": data_uri(IMAGE_A)}}]}]})
+        check("/apply-template with an image: the marker where it stood", code == 200
+              and "look:" in made.get("prompt", "") and "<__media__>" in made.get("prompt", ""), (code, made))
+        code, counted = curl_json(port, "/v1/messages/count_tokens", body)
+        code_c, answer = chat(port, IMAGE_A, {"type": ["none"]})
+        check("count_tokens with an image: the chat's prompt tokens (the image's positions counted)", code == 200
+              and code_c == 200 and counted.get("input_tokens") == answer["usage"]["prompt_tokens"], (counted, answer))
 
 
 def check_other_routes(port, expected):
@@ -234,6 +275,7 @@ def main(specd, models, templates_dir, llama_server):
             check_completion(port)
             check_bad_images(port)
             check_llama_server(llama_server, port, target, mmproj)
+    check_stream_and_slots(specd, args, expected)
     check_without_projector(specd, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
