@@ -221,6 +221,29 @@ def check_without_projector(specd, target):
               and "--mmproj" in error_message(answer), (code, answer))
 
 
+def check_init(specd, models, target):
+    """init's "mmproj" over HTTP: confined to --models-dir as the models are, a file that is no
+    projector refused naming the field, a projector loaded (vision in /props)."""
+    args = ["-m", target, "-c", "512", "-t", "1", "--admin-api-key", "adm", "--models-dir", models]
+    with served(specd, args, "init") as (_, port):
+        if not port:
+            return
+
+        def init(params):
+            return curl_json(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "init", "params": params}, key="adm")
+
+        code, answer = init({"model": "target.gguf", "mmproj": "/etc/passwd"})
+        check("init's mmproj outside --models-dir: refused naming mmproj", answer.get("error", {}).get("data", {})
+              .get("field") == "mmproj" and "models directory" in error_message(answer), answer)
+        code, answer = init({"model": "target.gguf", "mmproj": "draft.gguf"})
+        check("init's mmproj that is no projector: refused naming mmproj", answer.get("error", {}).get("data", {})
+              .get("field") == "mmproj" and "vision projector" in error_message(answer), answer)
+        code, answer = init({"model": "target.gguf", "mmproj": "mmproj.gguf", "args": ["-c", "512"]})
+        code_p, props = curl_json(port, "/props", key="adm")
+        check("init with mmproj: loaded, vision in /props", answer.get("result", {}).get("state") == "ready"
+              and props.get("modalities", {}).get("vision") is True, (answer, props))
+
+
 def llama_server_text(llama_server, target, mmproj, prompt, images):
     """llama-server's /completion text on the same model, projector and images (its speculation off)."""
     port = 20000 + os.getpid() % 20000
@@ -277,6 +300,7 @@ def main(specd, models, templates_dir, llama_server):
             check_llama_server(llama_server, port, target, mmproj)
     check_stream_and_slots(specd, args, expected)
     check_without_projector(specd, target)
+    check_init(specd, models, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     return 1 if failures else 0
 
