@@ -24,8 +24,9 @@
 typedef struct image_entry {
     specd_token first;       /* the token of position 0; position i is first - i */
     int32_t n;               /* positions */
-    mtmd_input_chunk *chunk; /* mtmd's copy of the preprocessed image */
+    mtmd_input_chunk *chunk; /* mtmd's copy of the preprocessed image, until encoded (then NULL) */
     float *embd;             /* n x n_embd once encoded, else NULL */
+    bool non_causal;         /* its positions attend each other (one pass), as mtmd said when encoding */
     uint64_t used;           /* the store's clock at its latest use (least recent goes first) */
 } image_entry;
 
@@ -58,7 +59,7 @@ static bool overlaps_locked(const specd_images *im, specd_token first, int32_t n
 }
 
 static void free_entry(image_entry *x) {
-    mtmd_input_chunk_free(x->chunk);
+    if (x->chunk) mtmd_input_chunk_free(x->chunk);
     free(x->embd);
 }
 
@@ -126,6 +127,10 @@ static specd_status encode_locked(specd_images *im, image_entry *x, char **error
     }
     memcpy(embd, mtmd_get_output_embd(im->mtmd), floats * sizeof *embd);
     x->embd = embd;
+    /* the embeddings are all a later pass needs: the preprocessed pixels (often more) go */
+    x->non_causal = mtmd_decode_use_non_causal(im->mtmd, x->chunk);
+    mtmd_input_chunk_free(x->chunk);
+    x->chunk = NULL;
     return SPECD_OK;
 }
 
@@ -152,7 +157,7 @@ specd_status specd_images_embd(specd_images *im, specd_token t, int32_t n, float
     if (st == SPECD_OK) {
         x->used = ++im->clock;
         memcpy(out, x->embd + (size_t)(x->first - t) * (size_t)im->n_embd, (size_t)n * (size_t)im->n_embd * sizeof *out);
-        *non_causal = mtmd_decode_use_non_causal(im->mtmd, x->chunk);
+        *non_causal = x->non_causal;
     }
     pthread_mutex_unlock(&im->lock);
     return st;
