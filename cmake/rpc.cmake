@@ -45,6 +45,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/request_lora.c
   src/rpc/invariance_json.c
   src/util/lora_arg.c
+  src/util/flag_names.c
   src/rpc/abi.c
   src/rpc/json_schema.c
   src/rpc/json_schema_object.c
