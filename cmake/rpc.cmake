@@ -25,6 +25,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/parse_error.c
   src/rpc/params.c
   src/rpc/rpc.c
+  src/rpc/rpc_api.c
   src/rpc/watch.c
   src/rpc/init_args.c
   src/rpc/confine.c
