@@ -33,6 +33,8 @@
  *   completion.start   the same request -> {"id", "prompt_stats"} at once
  *   completion.poll    {"id"?, "wait_ms"?} -> {"id", "completion_updates": [...], "finished"}
  *   completion.cancel  {"id"?} -> {"id", "cancelled"} (queued: ends at once; running: at its next step)
+ *   lora_adapters      -> [{"id", "path", "scale", ...}]: the target's LoRA adapters
+ *   lora_adapters.set  {"adapters": [{"id", "scale"}]}: the scales of requests that send none
  *   shutdown           cancels a running completion and frees the model
  * Error codes: specd_rpc_error_code below (data.field names the offending parameter).
  */

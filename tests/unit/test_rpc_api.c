@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char target[1024], draft[1024], other_vocab[1024];
 
@@ -162,6 +163,25 @@ static void test_empty_object_and_nulls(void **state) {
     specd_rpc_free(NULL);
 }
 
+/* init with "async": specd_rpc_new returns while the model loads; the status follows it to ready,
+ * and an object freed during its load stops the load and frees cleanly. */
+static void test_async_init(void **state) {
+    (void)state;
+    char init[1200];
+    snprintf(init, sizeof init, "{\"model\": \"%s\", \"n_ctx\": 256, \"async\": true}", target);
+    specd_rpc_api *api = new_api(init);
+    json_int_t ready = 0;
+    for (int i = 0; i < 2000 && ready == 0; i++) {
+        json_t *status = result_of(api, "status", "{}");
+        ready = json_integer_value(json_object_get(status, "init_success"));
+        json_decref(status);
+        if (ready == 0) nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+    }
+    assert_int_equal(ready, 1);
+    specd_rpc_free(api);
+    specd_rpc_free(new_api(init)); /* freed at once, its load running or not */
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_rpc_api MODELS_DIR\n");
@@ -174,6 +194,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_new_fails_with_an_error_object),
         cmocka_unit_test(test_empty_object_and_nulls),
         cmocka_unit_test(test_two_objects_are_independent),
+        cmocka_unit_test(test_async_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
