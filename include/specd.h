@@ -79,13 +79,14 @@ typedef struct specd_engine specd_engine;
  * pass of several tokens pays the difference over again. But plain attention's products take
  * another kernel for one row than for several, so a batch-invariant target pads every one-token
  * pass to two rows, and where the weights' products are dear per row that costs more than flash
- * attention does (docs/internals.md has the measurements). SPECD_FLASH_ATTN_DEFAULT (the default) chooses by that: flash attention, with bf16 K and V
- * caches unless others are set (an f16 or f32 pair would make one-row passes past 256 cells take a
- * split kernel, padded again), for a batch-invariant CPU target with one slot whose weights give
- * the same bits for one row as for several (Q8_0 among them: specd_engine_invariance's setting
- * says which ran); plain attention for other one-slot CPU targets (F32 and F16 weights pad either
- * way, and plain attention's passes of several are the cheaper there), on a GPU and with several
- * slots (as before 0.8: `specd serve` asks for AUTO there, which invariance across slots needs). */
+ * attention does (docs/internals.md has the measurements). SPECD_FLASH_ATTN_DEFAULT (the default)
+ * chooses by that: flash attention, with bf16 K and V caches unless others are set (an f16 or f32
+ * pair would make one-row passes past 256 cells take a split kernel, padded again), for a
+ * batch-invariant CPU target with one slot whose weights give the same bits for one row as for
+ * several (Q8_0 among them: specd_engine_invariance's setting says which ran); plain attention
+ * for other one-slot CPU targets (F32 and F16 weights pad either way, and plain attention's passes
+ * of several are the cheaper there), on a GPU and with several slots (as before 0.8: `specd serve`
+ * asks for AUTO there, which invariance across slots needs). */
 typedef enum specd_flash_attn {
     SPECD_FLASH_ATTN_OFF = 0,
     SPECD_FLASH_ATTN_ON = 1,
@@ -96,8 +97,8 @@ typedef enum specd_flash_attn {
 /* The type of a KV cache (keys: cache_type_k, values: cache_type_v; llama.cpp's -ctk / -ctv).
  * With flash attention off, llama.cpp multiplies the attention weights by V in V's type: in f16
  * the weights are rounded, and differently for a pass over one token than for a pass over several
- * (docs/internals.md); f32 avoids that for twice the V
- * memory (n_ctx x layers x V width x 4 bytes). A quantized V cache needs flash attention, as in
+ * (docs/internals.md); f32 avoids that for twice the V memory (n_ctx x layers x V width x 4
+ * bytes). A quantized V cache needs flash attention, as in
  * llama.cpp; a quantized K or V cache needs the head size to be a multiple of the type's block
  * (32). Which of them keep verification bit for bit: specd_engine_invariance() and the README. */
 typedef enum specd_cache_type {
@@ -290,7 +291,8 @@ SPECD_API char *specd_devices_describe(const char *rpc_servers, char **error);
 
 /* Loads the models, checks that the draft's vocabulary matches the target's (as llama.cpp does:
  * vocab type, add-BOS/EOS flags, BOS/EOS ids, sizes within 128, token texts equal from id 5 on),
- * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL.
+ * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL (and,
+ * where params->failed_input is set, which input is at fault). The one constructor.
  * Only regular files (or symlinks to them) are opened as models: a FIFO, a device, a socket or a
  * directory is refused at once (SPECD_ERR_MODEL_LOAD, "... is a FIFO, not a regular file"), so a
  * load never blocks on a file that has no end. It blocks the calling thread for as long as the
