@@ -49,6 +49,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/json_schema.c
   src/rpc/json_schema_check.c
   src/rpc/json_schema_keywords.c
+  src/rpc/json_schema_check_path.c
 )
 add_library(specd_rpc_objects OBJECT ${SPECD_RPC_SOURCES})
 set_target_properties(specd_rpc_objects PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

@@ -1,78 +1,14 @@
 /* json_schema_check.c - the walk of the schema checks (json_schema_check.h): each schema, the
  * $refs followed the way llama.cpp's converter resolves them, anyOf/oneOf, allOf, and the bounds
- * on depth and expansion. The keywords of one schema are json_schema_keywords.c's. */
+ * on depth and expansion. The keywords of one schema are json_schema_keywords.c's, which come back
+ * here for the schemas inside (properties, items) through jsc.schema. */
 #include "json_schema_check_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- errors and paths ------------------------------------------------------------------------ */
-
-bool jsc_fail(jsc *c, const char *fmt, ...) {
-    if (c->failed) return false;
-    c->failed = true;
-    char what[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    rpc_fail(c->err, RPC_INVALID_PARAMS, c->field, "%s: %s at %s", c->field, what, c->path.text);
-    return false;
-}
-
-bool jsc_oom(jsc *c) {
-    if (!c->failed) rpc_fail(c->err, RPC_INTERNAL_ERROR, c->field, "%s: out of memory checking the schema", c->field);
-    c->failed = true;
-    return false;
-}
-
-/* Appends BEFORE TEXT AFTER, cut at the buffer's end. */
-static void path_append(jsc_path *path, const char *before, const char *text, const char *after) {
-    size_t room = sizeof path->text - path->len;
-    int n = snprintf(path->text + path->len, room, "%s%s%s", before, text, after);
-    path->len = n < 0 ? path->len : (size_t)n < room ? path->len + (size_t)n : sizeof path->text - 1;
-}
-
-static bool plain_key(const char *key) {
-    if (!key[0] || (key[0] >= '0' && key[0] <= '9')) return false;
-    for (const char *p = key; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '$'))
-            return false;
-    return true;
-}
-
-static void path_key(jsc_path *path, const char *key) {
-    if (plain_key(key)) path_append(path, ".", key, "");
-    else path_append(path, "[\"", key, "\"]");
-}
-
-size_t jsc_path_key(jsc *c, const char *key) {
-    size_t saved = c->path.len;
-    path_key(&c->path, key);
-    return saved;
-}
-
-size_t jsc_path_index(jsc *c, const char *key, size_t index) {
-    size_t saved = jsc_path_key(c, key);
-    char digits[24];
-    snprintf(digits, sizeof digits, "%zu", index);
-    path_append(&c->path, "[", digits, "]");
-    return saved;
-}
-
-void jsc_path_pop(jsc *c, size_t saved) {
-    c->path.len = saved;
-    c->path.text[saved] = '\0';
-}
-
-bool jsc_child(jsc *c, json_t *parent, const char *key) {
-    size_t saved = jsc_path_key(c, key);
-    bool ok = jsc_schema(c, json_object_get(parent, key));
-    jsc_path_pop(c, saved);
-    return ok;
-}
+static bool check_schema(jsc *c, json_t *schema);
 
 /* ---- $ref ------------------------------------------------------------------------------------ */
 
@@ -96,8 +32,8 @@ static json_t *resolve(jsc *c, const char *ref, jsc_path *where) {
                            ? json_array_get(node, (size_t)index)
                            : NULL;
         if (!next) return jsc_fail(c, "$ref '%s' does not resolve ('%s' not found)", ref, token), NULL;
-        if (json_is_array(node)) path_append(where, "[", token, "]");
-        else path_key(where, token);
+        if (json_is_array(node)) jsc_path_append(where, "[", token, "]");
+        else jsc_path_append_key(where, token);
         node = next;
         if (!end) return node;
         p = end;
@@ -153,7 +89,7 @@ static bool check_ref(jsc *c, json_t *schema) {
     c->path = where;
     c->on_path[c->n_on_path++] = ref; /* fewer than JSC_MAX_DEPTH: each one is a level deeper */
     c->rewalk += again;
-    bool ok = jsc_schema(c, target);
+    bool ok = check_schema(c, target);
     c->rewalk -= again;
     c->n_on_path--;
     c->path = saved;
@@ -168,7 +104,7 @@ static bool check_alternatives(jsc *c, json_t *schema, const char *key) {
         return jsc_fail(c, "'%s' must be a non-empty array of schemas", key);
     for (size_t i = 0; i < json_array_size(alts); i++) {
         size_t saved = jsc_path_index(c, key, i);
-        bool ok = jsc_schema(c, json_array_get(alts, i));
+        bool ok = check_schema(c, json_array_get(alts, i));
         jsc_path_pop(c, saved);
         if (!ok) return false;
     }
@@ -293,7 +229,7 @@ static bool check_object_schema(jsc *c, json_t *schema) {
     return jsc_typed(c, schema);
 }
 
-bool jsc_schema(jsc *c, json_t *schema) {
+static bool check_schema(jsc *c, json_t *schema) {
     if (c->failed) return false;
     if (++c->visits > JSC_MAX_VISITS)
         return jsc_fail(c, "the schema expands to more than %d schemas through its $refs", JSC_MAX_VISITS);
@@ -311,8 +247,8 @@ bool jsc_schema(jsc *c, json_t *schema) {
 }
 
 bool json_schema_check(json_t *schema, const char *field, rpc_error *err) {
-    jsc c = {.root = schema, .field = field, .err = err, .path = {.text = "$", .len = 1}};
-    bool ok = jsc_schema(&c, schema);
+    jsc c = {.root = schema, .field = field, .err = err, .path = {.text = "$", .len = 1}, .schema = check_schema};
+    bool ok = check_schema(&c, schema);
     free(c.walked);
     return ok;
 }

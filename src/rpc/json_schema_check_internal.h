@@ -1,6 +1,7 @@
-/* json_schema_check_internal.h - what the two files of the schema checks share: the walk over the
- * schemas (json_schema_check.c: $ref, anyOf, allOf, depth) and the checks of one schema's keywords
- * (json_schema_keywords.c: types, enum/const, objects, arrays, strings, integers). */
+/* json_schema_check_internal.h - what the files of the schema checks share: the walk over the
+ * schemas (json_schema_check.c: $ref, anyOf, allOf, depth), the checks of one schema's keywords
+ * (json_schema_keywords.c: types, enum/const, objects, arrays, strings, integers), and the error
+ * and path both use (json_schema_check_path.c). */
 #ifndef SPECD_JSON_SCHEMA_CHECK_INTERNAL_H
 #define SPECD_JSON_SCHEMA_CHECK_INTERNAL_H
 
@@ -57,6 +58,9 @@ typedef struct jsc {
     int n_on_path;
     const char **walked; /* $refs whose target was checked (borrowed strings of the document) */
     size_t n_walked, cap_walked;
+    /* Checks one schema (any JSON value) where the path points: json_schema_check.c's walk, which
+     * json_schema_keywords.c calls for the schemas inside a schema. */
+    bool (*schema)(struct jsc *c, json_t *schema);
 } jsc;
 
 /* Sets the error "FIELD: MESSAGE at PATH" (the first error wins) and returns false. */
@@ -75,10 +79,11 @@ size_t jsc_path_key(jsc *c, const char *key);
 size_t jsc_path_index(jsc *c, const char *key, size_t index);
 void jsc_path_pop(jsc *c, size_t saved);
 
-/* json_schema_check.c: checks one schema (any JSON value) where the path points. */
-bool jsc_schema(jsc *c, json_t *schema);
-/* A schema under `key` of `parent` (path .key) */
+/* The schema under `key` of `parent`, checked with the path at .key. */
 bool jsc_child(jsc *c, json_t *parent, const char *key);
+/* The path's own appends: BEFORE TEXT AFTER (cut at the buffer's end), and .key or ["key"]. */
+void jsc_path_append(jsc_path *path, const char *before, const char *text, const char *after);
+void jsc_path_append_key(jsc_path *path, const char *key);
 
 /* json_schema_keywords.c */
 /* Every key of the schema is a keyword we know (and $id only at the root). */

@@ -300,7 +300,7 @@ static bool check_object(jsc *c, json_t *schema) {
     json_object_foreach(properties, name, value) {
         size_t saved = jsc_path_key(c, "properties");
         jsc_path_key(c, name);
-        bool ok = jsc_schema(c, value);
+        bool ok = c->schema(c, value);
         jsc_path_pop(c, saved);
         if (!ok) return false;
     }
@@ -316,7 +316,7 @@ static bool check_tuple(jsc *c, json_t *schema, const char *key) {
                         "items", key);
     for (size_t i = 0; i < json_array_size(items); i++) {
         size_t saved = jsc_path_index(c, key, i);
-        bool ok = jsc_schema(c, json_array_get(items, i));
+        bool ok = c->schema(c, json_array_get(items, i));
         jsc_path_pop(c, saved);
         if (!ok) return false;
     }
