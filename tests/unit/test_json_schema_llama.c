@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "rpc/json_schema.h"
+#include "specd.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -213,6 +214,26 @@ static void test_llama_cases(void **state) {
     json_decref(cases);
 }
 
+/* specd_json_schema_grammar on hostile text: an error string, never a throw or a crash. */
+static void test_library_call_refuses_bad_text(void **state) {
+    (void)state;
+    static char deep[2000];
+    for (int i = 0; i < 600; i++) deep[i] = '[';
+    for (int i = 0; i < 600; i++) deep[600 + i] = ']';
+    static const char *const bad[] = {deep, "{\"type\": ", "not json", "[]", "{\"type\": 5}", "{\"$ref\": \"#/nowhere\"}"};
+    static const char *const why[] = {"nests deeper than 512", "", "", "", "", "nowhere"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *error = NULL, *grammar = specd_json_schema_grammar(bad[i], &error);
+        if (grammar || !error || !strstr(error, why[i]))
+            fail_msg("%.40s: grammar %s, error %s", bad[i], grammar ? grammar : "NULL", error ? error : "NULL");
+        specd_free(error);
+    }
+    char *error = NULL;
+    assert_null(specd_json_schema_grammar(NULL, &error));
+    assert_non_null(error);
+    specd_free(error);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s CASES_JSON\n", argv[0]);
@@ -222,6 +243,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_our_schemas_as_llama_server),
         cmocka_unit_test(test_llama_cases),
+        cmocka_unit_test(test_library_call_refuses_bad_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
