@@ -3,9 +3,10 @@
  *
  * The grammar is llama.cpp's, from its common converter (json_schema_to_grammar, through
  * specd_json_schema_grammar): the grammar llama-server builds for the same schema, with one rule
- * written for valid UTF-8 (specd.h says which). Output looks as llama-server's: object properties
- * in the order the schema declares them, compact literals for enum/const, bounded whitespace,
- * integers of at most 16 digits. The start symbol is "root" and matches the JSON value only.
+ * written for valid UTF-8 (specd.h says which). Output looks as llama-server's: an object's
+ * required properties first, then its optional ones, each in the order the schema declares them;
+ * compact literals for enum/const; bounded whitespace; integers of at most 16 digits. The start
+ * symbol is "root" and matches the JSON value only.
  *
  * Before the converter the schema passes json_schema_check.h's checks: where llama.cpp would drop
  * a keyword without a word (an unknown one, an unknown format, a keyword beside $ref, ...), the
