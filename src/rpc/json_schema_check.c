@@ -46,6 +46,7 @@ static bool ref_syntax(jsc *c, json_t *value) {
     if (ref[0] != '#')
         return jsc_fail(c, "$ref '%s' is not supported: only references within the document ('#/...')", ref);
     if (ref[1] != '/') return jsc_fail(c, "$ref '%s' is not supported: only JSON pointers ('#/$defs/name') are", ref);
+    if (strlen(ref) > JSC_MAX_REF) return jsc_fail(c, "$ref '%.64s...' is longer than %d bytes", ref, JSC_MAX_REF);
     if (strpbrk(ref, "~%"))
         return jsc_fail(c, "$ref '%s' is not supported: llama.cpp's converter reads '~' and '%%' escapes as they are "
                         "written (rename the definition)", ref);

@@ -25,6 +25,11 @@
  * their count (1000 take a second): the sum of those cubes over the document is bounded, as if one
  * object had 256 (about 35 ms). */
 #define JSC_MAX_OPTIONAL 256
+/* Longest property name, and $ref: llama.cpp's converter names its rules after them through
+ * std::regex, whose matcher recurses once per character of a run of non-alphanumerics (a name of
+ * 50000 dots overflows an 8 MB stack, llama-server's too). */
+#define JSC_MAX_NAME 256
+#define JSC_MAX_REF 512
 /* Integer bounds within 15 digits: at 16 llama.cpp writes repetitions like {16,15}, no grammar. */
 #define JSC_INTEGER_LIMIT 999999999999999LL
 

@@ -240,15 +240,14 @@ static bool check_counts(jsc *c, json_t *schema, const char *min_key, const char
 
 /* llama.cpp excludes the declared names from the extra keys with character classes built from
  * their raw bytes: a name with a quote or backslash (escaped in JSON), a class's ] - ^ or a
- * control character would build a wrong class, and a long one recurses per byte. */
+ * control character would build a wrong class. */
 static bool check_excludable_name(jsc *c, const char *name) {
     size_t len = strlen(name);
-    bool plain = len <= 256 && !strpbrk(name, "\"\\]-^");
+    bool plain = !strpbrk(name, "\"\\]-^");
     for (size_t i = 0; plain && i < len; i++) plain = (unsigned char)name[i] >= 0x20;
     if (plain) return true;
     return jsc_fail(c, "property name '%.64s' is not supported beside additionalProperties (llama.cpp's converter cannot "
-                    "keep it out of the extra keys: no quote, backslash, ']', '-', '^' or control character, at most 256 "
-                    "bytes)", name);
+                    "keep it out of the extra keys: no quote, backslash, ']', '-', '^' or control character)", name);
 }
 
 static bool check_required(jsc *c, json_t *schema, json_t *properties, size_t *n_required) {
@@ -293,6 +292,9 @@ static bool check_object(jsc *c, json_t *schema) {
     json_t *value;
     json_object_foreach(properties, name, value) {
         (void)value;
+        if (strlen(name) > JSC_MAX_NAME)
+            return jsc_fail(c, "property name '%.64s...' is longer than %d bytes (llama.cpp's converter names rules after "
+                            "it with std::regex, which recurses per character)", name, JSC_MAX_NAME);
         if (extras && !check_excludable_name(c, name)) return false;
     }
     if (!charge_optional(c, json_object_size(properties) - n_required + (extras ? 1 : 0))) return false;

@@ -676,6 +676,17 @@ static void test_impossible_or_ambiguous_schemas_are_refused(void **state) {
     deep[len] = '\0';
     expect_refusal(deep, "the schema nests deeper than 128 levels");
     check_bounded_expansion();
+    /* A name llama.cpp's converter would run std::regex over, recursing per character. */
+    static char long_name[60000];
+    len = (size_t)snprintf(long_name, sizeof long_name, "{\"properties\": {\"");
+    memset(long_name + len, '.', 50000);
+    snprintf(long_name + len + 50000, sizeof long_name - len - 50000, "\": {}}}");
+    expect_refusal(long_name, "is longer than 256 bytes");
+    char long_ref[700];
+    len = (size_t)snprintf(long_ref, sizeof long_ref, "{\"$ref\": \"#/");
+    memset(long_ref + len, 'x', 600);
+    snprintf(long_ref + len + 600, sizeof long_ref - len - 600, "\"}");
+    expect_refusal(long_ref, "is longer than 512 bytes");
 }
 
 int main(int argc, char **argv) {
