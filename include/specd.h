@@ -887,9 +887,11 @@ SPECD_API specd_status specd_grammar_price(const specd_engine *engine, const cha
  * a string's characters are written as ranges of Unicode scalar values (valid UTF-8 only) where
  * llama.cpp writes a negated class. `schema_json` is the schema as JSON text. Returns the grammar
  * (heap, specd_free), or NULL with *error (heap) holding llama.cpp's reason. llama.cpp ignores what
- * it does not know (unknown keywords, formats, ...): the JSON API refuses those first (and bounds
- * the depth through $refs, which llama.cpp follows recursively); this call only refuses text nested
- * deeper than 512 levels. Needs no engine; safe from any thread. */
+ * it does not know (unknown keywords, formats, ...): the JSON API refuses those first, and bounds
+ * what llama.cpp's recursion would overflow a stack on (depth through $refs, property names over
+ * 256 bytes: src/rpc/json_schema_check.h); this call itself only refuses text nested deeper than
+ * 512 levels, so bound a hostile schema the same way before calling it. Needs no engine; safe from
+ * any thread. */
 SPECD_API char *specd_json_schema_grammar(const char *schema_json, char **error);
 /* The CPU time the calling thread has spent so far in llama.cpp's grammar engine, for the grammars
  * of the sessions it steps, in ms: what a scheduler reads around a step to see what the step's
