@@ -59,14 +59,15 @@ static bool on_path(const jsc *c, const char *ref) {
     return false;
 }
 
-/* Whether the ref's target was checked before; notes it when not. */
-static bool walked_before(jsc *c, const char *ref, bool *oom) {
+/* Whether the ref's target was checked before; notes it when not (*too_many: no room). */
+static bool walked_before(jsc *c, const char *ref, bool *too_many) {
     for (size_t i = 0; i < c->n_walked; i++)
         if (strcmp(c->walked[i], ref) == 0) return true;
+    if (c->n_walked == JSC_MAX_REFS) return *too_many = true, false;
     if (c->n_walked == c->cap_walked) {
         size_t cap = c->cap_walked ? c->cap_walked * 2 : 16;
         const char **walked = realloc(c->walked, cap * sizeof *walked);
-        if (!walked) return *oom = true, false;
+        if (!walked) return *too_many = true, false;
         c->walked = walked;
         c->cap_walked = cap;
     }
@@ -84,8 +85,9 @@ static bool check_ref(jsc *c, json_t *schema) {
     jsc_path where;
     json_t *target = resolve(c, ref, &where);
     if (!target) return false;
-    bool oom = false, again = walked_before(c, ref, &oom);
-    if (oom) return jsc_oom(c);
+    bool too_many = false, again = walked_before(c, ref, &too_many);
+    if (too_many && c->n_walked < JSC_MAX_REFS) return jsc_oom(c);
+    if (too_many) return jsc_fail(c, "the schema names more than %d different $refs", JSC_MAX_REFS);
     jsc_path saved = c->path;
     c->path = where;
     c->on_path[c->n_on_path++] = ref; /* fewer than JSC_MAX_DEPTH: each one is a level deeper */
@@ -136,6 +138,15 @@ static bool enum_has(json_t *values, json_t *v) {
 
 /* Enums merge into the values they all hold: none would be a grammar without a value. */
 static bool check_all_of_enums(jsc *c, json_t *parts[], size_t n) {
+    /* llama.cpp counts each value's parts by its occurrences: a value twice in one enum would count
+     * as if it were in two. */
+    for (size_t k = 0; k < n; k++) {
+        json_t *values = json_object_get(parts[k], "enum");
+        for (size_t i = 1; i < json_array_size(values); i++)
+            for (size_t j = 0; j < i; j++)
+                if (json_equal(json_array_get(values, i), json_array_get(values, j)))
+                    return jsc_fail(c, "'allOf' part %zu has a value twice in its enum", k);
+    }
     json_t *first = json_object_get(parts[0], "enum");
     for (size_t i = 0; i < json_array_size(first); i++) {
         size_t k = 1;

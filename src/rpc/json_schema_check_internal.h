@@ -17,6 +17,8 @@
 /* Schemas the walk visits, a $ref's target once per $ref: a document whose $refs fan out would
  * otherwise expand beyond any bound. */
 #define JSC_MAX_VISITS 100000
+/* Different $refs one schema may name (each is looked up among those met before). */
+#define JSC_MAX_REFS 1000
 /* Largest count of items or characters: llama.cpp's grammar parser refuses larger repetitions. */
 #define JSC_MAX_REPEAT 2000
 /* Most properties one object may declare. */

@@ -607,6 +607,14 @@ static void check_bounded_expansion(void) {
     }
     snprintf(optional + n, sizeof optional - n, "]}");
     expect_refusal(optional, "too many optional properties");
+    /* 1001 different $refs (each one is looked up among those before it). */
+    static char refs[60000];
+    n = (size_t)snprintf(refs, sizeof refs, "{\"anyOf\": [");
+    for (int i = 0; i <= 1000; i++) n += (size_t)snprintf(refs + n, sizeof refs - n, "%s{\"$ref\": \"#/$defs/d%d\"}", i ? "," : "", i);
+    n += (size_t)snprintf(refs + n, sizeof refs - n, "], \"$defs\": {");
+    for (int i = 0; i <= 1000; i++) n += (size_t)snprintf(refs + n, sizeof refs - n, "%s\"d%d\": {}", i ? "," : "", i);
+    snprintf(refs + n, sizeof refs - n, "}}");
+    expect_refusal(refs, "the schema names more than 1000 different $refs");
 }
 
 static void test_impossible_or_ambiguous_schemas_are_refused(void **state) {
@@ -627,6 +635,7 @@ static void test_impossible_or_ambiguous_schemas_are_refused(void **state) {
     expect_refusal("{\"allOf\": [{\"type\": \"integer\"}]}", "'allOf' part 0 is not supported");
     expect_refusal("{\"allOf\": [{\"enum\": [1]}, {\"type\": \"object\", \"properties\": {}}]}", "'allOf' part 1");
     expect_refusal("{\"allOf\": [{\"enum\": [1]}, {\"enum\": [2]}]}", "the enums of 'allOf' have no value in common");
+    expect_refusal("{\"allOf\": [{\"enum\": [1, 1]}, {\"enum\": [2]}]}", "'allOf' part 0 has a value twice in its enum");
     expect_refusal("{\"allOf\": [{\"properties\": {\"a\": {}}}, {\"properties\": {\"a\": {}}}]}",
                    "property 'a' is declared in 'allOf' parts 0 and 1");
     expect_refusal("{\"allOf\": [{\"properties\": {\"a\": {}}}, {\"anyOf\": [{\"properties\": {\"b\": {}}}]}]}",
