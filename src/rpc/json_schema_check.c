@@ -193,10 +193,15 @@ static bool check_all_of(jsc *c, json_t *schema) {
 }
 
 /* llama.cpp's converter reads a combination alone and drops a `type` beside it: harmless only
- * where every part (after its $refs) is of that type already. */
+ * where every part (after its $refs) is of that type already. (allOf it reads under "object" or
+ * "string" only; under another type, or each of a list, it builds that type and drops the allOf.) */
 static bool check_type_beside(jsc *c, json_t *schema, const char *key) {
     json_t *type = json_object_get(schema, "type");
     if (!type) return true;
+    const char *name = json_string_value(type);
+    if (strcmp(key, "allOf") == 0 && !(name && (strcmp(name, "object") == 0 || strcmp(name, "string") == 0)))
+        return jsc_fail(c, "'type' beside 'allOf' is supported as \"object\" or \"string\" only (with another type "
+                        "llama.cpp's converter drops the allOf)");
     json_t *declared = json_pack("{s:O}", "type", type);
     if (!declared) return jsc_oom(c);
     int allowed = jsc_kind(declared);

@@ -632,6 +632,8 @@ static void test_impossible_or_ambiguous_schemas_are_refused(void **state) {
     expect_refusal("{\"type\": \"object\", \"anyOf\": [{}]}", "'type' beside 'anyOf' is not supported: anyOf[0] may be");
     expect_refusal("{\"type\": \"string\", \"oneOf\": [{\"type\": \"string\"}, {\"type\": \"integer\"}]}", "oneOf[1] may be other");
     expect_refusal("{\"allOf\": [{}, {}]}", "'allOf' part 0 is not supported");
+    expect_refusal("{\"type\": \"integer\", \"allOf\": [{\"enum\": [1, 2]}]}", "'type' beside 'allOf' is supported as");
+    expect_refusal("{\"type\": [\"object\", \"null\"], \"allOf\": [{\"properties\": {}}]}", "'type' beside 'allOf'");
     expect_refusal("{\"allOf\": [{\"type\": \"integer\"}]}", "'allOf' part 0 is not supported");
     expect_refusal("{\"allOf\": [{\"enum\": [1]}, {\"type\": \"object\", \"properties\": {}}]}", "'allOf' part 1");
     expect_refusal("{\"allOf\": [{\"enum\": [1]}, {\"enum\": [2]}]}", "the enums of 'allOf' have no value in common");

@@ -131,6 +131,13 @@ static const char *const OUR_SCHEMAS[] = {
     "{\"allOf\": [{\"$ref\": \"#/$defs/a\"}, {\"type\": \"object\", \"properties\": {\"b\": {\"type\": \"integer\"}}}],"
     " \"$defs\": {\"a\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\"}}}}}",
     "{\"allOf\": [{\"enum\": [1, 2, 3]}, {\"enum\": [2, 3, 4]}]}",
+    "{\"type\": \"string\", \"allOf\": [{\"enum\": [\"a\", \"b\"]}, {\"enum\": [\"b\", \"c\"]}]}",
+    "{\"type\": \"object\", \"allOf\": [{\"properties\": {\"x\": {\"type\": \"null\"}}}]}",
+    "{\"type\": \"object\", \"anyOf\": [{\"properties\": {\"a\": {\"type\": \"null\"}}, \"required\": [\"a\"]},"
+    " {\"$ref\": \"#/$defs/b\"}], \"$defs\": {\"b\": {\"type\": \"object\", \"properties\": {\"b\": {\"type\": \"null\"}}}}}",
+    "{\"type\": \"string\", \"pattern\": \"^(yes|no)$\"}",
+    "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"maxItems\": 400}",
+    "{\"additionalProperties\": true}",
     "{\"$defs\": {\"name\": {\"type\": \"string\", \"maxLength\": 3}}, \"type\": \"object\","
     " \"properties\": {\"first\": {\"$ref\": \"#/$defs/name\"}, \"last\": {\"$ref\": \"#/$defs/name\"}},"
     " \"required\": [\"first\", \"last\"]}",
