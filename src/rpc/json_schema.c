@@ -29,10 +29,11 @@ bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf
     char *why = NULL, *grammar = specd_json_schema_grammar(text, &why);
     free(text);
     if (!grammar) {
-        if (why) one_line(why);
-        bool ok = why ? rpc_fail(err, RPC_INVALID_PARAMS, field, "%s: %s", field, why) : out_of_memory(field, err);
+        if (!why) return out_of_memory(field, err);
+        one_line(why);
+        rpc_fail(err, RPC_INVALID_PARAMS, field, "%s: %s", field, why);
         specd_free(why);
-        return ok;
+        return false;
     }
     *gbnf_out = strdup(grammar); /* the callers free() it; specd_free owns the library's copy */
     specd_free(grammar);
