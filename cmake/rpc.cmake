@@ -49,9 +49,9 @@ set(SPECD_RPC_SOURCES
   src/util/flag_names.c
   src/rpc/abi.c
   src/rpc/json_schema.c
-  src/rpc/json_schema_object.c
-  src/rpc/json_schema_rules.c
-  src/rpc/json_schema_int.c
+  src/rpc/json_schema_check.c
+  src/rpc/json_schema_keywords.c
+  src/rpc/json_schema_check_path.c
 )
 add_library(specd_rpc_objects OBJECT ${SPECD_RPC_SOURCES})
 set_target_properties(specd_rpc_objects PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

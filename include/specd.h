@@ -868,6 +868,18 @@ SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const cha
  * A server refuses a grammar whose price would stall its other slots. Since 0.8. */
 SPECD_API specd_status specd_grammar_price(const specd_engine *engine, const char *grammar, double budget_ms,
                                            double *cost_ms, char **error);
+/* JSON Schema -> GBNF (the output is JSON the schema allows) through llama.cpp's common converter,
+ * the one llama-server uses for `json_schema` and `response_format`: the same grammar, except that
+ * a string's characters are written as ranges of Unicode scalar values (valid UTF-8 only) where
+ * llama.cpp writes a negated class. `schema_json` is the schema as JSON text. Returns the grammar
+ * (heap, specd_free), or NULL with *error (heap) holding llama.cpp's reason. llama.cpp ignores what
+ * it does not know (unknown keywords, formats, ...): the JSON API refuses those first, and bounds
+ * what llama.cpp's recursion would overflow a stack on (depth through $refs, property names over
+ * 256 bytes: src/rpc/json_schema_check.h); this call itself only refuses text nested deeper than
+ * 512 levels, so bound a hostile schema the same way before calling it. Needs no engine; safe from
+ * any thread. */
+SPECD_API char *specd_json_schema_grammar(const char *schema_json, char **error);
+
 typedef enum specd_stop_reason {
     SPECD_STOP_LIMIT = 0,    /* n_predict tokens generated */
     SPECD_STOP_EOG = 1,      /* the target produced an end-of-generation token */
