@@ -25,6 +25,7 @@ set(SPECD_RPC_SOURCES
   src/rpc/parse_error.c
   src/rpc/params.c
   src/rpc/rpc.c
+  src/rpc/rpc_api.c
   src/rpc/watch.c
   src/rpc/init_args.c
   src/rpc/confine.c
@@ -46,11 +47,12 @@ set(SPECD_RPC_SOURCES
   src/rpc/invariance_json.c
   src/util/lora_arg.c
   src/util/base64.c
+  src/util/flag_names.c
   src/rpc/abi.c
   src/rpc/json_schema.c
-  src/rpc/json_schema_object.c
-  src/rpc/json_schema_rules.c
-  src/rpc/json_schema_int.c
+  src/rpc/json_schema_check.c
+  src/rpc/json_schema_keywords.c
+  src/rpc/json_schema_check_path.c
 )
 add_library(specd_rpc_objects OBJECT ${SPECD_RPC_SOURCES})
 set_target_properties(specd_rpc_objects PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

@@ -34,11 +34,15 @@ extern "C" {
 /* The version of this header. libspecd follows semantic versioning: while MAJOR is 0, every MINOR
  * release may change the ABI (structs, enums), and the shared library's SONAME carries both
  * (libspecd.so.0.MINOR); from 1.0 on only MAJOR does. Compare with specd_version_number() at run
- * time to catch a header and a library that do not match. */
+ * time to catch a header and a library that do not match. Each version's changes: docs/library.md
+ * ("Versions and ABI"). 0.9 made this header the library alone: the command-line spellings
+ * (specd_*_parse) and specd_grammar_thread_ms left it for specd's own front ends, and
+ * specd_engine_new_v2 is gone, with no alias (no program outside specd called it): set
+ * specd_engine_params.failed_input and call specd_engine_new, the one constructor. */
 #define SPECD_VERSION_MAJOR 0
-#define SPECD_VERSION_MINOR 8
+#define SPECD_VERSION_MINOR 9
 #define SPECD_VERSION_PATCH 0
-#define SPECD_VERSION_STRING "0.8.0"
+#define SPECD_VERSION_STRING "0.9.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 300 for 0.3.0. */
 #define SPECD_VERSION_NUMBER (SPECD_VERSION_MAJOR * 10000 + SPECD_VERSION_MINOR * 100 + SPECD_VERSION_PATCH)
 
@@ -72,20 +76,17 @@ typedef struct specd_engine specd_engine;
 
 /* Whether llama.cpp's flash attention kernel computes attention. On the CPU that kernel reads the
  * whole cache once per query token, while the plain path reads it once per pass: a verification
- * pass of several tokens pays the difference over again (a pass of 4 tokens of the benchmark pair:
- * 56 ms with it and 48 without at 300 cached tokens, 95 and 60 at 1000; equal on an empty cache).
- * But plain attention's products take another kernel for one row than for several, so a
- * batch-invariant target pads every one-token pass to two rows (docs/internals.md), and where the
- * weights' products are dear per row that costs more than flash attention does: the Q8_0 benchmark
- * target on an AMD EPYC (2 threads) passes 2 tokens in 2.48x the time of 1, and without speculation
- * ran at 0.41x llama-completion padded, 1.02x under flash attention, where Q8_0 weights need no
- * padding. SPECD_FLASH_ATTN_DEFAULT (the default) chooses by that: flash attention, with bf16 K and V
- * caches unless others are set (an f16 or f32 pair would make one-row passes past 256 cells take a
- * split kernel, padded again), for a batch-invariant CPU target with one slot whose weights give
- * the same bits for one row as for several (Q8_0 among them: specd_engine_invariance's setting
- * says which ran); plain attention for other one-slot CPU targets (F32 and F16 weights pad either
- * way, and plain attention's passes of several are the cheaper there), on a GPU and with several
- * slots (as before 0.8: `specd serve` asks for AUTO there, which invariance across slots needs). */
+ * pass of several tokens pays the difference over again. But plain attention's products take
+ * another kernel for one row than for several, so a batch-invariant target pads every one-token
+ * pass to two rows, and where the weights' products are dear per row that costs more than flash
+ * attention does (docs/internals.md has the measurements). SPECD_FLASH_ATTN_DEFAULT (the default)
+ * chooses by that: flash attention, with bf16 K and V caches unless others are set (an f16 or f32
+ * pair would make one-row passes past 256 cells take a split kernel, padded again), for a
+ * batch-invariant CPU target with one slot whose weights give the same bits for one row as for
+ * several (Q8_0 among them: specd_engine_invariance's setting says which ran); plain attention
+ * for other one-slot CPU targets (F32 and F16 weights pad either way, and plain attention's passes
+ * of several are the cheaper there), on a GPU and with several slots (as before 0.8: `specd serve`
+ * asks for AUTO there, which invariance across slots needs). */
 typedef enum specd_flash_attn {
     SPECD_FLASH_ATTN_OFF = 0,
     SPECD_FLASH_ATTN_ON = 1,
@@ -96,8 +97,8 @@ typedef enum specd_flash_attn {
 /* The type of a KV cache (keys: cache_type_k, values: cache_type_v; llama.cpp's -ctk / -ctv).
  * With flash attention off, llama.cpp multiplies the attention weights by V in V's type: in f16
  * the weights are rounded, and differently for a pass over one token than for a pass over several
- * (target logits differ by up to 0.25 on the benchmark pair); f32 avoids that for twice the V
- * memory (n_ctx x layers x V width x 4 bytes). A quantized V cache needs flash attention, as in
+ * (docs/internals.md); f32 avoids that for twice the V memory (n_ctx x layers x V width x 4
+ * bytes). A quantized V cache needs flash attention, as in
  * llama.cpp; a quantized K or V cache needs the head size to be a multiple of the type's block
  * (32). Which of them keep verification bit for bit: specd_engine_invariance() and the README. */
 typedef enum specd_cache_type {
@@ -135,9 +136,8 @@ typedef enum specd_load_mode {
 
 /* Whether the default (adaptive) draft length is held a spell of steps at a time, chosen by the
  * tokens each length would have made on the same steps over what its own steps cost, instead of
- * planned step by step (docs/performance.md). A GPU runs a pass from
- * a captured CUDA graph only while its size holds, and llama.cpp rebuilds a pass's graph when its
- * size changes: on an H200 the planned lengths ran at 0.71-0.78x llama-speculative's fixed 3. */
+ * planned step by step. A GPU runs a pass from a captured CUDA graph only while its size holds,
+ * and llama.cpp rebuilds a pass's graph when its size changes (docs/performance.md). */
 typedef enum specd_draft_hold {
     SPECD_DRAFT_HOLD_AUTO = 0, /* held where the target's layers are on a GPU; on rpc-servers alone
                                 * (their devices not known) once a change of pass size is learnt to
@@ -145,6 +145,14 @@ typedef enum specd_draft_hold {
     SPECD_DRAFT_HOLD_ON = 1,   /* held */
     SPECD_DRAFT_HOLD_OFF = 2,  /* planned step by step (the CPU's default) */
 } specd_draft_hold;
+
+/* Which input of specd_engine_params a failed specd_engine_new is about (failed_input below). */
+typedef enum specd_engine_input {
+    SPECD_INPUT_NONE = 0,   /* none in particular (a bad parameter, out of memory), or success */
+    SPECD_INPUT_TARGET = 1, /* target_path: missing, not a regular file, not loadable, its context */
+    SPECD_INPUT_DRAFT = 2,  /* draft_path: the same, or its vocabulary does not match the target's */
+    SPECD_INPUT_MMPROJ = 3, /* mmproj_path: missing, not a projector, not for this target. Since 0.9 */
+} specd_engine_input;
 
 typedef struct specd_engine_params {
     uint32_t struct_size;    /* sizeof(specd_engine_params), set by specd_engine_default_params() */
@@ -254,10 +262,15 @@ typedef struct specd_engine_params {
     /* llama.cpp's -tb: threads for passes of several tokens (prompt chunks, verification), for both
      * models; 0 = n_threads. Since 0.7. */
     int32_t n_threads_batch;
+    /* Where not NULL (the default is NULL), specd_engine_new stores here which input is at fault
+     * when it fails (SPECD_INPUT_NONE on success), e.g. to name the field of a request; a load
+     * cancelled by progress_callback is blamed on the model it was reading. An output, the one
+     * pointer of this struct written through. Since 0.9 (it replaces specd_engine_new_v2). */
+    specd_engine_input *failed_input;
     /* A vision projector for the target (llama.cpp's --mmproj: a CLIP GGUF made for this model), so
      * that prompts may hold images (specd_tokenize_images). NULL or "" (the default): none. Not with
      * a drafting head (mtp, EAGLE-3, DFlash), nor for projectors whose positions are M-RoPE (Qwen2-VL
-     * style): specd_engine_new refuses those by name (SPECD_INPUT_MMPROJ). Copied. Since 0.8. */
+     * style): specd_engine_new refuses those by name (SPECD_INPUT_MMPROJ). Copied. Since 0.9. */
     const char *mmproj_path;
 } specd_engine_params;
 
@@ -266,23 +279,9 @@ typedef struct specd_engine_params {
 #define SPECD_MAX_PARALLEL 32
 
 SPECD_API specd_engine_params specd_engine_default_params(void);
-/* llama.cpp's --load-mode values ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio") into
- * *out; false for anything else. */
-SPECD_API bool specd_load_mode_parse(const char *name, specd_load_mode *out);
-/* "auto", "on" or "off" into *out (specd_draft_hold); false for anything else. */
-SPECD_API bool specd_draft_hold_parse(const char *name, specd_draft_hold *out);
-/* "on", "off" or "auto" (llama.cpp's --flash-attn values) into *out; false for anything else. */
-SPECD_API bool specd_flash_attn_parse(const char *name, specd_flash_attn *out);
-/* llama.cpp's --cache-type-k / -v names: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl",
- * "q5_0", "q5_1" into *out; false for anything else. */
-SPECD_API bool specd_cache_type_parse(const char *name, specd_cache_type *out);
 /* The name of a cache type ("f16", ...; "default" for DEFAULT); NULL for an unknown value. */
 SPECD_API const char *specd_cache_type_name(specd_cache_type type);
 
-/* llama.cpp's -ngl values: an integer from -1, or "all" / "auto" (both -1: specd does not fit
- * layers to free memory as llama.cpp's "auto" does; a model too big for the devices fails to load,
- * naming llama.cpp's reason, and a smaller N fits). False for anything else. */
-SPECD_API bool specd_gpu_layers_parse(const char *value, int32_t *out);
 /* Whether a model can be offloaded at all here: this llama.cpp has a GPU backend that found a GPU,
  * or an RPC server was registered (specd_engine_params.rpc_servers). False on a CPU-only build. */
 SPECD_API bool specd_gpu_offload_available(void);
@@ -298,7 +297,8 @@ SPECD_API char *specd_devices_describe(const char *rpc_servers, char **error);
 
 /* Loads the models, checks that the draft's vocabulary matches the target's (as llama.cpp does:
  * vocab type, add-BOS/EOS flags, BOS/EOS ids, sizes within 128, token texts equal from id 5 on),
- * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL.
+ * and creates both contexts. Returns SPECD_OK and sets *out, or an error and *out = NULL (and,
+ * where params->failed_input is set, which input is at fault). The one constructor.
  * Only regular files (or symlinks to them) are opened as models: a FIFO, a device, a socket or a
  * directory is refused at once (SPECD_ERR_MODEL_LOAD, "... is a FIFO, not a regular file"), so a
  * load never blocks on a file that has no end. It blocks the calling thread for as long as the
@@ -308,19 +308,6 @@ SPECD_API char *specd_devices_describe(const char *rpc_servers, char **error);
 SPECD_API specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out,
                                         char **error);
 
-/* Which input of specd_engine_params a failed specd_engine_new_v2 is about. */
-typedef enum specd_engine_input {
-    SPECD_INPUT_NONE = 0,   /* none in particular (a bad parameter, out of memory), or success */
-    SPECD_INPUT_TARGET = 1, /* target_path: missing, not a regular file, not loadable, its context */
-    SPECD_INPUT_DRAFT = 2,  /* draft_path: the same, or its vocabulary does not match the target's */
-    SPECD_INPUT_MMPROJ = 3, /* mmproj_path: missing, not a projector, not for this target. Since 0.8 */
-} specd_engine_input;
-
-/* specd_engine_new that also says, when it fails, which input is at fault in *failed_input (may
- * be NULL), e.g. to name the field of a request. A load cancelled by progress_callback is blamed
- * on the model it was reading. */
-SPECD_API specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine **out,
-                                           specd_engine_input *failed_input, char **error);
 SPECD_API void specd_engine_free(specd_engine *engine);
 /* One pass of the target (and of the draft model) on two tokens, then their caches cleared, as
  * llama.cpp's tools do at start-up: the weights are read in (a memory-mapped model is paged in by
@@ -491,7 +478,7 @@ typedef struct specd_fim_tokens {
 } specd_fim_tokens;
 SPECD_API specd_fim_tokens specd_engine_fim_tokens(const specd_engine *engine);
 
-/* ---- images (specd_engine_params.mmproj_path; since 0.8) --------------------------------------- */
+/* ---- images (specd_engine_params.mmproj_path; since 0.9) --------------------------------------- */
 
 /* Whether the engine has a vision projector: prompts may hold images. */
 SPECD_API bool specd_engine_has_vision(const specd_engine *engine);
@@ -754,14 +741,14 @@ typedef struct specd_spec_params {
     int32_t ngram_min_hits;       /* ngram-map drafts continuations seen this often; default 2 */
     const char *ngram_cache_path; /* static cache file for ngram-cache (build_ngram_cache), or NULL */
     /* Most branches of a suffix draft (1..8): above 1 the suffix drafter may propose a small tree of
-     * its best continuations, verified in one target pass. Default 1 (chains): on the benchmark
-     * set trees cost as much as chains but gained nothing (docs/performance.md). */
+     * its best continuations, verified in one target pass. Default 1 (chains): such trees
+     * have not paid for themselves so far (docs/performance.md). */
     int32_t suffix_branches;
     /* Draft-model trees: branches where the draft is unsure, verified in one target pass (exact
      * at every temperature). tree: SPECD_DRAFT_TREE_AUTO (default: a sibling or side branch is
-     * drafted only when the measured costs say it raises tokens per second; on 2 CPU cores that is
-     * nearly never), _ON (every split that passes draft_p_split), _OFF (chains). Trees need a
-     * draft model and no grammar; elsewhere they are chains. */
+     * drafted only when the measured costs say it raises tokens per second), _ON (every split
+     * that passes draft_p_split), _OFF (chains). Trees need a draft model and no grammar;
+     * elsewhere they are chains. */
     specd_draft_tree_mode tree;
     int32_t draft_branches; /* most branches of a draft-model tree, 1..8; default 4 (1 = chains) */
     float draft_p_split;    /* a split needs this draft path probability (llama.cpp's); default 0.1 */
@@ -914,15 +901,20 @@ SPECD_API specd_status specd_grammar_check(const specd_engine *engine, const cha
  * its start (a step's least work). With budget_ms > 0 the masking stops once the cost passes it
  * (*cost_ms is then "at least"), so pricing a dear grammar costs about the budget beyond its build;
  * 0: the whole vocabulary, whatever it costs; below 0: no masking, the build's cost only.
- * A server refuses a grammar whose price would stall its other slots (60000 alternatives: seconds
- * a step). Since 0.8. */
+ * A server refuses a grammar whose price would stall its other slots. Since 0.8. */
 SPECD_API specd_status specd_grammar_price(const specd_engine *engine, const char *grammar, double budget_ms,
                                            double *cost_ms, char **error);
-/* The CPU time the calling thread has spent so far in llama.cpp's grammar engine, for the grammars
- * of the sessions it steps, in ms: what a scheduler reads around a step to see what the step's
- * grammars cost (an ambiguous grammar's cost grows with every token, and no preemption or other
- * work counts in it). */
-SPECD_API double specd_grammar_thread_ms(void);
+/* JSON Schema -> GBNF (the output is JSON the schema allows) through llama.cpp's common converter,
+ * the one llama-server uses for `json_schema` and `response_format`: the same grammar, except that
+ * a string's characters are written as ranges of Unicode scalar values (valid UTF-8 only) where
+ * llama.cpp writes a negated class. `schema_json` is the schema as JSON text. Returns the grammar
+ * (heap, specd_free), or NULL with *error (heap) holding llama.cpp's reason. llama.cpp ignores what
+ * it does not know (unknown keywords, formats, ...): the JSON API refuses those first, and bounds
+ * what llama.cpp's recursion would overflow a stack on (depth through $refs, property names over
+ * 256 bytes: src/rpc/json_schema_check.h); this call itself only refuses text nested deeper than
+ * 512 levels, so bound a hostile schema the same way before calling it. Needs no engine; safe from
+ * any thread. */
+SPECD_API char *specd_json_schema_grammar(const char *schema_json, char **error);
 
 typedef enum specd_stop_reason {
     SPECD_STOP_LIMIT = 0,    /* n_predict tokens generated */

@@ -8,17 +8,22 @@
 #     once); its F32 target, the memory-bound shape of large models and GPUs, where a pass of
 #     several tokens costs about what one does on any machine (the Q8_0 target is compute-bound:
 #     on an AMD EPYC a pass of 2 tokens costs 2.48x one, and no draft length pays there);
-#  2. else model-free drafting (prompt lookup and suffix trees, no draft model) on a prompt whose
-#     text the model repeats: stories260K from ../shared/models, or a tiny model generated here.
+#  2. else, with ../shared's stories260K, model-free drafting (prompt lookup and suffix trees, no
+#     draft model) on a prompt whose text the model repeats;
+#  3. else (no ../shared: a fresh machine) a pair made here by make_tiny_model --text: a 150 MB
+#     target (F32, 4 layers of 768) built to write one English paragraph, and a 1 MB draft that
+#     agrees with it at 9 pieces of 10 (docs/cli.md, "make_tiny_model").
 # A draft model as dear as the target (stories260K drafting for itself) is not shown: it can never
 # pay, and specd does not draft with it (docs/performance.md).
+# SPECD_DEMO_SHARED names ../shared (a folder that does not exist: none; the demo_text test).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 specd=$build/bin/specd
 bench=${SPECD_BENCH_DIR:-$HOME/.cache/specd-bench}
-shared=$root/../shared
+shared=${SPECD_DEMO_SHARED:-$root/../shared}
 n=128
+eos=(--ignore-eos) # the same number of tokens off and on, whatever the model would end with
 
 have_pair() { [ -s "$bench/target-f32.gguf" ] && [ -s "$bench/draft.gguf" ]; }
 
@@ -33,16 +38,9 @@ if have_pair; then
   prompt="Once upon a time, there was a little girl named Lily."
   what="the memory-bound benchmark pair (348M target in F32, 44M draft model) from $bench"
   threads=()
-else
-  if [ -s "$shared/models/stories260K.gguf" ]; then
-    target=$shared/models/stories260K.gguf
-    what="stories260K, no draft model: prompt lookup and suffix drafts on text that repeats"
-  else
-    mkdir -p "$build/demo-models"
-    target=$build/demo-models/target.gguf
-    [ -s "$target" ] || "$build/bin/make_tiny_model" --out "$target" --seed 1 --logit-scale 4
-    what="a tiny random model generated in $build/demo-models (no ../shared here), no draft model: prompt lookup and suffix drafts on text that repeats"
-  fi
+elif [ -s "$shared/models/stories260K.gguf" ]; then
+  target=$shared/models/stories260K.gguf
+  what="stories260K, no draft model: prompt lookup and suffix drafts on text that repeats"
   # One thread: these models are too small for a second to help, and ggml's threads wait for each
   # other at every operation, which on a busy machine costs more than the work.
   spec=(--spec ngram-simple,suffix) threads=(-t 1)
@@ -53,12 +51,24 @@ else
   passage=$("$specd" run -m "$target" -p "$opening" -n 96 --temp 0 --ignore-eos --spec none -t 1 --json |
             python3 -c 'import json, sys; print(json.load(sys.stdin)["text"], end="")')
   prompt="$opening$passage $opening"
+else
+  models=$build/demo-models
+  "$root/scripts/demo_models.sh" "$build/bin/make_tiny_model" "$models"
+  target=$models/text-target.gguf
+  spec=(-md "$models/text-draft.gguf")
+  prompt=$(cut -d' ' -f1 "$models/text.txt")
+  what="a pair made here in $models (no ../shared): a target built to write one paragraph, a draft that agrees at 9 pieces of 10"
+  # One thread: ggml's threads wait for each other at every operation, which on a busy machine
+  # (2 cores shared) costs more than the second thread gives; the target alone is still
+  # memory-bound (150 MB of F32 weights a pass), which is where verifying several tokens pays.
+  threads=(-t 1)
+  n=256 eos=() # the paragraph ends well before: its end-of-text token ends both runs
 fi
 
 echo "demo: $what"
-echo "      greedy, $n tokens, speculation off and on (run twice each, alternating; the faster run counts)"
+echo "      greedy, up to $n tokens, speculation off and on (run twice each, alternating; the faster run counts)"
 echo
-common=(-m "$target" -p "$prompt" -n "$n" -c 1024 --temp 0 --ignore-eos "${threads[@]}" --json)
+common=(-m "$target" -p "$prompt" -n "$n" -c 1024 --temp 0 "${eos[@]}" "${threads[@]}" --json)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for round in 1 2; do
@@ -91,4 +101,5 @@ print(f"{'speedup':<36}{ratio:>9.2f}x")
 st = on["startup"]
 print(f"\nstart-up of the speculative run: load {st['load_ms']:.0f} ms, calibration {st['calibration_ms']:.1f} ms "
       f"({st['calibration']}), prompt {st['prompt_ms']:.0f} ms")
+print("\nto run your own models: specd run -m TARGET.gguf -md DRAFT.gguf -p \"your prompt\" (docs/cli.md)")
 EOF

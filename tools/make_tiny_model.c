@@ -36,7 +36,7 @@
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0]
  *       [--hidden-mix 0.5] [--target FILE] [--target-layers A,B,C] [--target-hidden-size N]
- *       [--block-size 8] [--lora-rank R] [--nextn-layers 1]
+ *       [--block-size 8] [--lora-rank R] [--nextn-layers 1] [--text TEXT] [--text-miss N]
  *
  *   --arch A          llama (attention, the default), mamba (recurrent:
  *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
@@ -81,6 +81,13 @@
  *                     or a name llama.cpp knows ("chatml", "llama3", ...),
  *                     which llama_chat_apply_template accepts as well.
  *                     Without it the model has no chat template.
+ *   --text TEXT       writes a model that, greedily, writes TEXT after its
+ *                     first word and then ends (tiny_text.c): each piece of
+ *                     the text leads to the next through the embeddings and
+ *                     the output matrix; the layers (--layer-scale small)
+ *                     only add cost. --n-embd must exceed the text's pieces.
+ *   --text-miss N     with --text: a draft for that model, wrong at every Nth
+ *                     piece (it skips one there), right everywhere else.
  *   --fim on          names fill-in-the-middle tokens (tokenizer.ggml.fim_pre,
  *                     fim_suf, fim_mid: the byte tokens <0x01>, <0x02>,
  *                     <0x03>, which text never holds), for /infill's tests.
@@ -106,7 +113,7 @@
 /* The vocabulary is built in fixed-size storage; the built-in word lists
  * stay far below these limits, and vocab_append checks them anyway. */
 #define MAX_VOCAB 1024
-#define MAX_PIECE_BYTES 48
+#define MAX_PIECE_BYTES TINY_MAX_PIECE_BYTES
 
 /* SentencePiece marks a word boundary with U+2581 LOWER ONE EIGHTH BLOCK. */
 #define SPM_SPACE "\xE2\x96\x81"
@@ -127,13 +134,13 @@ enum { LFM2_L_CACHE = 3 };
 /* Mamba's fixed state-space sizes: small, and what llama.cpp's loader accepts. */
 enum { MAMBA_D_STATE = 8, MAMBA_D_CONV = 4 };
 
-typedef struct {
+struct tiny_vocab {
     char text[MAX_VOCAB][MAX_PIECE_BYTES];
     float score[MAX_VOCAB];
     int32_t type[MAX_VOCAB];
     int count;
     int first_word_id;
-} tiny_vocab;
+};
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
@@ -143,7 +150,7 @@ static void print_usage(FILE *stream) {
             " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
             " [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0] [--hidden-mix 0.5] [--target FILE]"
             " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8] [--lora-rank R]"
-            " [--nextn-layers 1] [--fim on|off]\n");
+            " [--nextn-layers 1] [--fim on|off] [--text TEXT] [--text-miss N]\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -303,6 +310,10 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
         opts->target_hidden_size = parse_dimension(flag, value);
     } else if (strcmp(flag, "--block-size") == 0) {
         opts->block_size = (int)parse_long_in_range(flag, value, 2, 64);
+    } else if (strcmp(flag, "--text") == 0) {
+        opts->text = value;
+    } else if (strcmp(flag, "--text-miss") == 0) {
+        opts->text_miss = (int)parse_long_in_range(flag, value, 0, 1000);
     } else if (strcmp(flag, "--lora-rank") == 0) {
         opts->lora_rank = (int)parse_long_in_range(flag, value, 1, 64);
     } else if (strcmp(flag, "--weight-type") == 0) {
@@ -357,6 +368,12 @@ static void validate_options(model_options *opts) {
     }
     if (opts->n_nextn != 1 && opts->arch != ARCH_GLM4MOE && opts->arch != ARCH_QWEN35) {
         fail("--nextn-layers applies to --arch glm4moe and qwen35 only");
+    }
+    if (opts->text != NULL && (opts->arch != ARCH_LLAMA || opts->lora_rank > 0 || opts->different_vocab)) {
+        fail("--text writes a model of --arch llama with the normal vocabulary");
+    }
+    if (opts->text_miss > 0 && opts->text == NULL) {
+        fail("--text-miss needs --text");
     }
     if (tiny_heads_handles(opts->arch)) {
         tiny_heads_validate(opts);
@@ -463,6 +480,17 @@ static void vocab_append_normal_if_new(tiny_vocab *vocab, const char *text) {
     if (!vocab_contains(vocab, text)) {
         vocab_append(vocab, text, piece_score(text), TOKEN_TYPE_NORMAL);
     }
+}
+
+int32_t tiny_vocab_find(const tiny_vocab *vocab, const char *text) {
+    for (int i = 0; i < vocab->count; i++)
+        if (strcmp(vocab->text[i], text) == 0) return i;
+    return -1;
+}
+
+int32_t tiny_vocab_add(tiny_vocab *vocab, const char *text) {
+    vocab_append_normal_if_new(vocab, text);
+    return tiny_vocab_find(vocab, text);
 }
 
 static void add_special_tokens(tiny_vocab *vocab) {
@@ -771,7 +799,7 @@ static void add_lfm2_layer(struct gguf_context *gguf, struct ggml_context *ctx, 
 /* Shapes follow llama.cpp's LLM_ARCH_LLAMA loader, in ggml order {ne0, ne1}
  * where ne0 is the input (row) dimension. */
 static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
-                            const model_options *opts, int n_vocab) {
+                            const model_options *opts, int n_vocab, const tiny_text_chain *text) {
     weight_source source = {
         .weights = {opts->seed},
         .noise = {opts->noise_seed},
@@ -780,7 +808,11 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     };
     /* Embeddings are unit variance: the first RMS norm rescales them anyway,
      * and unit scale matches the size of the attention/FFN residual updates. */
-    add_matrix(gguf, ctx, &source, "token_embd.weight", opts->n_embd, n_vocab, 1.0);
+    if (text) {
+        tiny_text_add_embeddings(gguf, ctx, opts, text, n_vocab);
+    } else {
+        add_matrix(gguf, ctx, &source, "token_embd.weight", opts->n_embd, n_vocab, 1.0);
+    }
     for (int layer = 0; layer < opts->n_layer; layer++) {
         if (opts->arch == ARCH_MAMBA) {
             add_mamba_layer(gguf, ctx, &source, opts, layer);
@@ -794,8 +826,12 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
     add_norm(gguf, ctx, opts->arch == ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight", opts->n_embd);
     /* Logits have roughly unit spread before --logit-scale, which therefore
      * directly sets how peaked the next-token distribution is. */
-    add_matrix(gguf, ctx, &source, "output.weight", opts->n_embd, n_vocab,
-               opts->logit_scale * fan_in_scale(opts->n_embd));
+    if (text) {
+        tiny_text_add_output(gguf, ctx, opts, text, n_vocab, TOKEN_ID_EOS);
+    } else {
+        add_matrix(gguf, ctx, &source, "output.weight", opts->n_embd, n_vocab,
+                   opts->logit_scale * fan_in_scale(opts->n_embd));
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -972,6 +1008,11 @@ int main(int argc, char **argv) {
         fail("cannot allocate the vocabulary");
     }
     build_vocab(vocab, opts.different_vocab);
+    tiny_text_chain *text = NULL;
+    if (opts.text) {
+        if ((text = calloc(1, sizeof *text)) == NULL) fail("cannot allocate the text's pieces");
+        tiny_text_build(opts.text, vocab, text);
+    }
     if (opts.lora_rank > 0) {
         write_lora(&opts, vocab->count);
         free(vocab);
@@ -997,7 +1038,7 @@ int main(int argc, char **argv) {
     if (head) {
         tiny_heads_add_tensors(gguf, ctx, &opts, vocab->count);
     } else {
-        add_all_tensors(gguf, ctx, &opts, vocab->count);
+        add_all_tensors(gguf, ctx, &opts, vocab->count, text);
     }
     write_gguf_file(gguf, opts.out_path);
 
@@ -1008,5 +1049,6 @@ int main(int argc, char **argv) {
     ggml_free(ctx);
     free(weight_buffer);
     free(vocab);
+    free(text);
     return 0;
 }

@@ -1,7 +1,8 @@
 /* tiny_model.h - what make_tiny_model's writers share: the options, the deterministic weight
  * streams and the tensor helpers (tiny_tensors.c). make_tiny_model.c writes the plain models (llama,
  * mamba, lfm2) and the vocabulary; tiny_heads.c the drafting heads' models (a GLM-4.5-style target
- * with a nextn layer, EAGLE-3, DFlash and DSpark drafts); tiny_qwen35.c a Qwen3.5-style target. */
+ * with a nextn layer, EAGLE-3, DFlash and DSpark drafts); tiny_qwen35.c a Qwen3.5-style target;
+ * tiny_text.c the embeddings and output of a model that writes a given text (--text). */
 #ifndef TINY_MODEL_H
 #define TINY_MODEL_H
 
@@ -69,6 +70,8 @@ typedef struct {
     int block_size;
     enum ggml_type weight_type; /* of the plain models' matrices: GGML_TYPE_F32 or GGML_TYPE_Q8_0 */
     int lora_rank;              /* > 0: write a LoRA adapter of this rank instead of a model */
+    const char *text;           /* --text: a model that writes this text (tiny_text.c); NULL: none */
+    int text_miss;              /* --text-miss N: every Nth link of the text skips a piece (a draft) */
 } model_options;
 
 typedef struct {
@@ -139,5 +142,31 @@ size_t tiny_qwen35_float_count(const model_options *opts, int n_vocab);
 void tiny_qwen35_add_tensors(struct gguf_context *gguf, struct ggml_context *ctx, weight_source *source,
                              const model_options *opts, int n_vocab);
 void tiny_qwen35_set_metadata(struct gguf_context *gguf, const model_options *opts, int n_vocab);
+
+/* ---- the vocabulary (make_tiny_model.c), as tiny_text.c extends it ---- */
+
+/* The longest piece, in bytes with its terminator. */
+#define TINY_MAX_PIECE_BYTES 160
+typedef struct tiny_vocab tiny_vocab;
+/* The id of piece `text`, or -1. */
+int32_t tiny_vocab_find(const tiny_vocab *vocab, const char *text);
+/* The id of piece `text`, appended as a normal piece when it is new. */
+int32_t tiny_vocab_add(tiny_vocab *vocab, const char *text);
+
+/* ---- tiny_text.c: --text, a model that writes a given text greedily ---- */
+
+#define TINY_TEXT_MAX_PIECES 512
+typedef struct {
+    int32_t ids[TINY_TEXT_MAX_PIECES]; /* the text's pieces in order, each once */
+    int n;
+} tiny_text_chain;
+/* Cuts `text` into pieces that each appear once, adds them (and the first one's prefixes) to the
+ * vocabulary, and lists them in *chain. */
+void tiny_text_build(const char *text, tiny_vocab *vocab, tiny_text_chain *chain);
+/* token_embd and output for the chain (in place of the random ones); eos: the end-of-text token. */
+void tiny_text_add_embeddings(struct gguf_context *gguf, struct ggml_context *ctx, const model_options *opts,
+                              const tiny_text_chain *chain, int n_vocab);
+void tiny_text_add_output(struct gguf_context *gguf, struct ggml_context *ctx, const model_options *opts,
+                          const tiny_text_chain *chain, int n_vocab, int32_t eos);
 
 #endif

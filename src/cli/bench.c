@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE
 #include "../draft/drafter_registry.h"
 #include "../util/args.h"
+#include "../util/flag_names.h"
 #include "bench.h"
 #include "cli.h"
 

@@ -2,6 +2,7 @@
  * object. */
 #define _POSIX_C_SOURCE 200809L
 #include "../util/args.h"
+#include "../util/flag_names.h"
 #include "../util/lora_arg.h"
 #include "cli.h"
 

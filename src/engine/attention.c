@@ -19,15 +19,6 @@ static const struct {
 };
 #define N_CACHE_TYPES (sizeof cache_types / sizeof cache_types[0])
 
-bool specd_cache_type_parse(const char *name, specd_cache_type *out) {
-    for (size_t i = 0; name && i < N_CACHE_TYPES; i++)
-        if (!strcmp(name, cache_types[i].name)) {
-            *out = cache_types[i].type;
-            return true;
-        }
-    return false;
-}
-
 const char *specd_cache_type_name(specd_cache_type type) {
     if (type == SPECD_CACHE_TYPE_DEFAULT) return "default";
     for (size_t i = 0; i < N_CACHE_TYPES; i++)

@@ -37,49 +37,14 @@ specd_engine_params specd_engine_default_params(void) {
     return p;
 }
 
-/* llama.cpp's --load-mode names, in specd_load_mode's order, and their llama.cpp values. */
-static const struct {
-    const char *name;
-    enum llama_load_mode llama;
-} load_modes[] = {{"auto", LLAMA_LOAD_MODE_AUTO},   {"none", LLAMA_LOAD_MODE_NONE},
-                  {"mmap", LLAMA_LOAD_MODE_MMAP},   {"mlock", LLAMA_LOAD_MODE_MLOCK},
-                  {"mmap+mlock", LLAMA_LOAD_MODE_MMAP_MLOCK}, {"dio", LLAMA_LOAD_MODE_DIRECT_IO}};
+/* llama.cpp's load modes, in specd_load_mode's order. */
+static const enum llama_load_mode load_modes[] = {LLAMA_LOAD_MODE_AUTO,  LLAMA_LOAD_MODE_NONE,
+                                                  LLAMA_LOAD_MODE_MMAP,  LLAMA_LOAD_MODE_MLOCK,
+                                                  LLAMA_LOAD_MODE_MMAP_MLOCK, LLAMA_LOAD_MODE_DIRECT_IO};
 #define N_LOAD_MODES (sizeof load_modes / sizeof load_modes[0])
 
-bool specd_load_mode_parse(const char *name, specd_load_mode *out) {
-    for (size_t i = 0; name && i < N_LOAD_MODES; i++)
-        if (!strcmp(name, load_modes[i].name)) {
-            *out = (specd_load_mode)i;
-            return true;
-        }
-    return false;
-}
-
 static enum llama_load_mode llama_load_mode_of(specd_load_mode mode) {
-    return (unsigned)mode < N_LOAD_MODES ? load_modes[mode].llama : LLAMA_LOAD_MODE_AUTO;
-}
-
-bool specd_flash_attn_parse(const char *name, specd_flash_attn *out) {
-    static const struct {
-        const char *name;
-        specd_flash_attn value;
-    } names[] = {{"off", SPECD_FLASH_ATTN_OFF}, {"on", SPECD_FLASH_ATTN_ON}, {"auto", SPECD_FLASH_ATTN_AUTO}};
-    for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
-        if (!strcmp(name, names[i].name)) {
-            *out = names[i].value;
-            return true;
-        }
-    return false;
-}
-
-bool specd_draft_hold_parse(const char *name, specd_draft_hold *out) {
-    static const char *const names[] = {"auto", "on", "off"}; /* specd_draft_hold's order */
-    for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
-        if (!strcmp(name, names[i])) {
-            *out = (specd_draft_hold)i;
-            return true;
-        }
-    return false;
+    return (unsigned)mode < N_LOAD_MODES ? load_modes[mode] : LLAMA_LOAD_MODE_AUTO;
 }
 
 static int32_t default_threads(void) {
@@ -533,8 +498,10 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
                  specd_head_new(e, head_model, e->draft_path, params->mtp, error));
 }
 
-specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine **out,
-                                 specd_engine_input *failed_input, char **error) {
+specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out, char **error) {
+    /* read only from a struct of this header's size: an older one ends before the field */
+    specd_engine_input *failed_input =
+        params && params->struct_size == sizeof *params ? params->failed_input : NULL;
     specd_engine_input failed = SPECD_INPUT_NONE;
     if (failed_input) *failed_input = SPECD_INPUT_NONE;
     if (error) *error = NULL;
@@ -564,6 +531,7 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
     e->params.lora = e->params.lora_draft = NULL; /* the adapters are loaded (lora.c keeps the paths) */
     e->params.mmproj_path = NULL; /* the projector is loaded (images.c) */
+    e->params.failed_input = NULL; /* written during the call only */
     atomic_init(&e->stop_requests, 0u);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path) &&
                   (e->calibration_cache || !params->calibration_cache);
@@ -576,10 +544,6 @@ specd_status specd_engine_new_v2(const specd_engine_params *params, specd_engine
     }
     *out = e;
     return SPECD_OK;
-}
-
-specd_status specd_engine_new(const specd_engine_params *params, specd_engine **out, char **error) {
-    return specd_engine_new_v2(params, out, NULL, error);
 }
 
 /* Frees a context and its model, and every slot's token list (the active one's is in *slot). */

@@ -4,10 +4,11 @@
  * The token filters over draft trees that the sampler and the drafters use are sample/grammar.h's.
  *
  * What the grammar engine costs the calling thread, CPU time, is counted for
- * specd_grammar_thread_ms (specd.h). Each state belongs to one thread at a time. */
+ * specd_grammar_thread_ms (grammar_clock.h). Each state belongs to one thread at a time. */
 #ifndef SPECD_GRAMMAR_ENGINE_H
 #define SPECD_GRAMMAR_ENGINE_H
 
+#include "grammar_clock.h"
 #include "specd.h"
 
 #include <stdbool.h>

@@ -11,26 +11,11 @@
 
 #include "../util/util.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MIB (1024 * 1024)
-
-bool specd_gpu_layers_parse(const char *value, int32_t *out) {
-    if (!value || !*value) return false;
-    if (!strcmp(value, "all") || !strcmp(value, "auto")) {
-        *out = -1;
-        return true;
-    }
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || *end || v < -1 || v > 100000) return false;
-    *out = (int32_t)v;
-    return true;
-}
 
 static bool is_rpc_device(ggml_backend_dev_t dev) {
     ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");

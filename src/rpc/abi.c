@@ -1,6 +1,7 @@
 /* abi.c - the users' old C ABI with a specd_ prefix (init, get_completion, ...), each a thin
- * wrapper that calls the JSON-RPC dispatcher and reshapes its answer the way the old functions
- * answered: {"success": true, ...} or {"success": false, "error": {code, message, data}}. */
+ * wrapper that calls a method of the process's JSON API object (rpc_api.c) and reshapes its answer
+ * the way the old functions answered: {"success": true, ...} or {"success": false, "error":
+ * {code, message, data}}. */
 #include "specd_rpc.h"
 
 #include "rpc_internal.h"
@@ -8,12 +9,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *dump(json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-    json_decref(value);
-    return text;
-}
 
 static json_t *failure(json_t *error) {
     return json_pack("{s:b, s:o}", "success", 0, "error", error);
@@ -33,17 +28,9 @@ static bool parse_params(const char *text, json_t **params, json_t **error) {
     return false;
 }
 
-/* Calls `method` through the dispatcher; returns the result, or NULL with *error set. */
+/* Calls `method` on the process's object; returns the result, or NULL with *error set. */
 static json_t *call(const char *method, json_t *params, json_t **error) {
-    json_t *request = json_pack("{s:s, s:s, s:i}", "jsonrpc", "2.0", "method", method, "id", 1);
-    if (request && params) json_object_set(request, "params", params);
-    json_t *response = request ? rpc_dispatch(request) : NULL;
-    json_decref(request);
-    json_t *result = json_incref(json_object_get(response, "result"));
-    *error = result ? NULL : json_incref(json_object_get(response, "error"));
-    if (!result && !*error) *error = json_pack("{s:i, s:s}", "code", RPC_INTERNAL_ERROR, "message", "out of memory");
-    json_decref(response);
-    return result;
+    return rpc_api_call_method(rpc_api_process(), method, params, error);
 }
 
 /* method(text as params) -> result with "success": true, or the failure object. */
@@ -55,14 +42,6 @@ static json_t *call_text(const char *method, const char *text) {
     if (!result) return failure(error);
     if (json_is_object(result)) json_object_set_new(result, "success", json_true());
     return result;
-}
-
-/* init's argument: a JSON object of settings, or a command line. */
-static json_t *init_params(const char *cmd) {
-    const char *p = cmd ? cmd : "";
-    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-    if (*p == '{') return json_loads(cmd, JSON_REJECT_DUPLICATES, NULL);
-    return json_pack("{s:s}", "cmd", cmd ? cmd : "");
 }
 
 /* Why the last specd_init failed before any model was tried (a bad flag, malformed JSON): the
@@ -78,7 +57,7 @@ static void set_init_error(json_t *error) {
 }
 
 static int init_with(const char *cmd, bool async) {
-    json_t *params = init_params(cmd), *error = NULL, *result = NULL;
+    json_t *params = rpc_init_params_text(cmd), *error = NULL, *result = NULL;
     if (!params) {
         rpc_error err;
         rpc_fail(&err, RPC_PARSE_ERROR, "", "init: the settings start with '{' but are not valid JSON");
@@ -107,33 +86,33 @@ const char *specd_poll_system_status(void) {
         json_object_set_new(status, "init_success", json_integer(-1));
     }
     pthread_mutex_unlock(&init_error_lock);
-    return dump(status);
+    return rpc_dump(status);
 }
 
 const char *specd_tokenize_json(const char *request) {
     json_t *params, *error;
-    if (!parse_params(request, &params, &error)) return dump(failure(error));
+    if (!parse_params(request, &params, &error)) return rpc_dump(failure(error));
     if (json_is_object(params)) json_object_set_new(params, "with_pieces", json_true());
     json_t *result = call("tokenize", params, &error);
     json_decref(params);
-    if (!result) return dump(failure(error));
+    if (!result) return rpc_dump(failure(error));
     json_t *old = json_pack("{s:b, s:O, s:O}", "success", 1, "tokens", json_object_get(result, "pieces"), "length",
                             json_object_get(result, "length"));
     json_decref(result);
-    return dump(old);
+    return rpc_dump(old);
 }
 
-const char *specd_get_completion(const char *request) { return dump(call_text("completion", request)); }
+const char *specd_get_completion(const char *request) { return rpc_dump(call_text("completion", request)); }
 
-const char *specd_async_completion_init(const char *request) { return dump(call_text("completion.start", request)); }
+const char *specd_async_completion_init(const char *request) { return rpc_dump(call_text("completion.start", request)); }
 
 const char *specd_async_completion_poll(const char *cmd) {
     json_t *r = call_text("completion.poll", cmd);
     json_object_del(r, "id");
-    return dump(r);
+    return rpc_dump(r);
 }
 
-const char *specd_async_completion_cancel(const char *request) { return dump(call_text("completion.cancel", request)); }
+const char *specd_async_completion_cancel(const char *request) { return rpc_dump(call_text("completion.cancel", request)); }
 
 void specd_deinit(void) {
     set_init_error(NULL);

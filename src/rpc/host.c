@@ -37,17 +37,6 @@ void rpc_host_free(rpc_host *h) {
     free(h);
 }
 
-/* The process's host lives as long as the process: the old ABI has no call that would free it
- * (specd_deinit only unloads its models). */
-static rpc_host *default_host;
-static void make_default_host(void) { default_host = rpc_host_new(); }
-
-rpc_host *rpc_host_default(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_default_host);
-    return default_host;
-}
-
 void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling) {
     pthread_mutex_lock(&h->lock);
     h->sampling = *sampling;

@@ -1,8 +1,8 @@
 /* host.h - the JSON API's models: a host holds the serving model pair as a server (src/serve/server.h,
  * which owns the engine), loads another beside it and swaps it in (init), unloads it (shutdown),
- * and hands completions to the serving one. An object: specd_rpc() and the users' old C ABI share
- * the process's own host (rpc_host_default), `specd serve` makes its own, and two hosts serve two
- * model pairs side by side.
+ * and hands completions to the serving one. An object: each JSON API object (specd_rpc_new) has
+ * one, specd_rpc() and the users' old C ABI share the process's (rpc_host_default), `specd serve`
+ * makes its own, and two hosts serve two model pairs side by side.
  *
  * Threads: every function is safe from any thread, except rpc_host_free (once, with no call in
  * flight). A completion is claimed (rpc_host_claim) from before its request is read until it has
@@ -18,7 +18,7 @@
 rpc_host *rpc_host_new(void);
 /* Cancels what runs, unloads the models, frees the host. */
 void rpc_host_free(rpc_host *h);
-/* The process's own host, made on first use (specd_rpc, the old ABI). */
+/* The host of the process's JSON API object (rpc_api.c), made on first use (specd_rpc, the old ABI). */
 rpc_host *rpc_host_default(void);
 
 /* What one request may ask of the servers this host makes from now on (specd serve's -n,

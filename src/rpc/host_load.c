@@ -144,8 +144,9 @@ static bool load_engine(rpc_host *h, const rpc_engine_settings *s, rpc_error *er
     params.progress_user_data = h;
     specd_engine *engine = NULL;
     specd_engine_input failed = SPECD_INPUT_NONE;
+    params.failed_input = &failed;
     char *message = NULL, reason[sizeof err->message] = "";
-    specd_status st = specd_engine_new_v2(&params, &engine, &failed, &message);
+    specd_status st = specd_engine_new(&params, &engine, &message);
     if (st == SPECD_OK && !s->no_warmup && (st = specd_engine_warm_up(engine, &message)) != SPECD_OK) {
         specd_engine_free(engine);
         engine = NULL;

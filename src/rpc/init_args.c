@@ -6,6 +6,7 @@
 
 #include "confine.h"
 
+#include "../util/flag_names.h"
 #include "../util/lora_arg.h"
 
 #include <errno.h>

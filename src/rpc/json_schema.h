@@ -1,36 +1,17 @@
 /* json_schema.h - JSON Schema -> GBNF (llama.cpp's grammar format), for the OpenAI-compatible
  * `response_format` and llama-server's `json_schema` request fields.
  *
- * The grammar generates JSON the way llama.cpp's json-schema-to-grammar does, so output looks the
- * same as llama-server's: object properties in the order the schema declares them, compact
- * literals for enum/const, whitespace only after "{", "[", ",", ":" and before "}", "]" (none,
- * one space, or one or two newlines and up to 20 spaces or tabs: bounded, so a model cannot pad
- * forever), numbers with at most 16 integral and 16 fractional digits. The start symbol is "root"
- * and matches the JSON value only (no whitespace before or after it).
+ * The grammar is llama.cpp's, from its common converter (json_schema_to_grammar, through
+ * specd_json_schema_grammar): the grammar llama-server builds for the same schema, with one rule
+ * written for valid UTF-8 (specd.h says which). Output looks as llama-server's: an object's
+ * required properties first, then its optional ones, each in the order the schema declares them;
+ * compact literals for enum/const; bounded whitespace; integers of at most 16 digits. The start
+ * symbol is "root" and matches the JSON value only.
  *
- * Supported keywords:
- *   type (a name or a list of them: object, array, string, number, integer, boolean, null),
- *   enum, const (values are matched in their compact JSON form; with `type` they are filtered by it),
- *   properties, required, additionalProperties (absent: none when `properties` is given, any when it
- *     is not; false: none; true or a schema: extra keys after the declared ones, never one of
- *     the declared names),
- *   items (a schema or a boolean), minItems, maxItems,
- *   minLength, maxLength (in characters), format (date, time, date-time, uuid),
- *   minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers only, within 16 digits),
- *   anyOf, oneOf (as anyOf: exclusivity is not enforced), allOf with a single schema,
- *   $ref to "#" or a JSON pointer into the same document ("#/$defs/x", "#/definitions/x", ...),
- *     recursion included, $defs, definitions,
- *   the schemas `true` and `{}` (any JSON value),
- *   annotations with no effect: title, description, default, examples, $schema, $comment,
- *     deprecated, readOnly, writeOnly, and $id at the root.
- * Anything else is an error naming the keyword and where it is ("unsupported keyword
- * 'patternProperties' at $.properties.a"), never silently ignored: pattern, patternProperties,
- * propertyNames, min/maxProperties, dependentRequired, prefixItems, contains, uniqueItems, not,
- * if/then/else, multipleOf, bounds on `number`, other formats, ... So are combinations the
- * grammar cannot express: $ref, anyOf or oneOf beside constraints of their own, a keyword that
- * applies to none of the schema's types, `required` naming an undeclared property, left recursion,
- * counts above 2000 (llama.cpp's repetition limit), more than 1000 properties in one object. Without `type`, the keywords present decide
- * it (properties -> object, items -> array, minLength -> string, ...); with none, any value. */
+ * Before the converter the schema passes json_schema_check.h's checks: where llama.cpp would drop
+ * a keyword without a word (an unknown one, an unknown format, a keyword beside $ref, ...), the
+ * request is refused with the keyword and its place ("unsupported keyword 'not' at
+ * $.properties.a"); they also bound the converter's depth and work. */
 #ifndef SPECD_JSON_SCHEMA_H
 #define SPECD_JSON_SCHEMA_H
 

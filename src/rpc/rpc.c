@@ -2,8 +2,6 @@
  * framing (single requests, batches, notifications, id echo), the error objects, the table of
  * methods, and the caller's rights (admin methods, the models directory). The methods themselves
  * are methods.h's, on a host's models (host.h). */
-#include "specd_rpc.h"
-
 #include "methods.h"
 
 #include <stdio.h>
@@ -169,25 +167,6 @@ json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *calle
     return json_is_array(request) ? dispatch_batch(host, request, caller) : dispatch_one(host, request, caller);
 }
 
-json_t *rpc_dispatch(json_t *request) { return rpc_dispatch_as(rpc_host_default(), request, &full_rights); }
+json_t *rpc_dispatch_trusted(rpc_host *host, json_t *request) { return rpc_dispatch_as(host, request, &full_rights); }
 
-static char *dump(json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-    json_decref(value);
-    return text;
-}
-
-const char *specd_rpc(const char *request) {
-    if (!request)
-        return dump(error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: the request is NULL"));
-    json_error_t jerr;
-    json_t *parsed = json_loads(request, JSON_REJECT_DUPLICATES, &jerr);
-    if (!parsed) {
-        rpc_error err;
-        rpc_parse_error(request, strlen(request), &jerr, &err);
-        return dump(error_response(NULL, &err));
-    }
-    json_t *response = rpc_dispatch(parsed);
-    json_decref(parsed);
-    return dump(response);
-}
+json_t *rpc_error_response(const rpc_error *err) { return error_response(NULL, err); }

@@ -146,8 +146,7 @@ typedef struct rpc_caller {
 typedef struct rpc_host rpc_host;
 
 /* The dispatcher on a parsed request (object or batch, borrowed) for the models of `host`: the
- * response, or NULL when there is nothing to answer (notifications only). rpc_dispatch calls the
- * process's own host (host.h) with full rights; it is what specd_rpc and the C ABI wrappers use. */
+ * response, or NULL when there is nothing to answer (notifications only). */
 json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller);
 /* A batch's bounds: its calls (more: the batch is refused, none run), and the size of its answers
  * (past it the calls left are refused, not run), so that one batch cannot make a server answer
@@ -169,6 +168,25 @@ bool rpc_thread_still_wanted(void);
  * else's requests busy. */
 void rpc_client_thread(uint64_t client);
 uint64_t rpc_thread_client(void);
-json_t *rpc_dispatch(json_t *request);
+/* rpc_dispatch_as with a library user's full rights (specd_rpc_call, the old ABI). */
+json_t *rpc_dispatch_trusted(rpc_host *host, json_t *request);
+/* The response to a request that could not be read (no id): {"jsonrpc", "error", "id": null}. */
+json_t *rpc_error_response(const rpc_error *err);
+
+/* ---- the JSON API object (rpc_api.c) -----------------------------------------------------------
+ * What specd_rpc_new makes (specd_rpc.h): a host of its own. specd_rpc() and the old ABI use the
+ * process's one object, made on first use and kept until the process ends. */
+struct specd_rpc_api {
+    rpc_host *host;
+};
+specd_rpc_api *rpc_api_process(void);
+/* `method` with `params` (borrowed, may be NULL) on api's host: the result (new reference), or
+ * NULL with *error the JSON-RPC error object (new reference). */
+json_t *rpc_api_call_method(specd_rpc_api *api, const char *method, json_t *params, json_t **error);
+/* init's argument as text: a JSON object of settings (NULL when it starts with '{' but does not
+ * parse), or a command line, as {"cmd": text}. */
+json_t *rpc_init_params_text(const char *text);
+/* JSON text of value (stolen), compact, NULL for NULL; heap (specd_free). */
+char *rpc_dump(json_t *value);
 
 #endif

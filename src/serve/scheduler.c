@@ -7,6 +7,7 @@
 #include "server_state.h"
 
 #include "clock.h"
+#include "../engine/grammar_clock.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -48,10 +48,19 @@ int main(void) {
     const char *answer = specd_rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}");
     puts(answer ? answer : "(null)");
     specd_free((void *)answer);
+    /* an object of its own: no models until init */
+    char *error = NULL;
+    specd_rpc_api *api = specd_rpc_new(NULL, &error);
+    char *own = api ? specd_rpc_call(api, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"status\"}") : error;
+    printf("object: %s\n", own ? own : "(null)");
+    specd_free(own);
+    specd_rpc_free(api);
     return 0;
 }
 C
 cc -std=c11 -Wall -Werror "${cflags[@]}" "$prefix/rpc.c" $(pkg-config --cflags --libs specd-rpc) -Wl,-rpath,"$libdir" -o "$prefix/rpc"
 "$prefix/rpc" | grep -q '"state": *"uninitialized"' || { echo "FAIL specd_rpc status through libspecd-rpc: $("$prefix/rpc")"; exit 1; }
 echo "ok   libspecd-rpc: specd_rpc built with pkg-config specd-rpc answers status; libspecd.so needs no jansson"
-echo "6 passed, 0 failed"
+"$prefix/rpc" | grep -q '^object: {"jsonrpc": *"2.0".*"id": *2' || { echo "FAIL specd_rpc_call on an object: $("$prefix/rpc")"; exit 1; }
+echo "ok   libspecd-rpc: an object of specd_rpc_new answers specd_rpc_call"
+echo "7 passed, 0 failed"

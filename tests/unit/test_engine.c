@@ -326,20 +326,8 @@ static double largest_prob_difference(const specd_result *a, const specd_result 
  * with flash attention on. */
 static void test_attention_settings_are_used_and_stay_lossless(void **state) {
     (void)state;
-    specd_flash_attn fa = SPECD_FLASH_ATTN_OFF;
-    assert_true(specd_flash_attn_parse("on", &fa) && fa == SPECD_FLASH_ATTN_ON);
-    assert_true(specd_flash_attn_parse("auto", &fa) && fa == SPECD_FLASH_ATTN_AUTO);
-    assert_true(specd_flash_attn_parse("off", &fa) && fa == SPECD_FLASH_ATTN_OFF);
-    assert_false(specd_flash_attn_parse("yes", &fa) || specd_flash_attn_parse(NULL, &fa));
-    specd_cache_type ctv = SPECD_CACHE_TYPE_DEFAULT;
-    assert_true(specd_cache_type_parse("f16", &ctv) && ctv == SPECD_CACHE_TYPE_F16);
-    assert_true(specd_cache_type_parse("f32", &ctv) && ctv == SPECD_CACHE_TYPE_F32);
-    assert_true(specd_cache_type_parse("q8_0", &ctv) && ctv == SPECD_CACHE_TYPE_Q8_0);
-    assert_true(specd_cache_type_parse("iq4_nl", &ctv) && ctv == SPECD_CACHE_TYPE_IQ4_NL);
     assert_string_equal(specd_cache_type_name(SPECD_CACHE_TYPE_BF16), "bf16");
     assert_null(specd_cache_type_name((specd_cache_type)99));
-    assert_false(specd_cache_type_parse("q8", &ctv) || specd_cache_type_parse("F16", &ctv) ||
-                 specd_cache_type_parse(NULL, &ctv));
     assert_int_equal(specd_engine_default_params().flash_attn, SPECD_FLASH_ATTN_DEFAULT); /* settled by the weights */
     assert_int_equal(specd_engine_default_params().cache_type_v, SPECD_CACHE_TYPE_DEFAULT);
 
@@ -397,14 +385,6 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
     if (!err || !strstr(err, "load_mode")) fail_msg("error '%s' does not mention load_mode", err);
     specd_free(err);
-    specd_load_mode mode = SPECD_LOAD_MODE_AUTO; /* llama.cpp's names, in its order */
-    const char *names[] = {"auto", "none", "mmap", "mlock", "mmap+mlock", "dio"};
-    for (int i = 0; i < 6; i++) {
-        assert_true(specd_load_mode_parse(names[i], &mode));
-        assert_int_equal(mode, i);
-    }
-    assert_false(specd_load_mode_parse("mmap,mlock", &mode));
-    assert_false(specd_load_mode_parse(NULL, &mode));
     p.load_mode = SPECD_LOAD_MODE_AUTO;
     p.n_ubatch = -1;
     err = NULL;
@@ -417,26 +397,19 @@ static void test_bad_models_are_refused_with_clear_messages(void **state) {
     assert_int_equal(specd_engine_new(&p, &e, &err), SPECD_ERR_INVALID_ARGUMENT);
     if (!err || !strstr(err, "draft_hold")) fail_msg("error '%s' does not mention draft_hold", err);
     specd_free(err);
-    specd_draft_hold hold = SPECD_DRAFT_HOLD_OFF;
-    const char *holds[] = {"auto", "on", "off"};
-    for (int i = 0; i < 3; i++) {
-        assert_true(specd_draft_hold_parse(holds[i], &hold));
-        assert_int_equal(hold, i);
-    }
-    assert_false(specd_draft_hold_parse("yes", &hold));
-    assert_false(specd_draft_hold_parse(NULL, &hold));
 }
 
 /* ---- loading: only regular files, progress and cancellation, llama.cpp's log -------------------- */
 
-/* specd_engine_new_v2 fails with `want`, a message containing both needles, and blames `input`. */
+/* specd_engine_new fails with `want`, a message containing both needles, and blames `input`. */
 static void expect_load_error(const char *target, const char *draft, specd_status want, specd_engine_input input,
                               const char *needle, const char *needle2) {
     specd_engine_params p = test_engine_params(target, draft, 64);
     specd_engine *e = (specd_engine *)1;
     specd_engine_input failed = (specd_engine_input)-1;
     char *err = NULL;
-    assert_int_equal(specd_engine_new_v2(&p, &e, &failed, &err), want);
+    p.failed_input = &failed;
+    assert_int_equal(specd_engine_new(&p, &e, &err), want);
     assert_null(e);
     assert_int_equal(failed, input);
     if (!err || !strstr(err, needle) || !strstr(err, needle2))
@@ -505,7 +478,8 @@ static specd_status load_with_progress(progress_log *log, specd_engine_input *fa
     p.progress_callback = log_progress;
     p.progress_user_data = log;
     specd_engine *e = NULL;
-    specd_status st = specd_engine_new_v2(&p, &e, failed, err);
+    p.failed_input = failed;
+    specd_status st = specd_engine_new(&p, &e, err);
     if (st == SPECD_OK) assert_non_null(e);
     else assert_null(e);
     specd_engine_free(e);

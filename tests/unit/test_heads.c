@@ -459,7 +459,8 @@ static void assert_refused(const char *target_file, const char *head_file, bool 
     specd_engine *e = NULL;
     char *err = NULL;
     specd_engine_input failed = SPECD_INPUT_NONE;
-    assert_int_not_equal(specd_engine_new_v2(&p, &e, &failed, &err), SPECD_OK);
+    p.failed_input = &failed;
+    assert_int_not_equal(specd_engine_new(&p, &e, &err), SPECD_OK);
     assert_null(e);
     if (!err || !strstr(err, needle)) fail_msg("expected '%s' in: %s", needle, err ? err : "(none)");
     assert_int_equal(failed, input);

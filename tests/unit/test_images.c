@@ -227,14 +227,16 @@ static void test_engines_without_images(void **state) {
     specd_engine *e = NULL;
     char *err = NULL;
     specd_engine_input input = SPECD_INPUT_NONE;
-    assert_int_not_equal(specd_engine_new_v2(&p, &e, &input, &err), SPECD_OK);
+    p.failed_input = &input;
+    assert_int_not_equal(specd_engine_new(&p, &e, &err), SPECD_OK);
     assert_int_equal(input, SPECD_INPUT_MMPROJ);
     assert_non_null(strstr(err, "vision projector"));
     specd_free(err);
     /* beside a drafting head */
     p = test_engine_params(head_target_path, eagle3_path, 256);
     p.mmproj_path = mmproj_path;
-    assert_int_not_equal(specd_engine_new_v2(&p, &e, &input, &err), SPECD_OK);
+    p.failed_input = &input;
+    assert_int_not_equal(specd_engine_new(&p, &e, &err), SPECD_OK);
     assert_int_equal(input, SPECD_INPUT_MMPROJ);
     assert_non_null(strstr(err, "drafting head"));
     specd_free(err);

@@ -58,23 +58,6 @@ static char *placement_error(const specd_engine_params *p, bool draft) {
     return error;
 }
 
-static void test_gpu_layers_values_as_llama_cpp(void **state) {
-    (void)state;
-    int32_t v = 7;
-    assert_true(specd_gpu_layers_parse("all", &v));
-    assert_int_equal(v, -1);
-    assert_true(specd_gpu_layers_parse("auto", &v));
-    assert_int_equal(v, -1);
-    assert_true(specd_gpu_layers_parse("99", &v));
-    assert_int_equal(v, 99);
-    assert_true(specd_gpu_layers_parse("0", &v));
-    assert_int_equal(v, 0);
-    assert_false(specd_gpu_layers_parse("-2", &v));
-    assert_false(specd_gpu_layers_parse("12x", &v));
-    assert_false(specd_gpu_layers_parse("", &v));
-    assert_false(specd_gpu_layers_parse(NULL, &v));
-}
-
 /* No GPU, no RPC server: whatever -ngl says, llama.cpp gets an empty device list (the CPU only,
  * never NULL, which would let it take every device there is) and no layers to offload. */
 static void test_without_devices_everything_stays_on_the_cpu(void **state) {
@@ -276,7 +259,8 @@ static void test_an_engine_reports_its_placement(void **state) {
 
     p.devices = "Metal0";
     specd_engine_input failed = SPECD_INPUT_NONE;
-    assert_int_equal(specd_engine_new_v2(&p, &e, &failed, &error), SPECD_ERR_INVALID_ARGUMENT);
+    p.failed_input = &failed;
+    assert_int_equal(specd_engine_new(&p, &e, &error), SPECD_ERR_INVALID_ARGUMENT);
     assert_int_equal(failed, SPECD_INPUT_TARGET);
     assert_non_null(strstr(error, "unknown device 'Metal0'"));
     assert_non_null(strstr(error, rpc_endpoint)); /* the devices there are */
@@ -286,7 +270,6 @@ static void test_an_engine_reports_its_placement(void **state) {
 int main(int argc, char **argv) {
     models_dir = argc > 1 ? argv[1] : NULL;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpu_layers_values_as_llama_cpp),
         /* before any RPC server is registered: they are for the whole process */
         cmocka_unit_test(test_without_devices_everything_stays_on_the_cpu),
         cmocka_unit_test(test_an_unknown_device_is_an_error_naming_it),
