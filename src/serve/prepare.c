@@ -221,7 +221,12 @@ static bool truncate_prompt(serve_request *r, const serve_names *names, serve_fa
         return serve_fail(fault, SERVE_INVALID, "prompt", "%s: the prompt is empty (the model adds no BOS token): "
                           "give some text or token ids", names->where);
     if (r->n_tokens < r->n_ctx) return true;
-    if (r->whole_prompt || r->n_images > 0) /* a cut through an image would leave part of it */
+    if (!r->whole_prompt && r->n_images > 0) /* a cut through an image would leave part of it */
+        return serve_fail(fault, SERVE_INVALID, "prompt", "%s: the prompt is %d tokens with its images but a slot's "
+                          "context holds %d: a prompt with images is not cut (part of an image would go): shorten it, "
+                          "or start the server with a larger -c (each of the -np slots gets -c / -np)", names->where,
+                          r->n_tokens, r->n_ctx);
+    if (r->whole_prompt)
         return serve_fail(fault, SERVE_INVALID, "messages", "%s: the conversation is %d tokens through the chat "
                           "template (any tools' descriptions included) but a slot's context holds %d: shorten the "
                           "conversation, or start the server with a larger -c (each of the -np slots gets -c / -np)",

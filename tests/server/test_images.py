@@ -207,6 +207,9 @@ def check_bad_images(port):
           (code, answer))
     code, answer = completion(port, "x <__media__> y", ["not base64!"])
     check("multimodal_data that is not base64: 400", code == 400 and "base64" in error_message(answer), (code, answer))
+    code, answer = completion(port, "x " * 1100 + "<__media__> y", [IMAGE_A])
+    check("a prompt with an image longer than the context: 400, not cut", code == 400
+          and "not cut" in error_message(answer), (code, answer))
     code, answer = curl_json(port, "/health")
     check("the server is still up after the bad images", code == 200, (code, answer))
 
