@@ -871,6 +871,9 @@ def images(specd, models):
         expect_usage_error(specd, "a missing image file", base[:4] + ["-p", "x", "--image", "/no/such.png"],
                            "cannot read the image file '/no/such.png'")
         expect_usage_error(specd, "a file that is no image", base[:4] + ["-p", "x", "--image", junk], "not an image")
+        expect_usage_error(specd, "a projector for another model (its width differs)",
+                           ["-m", os.path.join(models, "target-h64.gguf"), "--mmproj", mmproj, "-p", "x", "--image",
+                            paths[0]], "vision projector")
         expect_usage_error(specd, "a model as the projector", ["-m", target, "--mmproj", draft, "-p", "x", "--image",
                                                               paths[0]], "vision projector")
     return 0

@@ -4,8 +4,7 @@
  * draft model drafting; another image gives other tokens (the image reaches the target); an image
  * split over passes (-b 5) gives the same tokens; the same image gives the same tokens, so the
  * prompt cache holds it; bad input refused by name (marker count, bytes that are no image, a prompt
- * ending with an image, an engine without a projector, a projector for another model, a drafting
- * head beside a projector).
+ * ending with an image, an engine without a projector, a drafting head beside a projector).
  *
  *   test_images MODELS_DIR */
 #include <setjmp.h>
@@ -20,8 +19,7 @@
 
 #define SIDE 32
 
-static char target_path[1024], draft_path[1024], mmproj_path[1024], h64_path[1024], head_target_path[1024],
-    eagle3_path[1024];
+static char target_path[1024], draft_path[1024], mmproj_path[1024], head_target_path[1024], eagle3_path[1024];
 static specd_engine *engine;
 
 /* A binary PPM (stb_image reads it) of SIDE x SIDE pixels, a pattern set by `seed`. */
@@ -221,19 +219,13 @@ static void test_engines_without_images(void **state) {
     assert_true(specd_engine_has_vision(engine));
     expect_tokenize_error(plain, "<__media__> x", 1, "--mmproj");
     specd_engine_free(plain);
-    /* a projector made for another model (n_embd 32, not 256) */
-    specd_engine_params p = test_engine_params(h64_path, NULL, 256);
-    p.mmproj_path = mmproj_path;
+    /* (a projector made for another model is cli_images': mtmd leaks what it loaded when its
+     * constructor refuses the pair, which would fail this test under make asan) */
     specd_engine *e = NULL;
     char *err = NULL;
     specd_engine_input input = SPECD_INPUT_NONE;
-    p.failed_input = &input;
-    assert_int_not_equal(specd_engine_new(&p, &e, &err), SPECD_OK);
-    assert_int_equal(input, SPECD_INPUT_MMPROJ);
-    assert_non_null(strstr(err, "vision projector"));
-    specd_free(err);
     /* beside a drafting head */
-    p = test_engine_params(head_target_path, eagle3_path, 256);
+    specd_engine_params p = test_engine_params(head_target_path, eagle3_path, 256);
     p.mmproj_path = mmproj_path;
     p.failed_input = &input;
     assert_int_not_equal(specd_engine_new(&p, &e, &err), SPECD_OK);
@@ -245,7 +237,6 @@ static void test_engines_without_images(void **state) {
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     snprintf(mmproj_path, sizeof mmproj_path, "%s/mmproj.gguf", argv[1]);
-    snprintf(h64_path, sizeof h64_path, "%s/target-h64.gguf", argv[1]);
     snprintf(head_target_path, sizeof head_target_path, "%s/head-target.gguf", argv[1]);
     snprintf(eagle3_path, sizeof eagle3_path, "%s/eagle3.gguf", argv[1]);
     const struct CMUnitTest tests[] = {
