@@ -7,6 +7,7 @@ set(SPECD_RPC_SOURCES
   src/serve/fault.c
   src/serve/clock.c
   src/serve/request.c
+  src/serve/request_images.c
   src/serve/lora.c
   src/serve/prepare.c
   src/serve/reply.c

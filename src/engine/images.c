@@ -361,3 +361,32 @@ specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_s
     if (chunks) mtmd_input_chunks_free(chunks);
     return st;
 }
+
+bool specd_engine_holds_image(const specd_engine *e, specd_token token) {
+    return e && specd_token_is_image(token) && specd_images_known(e->images, token);
+}
+
+specd_status specd_image_tokens(specd_engine *e, const specd_image *image, specd_token *first, int32_t *n_positions,
+                                char **error) {
+    if (error) *error = NULL;
+    if (!image || !first || !n_positions) {
+        specd_set_error(error, "specd_image_tokens needs an image and places for its tokens");
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    specd_token *tokens = NULL;
+    int32_t n = 0;
+    /* the marker alone: its one image chunk, no text around it */
+    specd_status st = specd_tokenize_images(e, specd_image_marker(), false, false, image, 1, &tokens, &n, error);
+    int32_t at = 0;
+    while (st == SPECD_OK && at < n && !specd_token_is_image(tokens[at])) at++;
+    if (st == SPECD_OK && at == n) {
+        specd_set_error(error, "the projector made no positions of the image");
+        st = SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (st == SPECD_OK) {
+        *first = tokens[at];
+        *n_positions = specd_images_run(tokens + at, n - at);
+    }
+    free(tokens);
+    return st;
+}

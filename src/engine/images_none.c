@@ -45,3 +45,12 @@ specd_status specd_tokenize_images(specd_engine *e, const char *text, bool add_s
     specd_set_error(error, "this model takes no images: this specd was built without llama.cpp's mtmd");
     return SPECD_ERR_INVALID_ARGUMENT;
 }
+
+bool specd_engine_holds_image(const specd_engine *e, specd_token token) { return (void)e, (void)token, false; }
+
+specd_status specd_image_tokens(specd_engine *e, const specd_image *image, specd_token *first, int32_t *n_positions,
+                                char **error) {
+    (void)e, (void)image, (void)first, (void)n_positions;
+    specd_set_error(error, "this specd was built without images");
+    return SPECD_ERR_INVALID_ARGUMENT;
+}

@@ -125,6 +125,11 @@ bool serve_request_add_trigger(serve_request *r, serve_trigger type, const char 
 /* The text the grammar reads first (a chat template's generation prompt); false when out of memory. */
 bool serve_request_set_grammar_prefill(serve_request *r, const char *text);
 
+/* request_images.c: before its session begins, the request's images held by `e` again where the
+ * engine let them go while it waited (their positions rewritten as the engine now gives them).
+ * False with *message (heap) when an image cannot be held. */
+bool serve_request_hold_images(serve_request *r, specd_engine *e, char **message);
+
 /* How an API names what the checks refuse: `where` starts each message ("completion params"),
  * `field` maps the library's field names ("sampling.top_p", "speculative.draft_max") onto the
  * API's (NULL: as they are). */

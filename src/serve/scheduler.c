@@ -122,8 +122,10 @@ static bool begin_session(serve_server *s, int32_t i) {
     if (!req->cache_prompt) specd_engine_slot_forget(s->engine, i); /* decoded in full, as llama-server */
     specd_session *session = NULL;
     char *message = NULL;
-    specd_status st = specd_session_begin_in_slot(s->engine, i, req->tokens, req->n_tokens, &req->gen, &session,
-                                                  &message);
+    /* images let go while the request waited are held again (request_images.c) */
+    specd_status st = serve_request_hold_images(req, s->engine, &message) ? SPECD_OK : SPECD_ERR_INVALID_ARGUMENT;
+    if (st == SPECD_OK)
+        st = specd_session_begin_in_slot(s->engine, i, req->tokens, req->n_tokens, &req->gen, &session, &message);
     return serve_run_open(s->slots[i].run, st, session, message);
 }
 

@@ -115,7 +115,13 @@ static specd_status validate_prompt(const specd_engine *e, const specd_token *pr
                             "predicted from a text position)");
             return SPECD_ERR_INVALID_ARGUMENT;
         }
-        if (prompt[i] < 0 || prompt[i] >= n_vocab) {
+        if (prompt[i] < 0) {
+            specd_set_error(error, "prompt token %d at index %d is outside the vocabulary (0..%d) and no position of "
+                            "an image the engine holds: an image no longer held (the engine keeps the latest 16 + 4 "
+                            "per slot) is held again by specd_image_tokens", prompt[i], i, n_vocab - 1);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
+        if (prompt[i] >= n_vocab) {
             specd_set_error(error, "prompt token %d at index %d is outside the vocabulary (0..%d)",
                             prompt[i], i, n_vocab - 1);
             return SPECD_ERR_INVALID_ARGUMENT;

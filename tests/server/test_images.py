@@ -132,6 +132,30 @@ def check_stream_and_slots(specd, args, expected):
               and code_c == 200 and counted.get("input_tokens") == answer["usage"]["prompt_tokens"], (counted, answer))
 
 
+def check_queue_of_images(specd, args):
+    """One slot and 28 image requests at once: more images than the engine keeps (16 + 4 a slot),
+    so requests waiting in the queue find theirs let go and the server holds them again
+    (request_images.c): each answer is the one its request gets alone."""
+    images = [base64.b64encode(png(32, 32, lambda x, y, k=k: ((x * k) % 256, (y + k * 9) % 256, k * 7 % 256))).decode()
+              for k in range(1, 29)]
+
+    def ask(image):
+        body = {"prompt": {"prompt_string": "<__media__> is", "multimodal_data": [image]}, "n_predict": 6,
+                "temperature": 0, "ignore_eos": True, "speculative": {"n_min": 2, "n_max": 2}}
+        return curl_json(port, "/completion", body)
+
+    with served(specd, args + ["-np", "1"], "a queue of images") as (_, port):
+        if not port:
+            return
+        alone = [ask(image) for image in images]
+        with ThreadPoolExecutor(28) as pool:
+            together = list(pool.map(ask, images))
+        same = [a[0] == 200 and t[0] == 200 and a[1].get("content") == t[1].get("content")
+                for a, t in zip(alone, together)]
+        check("28 image requests queued at one slot: each answered as alone", all(same),
+              [t for t, ok in zip(together, same) if not ok][:2])
+
+
 def check_other_routes(port, expected):
     """Anthropic's image blocks, the Responses API's input_image parts: the chat route's prompt."""
     body = {"model": "m", "max_tokens": N, "temperature": 0,
@@ -302,6 +326,7 @@ def main(specd, models, templates_dir, llama_server):
             check_bad_images(port)
             check_llama_server(llama_server, port, target, mmproj)
     check_stream_and_slots(specd, args, expected)
+    check_queue_of_images(specd, args)
     check_without_projector(specd, target)
     check_init(specd, models, target)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")

@@ -212,6 +212,44 @@ static void test_bad_input_is_refused_by_name(void **state) {
     specd_free(err);
 }
 
+/* More images than the engine keeps (16 + 4 for one slot): the first is let go, a prompt with it
+ * refused saying so, held again by specd_image_tokens (the same tokens), then generated as before. */
+static void test_an_image_let_go_is_held_again(void **state) {
+    (void)state;
+    specd_token *a = NULL;
+    int32_t n = image_prompt(engine, (const int[]){40}, 1, &a);
+    specd_generation_params g = greedy("draft", true);
+    specd_result want = run(engine, a, n, &g);
+    for (int seed = 41; seed < 41 + 24; seed++) {
+        specd_token *other = NULL;
+        image_prompt(engine, (const int[]){seed}, 1, &other);
+        specd_free(other);
+    }
+    int32_t at = 0;
+    while (!specd_token_is_image(a[at])) at++;
+    assert_false(specd_engine_holds_image(engine, a[at]));
+    specd_engine_slot_forget(engine, 0); /* else its cache would still hold the image's positions */
+    specd_result r;
+    char *err = NULL;
+    assert_int_equal(specd_generate(engine, a, n, &g, &r, &err), SPECD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "no longer held"));
+    specd_free(err);
+    specd_image image = {NULL, 0};
+    image.data = ppm(40, &image.size);
+    specd_token first = 0;
+    int32_t positions = 0;
+    assert_int_equal(specd_image_tokens(engine, &image, &first, &positions, NULL), SPECD_OK);
+    free((void *)image.data);
+    assert_int_equal(first, a[at]);
+    assert_int_equal(positions, 16);
+    assert_true(specd_engine_holds_image(engine, a[at]));
+    specd_result got = run(engine, a, n, &g);
+    assert_same_tokens(&got, &want, "the image held again");
+    specd_result_clear(&got);
+    specd_result_clear(&want);
+    specd_free(a);
+}
+
 static void test_engines_without_images(void **state) {
     (void)state;
     specd_engine *plain = open_engine(target_path, NULL, 256);
@@ -245,6 +283,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_same_image_is_cached_as_text),
         cmocka_unit_test(test_image_over_several_passes),
         cmocka_unit_test(test_bad_input_is_refused_by_name),
+        cmocka_unit_test(test_an_image_let_go_is_held_again),
         cmocka_unit_test(test_engines_without_images),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
