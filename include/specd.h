@@ -272,6 +272,12 @@ typedef struct specd_engine_params {
      * a drafting head (mtp, EAGLE-3, DFlash), nor for projectors whose positions are M-RoPE (Qwen2-VL
      * style): specd_engine_new refuses those by name (SPECD_INPUT_MMPROJ). Copied. Since 0.9. */
     const char *mmproj_path;
+    /* The draft model's own vision projector (made for the draft, e.g. the small model of the same
+     * family): the draft then decodes an image from its embeddings instead of a filler token and
+     * drafts right after images as after text. It must make as many positions of an image as the
+     * target's (a request whose image it would place otherwise is refused, naming both counts).
+     * Needs draft_path (a draft model) and mmproj_path. NULL or "": none. Copied. Since 0.9. */
+    const char *mmproj_draft_path;
 } specd_engine_params;
 
 /* The most slots an engine may have: each takes SPECD_TREE_MAX_BRANCHES of llama.cpp's 256

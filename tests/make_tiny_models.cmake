@@ -57,3 +57,10 @@ execute_process(COMMAND ${MMPROJ_TOOL} --out ${OUT}/mmproj.gguf --target ${OUT}/
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "make_tiny_mmproj failed")
 endif()
+# A projector that makes 4 positions of an image (patches of 16), for the draft: the draft's own
+# projector must agree with the target's 16, so this one is refused per image (test_images).
+execute_process(COMMAND ${MMPROJ_TOOL} --out ${OUT}/mmproj-patch16.gguf --target ${OUT}/draft.gguf --patch 16
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "make_tiny_mmproj failed")
+endif()

@@ -53,6 +53,8 @@ static void run_usage(FILE *out) {
           "  --image FILE             an image for the prompt (repeatable; needs --mmproj): where\n"
           "                           the prompt has <__media__>, else before it. Speculation\n"
           "                           stays on: the draft model drafts from the text around it\n"
+          "  --mmproj-draft FILE      the draft model's own vision projector: it then decodes images\n"
+          "                           too (it must make as many positions of an image as --mmproj)\n"
           "  -n, --n-predict N        tokens to generate (-1: until end of text; default -1)\n"
           "  -c, --ctx-size N         context size (default: the model's)\n"
           "  -b, --batch-size N       prompt batch size (default 512)\n"
@@ -441,6 +443,7 @@ static int parse_engine_flag(cli_args *a, const char *f, run_options *o) {
     else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) ok = (o->prompt = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "-f") || !strcmp(f, "--file")) ok = (o->prompt_file = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--mmproj")) ok = (e->mmproj_path = cli_value(a, f)) != NULL;
+    else if (!strcmp(f, "--mmproj-draft")) ok = (e->mmproj_draft_path = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--image")) ok = add_image(a, f, o);
     else if (!strcmp(f, "--calibration-cache")) ok = (o->calibration_cache = cli_value(a, f)) != NULL;
     else if (!strcmp(f, "--json")) o->json = true;

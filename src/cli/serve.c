@@ -38,6 +38,7 @@ static void serve_usage(FILE *out) {
           "  --mmproj FILE          the target's vision projector (llama.cpp's mmproj GGUF): chat\n"
           "                         image parts (data URIs) and /completion's multimodal_data,\n"
           "                         speculation on (the draft drafts from the text around them)\n"
+          "  --mmproj-draft FILE    the draft model's own vision projector: it decodes images too\n"
           "  --chat-template-file F /v1/chat/completions renders messages with this Jinja template\n"
           "                         instead of the model's own (tokenizer.chat_template)\n"
           "  --jinja, --no-jinja    chat prompts through llama.cpp's Jinja chat code (default; tools,\n"

@@ -428,12 +428,28 @@ static void settle_attention(specd_engine *e) {
     specd_settle_default_attention(&e->params, e->target.placement.n_layers_offloaded > 0, agree);
 }
 
-/* A drafting head reads the target's features position by position, which an image's positions
- * would need the head to be given as well: not done yet, so the pair is refused by name. */
-static specd_status refuse_images_with_head(const char *mmproj, char **error) {
-    specd_set_error(error, "the vision projector %s cannot go with a drafting head (mtp, EAGLE-3, DFlash): use "
-                    "a draft model (-md) or model-free drafters with images", mmproj);
-    return SPECD_ERR_INVALID_ARGUMENT;
+static bool given(const char *path) { return path && *path; }
+
+/* The projectors asked for, against the models: a drafting head reads the target's features
+ * position by position, which an image's positions would need the head to be given as well (not
+ * done yet, so the pair is refused by name); the draft's own projector needs a draft model and the
+ * target's projector. */
+static specd_status check_projectors(const specd_engine_params *p, bool draft_model, bool head, char **error) {
+    if (!given(p->mmproj_path)) {
+        specd_set_error(error, "the draft's vision projector %s needs the target's (--mmproj) as well",
+                        p->mmproj_draft_path);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (head || p->mtp) {
+        specd_set_error(error, "the vision projector %s cannot go with a drafting head (mtp, EAGLE-3, DFlash): use "
+                        "a draft model (-md) or model-free drafters with images", p->mmproj_path);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    if (given(p->mmproj_draft_path) && !draft_model) {
+        specd_set_error(error, "the draft's vision projector %s needs a draft model (-md)", p->mmproj_draft_path);
+        return SPECD_ERR_INVALID_ARGUMENT;
+    }
+    return SPECD_OK;
 }
 
 /* Loads both models (params: the caller's, for the progress callback) and creates their
@@ -482,10 +498,11 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
         st = blame(failed, SPECD_INPUT_DRAFT, create_context(e, &e->draft, SPECD_TREE_MAX_BRANCHES, &e->draft_views,
                                                              "draft", error));
     if (st == SPECD_OK) specd_lora_apply_draft(e);
-    if (st == SPECD_OK && params->mmproj_path && *params->mmproj_path) { /* after the head: it is refused beside one */
-        if (draft_is_head || params->mtp)
-            st = refuse_images_with_head(params->mmproj_path, error);
-        if (st == SPECD_OK) st = specd_images_load(e, params->mmproj_path, error);
+    if (st == SPECD_OK && ((params->mmproj_path && *params->mmproj_path) || given(params->mmproj_draft_path))) {
+        st = check_projectors(params, e->draft.model && !draft_is_head, draft_is_head, error);
+        if (st == SPECD_OK)
+            st = specd_images_load(e, params->mmproj_path, given(params->mmproj_draft_path) ? params->mmproj_draft_path
+                                                                                             : NULL, error);
         if (st != SPECD_OK) return blame(failed, SPECD_INPUT_MMPROJ, st);
     }
     if (st != SPECD_OK || (!draft_is_head && !params->mtp)) return st;
@@ -530,7 +547,7 @@ specd_status specd_engine_new(const specd_engine_params *params, specd_engine **
     e->params.progress_user_data = NULL;
     e->params.devices = e->params.devices_draft = e->params.rpc_servers = NULL; /* the placements keep them */
     e->params.lora = e->params.lora_draft = NULL; /* the adapters are loaded (lora.c keeps the paths) */
-    e->params.mmproj_path = NULL; /* the projector is loaded (images.c) */
+    e->params.mmproj_path = e->params.mmproj_draft_path = NULL; /* the projectors are loaded (images.c) */
     e->params.failed_input = NULL; /* written during the call only */
     atomic_init(&e->stop_requests, 0u);
     bool copied = e->target_path && (e->draft_path || !params->draft_path || !*params->draft_path) &&

@@ -6,8 +6,8 @@
 
 #include "../util/util.h"
 
-specd_status specd_images_load(specd_engine *e, const char *path, char **error) {
-    (void)e;
+specd_status specd_images_load(specd_engine *e, const char *path, const char *draft_path, char **error) {
+    (void)e, (void)draft_path;
     specd_set_error(error, "cannot load the vision projector %s: this specd was built without llama.cpp's mtmd "
                     "(its tools/mtmd sources were not found: cmake -DSPECD_MTMD_SOURCE_DIR=<llama.cpp source>)", path);
     return SPECD_ERR_MODEL_LOAD;
@@ -17,16 +17,18 @@ void specd_images_free(specd_images *im) { (void)im; }
 
 int32_t specd_images_run(const specd_token *tokens, int32_t n) { return n > 0 && tokens[0] < 0 ? 1 : 0; }
 
-specd_status specd_images_embd(specd_images *im, specd_token t, int32_t n, float *out, bool *non_causal,
+specd_status specd_images_embd(specd_images *im, int side, specd_token t, int32_t n, float *out, bool *non_causal,
                                char **error) {
-    (void)im, (void)t, (void)n, (void)out, (void)non_causal;
+    (void)im, (void)side, (void)t, (void)n, (void)out, (void)non_causal;
     specd_set_error(error, "this specd was built without images");
     return SPECD_ERR_INVALID_ARGUMENT;
 }
 
 bool specd_images_known(specd_images *im, specd_token t) { return (void)im, (void)t, false; }
 
-int32_t specd_images_n_embd(const specd_images *im) { return (void)im, 0; }
+int32_t specd_images_n_embd(const specd_images *im, int side) { return (void)im, (void)side, 0; }
+
+bool specd_images_draft_embeds(const specd_images *im) { return (void)im, false; }
 
 specd_token specd_images_filler(const specd_images *im) { return (void)im, 0; }
 

@@ -122,8 +122,14 @@ static void forget_from(specd_model_slot *slot, int32_t start) {
 /* Whether the view is one of the target's (the one model with the images' projector). */
 static bool target_view(const specd_engine *e, const specd_model_slot *slot) { return slot->ctx == e->target.ctx; }
 
-/* The token a view decodes at position `t` of the history: the draft model has no projector, so
- * it decodes a filler token at an image's positions (images.h) and drafts from the text around. */
+/* Whether the view decodes images from embeddings: the target's, and the draft's where the draft
+ * has a projector of its own (images.h). */
+static bool embeds_images(const specd_engine *e, const specd_model_slot *slot) {
+    return target_view(e, slot) || specd_images_draft_embeds(e->images);
+}
+
+/* The token a view decodes at position `t` of the history: a draft model without a projector
+ * decodes a filler token at an image's positions (images.h) and drafts from the text around. */
 static specd_token pass_token(const specd_engine *e, specd_token t) {
     return t >= 0 ? t : e->images ? specd_images_filler(e->images) : 0;
 }
@@ -135,11 +141,11 @@ static bool holds_image(const specd_token *tokens, int32_t n) {
     return false;
 }
 
-/* Where the pass that starts at `start` ends (at most `end`): on the target an image's positions go
- * alone, from its embeddings (decode_image), and text stops before the next image. */
+/* Where the pass that starts at `start` ends (at most `end`): where the view embeds images, an
+ * image's positions go alone, from its embeddings (decode_image), and text stops before the next. */
 static int32_t segment_end(const specd_engine *e, const specd_model_slot *slot, const specd_token *tokens,
                            int32_t start, int32_t end, int32_t n) {
-    if (!target_view(e, slot)) return end;
+    if (!embeds_images(e, slot)) return end;
     int32_t run = specd_images_run(tokens + start, n - start);
     if (run > 0) return start + run;
     for (int32_t i = start; i < end; i++)
@@ -147,18 +153,19 @@ static int32_t segment_end(const specd_engine *e, const specd_model_slot *slot, 
     return end;
 }
 
-/* The target decodes an image's positions tokens[start..end) from its embeddings (images.c), in
- * passes of the batch, or in one pass with full attention where the projector's model asks. */
+/* The view decodes an image's positions tokens[start..end) from its model's embeddings (images.c),
+ * in passes of the batch, or in one pass with full attention where the projector's model asks. */
 static specd_status decode_image(specd_engine *e, specd_model_slot *slot, const specd_token *tokens, int32_t start,
                                  int32_t end, char **error) {
-    int32_t n = end - start, width = specd_images_n_embd(e->images);
+    int side = target_view(e, slot) ? SPECD_IMAGE_TARGET : SPECD_IMAGE_DRAFT;
+    int32_t n = end - start, width = specd_images_n_embd(e->images, side);
     float *embd = malloc((size_t)n * (size_t)width * sizeof *embd);
     if (!embd) {
         specd_set_error(error, "out of memory for an image's %d embeddings", n);
         return SPECD_ERR_NO_MEMORY;
     }
     bool non_causal = false;
-    specd_status st = specd_images_embd(e->images, tokens[start], n, embd, &non_causal, error);
+    specd_status st = specd_images_embd(e->images, side, tokens[start], n, embd, &non_causal, error);
     if (st == SPECD_OK && non_causal && n > e->n_batch) {
         specd_set_error(error, "an image of %d positions is one pass for this projector: raise the batch (-b, -ub) "
                         "to %d", n, n);
@@ -205,7 +212,7 @@ static specd_status decode_from(specd_engine *e, specd_model_slot *slot, const s
     int32_t chunk = catch_up_chunk(e, slot, n - common, want_logits);
     for (int32_t start = common, end; start < n; start = end) {
         end = segment_end(e, slot, tokens, start, start + chunk < n ? start + chunk : n, n);
-        if (tokens[start] < 0 && target_view(e, slot)) {
+        if (tokens[start] < 0 && embeds_images(e, slot)) {
             specd_status st = decode_image(e, slot, tokens, start, end, error);
             if (st != SPECD_OK) return st;
             continue;
@@ -274,8 +281,8 @@ static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const 
     int32_t total = 0;
     for (int32_t i = 0; i < n_views; i++) {
         if (!views[i]->can_drop_tail) return false;
-        /* the target takes an image's positions in passes of their own (decode_from) */
-        if (target_view(e, views[i]) && holds_image(tokens[i] + from[i], n[i] - from[i])) return false;
+        /* a view that embeds images takes their positions in passes of their own (decode_from) */
+        if (embeds_images(e, views[i]) && holds_image(tokens[i] + from[i], n[i] - from[i])) return false;
         total += n[i] - from[i];
     }
     return total <= e->batch_cap;

@@ -18,6 +18,7 @@ void rpc_engine_settings_free(rpc_engine_settings *s) {
     free(s->model);
     free(s->model_draft);
     free(s->mmproj);
+    free(s->mmproj_draft);
     free(s->alias);
     free(s->calibration_cache);
     free(s->devices);
@@ -385,6 +386,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
         return (v = next_value(c, f)) && set_string(&s->model_draft, v, c->err, f);
     if (!strcmp(f, "--mmproj") || !strcmp(f, "-mm"))
         return (v = next_value(c, f)) && set_string(&s->mmproj, v, c->err, f);
+    if (!strcmp(f, "--mmproj-draft"))
+        return (v = next_value(c, f)) && set_string(&s->mmproj_draft, v, c->err, f);
     if (!strcmp(f, "-a") || !strcmp(f, "--alias"))
         return (v = next_value(c, f)) && set_string(&s->alias, v, c->err, f);
     if (!strcmp(f, "--calibration-cache")) { /* a file or directory (specd_engine_params), or "off" */
@@ -560,7 +563,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     int64_t port = 0;
     const char *host = NULL;
     return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
-           copy_string_field(rp, "mmproj", &s->mmproj) &&
+           copy_string_field(rp, "mmproj", &s->mmproj) && copy_string_field(rp, "mmproj_draft", &s->mmproj_draft) &&
            read_calibration_cache(rp, s) &&
            copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
            rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
@@ -641,6 +644,7 @@ void rpc_engine_settings_point(rpc_engine_settings *s) {
     s->params.target_path = s->model;
     s->params.draft_path = s->model_draft;
     s->params.mmproj_path = s->mmproj;
+    s->params.mmproj_draft_path = s->mmproj_draft;
     s->params.calibration_cache = s->calibration_cache;
     s->params.devices = s->devices;
     s->params.devices_draft = s->devices_draft;
@@ -703,6 +707,8 @@ json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_erro
     ok = ok && pin_path(copy, "model", s.model, RPC_PATH_FILE, "model", models_dir, err);
     ok = ok && (!s.model_draft || pin_path(copy, "model_draft", s.model_draft, RPC_PATH_FILE, "model", models_dir, err));
     ok = ok && (!s.mmproj || pin_path(copy, "mmproj", s.mmproj, RPC_PATH_FILE, "vision projector", models_dir, err));
+    ok = ok && (!s.mmproj_draft || pin_path(copy, "mmproj_draft", s.mmproj_draft, RPC_PATH_FILE, "vision projector",
+                                            models_dir, err));
     ok = ok && (!s.calibration_cache || pin_path(copy, "calibration_cache", s.calibration_cache, RPC_PATH_WRITABLE,
                                                  "calibration cache", models_dir, err));
     rpc_engine_settings_free(&s);

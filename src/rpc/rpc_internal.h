@@ -88,6 +88,7 @@ typedef struct rpc_engine_settings {
     char *model;                /* owned */
     char *model_draft;          /* owned, may be NULL */
     char *mmproj;               /* owned, may be NULL (--mmproj: the target's vision projector) */
+    char *mmproj_draft;         /* owned, may be NULL (--mmproj-draft: the draft's own) */
     char *alias;                /* owned, may be NULL */
     char *calibration_cache;    /* owned, may be NULL (--calibration-cache) */
     char *devices;              /* owned, may be NULL (--device) */

@@ -861,6 +861,10 @@ def images(specd, models):
               drafted.get("speculative", {}).get("n_drafted", 0) > 0, drafted)
         check("run --image with speculation on: the target alone's text", "text" in alone
               and drafted.get("text") == alone["text"], (drafted.get("text"), alone.get("text")))
+        own = answer(["--image", paths[0], "-md", draft, "--mmproj-draft", mmproj, "--draft-fixed", "--draft-max", "4"])
+        check("run --mmproj-draft: the same text, more drafts accepted than with the filler",
+              own.get("text") == alone.get("text") and own.get("speculative", {}).get("n_accepted", 0)
+              > drafted.get("speculative", {}).get("n_accepted", 0), (own.get("speculative"), drafted.get("speculative")))
         for drafter in ("ngram-simple", "suffix"):
             got = answer(["--image", paths[0], "--spec", drafter])
             check(f"run --image with {drafter}: the same text", got.get("text") == alone.get("text"), got)

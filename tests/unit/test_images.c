@@ -19,7 +19,8 @@
 
 #define SIDE 32
 
-static char target_path[1024], draft_path[1024], mmproj_path[1024], head_target_path[1024], eagle3_path[1024];
+static char target_path[1024], draft_path[1024], mmproj_path[1024], mmproj_patch16_path[1024], head_target_path[1024],
+    eagle3_path[1024];
 static specd_engine *engine;
 
 /* A binary PPM (stb_image reads it) of SIDE x SIDE pixels, a pattern set by `seed`. */
@@ -250,6 +251,45 @@ static void test_an_image_let_go_is_held_again(void **state) {
     specd_free(a);
 }
 
+/* The draft's own projector (here the target's file: the tiny draft is the target plus noise): the
+ * draft decodes the images too, the output is still the target's, and more drafts are accepted
+ * than with the filler token. One that places an image in other positions is refused per image. */
+static void test_draft_with_a_projector_of_its_own(void **state) {
+    (void)state;
+    specd_engine_params p = test_engine_params(target_path, draft_path, 512);
+    p.mmproj_path = p.mmproj_draft_path = mmproj_path;
+    specd_engine *own = open_engine_with(&p);
+    const int seeds[] = {11, 12};
+    specd_token *a = NULL, *b = NULL;
+    int32_t n = image_prompt(engine, seeds, 2, &a);
+    assert_int_equal(image_prompt(own, seeds, 2, &b), n);
+    assert_memory_equal(a, b, (size_t)n * sizeof *a);
+    specd_generation_params off = greedy("none", false), g = greedy("draft", true);
+    specd_result want = run(engine, a, n, &off), filler = run(engine, a, n, &g), embedded = run(own, b, n, &g);
+    assert_same_tokens(&embedded, &want, "a draft with its own projector");
+    assert_same_tokens(&filler, &want, "a draft with the filler token");
+    if (embedded.stats.n_accepted <= filler.stats.n_accepted)
+        fail_msg("accepted %d with the draft's projector, %d without", (int)embedded.stats.n_accepted,
+                 (int)filler.stats.n_accepted);
+    specd_result_clear(&want);
+    specd_result_clear(&filler);
+    specd_result_clear(&embedded);
+    specd_free(a);
+    specd_free(b);
+    specd_engine_free(own);
+    p.mmproj_draft_path = mmproj_patch16_path;
+    specd_engine *other = open_engine_with(&p);
+    expect_tokenize_error(other, "a <__media__> b", 1, "the draft's projector makes 4 positions of it where the "
+                                                     "target's makes 16");
+    specd_engine_free(other);
+    p.draft_path = NULL; /* and it needs a draft model */
+    specd_engine *e = NULL;
+    char *err = NULL;
+    assert_int_not_equal(specd_engine_new(&p, &e, &err), SPECD_OK);
+    assert_non_null(strstr(err, "needs a draft model"));
+    specd_free(err);
+}
+
 static void test_engines_without_images(void **state) {
     (void)state;
     specd_engine *plain = open_engine(target_path, NULL, 256);
@@ -275,6 +315,7 @@ static void test_engines_without_images(void **state) {
 int main(int argc, char **argv) {
     if (!tiny_model_paths(argc, argv, target_path, draft_path, sizeof target_path)) return 2;
     snprintf(mmproj_path, sizeof mmproj_path, "%s/mmproj.gguf", argv[1]);
+    snprintf(mmproj_patch16_path, sizeof mmproj_patch16_path, "%s/mmproj-patch16.gguf", argv[1]);
     snprintf(head_target_path, sizeof head_target_path, "%s/head-target.gguf", argv[1]);
     snprintf(eagle3_path, sizeof eagle3_path, "%s/eagle3.gguf", argv[1]);
     const struct CMUnitTest tests[] = {
@@ -284,6 +325,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_image_over_several_passes),
         cmocka_unit_test(test_bad_input_is_refused_by_name),
         cmocka_unit_test(test_an_image_let_go_is_held_again),
+        cmocka_unit_test(test_draft_with_a_projector_of_its_own),
         cmocka_unit_test(test_engines_without_images),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
