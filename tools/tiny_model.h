@@ -31,7 +31,8 @@ typedef enum {
     ARCH_QWEN35,
     ARCH_EAGLE3,
     ARCH_DFLASH,
-    ARCH_DSPARK
+    ARCH_DSPARK,
+    ARCH_QWEN3
 } model_arch;
 
 typedef struct {
@@ -69,6 +70,11 @@ typedef struct {
     int block_size;
     enum ggml_type weight_type; /* of the plain models' matrices: GGML_TYPE_F32 or GGML_TYPE_Q8_0 */
     int lora_rank;              /* > 0: write a LoRA adapter of this rank instead of a model */
+    /* --pooling: the <arch>.pooling_type an embedding model states (llama.cpp's numbers: none 0,
+     * mean 1, cls 2, last 3, rank 4); -1: none stated. rank on qwen3 adds the classifier head
+     * (cls_out, two labels) that llama.cpp's rank pooling reads. */
+    int pooling;
+    const char *rerank_template; /* --rerank-template: tokenizer.chat_template.rerank; NULL: none */
 } model_options;
 
 typedef struct {
