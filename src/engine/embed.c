@@ -353,13 +353,13 @@ specd_status specd_rerank(specd_engine *e, const char *query, const char *docume
     specd_token *tokens = NULL;
     int32_t n = 0;
     specd_status st = specd_rerank_tokens(e, query, document, &tokens, &n, error);
+    if (n_tokens) *n_tokens = n; /* also for a prompt too long: the caller's message says how long */
     if (st == SPECD_OK) st = check_input(e, tokens, n, error);
     specd_embedding out = {0};
     if (st == SPECD_OK) st = embed_locked(e, tokens, n, -1, &out, error);
     free(tokens);
     if (st != SPECD_OK) return st;
     *score = out.values[0];
-    if (n_tokens) *n_tokens = n;
     specd_embedding_clear(&out);
     return SPECD_OK;
 }
