@@ -559,7 +559,7 @@ SPECD_API specd_status specd_rerank_tokens(const specd_engine *engine, const cha
                                            specd_token **tokens, int32_t *n_tokens, char **error);
 /* The relevance score of `document` for `query` (specd_rerank_tokens' tokens through the embedding
  * context, which must pool with SPECD_POOLING_RANK): the classifier's first output, as
- * llama-server's /rerank. *n_tokens (may be NULL): the tokens decoded. */
+ * llama-server's /rerank. *n_tokens (may be NULL): the prompt's tokens (also when they were too many). */
 SPECD_API specd_status specd_rerank(specd_engine *engine, const char *query, const char *document, float *score,
                                     int32_t *n_tokens, char **error);
 
