@@ -268,9 +268,9 @@ typedef struct specd_engine_params {
     /* Embeddings and reranking (llama-server's --embedding, --rerank): the engine gets one more
      * context of the target model, for specd_embed and specd_rerank only, beside the generation
      * contexts (which stay as they are: generation and speculation go on unchanged, and an
-     * embedding never touches a slot's cache). It holds specd_engine_embed_n_max tokens: the
-     * batch (n_batch, or n_ubatch when smaller), as llama.cpp decodes an embedding's tokens in one
-     * piece. Its attention settings are flash_attn and the cache types as given, llama.cpp's
+     * embedding never touches a slot's cache). It holds specd_engine_embed_n_max tokens, as
+     * llama-server: n_ubatch (512 when 0), or n_batch when smaller, at most a slot's context
+     * (llama.cpp decodes an embedding's tokens in one piece). Its attention settings are flash_attn and the cache types as given, llama.cpp's
      * defaults (auto, f16) where left DEFAULT, so its numbers are llama-server's; it runs no LoRA
      * adapter but the target's at their default scales. Default false. Since 0.8. */
     bool embedding;

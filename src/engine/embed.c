@@ -73,6 +73,15 @@ static int32_t row_size(const struct llama_model *model, specd_pooling pooling) 
     return llama_model_n_embd_out(model);
 }
 
+/* llama-server's bound: its physical batch (n_ubatch, 512 by default; --embedding makes n_batch
+ * the same), within a slot's context. The engine's own batch may be smaller (invariance pads
+ * passes, a tree needs room): an embedding does neither. */
+static int32_t embed_n_max(const specd_engine *e, const specd_engine_params *p) {
+    int32_t n = p->n_ubatch > 0 ? p->n_ubatch : 512;
+    if (p->n_batch > 0 && p->n_batch < n) n = p->n_batch;
+    return n < e->n_ctx ? n : e->n_ctx;
+}
+
 specd_status specd_embedder_new(specd_engine *e, const specd_engine_params *p, char **error) {
     if ((int)p->pooling < SPECD_POOLING_DEFAULT || (int)p->pooling >= N_POOLINGS) {
         specd_set_error(error, "pooling must be a specd_pooling (SPECD_POOLING_DEFAULT, _NONE, _MEAN, _CLS, _LAST or "
@@ -86,7 +95,7 @@ specd_status specd_embedder_new(specd_engine *e, const specd_engine_params *p, c
     }
     pthread_mutex_init(&m->lock, NULL);
     e->embedder = m; /* freed with the engine from here on, whatever fails below */
-    m->n_max = e->n_batch;
+    m->n_max = embed_n_max(e, p);
     struct llama_context_params cp = embedding_context_params(e, p, m->n_max);
     specd_log_capture capture;
     specd_log_capture_begin(&capture);
