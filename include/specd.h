@@ -18,7 +18,8 @@
  *    it with specd_free(). On success *error is set to NULL.
  *  - Threads: one engine runs one generation at a time. Calls on the same engine must not overlap;
  *    different engines are independent. specd_engine_request_stop() alone may be called from any
- *    thread while a generation runs.
+ *    thread while a generation runs, and so may the embedding calls (specd_embed, specd_rerank,
+ *    specd_rerank_tokens: they have a context of their own).
  */
 #ifndef SPECD_H
 #define SPECD_H
