@@ -263,8 +263,8 @@ typedef struct embed_request {
     int32_t normalize;
 } embed_request;
 
-static bool read_request(json_t *body, embed_api api, embed_request *r, embed_error *err) {
-    *r = (embed_request){.openai = api == EMBED_OPENAI, .normalize = 2}; /* llama-server's default: euclidean */
+static bool read_request(json_t *body, embed_api api, int32_t normalize, embed_request *r, embed_error *err) {
+    *r = (embed_request){.openai = api == EMBED_OPENAI, .normalize = normalize}; /* --embd-normalize's */
     if ((r->input = json_object_get(body, "input"))) r->field = "input";
     else if ((r->input = json_object_get(body, "content"))) r->field = "content", r->openai = false;
     else return embed_fail(err, "invalid_request_error", "\"input\" or \"content\" must be provided"), false;
@@ -304,7 +304,7 @@ json_t *embed_json_embeddings(rpc_host *h, json_t *body, embed_api api, const ch
     else if (pooling == SPECD_POOLING_RANK)
         embed_fail(err, "invalid_request_error", "this server ranks (--rerank, --pooling rank): its output is a "
                    "relevance score, not an embedding; use /rerank");
-    else if (read_request(body, api, &r, err) && read_inputs(e, r.input, r.field, &in, err))
+    else if (read_request(body, api, rpc_host_embd_normalize(h), &r, err) && read_inputs(e, r.input, r.field, &in, err))
         data = run_inputs(e, &in, r.normalize, r.openai, r.base64, &n_tokens, err);
     rpc_host_release_engine(h);
     inputs_free(&in);

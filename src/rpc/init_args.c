@@ -381,9 +381,12 @@ static bool pooling_value(const char *v, specd_pooling *out, rpc_error *err, con
 
 /* llama-server's embedding flags: --embedding (--embeddings) gives the engine its embedding
  * context, --pooling chooses its pooling (the model's own otherwise), --rerank (--reranking) is
- * both with rank pooling; 0 when f is none of them. */
-static int parse_embedding_flag(arg_cursor *c, const char *f, specd_engine_params *p) {
+ * both with rank pooling, --embd-normalize N the requests' default normalization; 0 when f is none
+ * of them. */
+static int parse_embedding_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
     const char *v;
+    if (!strcmp(f, "--embd-normalize")) return next_int(c, f, -1, 1000, &s->embd_normalize) ? 1 : -1;
     if (!strcmp(f, "--embedding") || !strcmp(f, "--embeddings")) return p->embedding = true;
     if (!strcmp(f, "--rerank") || !strcmp(f, "--reranking")) {
         p->pooling = SPECD_POOLING_RANK;
@@ -432,7 +435,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     specd_cache_type *cache_type = cache_type_flag(p, f);
     if (cache_type) return (v = next_value(c, f)) && cache_type_value(v, cache_type, c->err, f);
     if (!strcmp(f, "--batch-invariant")) return (v = next_value(c, f)) && on_off_value(v, &p->batch_invariant, c->err, f);
-    r = parse_embedding_flag(c, f, p);
+    r = parse_embedding_flag(c, f, s);
     if (r != 0) return r > 0;
     r = parse_gpu_layers_flag(c, f, s);
     if (r == 0) r = parse_device_flag(c, f, s);
@@ -447,7 +450,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
                     "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --draft-hold, --embedding, "
-                    "--pooling, --rerank, --verbose)", f);
+                    "--pooling, --rerank, --embd-normalize, --verbose)", f);
 }
 
 static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
@@ -563,9 +566,11 @@ static bool read_draft_hold(rpc_params *rp, specd_draft_hold *out) {
     return draft_hold_value(v, out, rp->err, "draft_hold");
 }
 
-/* "embedding": true, and "pooling": "mean" (... as --pooling). */
-static bool read_embedding(rpc_params *rp, specd_engine_params *p) {
+/* "embedding": true, "pooling": "mean" (... as --pooling), "embd_normalize": 2. */
+static bool read_embedding(rpc_params *rp, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
     const char *v = NULL;
+    if (!rpc_read_int32(rp, "embd_normalize", -1, 1000, &s->embd_normalize)) return false;
     if (rpc_get_bool(rp, "embedding", &p->embedding) < 0) return false;
     int got = rpc_get_string(rp, "pooling", &v);
     if (got <= 0) return got == 0;
@@ -599,7 +604,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) && read_load_mode(rp, &p->load_mode) &&
-           read_draft_hold(rp, &p->draft_hold) && read_embedding(rp, p) &&
+           read_draft_hold(rp, &p->draft_hold) && read_embedding(rp, s) &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }
@@ -610,6 +615,7 @@ static void start_settings(rpc_engine_settings *s) {
     s->n_queue = -1;
     s->speculative = specd_generation_default_params().speculative;
     s->context_shift = true;
+    s->embd_normalize = 2;
 }
 
 /* The library's field names of the drafting defaults -> the flags that set them. */

@@ -249,6 +249,16 @@ def check_flags(specd, models):
                           "median"], capture_output=True, text=True, timeout=60)
     check("--pooling median is refused, naming the choices", bad.returncode != 0 and "none, mean, cls, last or rank"
           in bad.stderr, bad.stderr)
+    embed = os.path.join(models, "embed.gguf")
+    with served(specd, ["-m", embed, "--embedding"], "the default normalization") as (_, port):
+        raw = v1_vectors(port, TEXTS[1], embd_normalize=-1)[0] if port else None
+        taxicab = v1_vectors(port, TEXTS[1], embd_normalize=1)[0] if port else None
+    with served(specd, ["-m", embed, "--embedding", "--embd-normalize", "-1"], "--embd-normalize -1") as (_, port):
+        if port:
+            check("--embd-normalize -1: a request without embd_normalize is not normalized",
+                  raw and v1_vectors(port, TEXTS[1])[0] == raw)
+            check("--embd-normalize: a request's own embd_normalize still wins",
+                  taxicab and v1_vectors(port, TEXTS[1], embd_normalize=1)[0] == taxicab)
     with served(specd, ["-m", os.path.join(models, "embed.gguf"), "--embeddings", "--pooling", "none"],
                 "--pooling none") as (_, port):
         if port:
