@@ -118,7 +118,7 @@ static enum MHD_Result route_health(struct MHD_Connection *c, rpc_host *host, bo
 }
 
 /* Which workers a JSON-RPC request (one, or a batch) runs on; CALL_LANES: inline, at once. Calls
- * that can take long go to a worker: a completion, a poll that waits (the request lane), the admin
+ * that can take long go to a worker: a completion, embeddings, a poll that waits (the request lane), the admin
  * key's init and shutdown (its own lane: nobody else's calls can hold it), and a large body (a
  * 1 MiB tokenize). The rest (status, tokenize, detokenize, cancel, a poll that does not wait,
  * anything the dispatcher refuses at once) run inline. */
@@ -129,7 +129,9 @@ static bool waits(json_t *req) {
         json_t *wait = json_object_get(json_object_get(req, "params"), "wait_ms");
         return json_is_integer(wait) && json_integer_value(wait) > 0;
     }
-    return !strcmp(m, "completion") || !strcmp(m, "completion.start");
+    /* embeddings: as many inputs as the client sends, each a pass */
+    return !strcmp(m, "completion") || !strcmp(m, "completion.start") || !strcmp(m, "embeddings") ||
+           !strcmp(m, "rerank");
 }
 
 static bool admin_work(json_t *req) {

@@ -83,6 +83,28 @@ def check_shapes(port):
           isinstance(content_v1, list) and close(content_v1[0]["embedding"][0], vectors[0], 0), content_v1)
 
 
+def f32(values):
+    """Numbers read as float32: /rpc sends 15 digits, enough to give back the very floats."""
+    return [struct.unpack("<f", struct.pack("<f", x))[0] for x in values]
+
+
+def check_json_rpc(port):
+    vectors, _ = v1_vectors(port, TEXTS[:2])
+    code, answer = post(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "embeddings", "params": {"input": TEXTS[:2]}})
+    result = answer.get("result", {}) if isinstance(answer, dict) else {}
+    check("JSON-RPC embeddings: /v1/embeddings' answer, the same floats", code == 200 and
+          [f32(d["embedding"]) for d in result.get("data", [])] == [f32(v) for v in vectors], answer)
+    code, answer = post(port, "/rpc", {"jsonrpc": "2.0", "id": 2, "method": "embeddings", "params": {"input": []}})
+    err = answer.get("error", {}) if isinstance(answer, dict) else {}
+    check("JSON-RPC embeddings, an empty list: -32602 naming llama-server's type", err.get("code") == -32602 and
+          "invalid_request_error" in err.get("message", ""), answer)
+    code, answer = post(port, "/rpc", {"jsonrpc": "2.0", "id": 3, "method": "rerank",
+                                       "params": {"query": "x", "documents": ["y"]}})
+    err = answer.get("error", {}) if isinstance(answer, dict) else {}
+    check("JSON-RPC rerank on an embedding model: -32600 not_supported_error", err.get("code") == -32600 and
+          "not_supported_error" in err.get("message", ""), answer)
+
+
 def check_base64(port):
     floats, _ = v1_vectors(port, TEXTS[:2])
     code, answer = post(port, "/v1/embeddings", {"input": TEXTS[:2], "encoding_format": "base64"})
@@ -223,6 +245,12 @@ def check_rerank(port):
     for name, body in bad.items():
         code, answer = post(port, "/rerank", body)
         check(f"rerank, {name}: 400 invalid_request_error", error_of(code, answer, 400, "invalid_request_error"), answer)
+    code, rpc = post(port, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "rerank",
+                                    "params": {"query": QUERY, "documents": DOCS}})
+    got = rpc.get("result", {}) if isinstance(rpc, dict) else {}
+    check("JSON-RPC rerank: /rerank's answer", code == 200 and got.get("usage") == jina.get("usage") and
+          [(r["index"], f32([r["relevance_score"]])) for r in got.get("results", [])] ==
+          [(r["index"], f32([r["relevance_score"]])) for r in results], rpc)
     code, answer = post(port, "/v1/embeddings", {"input": "x"})
     check("/v1/embeddings on a reranker: 400 (its output is a score)", error_of(code, answer, 400,
           "invalid_request_error"), answer)
@@ -381,7 +409,7 @@ def main(specd, models, llama_server=None):
             "-b", "64", "-ub", "64", "--draft-max", "4"]
     with served(specd, args, "embeddings") as (_, port):
         if port:
-            for fn in (check_shapes, check_base64, check_normalize, check_inputs):
+            for fn in (check_shapes, check_base64, check_normalize, check_inputs, check_json_rpc):
                 fn(port)
             check_errors(port, 64)
             check_generation_unchanged(port)
