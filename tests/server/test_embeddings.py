@@ -232,6 +232,8 @@ def check_rerank(port):
     check("the scores tell documents apart", len(set(scores)) == len(DOCS), scores)
     code, top = post(port, "/v1/rerank", {"query": QUERY, "documents": DOCS, "top_n": 2})
     check("/v1/rerank top_n 2: the two best", code == 200 and top["results"] == results[:2], top)
+    code, same = post(port, "/v1/reranking", {"query": QUERY, "documents": DOCS})
+    check("/v1/reranking answers as /rerank", code == 200 and same == jina, same)
     n = jina.get("usage", {}).get("prompt_tokens", 0)
     check("usage counts every document's prompt", n > len(DOCS) * 3 and jina["usage"]["total_tokens"] == n, jina)
     code, tei = post(port, "/reranking", {"query": QUERY, "texts": DOCS, "return_text": True})
@@ -272,7 +274,8 @@ def check_flags(specd, models):
     out = subprocess.run([specd, "serve", "--help"], capture_output=True, text=True).stdout
     check("serve --help names --embedding, --pooling, --rerank and the routes",
           all(w in out for w in ("--embedding", "--embeddings", "--pooling", "--rerank", "--reranking",
-                                 "/v1/embeddings", "/rerank")))
+                                 "/embedding", "/v1/embeddings", "/rerank", "/v1/rerank", "/reranking",
+                                 "/v1/reranking")))
     bad = subprocess.run([specd, "serve", "--port", "0", "-m", os.path.join(models, "embed.gguf"), "--pooling",
                           "median"], capture_output=True, text=True, timeout=60)
     check("--pooling median is refused, naming the choices", bad.returncode != 0 and "none, mean, cls, last or rank"
