@@ -51,3 +51,9 @@ make(draft-h64.gguf --seed 1 --n-embd 256 --n-head 4 --n-head-kv 4 --n-ff 256 --
      --noise 0.1 --noise-seed 7)
 # A LoRA adapter for target.gguf (rank 4 on every layer's attn_q and ffn_up, and on output).
 make(lora.gguf --seed 9 --lora-rank 4)
+# Embeddings and rerank (issue 46): an embedding model that states mean pooling, a Qwen3-style
+# reranker with its classifier head (rank pooling: cls.output, two labels), and the same reranker
+# with a rerank template (tokenizer.chat_template.rerank) instead of BOS query doc.
+make(embed.gguf --seed 11 --pooling mean)
+make(rerank.gguf --arch qwen3 --seed 12 --pooling rank)
+make(rerank-template.gguf --arch qwen3 --seed 12 --pooling rank --rerank-template "<s>query: {query}</s>document: {document}")

@@ -32,7 +32,8 @@ typedef enum {
     ARCH_QWEN35,
     ARCH_EAGLE3,
     ARCH_DFLASH,
-    ARCH_DSPARK
+    ARCH_DSPARK,
+    ARCH_QWEN3
 } model_arch;
 
 typedef struct {
@@ -72,6 +73,11 @@ typedef struct {
     int lora_rank;              /* > 0: write a LoRA adapter of this rank instead of a model */
     const char *text;           /* --text: a model that writes this text (tiny_text.c); NULL: none */
     int text_miss;              /* --text-miss N: every Nth link of the text skips a piece (a draft) */
+    /* --pooling: the <arch>.pooling_type an embedding model states (llama.cpp's numbers: none 0,
+     * mean 1, cls 2, last 3, rank 4); -1: none stated. rank on qwen3 adds the classifier head
+     * (cls_out, two labels) that llama.cpp's rank pooling reads. */
+    int pooling;
+    const char *rerank_template; /* --rerank-template: tokenizer.chat_template.rerank; NULL: none */
 } model_options;
 
 typedef struct {

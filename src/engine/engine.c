@@ -33,6 +33,7 @@ specd_engine_params specd_engine_default_params(void) {
     p.n_gpu_layers_draft = -1;
     p.batch_invariant = true;
     p.flash_attn = SPECD_FLASH_ATTN_DEFAULT; /* settled once the target is loaded (attention.c) */
+    p.pooling = SPECD_POOLING_DEFAULT;       /* the model's own */
     return p;
 }
 
@@ -467,6 +468,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
      * each sequence would cost a whole state (times the rollback snapshots). */
     bool chains_only = llama_model_is_recurrent(e->target.model) || llama_model_is_hybrid(e->target.model);
     st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, &e->target_views, "target", error);
+    if (st == SPECD_OK && params->embedding) st = specd_embedder_new(e, params, error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
     bool draft_is_head = e->draft.model && specd_head_is_head_model(e->draft.model);
     if (e->draft.model && !draft_is_head)
@@ -550,6 +552,7 @@ void specd_engine_free(specd_engine *e) {
     if (!e) return;
     if (e->learned) e->free_learned(e->learned);
     specd_head_free(e); /* before the target: its context reads the target's */
+    specd_embedder_free(e); /* so does the embedding context */
     free_slot(&e->draft, e->draft_views, e->n_parallel, e->active_slot);
     free_slot(&e->target, e->target_views, e->n_parallel, e->active_slot);
     specd_lora_free(e); /* the adapters went with their models; their paths are ours */
