@@ -508,9 +508,8 @@ SPECD_API specd_fim_tokens specd_engine_fim_tokens(const specd_engine *engine);
  * of specd_embed or a pooling other than rank of specd_rerank; SPECD_ERR_CONTEXT for an input of
  * more than specd_engine_embed_n_max tokens; SPECD_ERR_DECODE when llama.cpp fails. */
 
-/* "none", "mean", "cls", "last", "rank" into *out; false for anything else. */
-SPECD_API bool specd_pooling_parse(const char *name, specd_pooling *out);
-/* The name of a pooling ("default" for SPECD_POOLING_DEFAULT); NULL for no specd_pooling. */
+/* The name of a pooling ("none", "mean", "cls", "last", "rank": llama-server's --pooling values;
+ * "default" for SPECD_POOLING_DEFAULT); NULL for no specd_pooling. */
 SPECD_API const char *specd_pooling_name(specd_pooling pooling);
 /* The embedding context's pooling, settled (the model's own where DEFAULT was asked; never
  * DEFAULT), or SPECD_POOLING_DEFAULT for an engine without embeddings. */

@@ -26,15 +26,6 @@ struct specd_embedder {
 static const char *const pooling_names[] = {"none", "mean", "cls", "last", "rank"}; /* in specd_pooling's order */
 #define N_POOLINGS (int)(sizeof pooling_names / sizeof *pooling_names)
 
-bool specd_pooling_parse(const char *name, specd_pooling *out) {
-    for (int i = 0; name && i < N_POOLINGS; i++)
-        if (!strcmp(name, pooling_names[i])) {
-            *out = (specd_pooling)i;
-            return true;
-        }
-    return false;
-}
-
 const char *specd_pooling_name(specd_pooling pooling) {
     if (pooling == SPECD_POOLING_DEFAULT) return "default";
     return (int)pooling >= 0 && (int)pooling < N_POOLINGS ? pooling_names[pooling] : NULL;

@@ -229,9 +229,6 @@ static void test_refusals(void **state) {
     specd_engine *none = NULL;
     assert_refused(specd_engine_new(&p, &none, &message), SPECD_ERR_INVALID_ARGUMENT, &message, "specd_pooling");
     assert_null(none);
-    specd_pooling parsed;
-    assert_true(specd_pooling_parse("last", &parsed) && parsed == SPECD_POOLING_LAST);
-    assert_false(specd_pooling_parse("median", &parsed));
     assert_string_equal(specd_pooling_name(SPECD_POOLING_RANK), "rank");
 }
 
