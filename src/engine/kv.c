@@ -189,6 +189,44 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     return st == SPECD_OK ? observe_keep_up(e, slot, error) : st;
 }
 
+/* Draft passes of several slots keep one shape: every slot's part is padded to two tokens, its
+ * catch-up (one or two tokens after a step: the last draft and the target's own token, or the
+ * target's correction) and each later depth's one token alike, the padding after the slot's own
+ * tokens in its own sequence, without logits, and dropped after the pass. llama.cpp rebuilds a
+ * context's graph whenever a pass's tokens, sequences or outputs change, and a GPU replays its
+ * captured graph only for a pass of the shape before: at 4 clients the draft's passes alternated
+ * 4, 5, 6, 7 and 8 tokens, and 20% of them reused the graph. A small model's pass over 2m tokens
+ * costs what one over m does from about 3 slots on (draft.gguf on 2 CPU cores: T(4) 6.5 ms,
+ * T(8) 6.6 ms; T(2) 4.1 ms against T(1) 1.4), so only passes of that many slots are padded. The
+ * draft's logits decide nothing about the output (verification does), so its passes need no
+ * invariance; the target's are not padded here. */
+#define JOINT_PAD_MIN_SLOTS 3
+#define JOINT_PAD_WIDTH 2
+
+static bool pads_joint_passes(const specd_engine *e, specd_model_slot *const *views, int32_t n_views) {
+    if (n_views < JOINT_PAD_MIN_SLOTS || n_views * JOINT_PAD_WIDTH > e->batch_cap || views[0]->ctx == e->target.ctx)
+        return false;
+    for (int32_t i = 0; i < n_views; i++)
+        if (!views[i]->can_drop_tail || views[i]->features) return false;
+    return true;
+}
+
+/* Pads each slot whose part of the pass (n[i] - from[i] tokens, ending at position n[i] - 1) is
+ * shorter than JOINT_PAD_WIDTH, when every slot's padding fits its context; returns whether it did. */
+static bool add_joint_padding(const specd_engine *e, struct llama_batch *b, specd_model_slot *const *views,
+                              const specd_token *last, const int32_t *n, const int32_t *from, int32_t n_views) {
+    if (!pads_joint_passes(e, views, n_views)) return false;
+    for (int32_t i = 0; i < n_views; i++)
+        if (n[i] - from[i] > JOINT_PAD_WIDTH || from[i] + JOINT_PAD_WIDTH > views[i]->cap) return false;
+    for (int32_t i = 0; i < n_views; i++)
+        for (int32_t p = n[i]; p < from[i] + JOINT_PAD_WIDTH; p++) batch_add(b, views[i]->seq, last[i], p, false);
+    return true;
+}
+
+static void drop_joint_padding(specd_model_slot *const *views, const int32_t *n, int32_t n_views) {
+    for (int32_t i = 0; i < n_views; i++) llama_memory_seq_rm(llama_get_memory(views[i]->ctx), views[i]->seq, n[i], -1);
+}
+
 /* Whether the slots' missing tokens go in one decode as they are: they fit one batch, and no
  * recurrent state needs specd_slot_sync's accounting of what it decodes again. */
 static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const *views, const int32_t *n,
@@ -228,11 +266,15 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
     }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
+    specd_token last[SPECD_MAX_PARALLEL];
     for (int32_t i = 0; i < n_views; i++) {
         for (int32_t p = from[i]; p < n[i]; p++) batch_add(b, views[i]->seq, tokens[i][p], p, p == n[i] - 1);
         logits_idx[i] = b->n_tokens - 1;
+        last[i] = tokens[i][n[i] - 1];
     }
+    bool padded = b->n_tokens > 0 && add_joint_padding(e, b, views, last, n, from, n_views);
     specd_status st = b->n_tokens > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
+    if (padded && st == SPECD_OK) drop_joint_padding(views, n, n_views);
     int32_t b0 = 0;
     for (int32_t i = 0; i < n_views; i++) {
         specd_model_slot *v = views[i];
@@ -268,10 +310,12 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
 specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, const specd_token *tokens, int32_t n,
                               double *ms, char **error) {
     if (ms) *ms = 0.0;
-    if (n > e->batch_cap) {
-        specd_set_error(error, "%d draft tokens do not fit the engine's batch of %d", n, e->batch_cap);
+    if (n > e->batch_cap || n > SPECD_MAX_PARALLEL) {
+        specd_set_error(error, "%d draft tokens do not fit the engine's batch of %d (or pass %d slots)", n,
+                        e->batch_cap, SPECD_MAX_PARALLEL);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    int32_t from[SPECD_MAX_PARALLEL], ends[SPECD_MAX_PARALLEL];
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -281,10 +325,13 @@ specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, c
         }
         logits_start(views[i], 0);
         batch_add(b, views[i]->seq, tokens[i], views[i]->n_kv, true);
+        from[i] = views[i]->n_kv, ends[i] = from[i] + 1;
     }
+    bool padded = n > 0 && add_joint_padding(e, b, views, tokens, ends, from, n);
     double t0 = specd_now_ms();
     specd_status st = n > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
     if (ms) *ms = specd_now_ms() - t0;
+    if (padded && st == SPECD_OK) drop_joint_padding(views, ends, n);
     for (int32_t i = 0; i < n; i++) {
         if (st == SPECD_OK) {
             views[i]->kv_tokens[views[i]->n_kv++] = tokens[i];
