@@ -150,6 +150,13 @@ typedef struct specd_tree_pass {
     /* A prompt chunk that ends with the root of the session's first step: that last token alone
      * gets logits (the slot's logits start there), so the first token is verified in this pass. */
     bool ends_at_root;
+    /* Tokens after a chain (one branch, not a prompt chunk) that only keep the pass at the size of
+     * the one before, so llama.cpp reuses its graph and a GPU replays it (the session pads where a
+     * change of size costs more than the padding: costs.h, specd_costs_padding): the chain's last
+     * token again at the next positions, with logits, dropped from the cache after the pass. They
+     * change no other token's logits where the passes are batch-invariant (invariance.h); where the
+     * slot's context has no room for them, or a head reads the pass, there is none. */
+    int32_t n_padding;
 } specd_tree_pass;
 /* The trees of several slots in ONE llama_decode (their tokens together at most the engine's
  * batch); each slot's logits are then read with specd_slot_logits on its view as after a pass of

@@ -482,8 +482,17 @@ static void add_tree_main_first(struct llama_batch *b, const specd_tree_pass *t)
     slot->rows_reordered = true;
 }
 
+/* The padding a pass gets (specd_tree_pass.n_padding): a chain's, where the slot has room for it. */
+static int32_t padding_of(const specd_tree_pass *t) {
+    const specd_model_slot *slot = t->slot;
+    bool chain = t->n_branches == 1 && !t->prompt_chunk && t->n_tokens > 0;
+    if (!chain || t->n_padding <= 0 || slot->features || !slot->can_drop_tail) return 0;
+    return t->pos_root + t->n_tokens + t->n_padding <= slot->cap ? t->n_padding : 0;
+}
+
 /* Appends a slot's part to the batch: a tree, every token with logits, or a prompt chunk, with
- * logits only on a root it ends with; the slot's logits start at the first token that has them. */
+ * logits only on a root it ends with; the slot's logits start at the first token that has them.
+ * A chain's padding follows it. */
 static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
     specd_model_slot *slot = t->slot;
     bool all_logits = !t->prompt_chunk;
@@ -495,6 +504,8 @@ static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
     }
     for (int32_t i = 0; i < t->n_tokens; i++)
         add_tree_token(b, t, i, all_logits || (t->ends_at_root && i == t->n_tokens - 1));
+    for (int32_t i = 0, n = padding_of(t); i < n; i++)
+        batch_add(b, slot->seq, t->tokens[t->n_tokens - 1].token, t->pos_root + t->n_tokens + i, true);
 }
 
 /* After a failed pass: the slot's sequence and its scratch branches lose the tree's positions
@@ -513,6 +524,8 @@ static void drop_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_ro
 static specd_status record_pass(specd_engine *e, const specd_tree_pass *t, int32_t b0, char **error) {
     specd_model_slot *slot = t->slot;
     slot->last_decode_n = t->n_tokens; /* its own part of the decode */
+    if (padding_of(t) > 0) /* (cannot fail: the slot's own sequence, from past its chain) */
+        specd_invariance_seq_rm(slot->inv, slot->ctx, slot->seq, t->pos_root + t->n_tokens, -1);
     if (t->n_branches != 1) {
         if (slot->features) specd_features_cut(slot->features, t->pos_root);
         return SPECD_OK;
@@ -526,7 +539,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
                                       char **error) {
     int32_t total = 0;
     for (int32_t p = 0; p < n_passes; p++) {
-        total += passes[p].n_tokens;
+        total += passes[p].n_tokens + padding_of(&passes[p]);
         if (passes[p].n_branches > passes[p].slot->n_seq_max) total = INT32_MAX / 2;
     }
     if (ms) *ms = 0.0;
@@ -537,6 +550,10 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
     }
     for (int32_t p = 0; p < n_passes; p++) {
         const specd_tree_pass *t = &passes[p];
+        if (t->n_padding < 0) {
+            specd_set_error(error, "a pass padded with %d tokens", t->n_padding);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
         if (t->prompt_chunk && t->pos_root != t->slot->n_kv) {
             specd_set_error(error, "a prompt chunk at position %d of a slot that holds %d tokens", t->pos_root,
                             t->slot->n_kv);
@@ -564,7 +581,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
     if (ms) *ms = specd_now_ms() - t0;
     if (rc == 0) {
         specd_status st = SPECD_OK;
-        for (int32_t p = 0, b0 = 0; p < n_passes; b0 += passes[p++].n_tokens) {
+        for (int32_t p = 0, b0 = 0; p < n_passes; b0 += passes[p].n_tokens + padding_of(&passes[p]), p++) {
             specd_status sp = record_pass(e, &passes[p], b0, error);
             if (st == SPECD_OK) st = sp;
         }
@@ -584,7 +601,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false, false};
+    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false, false, 0};
     specd_status st = specd_slots_decode_trees(e, &pass, 1, ms, error);
     if (st == SPECD_ERR_DECODE)
         specd_set_error(error, "llama_decode failed on a tree of %d tokens at position %d", n_tokens, pos_root);
