@@ -241,8 +241,9 @@ bool specd_vocab_bridge_begin(specd_vocab_bridge *b) {
 }
 
 /* The window's text and the draft's (less the held-back bytes, cut to whole characters) in the
- * target's vocabulary: the window's own tokens first, unchanged, or false. */
-static bool convert(specd_vocab_bridge *b, const specd_token **targets, int32_t *n_targets) {
+ * target's vocabulary: *lined_up when the window's own tokens come first, unchanged. False: out
+ * of memory. */
+static bool convert(specd_vocab_bridge *b, const specd_token **targets, int32_t *n_targets, bool *lined_up) {
     int32_t held = b->text.n - b->ready;
     int32_t len = specd_utf8_whole(b->drafted.bytes + held, b->drafted.n - held);
     int32_t start = b->text.n - b->window_len;
@@ -252,26 +253,27 @@ static bool convert(specd_vocab_bridge *b, const specd_token **targets, int32_t 
         !tokenize(b, SPECD_VOCAB_TARGET, b->work.bytes, b->work.n))
         return false;
     int32_t m = b->target.n - b->window;
-    if (b->scratch.n < m || memcmp(b->scratch.tok, b->target.tok + b->window, (size_t)m * sizeof *b->scratch.tok))
-        return false;
-    *targets = b->scratch.tok + m;
-    *n_targets = b->scratch.n - m;
+    *lined_up = b->scratch.n >= m &&
+                memcmp(b->scratch.tok, b->target.tok + b->window, (size_t)m * sizeof *b->scratch.tok) == 0;
+    if (*lined_up) *targets = b->scratch.tok + m, *n_targets = b->scratch.n - m;
     return true;
 }
 
-bool specd_vocab_bridge_add(specd_vocab_bridge *b, specd_token draft_token, const specd_token **targets,
-                            int32_t *n_targets, char **error) {
+specd_status specd_vocab_bridge_add(specd_vocab_bridge *b, specd_token draft_token, const specd_token **targets,
+                                    int32_t *n_targets, bool *lined_up, char **error) {
     double t0 = specd_now_ms();
     *n_targets = 0;
     *targets = NULL;
     bool ok = append_piece(b->e, SPECD_VOCAB_DRAFT, draft_token, &b->drafted);
-    if (!ok) specd_set_error(error, "out of memory converting a draft into the target's vocabulary");
     /* The draft's text begins where its history ends, before the bytes held back from it: it must
      * begin with them (completing the character), or it goes elsewhere than the target did. */
     int32_t held = b->text.n - b->ready, n = b->drafted.n < held ? b->drafted.n : held;
-    bool lined_up = ok && (n == 0 || memcmp(b->drafted.bytes, b->text.bytes + b->ready, (size_t)n) == 0);
-    if (lined_up && b->drafted.n > held) lined_up = convert(b, targets, n_targets);
-    if (!lined_up) *n_targets = 0;
+    *lined_up = ok && (n == 0 || memcmp(b->drafted.bytes, b->text.bytes + b->ready, (size_t)n) == 0);
+    if (*lined_up && b->drafted.n > held) ok = convert(b, targets, n_targets, lined_up);
     b->ms += specd_now_ms() - t0;
-    return lined_up;
+    if (ok) return SPECD_OK;
+    *lined_up = false;
+    *n_targets = 0;
+    specd_set_error(error, "out of memory converting a draft into the target's vocabulary");
+    return SPECD_ERR_NO_MEMORY;
 }

@@ -36,10 +36,11 @@ bool specd_vocab_bridge_begin(specd_vocab_bridge *b);
 
 /* Adds one draft token (not an end-of-generation one) to the draft being converted: *targets,
  * *n_targets are then the target's tokens for all its text so far after the history (the bridge's;
- * the last may still change as text follows). Returns false when the text no longer lines up with
- * the history's tokens (nothing more can be proposed this step); *n_targets is then 0. */
-bool specd_vocab_bridge_add(specd_vocab_bridge *b, specd_token draft_token, const specd_token **targets,
-                            int32_t *n_targets, char **error);
+ * the last may still change as text follows). *lined_up false: the text no longer lines up with
+ * the history's tokens, and nothing more can be proposed this step (*n_targets 0). An error only
+ * when out of memory. */
+specd_status specd_vocab_bridge_add(specd_vocab_bridge *b, specd_token draft_token, const specd_token **targets,
+                                    int32_t *n_targets, bool *lined_up, char **error);
 
 /* The number of bytes of text[0..len) that end on a whole UTF-8 character: an incomplete sequence
  * at its end is left out (bytes that can never start or complete one are whole: they stay). */
