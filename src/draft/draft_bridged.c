@@ -28,7 +28,8 @@ typedef struct chain {
     const specd_draft_request *req;
     specd_token_tree *tree;
     int32_t parent, depth; /* the last node added; target tokens proposed */
-    float confidence;      /* the least of the draft's confidences since the last proposal */
+    float confidence;      /* the least of the draft's confidences in the tokens since the last proposal */
+    float last;            /* its confidence in its latest token (the next proposal's text starts in it) */
     bool done;
 } chain;
 
@@ -54,7 +55,7 @@ static specd_status propose_one(chain *c, specd_token token, char **error) {
         specd_set_error(error, "out of memory while drafting");
         return SPECD_ERR_NO_MEMORY;
     }
-    c->confidence = 1.0f;
+    c->confidence = c->last;
     c->depth++;
     c->done = !specd_chain_more(c->req, c->depth);
     return SPECD_OK;
@@ -97,7 +98,7 @@ static specd_status bridged_draft(void *self, const specd_draft_request *req, sp
     const float *logits = NULL;
     specd_status st = catch_up(b, req, &logits, error);
     if (st != SPECD_OK || !logits || !specd_vocab_bridge_begin(b->bridge)) return st;
-    chain c = {req, tree, 0, 0, 1.0f, false};
+    chain c = {req, tree, 0, 0, 1.0f, 1.0f, false};
     const specd_token *targets = NULL;
     int32_t n_targets = 0;
     for (int32_t k = 0; st == SPECD_OK && !c.done; k++) {
@@ -105,6 +106,7 @@ static specd_status bridged_draft(void *self, const specd_draft_request *req, sp
         double t0 = specd_now_ms();
         float confidence;
         specd_token d = draft_argmax(logits, b->n_vocab, &confidence);
+        c.last = confidence;
         if (confidence < c.confidence) c.confidence = confidence;
         if (specd_vocab_is_eog(b->engine, SPECD_VOCAB_DRAFT, d)) { /* the text ends: every token is whole */
             st = propose(&c, targets, n_targets, error);
