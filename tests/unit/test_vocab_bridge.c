@@ -74,6 +74,8 @@ static int64_t assert_lossless(specd_engine *e, const char *const *prompts, int 
         print_message("'%s': drafted %d, accepted %d\n", prompts[i], got.stats.n_drafted, got.stats.n_accepted);
         *drafted += got.stats.n_drafted;
         accepted += got.stats.n_accepted;
+        /* the drafter priced its draft tokens (decode and conversion) in the engine's cost model */
+        if (got.stats.n_drafted > 0) assert_true(got.stats.draft_token_ms > 0.0);
         specd_result_clear(&want);
         specd_result_clear(&got);
     }
