@@ -68,6 +68,9 @@ static specd_status propose(chain *c, const specd_token *targets, int32_t n, cha
     return st;
 }
 
+/* The most draft tokens one step decodes: a target token may take several of the draft's. */
+static int32_t draft_token_budget(const specd_draft_request *req) { return 2 * req->max_len + 2; }
+
 /* The draft's cache brought to its own tokens of the history: the logits after them, or NULL
  * when the draft's context has no room for them and a chain (then nothing is drafted). */
 static specd_status catch_up(bridged *b, const specd_draft_request *req, const float **logits, char **error) {
@@ -78,7 +81,7 @@ static specd_status catch_up(bridged *b, const specd_draft_request *req, const f
     *logits = NULL;
     double t0 = specd_now_ms();
     specd_status st = specd_vocab_bridge_follow(b->bridge, req->history, req->n_history, &tokens, &n, error);
-    if (st != SPECD_OK || n == 0 || n + 2 * req->max_len + 2 > specd_engine_n_ctx(e)) return st;
+    if (st != SPECD_OK || n == 0 || n + draft_token_budget(req) > specd_engine_n_ctx(e)) return st;
     st = specd_slot_sync(e, draft, tokens, n, true, &idx, &reused, error);
     /* as draft_model.c's: a catch-up of a few tokens is the step's first draft decode, with its
      * conversion (the cost model prices both) */
@@ -88,9 +91,6 @@ static specd_status catch_up(bridged *b, const specd_draft_request *req, const f
     if (st == SPECD_OK) *logits = specd_slot_logits(draft, idx);
     return st;
 }
-
-/* The most draft tokens one step decodes: a target token may take several of the draft's. */
-static int32_t draft_token_budget(const specd_draft_request *req) { return 2 * req->max_len + 2; }
 
 static specd_status bridged_draft(void *self, const specd_draft_request *req, specd_token_tree *tree, char **error) {
     bridged *b = self;

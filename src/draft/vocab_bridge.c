@@ -135,7 +135,7 @@ void specd_vocab_bridge_free(specd_vocab_bridge *b) {
 
 double specd_vocab_bridge_ms(const specd_vocab_bridge *b) { return b ? b->ms : 0.0; }
 
-/* text[from, to) in `side`'s vocabulary into b->scratch, its offsets relative to `from`. A
+/* text[0..len) in `side`'s vocabulary into b->scratch, each token's end an offset into the text. A
  * tokenizer that puts a space before a text gets the text without its leading space, so that the
  * tokens' text is the text itself; a text without one gets it anyway, and the offsets are shifted
  * back by it. */
