@@ -1,6 +1,6 @@
 /* test_vocab_bridge.c - drafts from a draft model of another vocabulary, through text
  * (draft/vocab_bridge.h, draft/draft_bridged.c): the engine takes the pair and says so; greedy
- * output equals the target's alone with drafts accepted; sampling at temperature 1 is exact
+ * output equals the target's alone with drafts accepted, past context shifts too; sampling at temperature 1 is exact
  * (chi-square); the boundaries (a token the other side splits, an incomplete UTF-8 character on
  * either side) convert as they should; and stories260K drafted for by aidreams260K (another
  * vocabulary of the same size) stays lossless on held-out prompts with drafts accepted.
@@ -97,6 +97,20 @@ static void test_adaptive_lengths_stay_lossless(void **state) {
     spec.speculative.draft_max = 8;
     specd_result want = generate_text(engine, tiny_prompts[0], &plain), got = generate_text(engine, tiny_prompts[0], &spec);
     assert_same_tokens(&got, &want, "adaptive");
+    specd_result_clear(&want);
+    specd_result_clear(&got);
+}
+
+/* Past the context (256 cells): the target's history is cut in the middle, and the draft follows
+ * its text anew (the drafter's prepare), still lossless. */
+static void test_context_shifts_stay_lossless(void **state) {
+    (void)state;
+    specd_generation_params plain = greedy(false, 400), spec = greedy(true, 400);
+    plain.context_shift = spec.context_shift = true;
+    specd_result want = generate_text(engine, tiny_prompts[1], &plain), got = generate_text(engine, tiny_prompts[1], &spec);
+    assert_true(got.stats.n_context_shifts > 0);
+    assert_same_tokens(&got, &want, "context shifts");
+    assert_true(got.stats.n_accepted > 0);
     specd_result_clear(&want);
     specd_result_clear(&got);
 }
@@ -284,6 +298,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_the_pair_is_taken_and_said),
         cmocka_unit_test(test_greedy_output_is_the_targets),
         cmocka_unit_test(test_adaptive_lengths_stay_lossless),
+        cmocka_unit_test(test_context_shifts_stay_lossless),
         cmocka_unit_test(test_sampling_is_exact),
         cmocka_unit_test(test_coupled_draws_are_the_targets),
         cmocka_unit_test(test_a_token_the_other_side_splits),
