@@ -1,5 +1,5 @@
 # Writes the tiny test models: a target, a draft that is the target plus noise (it agrees with
-# the target often but not always), a model with a different vocabulary, and recurrent (Mamba) and
+# the target often but not always), models with a different vocabulary, and recurrent (Mamba) and
 # hybrid (LFM2: convolution, attention, convolution) models with the same vocabulary: each a target
 # and its noisy draft, to pair with each other and with the attention models. Then the drafting
 # heads: a target whose next token depends mostly on the current one (head-target), a GLM-4.5-style
@@ -17,6 +17,9 @@ endfunction()
 make(target.gguf --seed 1 --logit-scale ${SCALE})
 make(draft.gguf --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(other-vocab.gguf --seed 1 --vocab different --logit-scale ${SCALE})
+# The target's weights with a vocabulary that splits a few words otherwise: a draft of another
+# vocabulary that still agrees with the target on most text (drafts through text).
+make(split-vocab.gguf --seed 1 --vocab split --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(mamba-target.gguf --arch mamba --seed 1 --logit-scale ${SCALE})
 make(mamba-draft.gguf --arch mamba --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(lfm2-target.gguf --arch lfm2 --n-layer 3 --seed 1 --logit-scale ${SCALE})

@@ -9,7 +9,8 @@
  * predictions agree more often the smaller the noise is; --vocab different
  * produces a model whose vocabulary has the same size and the same
  * special/byte/character tokens but a different order of word pieces, for
- * vocabulary-compatibility tests.
+ * vocabulary-compatibility tests; --vocab split one with the same pieces at
+ * the same ids but two (split_word_pieces), for drafts of another vocabulary.
  *
  * --arch mamba writes a recurrent model instead (llama.cpp's Mamba-1: per
  * layer a norm and a selective state-space block, no attention), and
@@ -31,7 +32,7 @@
  *
  * Usage:
  *   make_tiny_model --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark|qwen3]
- *       [--vocab normal|different] [--n-embd 32]
+ *       [--vocab normal|different|split] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0]
@@ -160,7 +161,7 @@ struct tiny_vocab {
 static void print_usage(FILE *stream) {
     fprintf(stream,
             "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark|qwen3]"
-            " [--vocab normal|different] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
+            " [--vocab normal|different|split] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
             " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
             " [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0] [--hidden-mix 0.5] [--target FILE]"
@@ -204,15 +205,12 @@ static double parse_double(const char *flag, const char *text) {
     return value;
 }
 
-static bool parse_vocab_kind(const char *text) {
-    if (strcmp(text, "normal") == 0) {
-        return false;
+static void parse_vocab_kind(const char *text, model_options *opts) {
+    opts->different_vocab = strcmp(text, "different") == 0;
+    opts->split_vocab = strcmp(text, "split") == 0;
+    if (!opts->different_vocab && !opts->split_vocab && strcmp(text, "normal") != 0) {
+        fail("--vocab expects 'normal', 'different' or 'split', got '%s'", text);
     }
-    if (strcmp(text, "different") == 0) {
-        return true;
-    }
-    fail("--vocab expects 'normal' or 'different', got '%s'", text);
-    return false;
 }
 
 static model_arch parse_arch(const char *text) {
@@ -300,7 +298,7 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
     } else if (strcmp(flag, "--arch") == 0) {
         opts->arch = parse_arch(value);
     } else if (strcmp(flag, "--vocab") == 0) {
-        opts->different_vocab = parse_vocab_kind(value);
+        parse_vocab_kind(value, opts);
     } else if (strcmp(flag, "--n-embd") == 0) {
         opts->n_embd = parse_dimension(flag, value);
     } else if (strcmp(flag, "--n-layer") == 0) {
@@ -625,7 +623,24 @@ static void reverse_word_region(tiny_vocab *vocab) {
     }
 }
 
-static void build_vocab(tiny_vocab *vocab, bool different) {
+/* --vocab split: the same ids for the same pieces but two, so a model of either vocabulary reads
+ * and writes the same text through most of its tokens (a draft of another vocabulary that agrees
+ * with the target often). Where the normal vocabulary has "▁little" this one has "ing", a piece
+ * the normal one splits ("in" "g"), and so splits " little" itself ("▁littl" "e"); where it has
+ * "▁happy", "é", a character the normal one only has as two byte tokens. */
+static void split_word_pieces(tiny_vocab *vocab) {
+    static const char *const swaps[][2] = {{SPM_SPACE "little", "ing"}, {SPM_SPACE "happy", "\xC3\xA9"}};
+    for (size_t s = 0; s < ARRAY_LENGTH(swaps); s++) {
+        for (int i = vocab->first_word_id; i < vocab->count; i++) {
+            if (strcmp(vocab->text[i], swaps[s][0]) == 0) {
+                snprintf(vocab->text[i], MAX_PIECE_BYTES, "%s", swaps[s][1]);
+                vocab->score[i] = piece_score(swaps[s][1]);
+            }
+        }
+    }
+}
+
+static void build_vocab(tiny_vocab *vocab, bool different, bool split) {
     vocab->count = 0;
     add_special_tokens(vocab);
     add_byte_tokens(vocab);
@@ -634,6 +649,9 @@ static void build_vocab(tiny_vocab *vocab, bool different) {
     add_word_tokens(vocab);
     if (different) {
         reverse_word_region(vocab);
+    }
+    if (split) {
+        split_word_pieces(vocab);
     }
 }
 
@@ -1082,7 +1100,7 @@ int main(int argc, char **argv) {
     if (vocab == NULL) {
         fail("cannot allocate the vocabulary");
     }
-    build_vocab(vocab, opts.different_vocab);
+    build_vocab(vocab, opts.different_vocab, opts.split_vocab);
     tiny_text_chain *text = NULL;
     if (opts.text) {
         if ((text = calloc(1, sizeof *text)) == NULL) fail("cannot allocate the text's pieces");

@@ -41,6 +41,7 @@ typedef struct {
     const char *name;
     model_arch arch;
     bool different_vocab;
+    bool split_vocab; /* --vocab split: a few word pieces replaced by pieces the normal one lacks */
     int n_embd;
     int n_layer;
     int n_head;

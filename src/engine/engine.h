@@ -213,6 +213,30 @@ void specd_slot_copy_branch(specd_model_slot *slot, int32_t from, int32_t to);
 specd_status specd_slot_decode_branches(specd_engine *e, specd_model_slot *slot, const specd_branch_token *tokens,
                                         int32_t n, char **error);
 
+/* ---- the two vocabularies (vocab_pair.c) ------------------------------------------------------ */
+
+/* Which model's vocabulary: the target's (the tokens every session emits) or the draft's. */
+typedef enum { SPECD_VOCAB_TARGET, SPECD_VOCAB_DRAFT } specd_vocab_side;
+
+/* Whether the draft model tokenizes text its own way: its views then hold tokens of its vocabulary,
+ * and drafts go through text (draft/vocab_bridge.h). False without a draft model. */
+bool specd_engine_draft_vocab_differs(const specd_engine *e);
+/* The side's vocabulary size (0 for the draft without a draft model). */
+int32_t specd_vocab_n_tokens(const specd_engine *e, specd_vocab_side side);
+/* Tokens of text[0..len) in the side's vocabulary, as plain text (no BOS/EOS added, special-token
+ * text not parsed; a tokenizer that prefixes a space still does): the count, or minus the count
+ * needed when cap is too small. */
+int32_t specd_vocab_tokenize(const specd_engine *e, specd_vocab_side side, const char *text, int32_t len,
+                             specd_token *out, int32_t cap);
+/* The text of one token (control tokens: none): its length, or minus the length needed. */
+int32_t specd_vocab_piece(const specd_engine *e, specd_vocab_side side, specd_token token, char *buf, int32_t cap);
+/* Whether the token ends a generation in the side's vocabulary. */
+bool specd_vocab_is_eog(const specd_engine *e, specd_vocab_side side, specd_token token);
+/* The BOS token the side's tokenizer puts before a prompt, or -1 when it adds none. */
+specd_token specd_vocab_added_bos(const specd_engine *e, specd_vocab_side side);
+/* The side's end-of-sequence token, or -1. */
+specd_token specd_vocab_eos(const specd_engine *e, specd_vocab_side side);
+
 /* ---- LoRA adapters (lora.c) ------------------------------------------------------------------- */
 
 /* The slot will decode with `scales` (specd_engine_n_lora of them): when its cache was computed

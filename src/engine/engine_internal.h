@@ -121,6 +121,9 @@ struct specd_engine {
     void (*free_learned)(struct specd_learned *learned);
     specd_invariance inv; /* how the target's passes stay batch-invariant (invariance.h) */
     bool one_sequence;    /* each context keeps one sequence, not unified (engine.c, one_sequence_contexts) */
+    /* The draft model tokenizes text its own way (engine.c, check_pair): its views hold tokens of
+     * its vocabulary, never the target's, and its drafts go through text (draft/vocab_bridge.h). */
+    bool draft_vocab_differs;
     specd_lora_set lora;       /* the target's LoRA adapters */
     specd_lora_set lora_draft; /* the draft's */
     /* The embedding context (embed.c; specd_engine_params.embedding), NULL without one. */
