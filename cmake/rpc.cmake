@@ -42,6 +42,9 @@ set(SPECD_RPC_SOURCES
   src/rpc/slot_files.c
   src/rpc/methods_model.c
   src/rpc/methods_tokens.c
+  src/rpc/embed_json.c
+  src/rpc/rerank_json.c
+  src/rpc/methods_embed.c
   src/rpc/methods_completion.c
   src/rpc/methods_lora.c
   src/rpc/request_lora.c

@@ -18,7 +18,8 @@
  *    it with specd_free(). On success *error is set to NULL.
  *  - Threads: one engine runs one generation at a time. Calls on the same engine must not overlap;
  *    different engines are independent. specd_engine_request_stop() alone may be called from any
- *    thread while a generation runs.
+ *    thread while a generation runs, and so may the embedding calls (specd_embed, specd_rerank,
+ *    specd_rerank_tokens: they have a context of their own).
  */
 #ifndef SPECD_H
 #define SPECD_H
@@ -153,6 +154,16 @@ typedef enum specd_engine_input {
     SPECD_INPUT_DRAFT = 2,  /* draft_path: the same, or its vocabulary does not match the target's */
     SPECD_INPUT_MMPROJ = 3, /* mmproj_path: missing, not a projector, not for this target. Since 0.9 */
 } specd_engine_input;
+/* How an embedding pools the target's hidden states over an input's tokens (llama-server's
+ * --pooling; llama.cpp's llama_pooling_type numbers). Since 0.9. */
+typedef enum specd_pooling {
+    SPECD_POOLING_DEFAULT = -1, /* the model's own (its GGUF's <arch>.pooling_type), NONE where it states none */
+    SPECD_POOLING_NONE = 0,     /* "none": one embedding per token, not normalized */
+    SPECD_POOLING_MEAN = 1,     /* "mean": the mean over the input's tokens */
+    SPECD_POOLING_CLS = 2,      /* "cls": the first token's */
+    SPECD_POOLING_LAST = 3,     /* "last": the last token's */
+    SPECD_POOLING_RANK = 4,     /* "rank": a reranker's score (the model's classifier head: specd_rerank) */
+} specd_pooling;
 
 typedef struct specd_engine_params {
     uint32_t struct_size;    /* sizeof(specd_engine_params), set by specd_engine_default_params() */
@@ -267,6 +278,18 @@ typedef struct specd_engine_params {
      * cancelled by progress_callback is blamed on the model it was reading. An output, the one
      * pointer of this struct written through. Since 0.9 (it replaces specd_engine_new_v2). */
     specd_engine_input *failed_input;
+    /* Embeddings and reranking (llama-server's --embedding, --rerank): the engine gets one more
+     * context of the target model, for specd_embed and specd_rerank only, beside the generation
+     * contexts (which stay as they are: generation and speculation go on unchanged, and an
+     * embedding never touches a slot's cache). It holds specd_engine_embed_n_max tokens, as
+     * llama-server: n_ubatch (512 when 0), or n_batch when smaller, at most a slot's context
+     * (llama.cpp decodes an embedding's tokens in one piece). Its attention settings are flash_attn and the cache types as given, llama.cpp's
+     * defaults (auto, f16) where left DEFAULT, so its numbers are llama-server's; it runs no LoRA
+     * adapter but the target's at their default scales. Default false. Since 0.9. */
+    bool embedding;
+    /* That context's pooling (--pooling); SPECD_POOLING_DEFAULT (the default): the model's own.
+     * Ignored without `embedding`. Since 0.9. */
+    specd_pooling pooling;
     /* A vision projector for the target (llama.cpp's --mmproj: a CLIP GGUF made for this model), so
      * that prompts may hold images (specd_tokenize_images). NULL or "" (the default): none. Not with
      * a drafting head (mtp, EAGLE-3, DFlash), nor for projectors whose positions are M-RoPE (Qwen2-VL
@@ -484,6 +507,59 @@ typedef struct specd_fim_tokens {
 } specd_fim_tokens;
 SPECD_API specd_fim_tokens specd_engine_fim_tokens(const specd_engine *engine);
 
+/* ---- embeddings and reranking (an engine made with specd_engine_params.embedding) -------------
+ * As llama-server's /embedding, /v1/embeddings and /rerank compute them: each input is decoded
+ * alone, from an empty cache, in one batch, on the engine's embedding context; pooled embeddings
+ * are normalized as llama-server's embd_normalize asks.
+ * Threads: specd_embed, specd_rerank and specd_rerank_tokens may be called from any thread, also
+ * while a generation runs on the engine (they use their own context, never the slots'); calls of
+ * specd_embed and specd_rerank on one engine wait for each other (one context). The engine must
+ * not be freed meanwhile.
+ * Errors: SPECD_ERR_INVALID_ARGUMENT for an engine without embeddings (the message says to load it
+ * with embedding on: --embedding), no tokens, a token id out of the vocabulary, rank pooling asked
+ * of specd_embed or a pooling other than rank of specd_rerank; SPECD_ERR_CONTEXT for an input of
+ * more than specd_engine_embed_n_max tokens; SPECD_ERR_DECODE when llama.cpp fails. */
+
+/* The name of a pooling ("none", "mean", "cls", "last", "rank": llama-server's --pooling values;
+ * "default" for SPECD_POOLING_DEFAULT); NULL for no specd_pooling. */
+SPECD_API const char *specd_pooling_name(specd_pooling pooling);
+/* The embedding context's pooling, settled (the model's own where DEFAULT was asked; never
+ * DEFAULT), or SPECD_POOLING_DEFAULT for an engine without embeddings. */
+SPECD_API specd_pooling specd_engine_pooling(const specd_engine *engine);
+/* The most tokens one input may have (0 without embeddings). */
+SPECD_API int32_t specd_engine_embed_n_max(const specd_engine *engine);
+
+/* One input's embedding, filled by specd_embed and owned by the caller until specd_embedding_clear. */
+typedef struct specd_embedding {
+    float *values;    /* n_rows x n_dims floats, row after row (heap; specd_embedding_clear frees it) */
+    int32_t n_rows;   /* 1 for a pooled embedding; the input's token count with SPECD_POOLING_NONE */
+    int32_t n_dims;   /* floats per row: the model's embedding size (llama_model_n_embd_out) */
+    int32_t n_tokens; /* the tokens decoded */
+} specd_embedding;
+
+/* The embedding of `tokens` (n_tokens of them: the caller tokenizes, e.g. with specd_tokenize,
+ * add_special true, as llama-server does). `normalize`, for a pooled embedding: llama-server's
+ * embd_normalize, -1 none, 0 max absolute scaled to int16 (32760), 1 taxicab, 2 euclidean (its
+ * default), p > 2 the p-norm; SPECD_POOLING_NONE's rows are never normalized (as llama-server).
+ * *out is overwritten (clear it first if it held one). */
+SPECD_API specd_status specd_embed(specd_engine *engine, const specd_token *tokens, int32_t n_tokens,
+                                   int32_t normalize, specd_embedding *out, char **error);
+SPECD_API void specd_embedding_clear(specd_embedding *embedding);
+/* llama-server's normalization of n floats (`normalize` as above) from in to out (may be the same). */
+SPECD_API void specd_embed_normalize(const float *in, float *out, int32_t n, int32_t normalize);
+
+/* The tokens a reranker reads for (query, document), as llama-server builds them: the model's
+ * rerank template (GGUF tokenizer.chat_template.rerank) with "{query}" and "{document}" replaced,
+ * tokenized with special tokens parsed; without one BOS (where the model adds it), the query, EOS
+ * (where the model adds it; SEP where it has no EOS), SEP (where it adds it), the document, EOS.
+ * *tokens: heap (specd_free), *n_tokens of them. Needs no embedding context. */
+SPECD_API specd_status specd_rerank_tokens(const specd_engine *engine, const char *query, const char *document,
+                                           specd_token **tokens, int32_t *n_tokens, char **error);
+/* The relevance score of `document` for `query` (specd_rerank_tokens' tokens through the embedding
+ * context, which must pool with SPECD_POOLING_RANK): the classifier's first output, as
+ * llama-server's /rerank. *n_tokens (may be NULL): the prompt's tokens (also when they were too many). */
+SPECD_API specd_status specd_rerank(specd_engine *engine, const char *query, const char *document, float *score,
+                                    int32_t *n_tokens, char **error);
 /* ---- images (specd_engine_params.mmproj_path; since 0.9) --------------------------------------- */
 
 /* Whether the engine has a vision projector: prompts may hold images. */

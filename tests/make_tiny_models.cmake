@@ -1,5 +1,5 @@
 # Writes the tiny test models: a target, a draft that is the target plus noise (it agrees with
-# the target often but not always), a model with a different vocabulary, and recurrent (Mamba) and
+# the target often but not always), models with a different vocabulary, and recurrent (Mamba) and
 # hybrid (LFM2: convolution, attention, convolution) models with the same vocabulary: each a target
 # and its noisy draft, to pair with each other and with the attention models. Then the drafting
 # heads: a target whose next token depends mostly on the current one (head-target), a GLM-4.5-style
@@ -17,6 +17,9 @@ endfunction()
 make(target.gguf --seed 1 --logit-scale ${SCALE})
 make(draft.gguf --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(other-vocab.gguf --seed 1 --vocab different --logit-scale ${SCALE})
+# The target's weights with a vocabulary that splits a few words otherwise: a draft of another
+# vocabulary that still agrees with the target on most text (drafts through text).
+make(split-vocab.gguf --seed 1 --vocab split --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(mamba-target.gguf --arch mamba --seed 1 --logit-scale ${SCALE})
 make(mamba-draft.gguf --arch mamba --seed 1 --noise 0.1 --noise-seed 7 --logit-scale ${SCALE})
 make(lfm2-target.gguf --arch lfm2 --n-layer 3 --seed 1 --logit-scale ${SCALE})
@@ -51,6 +54,12 @@ make(draft-h64.gguf --seed 1 --n-embd 256 --n-head 4 --n-head-kv 4 --n-ff 256 --
      --noise 0.1 --noise-seed 7)
 # A LoRA adapter for target.gguf (rank 4 on every layer's attn_q and ffn_up, and on output).
 make(lora.gguf --seed 9 --lora-rank 4)
+# Embeddings and rerank (issue 46): an embedding model that states mean pooling, a Qwen3-style
+# reranker with its classifier head (rank pooling: cls.output, two labels), and the same reranker
+# with a rerank template (tokenizer.chat_template.rerank) instead of BOS query doc.
+make(embed.gguf --seed 11 --pooling mean)
+make(rerank.gguf --arch qwen3 --seed 12 --pooling rank)
+make(rerank-template.gguf --arch qwen3 --seed 12 --pooling rank --rerank-template "<s>query: {query}</s>document: {document}")
 # A vision projector for target.gguf (tools/make_tiny_mmproj.c: LLaVA's mlp, 32x32 pixels in
 # patches of 8, so an image is 16 embeddings): images through llama.cpp's mtmd.
 execute_process(COMMAND ${MMPROJ_TOOL} --out ${OUT}/mmproj.gguf --target ${OUT}/target.gguf RESULT_VARIABLE rc)

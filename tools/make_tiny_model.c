@@ -9,7 +9,8 @@
  * predictions agree more often the smaller the noise is; --vocab different
  * produces a model whose vocabulary has the same size and the same
  * special/byte/character tokens but a different order of word pieces, for
- * vocabulary-compatibility tests.
+ * vocabulary-compatibility tests; --vocab split one with the same pieces at
+ * the same ids but two (split_word_pieces), for drafts of another vocabulary.
  *
  * --arch mamba writes a recurrent model instead (llama.cpp's Mamba-1: per
  * layer a norm and a selective state-space block, no attention), and
@@ -30,13 +31,14 @@
  * output), so they agree with the target often: drafts get accepted.
  *
  * Usage:
- *   make_tiny_model --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark]
- *       [--vocab normal|different] [--n-embd 32]
+ *   make_tiny_model --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark|qwen3]
+ *       [--vocab normal|different|split] [--n-embd 32]
  *       [--n-layer 2] [--n-head 4] [--n-head-kv 4] [--n-ff 64] [--n-ctx 256]
  *       [--seed 1] [--noise 0] [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0]
  *       [--name NAME] [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0]
  *       [--hidden-mix 0.5] [--target FILE] [--target-layers A,B,C] [--target-hidden-size N]
- *       [--block-size 8] [--lora-rank R] [--nextn-layers 1] [--text TEXT] [--text-miss N]
+ *       [--block-size 8] [--lora-rank R] [--nextn-layers 1] [--fim on|off] [--text TEXT] [--text-miss N]
+ *       [--pooling none|mean|cls|last|rank] [--rerank-template T]
  *
  *   --arch A          llama (attention, the default), mamba (recurrent:
  *                     d_inner = 2 n_embd, state size 8, conv kernel 4,
@@ -91,6 +93,20 @@
  *   --fim on          names fill-in-the-middle tokens (tokenizer.ggml.fim_pre,
  *                     fim_suf, fim_mid: the byte tokens <0x01>, <0x02>,
  *                     <0x03>, which text never holds), for /infill's tests.
+ *   --pooling P       states the pooling of an embedding model (none, mean,
+ *                     cls, last or rank; <arch>.pooling_type), which
+ *                     llama.cpp takes as its default pooling. rank needs
+ *                     --arch qwen3 and adds the reranker's classifier head
+ *                     as Qwen3-Reranker conversions carry it: cls.output.weight
+ *                     {n_embd, 2} and qwen3.classifier.output_labels
+ *                     ["yes", "no"] (llama.cpp's rank pooling takes the last
+ *                     token's hidden state through cls_out and a softmax: the
+ *                     score is the first label's probability).
+ *   --rerank-template T  stores T as tokenizer.chat_template.rerank, the
+ *                     prompt a reranker builds from "{query}" and
+ *                     "{document}" (without it: BOS query [EOS] doc).
+ *   --arch qwen3      llama's layers plus per-head RMS norms of q and k
+ *                     (llama.cpp's Qwen3), for the reranker above.
  *
  * On success one summary line goes to stderr. Errors are reported as one
  * line on stderr and exit status 2.
@@ -144,13 +160,14 @@ struct tiny_vocab {
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
-            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark]"
-            " [--vocab normal|different] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
+            "usage: " PROGRAM_NAME " --out FILE [--arch llama|mamba|lfm2|glm4moe|qwen35|eagle3|dflash|dspark|qwen3]"
+            " [--vocab normal|different|split] [--n-embd 32] [--n-layer 2] [--n-head 4] [--n-head-kv 4]"
             " [--n-ff 64] [--n-ctx 256] [--seed 1] [--noise 0]"
             " [--noise-seed 7] [--logit-scale 1.0] [--layer-scale 1.0] [--name NAME]"
             " [--chat-template NAME_OR_TEXT] [--weight-type f32|q8_0] [--hidden-mix 0.5] [--target FILE]"
             " [--target-layers A,B,C] [--target-hidden-size N] [--block-size 8] [--lora-rank R]"
-            " [--nextn-layers 1] [--fim on|off] [--text TEXT] [--text-miss N]\n");
+            " [--nextn-layers 1] [--fim on|off] [--text TEXT] [--text-miss N]"
+            " [--pooling none|mean|cls|last|rank] [--rerank-template T]\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -188,15 +205,12 @@ static double parse_double(const char *flag, const char *text) {
     return value;
 }
 
-static bool parse_vocab_kind(const char *text) {
-    if (strcmp(text, "normal") == 0) {
-        return false;
+static void parse_vocab_kind(const char *text, model_options *opts) {
+    opts->different_vocab = strcmp(text, "different") == 0;
+    opts->split_vocab = strcmp(text, "split") == 0;
+    if (!opts->different_vocab && !opts->split_vocab && strcmp(text, "normal") != 0) {
+        fail("--vocab expects 'normal', 'different' or 'split', got '%s'", text);
     }
-    if (strcmp(text, "different") == 0) {
-        return true;
-    }
-    fail("--vocab expects 'normal' or 'different', got '%s'", text);
-    return false;
 }
 
 static model_arch parse_arch(const char *text) {
@@ -205,14 +219,27 @@ static model_arch parse_arch(const char *text) {
         model_arch arch;
     } names[] = {{"llama", ARCH_LLAMA},   {"mamba", ARCH_MAMBA},   {"lfm2", ARCH_LFM2},
                  {"glm4moe", ARCH_GLM4MOE}, {"qwen35", ARCH_QWEN35}, {"eagle3", ARCH_EAGLE3},
-                 {"dflash", ARCH_DFLASH},   {"dspark", ARCH_DSPARK}};
+                 {"dflash", ARCH_DFLASH},   {"dspark", ARCH_DSPARK}, {"qwen3", ARCH_QWEN3}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(text, names[i].name) == 0) {
             return names[i].arch;
         }
     }
-    fail("--arch expects llama, mamba, lfm2, glm4moe, qwen35, eagle3, dflash or dspark, got '%s'", text);
+    fail("--arch expects llama, mamba, lfm2, glm4moe, qwen35, eagle3, dflash, dspark or qwen3, got '%s'", text);
 }
+
+/* llama.cpp's pooling numbers (enum llama_pooling_type), in order. */
+static int parse_pooling(const char *text) {
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        if (strcmp(text, names[i]) == 0) {
+            return i;
+        }
+    }
+    fail("--pooling expects none, mean, cls, last or rank, got '%s'", text);
+}
+
+enum { POOLING_RANK = 4 };
 
 /* "0,1,2": the target layers a head reads. */
 static void parse_target_layers(model_options *opts, const char *text) {
@@ -253,6 +280,7 @@ static model_options default_options(void) {
         .n_nextn = 1,
         .block_size = 8,
         .weight_type = GGML_TYPE_F32,
+        .pooling = -1,
     };
     return opts;
 }
@@ -270,7 +298,7 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
     } else if (strcmp(flag, "--arch") == 0) {
         opts->arch = parse_arch(value);
     } else if (strcmp(flag, "--vocab") == 0) {
-        opts->different_vocab = parse_vocab_kind(value);
+        parse_vocab_kind(value, opts);
     } else if (strcmp(flag, "--n-embd") == 0) {
         opts->n_embd = parse_dimension(flag, value);
     } else if (strcmp(flag, "--n-layer") == 0) {
@@ -296,6 +324,10 @@ static bool apply_option(model_options *opts, const char *flag, const char *valu
     } else if (strcmp(flag, "--fim") == 0) {
         if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) fail("--fim expects 'on' or 'off', got '%s'", value);
         opts->fim = strcmp(value, "on") == 0;
+    } else if (strcmp(flag, "--pooling") == 0) {
+        opts->pooling = parse_pooling(value);
+    } else if (strcmp(flag, "--rerank-template") == 0) {
+        opts->rerank_template = value;
     } else if (strcmp(flag, "--layer-scale") == 0) {
         opts->layer_scale = parse_double(flag, value);
     } else if (strcmp(flag, "--hidden-mix") == 0) {
@@ -332,6 +364,7 @@ static void validate_options(model_options *opts) {
     }
     if (opts->name == NULL) {
         opts->name = opts->arch == ARCH_MAMBA ? "tiny-mamba" : opts->arch == ARCH_LFM2 ? "tiny-lfm2"
+                     : opts->arch == ARCH_QWEN3 ? "tiny-qwen3"
                      : tiny_heads_handles(opts->arch) ? tiny_heads_arch_name(opts->arch) : "tiny-llama";
     }
     if (opts->name[0] == '\0') {
@@ -365,6 +398,15 @@ static void validate_options(model_options *opts) {
     }
     if (!(opts->layer_scale >= 0.0 && opts->layer_scale <= 1e3) || !(opts->hidden_mix >= 0.0 && opts->hidden_mix <= 1e3)) {
         fail("--layer-scale and --hidden-mix must be in [0, 1000], got %g and %g", opts->layer_scale, opts->hidden_mix);
+    }
+    if (opts->pooling >= 0 && opts->arch != ARCH_LLAMA && opts->arch != ARCH_QWEN3) {
+        fail("--pooling applies to --arch llama and qwen3");
+    }
+    if (opts->pooling == POOLING_RANK && opts->arch != ARCH_QWEN3) {
+        fail("--pooling rank needs --arch qwen3 (the llama architecture loads no classifier head)");
+    }
+    if (opts->arch == ARCH_QWEN3 && (opts->weight_type != GGML_TYPE_F32 || opts->lora_rank > 0)) {
+        fail("--arch qwen3 writes f32 models only");
     }
     if (opts->n_nextn != 1 && opts->arch != ARCH_GLM4MOE && opts->arch != ARCH_QWEN35) {
         fail("--nextn-layers applies to --arch glm4moe and qwen35 only");
@@ -581,7 +623,24 @@ static void reverse_word_region(tiny_vocab *vocab) {
     }
 }
 
-static void build_vocab(tiny_vocab *vocab, bool different) {
+/* --vocab split: the same ids for the same pieces but two, so a model of either vocabulary reads
+ * and writes the same text through most of its tokens (a draft of another vocabulary that agrees
+ * with the target often). Where the normal vocabulary has "▁little" this one has "ing", a piece
+ * the normal one splits ("in" "g"), and so splits " little" itself ("▁littl" "e"); where it has
+ * "▁happy", "é", a character the normal one only has as two byte tokens. */
+static void split_word_pieces(tiny_vocab *vocab) {
+    static const char *const swaps[][2] = {{SPM_SPACE "little", "ing"}, {SPM_SPACE "happy", "\xC3\xA9"}};
+    for (size_t s = 0; s < ARRAY_LENGTH(swaps); s++) {
+        for (int i = vocab->first_word_id; i < vocab->count; i++) {
+            if (strcmp(vocab->text[i], swaps[s][0]) == 0) {
+                snprintf(vocab->text[i], MAX_PIECE_BYTES, "%s", swaps[s][1]);
+                vocab->score[i] = piece_score(swaps[s][1]);
+            }
+        }
+    }
+}
+
+static void build_vocab(tiny_vocab *vocab, bool different, bool split) {
     vocab->count = 0;
     add_special_tokens(vocab);
     add_byte_tokens(vocab);
@@ -590,6 +649,9 @@ static void build_vocab(tiny_vocab *vocab, bool different) {
     add_word_tokens(vocab);
     if (different) {
         reverse_word_region(vocab);
+    }
+    if (split) {
+        split_word_pieces(vocab);
     }
 }
 
@@ -608,6 +670,10 @@ enum {
 /* LFM2: which layers attend (the odd ones); the others are short convolutions. */
 static bool lfm2_is_attention(int layer) { return layer % 2 == 1; }
 
+/* A reranker's classifier head: two labels, as Qwen3-Reranker's yes/no. */
+enum { CLASSIFIER_LABELS = 2 };
+static bool has_classifier(const model_options *opts) { return opts->pooling == POOLING_RANK; }
+
 static size_t tensor_count(const model_options *opts) {
     if (opts->arch == ARCH_LFM2) {
         size_t n = GLOBAL_TENSORS;
@@ -616,8 +682,10 @@ static size_t tensor_count(const model_options *opts) {
         }
         return n;
     }
-    size_t per_layer = opts->arch == ARCH_MAMBA ? MAMBA_TENSORS_PER_LAYER : TENSORS_PER_LAYER;
-    return GLOBAL_TENSORS + per_layer * (size_t)opts->n_layer;
+    size_t per_layer = opts->arch == ARCH_MAMBA ? MAMBA_TENSORS_PER_LAYER
+                       : opts->arch == ARCH_QWEN3 ? TENSORS_PER_LAYER + 2 /* q and k norms */
+                                                  : TENSORS_PER_LAYER;
+    return GLOBAL_TENSORS + per_layer * (size_t)opts->n_layer + (has_classifier(opts) ? 1 : 0);
 }
 
 /* Mamba's sizes from n_embd: llama.cpp supports only an expansion factor of 2, and the
@@ -661,13 +729,15 @@ static size_t layer_float_count(const model_options *opts) {
     size_t norms = 2 * n_embd;
     size_t attention = 2 * n_embd * n_embd + 2 * n_embd * n_embd_kv;
     size_t feed_forward = 3 * n_embd * n_ff;
-    return norms + attention + feed_forward;
+    size_t qk_norms = opts->arch == ARCH_QWEN3 ? 2 * n_embd / (size_t)opts->n_head : 0;
+    return norms + attention + feed_forward + qk_norms;
 }
 
 static size_t model_float_count(const model_options *opts, int n_vocab) {
     size_t n_embd = (size_t)opts->n_embd;
     size_t embeddings_and_output = 2 * n_embd * (size_t)n_vocab + n_embd;
-    return embeddings_and_output + (size_t)opts->n_layer * layer_float_count(opts);
+    size_t classifier = has_classifier(opts) ? n_embd * CLASSIFIER_LABELS : 0;
+    return embeddings_and_output + classifier + (size_t)opts->n_layer * layer_float_count(opts);
 }
 
 /* The ggml context owns all weights until the file is written, because
@@ -723,6 +793,10 @@ static void add_layer(struct gguf_context *gguf, struct ggml_context *ctx, weigh
                n_embd, n_embd_kv, embd_scale);
     add_matrix(gguf, ctx, source, layer_tensor_name(name, sizeof name, layer, "attn_output.weight"),
                n_embd, n_embd, opts->layer_scale * embd_scale);
+    if (opts->arch == ARCH_QWEN3) { /* per-head RMS norms of q and k, after the llama tensors */
+        add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_q_norm.weight"), n_embd / opts->n_head);
+        add_norm(gguf, ctx, layer_tensor_name(name, sizeof name, layer, "attn_k_norm.weight"), n_embd / opts->n_head);
+    }
     add_ffn(gguf, ctx, source, layer, n_embd, n_ff, opts->layer_scale);
 }
 
@@ -832,6 +906,11 @@ static void add_all_tensors(struct gguf_context *gguf, struct ggml_context *ctx,
         add_matrix(gguf, ctx, &source, "output.weight", opts->n_embd, n_vocab,
                    opts->logit_scale * fan_in_scale(opts->n_embd));
     }
+    /* The classifier's logits have unit spread, so the softmax's first label moves between
+     * documents rather than sitting at 0 or 1. */
+    if (has_classifier(opts)) {
+        add_matrix(gguf, ctx, &source, "cls.output.weight", opts->n_embd, CLASSIFIER_LABELS, fan_in_scale(opts->n_embd));
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -883,17 +962,28 @@ static void set_model_metadata(struct gguf_context *gguf, const model_options *o
         set_lfm2_metadata(gguf, opts, n_vocab);
         return;
     }
-    gguf_set_val_str(gguf, "general.architecture", "llama");
+    const char *arch = opts->arch == ARCH_QWEN3 ? "qwen3" : "llama";
+    char key[96];
+#define ARCH_KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
+    gguf_set_val_str(gguf, "general.architecture", arch);
     gguf_set_val_str(gguf, "general.name", opts->name);
-    gguf_set_val_u32(gguf, "llama.context_length", (uint32_t)opts->n_ctx);
-    gguf_set_val_u32(gguf, "llama.embedding_length", (uint32_t)opts->n_embd);
-    gguf_set_val_u32(gguf, "llama.block_count", (uint32_t)opts->n_layer);
-    gguf_set_val_u32(gguf, "llama.feed_forward_length", (uint32_t)opts->n_ff);
-    gguf_set_val_u32(gguf, "llama.attention.head_count", (uint32_t)opts->n_head);
-    gguf_set_val_u32(gguf, "llama.attention.head_count_kv", (uint32_t)opts->n_head_kv);
-    gguf_set_val_u32(gguf, "llama.rope.dimension_count", (uint32_t)(opts->n_embd / opts->n_head));
-    gguf_set_val_f32(gguf, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_set_val_u32(gguf, "llama.vocab_size", (uint32_t)n_vocab);
+    gguf_set_val_u32(gguf, ARCH_KEY("context_length"), (uint32_t)opts->n_ctx);
+    gguf_set_val_u32(gguf, ARCH_KEY("embedding_length"), (uint32_t)opts->n_embd);
+    gguf_set_val_u32(gguf, ARCH_KEY("block_count"), (uint32_t)opts->n_layer);
+    gguf_set_val_u32(gguf, ARCH_KEY("feed_forward_length"), (uint32_t)opts->n_ff);
+    gguf_set_val_u32(gguf, ARCH_KEY("attention.head_count"), (uint32_t)opts->n_head);
+    gguf_set_val_u32(gguf, ARCH_KEY("attention.head_count_kv"), (uint32_t)opts->n_head_kv);
+    gguf_set_val_u32(gguf, ARCH_KEY("rope.dimension_count"), (uint32_t)(opts->n_embd / opts->n_head));
+    gguf_set_val_f32(gguf, ARCH_KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    gguf_set_val_u32(gguf, ARCH_KEY("vocab_size"), (uint32_t)n_vocab);
+    if (opts->pooling >= 0) {
+        gguf_set_val_u32(gguf, ARCH_KEY("pooling_type"), (uint32_t)opts->pooling);
+    }
+    if (has_classifier(opts)) {
+        const char *labels[CLASSIFIER_LABELS] = {"yes", "no"};
+        gguf_set_arr_str(gguf, ARCH_KEY("classifier.output_labels"), labels, CLASSIFIER_LABELS);
+    }
+#undef ARCH_KEY
 }
 
 static int32_t vocab_index(const tiny_vocab *vocab, const char *text) {
@@ -904,7 +994,7 @@ static int32_t vocab_index(const tiny_vocab *vocab, const char *text) {
 }
 
 static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *vocab,
-                                   const char *chat_template, bool fim) {
+                                   const char *chat_template, bool fim, const char *rerank_template) {
     const char *texts[MAX_VOCAB];
     for (int i = 0; i < vocab->count; i++) {
         texts[i] = vocab->text[i];
@@ -923,6 +1013,9 @@ static void set_tokenizer_metadata(struct gguf_context *gguf, const tiny_vocab *
     gguf_set_val_bool(gguf, "tokenizer.ggml.add_space_prefix", true);
     if (chat_template != NULL) {
         gguf_set_val_str(gguf, "tokenizer.chat_template", chat_template);
+    }
+    if (rerank_template != NULL) { /* llama_model_chat_template(model, "rerank") reads it */
+        gguf_set_val_str(gguf, "tokenizer.chat_template.rerank", rerank_template);
     }
     if (fim) {
         gguf_set_val_u32(gguf, "tokenizer.ggml.fim_pre_token_id", (uint32_t)vocab_index(vocab, "<0x01>"));
@@ -1007,7 +1100,7 @@ int main(int argc, char **argv) {
     if (vocab == NULL) {
         fail("cannot allocate the vocabulary");
     }
-    build_vocab(vocab, opts.different_vocab);
+    build_vocab(vocab, opts.different_vocab, opts.split_vocab);
     tiny_text_chain *text = NULL;
     if (opts.text) {
         if ((text = calloc(1, sizeof *text)) == NULL) fail("cannot allocate the text's pieces");
@@ -1034,7 +1127,7 @@ int main(int argc, char **argv) {
     } else {
         set_model_metadata(gguf, &opts, vocab->count);
     }
-    set_tokenizer_metadata(gguf, vocab, opts.chat_template, opts.fim);
+    set_tokenizer_metadata(gguf, vocab, opts.chat_template, opts.fim, opts.rerank_template);
     if (head) {
         tiny_heads_add_tensors(gguf, ctx, &opts, vocab->count);
     } else {

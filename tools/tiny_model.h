@@ -32,7 +32,8 @@ typedef enum {
     ARCH_QWEN35,
     ARCH_EAGLE3,
     ARCH_DFLASH,
-    ARCH_DSPARK
+    ARCH_DSPARK,
+    ARCH_QWEN3
 } model_arch;
 
 typedef struct {
@@ -40,6 +41,7 @@ typedef struct {
     const char *name;
     model_arch arch;
     bool different_vocab;
+    bool split_vocab; /* --vocab split: a few word pieces replaced by pieces the normal one lacks */
     int n_embd;
     int n_layer;
     int n_head;
@@ -72,6 +74,11 @@ typedef struct {
     int lora_rank;              /* > 0: write a LoRA adapter of this rank instead of a model */
     const char *text;           /* --text: a model that writes this text (tiny_text.c); NULL: none */
     int text_miss;              /* --text-miss N: every Nth link of the text skips a piece (a draft) */
+    /* --pooling: the <arch>.pooling_type an embedding model states (llama.cpp's numbers: none 0,
+     * mean 1, cls 2, last 3, rank 4); -1: none stated. rank on qwen3 adds the classifier head
+     * (cls_out, two labels) that llama.cpp's rank pooling reads. */
+    int pooling;
+    const char *rerank_template; /* --rerank-template: tokenizer.chat_template.rerank; NULL: none */
 } model_options;
 
 typedef struct {

@@ -261,6 +261,14 @@ double specd_costs_resize(const specd_costs *c) {
     return extra > 0.0 ? extra : 0.0;
 }
 
+int32_t specd_costs_padding(const specd_costs *c, int32_t n, const specd_fill *fill, int32_t max_tokens) {
+    int32_t last = c->last_pass_n;
+    if (n < 1 || last <= n || last > max_tokens || last > SPECD_COSTS_MAX_BATCH) return 0;
+    double resize = specd_costs_resize(c);
+    if (!(resize > 0.0)) return 0;
+    return specd_costs_pass(c, last, fill) - specd_costs_pass(c, n, fill) < resize ? last - n : 0;
+}
+
 static void signed_average(double *avg, int32_t *count, double x) {
     *avg = *count == 0 ? x : (1.0 - EMA) * *avg + EMA * x;
     (*count)++;

@@ -6,6 +6,7 @@
  * one or two new tokens), then decodes each drafted token it needs logits after. */
 #include "draft_model.h"
 
+#include "draft_bridged.h"
 #include "draft_tree.h"
 #include "sampled_chain.h"
 
@@ -196,6 +197,8 @@ specd_status specd_draft_model_new(specd_engine *engine, specd_drafter *out, cha
         specd_set_error(error, "speculative type 'draft' needs a draft model (-md)");
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    /* a draft of another vocabulary drafts through text (draft_bridged.h) */
+    if (specd_engine_draft_vocab_differs(engine)) return specd_draft_bridged_new(engine, out, error);
     draft_model *dm = calloc(1, sizeof *dm);
     if (dm && !(dm->tree = specd_draft_tree_new(specd_engine_n_vocab(engine)))) {
         free(dm);

@@ -34,6 +34,7 @@ specd_engine_params specd_engine_default_params(void) {
     p.n_gpu_layers_draft = -1;
     p.batch_invariant = true;
     p.flash_attn = SPECD_FLASH_ATTN_DEFAULT; /* settled once the target is loaded (attention.c) */
+    p.pooling = SPECD_POOLING_DEFAULT;       /* the model's own */
     return p;
 }
 
@@ -387,13 +388,24 @@ static specd_status make_batch(specd_engine *e, char **error) {
     return SPECD_OK;
 }
 
-/* The draft's vocabulary must match the target's; the message names both files. */
-static specd_status check_pair(const specd_engine *e, char **error) {
+/* A draft whose vocabulary is llama.cpp-compatible with the target's drafts in the target's tokens;
+ * one that tokenizes text its own way drafts through text (draft/vocab_bridge.h), which needs a
+ * tokenizer on both sides. Said once at start-up, never silently; the message of a refusal names
+ * both files. */
+static specd_status check_pair(specd_engine *e, char **error) {
     char *why = NULL;
-    specd_status st = specd_check_vocab_compatible(e->target.model, e->draft.model, error ? &why : NULL);
-    if (st != SPECD_OK)
+    specd_status st = specd_check_vocab_compatible(e->target.model, e->draft.model, &why);
+    const struct llama_vocab *t = llama_model_get_vocab(e->target.model), *d = llama_model_get_vocab(e->draft.model);
+    bool tokenizers = llama_vocab_type(t) != LLAMA_VOCAB_TYPE_NONE && llama_vocab_type(d) != LLAMA_VOCAB_TYPE_NONE;
+    if (st != SPECD_OK && tokenizers) {
+        e->draft_vocab_differs = true;
+        fprintf(stderr, "specd: draft: another vocabulary (%d vs %d tokens): drafts go through text\n",
+                llama_vocab_n_tokens(d), llama_vocab_n_tokens(t));
+        st = SPECD_OK;
+    } else if (st != SPECD_OK) {
         specd_set_error(error, "the draft model '%s' cannot draft for the target model '%s': %s", e->draft_path,
                         e->target_path, why ? why : "their vocabularies differ");
+    }
     free(why);
     return st;
 }
@@ -492,6 +504,7 @@ static specd_status engine_load(specd_engine *e, const specd_engine_params *para
      * each sequence would cost a whole state (times the rollback snapshots). */
     bool chains_only = llama_model_is_recurrent(e->target.model) || llama_model_is_hybrid(e->target.model);
     st = create_context(e, &e->target, chains_only ? 1 : SPECD_TREE_MAX_BRANCHES, &e->target_views, "target", error);
+    if (st == SPECD_OK && params->embedding) st = specd_embedder_new(e, params, error);
     if (st != SPECD_OK) return blame(failed, SPECD_INPUT_TARGET, st);
     bool draft_is_head = e->draft.model && specd_head_is_head_model(e->draft.model);
     if (e->draft.model && !draft_is_head)
@@ -587,6 +600,7 @@ void specd_engine_free(specd_engine *e) {
     if (!e) return;
     if (e->learned) e->free_learned(e->learned);
     specd_head_free(e); /* before the target: its context reads the target's */
+    specd_embedder_free(e); /* so does the embedding context */
     specd_images_free(e->images); /* before the target: the projector was made for its model */
     free_slot(&e->draft, e->draft_views, e->n_parallel, e->active_slot);
     free_slot(&e->target, e->target_views, e->n_parallel, e->active_slot);
@@ -669,7 +683,7 @@ int32_t specd_engine_slot_share(specd_engine *e, int32_t from, int32_t to, const
     if (df && !df->can_drop_tail) return own;
     share_cells(tf, tt, n);
     /* the draft's cache follows its history lazily: what it holds of the prompt, if more than to's */
-    int32_t n_draft = df ? common_prefix(df, prompt, n) : 0;
+    int32_t n_draft = df && !e->draft_vocab_differs ? common_prefix(df, prompt, n) : 0; /* its tokens are not the prompt's */
     if (n_draft > (dt ? common_prefix(dt, prompt, n) : 0)) share_cells(df, dt, n_draft);
     return n;
 }

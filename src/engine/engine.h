@@ -152,6 +152,13 @@ typedef struct specd_tree_pass {
     /* A prompt chunk that ends with the root of the session's first step: that last token alone
      * gets logits (the slot's logits start there), so the first token is verified in this pass. */
     bool ends_at_root;
+    /* Tokens after a chain (one branch, not a prompt chunk) that only keep the pass at the size of
+     * the one before, so llama.cpp reuses its graph and a GPU replays it (the session pads where a
+     * change of size costs more than the padding: costs.h, specd_costs_padding): the chain's last
+     * token again at the next positions, with logits, dropped from the cache after the pass. They
+     * change no other token's logits where the passes are batch-invariant (invariance.h); where the
+     * slot's context has no room for them, or a head reads the pass, there is none. */
+    int32_t n_padding;
 } specd_tree_pass;
 /* The trees of several slots in ONE llama_decode (their tokens together at most the engine's
  * batch); each slot's logits are then read with specd_slot_logits on its view as after a pass of
@@ -207,6 +214,30 @@ void specd_slot_copy_branch(specd_model_slot *slot, int32_t from, int32_t to);
  * read with specd_slot_logits). */
 specd_status specd_slot_decode_branches(specd_engine *e, specd_model_slot *slot, const specd_branch_token *tokens,
                                         int32_t n, char **error);
+
+/* ---- the two vocabularies (vocab_pair.c) ------------------------------------------------------ */
+
+/* Which model's vocabulary: the target's (the tokens every session emits) or the draft's. */
+typedef enum { SPECD_VOCAB_TARGET, SPECD_VOCAB_DRAFT } specd_vocab_side;
+
+/* Whether the draft model tokenizes text its own way: its views then hold tokens of its vocabulary,
+ * and drafts go through text (draft/vocab_bridge.h). False without a draft model. */
+bool specd_engine_draft_vocab_differs(const specd_engine *e);
+/* The side's vocabulary size (0 for the draft without a draft model). */
+int32_t specd_vocab_n_tokens(const specd_engine *e, specd_vocab_side side);
+/* Tokens of text[0..len) in the side's vocabulary, as plain text (no BOS/EOS added, special-token
+ * text not parsed; a tokenizer that prefixes a space still does): the count, or minus the count
+ * needed when cap is too small. */
+int32_t specd_vocab_tokenize(const specd_engine *e, specd_vocab_side side, const char *text, int32_t len,
+                             specd_token *out, int32_t cap);
+/* The text of one token (control tokens: none): its length, or minus the length needed. */
+int32_t specd_vocab_piece(const specd_engine *e, specd_vocab_side side, specd_token token, char *buf, int32_t cap);
+/* Whether the token ends a generation in the side's vocabulary. */
+bool specd_vocab_is_eog(const specd_engine *e, specd_vocab_side side, specd_token token);
+/* The BOS token the side's tokenizer puts before a prompt, or -1 when it adds none. */
+specd_token specd_vocab_added_bos(const specd_engine *e, specd_vocab_side side);
+/* The side's end-of-sequence token, or -1. */
+specd_token specd_vocab_eos(const specd_engine *e, specd_vocab_side side);
 
 /* ---- LoRA adapters (lora.c) ------------------------------------------------------------------- */
 

@@ -121,9 +121,14 @@ struct specd_engine {
     void (*free_learned)(struct specd_learned *learned);
     specd_invariance inv; /* how the target's passes stay batch-invariant (invariance.h) */
     bool one_sequence;    /* each context keeps one sequence, not unified (engine.c, one_sequence_contexts) */
+    /* The draft model tokenizes text its own way (engine.c, check_pair): its views hold tokens of
+     * its vocabulary, never the target's, and its drafts go through text (draft/vocab_bridge.h). */
+    bool draft_vocab_differs;
     specd_lora_set lora;       /* the target's LoRA adapters */
     specd_lora_set lora_draft; /* the draft's */
     struct specd_images *images; /* the target's vision projector and the latest images (images.h); NULL: none */
+    /* The embedding context (embed.c; specd_engine_params.embedding), NULL without one. */
+    struct specd_embedder *embedder;
 };
 
 /* A drafting head's side of the target's decodes (kv.c calls it after each one, head.c fills it). */
@@ -139,10 +144,17 @@ typedef struct specd_target_observer {
  * contexts); frees them. */
 specd_status specd_lora_load(specd_engine *e, const specd_engine_params *p, char **error);
 void specd_lora_free(specd_engine *e);
+/* Sets the target's adapters at their default scales on ctx (the embedding context), once. */
+void specd_lora_apply_defaults(specd_engine *e, struct llama_context *ctx);
 /* Sets the draft's adapters on its context, once. */
 void specd_lora_apply_draft(specd_engine *e);
 /* Before a target decode of `view`: its scales on the context (nothing for the draft's views). */
 void specd_lora_apply(specd_engine *e, const specd_model_slot *view);
+
+/* embed.c: the embedding context, made once the target's is (p: the caller's params, whose
+ * attention settings it takes as given), and freed. */
+specd_status specd_embedder_new(specd_engine *e, const specd_engine_params *p, char **error);
+void specd_embedder_free(specd_engine *e);
 
 /* attention.c: flash attention and the cache types of the target's context (and a head's), from the engine's params
  * (tests give their reference contexts the same, so logits compare exactly). */

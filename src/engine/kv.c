@@ -273,6 +273,44 @@ specd_status specd_slot_sync(specd_engine *e, specd_model_slot *slot, const spec
     return st == SPECD_OK ? observe_keep_up(e, slot, error) : st;
 }
 
+/* Draft passes of several slots keep one shape: every slot's part is padded to two tokens, its
+ * catch-up (one or two tokens after a step: the last draft and the target's own token, or the
+ * target's correction) and each later depth's one token alike, the padding after the slot's own
+ * tokens in its own sequence, without logits, and dropped after the pass. llama.cpp rebuilds a
+ * context's graph whenever a pass's tokens, sequences or outputs change, and a GPU replays its
+ * captured graph only for a pass of the shape before: at 4 clients the draft's passes alternated
+ * 4, 5, 6, 7 and 8 tokens, and 20% of them reused the graph. A small model's pass over 2m tokens
+ * costs what one over m does from about 3 slots on (draft.gguf on 2 CPU cores: T(4) 6.5 ms,
+ * T(8) 6.6 ms; T(2) 4.1 ms against T(1) 1.4), so only passes of that many slots are padded. The
+ * draft's logits decide nothing about the output (verification does), so its passes need no
+ * invariance; the target's are not padded here. */
+#define JOINT_PAD_MIN_SLOTS 3
+#define JOINT_PAD_WIDTH 2
+
+static bool pads_joint_passes(const specd_engine *e, specd_model_slot *const *views, int32_t n_views) {
+    if (n_views < JOINT_PAD_MIN_SLOTS || n_views * JOINT_PAD_WIDTH > e->batch_cap || views[0]->ctx == e->target.ctx)
+        return false;
+    for (int32_t i = 0; i < n_views; i++)
+        if (!views[i]->can_drop_tail || views[i]->features) return false;
+    return true;
+}
+
+/* Pads each slot whose part of the pass (n[i] - from[i] tokens, ending at position n[i] - 1) is
+ * shorter than JOINT_PAD_WIDTH, when every slot's padding fits its context; returns whether it did. */
+static bool add_joint_padding(const specd_engine *e, struct llama_batch *b, specd_model_slot *const *views,
+                              const specd_token *last, const int32_t *n, const int32_t *from, int32_t n_views) {
+    if (!pads_joint_passes(e, views, n_views)) return false;
+    for (int32_t i = 0; i < n_views; i++)
+        if (n[i] - from[i] > JOINT_PAD_WIDTH || from[i] + JOINT_PAD_WIDTH > views[i]->cap) return false;
+    for (int32_t i = 0; i < n_views; i++)
+        for (int32_t p = n[i]; p < from[i] + JOINT_PAD_WIDTH; p++) batch_add(b, views[i]->seq, last[i], p, false);
+    return true;
+}
+
+static void drop_joint_padding(specd_model_slot *const *views, const int32_t *n, int32_t n_views) {
+    for (int32_t i = 0; i < n_views; i++) llama_memory_seq_rm(llama_get_memory(views[i]->ctx), views[i]->seq, n[i], -1);
+}
+
 /* Whether the slots' missing tokens go in one decode as they are: they fit one batch, and no
  * recurrent state needs specd_slot_sync's accounting of what it decodes again. */
 static bool sync_fits_one_decode(const specd_engine *e, specd_model_slot *const *views,
@@ -315,11 +353,15 @@ specd_status specd_slots_sync(specd_engine *e, specd_model_slot *const *views, c
     }
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
+    specd_token last[SPECD_MAX_PARALLEL];
     for (int32_t i = 0; i < n_views; i++) {
         for (int32_t p = from[i]; p < n[i]; p++) batch_add(b, views[i]->seq, pass_token(e, tokens[i][p]), p, p == n[i] - 1);
         logits_idx[i] = b->n_tokens - 1;
+        last[i] = tokens[i][n[i] - 1];
     }
+    bool padded = b->n_tokens > 0 && add_joint_padding(e, b, views, last, n, from, n_views);
     specd_status st = b->n_tokens > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
+    if (padded && st == SPECD_OK) drop_joint_padding(views, n, n_views);
     int32_t b0 = 0;
     for (int32_t i = 0; i < n_views; i++) {
         specd_model_slot *v = views[i];
@@ -355,10 +397,12 @@ specd_status specd_slot_push(specd_engine *e, specd_model_slot *slot, specd_toke
 specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, const specd_token *tokens, int32_t n,
                               double *ms, char **error) {
     if (ms) *ms = 0.0;
-    if (n > e->batch_cap) {
-        specd_set_error(error, "%d draft tokens do not fit the engine's batch of %d", n, e->batch_cap);
+    if (n > e->batch_cap || n > SPECD_MAX_PARALLEL) {
+        specd_set_error(error, "%d draft tokens do not fit the engine's batch of %d (or pass %d slots)", n,
+                        e->batch_cap, SPECD_MAX_PARALLEL);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
+    int32_t from[SPECD_MAX_PARALLEL], ends[SPECD_MAX_PARALLEL];
     struct llama_batch *b = &e->batch;
     b->n_tokens = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -368,10 +412,13 @@ specd_status specd_slots_push(specd_engine *e, specd_model_slot *const *views, c
         }
         logits_start(views[i], 0);
         batch_add(b, views[i]->seq, tokens[i], views[i]->n_kv, true);
+        from[i] = views[i]->n_kv, ends[i] = from[i] + 1;
     }
+    bool padded = n > 0 && add_joint_padding(e, b, views, tokens, ends, from, n);
     double t0 = specd_now_ms();
     specd_status st = n > 0 ? decode_batch(e, views[0], b, error) : SPECD_OK;
     if (ms) *ms = specd_now_ms() - t0;
+    if (padded && st == SPECD_OK) drop_joint_padding(views, ends, n);
     for (int32_t i = 0; i < n; i++) {
         if (st == SPECD_OK) {
             views[i]->kv_tokens[views[i]->n_kv++] = tokens[i];
@@ -522,8 +569,17 @@ static void add_tree_main_first(struct llama_batch *b, const specd_tree_pass *t)
     slot->rows_reordered = true;
 }
 
+/* The padding a pass gets (specd_tree_pass.n_padding): a chain's, where the slot has room for it. */
+static int32_t padding_of(const specd_tree_pass *t) {
+    const specd_model_slot *slot = t->slot;
+    bool chain = t->n_branches == 1 && !t->prompt_chunk && t->n_tokens > 0;
+    if (!chain || t->n_padding <= 0 || slot->features || !slot->can_drop_tail) return 0;
+    return t->pos_root + t->n_tokens + t->n_padding <= slot->cap ? t->n_padding : 0;
+}
+
 /* Appends a slot's part to the batch: a tree, every token with logits, or a prompt chunk, with
- * logits only on a root it ends with; the slot's logits start at the first token that has them. */
+ * logits only on a root it ends with; the slot's logits start at the first token that has them.
+ * A chain's padding follows it. */
 static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
     specd_model_slot *slot = t->slot;
     bool all_logits = !t->prompt_chunk;
@@ -535,6 +591,8 @@ static void add_tree(struct llama_batch *b, const specd_tree_pass *t) {
     }
     for (int32_t i = 0; i < t->n_tokens; i++)
         add_tree_token(b, t, i, all_logits || (t->ends_at_root && i == t->n_tokens - 1));
+    for (int32_t i = 0, n = padding_of(t); i < n; i++)
+        batch_add(b, slot->seq, t->tokens[t->n_tokens - 1].token, t->pos_root + t->n_tokens + i, true);
 }
 
 /* After a failed pass: the slot's sequence and its scratch branches lose the tree's positions
@@ -553,6 +611,8 @@ static void drop_tree(specd_model_slot *slot, int32_t n_branches, int32_t pos_ro
 static specd_status record_pass(specd_engine *e, const specd_tree_pass *t, int32_t b0, char **error) {
     specd_model_slot *slot = t->slot;
     slot->last_decode_n = t->n_tokens; /* its own part of the decode */
+    if (padding_of(t) > 0) /* (cannot fail: the slot's own sequence, from past its chain) */
+        specd_invariance_seq_rm(slot->inv, slot->ctx, slot->seq, t->pos_root + t->n_tokens, -1);
     if (t->n_branches != 1) {
         if (slot->features) specd_features_cut(slot->features, t->pos_root);
         return SPECD_OK;
@@ -566,7 +626,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
                                       char **error) {
     int32_t total = 0;
     for (int32_t p = 0; p < n_passes; p++) {
-        total += passes[p].n_tokens;
+        total += passes[p].n_tokens + padding_of(&passes[p]);
         if (passes[p].n_branches > passes[p].slot->n_seq_max) total = INT32_MAX / 2;
     }
     if (ms) *ms = 0.0;
@@ -577,6 +637,10 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
     }
     for (int32_t p = 0; p < n_passes; p++) {
         const specd_tree_pass *t = &passes[p];
+        if (t->n_padding < 0) {
+            specd_set_error(error, "a pass padded with %d tokens", t->n_padding);
+            return SPECD_ERR_INVALID_ARGUMENT;
+        }
         if (t->prompt_chunk && t->pos_root != t->slot->n_kv) {
             specd_set_error(error, "a prompt chunk at position %d of a slot that holds %d tokens", t->pos_root,
                             t->slot->n_kv);
@@ -604,7 +668,7 @@ specd_status specd_slots_decode_trees(specd_engine *e, const specd_tree_pass *pa
     if (ms) *ms = specd_now_ms() - t0;
     if (rc == 0) {
         specd_status st = SPECD_OK;
-        for (int32_t p = 0, b0 = 0; p < n_passes; b0 += passes[p++].n_tokens) {
+        for (int32_t p = 0, b0 = 0; p < n_passes; b0 += passes[p].n_tokens + padding_of(&passes[p]), p++) {
             specd_status sp = record_pass(e, &passes[p], b0, error);
             if (st == SPECD_OK) st = sp;
         }
@@ -624,7 +688,7 @@ specd_status specd_slot_decode_tree(specd_engine *e, specd_model_slot *slot, con
                         "%d branches: draft_max)", n_tokens, n_branches, e->batch_cap, slot->n_seq_max);
         return SPECD_ERR_INVALID_ARGUMENT;
     }
-    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false, false};
+    specd_tree_pass pass = {slot, tokens, n_tokens, n_branches, pos_root, false, false, 0};
     specd_status st = specd_slots_decode_trees(e, &pass, 1, ms, error);
     if (st == SPECD_ERR_DECODE)
         specd_set_error(error, "llama_decode failed on a tree of %d tokens at position %d", n_tokens, pos_root);

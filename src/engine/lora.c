@@ -70,6 +70,10 @@ static void apply(struct llama_context *ctx, const specd_lora_set *set, const fl
     llama_set_adapters_lora(ctx, on, n, on_scales);
 }
 
+void specd_lora_apply_defaults(specd_engine *e, struct llama_context *ctx) {
+    if (e->lora.n > 0) apply(ctx, &e->lora, e->lora.scales);
+}
+
 void specd_lora_apply_draft(specd_engine *e) {
     if (e->draft.ctx && e->lora_draft.n > 0) apply(e->draft.ctx, &e->lora_draft, e->lora_draft.scales);
 }

@@ -18,6 +18,7 @@ rpc_host *rpc_host_new(void) {
     h->sampling = specd_generation_default_params().sampling;
     h->speculative = specd_generation_default_params().speculative;
     h->context_shift = true;
+    h->embd_normalize = 2;
     h->next_id = 1;
     return h;
 }
@@ -50,6 +51,13 @@ static void request_defaults_locked(const rpc_host *h, serve_request *r) {
     r->gen.speculative = h->speculative;
     r->context_shift = h->context_shift;
     r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
+}
+
+int32_t rpc_host_embd_normalize(rpc_host *h) {
+    pthread_mutex_lock(&h->lock);
+    int32_t n = h->embd_normalize;
+    pthread_mutex_unlock(&h->lock);
+    return n;
 }
 
 void rpc_host_request_defaults(rpc_host *h, serve_request *r) {

@@ -31,6 +31,9 @@ void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling);
  * serving model's drafting defaults and context shift (its init's --spec-type, --spec-draft-n-max,
  * ..., --context-shift); what the request gives is read over them. */
 void rpc_host_request_defaults(rpc_host *h, serve_request *r);
+/* How an embedding request that gives no embd_normalize normalizes: the serving model's
+ * --embd-normalize (2, euclidean, by default). */
+int32_t rpc_host_embd_normalize(rpc_host *h);
 
 /* ---- the models (host_load.c) ---------------------------------------------------------------- */
 

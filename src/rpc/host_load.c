@@ -70,6 +70,7 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
     h->n_parallel = specd_engine_n_parallel(engine);
     h->speculative = s->speculative; /* its drafting defaults (no pointers: no ngram cache path) */
     h->context_shift = s->context_shift;
+    h->embd_normalize = s->embd_normalize;
     /* a client's share: every slot and half the queue places, so that another client always
      * finds the other half (a batch of 100 completion.start took them all) */
     h->client_share = h->n_parallel + serve_server_status(server).queue_max / 2;

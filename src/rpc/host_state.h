@@ -27,6 +27,7 @@ struct rpc_host {
      * model's init settings (--spec-type, --spec-draft-n-max, ..., --context-shift) */
     specd_spec_params speculative;
     bool context_shift;
+    int32_t embd_normalize;       /* the serving model's --embd-normalize */
     /* the serving server (NULL: none) and what describes it */
     serve_server *server;
     char *model, *alias;          /* owned */

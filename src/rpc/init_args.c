@@ -377,6 +377,28 @@ static int parse_spec_flag(arg_cursor *c, const char *f, rpc_engine_settings *s)
     return ok ? 1 : -1;
 }
 
+static bool pooling_value(const char *v, specd_pooling *out, rpc_error *err, const char *field) {
+    if (specd_pooling_parse(v, out)) return true;
+    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s must be none, mean, cls, last or rank (got '%s')", field, v);
+}
+
+/* llama-server's embedding flags: --embedding (--embeddings) gives the engine its embedding
+ * context, --pooling chooses its pooling (the model's own otherwise), --rerank (--reranking) is
+ * both with rank pooling, --embd-normalize N the requests' default normalization; 0 when f is none
+ * of them. */
+static int parse_embedding_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
+    const char *v;
+    if (!strcmp(f, "--embd-normalize")) return next_int(c, f, -1, 1000, &s->embd_normalize) ? 1 : -1;
+    if (!strcmp(f, "--embedding") || !strcmp(f, "--embeddings")) return p->embedding = true;
+    if (!strcmp(f, "--rerank") || !strcmp(f, "--reranking")) {
+        p->pooling = SPECD_POOLING_RANK;
+        return p->embedding = true;
+    }
+    if (strcmp(f, "--pooling") != 0) return 0;
+    return (v = next_value(c, f)) && pooling_value(v, &p->pooling, c->err, f) ? 1 : -1;
+}
+
 static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     specd_engine_params *p = &s->params;
     const char *v;
@@ -420,6 +442,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     specd_cache_type *cache_type = cache_type_flag(p, f);
     if (cache_type) return (v = next_value(c, f)) && cache_type_value(v, cache_type, c->err, f);
     if (!strcmp(f, "--batch-invariant")) return (v = next_value(c, f)) && on_off_value(v, &p->batch_invariant, c->err, f);
+    r = parse_embedding_flag(c, f, s);
+    if (r != 0) return r > 0;
     r = parse_gpu_layers_flag(c, f, s);
     if (r == 0) r = parse_device_flag(c, f, s);
     if (r == 0) r = parse_lora_flag(c, f, s);
@@ -432,7 +456,8 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "--spec-ngram-simple-size-n, --context-shift, --no-context-shift, -fa, -ctk, -ctv, -ctkd, -ctvd, "
                     "--batch-invariant, --lora, --lora-scaled, --lora-init-without-apply, --lora-draft, "
                     "-ngl, -ngld, --device, --device-draft, --rpc, -np, --ctx-per-slot, --queue, "
-                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --draft-hold, --verbose)", f);
+                    "--calibration-cache, --spec-type, --warmup, --no-warmup, --load-mode, --draft-hold, --embedding, "
+                    "--pooling, --rerank, --embd-normalize, --verbose)", f);
 }
 
 static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
@@ -548,6 +573,17 @@ static bool read_draft_hold(rpc_params *rp, specd_draft_hold *out) {
     return draft_hold_value(v, out, rp->err, "draft_hold");
 }
 
+/* "embedding": true, "pooling": "mean" (... as --pooling), "embd_normalize": 2. */
+static bool read_embedding(rpc_params *rp, rpc_engine_settings *s) {
+    specd_engine_params *p = &s->params;
+    const char *v = NULL;
+    if (!rpc_read_int32(rp, "embd_normalize", -1, 1000, &s->embd_normalize)) return false;
+    if (rpc_get_bool(rp, "embedding", &p->embedding) < 0) return false;
+    int got = rpc_get_string(rp, "pooling", &v);
+    if (got <= 0) return got == 0;
+    return pooling_value(v, &p->pooling, rp->err, "pooling");
+}
+
 /* "warmup": true (the default, as llama-server) or false. */
 static bool read_warmup(rpc_params *rp, rpc_engine_settings *s) {
     bool warmup = !s->no_warmup;
@@ -576,7 +612,7 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
            rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
            read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
            rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) && read_load_mode(rp, &p->load_mode) &&
-           read_draft_hold(rp, &p->draft_hold) &&
+           read_draft_hold(rp, &p->draft_hold) && read_embedding(rp, s) &&
            /* a server's address: meaningless in-process, accepted for existing callers */
            rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
 }
@@ -587,6 +623,7 @@ static void start_settings(rpc_engine_settings *s) {
     s->n_queue = -1;
     s->speculative = specd_generation_default_params().speculative;
     s->context_shift = true;
+    s->embd_normalize = 2;
 }
 
 /* The library's field names of the drafting defaults -> the flags that set them. */

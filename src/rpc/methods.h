@@ -3,7 +3,8 @@
  *   methods_model.c       init, status, shutdown
  *   methods_tokens.c      tokenize, detokenize
  *   methods_completion.c  completion, completion.start, completion.poll, completion.cancel
- *   methods_lora.c        lora_adapters, lora_adapters.set */
+ *   methods_lora.c        lora_adapters, lora_adapters.set
+ *   methods_embed.c       embeddings, rerank */
 #ifndef SPECD_RPC_METHODS_H
 #define SPECD_RPC_METHODS_H
 
@@ -24,6 +25,10 @@ json_t *rpc_method_completion_cancel(rpc_host *h, json_t *params, rpc_error *err
  * give none ({success: true}). The scales set last until another model is loaded. */
 json_t *rpc_method_lora_adapters(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err);
+/* llama-server's embeddings and rerank (embed_json.h): params as the body of POST /v1/embeddings
+ * ("content" instead of "input": /embedding's answer) or of POST /rerank, the result that answer. */
+json_t *rpc_method_embeddings(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_rerank(rpc_host *h, json_t *params, rpc_error *err);
 
 /* A completion request in `dialect` (params borrowed) claimed, read and handed to the host's
  * server, its answer in the JSON API's shape (reply_json.h): the job (referenced), or NULL with

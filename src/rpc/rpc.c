@@ -26,6 +26,8 @@ static const struct {
     {"completion.cancel", rpc_method_completion_cancel, false},
     {"lora_adapters", rpc_method_lora_adapters, false},
     {"lora_adapters.set", rpc_method_lora_adapters_set, false},
+    {"embeddings", rpc_method_embeddings, false},
+    {"rerank", rpc_method_rerank, false},
     {"shutdown", rpc_method_shutdown, true},
 };
 

@@ -115,6 +115,9 @@ typedef struct rpc_engine_settings {
      * serve turns it off unless given, as llama-server 0.5.0 (context_shift_given) */
     bool context_shift;
     bool context_shift_given;
+    /* --embd-normalize: how an embedding request that gives no embd_normalize normalizes pooled
+     * embeddings (llama-server's; 2, euclidean, by default) */
+    int32_t embd_normalize;
 } rpc_engine_settings;
 
 /* From init's params: {"cmd": "-m x -c 2048"}, {"args": ["-m", "x"]} or a settings object. */

@@ -17,13 +17,21 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     return ok;
 }
 
-enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value) {
-    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+static enum MHD_Result send_json_digits(struct MHD_Connection *c, unsigned status, json_t *value, int digits) {
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(digits)) : NULL;
     json_decref(value);
     enum MHD_Result ok = send_text(c, text ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json",
                                    text ? text : "{\"error\":{\"code\":-32603,\"message\":\"out of memory\"}}");
     free(text);
     return ok;
+}
+
+enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value) {
+    return send_json_digits(c, status, value, 15);
+}
+
+enum MHD_Result send_json_exact(struct MHD_Connection *c, unsigned status, json_t *value) {
+    return send_json_digits(c, status, value, 17);
 }
 
 enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message) {

@@ -9,6 +9,8 @@
  *   OpenAI's /v1/chat/completions, /v1/completions, /v1/models (openai.c; errors in OpenAI's shape)
  *   Anthropic's /v1/messages, /v1/messages/count_tokens (anthropic.c; errors in Anthropic's shape)
  *   OpenAI's Responses API, /v1/responses (responses.c)
+ *   llama-server's /embedding, /embeddings, /v1/embeddings, /rerank, /v1/rerank (embeddings.c; errors
+ *   in llama-server's shape)
  * Who may do what: with --api-key, /rpc and /completion need that key (401); the admin methods
  * (init, shutdown) need the admin key (--admin-api-key) whatever the route, and with --models-dir
  * init loads only files under it. A key comes as "Authorization: Bearer KEY" or "X-Api-Key: KEY".
@@ -28,12 +30,12 @@
 #include <strings.h>
 
 typedef enum route_id { ROUTE_RPC, ROUTE_COMPLETION, ROUTE_LLAMA, ROUTE_OPENAI, ROUTE_APPLY_TEMPLATE, ROUTE_ANTHROPIC,
-                       ROUTE_COUNT_TOKENS, ROUTE_RESPONSES, ROUTE_SLOT_ACTION } route_id;
+                       ROUTE_COUNT_TOKENS, ROUTE_RESPONSES, ROUTE_SLOT_ACTION, ROUTE_EMBED } route_id;
 
 /* One HTTP request with a body: /rpc, /completion, /tokenize or /detokenize. */
 typedef struct request_state {
     route_id route;
-    const char *url;      /* ROUTE_LLAMA, ROUTE_OPENAI: which one (a static string) */
+    const char *url;      /* ROUTE_LLAMA, ROUTE_OPENAI, ROUTE_EMBED: which one (a static string) */
     const http_options *options;
     rpc_caller caller;
     char *body;           /* what arrived so far (owned), NUL-terminated */
@@ -116,7 +118,7 @@ static enum MHD_Result route_health(struct MHD_Connection *c, rpc_host *host, bo
 }
 
 /* Which workers a JSON-RPC request (one, or a batch) runs on; CALL_LANES: inline, at once. Calls
- * that can take long go to a worker: a completion, a poll that waits (the request lane), the admin
+ * that can take long go to a worker: a completion, embeddings, a poll that waits (the request lane), the admin
  * key's init and shutdown (its own lane: nobody else's calls can hold it), and a large body (a
  * 1 MiB tokenize). The rest (status, tokenize, detokenize, cancel, a poll that does not wait,
  * anything the dispatcher refuses at once) run inline. */
@@ -127,7 +129,9 @@ static bool waits(json_t *req) {
         json_t *wait = json_object_get(json_object_get(req, "params"), "wait_ms");
         return json_is_integer(wait) && json_integer_value(wait) > 0;
     }
-    return !strcmp(m, "completion") || !strcmp(m, "completion.start");
+    /* embeddings: as many inputs as the client sends, each a pass */
+    return !strcmp(m, "completion") || !strcmp(m, "completion.start") || !strcmp(m, "embeddings") ||
+           !strcmp(m, "rerank");
 }
 
 static bool admin_work(json_t *req) {
@@ -172,6 +176,7 @@ static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, call_l
     rs->call = ctx ? call_defer(c, lane, run, ctx, free_ctx, &why) : NULL;
     if (rs->call) return MHD_YES;
     if (!why) why = "out of memory";
+    if (rs->route == ROUTE_EMBED) return send_llama_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", why);
     return rs->route == ROUTE_OPENAI ? openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, why)
                                      : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
 }
@@ -207,6 +212,23 @@ static enum MHD_Result route_slot_action(struct MHD_Connection *c, request_state
     return defer(c, rs, CALL_LANE_REQUEST, route_slot_action_run,
                  route_slot_action_call(rs->options->rpc, rs->slot, rs->action, body, rs->options->slot_save_path),
                  route_slot_action_free);
+}
+
+/* The embedding and rerank routes: the body, whole, to a worker of the request lane (the client
+ * decides how many inputs it has), refusals in llama-server's shape (embeddings.c). */
+static enum MHD_Result route_embeddings(struct MHD_Connection *c, const http_options *o, request_state *rs) {
+    char message[200];
+    if (rs->too_large) snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)",
+                                (long long)o->max_body);
+    else if (rs->nul_at >= 0) snprintf(message, sizeof message, "the request body has a NUL byte at offset %lld: JSON "
+                                       "text cannot contain one", (long long)rs->nul_at);
+    if (rs->too_large || rs->nul_at >= 0)
+        return send_llama_error(c, rs->too_large ? MHD_HTTP_CONTENT_TOO_LARGE : MHD_HTTP_BAD_REQUEST,
+                                "invalid_request_error", message);
+    embeddings_call *call = embeddings_call_new(rs->options->rpc, rs->url, rs->body, rs->len);
+    rs->body = NULL; /* the call's now */
+    rs->len = rs->cap = 0;
+    return defer(c, rs, CALL_LANE_REQUEST, embeddings_call_run, call, embeddings_call_free);
 }
 
 /* /tokenize, /detokenize, POST /lora-adapters: parsed here, run on a worker (llama_routes.c). */
@@ -336,7 +358,8 @@ static enum MHD_Result finish_deferred(struct MHD_Connection *c, request_state *
     if (!call_result(rs->call, &response, &http_status)) return MHD_NO; /* cannot happen: resumed early */
     void *ctx = call_context(rs->call);
     enum MHD_Result ok;
-    if (http_status && (rs->route == ROUTE_RPC || rs->route == ROUTE_LLAMA || rs->route == ROUTE_SLOT_ACTION))
+    if (rs->route == ROUTE_EMBED) ok = embeddings_respond(c, ctx, response, http_status);
+    else if (http_status && (rs->route == ROUTE_RPC || rs->route == ROUTE_LLAMA || rs->route == ROUTE_SLOT_ACTION))
         ok = send_json(c, http_status, response);
     else if (rs->route == ROUTE_RPC) ok = send_rpc_response(c, response);
     else if (rs->route == ROUTE_LLAMA || rs->route == ROUTE_SLOT_ACTION) ok = send_rpc_outcome(c, response);
@@ -401,6 +424,24 @@ static enum MHD_Result begin_slot_action(struct MHD_Connection *c, const http_op
     return MHD_YES;
 }
 
+/* llama-server's embedding and rerank routes (`url`: which), refused in its shape. */
+static enum MHD_Result begin_embeddings(struct MHD_Connection *c, const http_options *o, const char *url, bool post,
+                                        http_caller who, void **state) {
+    if (!post) return send_llama_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", "use POST");
+    if (declared_too_large(c, o->max_body)) {
+        char message[160];
+        snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)",
+                 (long long)o->max_body);
+        return send_llama_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", message);
+    }
+    if (serve_stopping()) return send_llama_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
+                                                  "the server is stopping");
+    request_state *rs = new_request_state(ROUTE_EMBED, url, who, o);
+    if (!rs) return MHD_NO;
+    *state = rs;
+    return MHD_YES;
+}
+
 /* The /v1 routes, refused in OpenAI's shape. */
 static enum MHD_Result begin_openai(struct MHD_Connection *c, const http_options *o, const char *url,
                                     const char *method, http_caller who, void **state) {
@@ -437,7 +478,7 @@ static enum MHD_Result begin_openai(struct MHD_Connection *c, const http_options
     if (!openai_route_post(url))
         return openai_fail(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not found: POST /v1/chat/completions, "
                            "POST /v1/completions, GET /v1/models, POST /v1/responses, POST /v1/messages, "
-                           "POST /v1/messages/count_tokens");
+                           "POST /v1/messages/count_tokens, POST /v1/embeddings, POST /v1/rerank");
     if (!post) return openai_fail(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, true);
     if (serve_stopping())
@@ -477,6 +518,8 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
         return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
     if (route_is_slot_action(c, url)) return begin_slot_action(c, o, url, post, who, state);
+    const char *embeddings = embeddings_route(url);
+    if (embeddings) return begin_embeddings(c, o, embeddings, post, who, state);
     if (route_is_llama_get(url) && (get || !route_is_llama_post(url))) /* /lora-adapters takes both */
         return get ? route_llama_get(c, o->rpc, &o->chat, url)
                    : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
@@ -487,7 +530,8 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
     if (!rpc && !completion && !llama && !apply)
         return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
                           "POST /infill, POST /tokenize, POST /detokenize, POST /apply-template, GET /health, GET /props, "
-                          "GET /slots, GET /metrics, GET and POST /lora-adapters");
+                          "GET /slots, GET /metrics, GET and POST /lora-adapters, POST /embedding, POST /embeddings, "
+                          "POST /rerank");
     if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
     if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
@@ -538,6 +582,7 @@ static void collect_body(request_state *rs, const char *data, size_t n, int64_t 
 /* The whole body is in. */
 static enum MHD_Result run_request(struct MHD_Connection *c, const http_options *o, request_state *rs) {
     conn_request_arrived(c); /* in time: from here on the deadline no longer applies */
+    if (rs->route == ROUTE_EMBED) return route_embeddings(c, o, rs);
     bool v1 = rs->route == ROUTE_OPENAI || rs->route == ROUTE_ANTHROPIC || rs->route == ROUTE_COUNT_TOKENS ||
               rs->route == ROUTE_RESPONSES;
     if (rs->too_large) return refuse_too_large(c, o, v1);

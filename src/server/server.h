@@ -17,6 +17,7 @@
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
  *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
  *   memory.c  memory that large requests took goes back to the system
+ *   embeddings.c  llama-server's /embedding(s), /v1/embeddings and /rerank routes
  *   openai*.c, anthropic*.c, responses*.c  the OpenAI-compatible routes and the other APIs (openai.h)
  * Threads: libmicrohttpd's epoll pool (the handler, readers, notifications), the call workers, the
  * stream pumps, the deadline sweeper, the signal thread. */
@@ -156,6 +157,21 @@ void sse_end_all(void);
  * (RPC_NO_MODEL when none serves); *not_supported (may be NULL) says the model has no FIM tokens. */
 json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, bool *not_supported);
 
+/* ---- embeddings.c ----------------------------------------------------------------------------- */
+/* `url` as one of llama-server's embedding and rerank routes (/embedding, /embeddings,
+ * /v1/embeddings, /rerank, /reranking, /v1/rerank, /v1/reranking; a static string), or NULL. */
+const char *embeddings_route(const char *url);
+/* The work of one such request on a call worker: its context (`body`, len bytes, taken; NULL when
+ * out of memory), the call_fn (its outcome stays in the context) and the context's free. */
+typedef struct embeddings_call embeddings_call;
+embeddings_call *embeddings_call_new(rpc_host *host, const char *url, char *body, size_t len);
+json_t *embeddings_call_run(void *call);
+void embeddings_call_free(void *call);
+/* Answers `c` once the call ran (response and http_status from call_result, response taken): the
+ * answer, or the refusal in llama-server's error shape ({"error": {code, message, type}}). */
+enum MHD_Result embeddings_respond(struct MHD_Connection *c, embeddings_call *call, json_t *response,
+                                   unsigned http_status);
+
 /* ---- conn.c ----------------------------------------------------------------------------------- */
 /* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
 int64_t conn_raise_fd_limit(void);
@@ -198,6 +214,9 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
 void routes_request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why);
 /* Response helpers (value taken). */
 enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *value);
+/* The same with every number's 17 digits (send_json rounds to 15): a float's exact value, as
+ * llama-server prints embeddings and scores, so a client reads the very floats. */
+enum MHD_Result send_json_exact(struct MHD_Connection *c, unsigned status, json_t *value);
 enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, int code, const char *message);
 /* An error in llama-server's own shape, {"error": {code: the HTTP status, message, type}}, for what
  * llama-server answers with a type of its own (not_supported_error: 501). */

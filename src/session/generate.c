@@ -523,15 +523,29 @@ static specd_status prepare_tree_tokens(generation *g, char **error) {
 /* This session's part of a joint target pass. */
 static specd_tree_pass tree_pass_of(generation *g) {
     return (specd_tree_pass){specd_engine_target_view(g->e, g->slot), g->tree_tokens, g->tree.n_nodes,
-                             g->tree.n_branches, g->n_history - 1, false, false};
+                             g->tree.n_branches, g->n_history - 1, false, false, 0};
 }
 
-/* The cells the passes' tokens attend in their own sequences (draft_length.h: the cache fill). */
+/* The cells the passes' tokens attend in their own sequences (draft_length.h: the cache fill), a
+ * chain's padding included (it attends the chain). */
 static double own_work_of(const specd_tree_pass *passes, int32_t n) {
     double work = 0.0;
-    for (int32_t k = 0; k < n; k++)
+    for (int32_t k = 0; k < n; k++) {
         for (int32_t i = 0; i < passes[k].n_tokens; i++) work += passes[k].pos_root + passes[k].tokens[i].depth + 1;
+        for (int32_t i = 0; i < passes[k].n_padding; i++) work += passes[k].pos_root + passes[k].n_tokens + i + 1;
+    }
     return work;
+}
+
+/* The target's passes keep their size where a change of size costs more than padding it
+ * (costs.h: specd_costs_padding; a GPU); the padding goes after the last chain of the pass, as
+ * trees and prompt chunks take none. Returns the tokens added. */
+static int32_t pad_to_last_size(generation *g, specd_tree_pass *passes, int32_t n, int32_t total) {
+    specd_tree_pass *last = &passes[n - 1];
+    if (last->n_branches != 1 || last->prompt_chunk) return 0;
+    specd_fill fill = fill_of(g);
+    last->n_padding = specd_costs_padding(&g->learned->costs, total, &fill, specd_engine_batch_cap(g->e));
+    return last->n_padding;
 }
 
 /* One target pass over the draft tree (the engine decodes it: kv.c). */
@@ -540,10 +554,11 @@ static specd_status target_pass(generation *g, char **error) {
     if (st != SPECD_OK) return st;
     double ms = 0.0;
     specd_tree_pass pass = tree_pass_of(g);
+    int32_t n = g->tree.n_nodes + pad_to_last_size(g, &pass, 1, g->tree.n_nodes);
     int64_t cells = specd_engine_target_cells(g->e);
     st = specd_slots_decode_trees(g->e, &pass, 1, &ms, error);
     g->result->stats.verify_ms += ms;
-    if (st == SPECD_OK) specd_costs_record_pass(&g->learned->costs, g->tree.n_nodes, own_work_of(&pass, 1), cells, ms);
+    if (st == SPECD_OK) specd_costs_record_pass(&g->learned->costs, n, own_work_of(&pass, 1), cells, ms);
     return st;
 }
 
@@ -1196,7 +1211,7 @@ static specd_tree_pass prompt_chunk_of(generation *g, int32_t room) {
     int32_t n = with_root ? g->n_pending + 1 : g->n_pending < room ? g->n_pending : room;
     int32_t n_kv = specd_slot_n_kv(view);
     for (int32_t i = 0; i < n; i++) g->tree_tokens[i] = (specd_tree_token){g->history[n_kv + i], i, 1u};
-    return (specd_tree_pass){view, g->tree_tokens, n, 1, n_kv, true, with_root};
+    return (specd_tree_pass){view, g->tree_tokens, n, 1, n_kv, true, with_root, 0};
 }
 
 /* The first step on the logits of the root at the end of the prompt's last chunk: a step with
@@ -1352,6 +1367,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         total += passes[m].n_tokens;
         in_pass[m] = s[i], at[m++] = i;
     }
+    if (m == n_trees && m > 0) total += pad_to_last_size(in_pass[m - 1], passes, m, total);
     double ms = 0.0;
     int64_t cells = specd_engine_target_cells(e);
     specd_status st = specd_slots_decode_trees(e, passes, m, &ms, &message);
@@ -1371,7 +1387,7 @@ specd_status specd_sessions_verify(specd_session *const *s, int32_t n, int32_t *
         } else if (sti == SPECD_OK) {
             /* each request's part of the shared pass is its tokens' part, so its verify_ms stays
              * part of its decode_ms and requests' figures add up to the pass */
-            double part = total > 0 ? (double)passes[k].n_tokens / total : 1.0 / m;
+            double part = total > 0 ? (double)(passes[k].n_tokens + passes[k].n_padding) / total : 1.0 / m;
             g->result->stats.verify_ms += ms * part;
             specd_engine_use_slot(e, g->slot);
             sti = verify_after_pass(g, n_accepted ? &n_accepted[at[k]] : NULL, &msg);

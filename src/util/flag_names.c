@@ -57,3 +57,12 @@ bool specd_gpu_layers_parse(const char *value, int32_t *out) {
     *out = (int32_t)v;
     return true;
 }
+
+bool specd_pooling_parse(const char *name, specd_pooling *out) {
+    for (int i = SPECD_POOLING_NONE; name && i <= SPECD_POOLING_RANK; i++)
+        if (!strcmp(name, specd_pooling_name((specd_pooling)i))) {
+            *out = (specd_pooling)i;
+            return true;
+        }
+    return false;
+}

@@ -1,5 +1,5 @@
 /* flag_names.h - llama.cpp's command-line spellings of engine settings (-fa, -ctk/-ctv, -lm,
- * --draft-hold, -ngl) read into specd.h's enums. Front ends read them (specd run, specd serve's and
+ * --draft-hold, -ngl, --pooling) read into specd.h's enums. Front ends read them (specd run, specd serve's and
  * JSON-RPC init's command line); the library takes the enums, so these are not part of its API.
  * Pure string functions: no engine, any thread. Each returns false, *out untouched, for anything
  * it does not know (NULL included). */
@@ -24,5 +24,7 @@ bool specd_cache_type_parse(const char *name, specd_cache_type *out);
  * layers to free memory as llama.cpp's "auto" does; a model too big for the devices fails to load,
  * naming llama.cpp's reason, and a smaller N fits). */
 bool specd_gpu_layers_parse(const char *value, int32_t *out);
+/* llama-server's --pooling values: "none", "mean", "cls", "last", "rank" (specd_pooling_name's). */
+bool specd_pooling_parse(const char *name, specd_pooling *out);
 
 #endif

@@ -109,7 +109,10 @@ def errors(specd, models):
     expect_usage_error(specd, "spec without draft", ["-m", target, "-p", "x", "--spec", "draft"], "needs a draft model")
     expect_usage_error(specd, "bad keep", ["-m", target, "-p", "x", "--keep", "-2"], "--keep")
     expect_usage_error(specd, "bad spec", ["-m", target, "-p", "x", "--spec", "magic"], "--spec must be")
-    expect_usage_error(specd, "different vocab", ["-m", target, "-md", other, "-p", "x"], "differs from the target's at token")
+    # a draft of another vocabulary is taken: it drafts through text, and says so at start-up
+    r = run([specd, "run", "-m", target, "-md", other, "-p", "the little girl", "-n", "8", "--temp", "0"])
+    check("different vocab drafts through text", r.returncode == 0 and "draft: another vocabulary (" in r.stderr,
+          f"rc={r.returncode} stderr={r.stderr!r}")
     expect_usage_error(specd, "prompt too long", ["-m", target, "-p", "the " * 200, "-c", "64"], "context holds 64")
     expect_usage_error(specd, "grammar without root", ["-m", target, "-p", "x", "--grammar", "word ::= [a-z]+"],
                        "grammar: no 'root' rule")
@@ -698,9 +701,13 @@ def reference(specd, shared, llama_simple):
     check("stories260K greedy matches run.c's reference text",
           json.loads(r.stdout)["text"].startswith(" was a little girl named Lily. She loved to play outside in the park."),
           r.stdout)
-    if os.path.exists(aidreams):
-        expect_usage_error(specd, "aidreams260K refused as draft for stories260K", ["-m", stories, "-md", aidreams,
-                                                                                    "-p", "x"], "differs from the target's at token")
+    if os.path.exists(aidreams):  # another vocabulary: its drafts go through text, the text stays stories260K's
+        args = ["-m", stories, "-p", "Once upon a time", "-n", "60", "--temp", "0", "--json"]
+        alone, bridged = run([specd, "run"] + args + ["--spec", "none"]), run([specd, "run", "-md", aidreams] + args)
+        out = json.loads(bridged.stdout) if bridged.returncode == 0 else {}
+        check("aidreams260K drafts for stories260K through text", out.get("text") == json.loads(alone.stdout)["text"]
+              and out["speculative"]["n_drafted"] > 0 and "another vocabulary" in bridged.stderr,
+              bridged.stdout + bridged.stderr)
     return 0
 
 

@@ -405,6 +405,27 @@ static void test_a_resized_pass_costs_its_graph_rebuild(void **state) {
     assert_true(specd_costs_resize(&c) < 0.01 * EMPTY_CACHE_MS[1]);
 }
 
+/* Where a change of size costs more than the padding (the GPU above: a rebuild 0.35 ms, T(8) - T(6)
+ * 0.07 ms), a pass keeps the size of the one before, padded; not where padding costs more (T(8) -
+ * T(1) there), not past the batch, not to a smaller size, and never on the CPU (no rebuild cost). */
+static void test_a_pass_is_padded_where_a_rebuild_costs_more(void **state) {
+    (void)state;
+    specd_costs c;
+    gpu_passes(&c, 160, 1.0, REBUILD_MS);
+    record(&c, 8, GPU_MS[8]); /* the pass before: 8 tokens */
+    assert_int_equal(c.last_pass_n, 8);
+    assert_int_equal(specd_costs_padding(&c, 6, NULL, 64), 2);
+    assert_int_equal(specd_costs_padding(&c, 5, NULL, 64), 3);
+    assert_int_equal(specd_costs_padding(&c, 1, NULL, 64), 0); /* T(8) - T(1) 0.39 ms > 0.35 */
+    assert_int_equal(specd_costs_padding(&c, 6, NULL, 7), 0);  /* the batch holds 7 */
+    assert_int_equal(specd_costs_padding(&c, 8, NULL, 64), 0);
+    record(&c, 3, GPU_MS[3]);
+    assert_int_equal(specd_costs_padding(&c, 6, NULL, 64), 0); /* the pass before was smaller */
+    specd_costs_init(&c);
+    for (int i = 0; i < 200; i++) record(&c, planned_size(i), EMPTY_CACHE_MS[planned_size(i)]);
+    for (int32_t n = 1; n < c.last_pass_n; n++) assert_int_equal(specd_costs_padding(&c, n, NULL, 64), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_uncalibrated_costs_follow_the_prior, empty_fill),
@@ -428,6 +449,7 @@ int main(void) {
         cmocka_unit_test_setup(test_one_slow_pass_does_not_keep_a_size_dear, empty_fill),
         cmocka_unit_test_setup(test_the_draft_token_follows_the_level, empty_fill),
         cmocka_unit_test_setup(test_a_resized_pass_costs_its_graph_rebuild, empty_fill),
+        cmocka_unit_test_setup(test_a_pass_is_padded_where_a_rebuild_costs_more, empty_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,22 @@
 
 #include "util/flag_names.h"
 
+/* --pooling: llama-server's names, each read back into its own value; anything else refused. */
+static void test_pooling_round_trip(void **state) {
+    (void)state;
+    for (int i = SPECD_POOLING_NONE; i <= SPECD_POOLING_RANK; i++) {
+        specd_pooling parsed = SPECD_POOLING_DEFAULT;
+        assert_true(specd_pooling_parse(specd_pooling_name((specd_pooling)i), &parsed));
+        assert_int_equal(parsed, i);
+    }
+    specd_pooling parsed = SPECD_POOLING_MEAN;
+    assert_true(specd_pooling_parse("last", &parsed) && parsed == SPECD_POOLING_LAST);
+    assert_false(specd_pooling_parse("median", &parsed));
+    assert_false(specd_pooling_parse("default", &parsed));
+    assert_false(specd_pooling_parse(NULL, &parsed));
+    assert_int_equal(parsed, SPECD_POOLING_LAST);
+}
+
 static void test_flash_attn_values(void **state) {
     (void)state;
     specd_flash_attn fa = SPECD_FLASH_ATTN_OFF;
@@ -76,6 +92,7 @@ static void test_gpu_layers_values_as_llama_cpp(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pooling_round_trip),
         cmocka_unit_test(test_flash_attn_values),
         cmocka_unit_test(test_cache_types_round_trip),
         cmocka_unit_test(test_load_modes_in_llama_cpp_order),

@@ -77,7 +77,7 @@ static void pass_of(specd_engine *e, chain *chains, int32_t n_chains, int32_t mi
     specd_tree_pass passes[N_SLOTS + 1];
     for (int32_t i = 0; i < n_chains; i++) {
         specd_model_slot *v = specd_engine_target_view(e, chains[i].slot);
-        passes[i] = (specd_tree_pass){v, chains[i].tokens, chains[i].n, 1, v->n_kv, false, false};
+        passes[i] = (specd_tree_pass){v, chains[i].tokens, chains[i].n, 1, v->n_kv, false, false, 0};
     }
     char *err = NULL;
     if (specd_slots_decode_trees(e, passes, n_chains, NULL, &err) != SPECD_OK) fail_msg("pass: %s", err);
@@ -300,6 +300,49 @@ static void test_plain_one_token_passes_have_the_shape_of_one_draft(void **state
     free_table(got);
     free_table(ref);
     specd_engine_free(e);
+}
+
+/* Chains padded to the size of the pass before (specd_tree_pass.n_padding, where a change of size
+ * costs more than the padding: a GPU): passes of 1 to 4 tokens, each padded to 4, keep one shape, so
+ * llama.cpp reuses the graph; every real token's logits are those of its pass unpadded, bit for bit
+ * (under plain attention with F32 weights and under flash attention with f16 caches), and the
+ * padding leaves nothing in the cache. */
+static void check_padded_chains(attention_case c) {
+    enum { WIDTH = 4 };
+    float **ref = alone(h64_path, c, true);
+    specd_engine *e = open_invariant(h64_path, c, 1, SLOT_CTX, true);
+    float **got = logits_table(e->n_vocab);
+    specd_graph_info before = specd_engine_graph_counts(e);
+    int32_t passes = 0;
+    for (int32_t i = 0; i < N_TOKENS; passes++) {
+        int32_t size = 1 + passes % WIDTH;
+        if (i + size > N_TOKENS) size = N_TOKENS - i;
+        chain ch = chain_at(e, 0, 0, size);
+        specd_model_slot *v = specd_engine_target_view(e, 0);
+        specd_tree_pass t = {v, ch.tokens, size, 1, v->n_kv, false, false, WIDTH - size};
+        char *err = NULL;
+        if (specd_slots_decode_trees(e, &t, 1, NULL, &err) != SPECD_OK) fail_msg("pass: %s", err);
+        for (int32_t k = 0; k < size; k++)
+            memcpy(got[i + k], specd_slot_logits(v, k), (size_t)e->n_vocab * sizeof(float));
+        i += size;
+        assert_int_equal(v->n_kv, i);
+        assert_int_equal(llama_memory_seq_pos_max(llama_get_memory(v->ctx), v->seq), i - 1);
+    }
+    specd_graph_info after = specd_engine_graph_counts(e);
+    int64_t n = after.target.passes - before.target.passes, reused = after.target.reused - before.target.reused;
+    assert_int_equal(n, passes);
+    int64_t windows = (N_TOKENS + WIDTH + 255) / 256; /* a rebuild each time the cache's window grows */
+    if (reused < n - windows - 1) fail_msg("%lld of %lld padded passes reused the graph", (long long)reused, (long long)n);
+    assert_int_equal(differing(ref, got, e->n_vocab), 0);
+    free_table(got);
+    free_table(ref);
+    specd_engine_free(e);
+}
+
+static void test_padded_chains_keep_one_shape_and_their_logits(void **state) {
+    (void)state;
+    check_padded_chains((attention_case){SPECD_FLASH_ATTN_OFF, SPECD_CACHE_TYPE_DEFAULT, SPECD_CACHE_TYPE_DEFAULT});
+    check_padded_chains((attention_case){SPECD_FLASH_ATTN_ON, SPECD_CACHE_TYPE_F16, SPECD_CACHE_TYPE_F16});
 }
 
 /* The default attention follows the weights: a Q8_0 target (its products give the same bits for one
@@ -649,6 +692,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_q8_0_weights_and_one_token_passes_past_512_cells),
         cmocka_unit_test(test_plain_attention_is_invariant_with_one_slot),
         cmocka_unit_test(test_plain_one_token_passes_have_the_shape_of_one_draft),
+        cmocka_unit_test(test_padded_chains_keep_one_shape_and_their_logits),
         cmocka_unit_test(test_the_default_attention_pads_nothing_where_the_weights_agree),
         cmocka_unit_test(test_without_invariance_logits_move_with_the_pass),
         cmocka_unit_test(test_eight_concurrent_greedy_requests_equal_their_runs_alone),
