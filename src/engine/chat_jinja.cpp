@@ -3,6 +3,7 @@
 // common_chat_msg_diff::compute_diffs), so a conversation renders to the prompt llama-server
 // builds and tool calls parse back the same way. Only the request's fields and the JSON around
 // them are ours. No exception leaves this file: each becomes the *error message.
+#include "cpp_text.h"
 #include "chat_jinja.h"
 
 #include "chat.h"
@@ -26,16 +27,6 @@ struct chat_jinja {
     std::string message_json;          // msg in OpenAI's shape
     std::vector<std::string> call_ids; // one per tool call, kept across updates
 };
-
-static char *copy_text(const std::string &s) {
-    char *out = static_cast<char *>(std::malloc(s.size() + 1));
-    if (out) std::memcpy(out, s.c_str(), s.size() + 1);
-    return out;
-}
-
-static void set_error(char **error, const std::string &message) {
-    if (error) *error = copy_text(message);
-}
 
 // OpenAI's ids look like call_ + 24 alphanumerics; clients only need them unique per answer.
 static std::string new_call_id() {
@@ -177,9 +168,9 @@ extern "C" chat_jinja *chat_jinja_begin(const llama_model *model, const char *te
         }
         return chat;
     } catch (const std::exception &e) {
-        set_error(error, e.what());
+        specd_set_text_error(error, e.what());
     } catch (...) {
-        set_error(error, "the chat template failed (unknown error)");
+        specd_set_text_error(error, "the chat template failed (unknown error)");
     }
     return nullptr;
 }
@@ -215,7 +206,7 @@ static common_json delta_json(const common_chat_msg_diff &d) {
 extern "C" char *chat_jinja_update(chat_jinja *chat, const char *text, bool is_partial, char **error) {
     if (error) *error = nullptr;
     if (!chat) {
-        set_error(error, "chat_jinja_update: no chat");
+        specd_set_text_error(error, "chat_jinja_update: no chat");
         return nullptr;
     }
     try {
@@ -225,7 +216,7 @@ extern "C" char *chat_jinja_update(chat_jinja *chat, const char *text, bool is_p
             parsed = common_chat_parse(text ? text : "", is_partial, chat->parser);
         } catch (const std::exception &) {
             if (!is_partial) throw;
-            return copy_text(deltas.dump()); // a partial text the parser cannot place yet: wait for more
+            return specd_copy_text(deltas.dump()); // a partial text the parser cannot place yet: wait for more
         }
         if (!parsed.empty()) {
             parsed.set_tool_call_ids(chat->call_ids, new_call_id);
@@ -233,11 +224,11 @@ extern "C" char *chat_jinja_update(chat_jinja *chat, const char *text, bool is_p
             chat->msg = parsed;
             chat->message_json = chat->msg.to_json_oaicompat().dump();
         }
-        return copy_text(deltas.dump());
+        return specd_copy_text(deltas.dump());
     } catch (const std::exception &e) {
-        set_error(error, e.what());
+        specd_set_text_error(error, e.what());
     } catch (...) {
-        set_error(error, "the model's output could not be parsed (unknown error)");
+        specd_set_text_error(error, "the model's output could not be parsed (unknown error)");
     }
     return nullptr;
 }
@@ -250,11 +241,11 @@ extern "C" char *chat_jinja_caps(const llama_model *model, const char *template_
         auto tmpls = load_templates(model, template_src);
         common_json caps = common_json::object();
         for (const auto &[name, on] : common_chat_templates_get_caps(tmpls.get())) caps[name] = on;
-        return copy_text(caps.dump());
+        return specd_copy_text(caps.dump());
     } catch (const std::exception &e) {
-        set_error(error, e.what());
+        specd_set_text_error(error, e.what());
     } catch (...) {
-        set_error(error, "the chat template failed (unknown error)");
+        specd_set_text_error(error, "the chat template failed (unknown error)");
     }
     return nullptr;
 }

@@ -3,6 +3,7 @@
 // `json_schema` and `response_format` fields, so a schema becomes the grammar llama-server would
 // build. One rule is written differently (see utf8_char_rule). No exception leaves this file:
 // each becomes the *error message.
+#include "cpp_text.h"
 #include "specd.h"
 
 #include "json-schema-to-grammar.h"
@@ -16,16 +17,6 @@
 // Deeper JSON is refused before llama.cpp's converter, which recurses once per level: a caller's
 // hostile schema must not overflow the stack (the JSON API's checks bound it tighter, $refs too).
 static const int MAX_TEXT_DEPTH = 512;
-
-static char *copy_text(const std::string &s) {
-    char *out = static_cast<char *>(std::malloc(s.size() + 1));
-    if (out) std::memcpy(out, s.c_str(), s.size() + 1);
-    return out;
-}
-
-static void set_error(char **error, const std::string &message) {
-    if (error) *error = copy_text(message);
-}
 
 // The deepest nesting of objects and arrays in JSON text (strings skipped).
 static int text_depth(const char *text) {
@@ -67,23 +58,23 @@ static void utf8_char_rule(std::string &grammar) {
 extern "C" char *specd_json_schema_grammar(const char *schema_json, char **error) {
     if (error) *error = nullptr;
     if (!schema_json) {
-        set_error(error, "specd_json_schema_grammar needs the schema as JSON text");
+        specd_set_text_error(error, "specd_json_schema_grammar needs the schema as JSON text");
         return nullptr;
     }
     if (text_depth(schema_json) > MAX_TEXT_DEPTH) {
-        set_error(error, "the schema nests deeper than " + std::to_string(MAX_TEXT_DEPTH) + " levels");
+        specd_set_text_error(error, "the schema nests deeper than " + std::to_string(MAX_TEXT_DEPTH) + " levels");
         return nullptr;
     }
     try {
         std::string grammar = json_schema_to_grammar(common_json::parse(schema_json), /* force_gbnf */ true);
         utf8_char_rule(grammar);
-        char *out = copy_text(grammar);
-        if (!out) set_error(error, "out of memory");
+        char *out = specd_copy_text(grammar);
+        if (!out) specd_set_text_error(error, "out of memory");
         return out;
     } catch (const std::exception &e) {
-        set_error(error, e.what());
+        specd_set_text_error(error, e.what());
     } catch (...) {
-        set_error(error, "llama.cpp's JSON Schema converter failed");
+        specd_set_text_error(error, "llama.cpp's JSON Schema converter failed");
     }
     return nullptr;
 }

@@ -59,8 +59,9 @@ bool specd_gpu_layers_parse(const char *value, int32_t *out) {
 }
 
 bool specd_pooling_parse(const char *name, specd_pooling *out) {
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"}; /* specd_pooling's order */
     for (int i = SPECD_POOLING_NONE; name && i <= SPECD_POOLING_RANK; i++)
-        if (!strcmp(name, specd_pooling_name((specd_pooling)i))) {
+        if (!strcmp(name, names[i])) {
             *out = (specd_pooling)i;
             return true;
         }
