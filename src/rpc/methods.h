@@ -8,8 +8,8 @@
 #ifndef SPECD_RPC_METHODS_H
 #define SPECD_RPC_METHODS_H
 
-#include "host.h"
-#include "request_json.h"
+#include "../api/host.h"
+#include "../api/request_json.h"
 
 json_t *rpc_method_init(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_status(rpc_host *h, json_t *params, rpc_error *err);

@@ -10,8 +10,8 @@
  *    way. */
 #include "openai.h"
 
-#include "../rpc/probs_json.h"
-#include "../rpc/reply_json.h"
+#include "../api/probs_json.h"
+#include "../api/reply_json.h"
 #include "../serve/text_stream.h"
 
 #include <pthread.h>

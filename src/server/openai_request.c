@@ -9,8 +9,8 @@
 
 #include "../util/util.h"
 
-#include "../rpc/json_schema.h"
-#include "../rpc/request_json.h"
+#include "../api/json_schema.h"
+#include "../api/request_json.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
-/* rpc_internal.h - what the JSON API's files share: error codes, strict parameter readers, init's
+/* api.h - what the JSON API's files share: error codes, strict parameter readers, init's
  * settings, the caller's rights and the dispatcher. Nothing here reaches the engine internals
  * (llama.h): the rpc layer uses the public specd.h API and the server object (src/serve) only. */
-#ifndef SPECD_RPC_INTERNAL_H
-#define SPECD_RPC_INTERNAL_H
+#ifndef SPECD_API_H
+#define SPECD_API_H
 
 #include "../serve/fault.h"
 #include "specd.h"

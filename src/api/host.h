@@ -11,7 +11,7 @@
 #ifndef SPECD_RPC_HOST_H
 #define SPECD_RPC_HOST_H
 
-#include "rpc_internal.h"
+#include "api.h"
 
 #include "../serve/server.h"
 
