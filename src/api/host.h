@@ -18,8 +18,6 @@
 rpc_host *rpc_host_new(void);
 /* Cancels what runs, unloads the models, frees the host. */
 void rpc_host_free(rpc_host *h);
-/* The host of the process's JSON API object (rpc_api.c), made on first use (specd_rpc, the old ABI). */
-rpc_host *rpc_host_default(void);
 
 /* What one request may ask of the servers this host makes from now on (specd serve's -n,
  * --time-limit, --step-limit; none by default). */

@@ -26,6 +26,8 @@
 
 #include "http.h"
 
+#include "../rpc/rpc.h"
+
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>

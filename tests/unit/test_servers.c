@@ -9,7 +9,7 @@
 
 #include "engine_helpers.h"
 
-#include "api/host.h"
+#include "rpc/rpc.h"
 #include "serve/server.h"
 #include "serve/text_stream.h"
 
