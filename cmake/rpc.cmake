@@ -32,6 +32,7 @@ set(SPECD_RPC_SOURCES
   src/api/host.c
   src/api/host_load.c
   src/api/host_status.c
+  src/api/completion.c
   src/api/request_json.c
   src/api/request_spec.c
   src/api/request_llama.c

@@ -1,0 +1,57 @@
+/* completion.c - claim, submit and wait (completion.h): the hand-over every transport shares. */
+#include "completion.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+serve_job *api_completion_submit(rpc_host *h, serve_request *req, serve_reply reply, rpc_error *err) {
+    serve_job *job = rpc_host_claim(h, err);
+    if (!job) {
+        serve_request_clear(req);
+        if (reply.free_ctx) reply.free_ctx(reply.ctx);
+        return NULL;
+    }
+    serve_request_clear(&job->request);
+    job->request = *req;
+    job->reply = reply;
+    return rpc_host_submit(h, job, true, &request_json_names, err);
+}
+
+static void debug_log_request(const json_reply *reply, json_t *params) {
+    if (!reply->debug) return;
+    char *text = json_dumps(params, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    fprintf(stderr, "specd rpc: request %s\n", text ? text : "?");
+    free(text);
+}
+
+/* A claimed job's request (over the defaults the claim set) and reply from `params` in `dialect`; false
+ * with *err set. */
+static bool fill_job(serve_job *job, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
+    json_reply *reply = json_reply_new();
+    if (!reply) return rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
+    job->reply = json_reply_formatter(reply); /* the job's from now on */
+    if (!request_json_parse(params, dialect, &job->request, reply, err)) return false;
+    debug_log_request(reply, params);
+    job->request.stream = stream;
+    return true;
+}
+
+serve_job *api_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
+    serve_job *job = rpc_host_claim(h, err);
+    if (!job) return NULL;
+    bool filled = fill_job(job, params, dialect, stream, err);
+    return rpc_host_submit(h, job, filled, &request_json_names, err);
+}
+
+static bool thread_still_wanted(void *unused) {
+    (void)unused;
+    return rpc_thread_still_wanted();
+}
+
+void *api_completion_wait(serve_job *job, rpc_error *err) {
+    void *answer = NULL;
+    serve_fault fault;
+    if (serve_job_wait_final(job, thread_still_wanted, NULL, RPC_WATCH_MS, &answer, &fault)) return answer;
+    rpc_error_from_fault(&fault, err);
+    return NULL;
+}
