@@ -1,4 +1,6 @@
-/* completion.c - claim, submit and wait (completion.h): the hand-over every transport shares. */
+/* completion.c - claim, submit and wait (completion.h): the hand-over every transport shares. The
+ * request's defaults are applied once, by whoever starts reading it (rpc_host_request_defaults),
+ * never by the claim. */
 #include "completion.h"
 
 #include <stdio.h>
@@ -24,12 +26,14 @@ static void debug_log_request(const json_reply *reply, json_t *params) {
     free(text);
 }
 
-/* A claimed job's request (over the defaults the claim set) and reply from `params` in `dialect`; false
+/* A claimed job's request (over the host's defaults) and reply from `params` in `dialect`; false
  * with *err set. */
-static bool fill_job(serve_job *job, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
+static bool fill_job(rpc_host *h, serve_job *job, json_t *params, request_dialect dialect, bool stream,
+                     rpc_error *err) {
     json_reply *reply = json_reply_new();
     if (!reply) return rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
     job->reply = json_reply_formatter(reply); /* the job's from now on */
+    rpc_host_request_defaults(h, &job->request);
     if (!request_json_parse(params, dialect, &job->request, reply, err)) return false;
     debug_log_request(reply, params);
     job->request.stream = stream;
@@ -39,7 +43,7 @@ static bool fill_job(serve_job *job, json_t *params, request_dialect dialect, bo
 serve_job *api_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
     serve_job *job = rpc_host_claim(h, err);
     if (!job) return NULL;
-    bool filled = fill_job(job, params, dialect, stream, err);
+    bool filled = fill_job(h, job, params, dialect, stream, err);
     return rpc_host_submit(h, job, filled, &request_json_names, err);
 }
 
