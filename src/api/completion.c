@@ -6,8 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-serve_job *api_completion_submit(rpc_host *h, serve_request *req, serve_reply reply, rpc_error *err) {
-    serve_job *job = rpc_host_claim(h, err);
+/* The host's defaults, then the shared fields over them: a front end's own fields never overlap
+ * what the defaults set (sampling, speculative, context shift, seed). */
+static bool read_shared(rpc_host *h, serve_request *req, json_t *fields, const char *const *names, rpc_error *err) {
+    rpc_host_request_defaults(h, req);
+    return !fields || request_json_read_fields(fields, DIALECT_LLAMA, req, names, err);
+}
+
+serve_job *api_completion_submit(rpc_host *h, serve_request *req, json_t *fields, const char *const *names,
+                                 serve_reply reply, rpc_error *err) {
+    serve_job *job = read_shared(h, req, fields, names, err) ? rpc_host_claim(h, err) : NULL;
     if (!job) {
         serve_request_clear(req);
         if (reply.free_ctx) reply.free_ctx(reply.ctx);

@@ -9,10 +9,14 @@
 #include "host.h"
 #include "request_json.h"
 
-/* A request already read (OpenAI's, Anthropic's, ...: *req, its contents taken whatever happens)
- * with the formatter of its answer (`reply`, taken too) handed to the host's serving server. The
- * job (referenced), or NULL with *err set. */
-serve_job *api_completion_submit(rpc_host *h, serve_request *req, serve_reply reply, rpc_error *err);
+/* A request read by its front end (OpenAI's, Anthropic's, ...: *req, its contents taken whatever
+ * happens) handed to the host's serving server with the formatter of its answer (`reply`, taken
+ * too): the host's defaults applied, then the fields it shares with the JSON API (`names` of
+ * `fields`, borrowed; none when fields is NULL) read as this API reads them, in llama-server's
+ * dialect, over whatever the front end set. The job (referenced), or NULL with *err set (a field
+ * refused: before any claim, as a front end's own refusals). */
+serve_job *api_completion_submit(rpc_host *h, serve_request *req, json_t *fields, const char *const *names,
+                                 serve_reply reply, rpc_error *err);
 
 /* A request in `dialect` (params borrowed) read over the host's defaults and handed over, its
  * answer in the JSON API's shape (reply_json.h). `stream` overrides the request's own field: the

@@ -18,6 +18,7 @@ void completion_call_free(void *ctx) {
     completion_call *call = ctx;
     if (!call) return;
     json_decref(call->body);
+    json_decref(call->shared_fields);
     if (call->request) serve_request_clear(call->request);
     free(call->request);
     if (call->reply.free_ctx) call->reply.free_ctx(call->reply.ctx);
@@ -55,7 +56,7 @@ static serve_job *submit_request(completion_call *call, rpc_error *err) {
     call->request = NULL;
     call->reply = (serve_reply){0};
     req->stream = call->stream;
-    serve_job *job = api_completion_submit(call->host, req, reply, err);
+    serve_job *job = api_completion_submit(call->host, req, call->shared_fields, call->shared_names, reply, err);
     free(req);
     return job;
 }
