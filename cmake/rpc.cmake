@@ -22,41 +22,42 @@ set(SPECD_RPC_SOURCES
   src/serve/scheduler.c
   src/serve/slot_call.c
   src/serve/server.c
-  src/rpc/errors.c
-  src/rpc/parse_error.c
-  src/rpc/params.c
+  src/api/errors.c
+  src/api/parse_error.c
+  src/api/params.c
   src/rpc/rpc.c
   src/rpc/rpc_api.c
-  src/rpc/watch.c
-  src/rpc/init_args.c
-  src/rpc/confine.c
-  src/rpc/host.c
-  src/rpc/host_load.c
-  src/rpc/host_status.c
-  src/rpc/request_json.c
-  src/rpc/request_spec.c
-  src/rpc/request_llama.c
-  src/rpc/reply_json.c
-  src/rpc/probs_json.c
-  src/rpc/props.c
-  src/rpc/slot_files.c
+  src/api/watch.c
+  src/api/init_args.c
+  src/api/confine.c
+  src/api/host.c
+  src/api/host_load.c
+  src/api/host_status.c
+  src/api/completion.c
+  src/api/request_json.c
+  src/api/request_spec.c
+  src/api/request_llama.c
+  src/api/reply_json.c
+  src/api/probs_json.c
+  src/api/props.c
+  src/api/slot_files.c
   src/rpc/methods_model.c
   src/rpc/methods_tokens.c
-  src/rpc/embed_json.c
-  src/rpc/rerank_json.c
+  src/api/embed_json.c
+  src/api/rerank_json.c
   src/rpc/methods_embed.c
   src/rpc/methods_completion.c
   src/rpc/methods_lora.c
-  src/rpc/request_lora.c
-  src/rpc/invariance_json.c
+  src/api/request_lora.c
+  src/api/invariance_json.c
   src/util/lora_arg.c
   src/util/base64.c
   src/util/flag_names.c
   src/rpc/abi.c
-  src/rpc/json_schema.c
-  src/rpc/json_schema_check.c
-  src/rpc/json_schema_keywords.c
-  src/rpc/json_schema_check_path.c
+  src/api/json_schema.c
+  src/api/json_schema_check.c
+  src/api/json_schema_keywords.c
+  src/api/json_schema_check_path.c
 )
 add_library(specd_rpc_objects OBJECT ${SPECD_RPC_SOURCES})
 set_target_properties(specd_rpc_objects PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

@@ -1004,7 +1004,7 @@ SPECD_API specd_status specd_grammar_price(const specd_engine *engine, const cha
  * (heap, specd_free), or NULL with *error (heap) holding llama.cpp's reason. llama.cpp ignores what
  * it does not know (unknown keywords, formats, ...): the JSON API refuses those first, and bounds
  * what llama.cpp's recursion would overflow a stack on (depth through $refs, property names over
- * 256 bytes: src/rpc/json_schema_check.h); this call itself only refuses text nested deeper than
+ * 256 bytes: src/api/json_schema_check.h); this call itself only refuses text nested deeper than
  * 512 levels, so bound a hostile schema the same way before calling it. Needs no engine; safe from
  * any thread. */
 SPECD_API char *specd_json_schema_grammar(const char *schema_json, char **error);

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Checks the layers of src/ (docs/internals.md, "The layers of the code"), each folder a layer of its own:
 #
-#   cli -> server -> rpc -> serve -> session -> draft -> verify -> sample -> engine -> util
+#   cli -> server -> rpc -> api -> serve -> session -> draft -> verify -> sample -> engine -> util
 #
 # A file may use its own folder and any folder to its right; a use of a folder to its left is a
 # back arrow. What counts as a use:
 #   - an #include, "..." or <...>; and llama.cpp's headers (llama.h, ggml*.h, gguf.h) and the
-#     engine's internals (engine_internal.h) are the engine's alone, jansson's are for rpc/ and
-#     above (no JSON below the JSON API), libmicrohttpd's for server/;
+#     engine's internals (engine_internal.h) are the engine's alone, jansson's are for api/ and
+#     above (no JSON below the API layer), libmicrohttpd's for server/;
 #   - a call or a data reference, read from the symbols of the built object files (nm): a symbol a
 #     file uses and a file of a folder to the left defines (also through include/specd.h, whose
 #     functions live in the folders); a llama.cpp or ggml symbol used outside engine/;
@@ -19,7 +19,7 @@ set -euo pipefail
 shopt -s nullglob # a folder without C++ files
 src=$(cd "${1:-$(dirname "$0")/../src}" && pwd)
 build=${2:-$src/../build}
-order=(util engine sample verify draft session serve rpc server cli)
+order=(util engine sample verify draft session serve api rpc server cli)
 declare -A rank
 for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
 bad=0
@@ -29,7 +29,7 @@ say() { echo "$*"; bad=1; }
 system_allowed() { # folder header -> 0 when the folder may include the system header
     case $2 in
     llama.h | llama-*.h | ggml.h | ggml-*.h | gguf.h) [ "$1" = engine ] ;;
-    jansson.h) [ "${rank[$1]}" -ge "${rank[rpc]}" ] ;;
+    jansson.h) [ "${rank[$1]}" -ge "${rank[api]}" ] ;;
     microhttpd.h) [ "$1" = server ] ;;
     *) return 0 ;;
     esac

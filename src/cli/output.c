@@ -1,7 +1,7 @@
 /* output.c - how `specd run` reports: human statistics and the --json object. */
 #include "cli.h"
 #include "../draft/drafter_registry.h"
-#include "../rpc/invariance_json.h"
+#include "../api/invariance_json.h"
 
 #include <jansson.h>
 #include <stdlib.h>

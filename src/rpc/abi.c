@@ -4,7 +4,7 @@
  * {code, message, data}}. */
 #include "specd_rpc.h"
 
-#include "rpc_internal.h"
+#include "rpc.h"
 
 #include <pthread.h>
 #include <stdlib.h>

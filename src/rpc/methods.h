@@ -8,8 +8,7 @@
 #ifndef SPECD_RPC_METHODS_H
 #define SPECD_RPC_METHODS_H
 
-#include "host.h"
-#include "request_json.h"
+#include "../api/completion.h"
 
 json_t *rpc_method_init(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_status(rpc_host *h, json_t *params, rpc_error *err);
@@ -29,12 +28,5 @@ json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err
  * ("content" instead of "input": /embedding's answer) or of POST /rerank, the result that answer. */
 json_t *rpc_method_embeddings(rpc_host *h, json_t *params, rpc_error *err);
 json_t *rpc_method_rerank(rpc_host *h, json_t *params, rpc_error *err);
-
-/* A completion request in `dialect` (params borrowed) claimed, read and handed to the host's
- * server, its answer in the JSON API's shape (reply_json.h): the job (referenced), or NULL with
- * *err set; a refused request still got an id, so a poll of the latest finds it ended with the
- * error. `stream` overrides the request's own field: the answer comes piece by piece. Also what
- * llama-server's POST /completion runs (src/server). */
-serve_job *rpc_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err);
 
 #endif

@@ -1,56 +1,23 @@
 /* methods_completion.c - the completion methods: `completion` answers when done; completion.start
  * answers at once with an id, and its answer collects in the job piece by piece until
  * completion.poll takes it; completion.cancel ends it. Poll and cancel are safe from any thread
- * and never wait for the completion's step: they only touch the job (serve/job.h). */
+ * and never wait for the completion's step: they only touch the job (serve/job.h). Reading,
+ * submitting and waiting are the API layer's, as for every transport (api/completion.h). */
 #include "methods.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-static void debug_log_request(const json_reply *reply, json_t *params) {
-    if (!reply->debug) return;
-    char *text = json_dumps(params, JSON_COMPACT | JSON_REAL_PRECISION(15));
-    fprintf(stderr, "specd rpc: request %s\n", text ? text : "?");
-    free(text);
-}
-
-/* A claimed job's request and reply from `params` in `dialect`; false with *err set. */
-static bool fill_job(serve_job *job, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
-    json_reply *reply = json_reply_new();
-    if (!reply) return rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
-    job->reply = json_reply_formatter(reply); /* the job's from now on */
-    if (!request_json_parse(params, dialect, &job->request, reply, err)) return false;
-    debug_log_request(reply, params);
-    job->request.stream = stream;
-    return true;
-}
-
-serve_job *rpc_completion_begin(rpc_host *h, json_t *params, request_dialect dialect, bool stream, rpc_error *err) {
-    serve_job *job = rpc_host_claim(h, err);
-    if (!job) return NULL;
-    bool filled = fill_job(job, params, dialect, stream, err);
-    return rpc_host_submit(h, job, filled, &request_json_names, err);
-}
-
-static bool thread_still_wanted(void *unused) {
-    (void)unused;
-    return rpc_thread_still_wanted();
-}
-
 json_t *rpc_method_completion(rpc_host *h, json_t *params, rpc_error *err) {
-    serve_job *job = rpc_completion_begin(h, params, DIALECT_JSONRPC, false, err);
+    serve_job *job = api_completion_begin(h, params, DIALECT_JSONRPC, false, err);
     if (!job) return NULL;
-    void *answer = NULL;
-    serve_fault fault;
-    /* an HTTP client that went away (rpc_watch_thread) cancels it */
-    if (!serve_job_wait_final(job, thread_still_wanted, NULL, RPC_WATCH_MS, &answer, &fault))
-        rpc_error_from_fault(&fault, err);
+    json_t *answer = api_completion_wait(job, err); /* an HTTP client that went away cancels it */
     serve_job_unref(job);
     return answer;
 }
 
 json_t *rpc_method_completion_start(rpc_host *h, json_t *params, rpc_error *err) {
-    serve_job *job = rpc_completion_begin(h, params, DIALECT_JSONRPC, true, err);
+    serve_job *job = api_completion_begin(h, params, DIALECT_JSONRPC, true, err);
     if (!job) return NULL;
     json_t *result = json_pack("{s:I, s:o}", "id", (json_int_t)job->id, "prompt_stats",
                                reply_json_prompt_stats(&job->request));

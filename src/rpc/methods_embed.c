@@ -3,7 +3,7 @@
  * body (or /embedding's, with "content") and /rerank's, the result the same answer; a refusal in
  * this API's codes, llama-server's error type kept in the message. */
 #define _POSIX_C_SOURCE 200809L
-#include "embed_json.h"
+#include "../api/embed_json.h"
 #include "methods.h"
 
 #include <stdlib.h>

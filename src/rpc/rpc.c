@@ -3,6 +3,7 @@
  * methods, and the caller's rights (admin methods, the models directory). The methods themselves
  * are methods.h's, on a host's models (host.h). */
 #include "methods.h"
+#include "rpc.h"
 
 #include <stdio.h>
 #include <string.h>

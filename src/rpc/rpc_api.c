@@ -1,7 +1,7 @@
 /* rpc_api.c - the JSON API as an object (specd_rpc.h): specd_rpc_new / specd_rpc_call /
  * specd_rpc_free, each object a host of its own (host.h) behind the one dispatcher (rpc.c); and
  * the process's object, which specd_rpc() and the old ABI (abi.c) share. */
-#include "host.h"
+#include "rpc.h"
 
 #include <pthread.h>
 #include <stdlib.h>

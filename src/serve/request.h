@@ -2,7 +2,7 @@
  * the API's own JSON (JSON-RPC, llama-server's /completion, OpenAI's routes), checked once
  * (serve_request_prepare), run by the scheduler as this C struct. Nothing here knows JSON.
  *
- * Adding a field: the struct (here), the parsers that read it (rpc/request_json.c,
+ * Adding a field: the struct (here), the parsers that read it (api/request_json.c,
  * server/openai_request.c), the code that uses it. Ownership: every pointer is the request's own
  * (serve_request_clear frees it); gen.grammar and gen.sampling.logit_bias point into it. */
 #ifndef SPECD_SERVE_REQUEST_H

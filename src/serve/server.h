@@ -1,7 +1,7 @@
 /* server.h - the server: one engine, its slots, the queue of requests waiting for one, the
  * scheduler thread that runs them side by side, and its counters. An object (no globals): a
  * process may hold several, each with its own engine (two models served by one program, or the
- * library embedded twice). The JSON API keeps one per loaded model (rpc/host.h); so does `specd
+ * library embedded twice). The JSON API keeps one per loaded model (api/host.h); so does `specd
  * serve`.
  *
  * A request reaches it as a job (job.h) whose request and reply the API filled: submit checks the

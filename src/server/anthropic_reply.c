@@ -11,7 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "openai.h"
 
-#include "../rpc/reply_json.h"
+#include "../api/reply_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

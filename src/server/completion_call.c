@@ -1,11 +1,10 @@
 /* completion_call.c - a completion on a call worker (see server.h): handed to the host's server
- * (claimed, submitted, unclaimed), then its answer waited for while the client is still there, or
- * its job kept for the stream that follows. /completion's body is read in llama-server's dialect
- * by the JSON API (rpc_completion_begin); OpenAI's request comes already read, and goes to the
- * host's server from here. */
+ * through the API layer's one submit (api/completion.h), then its answer waited for there while
+ * the client is still there, or its job kept for the stream that follows. /completion's body is
+ * read in llama-server's dialect (api_completion_begin); OpenAI's request comes already read. */
 #include "server.h"
 
-#include "../rpc/methods.h"
+#include "../api/completion.h"
 
 #include <stdlib.h>
 
@@ -19,6 +18,7 @@ void completion_call_free(void *ctx) {
     completion_call *call = ctx;
     if (!call) return;
     json_decref(call->body);
+    json_decref(call->shared_fields);
     if (call->request) serve_request_clear(call->request);
     free(call->request);
     if (call->reply.free_ctx) call->reply.free_ctx(call->reply.ctx);
@@ -49,28 +49,20 @@ int completion_call_jobs(const completion_call *call, serve_job **jobs, int max)
 
 static json_t *error_answer(const rpc_error *err) { return json_pack("{s:o}", "error", rpc_error_object(err)); }
 
-/* A request already read (OpenAI's, Anthropic's, ...) handed straight to the host's server: the
- * call's request and reply become the job's (a request never handed over stays the call's). */
+/* A request already read (OpenAI's, Anthropic's, ...): its request and reply become the job's. */
 static serve_job *submit_request(completion_call *call, rpc_error *err) {
-    serve_job *job = rpc_host_claim(call->host, err);
-    if (!job) return NULL;
-    serve_request_clear(&job->request);
-    job->request = *call->request;
-    free(call->request);
+    serve_request *req = call->request;
+    serve_reply reply = call->reply;
     call->request = NULL;
-    job->reply = call->reply;
     call->reply = (serve_reply){0};
-    job->request.stream = call->stream;
-    return rpc_host_submit(call->host, job, true, &request_json_names, err);
-}
-
-static bool client_still_there(void *unused) {
-    (void)unused;
-    return rpc_thread_still_wanted();
+    req->stream = call->stream;
+    serve_job *job = api_completion_submit(call->host, req, call->shared_fields, call->shared_names, reply, err);
+    free(req);
+    return job;
 }
 
 static serve_job *submit(completion_call *call, rpc_error *err) {
-    return call->job = call->body ? rpc_completion_begin(call->host, call->body, DIALECT_LLAMA, call->stream, err)
+    return call->job = call->body ? api_completion_begin(call->host, call->body, DIALECT_LLAMA, call->stream, err)
                                   : submit_request(call, err);
 }
 
@@ -86,23 +78,14 @@ static bool submit_all(completion_call *call, rpc_error *err) {
     return true;
 }
 
-/* The final answer of `job` (new), or NULL with *err. */
-static json_t *wait_answer(serve_job *job, rpc_error *err) {
-    void *answer = NULL;
-    serve_fault fault;
-    if (serve_job_wait_final(job, client_still_there, NULL, RPC_WATCH_MS, &answer, &fault)) return answer;
-    rpc_error_from_fault(&fault, err);
-    return NULL;
-}
-
 json_t *completion_call_run(void *ctx) {
     completion_call *call = ctx;
     rpc_error err;
     if (!submit_all(call, &err)) return error_answer(&err);
     if (call->stream) return json_pack("{s:{s:I}}", "result", "id", (json_int_t)call->job->id);
-    json_t *answer = wait_answer(call->job, &err);
+    json_t *answer = api_completion_wait(call->job, &err);
     for (int i = 0; answer && i < call->n_more; i++) {
-        json_t *other = wait_answer(call->more[i]->job, &err);
+        json_t *other = api_completion_wait(call->more[i]->job, &err);
         if (!other) {
             json_decref(answer);
             answer = NULL;

@@ -8,7 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
-#include "../rpc/rpc_internal.h"
+#include "../api/api.h"
 
 #include <stdint.h>
 #include <stdlib.h>

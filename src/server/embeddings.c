@@ -2,13 +2,13 @@
  * /embeddings, /v1/embeddings, /rerank, /reranking, /v1/rerank, /v1/reranking. The body is parsed
  * and the inputs embedded on a worker of the request lane (a client decides how many there are);
  * the answer, or the refusal in llama-server's error shape, is sent when it is done
- * (src/rpc/embed_json.h does the reading and the computing). */
+ * (src/api/embed_json.h does the reading and the computing). */
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
 #include "openai.h"
 
-#include "../rpc/embed_json.h"
+#include "../api/embed_json.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #ifndef SPECD_SERVER_HTTP_H
 #define SPECD_SERVER_HTTP_H
 
-#include "../rpc/host.h"
+#include "../api/host.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -12,8 +12,8 @@
 #include "server.h"
 
 #include "../rpc/methods.h"
-#include "../rpc/props.h"
-#include "../rpc/slot_files.h"
+#include "../api/props.h"
+#include "../api/slot_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>

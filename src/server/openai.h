@@ -21,7 +21,7 @@ typedef struct openai_call {
     bool counts_prompt;      /* with choices: the first of its prompt's (its prompt tokens count) */
     char id[64];          /* chatcmpl-... / cmpl-... */
     json_int_t created;   /* Unix seconds */
-    bool stream, include_usage, return_origins, logprobs;
+    bool stream, include_usage, logprobs;
     int top_logprobs;     /* alternatives per token asked for */
     /* streaming state (the server's thread only) */
     specd_chat *chat;     /* chat through Jinja: the turn that parses the answer (owned); NULL: plain text */

@@ -10,8 +10,8 @@
  *    way. */
 #include "openai.h"
 
-#include "../rpc/probs_json.h"
-#include "../rpc/reply_json.h"
+#include "../api/probs_json.h"
+#include "../api/reply_json.h"
 #include "../serve/text_stream.h"
 
 #include <pthread.h>
@@ -159,7 +159,7 @@ static json_t *response(openai_call *call, const serve_view *v) {
                           call->kind == OPENAI_CHAT ? "chat.completion" : "text_completion", "created", call->created,
                           "model", model_of(v), "choices", choice, "usage", usage_json(v));
     add_specd_fields(r, v);
-    if (r && v->origins && call->return_origins) json_object_set_new(r, "origins", reply_json_origins(v));
+    if (r && v->origins) json_object_set_new(r, "origins", reply_json_origins(v));
     return r;
 }
 
@@ -190,7 +190,7 @@ static void add_text(openai_call *call, const serve_view *v, json_t *events) {
     json_t *text = piece_text(v);
     json_t *piece = call->kind == OPENAI_CHAT ? json_pack("{s:o}", "content", text) : text;
     json_t *event = chunk(call, v, json_pack("[o]", choice(call, piece, NULL, logprobs)));
-    if (event && call->return_origins && v->origins) json_object_set_new(event, "origins", reply_json_origins(v));
+    if (event && v->origins) json_object_set_new(event, "origins", reply_json_origins(v));
     add(events, event);
 }
 
@@ -235,7 +235,7 @@ static void add_parsed(openai_call *call, const serve_view *v, json_t *events) {
     json_array_foreach(deltas, i, delta) {
         if (json_object_get(delta, "tool_calls")) call->tool_calls_seen = true;
         json_t *event = chunk(call, v, json_pack("[o]", choice(call, json_incref(delta), NULL, i == 0 ? logprobs : NULL)));
-        if (event && i == 0 && call->return_origins && v->origins) json_object_set_new(event, "origins", reply_json_origins(v));
+        if (event && i == 0 && v->origins) json_object_set_new(event, "origins", reply_json_origins(v));
         add(events, event);
     }
     if (json_array_size(deltas) == 0) json_decref(logprobs);

@@ -9,8 +9,8 @@
 
 #include "../util/util.h"
 
-#include "../rpc/json_schema.h"
-#include "../rpc/request_json.h"
+#include "../api/json_schema.h"
+#include "../api/request_json.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -145,15 +145,6 @@ static bool check_harmless(json_t *body, openai_kind kind, openai_error *err) {
     return true;
 }
 
-/* The shared fields, as the JSON API reads them (llama-server's dialect: `stop` may be one
- * string, `logit_bias` an object); an error names the field as sent. */
-static bool read_passed_fields(openai_read *r) {
-    rpc_error rerr;
-    if (request_json_read_fields(r->body, DIALECT_LLAMA, r->req, passed_fields, &rerr)) return true;
-    openai_error_from(&rerr, r->err);
-    return false;
-}
-
 /* max_completion_tokens (or max_tokens) -> n_predict, named as sent in errors. */
 static bool read_max_tokens(openai_read *r) {
     const char *name = json_object_get(r->body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -211,7 +202,6 @@ static bool read_stream(openai_read *r) {
         call->include_usage = json_is_true(json_object_get(so, "include_usage"));
     }
     r->req->stream = call->stream;
-    call->return_origins = r->req->return_origins;
     return true;
 }
 
@@ -314,14 +304,11 @@ static bool read_insertion(openai_read *r, rpc_host *host, json_t *prompt) {
                                            &rerr, NULL);
     if (!fim) return BAD(r->err, "suffix", "%s", rerr.message);
     bool ok = add_token_ids(r->req, json_object_get(fim, "prompt"));
-    /* /infill's default drafters (infill.c) where the request names none */
+    /* /infill's default drafters (infill.c) where the request names none: as if it had, so that
+     * the API layer reads them over the host's defaults with the other shared fields */
     json_t *types = json_object_get(json_object_get(fim, "speculative"), "type");
-    const char *names[SPECD_SPEC_MAX_TYPES];
-    int32_t n = 0;
-    for (size_t i = 0; i < json_array_size(types) && n < SPECD_SPEC_MAX_TYPES; i++)
-        names[n++] = json_string_value(json_array_get(types, i));
-    if (ok && n > 0 && !json_object_get(r->body, "speculative"))
-        specd_spec_params_set_types(&r->req->gen.speculative, names, n, NULL); /* known names: no error */
+    if (ok && json_array_size(types) > 0 && !json_object_get(r->body, "speculative"))
+        ok = json_object_set_new(r->body, "speculative", json_pack("{s:O}", "type", types)) == 0;
     json_decref(fim);
     return ok || out_of_memory(r->err) != NULL;
 }
@@ -364,8 +351,7 @@ static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) 
      * tokens) becomes those tokens */
     r->req->parse_special = true;
     return check_names(r->body, r->err) && check_harmless(r->body, r->kind, r->err) && read_max_tokens(r) &&
-           read_logprobs(r) && read_passed_fields(r) && read_stream(r) && read_response_format(r) &&
-           read_prompt(r, host, chat);
+           read_logprobs(r) && read_stream(r) && read_response_format(r) && read_prompt(r, host, chat);
 }
 
 completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
@@ -373,14 +359,16 @@ completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *bod
     completion_call *call = completion_call_new(host, false);
     serve_request *req = call ? malloc(sizeof *req) : NULL;
     openai_call *answer = req ? new_call(kind) : NULL;
-    if (req) {
-        serve_request_init(req);
-        rpc_host_request_defaults(host, req);
-    }
+    if (req) serve_request_init(req); /* the host's defaults are the API layer's to apply, once */
     if (call) call->request = req;
     if (answer) call->reply = openai_reply_formatter(answer);
-    bool ok = answer ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
-    openai_read r = {body, kind, req, answer, err};
+    /* the shared fields, read by the API layer as it submits (a shallow copy: the FIM drafters
+     * may be added to it, never to the caller's body) */
+    if (call) call->shared_fields = json_copy(body);
+    if (call) call->shared_names = passed_fields;
+    bool ok = answer && call->shared_fields ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error",
+                                                                      NULL, "out of memory");
+    openai_read r = {call ? call->shared_fields : body, kind, req, answer, err};
     ok = ok && read_request(&r, host, chat);
     if (ok) {
         call->stream = answer->stream;

@@ -204,7 +204,7 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
 }
 
 /* POST /slots/ID?action=save|restore|erase with --slot-save-path: run on a worker, which waits for
- * the slot to be idle (llama_routes.c, rpc/slot_files.c); an empty body is {} (erase needs none). */
+ * the slot to be idle (llama_routes.c, api/slot_files.c); an empty body is {} (erase needs none). */
 static enum MHD_Result route_slot_action(struct MHD_Connection *c, request_state *rs) {
     char message[300];
     json_t *body = rs->len ? route_parse_body("/slots", rs->body, rs->len, message, sizeof message) : json_object();

@@ -26,6 +26,8 @@
 
 #include "http.h"
 
+#include "../rpc/rpc.h"
+
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
@@ -83,8 +85,12 @@ void calls_join(void);
  * answer is this call's with `merge` folding each other output's final answer into it. */
 typedef struct completion_call {
     rpc_host *host;
-    json_t *body;
-    serve_request *request;
+    json_t *body;                   /* /completion's: read whole by the API layer (api_completion_begin) */
+    serve_request *request;         /* OpenAI's: read here but for shared_fields */
+    /* the fields this front end shares with the JSON API (OpenAI's temperature, top_p, stop, ...),
+     * read over the host's defaults by the API layer as it submits (api_completion_submit) */
+    json_t *shared_fields;
+    const char *const *shared_names;
     serve_reply reply;
     bool stream;
     serve_job *job;

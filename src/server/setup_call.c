@@ -77,7 +77,7 @@ static json_t *made_answer(setup_call *s) {
     return answer;
 }
 
-/* /completion, /infill: llama-server's dialect of the JSON API's completion (rpc/request_json.h);
+/* /completion, /infill: llama-server's dialect of the JSON API's completion (api/request_json.h);
  * NULL with *err. */
 static completion_call *llama_completion(setup_call *s, rpc_error *err) {
     json_error_t jerr;

@@ -58,12 +58,11 @@ bool specd_gpu_layers_parse(const char *value, int32_t *out) {
     return true;
 }
 
+/* Its own table as the others here: util/ is below the engine, whose specd_pooling_name it may
+ * not call (test_flag_names checks that every name reads back into the value that name gives). */
 bool specd_pooling_parse(const char *name, specd_pooling *out) {
     static const char *const names[] = {"none", "mean", "cls", "last", "rank"}; /* specd_pooling's order */
-    for (int i = SPECD_POOLING_NONE; name && i <= SPECD_POOLING_RANK; i++)
-        if (!strcmp(name, names[i])) {
-            *out = (specd_pooling)i;
-            return true;
-        }
-    return false;
+    int i = LOOKUP(name, names);
+    if (i >= 0) *out = (specd_pooling)i;
+    return i >= 0;
 }

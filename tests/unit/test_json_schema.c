@@ -1,4 +1,4 @@
-/* test_json_schema.c - JSON Schema -> GBNF (src/rpc/json_schema.c: our checks, then llama.cpp's
+/* test_json_schema.c - JSON Schema -> GBNF (src/api/json_schema.c: our checks, then llama.cpp's
  * converter): for every supported construct the grammar parses in llama.cpp (specd_grammar_check)
  * and, fed byte by byte through llama.cpp's grammar engine, accepts valid documents and refuses
  * invalid ones; unsupported keywords and impossible schemas are refused with messages naming the
@@ -16,7 +16,7 @@
 
 #include "engine/engine_internal.h"
 #include "engine_helpers.h"
-#include "rpc/json_schema.h"
+#include "api/json_schema.h"
 #include "sample/grammar.h"
 #include "specd.h"
 

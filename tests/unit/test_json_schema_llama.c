@@ -1,4 +1,4 @@
-/* test_json_schema_llama.c - the grammar the JSON API builds for a JSON Schema (src/rpc/json_schema.c:
+/* test_json_schema_llama.c - the grammar the JSON API builds for a JSON Schema (src/api/json_schema.c:
  * our checks, jansson's text of the schema, llama.cpp's converter) is the grammar llama-server builds
  * for the same schema, but for the one rule written for valid UTF-8 (specd_json_schema_grammar):
  *   - the schemas of test_json_schema.c, against json_schema_to_grammar called on the schema's own
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "rpc/json_schema.h"
+#include "api/json_schema.h"
 #include "specd.h"
 
 #include <jansson.h>

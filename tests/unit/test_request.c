@@ -1,5 +1,5 @@
 /* test_request.c - one typed request (src/serve/request.h) from each JSON dialect: JSON-RPC's and
- * llama-server's /completion fill the same C struct (rpc/request_json.c), a front end that passes
+ * llama-server's /completion fill the same C struct (api/request_json.c), a front end that passes
  * some fields through reads only those, and serve_request_prepare checks the request once against
  * the engine, naming fields as the API spells them. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include "engine_helpers.h"
 
-#include "rpc/request_json.h"
+#include "api/request_json.h"
 
 #include <math.h>
 #include <string.h>

@@ -11,7 +11,7 @@
 
 #include "engine_helpers.h"
 
-#include "rpc/host.h"
+#include "rpc/rpc.h"
 #include "specd_rpc.h"
 
 #include <ctype.h>

@@ -1,6 +1,6 @@
 /* test_servers.c - the server is an object (src/serve/server.h): two servers, each on its own
  * engine, run side by side in one process and each answers as its engine alone would; ending or
- * freeing one leaves the other's requests alone. The same for two JSON API hosts (src/rpc/host.h),
+ * freeing one leaves the other's requests alone. The same for two JSON API hosts (src/api/host.h),
  * each with its own model pair. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include "engine_helpers.h"
 
-#include "rpc/host.h"
+#include "rpc/rpc.h"
 #include "serve/server.h"
 #include "serve/text_stream.h"
 

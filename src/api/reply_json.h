@@ -6,7 +6,7 @@
 #ifndef SPECD_RPC_REPLY_JSON_H
 #define SPECD_RPC_REPLY_JSON_H
 
-#include "rpc_internal.h"
+#include "api.h"
 
 #include "../serve/reply.h"
 

@@ -2,7 +2,7 @@
  * an argument list, or a JSON object, all strictly checked into engine parameters; and the model
  * paths of a caller confined to a models directory. */
 #define _XOPEN_SOURCE 700 /* strdup */
-#include "rpc_internal.h"
+#include "api.h"
 
 #include "confine.h"
 

@@ -1,8 +1,9 @@
-/* rpc_internal.h - what the JSON API's files share: error codes, strict parameter readers, init's
- * settings, the caller's rights and the dispatcher. Nothing here reaches the engine internals
- * (llama.h): the rpc layer uses the public specd.h API and the server object (src/serve) only. */
-#ifndef SPECD_RPC_INTERNAL_H
-#define SPECD_RPC_INTERNAL_H
+/* api.h - what every transport's API files share (src/api/, used by src/rpc/ and src/server/):
+ * error codes, strict parameter readers, init's settings, the thread's watch and client. No
+ * transport here: JSON-RPC's dispatcher is src/rpc/rpc.h's. Nothing here reaches the engine
+ * internals (llama.h): the API layer uses the public specd.h API and the server object (src/serve) only. */
+#ifndef SPECD_API_H
+#define SPECD_API_H
 
 #include "../serve/fault.h"
 #include "specd.h"
@@ -139,24 +140,7 @@ void rpc_engine_settings_free(rpc_engine_settings *s);
  * field for every refused path, so it never tells whether a path outside the directory exists. */
 json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_error *err);
 
-/* Who is calling the dispatcher. A library user (specd_rpc, the C ABI) is trusted: full rights.
- * `specd serve` gives an HTTP client admin rights only when it sends the admin key. */
-typedef struct rpc_caller {
-    bool admin;             /* may call the admin methods, which load or unload models (init, shutdown) */
-    const char *models_dir; /* when not NULL: init may load only regular files under this directory
-                             * (a real path, see rpc_init_params_confine) */
-} rpc_caller;
-
 typedef struct rpc_host rpc_host;
-
-/* The dispatcher on a parsed request (object or batch, borrowed) for the models of `host`: the
- * response, or NULL when there is nothing to answer (notifications only). */
-json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller);
-/* A batch's bounds: its calls (more: the batch is refused, none run), and the size of its answers
- * (past it the calls left are refused, not run), so that one batch cannot make a server answer
- * for ever or with gigabytes. */
-#define RPC_BATCH_MAX_CALLS 256
-#define RPC_BATCH_MAX_ANSWER (4 * 1024 * 1024)
 
 /* Whether whoever waits for this thread's blocking calls still wants the answer (an HTTP client
  * still connected). `specd serve` sets it on the thread that runs a blocking completion; the
@@ -172,25 +156,5 @@ bool rpc_thread_still_wanted(void);
  * else's requests busy. */
 void rpc_client_thread(uint64_t client);
 uint64_t rpc_thread_client(void);
-/* rpc_dispatch_as with a library user's full rights (specd_rpc_call, the old ABI). */
-json_t *rpc_dispatch_trusted(rpc_host *host, json_t *request);
-/* The response to a request that could not be read (no id): {"jsonrpc", "error", "id": null}. */
-json_t *rpc_error_response(const rpc_error *err);
-
-/* ---- the JSON API object (rpc_api.c) -----------------------------------------------------------
- * What specd_rpc_new makes (specd_rpc.h): a host of its own. specd_rpc() and the old ABI use the
- * process's one object, made on first use and kept until the process ends. */
-struct specd_rpc_api {
-    rpc_host *host;
-};
-specd_rpc_api *rpc_api_process(void);
-/* `method` with `params` (borrowed, may be NULL) on api's host: the result (new reference), or
- * NULL with *error the JSON-RPC error object (new reference). */
-json_t *rpc_api_call_method(specd_rpc_api *api, const char *method, json_t *params, json_t **error);
-/* init's argument as text: a JSON object of settings (NULL when it starts with '{' but does not
- * parse), or a command line, as {"cmd": text}. */
-json_t *rpc_init_params_text(const char *text);
-/* JSON text of value (stolen), compact, NULL for NULL; heap (specd_free). */
-char *rpc_dump(json_t *value);
 
 #endif

@@ -1,6 +1,6 @@
 /* params.c - strict readers for JSON-RPC params: right type, in range, no unknown fields, and an
  * error that names the field and says what it expects. */
-#include "rpc_internal.h"
+#include "api.h"
 
 #include <float.h>
 #include <math.h>

@@ -11,15 +11,13 @@
 #ifndef SPECD_RPC_HOST_H
 #define SPECD_RPC_HOST_H
 
-#include "rpc_internal.h"
+#include "api.h"
 
 #include "../serve/server.h"
 
 rpc_host *rpc_host_new(void);
 /* Cancels what runs, unloads the models, frees the host. */
 void rpc_host_free(rpc_host *h);
-/* The host of the process's JSON API object (rpc_api.c), made on first use (specd_rpc, the old ABI). */
-rpc_host *rpc_host_default(void);
 
 /* What one request may ask of the servers this host makes from now on (specd serve's -n,
  * --time-limit, --step-limit; none by default). */
@@ -29,7 +27,8 @@ void rpc_host_set_limits(rpc_host *h, serve_limits limits);
 void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling);
 /* A request's starting point: `r`, just initialized, takes the host's sampling defaults and the
  * serving model's drafting defaults and context shift (its init's --spec-type, --spec-draft-n-max,
- * ..., --context-shift); what the request gives is read over them. */
+ * ..., --context-shift); what the request gives is read over them. Called once per request, by
+ * whoever starts reading it (api_completion_begin, OpenAI's reader); the claim sets none. */
 void rpc_host_request_defaults(rpc_host *h, serve_request *r);
 /* How an embedding request that gives no embd_normalize normalizes: the serving model's
  * --embd-normalize (2, euclidean, by default). */
@@ -56,7 +55,8 @@ void rpc_host_set_load_hook(rpc_host *h, rpc_host_load_hook hook, void *user_dat
 /* ---- completions (host.c) -------------------------------------------------------------------- */
 
 /* A new completion job, its id assigned and recorded (the latest, found by rpc_host_find_job),
- * claimed: the serving model stays until rpc_host_unclaim. NULL with *err set when no model
+ * claimed: the serving model stays until rpc_host_unclaim. Its request is empty (serve_request_init):
+ * the defaults are the reader's to apply (rpc_host_request_defaults). NULL with *err set when no model
  * serves (loading, none, stopping). */
 serve_job *rpc_host_claim(rpc_host *h, rpc_error *err);
 /* Hands the claimed job to the serving server and ends the claim. `filled`: its request and reply

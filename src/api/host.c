@@ -44,15 +44,6 @@ void rpc_host_set_sampling(rpc_host *h, const specd_sampling_params *sampling) {
     pthread_mutex_unlock(&h->lock);
 }
 
-/* The host's sampling and drafting defaults into a new request; a default seed counts as the
- * request's own (its reply says so, and its draws are the seeded ones). */
-static void request_defaults_locked(const rpc_host *h, serve_request *r) {
-    r->gen.sampling = h->sampling;
-    r->gen.speculative = h->speculative;
-    r->context_shift = h->context_shift;
-    r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
-}
-
 int32_t rpc_host_embd_normalize(rpc_host *h) {
     pthread_mutex_lock(&h->lock);
     int32_t n = h->embd_normalize;
@@ -60,9 +51,14 @@ int32_t rpc_host_embd_normalize(rpc_host *h) {
     return n;
 }
 
+/* A default seed counts as the request's own (its reply says so, and its draws are the seeded
+ * ones). */
 void rpc_host_request_defaults(rpc_host *h, serve_request *r) {
     pthread_mutex_lock(&h->lock);
-    request_defaults_locked(h, r);
+    r->gen.sampling = h->sampling;
+    r->gen.speculative = h->speculative;
+    r->context_shift = h->context_shift;
+    r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -135,7 +131,6 @@ serve_job *rpc_host_claim(rpc_host *h, rpc_error *err) {
     else if (!(job = serve_job_new(h->next_id))) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for the completion");
     if (job) {
         job->client = client;
-        request_defaults_locked(h, &job->request);
         h->next_id++;
         h->n_claimed++;
         record_job_locked(h, job);

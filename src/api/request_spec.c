@@ -1,6 +1,8 @@
 /* request_spec.c - a completion request's speculation, from the nested `speculative` object and
- * from llama-server's flat keys (see request_json.h). The lengths' upper bound (the engine's
- * draft maximum) and whether "draft" has a draft model are serve_request_prepare's to check. */
+ * from llama-server's flat keys (see request_json.h). The lengths (n_max, n_min) are read for their
+ * type only: their range is the library's one check (specd_generation_params_validate, which
+ * serve_request_prepare reuses for the early 400), and the engine's draft maximum and whether
+ * "draft" has a draft model are serve_request_prepare's to check. */
 #define _POSIX_C_SOURCE 200809L /* strdup, strtok_r */
 #include "request_json.h"
 
@@ -60,8 +62,8 @@ bool request_json_speculative(json_request *jr) {
     rpc_params_open(&sp, obj, "completion params", "speculative.", jr->rp->err);
     sp.null_is_absent = jr->rp->null_is_absent;
     json_t *type = rpc_get_value(&sp, "type");
-    if ((type && !read_type_list(&sp, type, spec)) || !rpc_read_int32(&sp, "n_max", 0, INT32_MAX, &spec->draft_max) ||
-        !rpc_read_int32(&sp, "n_min", 0, INT32_MAX, &spec->draft_min) ||
+    if ((type && !read_type_list(&sp, type, spec)) || !rpc_read_any_int32(&sp, "n_max", &spec->draft_max) ||
+        !rpc_read_any_int32(&sp, "n_min", &spec->draft_min) ||
         !rpc_read_any_float(&sp, "p_min", &spec->draft_p_min) ||
         !rpc_read_any_int32(&sp, "suffix_branches", &spec->suffix_branches) || !read_tree_mode(&sp, spec) ||
         !rpc_read_any_int32(&sp, "branches", &spec->draft_branches) ||
@@ -111,8 +113,8 @@ bool request_json_flat_speculative(json_request *jr) {
     specd_spec_params *spec = spec_of(jr);
     return no_conflict(rp, "speculative.n_max", "n_max") && no_conflict(rp, "speculative.n_min", "n_min") &&
            no_conflict(rp, "speculative.p_min", "p_min") && no_conflict(rp, "speculative.type", "type") &&
-           rpc_read_int32(rp, "speculative.n_max", 0, INT32_MAX, &spec->draft_max) &&
-           rpc_read_int32(rp, "speculative.n_min", 0, INT32_MAX, &spec->draft_min) &&
+           rpc_read_any_int32(rp, "speculative.n_max", &spec->draft_max) &&
+           rpc_read_any_int32(rp, "speculative.n_min", &spec->draft_min) &&
            rpc_read_any_float(rp, "speculative.p_min", &spec->draft_p_min) && read_flat_type(jr) &&
            rpc_read_any_int32(rp, "speculative.ngram_size_n", &spec->ngram_n) &&
            rpc_read_any_int32(rp, "speculative.ngram_min_hits", &spec->ngram_min_hits);

@@ -1,8 +1,8 @@
 /* watch.c - whether whoever waits for this thread's blocking calls still wants the answer
- * (rpc_watch_thread, rpc_internal.h): `specd serve` sets it on its call workers, a blocking
+ * (rpc_watch_thread, api.h): `specd serve` sets it on its call workers, a blocking
  * completion asks while it waits; and which client this thread's calls are for (rpc_client_thread),
  * which its completions count against. */
-#include "rpc_internal.h"
+#include "api.h"
 
 static _Thread_local rpc_still_wanted_fn watch_fn;
 static _Thread_local void *watch_data;

@@ -15,7 +15,7 @@
 #ifndef SPECD_JSON_SCHEMA_H
 #define SPECD_JSON_SCHEMA_H
 
-#include "rpc_internal.h"
+#include "api.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -3,7 +3,7 @@
 #ifndef SPECD_RPC_INVARIANCE_JSON_H
 #define SPECD_RPC_INVARIANCE_JSON_H
 
-#include "rpc_internal.h"
+#include "api.h"
 
 /* {invariant, requested, setting, note} (specd_engine_invariance). New reference. */
 json_t *rpc_invariance_json(const specd_engine *engine);

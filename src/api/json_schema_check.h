@@ -25,7 +25,7 @@
 #ifndef SPECD_JSON_SCHEMA_CHECK_H
 #define SPECD_JSON_SCHEMA_CHECK_H
 
-#include "rpc_internal.h"
+#include "api.h"
 
 #include <jansson.h>
 #include <stdbool.h>

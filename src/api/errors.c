@@ -1,6 +1,6 @@
 /* errors.c - the JSON API's errors: the error objects it answers with, and the server's faults
  * (src/serve/fault.h) in its codes. */
-#include "rpc_internal.h"
+#include "api.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
-/* parse_error.c - rpc_parse_error (rpc_internal.h): a body that is not JSON, said with where it
+/* parse_error.c - rpc_parse_error (api.h): a body that is not JSON, said with where it
  * failed, and for a number jansson cannot hold (1e999 overflows a double, 2^64 a 64-bit integer)
  * the field the number was given for, found by reading back from where the parser stopped. */
-#include "rpc_internal.h"
+#include "api.h"
 
 #include <stdio.h>
 #include <string.h>
