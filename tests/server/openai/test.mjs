@@ -229,7 +229,11 @@ async function main() {
     await expect(await post("/v1/nothing", "{}"), 404, null, /not found/);
     await expect(await post("/v1/chat/completions", "{\"messages\": ["), 400, null, /not JSON/);
     await expect(await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [
-      { type: "image_url", image_url: { url: "x" } }] }] })), 400, "messages[0].content", /only text parts/);
+      { type: "input_audio", input_audio: { data: "x", format: "wav" } }] }] })), 400, "messages[0].content",
+      /only text parts/);
+    await expect(await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [
+      { type: "image_url", image_url: { url: "x" } }] }] })), 400, "messages[0].content[0].image_url",
+      /image URLs are not fetched: send the image as a data URI/);
     await expect(await post("/v1/completions", JSON.stringify({ prompt: "a", messages: [] })), 400, "messages",
       /unknown field 'messages'/);
     await expect(await post("/v1/chat/completions", JSON.stringify({ ...ask, temperature: "hot" })), 400, "temperature",
