@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(f, "--noise")) noise = atof(v), i++;
         else if (v && !strcmp(f, "--min-ratio")) min_ratio = atof(v), i++;
         else if (v && !strcmp(f, "--resize")) resize_ms = atof(v), i++;
-        else if (v && !strcmp(f, "--seed")) rng_state = strtoull(v, NULL, 10) | 1, i++;
+        else if (v && !strcmp(f, "--seed")) rng_state = (strtoull(v, NULL, 10) << 1) | 1, i++; /* odd, and one per seed */
         else {
             usage(argv[0]);
             return 2;
