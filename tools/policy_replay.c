@@ -14,9 +14,9 @@
  *
  * Each run is one generation of 128 tokens over the trace's steps in order, each run starting at
  * another step; --runs (default 60) of them. The policy runs as the session runs it (generate.c:
- * plain steps to learn T(1), the plan, the length policy's fixed spells, the trusted depth), on an
- * engine state that is fresh for every run, or with --warm kept from run to run (a server, or a
- * process after others). --sampled: verified by rejection sampling (a drawn token stays). Prints
+ * plain steps to learn T(1), the plan, the length policy's fixed spells, the trusted depth, a draft
+ * forced after steps without one: exploration.h), on an engine state that is fresh for every run,
+ * or with --warm kept from run to run (a server, or a process after others). --sampled: verified by rejection sampling (a drawn token stays). Prints
  * the tokens per ms (x 1000) of each fixed length and of the policy, its ratio to the best fixed
  * length, and how many drafts its steps kept. This is how the policy was tuned: its goal is never
  * to lose to the best fixed length (docs/performance.md). --min-ratio R: exit 3 when the policy's
@@ -33,6 +33,7 @@
  * draft costs as priors, re-measured; acceptance at half weight; held lengths' timings, the best
  * driving first). Not with --warm. */
 #include "draft/draft_length.h"
+#include "draft/exploration.h"
 #include "draft/length_policy.h"
 
 #include <math.h>
@@ -109,6 +110,7 @@ typedef struct engine_state {
     specd_acceptance acceptance;
     specd_length_policy policy;
     int32_t steps_since_plain;
+    specd_exploration exploration; /* when a draft is forced (learned.h: the engine's) */
     int32_t last_pass; /* the size of the pass before (--resize) */
 } engine_state;
 
@@ -133,8 +135,10 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
     int32_t fixed = specd_length_policy_fixed(&e->policy);
     bool remeasure = draft_costs_unmeasured(&e->costs);
     bool plain = plain_due(e) || (fixed == 0 && !remeasure);
+    /* generate.c's plan_draft: a forced draft after steps without one (exploration.h) */
+    bool explore = remeasure || (fixed < 0 && specd_exploration_due(&e->exploration));
     int32_t m = 0, decodes = 0;
-    bool planned = !plain && fixed < 0 && !remeasure;
+    bool planned = !plain && fixed < 0 && !explore;
     if (plain) {
         e->steps_since_plain = 0;
     } else if (fixed >= 0) {
@@ -147,7 +151,7 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
                                       .fill = fill, .max_len = CHAIN, .other_tokens = 0, .copies = 1};
         int32_t trusted = specd_acceptance_trusted_depth(&e->acceptance, mode, 1.0); /* generate.c's TRUST_VERDICTS */
         if (pp.max_len > trusted && !remeasure) pp.max_len = trusted;
-        int32_t forced = remeasure ? REMEASURE_DRAFTS : 0; /* generate.c's min_len */
+        int32_t forced = remeasure ? REMEASURE_DRAFTS : explore ? 1 : 0; /* generate.c's min_len */
         specd_draft_plan_begin(&plan, &pp);
         for (int32_t depth = 0; depth < pp.max_len; depth++) {
             if (depth >= forced && !specd_draft_plan_worth_continuing(&plan, depth)) break;
@@ -159,7 +163,10 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
             if (keep || mode == SPECD_ACCEPT_SAMPLED) specd_draft_plan_add(&plan, depth, c), m++;
             if (!keep) break;
         }
+    }
+    if (!plain) { /* generate.c's finish_draft */
         e->steps_since_plain = m > 0 ? e->steps_since_plain + 1 : 0;
+        specd_exploration_note(&e->exploration, explore, m > 0);
     }
     /* time: draft decodes, then the target pass */
     double draft = 0.0;
