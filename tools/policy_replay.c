@@ -16,12 +16,13 @@
  * another step; --runs (default 60) of them. The policy runs as the session runs it (generate.c:
  * plain steps to learn T(1), the plan, the length policy's fixed spells, the trusted depth, a draft
  * forced after steps without one: exploration.h), on an engine state that is fresh for every run,
- * or with --warm kept from run to run (a server, or a process after others). --sampled: verified by rejection sampling (a drawn token stays). Prints
- * the tokens per ms (x 1000) of each fixed length and of the policy, its ratio to the best fixed
- * length, and how many drafts its steps kept. This is how the policy was tuned: its goal is never
- * to lose to the best fixed length (docs/performance.md). --min-ratio R: exit 3 when the policy's
- * ratio to the best fixed length is under R (tests/tools/policy_replay.cmake keeps the recorded
- * traces in tests/data above their floors, so a change to the policy cannot lose speed unseen).
+ * or with --warm kept from run to run (a server, or a process after others). --sampled: verified
+ * by rejection sampling (a drawn token stays). Prints the tokens per ms (x 1000) of each fixed
+ * length and of the policy, its ratio to the best fixed length, and how many drafts its steps
+ * kept. This is how the policy was tuned: its goal is never to lose to the best fixed length
+ * (docs/performance.md). --min-ratio R: exit 3 when the policy's ratio to the best fixed length is
+ * under R (tests/CMakeLists.txt keeps the recorded traces in tests/data above their floors, so a
+ * change to the policy cannot lose speed unseen).
  * --resize MS: a pass whose size differs from the pass before costs MS more (llama.cpp builds its
  * graph anew: on a GPU a third of a pass; costs.h); a fixed length's passes keep one size.
  * --hold: held lengths, as an engine whose target is offloaded runs them (length_policy.h).
@@ -229,7 +230,8 @@ static void file_save(calibration_file *f, const engine_state *e) {
         specd_acceptance_format(&e->acceptance, (specd_accept_mode)m, f->acceptance[m], sizeof f->acceptance[m]);
     for (int32_t k = 0; hold && k <= SPECD_HELD_MAX; k++)
         if (e->policy.held.steps[k] > 0.0 && e->policy.held.ms[k] > 0.0)
-            f->held[k][0] = e->policy.held.tokens[k], f->held[k][1] = e->policy.held.ms[k], f->held[k][2] = e->policy.held.steps[k];
+            f->held[k][0] = e->policy.held.tokens[k], f->held[k][1] = e->policy.held.ms[k],
+            f->held[k][2] = e->policy.held.steps[k];
 }
 
 /* A new engine started from the file, as calibrate.c's apply_costs does (acceptance at its
