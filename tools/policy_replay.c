@@ -2,7 +2,7 @@
  *
  *   policy_replay --trace FILE --costs "T1 T2 ... T16" --draft "FIRST NEXT" [--sampled]
  *                 [--runs N] [--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS]
- *                 [--hold] [--remote]
+ *                 [--hold] [--remote] [--cached]
  *
  * FILE: steps recorded drafting a fixed 15 tokens (specd run --draft-fixed --draft-max 15
  * --trace-steps FILE): per line the history length, drafted, accepted, three times, then the 15
@@ -14,20 +14,27 @@
  *
  * Each run is one generation of 128 tokens over the trace's steps in order, each run starting at
  * another step; --runs (default 60) of them. The policy runs as the session runs it (generate.c:
- * plain steps to learn T(1), the plan, the length policy's fixed spells, the trusted depth), on an
- * engine state that is fresh for every run, or with --warm kept from run to run (a server, or a
- * process after others). --sampled: verified by rejection sampling (a drawn token stays). Prints
- * the tokens per ms (x 1000) of each fixed length and of the policy, its ratio to the best fixed
- * length, and how many drafts its steps kept. This is how the policy was tuned: its goal is never
- * to lose to the best fixed length (docs/performance.md). --min-ratio R: exit 3 when the policy's
- * ratio to the best fixed length is under R (tests/tools/policy_replay.cmake keeps the recorded
- * traces in tests/data above their floors, so a change to the policy cannot lose speed unseen).
+ * plain steps to learn T(1), the plan, the length policy's fixed spells, the trusted depth, a draft
+ * forced after steps without one: exploration.h), on an engine state that is fresh for every run,
+ * or with --warm kept from run to run (a server, or a process after others). --sampled: verified
+ * by rejection sampling (a drawn token stays). Prints the tokens per ms (x 1000) of each fixed
+ * length and of the policy, its ratio to the best fixed length, and how many drafts its steps
+ * kept. This is how the policy was tuned: its goal is never to lose to the best fixed length
+ * (docs/performance.md). --min-ratio R: exit 3 when the policy's ratio to the best fixed length is
+ * under R (tests/CMakeLists.txt keeps the recorded traces in tests/data above their floors, so a
+ * change to the policy cannot lose speed unseen).
  * --resize MS: a pass whose size differs from the pass before costs MS more (llama.cpp builds its
  * graph anew: on a GPU a third of a pass; costs.h); a fixed length's passes keep one size.
  * --hold: held lengths, as an engine whose target is offloaded runs them (length_policy.h).
  * --remote: the planner until held lengths pay, as an engine whose target is on rpc-servers alone
- * runs it (length_policy.h). */
+ * runs it (length_policy.h).
+ * --cached: each run's fresh engine starts from the calibration cache (calibrate.h) an earlier
+ * process wrote: before each run, one process started from the file makes a generation half the
+ * trace away (other text) and writes it; the run's engine reads it as the engine does (its sizes and
+ * draft costs as priors, re-measured; acceptance at half weight; held lengths' timings, the best
+ * driving first). Not with --warm. */
 #include "draft/draft_length.h"
+#include "draft/exploration.h"
 #include "draft/length_policy.h"
 
 #include <math.h>
@@ -47,7 +54,7 @@ typedef struct step {
 static step steps[MAX_STEPS];
 static int n_steps;
 static double T[17], d_first, d_next, noise = 0.05, resize_ms;
-static bool warm, verbose, hold, remote;
+static bool warm, verbose, hold, remote, cached;
 static uint64_t rng_state = 42;
 
 static double uniform(void) {
@@ -104,6 +111,7 @@ typedef struct engine_state {
     specd_acceptance acceptance;
     specd_length_policy policy;
     int32_t steps_since_plain;
+    specd_exploration exploration; /* when a draft is forced (learned.h: the engine's) */
     int32_t last_pass; /* the size of the pass before (--resize) */
 } engine_state;
 
@@ -115,17 +123,27 @@ static bool plain_due(const engine_state *e) {
     return passes < 1 || e->steps_since_plain >= 32;
 }
 
+/* As generate.c's draft_costs_unmeasured: a calibration file's draft costs, not measured yet in
+ * this process, are re-measured by a step of REMEASURE_DRAFTS drafts (--cached). */
+#define REMEASURE_DRAFTS 2
+static bool draft_costs_unmeasured(const specd_costs *c) {
+    return c->draft_decodes == 0 && (c->draft_ms > 0.0 || c->first_draft_ms > 0.0);
+}
+
 /* One step; returns tokens, adds ms. */
 static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mode, double *ms, int32_t *drafted_out) {
     specd_fill fill = {0.0, 0.0};
     int32_t fixed = specd_length_policy_fixed(&e->policy);
-    bool plain = plain_due(e) || fixed == 0;
+    bool remeasure = draft_costs_unmeasured(&e->costs);
+    bool plain = plain_due(e) || (fixed == 0 && !remeasure);
+    /* generate.c's plan_draft: a forced draft after steps without one (exploration.h) */
+    bool explore = remeasure || (fixed < 0 && specd_exploration_due(&e->exploration));
     int32_t m = 0, decodes = 0;
-    bool planned = !plain && fixed < 0;
+    bool planned = !plain && fixed < 0 && !explore;
     if (plain) {
         e->steps_since_plain = 0;
-    } else if (fixed > 0) {
-        m = fixed;
+    } else if (fixed >= 0) {
+        m = fixed > 0 ? fixed : REMEASURE_DRAFTS;
         decodes = m;
     } else {
         specd_draft_plan plan;
@@ -133,19 +151,23 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
                                       .rate = specd_length_policy_rate(&e->policy, &e->costs, &e->acceptance, mode, &fill),
                                       .fill = fill, .max_len = CHAIN, .other_tokens = 0, .copies = 1};
         int32_t trusted = specd_acceptance_trusted_depth(&e->acceptance, mode, 1.0); /* generate.c's TRUST_VERDICTS */
-        if (pp.max_len > trusted) pp.max_len = trusted;
+        if (pp.max_len > trusted && !remeasure) pp.max_len = trusted;
+        int32_t forced = remeasure ? REMEASURE_DRAFTS : explore ? 1 : 0; /* generate.c's min_len */
         specd_draft_plan_begin(&plan, &pp);
         for (int32_t depth = 0; depth < pp.max_len; depth++) {
-            if (!specd_draft_plan_worth_continuing(&plan, depth)) break;
+            if (depth >= forced && !specd_draft_plan_worth_continuing(&plan, depth)) break;
             specd_draft_plan_add_draft_decode(&plan);
             decodes++;
             float c = s->conf[depth];
             specd_acceptance_record_drawn(&e->acceptance, mode, c);
-            bool keep = specd_draft_plan_worth_adding(&plan, depth, c);
+            bool keep = depth < forced || specd_draft_plan_worth_adding(&plan, depth, c);
             if (keep || mode == SPECD_ACCEPT_SAMPLED) specd_draft_plan_add(&plan, depth, c), m++;
             if (!keep) break;
         }
+    }
+    if (!plain) { /* generate.c's finish_draft */
         e->steps_since_plain = m > 0 ? e->steps_since_plain + 1 : 0;
+        specd_exploration_note(&e->exploration, explore, m > 0);
     }
     /* time: draft decodes, then the target pass */
     double draft = 0.0;
@@ -178,31 +200,94 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
     return r + 1;
 }
 
-static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
-    static engine_state e;
-    static bool started;
-    if (!started || !warm) { /* --warm: one engine for all runs, as a server */
-        memset(&e, 0, sizeof e);
-        specd_costs_init(&e.costs);
-        specd_acceptance_init(&e.acceptance);
-        specd_length_policy_init(&e.policy);
-        specd_length_policy_limit(&e.policy, CHAIN); /* the trace drafted 15: the draft_max of these runs */
-        specd_length_policy_hold(&e.policy, hold);
-        e.policy.hold_once_resizes_matter = remote && !hold;
-        started = true;
-    }
+/* A new engine, as learned.c makes one. */
+static void engine_new(engine_state *e) {
+    memset(e, 0, sizeof *e);
+    specd_costs_init(&e->costs);
+    specd_acceptance_init(&e->acceptance);
+    specd_length_policy_init(&e->policy);
+    specd_length_policy_limit(&e->policy, CHAIN); /* the trace drafted 15: the draft_max of these runs */
+    specd_length_policy_hold(&e->policy, hold);
+    e->policy.hold_once_resizes_matter = remote && !hold;
+}
+
+/* What a calibration file keeps (calibrate.h) after an engine's generations: its known sizes, its
+ * draft costs, its acceptance counts as text, its held lengths' timings. */
+typedef struct calibration_file {
+    bool written;
+    double target_ms[SPECD_COSTS_MAX_BATCH + 1];
+    double draft_ms, first_draft_ms;
+    char acceptance[SPECD_ACCEPT_MODES][2048];
+    double held[SPECD_HELD_MAX + 1][3];
+} calibration_file;
+
+static void file_save(calibration_file *f, const engine_state *e) {
+    memset(f, 0, sizeof *f);
+    f->written = true;
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++) f->target_ms[n] = e->costs.base_ms[n];
+    f->draft_ms = e->costs.draft_ms, f->first_draft_ms = e->costs.first_draft_ms;
+    for (int m = 0; m < SPECD_ACCEPT_MODES; m++)
+        specd_acceptance_format(&e->acceptance, (specd_accept_mode)m, f->acceptance[m], sizeof f->acceptance[m]);
+    for (int32_t k = 0; hold && k <= SPECD_HELD_MAX; k++)
+        if (e->policy.held.steps[k] > 0.0 && e->policy.held.ms[k] > 0.0)
+            f->held[k][0] = e->policy.held.tokens[k], f->held[k][1] = e->policy.held.ms[k],
+            f->held[k][2] = e->policy.held.steps[k];
+}
+
+/* A new engine started from the file, as calibrate.c's apply_costs does (acceptance at its
+ * FILE_ACCEPTANCE_WEIGHT, a half). */
+static void file_load(engine_state *e, const calibration_file *f) {
+    if (!f->written) return;
+    for (int32_t n = 1; n <= SPECD_COSTS_MAX_BATCH; n++)
+        if (f->target_ms[n] > 0.0) specd_costs_record_calibration(&e->costs, n, f->target_ms[n]);
+    specd_costs_bound(&e->costs);
+    if (f->draft_ms > 0.0 || f->first_draft_ms > 0.0)
+        specd_costs_record_calibration_draft(&e->costs, f->first_draft_ms, f->draft_ms);
+    for (int m = 0; m < SPECD_ACCEPT_MODES; m++)
+        specd_acceptance_parse(&e->acceptance, (specd_accept_mode)m, f->acceptance[m], 0.5);
+    bool restored = false;
+    for (int32_t k = 0; hold && k <= SPECD_HELD_MAX; k++)
+        if (f->held[k][2] > 0.0)
+            restored |= specd_held_lengths_restore(&e->policy.held, k, f->held[k][0], f->held[k][1], f->held[k][2]);
+    if (restored) specd_held_lengths_start_at_best(&e->policy.held, e->policy.max_fixed);
+}
+
+/* One generation of TOKENS from step `first`: tokens per ms. */
+static double generate(engine_state *e, int first, specd_accept_mode mode, int32_t *hist) {
     double tokens = 0.0, ms = 0.0;
     for (int i = first; tokens < TOKENS; i = (i + 1) % n_steps) {
         int32_t m = 0;
-        tokens += policy_step(&e, &steps[i], mode, &ms, &m);
-        hist[m]++;
+        tokens += policy_step(e, &steps[i], mode, &ms, &m);
+        if (hist) hist[m]++;
     }
     return tokens / ms;
 }
 
+/* --cached: before each run an earlier process, itself started from the file, makes one generation
+ * half the trace away (other text) and writes the file the run's engine starts from. */
+static void earlier_process(calibration_file *f, int first, specd_accept_mode mode) {
+    static engine_state p;
+    engine_new(&p);
+    file_load(&p, f);
+    generate(&p, (first + n_steps / 2) % n_steps, mode, NULL);
+    file_save(f, &p);
+}
+
+static double run_policy(int first, specd_accept_mode mode, int32_t *hist) {
+    static engine_state e;
+    static calibration_file file;
+    static bool started;
+    if (!started || !warm) { /* --warm: one engine for all runs, as a server */
+        engine_new(&e);
+        if (cached) earlier_process(&file, first, mode), file_load(&e, &file);
+        started = true;
+    }
+    return generate(&e, first, mode, hist);
+}
+
 static void usage(const char *self) {
     fprintf(stderr, "usage: %s --trace FILE --costs \"T1 .. T16\" --draft \"FIRST NEXT\" [--sampled] [--runs N] "
-                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS] [--hold] [--remote]\n", self);
+                    "[--noise S] [--seed X] [--warm] [--verbose] [--min-ratio R] [--resize MS] [--hold] [--remote] [--cached]\n", self);
 }
 
 /* n numbers from a space-separated string; false when it holds fewer or anything else. */
@@ -229,6 +314,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--verbose")) verbose = true;
         else if (!strcmp(f, "--hold")) hold = true;
         else if (!strcmp(f, "--remote")) remote = true;
+        else if (!strcmp(f, "--cached")) cached = true;
         else if (v && !strcmp(f, "--trace")) trace = v, i++;
         else if (v && !strcmp(f, "--costs")) costs = parse_numbers(v, T + 1, 16), i++;
         else if (v && !strcmp(f, "--draft")) {
@@ -238,13 +324,13 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(f, "--noise")) noise = atof(v), i++;
         else if (v && !strcmp(f, "--min-ratio")) min_ratio = atof(v), i++;
         else if (v && !strcmp(f, "--resize")) resize_ms = atof(v), i++;
-        else if (v && !strcmp(f, "--seed")) rng_state = strtoull(v, NULL, 10) | 1, i++;
+        else if (v && !strcmp(f, "--seed")) rng_state = (strtoull(v, NULL, 10) << 1) | 1, i++; /* odd, and one per seed */
         else {
             usage(argv[0]);
             return 2;
         }
     }
-    if (!trace || !costs || !drafts || runs < 1 || noise < 0.0 || resize_ms < 0.0) {
+    if (!trace || !costs || !drafts || runs < 1 || noise < 0.0 || resize_ms < 0.0 || (cached && warm)) {
         usage(argv[0]);
         return 2;
     }

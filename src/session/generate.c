@@ -389,6 +389,7 @@ static void begin_plan(generation *g, int32_t max_len, int32_t other_tokens, int
 /* A calibration file's draft costs, not measured yet in this process: the step drafts two tokens
  * to measure them (the catch-up and a next decode). A busy machine's file priced a draft token at
  * 78 ms where it costs 4, and the plan never drafted to find out. */
+#define REMEASURE_DRAFTS 2
 static bool draft_costs_unmeasured(const generation *g) {
     const specd_costs *c = &g->learned->costs;
     return g->params->speculative.adaptive && specd_drafter_plans_length(&g->drafter) && c->draft_decodes == 0 &&
@@ -422,6 +423,9 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
     if (fixed > 0 && fixed < budget) budget = fixed;
     bool remeasure = draft_costs_unmeasured(g);
     if (fixed == 0 && !remeasure) return false;
+    /* A held length of none (a calibration file's best) re-measures with the two drafts it needs:
+     * without a plan the chain would run to the whole budget. */
+    if (fixed == 0 && budget > REMEASURE_DRAFTS) budget = REMEASURE_DRAFTS;
     *explore = remeasure || (fixed < 0 && specd_exploration_due(g->exploration));
     bool planning = sp->adaptive && fixed < 0;
     g->planned = planning && !*explore;
@@ -434,7 +438,7 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
         .history = g->history,
         .n_history = g->n_history,
         .max_len = budget,
-        .min_len = min_draft_len(fixed > 0 ? budget : remeasure ? 2 : *explore ? 1 : 0, sp->draft_min),
+        .min_len = min_draft_len(fixed > 0 ? budget : remeasure ? REMEASURE_DRAFTS : *explore ? 1 : 0, sp->draft_min),
         .p_min = fixed > 0 ? 0.0f : sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,

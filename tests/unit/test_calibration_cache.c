@@ -300,6 +300,43 @@ static void test_held_lengths_timings_are_written_and_read_back(void **state) {
     assert_ignored_then_replaced("held-bad.txt", bad, "bad held line");
 }
 
+/* A file whose best held length is none: the first step re-measures the file's draft costs with
+ * the two drafts that takes (generate.c), not with a chain to the whole budget (it had no plan to
+ * stop it: draft_max drafts). */
+static void test_a_held_none_remeasures_with_two_drafts(void **state) {
+    (void)state;
+    char path[512];
+    tmp_file(path, sizeof path, "held-none.txt");
+    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
+    p.n_threads = 1;
+    p.calibration_cache = path;
+    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    specd_engine *e = open_engine_with(&p);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
+    specd_result_clear(&r);
+    specd_engine_free(e);
+    const char *text = read_text(path);
+    assert_non_null(text);
+    static char edited[65536];
+    snprintf(edited, sizeof edited, "%s", text);
+    assert_non_null(strstr(edited, "\ndraft_ms "));
+    char *held_lines = strstr(edited, "\nheld ");
+    assert_non_null(held_lines);
+    sprintf(held_lines, "\nheld 0 10 2 10\nheld 3 20 10 10\ncheck 0\n");
+    reseal(edited);
+    write_text(path, edited);
+
+    e = open_engine_with(&p);
+    assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LOADED);
+    assert_int_equal(specd_length_policy_fixed(&e->learned->policy), 0);
+    r = generate_text(e, "the little girl saw a big red ball", &g);
+    assert_int_equal(r.stats.draft_len_hist[2], 1);
+    for (int32_t k = 3; k <= g.speculative.draft_max; k++) assert_int_equal(r.stats.draft_len_hist[k], 0);
+    specd_result_clear(&r);
+    specd_engine_free(e);
+}
+
 static void test_a_file_for_other_settings_is_stale(void **state) {
     (void)state;
     char path[512];
@@ -578,6 +615,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_a_corrupt_file_is_ignored),
         cmocka_unit_test(test_a_version_3_file_is_read),
         cmocka_unit_test(test_held_lengths_timings_are_written_and_read_back),
+        cmocka_unit_test(test_a_held_none_remeasures_with_two_drafts),
         cmocka_unit_test(test_a_file_of_an_older_version_is_replaced),
         cmocka_unit_test(test_the_fill_is_priced_for_an_attention_model),
         cmocka_unit_test(test_a_file_for_other_settings_is_stale),
