@@ -177,10 +177,14 @@ static int32_t policy_step(engine_state *e, const step *s, specd_accept_mode mod
         if (i == 0) specd_costs_record_first_draft(&e->costs, t);
         else specd_costs_record_draft(&e->costs, 1, t);
     }
-    double pass = noisy(T[m + 1]) * (uniform() < 0.05 ? 1.3 : 1.0); /* now and then the machine is busy */
-    if (e->last_pass != 0 && e->last_pass != m + 1) pass += resize_ms;
-    e->last_pass = m + 1;
-    specd_costs_record_verify(&e->costs, m + 1, pass);
+    /* While the planner drives (no fixed spell, no held lengths), a pass smaller than the one before
+     * is padded to its size where that costs less than a resize (generate.c: pad_to_last_size). */
+    int32_t padding = fixed < 0 && !e->policy.hold ? specd_costs_padding(&e->costs, m + 1, NULL, CHAIN + 1) : 0;
+    int32_t size = m + 1 + padding;
+    double pass = noisy(T[size]) * (uniform() < 0.05 ? 1.3 : 1.0); /* now and then the machine is busy */
+    if (e->last_pass != 0 && e->last_pass != size) pass += resize_ms;
+    e->last_pass = size;
+    specd_costs_record_verify(&e->costs, size, pass);
     *ms += draft + pass;
     int32_t r = s->accepted < m ? s->accepted : m;
     for (int32_t j = 0; j < m && j <= r; j++)

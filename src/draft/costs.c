@@ -261,11 +261,20 @@ double specd_costs_resize(const specd_costs *c) {
     return extra > 0.0 ? extra : 0.0;
 }
 
+/* A resize a tenth of a one-token pass or more (a GPU's: a third). A CPU's passes of the benchmark
+ * pair learnt one of 2% (0.5 ms of 27), less than a spell gains by following the text, and noise
+ * can leave a small one on any machine. */
+#define RESIZE_MATTERS 0.10
+
+bool specd_costs_resizes_matter(const specd_costs *c) {
+    return specd_costs_resize(c) > RESIZE_MATTERS * specd_costs_pass(c, 1, NULL);
+}
+
 int32_t specd_costs_padding(const specd_costs *c, int32_t n, const specd_fill *fill, int32_t max_tokens) {
     int32_t last = c->last_pass_n;
-    if (n < 1 || last <= n || last > max_tokens || last > SPECD_COSTS_MAX_BATCH) return 0;
+    if (n < 1 || last <= n || last > max_tokens || last > SPECD_COSTS_MAX_BATCH || !specd_costs_resizes_matter(c))
+        return 0;
     double resize = specd_costs_resize(c);
-    if (!(resize > 0.0)) return 0;
     return specd_costs_pass(c, last, fill) - specd_costs_pass(c, n, fill) < resize ? last - n : 0;
 }
 

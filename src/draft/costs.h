@@ -116,10 +116,12 @@ double specd_costs_own_work(int32_t n_tokens, const specd_fill *fill);
  * last_pass_n), ms: 0 until enough passes of both kinds were timed, and never below 0. */
 double specd_costs_resize(const specd_costs *c);
 
+/* Whether a resize costs a tenth of a one-token pass or more (a GPU's; never a CPU's). */
+bool specd_costs_resizes_matter(const specd_costs *c);
 /* Tokens to pad a pass of n tokens with (engine.h: specd_tree_pass.n_padding) so that it keeps
  * the size of the pass before (last_pass_n), when that costs less than a change of size:
  * T(last) - T(n) at `fill` under specd_costs_resize. 0 where the pass before was not larger, it
- * would pass max_tokens, or no resize cost is known: on a CPU, where llama.cpp rebuilds a graph in
+ * would pass max_tokens, or resizes do not matter (specd_costs_resizes_matter): on a CPU, where llama.cpp rebuilds a graph in
  * a fraction of a ms, a padded token costs more than that, and nothing is padded; on a GPU, where
  * a rebuild (and the warm-up passes without a CUDA graph) costs a third of a pass, the step keeps
  * its width. */

@@ -132,13 +132,7 @@ static double resize_share(const specd_length_policy *p, const specd_costs *c, c
     return specd_costs_resize(c);
 }
 
-/* A resize a tenth of a one-token pass or more (a GPU's: a third). A CPU's passes of the benchmark
- * pair learnt one of 2% (0.5 ms of 27), less than a spell gains by following the text. */
-#define RESIZE_MATTERS 0.10
-
-static bool resizes_matter(const specd_costs *c) {
-    return specd_costs_resize(c) > RESIZE_MATTERS * specd_costs_pass(c, 1, NULL);
-}
+static bool resizes_matter(const specd_costs *c) { return specd_costs_resizes_matter(c); }
 
 /* The fixed length that drives the rest of a spell: the one that would have done best lately;
  * where changing the pass size costs (resizes_matter), the one the spell began with. Past the

@@ -542,11 +542,15 @@ static double own_work_of(const specd_tree_pass *passes, int32_t n) {
 }
 
 /* The target's passes keep their size where a change of size costs more than padding it
- * (costs.h: specd_costs_padding; a GPU); the padding goes after the last chain of the pass, as
- * trees and prompt chunks take none. Returns the tokens added. */
+ * (costs.h: specd_costs_padding; a GPU) while the planner chooses the lengths, step by step: held
+ * lengths and the length policy's fixed spells keep one size already, and a held length's trial
+ * must cost what that length costs held (held_lengths.h), not a padded pass. The padding goes after
+ * the last chain of the pass, as trees and prompt chunks take none. Returns the tokens added. */
 static int32_t pad_to_last_size(generation *g, specd_tree_pass *passes, int32_t n, int32_t total) {
     specd_tree_pass *last = &passes[n - 1];
-    if (last->n_branches != 1 || last->prompt_chunk) return 0;
+    const specd_length_policy *policy = &g->learned->policy;
+    if (last->n_branches != 1 || last->prompt_chunk || policy->hold || specd_length_policy_fixed(policy) >= 0)
+        return 0;
     specd_fill fill = fill_of(g);
     last->n_padding = specd_costs_padding(&g->learned->costs, total, &fill, specd_engine_batch_cap(g->e));
     return last->n_padding;
