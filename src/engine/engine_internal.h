@@ -65,6 +65,10 @@ struct specd_model_slot {
      * (H200: llama-speculative, whose draft passes are all one token, lost 37% without CUDA graphs;
      * specd's draft reused its graph in 125 of 230 passes). Set for a draft with layers on a GPU. */
     bool one_token_passes;
+    /* Passes of several slots padded to one shape (kv.c: pads_joint_passes), for the same reason.
+     * Set for a draft with layers on a GPU: on the CPU, where a rebuild costs next to nothing, 4
+     * clients on the Q8_0 benchmark pair served 0.85x as fast with it (F32 1.0x). */
+    bool pads_joint_passes;
     /* Target views with a drafting head: the target's hidden states the head reads, by position
      * (features.h; the head owns them). NULL otherwise. */
     struct specd_features *features;
