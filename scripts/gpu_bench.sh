@@ -4,7 +4,7 @@
 # in 9 minutes on a 16-core machine; writes docs/benchmarks-gpu.md.
 #
 #   scripts/gpu_bench.sh [--minutes N] [--models DIR] [--prompts FILE] [--out DIR] [--report FILE]
-#                        [--no-tests] [--threads N] [--heads] [--big] [--serve]
+#                        [--no-tests] [--threads N] [--heads] [--big] [--big-easy] [--serve]
 #   scripts/gpu_bench.sh --report-from DIR [--report FILE]
 #
 # Steps (each one's wall time goes into the report):
@@ -32,10 +32,14 @@
 #      (0.4 with the two pairs above, which are small for an H200: with them no speculation won,
 #      docs/benchmarks-gpu.md). Steps 4 and 4b run on target-big.gguf alone: its loads take
 #      seconds each, and 9 minutes hold the build, 4b and one pair's bench.
+#   --big-easy: with --big, a fourth: target-big-easy.gguf, the same shape grown with the easy CPU
+#      pair's --eps 0.10 (the draft accepted 32% at draft 6 on target-big.gguf, where the Q8 pair
+#      accepts 72% at draft 3: little room for speculation), benched beside target-big.gguf (step
+#      4's time split between them; give --minutes 13).
 #   --serve: after step 4, specd bench --serve on the pair it benched (the big one with --big, else
-#      target.gguf): specd serve against llama-server with and without the draft, 1 and 4 clients
+#      target.gguf): specd serve against llama-server with and without the draft, 1, 4 and 8 clients
 #      at temperature 0, 2 requests each, -np 4, -ngl 99 -ngld 99 for every server; step 4 leaves it
-#      60 s (it took 23 s on an H200 with the big pair: 6 server starts).
+#      90 s (1 and 4 clients took 23 s on an H200 with the big pair: 6 server starts).
 # --report-from DIR writes the report from an earlier run's DIR (its logs and bench/benchmarks.md)
 # and needs no GPU: that is how the report's shape is tested on CPU-only machines.
 # Exit codes: 0 done (a failed test is in the report, not the exit code), 2 bad arguments, no GPU,
@@ -54,6 +58,7 @@ report_from=""
 run_tests=1
 heads=0
 big=0
+big_easy=0
 serve=0
 threads=""
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -84,6 +89,7 @@ while [ $# -gt 0 ]; do
     --no-tests) run_tests=0 ;;
     --heads) heads=1 ;;
     --big) big=1 ;;
+    --big-easy) big=1; big_easy=1 ;;
     --serve) serve=1 ;;
     -h|--help) usage; exit 0 ;;
     *) die 2 "unknown argument '$1' (see --help)" ;;
@@ -99,7 +105,7 @@ heads_reserve=0
 # what step 4 leaves to step 4c: 150 s, as first guessed, left a fresh machine (its CUDA build 316 s)
 # too little for one prompt of the big pair's bench, whose timeout then lost the whole report
 serve_reserve=0
-[ "$serve" = 1 ] && serve_reserve=60
+[ "$serve" = 1 ] && serve_reserve=90
 heads_reserve=$((heads_reserve + serve_reserve)) # what step 4 leaves to the steps after it
 elapsed() { echo $((SECONDS - start)); }
 left() { echo $((budget - (SECONDS - start))); }
@@ -205,6 +211,7 @@ step_done() { # name seconds outcome
 # 3. the pairs, in the background while the build runs: grow_model.py needs python3 with numpy.
 pair_files=(target.gguf target-f32.gguf draft.gguf)
 [ "$big" = 1 ] && pair_files=(target-big.gguf draft.gguf)
+[ "$big_easy" = 1 ] && pair_files+=(target-big-easy.gguf)
 grow_pairs() {
   local py=${SPECD_PYTHON:-python3} gguf_py=$root/deps/llama/src/gguf-py
   [ -d "${LLAMA_CPP_DIR:-}/gguf-py" ] && gguf_py=$LLAMA_CPP_DIR/gguf-py
@@ -216,7 +223,8 @@ grow_pairs() {
     [target.gguf]="--dim 1536 --layers 12 --ffn 6144 --heads 16 --eps 0.15 --seed 2 --q8 --name bench-target"
     [target-f32.gguf]="--dim 1536 --layers 12 --ffn 6144 --heads 16 --eps 0.15 --seed 2 --f32 --name bench-target-f32"
     [draft.gguf]="--dim 768 --layers 6 --ffn 3072 --heads 8 --eps 0 --seed 3 --q8 --name bench-draft"
-    [target-big.gguf]="--dim 4096 --layers 32 --ffn 11008 --heads 32 --eps 0.12 --seed 4 --name bench-target-big")
+    [target-big.gguf]="--dim 4096 --layers 32 --ffn 11008 --heads 32 --eps 0.12 --seed 4 --name bench-target-big"
+    [target-big-easy.gguf]="--dim 4096 --layers 32 --ffn 11008 --heads 32 --eps 0.10 --seed 4 --name bench-target-big-easy")
   local f pids=() rc=0
   for f in "${pair_files[@]}"; do
     [ -s "$models/$f" ] && continue
@@ -367,6 +375,10 @@ per_prompt=70 # seconds a prompt costs, both pairs
 if [ "$big" = 1 ]; then
   pairs=(--pair "$models/target-big.gguf" "$models/draft.gguf")
   per_prompt=65 # 2026-11-27 on an H200: 2 prompts in 124 s, 3 in 193 (loads of 8.8 GB from the page cache)
+  if [ "$big_easy" = 1 ]; then
+    pairs+=(--pair "$models/target-big-easy.gguf" "$models/draft.gguf")
+    per_prompt=130
+  fi
 fi
 n_prompts=$(prompts_that_fit "$bench_left" "$per_prompt")
 timeout "$(bench_timeout "$bench_left")" "$root/build-cuda/bin/specd" bench "${pairs[@]}" \
@@ -387,7 +399,7 @@ if [ "$serve" = 1 ]; then
     step_done "serving (specd bench --serve)" 0 "not run: $(left) s left"
   else
     timeout $(( $(left) - (heads_reserve - serve_reserve) - 5 )) "$root/build-cuda/bin/specd" bench --serve \
-      --pair "$serve_target" "$models/draft.gguf" --prompts "$prompts" --clients 1,4 --temps 0 --requests 2 \
+      --pair "$serve_target" "$models/draft.gguf" --prompts "$prompts" --clients 1,4,8 --temps 0 --requests 2 \
       -np 4 -t "$threads" -ngl 99 -ngld 99 --llama-bin "$root/deps/llama-cuda/build-lib/bin" \
       --out "$out/serve" >"$out/serve.log" 2>&1
     src=$?
