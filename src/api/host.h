@@ -6,7 +6,7 @@
  *
  * Threads: every function is safe from any thread, except rpc_host_free (once, with no call in
  * flight). A completion is claimed (rpc_host_claim) from before its request is read until it has
- * been handed to the server (rpc_host_unclaim); a swap waits until none is claimed and the serving
+ * been handed to the server (rpc_host_submit ends it); a swap waits until none is claimed and the serving
  * server is idle, and new claims are refused as busy (RPC_BUSY) meanwhile. */
 #ifndef SPECD_RPC_HOST_H
 #define SPECD_RPC_HOST_H
@@ -55,7 +55,7 @@ void rpc_host_set_load_hook(rpc_host *h, rpc_host_load_hook hook, void *user_dat
 /* ---- completions (host.c) -------------------------------------------------------------------- */
 
 /* A new completion job, its id assigned and recorded (the latest, found by rpc_host_find_job),
- * claimed: the serving model stays until rpc_host_unclaim. Its request is empty (serve_request_init):
+ * claimed: the serving model stays until rpc_host_submit. Its request is empty (serve_request_init):
  * the defaults are the reader's to apply (rpc_host_request_defaults). NULL with *err set when no model
  * serves (loading, none, stopping). */
 serve_job *rpc_host_claim(rpc_host *h, rpc_error *err);

@@ -367,7 +367,7 @@ bool request_json_parse(json_t *params, request_dialect dialect, serve_request *
 /* ---- names ----------------------------------------------------------------------------------- */
 
 /* The library's names for the fields (specd_generation_params_validate) -> this API's names. */
-static const char *api_field_name(const char *field) {
+static const char *library_field_name(const char *field) {
     static const struct {
         const char *library, *api;
     } names[] = {
@@ -388,4 +388,4 @@ static const char *api_field_name(const char *field) {
     return strncmp(field, prefix, strlen(prefix)) == 0 ? field + strlen(prefix) : field;
 }
 
-const serve_names request_json_names = {.where = "completion params", .field = api_field_name};
+const serve_names request_json_names = {.where = "completion params", .field = library_field_name};
