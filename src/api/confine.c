@@ -26,12 +26,12 @@ static bool is_under(const char *real, const char *dir, bool self_ok) {
 }
 
 /* An existing path: its real path when it is of `kind` under dir. */
-static char *confine_existing(const char *joined, const char *dir, rpc_path_kind kind) {
+static char *confine_existing(const char *joined, const char *dir, api_path_kind kind) {
     char *real = realpath(joined, NULL);
     struct stat st;
     bool ok = real && stat(real, &st) == 0;
     bool regular = ok && S_ISREG(st.st_mode), folder = ok && S_ISDIR(st.st_mode);
-    ok = ok && (kind == RPC_PATH_FILE ? regular && is_under(real, dir, false)
+    ok = ok && (kind == API_PATH_FILE ? regular && is_under(real, dir, false)
                                       : (regular && is_under(real, dir, false)) || (folder && is_under(real, dir, true)));
     if (ok) return real;
     free(real);
@@ -64,13 +64,13 @@ static char *confine_new(const char *joined, const char *dir) {
     return result;
 }
 
-char *rpc_confine_path(const char *path, const char *dir, rpc_path_kind kind) {
+char *api_confine_path(const char *path, const char *dir, api_path_kind kind) {
     if (!path || !*path) return NULL;
     char *joined = in_dir(path, dir);
     if (!joined) return NULL;
     struct stat st;
     bool exists = lstat(joined, &st) == 0; /* a dangling symlink exists: realpath then refuses it */
-    char *real = exists || kind == RPC_PATH_FILE ? confine_existing(joined, dir, kind) : confine_new(joined, dir);
+    char *real = exists || kind == API_PATH_FILE ? confine_existing(joined, dir, kind) : confine_new(joined, dir);
     free(joined);
     return real;
 }

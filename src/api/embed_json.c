@@ -42,11 +42,11 @@ json_t *embed_error_json(const embed_error *err) {
     return json_pack("{s:o}", "error", e);
 }
 
-/* The serving engine, read-locked (release with rpc_host_release_engine), if it serves what is
+/* The serving engine, read-locked (release with api_host_release_engine), if it serves what is
  * asked: embeddings at all (llama-server's --embedding), or ranking (--rerank). */
-static bool serving_engine(rpc_host *h, bool rank, specd_engine **e, embed_error *err) {
-    rpc_error rerr;
-    if (!rpc_host_acquire_engine(h, e, &rerr)) return embed_fail(err, "unavailable_error", "%s", rerr.message), false;
+static bool serving_engine(api_host *h, bool rank, specd_engine **e, embed_error *err) {
+    api_error rerr;
+    if (!api_host_acquire_engine(h, e, &rerr)) return embed_fail(err, "unavailable_error", "%s", rerr.message), false;
     specd_pooling pooling = specd_engine_pooling(*e);
     const char *refusal = pooling == SPECD_POOLING_DEFAULT ? "This server does not support embeddings. Start it with "
                                                              "`--embeddings`"
@@ -54,7 +54,7 @@ static bool serving_engine(rpc_host *h, bool rank, specd_engine **e, embed_error
                                                                   "with `--reranking`"
                                                                 : NULL;
     if (!refusal) return true;
-    rpc_host_release_engine(h);
+    api_host_release_engine(h);
     embed_fail(err, "not_supported_error", "%s", refusal);
     return false;
 }
@@ -233,7 +233,7 @@ static json_t *run_inputs(specd_engine *e, const embed_inputs *in, int32_t norma
                           int64_t *n_tokens, embed_error *err) {
     json_t *data = json_array();
     for (size_t i = 0; data && i < in->count; i++) {
-        if (!rpc_thread_still_wanted()) {
+        if (!api_thread_still_wanted()) {
             json_decref(data);
             return embed_fail(err, "server_error", "the client went away");
         }
@@ -290,7 +290,7 @@ static json_t *model_json(json_t *body, const char *model_name) {
     return given ? json_incref(given) : json_string(model_name ? model_name : "");
 }
 
-json_t *embed_json_embeddings(rpc_host *h, json_t *body, embed_api api, const char *model_name, embed_error *err) {
+json_t *embed_json_embeddings(api_host *h, json_t *body, embed_api api, const char *model_name, embed_error *err) {
     specd_engine *e;
     if (!serving_engine(h, false, &e, err)) return NULL;
     specd_pooling pooling = specd_engine_pooling(e);
@@ -304,9 +304,9 @@ json_t *embed_json_embeddings(rpc_host *h, json_t *body, embed_api api, const ch
     else if (pooling == SPECD_POOLING_RANK)
         embed_fail(err, "invalid_request_error", "this server ranks (--rerank, --pooling rank): its output is a "
                    "relevance score, not an embedding; use /rerank");
-    else if (read_request(body, api, rpc_host_embd_normalize(h), &r, err) && read_inputs(e, r.input, r.field, &in, err))
+    else if (read_request(body, api, api_host_embd_normalize(h), &r, err) && read_inputs(e, r.input, r.field, &in, err))
         data = run_inputs(e, &in, r.normalize, r.openai, r.base64, &n_tokens, err);
-    rpc_host_release_engine(h);
+    api_host_release_engine(h);
     inputs_free(&in);
     if (!data || !r.openai) return data;
     answer = json_pack("{s:o, s:s, s:{s:I, s:I}, s:o}", "model", model_json(body, model_name), "object", "list",
@@ -316,7 +316,7 @@ json_t *embed_json_embeddings(rpc_host *h, json_t *body, embed_api api, const ch
 }
 
 /* For rerank_json.c: the same engine check. */
-bool embed_json_serving_engine(rpc_host *h, bool rank, specd_engine **e, embed_error *err) {
+bool embed_json_serving_engine(api_host *h, bool rank, specd_engine **e, embed_error *err) {
     return serving_engine(h, rank, e, err);
 }
 

@@ -3,8 +3,8 @@
  * context (specd_embed, specd_rerank), the answer in llama-server's shapes, and every refusal in
  * its error shape ({"error": {code, message, type}}). The engine is read-locked for the whole
  * request (a model swap waits for it; generation does not: the embedding context is its own). */
-#ifndef SPECD_RPC_EMBED_JSON_H
-#define SPECD_RPC_EMBED_JSON_H
+#ifndef SPECD_API_EMBED_JSON_H
+#define SPECD_API_EMBED_JSON_H
 
 #include "host.h"
 
@@ -25,14 +25,14 @@ typedef struct embed_error {
 
 /* /embedding, /embeddings (EMBED_LLAMA) or /v1/embeddings (EMBED_OPENAI): the answer (new) to
  * `body` (borrowed), "model" in it being `model_name` unless the body names one; NULL with *err. */
-json_t *embed_json_embeddings(rpc_host *h, json_t *body, embed_api api, const char *model_name, embed_error *err);
+json_t *embed_json_embeddings(api_host *h, json_t *body, embed_api api, const char *model_name, embed_error *err);
 /* /rerank, /v1/rerank: Jina's shape ({model, object, usage, results} by relevance_score), or TEI's
  * (an array of {index, score[, text]}) when the body gives "texts". */
-json_t *embed_json_rerank(rpc_host *h, json_t *body, const char *model_name, embed_error *err);
-/* For rerank_json.c (embed_json.c): the serving engine read-locked (rpc_host_release_engine) when
+json_t *embed_json_rerank(api_host *h, json_t *body, const char *model_name, embed_error *err);
+/* For rerank_json.c (embed_json.c): the serving engine read-locked (api_host_release_engine) when
  * it serves embeddings (rank: ranking), else false with llama-server's refusal; the answer's
  * "model" (new): the body's own, else model_name. */
-bool embed_json_serving_engine(rpc_host *h, bool rank, specd_engine **e, embed_error *err);
+bool embed_json_serving_engine(api_host *h, bool rank, specd_engine **e, embed_error *err);
 json_t *embed_json_model(json_t *body, const char *model_name);
 /* The engine's refusal (st, its message) of an input of n tokens in llama-server's types: an
  * input too long is exceed_context_size_error (400, with n and the most), a bad one

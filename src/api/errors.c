@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...) {
+bool api_fail(api_error *err, int code, const char *field, const char *fmt, ...) {
     err->code = code;
     snprintf(err->field, sizeof err->field, "%s", field ? field : "");
     va_list ap;
@@ -15,18 +15,18 @@ bool rpc_fail(rpc_error *err, int code, const char *field, const char *fmt, ...)
     return false;
 }
 
-json_t *rpc_error_object(const rpc_error *err) {
+json_t *api_error_object(const api_error *err) {
     json_t *e = json_pack("{s:i, s:s}", "code", err->code, "message", err->message);
     if (e && err->field[0]) json_object_set_new(e, "data", json_pack("{s:s}", "field", err->field));
     return e;
 }
 
-void rpc_error_from_fault(const serve_fault *fault, rpc_error *err) {
+void api_error_from_fault(const serve_fault *fault, api_error *err) {
     static const int codes[] = {
-        [SERVE_INVALID] = RPC_INVALID_PARAMS,
-        [SERVE_BUSY] = RPC_BUSY,
-        [SERVE_GENERATION] = RPC_GENERATION,
-        [SERVE_INTERNAL] = RPC_INTERNAL_ERROR,
+        [SERVE_INVALID] = API_INVALID_PARAMS,
+        [SERVE_BUSY] = API_BUSY,
+        [SERVE_GENERATION] = API_GENERATION,
+        [SERVE_INTERNAL] = API_INTERNAL_ERROR,
     };
-    rpc_fail(err, codes[fault->kind], fault->field, "%s", fault->message);
+    api_fail(err, codes[fault->kind], fault->field, "%s", fault->message);
 }

@@ -18,7 +18,7 @@ static void replace_string(char **slot, const char *value) {
     *slot = value ? strdup(value) : NULL;
 }
 
-void rpc_host_set_load_hook(rpc_host *h, rpc_host_load_hook hook, void *user_data) {
+void api_host_set_load_hook(api_host *h, api_host_load_hook hook, void *user_data) {
     pthread_mutex_lock(&h->lock);
     h->load_hook = hook;
     h->load_hook_data = user_data;
@@ -27,9 +27,9 @@ void rpc_host_set_load_hook(rpc_host *h, rpc_host_load_hook hook, void *user_dat
 
 /* llama.cpp calls this per tensor while it reads the models: false stops the load. */
 static bool keep_loading(float progress, void *user_data) {
-    rpc_host *h = user_data;
+    api_host *h = user_data;
     pthread_mutex_lock(&h->lock);
-    rpc_host_load_hook hook = h->load_hook;
+    api_host_load_hook hook = h->load_hook;
     void *hook_data = h->load_hook_data;
     pthread_mutex_unlock(&h->lock);
     if (hook) hook(progress, hook_data);
@@ -37,7 +37,7 @@ static bool keep_loading(float progress, void *user_data) {
 }
 
 /* The load is over without a new engine (lock held): the serving one, if any, stays. */
-static void end_load_failed_locked(rpc_host *h, const char *message) {
+static void end_load_failed_locked(api_host *h, const char *message) {
     h->loading = false;
     replace_string(&h->loading_model, NULL);
     replace_string(&h->last_init_error, message);
@@ -54,13 +54,13 @@ static json_t *placement_json(const specd_engine *engine, bool draft) {
 }
 
 /* The new serving server and what describes it (lock held). */
-static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_settings *s) {
+static void describe_locked(api_host *h, serve_server *server, const api_engine_settings *s) {
     specd_engine *engine = serve_server_engine(server);
     json_decref(h->placement);
     h->placement = json_pack("{s:o, s:o}", "target", placement_json(engine, false), "draft", placement_json(engine, true));
     replace_string(&h->placement_note, s->gpu_layers_given ? specd_gpu_offload_note() : NULL);
     json_decref(h->invariance);
-    h->invariance = rpc_invariance_json(engine);
+    h->invariance = api_invariance_json(engine);
     h->server = server;
     replace_string(&h->model, s->model);
     replace_string(&h->alias, s->alias);
@@ -78,7 +78,7 @@ static void describe_locked(rpc_host *h, serve_server *server, const rpc_engine_
 
 /* Waits until no completion is claimed, then new claims are refused as busy (draining; lock
  * held, released while waiting); false when shutdown aborted the load meanwhile. */
-static bool stop_claims_locked(rpc_host *h) {
+static bool stop_claims_locked(api_host *h) {
     while (h->n_claimed > 0 && !atomic_load(&h->abort_load)) pthread_cond_wait(&h->idle, &h->lock);
     h->draining = !atomic_load(&h->abort_load);
     return h->draining;
@@ -86,7 +86,7 @@ static bool stop_claims_locked(rpc_host *h) {
 
 /* Puts the loaded server in place of the serving one once that one is idle, and frees the old
  * one. False (server freed) when shutdown aborted the load meanwhile. */
-static bool swap_in(rpc_host *h, serve_server *server, const rpc_engine_settings *s) {
+static bool swap_in(api_host *h, serve_server *server, const api_engine_settings *s) {
     pthread_mutex_lock(&h->lock);
     bool go = stop_claims_locked(h);
     serve_server *old = h->server;
@@ -124,7 +124,7 @@ static const char *failed_field(specd_engine_input input) {
 }
 
 /* A server for the loaded engine, with the host's limits; NULL (engine freed) when it cannot start. */
-static serve_server *server_for(rpc_host *h, specd_engine *engine, const rpc_engine_settings *s, char *reason,
+static serve_server *server_for(api_host *h, specd_engine *engine, const api_engine_settings *s, char *reason,
                                 size_t size) {
     pthread_mutex_lock(&h->lock);
     serve_options o = {.model = s->alias ? s->alias : s->model, .n_queue = s->n_queue, .limits = h->limits};
@@ -139,7 +139,7 @@ static serve_server *server_for(rpc_host *h, specd_engine *engine, const rpc_eng
 
 /* Loads the models described by `s` beside the serving ones and swaps them in (begin_loading has
  * marked the load as running). */
-static bool load_engine(rpc_host *h, const rpc_engine_settings *s, rpc_error *err) {
+static bool load_engine(api_host *h, const api_engine_settings *s, api_error *err) {
     specd_engine_params params = s->params;
     params.progress_callback = keep_loading;
     params.progress_user_data = h;
@@ -159,7 +159,7 @@ static bool load_engine(rpc_host *h, const rpc_engine_settings *s, rpc_error *er
     else if (st != SPECD_OK)
         snprintf(reason, sizeof reason, "%s", message ? message : "loading failed");
     specd_free(message);
-    rpc_fail(err, RPC_MODEL_LOAD, failed_field(failed), "init: %s", reason);
+    api_fail(err, API_MODEL_LOAD, failed_field(failed), "init: %s", reason);
     pthread_mutex_lock(&h->lock);
     end_load_failed_locked(h, reason);
     pthread_mutex_unlock(&h->lock);
@@ -167,26 +167,26 @@ static bool load_engine(rpc_host *h, const rpc_engine_settings *s, rpc_error *er
 }
 
 typedef struct load_job {
-    rpc_host *host;
-    rpc_engine_settings settings;
+    api_host *host;
+    api_engine_settings settings;
 } load_job;
 
 static void *init_thread_main(void *arg) {
     load_job *job = arg;
-    rpc_error err;
+    api_error err;
     load_engine(job->host, &job->settings, &err);
-    rpc_engine_settings_free(&job->settings);
+    api_engine_settings_free(&job->settings);
     free(job);
     return NULL;
 }
 
 /* Marks a load of `model` as running; false (busy) while another load or a shutdown runs. */
-static bool begin_loading(rpc_host *h, const char *model, rpc_error *err) {
+static bool begin_loading(api_host *h, const char *model, api_error *err) {
     pthread_mutex_lock(&h->lock);
     bool ok = !h->loading && !h->shutting_down;
-    if (h->shutting_down) rpc_fail(err, RPC_BUSY, "", "busy: shutdown in progress; call init after it");
+    if (h->shutting_down) api_fail(err, API_BUSY, "", "busy: shutdown in progress; call init after it");
     else if (h->loading)
-        rpc_fail(err, RPC_BUSY, "", "busy: '%s' is already loading; poll status", h->loading_model ? h->loading_model : "");
+        api_fail(err, API_BUSY, "", "busy: '%s' is already loading; poll status", h->loading_model ? h->loading_model : "");
     bool join = ok && h->has_init_thread; /* the previous load's thread, finished or finishing */
     pthread_t previous = h->init_thread;
     if (ok) {
@@ -201,30 +201,30 @@ static bool begin_loading(rpc_host *h, const char *model, rpc_error *err) {
 }
 
 /* The load on a thread of its own, which takes the settings. */
-static bool start_init_thread(rpc_host *h, rpc_engine_settings *settings, rpc_error *err) {
+static bool start_init_thread(api_host *h, api_engine_settings *settings, api_error *err) {
     load_job *job = malloc(sizeof *job);
     if (job) *job = (load_job){h, *settings}; /* the thread owns the strings now */
     if (job) memset(settings, 0, sizeof *settings);
-    else rpc_engine_settings_free(settings);
+    else api_engine_settings_free(settings);
     pthread_mutex_lock(&h->lock);
     bool ok = job && pthread_create(&h->init_thread, NULL, init_thread_main, job) == 0;
     h->has_init_thread = ok;
     if (!ok) end_load_failed_locked(h, "init: could not start the loading thread");
     pthread_mutex_unlock(&h->lock);
     if (ok) return true;
-    if (job) rpc_engine_settings_free(&job->settings);
+    if (job) api_engine_settings_free(&job->settings);
     free(job);
-    return rpc_fail(err, RPC_INTERNAL_ERROR, "", "init: could not start the loading thread");
+    return api_fail(err, API_INTERNAL_ERROR, "", "init: could not start the loading thread");
 }
 
-bool rpc_host_load(rpc_host *h, rpc_engine_settings *s, rpc_error *err) {
+bool api_host_load(api_host *h, api_engine_settings *s, api_error *err) {
     if (!begin_loading(h, s->model, err)) {
-        rpc_engine_settings_free(s);
+        api_engine_settings_free(s);
         return false;
     }
     if (s->async) return start_init_thread(h, s, err);
     bool ok = load_engine(h, s, err);
-    rpc_engine_settings_free(s);
+    api_engine_settings_free(s);
     return ok;
 }
 
@@ -232,7 +232,7 @@ bool rpc_host_load(rpc_host *h, rpc_engine_settings *s, rpc_error *err) {
 
 /* Every completion the host knows ends for `why` (lock held): the recorded ones (claimed ones not
  * submitted yet among them: they end as the server takes them), then what the server holds. */
-static void end_all_locked(rpc_host *h, serve_end why) {
+static void end_all_locked(api_host *h, serve_end why) {
     for (int32_t i = 0; i < h->n_jobs; i++) serve_job_end(h->jobs[i], why); /* finished ones: nothing happens */
     if (h->server) serve_server_end_all(h->server, why);
 }
@@ -240,7 +240,7 @@ static void end_all_locked(rpc_host *h, serve_end why) {
 /* Stops what runs (lock held, released while waiting): aborts a load and waits for it to end,
  * ends every completion (stop_type "shutdown") and waits until none is claimed. The load's thread
  * goes to *init. */
-static void stop_everything_locked(rpc_host *h, pthread_t *init, bool *has_init) {
+static void stop_everything_locked(api_host *h, pthread_t *init, bool *has_init) {
     atomic_store(&h->abort_load, true);
     end_all_locked(h, SERVE_END_SHUTDOWN);
     pthread_cond_broadcast(&h->idle); /* a load waiting to swap in sees the abort */
@@ -254,7 +254,7 @@ static void stop_everything_locked(rpc_host *h, pthread_t *init, bool *has_init)
 /* Forgets the serving model and the latest init (lock held); returns its server, to free. The
  * finished jobs stay findable by id, as always: a stream's poller still gets the final update of
  * a completion the shutdown ended. */
-static serve_server *clear_locked(rpc_host *h) {
+static serve_server *clear_locked(api_host *h) {
     serve_server *server = h->server;
     h->server = NULL;
     replace_string(&h->model, NULL);
@@ -270,7 +270,7 @@ static serve_server *clear_locked(rpc_host *h) {
     return server;
 }
 
-void rpc_host_shutdown(rpc_host *h, bool *was_loaded) {
+void api_host_shutdown(api_host *h, bool *was_loaded) {
     pthread_mutex_lock(&h->lock);
     while (h->shutting_down) pthread_cond_wait(&h->changed, &h->lock); /* one at a time */
     h->shutting_down = true;
@@ -293,7 +293,7 @@ void rpc_host_shutdown(rpc_host *h, bool *was_loaded) {
     pthread_mutex_unlock(&h->lock);
 }
 
-void rpc_host_close(rpc_host *h) {
+void api_host_close(api_host *h) {
     pthread_mutex_lock(&h->lock);
     h->closed = true;
     end_all_locked(h, SERVE_END_SHUTDOWN);

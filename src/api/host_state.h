@@ -6,8 +6,8 @@
  * the engine, a swap and shutdown hold it for writing while they replace or free the server (a
  * load only for the swap: it loads the new engine without any lock). Order: `engine_lock` before
  * `lock`, never the other way. */
-#ifndef SPECD_RPC_HOST_STATE_H
-#define SPECD_RPC_HOST_STATE_H
+#ifndef SPECD_API_HOST_STATE_H
+#define SPECD_API_HOST_STATE_H
 
 #include "host.h"
 
@@ -16,13 +16,13 @@
 
 typedef enum load_state { STATE_NONE, STATE_LOADING, STATE_READY, STATE_FAILED } load_state;
 
-struct rpc_host {
+struct api_host {
     pthread_mutex_t lock;
     pthread_cond_t idle;          /* signalled when a claim ends */
     pthread_cond_t changed;       /* signalled when a load or a swap ends, and when shutdown ends */
     pthread_rwlock_t engine_lock; /* read: using the server; write: replacing or freeing it */
     serve_limits limits;          /* for the servers it makes */
-    specd_sampling_params sampling; /* what a request that sets none samples with (rpc_host_set_sampling) */
+    specd_sampling_params sampling; /* what a request that sets none samples with (api_host_set_sampling) */
     /* what a request that sets none drafts with, and whether a full context shifts: the serving
      * model's init settings (--spec-type, --spec-draft-n-max, ..., --context-shift) */
     specd_spec_params speculative;
@@ -45,10 +45,10 @@ struct rpc_host {
     char *last_init_error;        /* owned: why the latest init's load failed; NULL if it did not */
     atomic_bool abort_load;       /* read by the load's progress callback: stop now */
     bool shutting_down;
-    bool closed;                  /* rpc_host_close: stopping for good */
+    bool closed;                  /* api_host_close: stopping for good */
     pthread_t init_thread;
     bool has_init_thread;
-    rpc_host_load_hook load_hook; /* tests only */
+    api_host_load_hook load_hook; /* tests only */
     void *load_hook_data;
     /* completions */
     int32_t n_claimed;            /* claimed and not handed to the server yet */
@@ -60,8 +60,8 @@ struct rpc_host {
 
 /* What serves (lock held): a model (also during a reload and after a failed one), none yet while
  * the first loads, none after a failed load, or none at all. */
-load_state host_state_locked(const rpc_host *h);
+load_state host_state_locked(const api_host *h);
 /* Why there is no server to use (lock held); returns false. */
-bool host_fail_no_model_locked(const rpc_host *h, rpc_error *err);
+bool host_fail_no_model_locked(const api_host *h, api_error *err);
 
 #endif

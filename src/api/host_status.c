@@ -31,19 +31,19 @@ static json_t *slots_json(const serve_status *st) {
 }
 
 /* The serving server's slots and queue into `r` (the engine read lock keeps it). */
-static void add_server_status(rpc_host *h, json_t *r) {
+static void add_server_status(api_host *h, json_t *r) {
     serve_server *server = NULL;
-    rpc_error err;
-    if (!rpc_host_acquire_server(h, &server, &err)) return;
+    api_error err;
+    if (!api_host_acquire_server(h, &server, &err)) return;
     serve_status st = serve_server_status(server);
-    rpc_host_release_engine(h);
+    api_host_release_engine(h);
     if (st.n_running + st.n_queued > 0) json_object_set_new(r, "busy", json_true());
     json_object_set_new(r, "slots", slots_json(&st));
     json_object_set_new(r, "n_queued", json_integer(st.n_queued));
     json_object_set_new(r, "queue_max", json_integer(st.queue_max));
 }
 
-json_t *rpc_host_status(rpc_host *h) {
+json_t *api_host_status(api_host *h) {
     pthread_mutex_lock(&h->lock);
     load_state state = host_state_locked(h);
     /* the old API's field, as the state: a reload (and a failed one) is 1 while the old model serves */

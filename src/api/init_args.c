@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rpc_engine_settings_free(rpc_engine_settings *s) {
+void api_engine_settings_free(api_engine_settings *s) {
     free(s->model);
     free(s->model_draft);
     free(s->mmproj);
@@ -37,14 +37,14 @@ void rpc_engine_settings_free(rpc_engine_settings *s) {
 
 /* Splits a command line into words, shell-like: blanks separate, '...' and "..." quote,
  * backslash escapes the next character. Returns a JSON array of strings, or NULL with err set. */
-static json_t *split_command_line(const char *cmd, rpc_error *err) {
+static json_t *split_command_line(const char *cmd, api_error *err) {
     json_t *words = json_array();
     size_t n = strlen(cmd);
     char *word = malloc(n + 1);
     if (!words || !word) {
         free(word);
         json_decref(words);
-        rpc_fail(err, RPC_INTERNAL_ERROR, "cmd", "out of memory splitting the command line");
+        api_fail(err, API_INTERNAL_ERROR, "cmd", "out of memory splitting the command line");
         return NULL;
     }
     size_t i = 0;
@@ -64,7 +64,7 @@ static json_t *split_command_line(const char *cmd, rpc_error *err) {
         if (quote) {
             free(word);
             json_decref(words);
-            rpc_fail(err, RPC_INVALID_PARAMS, "cmd", "init: the command line has an unclosed %c quote", quote);
+            api_fail(err, API_INVALID_PARAMS, "cmd", "init: the command line has an unclosed %c quote", quote);
             return NULL;
         }
         json_array_append_new(words, json_stringn(word, len));
@@ -76,12 +76,12 @@ static json_t *split_command_line(const char *cmd, rpc_error *err) {
 typedef struct arg_cursor {
     const char *const *words;
     size_t n, i;
-    rpc_error *err;
+    api_error *err;
 } arg_cursor;
 
 static const char *next_value(arg_cursor *c, const char *flag) {
     if (c->i >= c->n) {
-        rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s needs a value", flag);
+        api_fail(c->err, API_INVALID_PARAMS, flag, "init: %s needs a value", flag);
         return NULL;
     }
     return c->words[c->i++];
@@ -94,38 +94,38 @@ static bool next_int(arg_cursor *c, const char *flag, long min, long max, int32_
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < min || v > max)
-        return rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s expects an integer from %ld to %ld, got '%s'",
+        return api_fail(c->err, API_INVALID_PARAMS, flag, "init: %s expects an integer from %ld to %ld, got '%s'",
                         flag, min, max, s);
     *out = (int32_t)v;
     return true;
 }
 
-static bool set_string(char **slot, const char *value, rpc_error *err, const char *field) {
+static bool set_string(char **slot, const char *value, api_error *err, const char *field) {
     free(*slot);
     *slot = strdup(value);
-    return *slot ? true : rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+    return *slot ? true : api_fail(err, API_INTERNAL_ERROR, field, "out of memory");
 }
 
-static bool flash_attn_value(const char *v, specd_flash_attn *out, rpc_error *err, const char *field) {
+static bool flash_attn_value(const char *v, specd_flash_attn *out, api_error *err, const char *field) {
     if (specd_flash_attn_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"on\", \"off\" or \"auto\", got '%s'",
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s expects \"on\", \"off\" or \"auto\", got '%s'",
                     field, v);
 }
 
-static bool load_mode_value(const char *v, specd_load_mode *out, rpc_error *err, const char *field) {
+static bool load_mode_value(const char *v, specd_load_mode *out, api_error *err, const char *field) {
     if (specd_load_mode_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"auto\", \"none\", \"mmap\", \"mlock\", "
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s expects \"auto\", \"none\", \"mmap\", \"mlock\", "
                     "\"mmap+mlock\" or \"dio\" (llama.cpp's load modes), got '%s'", field, v);
 }
 
-static bool draft_hold_value(const char *v, specd_draft_hold *out, rpc_error *err, const char *field) {
+static bool draft_hold_value(const char *v, specd_draft_hold *out, api_error *err, const char *field) {
     if (specd_draft_hold_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"auto\", \"on\" or \"off\", got '%s'", field, v);
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s expects \"auto\", \"on\" or \"off\", got '%s'", field, v);
 }
 
-static bool cache_type_value(const char *v, specd_cache_type *out, rpc_error *err, const char *field) {
+static bool cache_type_value(const char *v, specd_cache_type *out, api_error *err, const char *field) {
     if (specd_cache_type_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"f32\", \"f16\", \"bf16\", \"q8_0\", "
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s expects \"f32\", \"f16\", \"bf16\", \"q8_0\", "
                     "\"q4_0\", \"q4_1\", \"iq4_nl\", \"q5_0\" or \"q5_1\", got '%s'", field, v);
 }
 
@@ -140,12 +140,12 @@ static specd_cache_type *cache_type_flag(specd_engine_params *p, const char *f) 
     return NULL;
 }
 
-static bool on_off_value(const char *v, bool *out, rpc_error *err, const char *field) {
+static bool on_off_value(const char *v, bool *out, api_error *err, const char *field) {
     if (v && (!strcmp(v, "on") || !strcmp(v, "off"))) {
         *out = !strcmp(v, "on");
         return true;
     }
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects \"on\" or \"off\", got '%s'", field, v);
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s expects \"on\" or \"off\", got '%s'", field, v);
 }
 
 /* The drafters a list names, in order (none for AUTO). */
@@ -162,7 +162,7 @@ static int32_t listed_types(const specd_spec_params *sp, specd_spec_type *out) {
 /* --spec-type LIST (llama-server's: "draft-mtp", "ngram-mod,draft-simple", ...): what every
  * request that names no drafters drafts with, as llama-server applies it; a list that names MTP
  * loads the target's MTP layers. Repeated, the lists add up (as llama-server's), each type once. */
-static bool spec_type_value(const char *v, rpc_engine_settings *s, rpc_error *err, const char *field) {
+static bool spec_type_value(const char *v, api_engine_settings *s, api_error *err, const char *field) {
     specd_spec_params parsed = s->speculative;
     specd_spec_type before[SPECD_SPEC_MAX_TYPES], added[SPECD_SPEC_MAX_TYPES];
     const char *names[2 * SPECD_SPEC_MAX_TYPES];
@@ -177,7 +177,7 @@ static bool spec_type_value(const char *v, rpc_engine_settings *s, rpc_error *er
     }
     ok = ok && specd_spec_params_set_types(&s->speculative, names, n, &message) == SPECD_OK;
     if (!ok) {
-        rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s: %s", field, message ? message : "");
+        api_fail(err, API_INVALID_PARAMS, field, "init: %s: %s", field, message ? message : "");
         specd_free(message);
         return false;
     }
@@ -191,14 +191,14 @@ static bool is_ignored_flag_with_value(const char *f) {
     return !strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "-dt") || !strcmp(f, "--defrag-thold");
 }
 
-static bool gpu_layers_value(const char *v, int32_t *out, rpc_error *err, const char *field) {
+static bool gpu_layers_value(const char *v, int32_t *out, api_error *err, const char *field) {
     if (specd_gpu_layers_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s expects a layer count, -1, \"all\" or \"auto\", got '%s'",
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s expects a layer count, -1, \"all\" or \"auto\", got '%s'",
                     field, v);
 }
 
 /* -ngl / -ngld and their long names (llama.cpp's). */
-static int parse_gpu_layers_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+static int parse_gpu_layers_flag(arg_cursor *c, const char *f, api_engine_settings *s) {
     bool target = !strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers") || !strcmp(f, "--gpu-layers");
     bool draft = !strcmp(f, "-ngld") || !strcmp(f, "--n-gpu-layers-draft") || !strcmp(f, "--gpu-layers-draft") ||
                  !strcmp(f, "--spec-draft-ngl");
@@ -211,7 +211,7 @@ static int parse_gpu_layers_flag(arg_cursor *c, const char *f, rpc_engine_settin
 }
 
 /* --device, --device-draft, --rpc (llama.cpp's names). */
-static int parse_device_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+static int parse_device_flag(arg_cursor *c, const char *f, api_engine_settings *s) {
     char **slot = !strcmp(f, "-dev") || !strcmp(f, "--device")         ? &s->devices
                   : !strcmp(f, "-devd") || !strcmp(f, "--device-draft") || !strcmp(f, "--spec-draft-device")
                       ? &s->devices_draft
@@ -227,7 +227,7 @@ static bool keep_adapters(arg_cursor *c, const char *f, const specd_lora_adapter
                           specd_lora_adapter *list, int32_t *n) {
     for (int32_t i = 0; i < k; i++) {
         char *copy = strdup(items[i].path);
-        if (!copy) return rpc_fail(c->err, RPC_INTERNAL_ERROR, f, "out of memory");
+        if (!copy) return api_fail(c->err, API_INTERNAL_ERROR, f, "out of memory");
         list[(*n)++] = (specd_lora_adapter){copy, items[i].scale};
     }
     return true;
@@ -236,14 +236,14 @@ static bool keep_adapters(arg_cursor *c, const char *f, const specd_lora_adapter
 /* --lora FILE[,FILE...], --lora-scaled FILE:SCALE[,...] or FILE SCALE (llama-server's, in its
  * current and older forms), --lora-draft FILE[,FILE...] (specd's, for the draft),
  * --lora-init-without-apply; 0 when f is none of them. */
-static int parse_lora_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+static int parse_lora_flag(arg_cursor *c, const char *f, api_engine_settings *s) {
     specd_engine_params *p = &s->params;
     if (!strcmp(f, "--lora-init-without-apply")) return p->lora_init_without_apply = true;
     bool draft = !strcmp(f, "--lora-draft"), scaled = !strcmp(f, "--lora-scaled");
     if (!draft && !scaled && strcmp(f, "--lora")) return 0;
     specd_lora_adapter **list_slot = draft ? &s->lora_draft : &s->lora;
     if (!*list_slot && !(*list_slot = calloc(SPECD_MAX_LORA, sizeof **list_slot)))
-        return rpc_fail(c->err, RPC_INTERNAL_ERROR, f, "out of memory") ? 1 : -1;
+        return api_fail(c->err, API_INTERNAL_ERROR, f, "out of memory") ? 1 : -1;
     int32_t *n = draft ? &p->n_lora_draft : &p->n_lora;
     p->lora = s->lora;
     p->lora_draft = s->lora_draft;
@@ -255,19 +255,19 @@ static int parse_lora_flag(arg_cursor *c, const char *f, rpc_engine_settings *s)
         const char *text = next_value(c, f);
         if (!text) return -1;
         if (!lora_arg_scale(text, &items[0].scale))
-            return rpc_fail(c->err, RPC_INVALID_PARAMS, f, "init: --lora-scaled expects FILE:SCALE or FILE SCALE, got "
+            return api_fail(c->err, API_INVALID_PARAMS, f, "init: --lora-scaled expects FILE:SCALE or FILE SCALE, got "
                             "the scale '%s'", text) ? 1 : -1;
         items[0].path = value;
         if (*n == SPECD_MAX_LORA)
-            return rpc_fail(c->err, RPC_INVALID_PARAMS, f, "init: %s: at most %d adapters", f, SPECD_MAX_LORA) ? 1 : -1;
+            return api_fail(c->err, API_INVALID_PARAMS, f, "init: %s: at most %d adapters", f, SPECD_MAX_LORA) ? 1 : -1;
         return keep_adapters(c, f, items, 1, *list_slot, n) ? 1 : -1;
     }
     char *buffer = strdup(value); /* split in place, then each path copied */
-    if (!buffer) return rpc_fail(c->err, RPC_INTERNAL_ERROR, f, "out of memory") ? 1 : -1;
+    if (!buffer) return api_fail(c->err, API_INTERNAL_ERROR, f, "out of memory") ? 1 : -1;
     int32_t end = *n; /* items[*n..end): lora_arg_split counts the adapters already given */
     bool ok = lora_arg_split(f, buffer, scaled, items, &end, why, sizeof why);
     if (ok) ok = keep_adapters(c, f, items + *n, end - *n, *list_slot, n);
-    else rpc_fail(c->err, RPC_INVALID_PARAMS, f, "init: %s", why);
+    else api_fail(c->err, API_INVALID_PARAMS, f, "init: %s", why);
     free(buffer);
     return ok ? 1 : -1;
 }
@@ -279,7 +279,7 @@ static bool next_float(arg_cursor *c, const char *flag, float *out) {
     errno = 0;
     double d = strtod(v, &end);
     if (errno || end == v || *end || d != d)
-        return rpc_fail(c->err, RPC_INVALID_PARAMS, flag, "init: %s expects a number, got '%s'", flag, v);
+        return api_fail(c->err, API_INVALID_PARAMS, flag, "init: %s expects a number, got '%s'", flag, v);
     *out = (float)d;
     return true;
 }
@@ -332,11 +332,11 @@ static const struct {
 };
 
 /* A llama-server flag specd refuses, with why; false when f is none of them. */
-static bool refused_llama_flag(const char *f, rpc_error *err) {
+static bool refused_llama_flag(const char *f, api_error *err) {
     for (size_t i = 0; i < sizeof refused_llama_flags / sizeof *refused_llama_flags; i++)
         for (size_t j = 0; refused_llama_flags[i].flags[j]; j++)
             if (!strcmp(f, refused_llama_flags[i].flags[j]))
-                return !rpc_fail(err, RPC_INVALID_PARAMS, f, "init: %s is llama-server's, and specd does not take it: %s",
+                return !api_fail(err, API_INVALID_PARAMS, f, "init: %s is llama-server's, and specd does not take it: %s",
                                  f, refused_llama_flags[i].why);
     return false;
 }
@@ -346,7 +346,7 @@ static bool refused_llama_flag(const char *f, rpc_error *err) {
  * flags are in); 0 when f is none of them. --draft-max (--draft) N is both the engine's cap and a
  * request's default, as /props shows it; --spec-draft-n-max 0, as llama-server, drafts nothing
  * unless a request asks (the cap stays the engine's default). */
-static int parse_spec_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+static int parse_spec_flag(arg_cursor *c, const char *f, api_engine_settings *s) {
     specd_spec_params *sp = &s->speculative;
     const char *v;
     bool ok;
@@ -377,16 +377,16 @@ static int parse_spec_flag(arg_cursor *c, const char *f, rpc_engine_settings *s)
     return ok ? 1 : -1;
 }
 
-static bool pooling_value(const char *v, specd_pooling *out, rpc_error *err, const char *field) {
+static bool pooling_value(const char *v, specd_pooling *out, api_error *err, const char *field) {
     if (specd_pooling_parse(v, out)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s must be none, mean, cls, last or rank (got '%s')", field, v);
+    return api_fail(err, API_INVALID_PARAMS, field, "init: %s must be none, mean, cls, last or rank (got '%s')", field, v);
 }
 
 /* llama-server's embedding flags: --embedding (--embeddings) gives the engine its embedding
  * context, --pooling chooses its pooling (the model's own otherwise), --rerank (--reranking) is
  * both with rank pooling, --embd-normalize N the requests' default normalization; 0 when f is none
  * of them. */
-static int parse_embedding_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+static int parse_embedding_flag(arg_cursor *c, const char *f, api_engine_settings *s) {
     specd_engine_params *p = &s->params;
     const char *v;
     if (!strcmp(f, "--embd-normalize")) return next_int(c, f, -1, 1000, &s->embd_normalize) ? 1 : -1;
@@ -399,7 +399,7 @@ static int parse_embedding_flag(arg_cursor *c, const char *f, rpc_engine_setting
     return (v = next_value(c, f)) && pooling_value(v, &p->pooling, c->err, f) ? 1 : -1;
 }
 
-static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
+static bool parse_flag(arg_cursor *c, const char *f, api_engine_settings *s) {
     specd_engine_params *p = &s->params;
     const char *v;
     if (!strcmp(f, "-m") || !strcmp(f, "--model"))
@@ -450,7 +450,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
     if (r != 0) return r > 0;
     if (is_ignored_flag_with_value(f)) return next_value(c, f) != NULL;
     if (refused_llama_flag(f, c->err)) return false;
-    return rpc_fail(c->err, RPC_INVALID_PARAMS, f,
+    return api_fail(c->err, API_INVALID_PARAMS, f,
                     "init: unknown option '%s' (known: -m, -md, -a, -c, -t, -tb, -b, -ub, --draft-max, --draft-min, --draft-p-min, "
                     "--spec-draft-model, --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, "
                     "--spec-ngram-simple-size-n, --context-shift, --no-context-shift, -fa, -ctk, -ctv, -ctkd, -ctvd, "
@@ -460,7 +460,7 @@ static bool parse_flag(arg_cursor *c, const char *f, rpc_engine_settings *s) {
                     "--pooling, --rerank, --embd-normalize, --verbose)", f);
 }
 
-static bool parse_words(const char *const *words, size_t n, rpc_engine_settings *s, rpc_error *err) {
+static bool parse_words(const char *const *words, size_t n, api_engine_settings *s, api_error *err) {
     arg_cursor c = {words, n, 0, err};
     while (c.i < c.n)
         if (!parse_flag(&c, c.words[c.i++], s)) return false;
@@ -468,14 +468,14 @@ static bool parse_words(const char *const *words, size_t n, rpc_engine_settings 
 }
 
 /* A JSON array of strings (init's "args", or a split command line) as flags. */
-static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
+static bool parse_args(json_t *args, api_engine_settings *s, api_error *err) {
     size_t n = json_array_size(args);
     const char **words = calloc(n + 1, sizeof *words);
-    if (!words) return rpc_fail(err, RPC_INTERNAL_ERROR, "args", "out of memory");
+    if (!words) return api_fail(err, API_INTERNAL_ERROR, "args", "out of memory");
     bool ok = true;
     for (size_t i = 0; ok && i < n; i++) {
         words[i] = json_string_value(json_array_get(args, i));
-        if (!words[i]) ok = rpc_fail(err, RPC_INVALID_PARAMS, "args", "init: args must be an array of strings");
+        if (!words[i]) ok = api_fail(err, API_INVALID_PARAMS, "args", "init: args must be an array of strings");
     }
     ok = ok && parse_words(words, n, s, err);
     free(words);
@@ -484,44 +484,44 @@ static bool parse_args(json_t *args, rpc_engine_settings *s, rpc_error *err) {
 
 /* ---- JSON object ----------------------------------------------------------------------------- */
 
-static bool copy_string_field(rpc_params *rp, const char *name, char **slot) {
+static bool copy_string_field(api_params *rp, const char *name, char **slot) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, name, &v);
+    int got = api_get_string(rp, name, &v);
     if (got < 0) return false;
     return got == 0 || set_string(slot, v, rp->err, name);
 }
 
 /* "flash_attn": "on" | "off" | "auto", or true / false. */
-static bool read_flash_attn(rpc_params *rp, specd_flash_attn *out) {
-    json_t *v = rpc_get_value(rp, "flash_attn");
+static bool read_flash_attn(api_params *rp, specd_flash_attn *out) {
+    json_t *v = api_get_value(rp, "flash_attn");
     if (!v) return true;
     if (json_is_boolean(v)) {
         *out = json_is_true(v) ? SPECD_FLASH_ATTN_ON : SPECD_FLASH_ATTN_OFF;
         return true;
     }
     if (json_is_string(v)) return flash_attn_value(json_string_value(v), out, rp->err, "flash_attn");
-    return rpc_fail(rp->err, RPC_INVALID_PARAMS, "flash_attn",
+    return api_fail(rp->err, API_INVALID_PARAMS, "flash_attn",
                     "init: flash_attn must be \"on\", \"off\", \"auto\" or a boolean");
 }
 
 /* "cache_type_k" and the others: a type name as -ctk takes. */
-static bool read_cache_type(rpc_params *rp, const char *name, specd_cache_type *out) {
+static bool read_cache_type(api_params *rp, const char *name, specd_cache_type *out) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, name, &v);
+    int got = api_get_string(rp, name, &v);
     if (got < 0) return false;
     return got == 0 || cache_type_value(v, out, rp->err, name);
 }
 
-static bool read_cache_types(rpc_params *rp, specd_engine_params *p) {
+static bool read_cache_types(api_params *rp, specd_engine_params *p) {
     return read_cache_type(rp, "cache_type_k", &p->cache_type_k) && read_cache_type(rp, "cache_type_v", &p->cache_type_v) &&
            read_cache_type(rp, "cache_type_k_draft", &p->cache_type_k_draft) &&
            read_cache_type(rp, "cache_type_v_draft", &p->cache_type_v_draft) &&
-           rpc_get_bool(rp, "batch_invariant", &p->batch_invariant) >= 0;
+           api_get_bool(rp, "batch_invariant", &p->batch_invariant) >= 0;
 }
 
 /* "n_gpu_layers": an integer from -1, or "all" / "auto". */
-static bool read_gpu_layers(rpc_params *rp, const char *name, int32_t *out, bool *given) {
-    json_t *v = rpc_get_value(rp, name);
+static bool read_gpu_layers(api_params *rp, const char *name, int32_t *out, bool *given) {
+    json_t *v = api_get_value(rp, name);
     if (!v) return true;
     if (json_is_string(v)) {
         if (!gpu_layers_value(json_string_value(v), out, rp->err, name)) return false;
@@ -533,12 +533,12 @@ static bool read_gpu_layers(rpc_params *rp, const char *name, int32_t *out, bool
         *given |= *out != 0; /* 0 asks for the CPU: nothing to say */
         return true;
     }
-    return rpc_fail(rp->err, RPC_INVALID_PARAMS, name, "init: %s must be a layer count from -1, \"all\" or \"auto\"",
+    return api_fail(rp->err, API_INVALID_PARAMS, name, "init: %s must be a layer count from -1, \"all\" or \"auto\"",
                     name);
 }
 
 /* Where the layers go: the JSON names of -ngl, -ngld, --device, --device-draft, --rpc. */
-static bool parse_placement_object(rpc_params *rp, rpc_engine_settings *s) {
+static bool parse_placement_object(api_params *rp, api_engine_settings *s) {
     specd_engine_params *p = &s->params;
     return read_gpu_layers(rp, "n_gpu_layers", &p->n_gpu_layers, &s->gpu_layers_given) &&
            read_gpu_layers(rp, "n_gpu_layers_draft", &p->n_gpu_layers_draft, &s->gpu_layers_given) &&
@@ -547,9 +547,9 @@ static bool parse_placement_object(rpc_params *rp, rpc_engine_settings *s) {
 }
 
 /* "calibration_cache": a file or folder (as --calibration-cache), or "off". */
-static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
+static bool read_calibration_cache(api_params *rp, api_engine_settings *s) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, "calibration_cache", &v);
+    int got = api_get_string(rp, "calibration_cache", &v);
     if (got <= 0) return got == 0;
     s->calibration_given = true;
     free(s->calibration_cache);
@@ -558,41 +558,41 @@ static bool read_calibration_cache(rpc_params *rp, rpc_engine_settings *s) {
 }
 
 /* "load_mode": llama.cpp's --load-mode names. */
-static bool read_load_mode(rpc_params *rp, specd_load_mode *out) {
+static bool read_load_mode(api_params *rp, specd_load_mode *out) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, "load_mode", &v);
+    int got = api_get_string(rp, "load_mode", &v);
     if (got <= 0) return got == 0;
     return load_mode_value(v, out, rp->err, "load_mode");
 }
 
 /* "draft_hold": "auto", "on" or "off". */
-static bool read_draft_hold(rpc_params *rp, specd_draft_hold *out) {
+static bool read_draft_hold(api_params *rp, specd_draft_hold *out) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, "draft_hold", &v);
+    int got = api_get_string(rp, "draft_hold", &v);
     if (got <= 0) return got == 0;
     return draft_hold_value(v, out, rp->err, "draft_hold");
 }
 
 /* "embedding": true, "pooling": "mean" (... as --pooling), "embd_normalize": 2. */
-static bool read_embedding(rpc_params *rp, rpc_engine_settings *s) {
+static bool read_embedding(api_params *rp, api_engine_settings *s) {
     specd_engine_params *p = &s->params;
     const char *v = NULL;
-    if (!rpc_read_int32(rp, "embd_normalize", -1, 1000, &s->embd_normalize)) return false;
-    if (rpc_get_bool(rp, "embedding", &p->embedding) < 0) return false;
-    int got = rpc_get_string(rp, "pooling", &v);
+    if (!api_read_int32(rp, "embd_normalize", -1, 1000, &s->embd_normalize)) return false;
+    if (api_get_bool(rp, "embedding", &p->embedding) < 0) return false;
+    int got = api_get_string(rp, "pooling", &v);
     if (got <= 0) return got == 0;
     return pooling_value(v, &p->pooling, rp->err, "pooling");
 }
 
 /* "warmup": true (the default, as llama-server) or false. */
-static bool read_warmup(rpc_params *rp, rpc_engine_settings *s) {
+static bool read_warmup(api_params *rp, api_engine_settings *s) {
     bool warmup = !s->no_warmup;
-    if (rpc_get_bool(rp, "warmup", &warmup) < 0) return false;
+    if (api_get_bool(rp, "warmup", &warmup) < 0) return false;
     s->no_warmup = !warmup;
     return true;
 }
 
-static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
+static bool parse_object(api_params *rp, api_engine_settings *s) {
     specd_engine_params *p = &s->params;
     s->parallel_given |= json_object_get(rp->obj, "n_parallel") != NULL;
     s->flash_attn_given |= json_object_get(rp->obj, "flash_attn") != NULL;
@@ -601,23 +601,23 @@ static bool parse_object(rpc_params *rp, rpc_engine_settings *s) {
     return copy_string_field(rp, "model", &s->model) && copy_string_field(rp, "model_draft", &s->model_draft) &&
            copy_string_field(rp, "mmproj", &s->mmproj) && copy_string_field(rp, "mmproj_draft", &s->mmproj_draft) &&
            read_calibration_cache(rp, s) &&
-           copy_string_field(rp, "model_alias", &s->alias) && rpc_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
-           rpc_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
-           rpc_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
-           rpc_read_int32(rp, "n_ubatch", 1, 1 << 20, &p->n_ubatch) &&
-           rpc_read_int32(rp, "n_threads_batch", 1, 1024, &p->n_threads_batch) &&
-           rpc_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && read_flash_attn(rp, &p->flash_attn) &&
-           rpc_read_int32(rp, "n_parallel", 1, SPECD_MAX_PARALLEL, &p->n_parallel) &&
-           rpc_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
-           rpc_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
-           read_cache_types(rp, p) && rpc_get_bool(rp, "verbose", &p->verbose) >= 0 &&
-           rpc_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) && read_load_mode(rp, &p->load_mode) &&
+           copy_string_field(rp, "model_alias", &s->alias) && api_read_int32(rp, "n_ctx", 0, 1 << 24, &p->n_ctx) &&
+           api_read_int32(rp, "n_threads", 1, 1024, &p->n_threads) &&
+           api_read_int32(rp, "n_batch", 1, 1 << 20, &p->n_batch) &&
+           api_read_int32(rp, "n_ubatch", 1, 1 << 20, &p->n_ubatch) &&
+           api_read_int32(rp, "n_threads_batch", 1, 1024, &p->n_threads_batch) &&
+           api_read_int32(rp, "draft_max", 1, 256, &p->draft_max) && read_flash_attn(rp, &p->flash_attn) &&
+           api_read_int32(rp, "n_parallel", 1, SPECD_MAX_PARALLEL, &p->n_parallel) &&
+           api_read_int32(rp, "n_ctx_per_slot", 16, 1 << 24, &p->n_ctx_per_slot) &&
+           api_read_int32(rp, "n_queue", 0, 1 << 20, &s->n_queue) &&
+           read_cache_types(rp, p) && api_get_bool(rp, "verbose", &p->verbose) >= 0 &&
+           api_get_bool(rp, "mtp", &p->mtp) >= 0 && read_warmup(rp, s) && read_load_mode(rp, &p->load_mode) &&
            read_draft_hold(rp, &p->draft_hold) && read_embedding(rp, s) &&
            /* a server's address: meaningless in-process, accepted for existing callers */
-           rpc_get_string(rp, "hostname", &host) >= 0 && rpc_get_int(rp, "port", 0, 65535, &port) >= 0;
+           api_get_string(rp, "hostname", &host) >= 0 && api_get_int(rp, "port", 0, 65535, &port) >= 0;
 }
 
-static void start_settings(rpc_engine_settings *s) {
+static void start_settings(api_engine_settings *s) {
     memset(s, 0, sizeof *s);
     s->params = specd_engine_default_params();
     s->n_queue = -1;
@@ -640,7 +640,7 @@ static const char *spec_flag_of(const char *field) {
 /* The drafting defaults every request starts from, checked once by the library's rules (a
  * request's n_max never starts above the engine's cap), and a drafter list that needs a model
  * file has one. */
-static bool check_spec_defaults(rpc_engine_settings *s, rpc_error *err) {
+static bool check_spec_defaults(api_engine_settings *s, api_error *err) {
     specd_spec_params *sp = &s->speculative;
     if (s->params.draft_max > 0 && sp->draft_max > s->params.draft_max) sp->draft_max = s->params.draft_max;
     specd_generation_params g = specd_generation_default_params();
@@ -649,7 +649,7 @@ static bool check_spec_defaults(rpc_engine_settings *s, rpc_error *err) {
     char *message = NULL;
     if (specd_generation_params_validate(&g, &field, &message) != SPECD_OK) {
         const char *flag = spec_flag_of(field);
-        rpc_fail(err, RPC_INVALID_PARAMS, flag, "init: %s%s", flag,
+        api_fail(err, API_INVALID_PARAMS, flag, "init: %s%s", flag,
                  message && field ? message + strlen(field) : message ? message : " is out of range");
         specd_free(message);
         return false;
@@ -657,7 +657,7 @@ static bool check_spec_defaults(rpc_engine_settings *s, rpc_error *err) {
     bool needs_file = specd_spec_params_need(sp, SPECD_SPEC_NEEDS_DRAFT_MODEL) ||
                       specd_spec_params_need(sp, SPECD_SPEC_NEEDS_HEAD_FILE);
     if (needs_file && !s->model_draft)
-        return rpc_fail(err, RPC_INVALID_PARAMS, "--spec-type", "init: --spec-type names a drafter that needs a "
+        return api_fail(err, API_INVALID_PARAMS, "--spec-type", "init: --spec-type names a drafter that needs a "
                         "draft model or head file (draft-simple, draft-eagle3, draft-dflash, draft-dspark): pass -md "
                         "FILE, or leave that drafter out of the list");
     return true;
@@ -665,19 +665,19 @@ static bool check_spec_defaults(rpc_engine_settings *s, rpc_error *err) {
 
 /* The settings are complete: a target model is named (when needed), and the params point at the
  * strings. */
-static bool finish_settings(rpc_engine_settings *s, bool ok, bool need_model, rpc_error *err) {
+static bool finish_settings(api_engine_settings *s, bool ok, bool need_model, api_error *err) {
     if (ok && need_model && !s->model)
-        ok = rpc_fail(err, RPC_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
+        ok = api_fail(err, API_INVALID_PARAMS, "model", "init: no target model: pass -m FILE or \"model\"");
     ok = ok && check_spec_defaults(s, err);
     if (!ok) {
-        rpc_engine_settings_free(s);
+        api_engine_settings_free(s);
         return false;
     }
-    rpc_engine_settings_point(s);
+    api_engine_settings_point(s);
     return true;
 }
 
-void rpc_engine_settings_point(rpc_engine_settings *s) {
+void api_engine_settings_point(api_engine_settings *s) {
     s->params.target_path = s->model;
     s->params.draft_path = s->model_draft;
     s->params.mmproj_path = s->mmproj;
@@ -688,28 +688,28 @@ void rpc_engine_settings_point(rpc_engine_settings *s) {
     s->params.rpc_servers = s->rpc_servers;
 }
 
-bool rpc_engine_settings_parse(json_t *params, rpc_engine_settings *s, rpc_error *err) {
+bool api_engine_settings_parse(json_t *params, api_engine_settings *s, api_error *err) {
     start_settings(s);
-    rpc_params rp;
-    rpc_params_open(&rp, params, "init params", "", err);
+    api_params rp;
+    api_params_open(&rp, params, "init params", "", err);
     const char *cmd = NULL;
-    json_t *args = rpc_get_value(&rp, "args");
-    bool ok = rpc_get_string(&rp, "cmd", &cmd) >= 0 && rpc_get_bool(&rp, "async", &s->async) >= 0;
+    json_t *args = api_get_value(&rp, "args");
+    bool ok = api_get_string(&rp, "cmd", &cmd) >= 0 && api_get_bool(&rp, "async", &s->async) >= 0;
     if (ok && args && !json_is_array(args))
-        ok = rpc_fail(err, RPC_INVALID_PARAMS, "args", "init params: 'args' must be an array of strings");
+        ok = api_fail(err, API_INVALID_PARAMS, "args", "init params: 'args' must be an array of strings");
     if (ok && cmd && args)
-        ok = rpc_fail(err, RPC_INVALID_PARAMS, "cmd", "init params: give 'cmd' or 'args', not both");
+        ok = api_fail(err, API_INVALID_PARAMS, "cmd", "init params: give 'cmd' or 'args', not both");
     if (ok && (cmd || args)) {
         json_t *words = cmd ? split_command_line(cmd, err) : json_incref(args);
         ok = words && parse_args(words, s, err);
         json_decref(words);
     }
-    ok = ok && parse_object(&rp, s) && parse_placement_object(&rp, s) && rpc_params_finish(&rp);
+    ok = ok && parse_object(&rp, s) && parse_placement_object(&rp, s) && api_params_finish(&rp);
     return finish_settings(s, ok, true, err);
 }
 
-bool rpc_engine_settings_parse_words(const char *const *words, size_t n, bool need_model, rpc_engine_settings *s,
-                                     rpc_error *err) {
+bool api_engine_settings_parse_words(const char *const *words, size_t n, bool need_model, api_engine_settings *s,
+                                     api_error *err) {
     start_settings(s);
     return finish_settings(s, parse_words(words, n, s, err), need_model, err);
 }
@@ -718,37 +718,37 @@ bool rpc_engine_settings_parse_words(const char *const *words, size_t n, bool ne
 
 /* Sets params[field] to the checked real path of `path` (`what` names it in the message, which is
  * the same whatever made the path fail: confine.h). */
-static bool pin_path(json_t *params, const char *field, const char *path, rpc_path_kind kind, const char *what,
-                     const char *dir, rpc_error *err) {
-    char *real = rpc_confine_path(path, dir, kind);
+static bool pin_path(json_t *params, const char *field, const char *path, api_path_kind kind, const char *what,
+                     const char *dir, api_error *err) {
+    char *real = api_confine_path(path, dir, kind);
     if (!real)
-        return rpc_fail(err, RPC_INVALID_PARAMS, field, "init: %s path '%s' is not a %s under the models directory "
-                        "(--models-dir)", what, path, kind == RPC_PATH_FILE ? "file" : "file or existing folder");
+        return api_fail(err, API_INVALID_PARAMS, field, "init: %s path '%s' is not a %s under the models directory "
+                        "(--models-dir)", what, path, kind == API_PATH_FILE ? "file" : "file or existing folder");
     int rc = json_object_set_new(params, field, json_string(real));
     free(real);
-    return rc == 0 || rpc_fail(err, RPC_INTERNAL_ERROR, field, "init: out of memory");
+    return rc == 0 || api_fail(err, API_INTERNAL_ERROR, field, "init: out of memory");
 }
 
-json_t *rpc_init_params_confine(json_t *params, const char *models_dir, rpc_error *err) {
-    rpc_engine_settings s;
-    if (!rpc_engine_settings_parse(params, &s, err)) return NULL;
+json_t *api_init_params_confine(json_t *params, const char *models_dir, api_error *err) {
+    api_engine_settings s;
+    if (!api_engine_settings_parse(params, &s, err)) return NULL;
     /* The paths init would load or write are those the parse found, from whichever form named
      * them. They are pinned in the object fields "model", "model_draft" and "calibration_cache",
      * which init reads after cmd and args, so they win over the words that named them (a path
      * cannot change between this check and its use by being re-read from a symlink in a cmd word). */
     json_t *copy = json_deep_copy(params);
-    bool ok = copy ? true : rpc_fail(err, RPC_INTERNAL_ERROR, "", "init: out of memory");
+    bool ok = copy ? true : api_fail(err, API_INTERNAL_ERROR, "", "init: out of memory");
     if (s.params.n_lora + s.params.n_lora_draft > 0) /* adapter paths are not confined: the command line's only */
-        ok = ok && rpc_fail(err, RPC_INVALID_PARAMS, "args", "init: LoRA adapters (--lora, --lora-draft) can only be "
+        ok = ok && api_fail(err, API_INVALID_PARAMS, "args", "init: LoRA adapters (--lora, --lora-draft) can only be "
                             "given on specd serve's command line while --models-dir confines init");
-    ok = ok && pin_path(copy, "model", s.model, RPC_PATH_FILE, "model", models_dir, err);
-    ok = ok && (!s.model_draft || pin_path(copy, "model_draft", s.model_draft, RPC_PATH_FILE, "model", models_dir, err));
-    ok = ok && (!s.mmproj || pin_path(copy, "mmproj", s.mmproj, RPC_PATH_FILE, "vision projector", models_dir, err));
-    ok = ok && (!s.mmproj_draft || pin_path(copy, "mmproj_draft", s.mmproj_draft, RPC_PATH_FILE, "vision projector",
+    ok = ok && pin_path(copy, "model", s.model, API_PATH_FILE, "model", models_dir, err);
+    ok = ok && (!s.model_draft || pin_path(copy, "model_draft", s.model_draft, API_PATH_FILE, "model", models_dir, err));
+    ok = ok && (!s.mmproj || pin_path(copy, "mmproj", s.mmproj, API_PATH_FILE, "vision projector", models_dir, err));
+    ok = ok && (!s.mmproj_draft || pin_path(copy, "mmproj_draft", s.mmproj_draft, API_PATH_FILE, "vision projector",
                                             models_dir, err));
-    ok = ok && (!s.calibration_cache || pin_path(copy, "calibration_cache", s.calibration_cache, RPC_PATH_WRITABLE,
+    ok = ok && (!s.calibration_cache || pin_path(copy, "calibration_cache", s.calibration_cache, API_PATH_WRITABLE,
                                                  "calibration cache", models_dir, err));
-    rpc_engine_settings_free(&s);
+    api_engine_settings_free(&s);
     if (ok) return copy;
     json_decref(copy);
     return NULL;

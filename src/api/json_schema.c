@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool out_of_memory(const char *field, rpc_error *err) {
-    return rpc_fail(err, RPC_INTERNAL_ERROR, field, "%s: out of memory converting the JSON schema", field);
+static bool out_of_memory(const char *field, api_error *err) {
+    return api_fail(err, API_INTERNAL_ERROR, field, "%s: out of memory converting the JSON schema", field);
 }
 
 /* llama.cpp's reason on one line ("JSON schema conversion failed:\nJSON schema error at ..."). */
@@ -20,7 +20,7 @@ static void one_line(char *text) {
         if (*p == '\n') *p = ' ';
 }
 
-bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf_out, rpc_error *err) {
+bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf_out, api_error *err) {
     *gbnf_out = NULL;
     field = field ? field : "json_schema";
     if (!json_schema_check(schema, field, err)) return false;
@@ -31,7 +31,7 @@ bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf
     if (!grammar) {
         if (!why) return out_of_memory(field, err);
         one_line(why);
-        rpc_fail(err, RPC_INVALID_PARAMS, field, "%s: %s", field, why);
+        api_fail(err, API_INVALID_PARAMS, field, "%s: %s", field, why);
         specd_free(why);
         return false;
     }
@@ -40,7 +40,7 @@ bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf
     return *gbnf_out ? true : out_of_memory(field, err);
 }
 
-bool specd_json_object_grammar(char **gbnf_out, rpc_error *err) {
+bool specd_json_object_grammar(char **gbnf_out, api_error *err) {
     json_t *schema = json_pack("{s:s}", "type", "object");
     if (!schema) {
         *gbnf_out = NULL;

@@ -24,10 +24,10 @@
  * free with free()). On failure returns false and sets *err: -32602 with err->field = `field` and
  * a message "FIELD: what is wrong at $.json.path" (or -32603 when out of memory). `field` names
  * the schema in the request, e.g. "response_format.json_schema.schema"; NULL means "json_schema". */
-bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf_out, rpc_error *err);
+bool specd_json_schema_to_grammar(json_t *schema, const char *field, char **gbnf_out, api_error *err);
 
 /* The grammar of response_format {"type": "json_object"}: any JSON object (as the schema
  * {"type": "object"}). */
-bool specd_json_object_grammar(char **gbnf_out, rpc_error *err);
+bool specd_json_object_grammar(char **gbnf_out, api_error *err);
 
 #endif

@@ -263,7 +263,7 @@ static bool check_schema(jsc *c, json_t *schema) {
     return ok;
 }
 
-bool json_schema_check(json_t *schema, const char *field, rpc_error *err) {
+bool json_schema_check(json_t *schema, const char *field, api_error *err) {
     jsc c = {.root = schema, .field = field, .err = err, .path = {.text = "$", .len = 1}, .schema = check_schema};
     bool ok = check_schema(&c, schema);
     free(c.walked);

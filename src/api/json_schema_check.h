@@ -32,6 +32,6 @@
 
 /* True when `schema` (borrowed) may go to llama.cpp's converter; else false with *err: -32602,
  * field `field`, "FIELD: what is wrong at $.json.path". */
-bool json_schema_check(json_t *schema, const char *field, rpc_error *err);
+bool json_schema_check(json_t *schema, const char *field, api_error *err);
 
 #endif

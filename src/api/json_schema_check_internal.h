@@ -54,7 +54,7 @@ typedef struct jsc_path {
 typedef struct jsc {
     json_t *root;
     const char *field;
-    rpc_error *err;
+    api_error *err;
     bool failed;
     jsc_path path; /* of the schema being checked */
     int depth;

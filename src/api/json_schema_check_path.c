@@ -14,12 +14,12 @@ bool jsc_fail(jsc *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    rpc_fail(c->err, RPC_INVALID_PARAMS, c->field, "%s: %s at %s", c->field, what, c->path.text);
+    api_fail(c->err, API_INVALID_PARAMS, c->field, "%s: %s at %s", c->field, what, c->path.text);
     return false;
 }
 
 bool jsc_oom(jsc *c) {
-    if (!c->failed) rpc_fail(c->err, RPC_INTERNAL_ERROR, c->field, "%s: out of memory checking the schema", c->field);
+    if (!c->failed) api_fail(c->err, API_INTERNAL_ERROR, c->field, "%s: out of memory checking the schema", c->field);
     c->failed = true;
     return false;
 }

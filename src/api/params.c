@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void rpc_params_open(rpc_params *p, json_t *obj, const char *where, const char *prefix, rpc_error *err) {
+void api_params_open(api_params *p, json_t *obj, const char *where, const char *prefix, api_error *err) {
     memset(p, 0, sizeof *p);
     p->obj = obj;
     p->where = where;
@@ -15,26 +15,26 @@ void rpc_params_open(rpc_params *p, json_t *obj, const char *where, const char *
     p->err = err;
 }
 
-const char *rpc_field_name(const rpc_params *p, const char *name, char *buf, size_t size) {
+const char *api_field_name(const api_params *p, const char *name, char *buf, size_t size) {
     snprintf(buf, size, "%s%s", p->prefix, name);
     return buf;
 }
 
-json_t *rpc_get_value(rpc_params *p, const char *name) {
-    if (p->n_seen < RPC_MAX_FIELDS) p->seen[p->n_seen++] = name;
+json_t *api_get_value(api_params *p, const char *name) {
+    if (p->n_seen < API_MAX_FIELDS) p->seen[p->n_seen++] = name;
     json_t *v = p->obj ? json_object_get(p->obj, name) : NULL;
     return p->null_is_absent && json_is_null(v) ? NULL : v;
 }
 
-static int type_error(rpc_params *p, const char *name, const char *expected) {
+static int type_error(api_params *p, const char *name, const char *expected) {
     char field[160];
-    rpc_field_name(p, name, field, sizeof field);
-    rpc_fail(p->err, RPC_INVALID_PARAMS, field, "%s: '%s' must be %s", p->where, field, expected);
+    api_field_name(p, name, field, sizeof field);
+    api_fail(p->err, API_INVALID_PARAMS, field, "%s: '%s' must be %s", p->where, field, expected);
     return -1;
 }
 
-int rpc_get_int(rpc_params *p, const char *name, int64_t min, int64_t max, int64_t *out) {
-    json_t *v = rpc_get_value(p, name);
+int api_get_int(api_params *p, const char *name, int64_t min, int64_t max, int64_t *out) {
+    json_t *v = api_get_value(p, name);
     if (!v) return 0;
     char expected[128];
     snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)min, (long long)max);
@@ -45,8 +45,8 @@ int rpc_get_int(rpc_params *p, const char *name, int64_t min, int64_t max, int64
     return 1;
 }
 
-int rpc_get_number(rpc_params *p, const char *name, double min, double max, double *out) {
-    json_t *v = rpc_get_value(p, name);
+int api_get_number(api_params *p, const char *name, double min, double max, double *out) {
+    json_t *v = api_get_value(p, name);
     if (!v) return 0;
     char expected[128];
     snprintf(expected, sizeof expected, "a number from %g to %g", min, max);
@@ -57,15 +57,15 @@ int rpc_get_number(rpc_params *p, const char *name, double min, double max, doub
     return 1;
 }
 
-bool rpc_read_int32(rpc_params *p, const char *name, int64_t min, int64_t max, int32_t *slot) {
+bool api_read_int32(api_params *p, const char *name, int64_t min, int64_t max, int32_t *slot) {
     int64_t v = 0;
-    int got = rpc_get_int(p, name, min, max, &v);
+    int got = api_get_int(p, name, min, max, &v);
     if (got > 0) *slot = (int32_t)v;
     return got >= 0;
 }
 
-bool rpc_read_any_int32(rpc_params *p, const char *name, int32_t *slot) {
-    json_t *v = rpc_get_value(p, name);
+bool api_read_any_int32(api_params *p, const char *name, int32_t *slot) {
+    json_t *v = api_get_value(p, name);
     if (!v) return true;
     if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX)
         return type_error(p, name, "an integer") == 0;
@@ -73,8 +73,8 @@ bool rpc_read_any_int32(rpc_params *p, const char *name, int32_t *slot) {
     return true;
 }
 
-bool rpc_read_any_float(rpc_params *p, const char *name, float *slot) {
-    json_t *v = rpc_get_value(p, name);
+bool api_read_any_float(api_params *p, const char *name, float *slot) {
+    json_t *v = api_get_value(p, name);
     if (!v) return true;
     double d = json_number_value(v);
     if (!json_is_number(v) || !(fabs(d) <= FLT_MAX)) return type_error(p, name, "a number") == 0;
@@ -82,44 +82,44 @@ bool rpc_read_any_float(rpc_params *p, const char *name, float *slot) {
     return true;
 }
 
-bool rpc_read_float(rpc_params *p, const char *name, double min, double max, float *slot) {
+bool api_read_float(api_params *p, const char *name, double min, double max, float *slot) {
     double v = 0;
-    int got = rpc_get_number(p, name, min, max, &v);
+    int got = api_get_number(p, name, min, max, &v);
     if (got > 0) *slot = (float)v;
     return got >= 0;
 }
 
-int rpc_get_bool(rpc_params *p, const char *name, bool *out) {
-    json_t *v = rpc_get_value(p, name);
+int api_get_bool(api_params *p, const char *name, bool *out) {
+    json_t *v = api_get_value(p, name);
     if (!v) return 0;
     if (!json_is_boolean(v)) return type_error(p, name, "true or false");
     *out = json_is_true(v);
     return 1;
 }
 
-int rpc_get_string(rpc_params *p, const char *name, const char **out) {
-    json_t *v = rpc_get_value(p, name);
+int api_get_string(api_params *p, const char *name, const char **out) {
+    json_t *v = api_get_value(p, name);
     if (!v) return 0;
     if (!json_is_string(v)) return type_error(p, name, "a string");
     *out = json_string_value(v);
     return 1;
 }
 
-static bool was_seen(const rpc_params *p, const char *key) {
+static bool was_seen(const api_params *p, const char *key) {
     for (int i = 0; i < p->n_seen; i++)
         if (strcmp(p->seen[i], key) == 0) return true;
     return false;
 }
 
-bool rpc_params_finish(rpc_params *p) {
+bool api_params_finish(api_params *p) {
     if (!p->obj) return true;
     const char *key;
     json_t *value;
     json_object_foreach(p->obj, key, value) {
         if (was_seen(p, key) || (p->null_is_absent && json_is_null(value))) continue;
         char field[160];
-        rpc_field_name(p, key, field, sizeof field);
-        return rpc_fail(p->err, RPC_INVALID_PARAMS, field, "%s: unknown field '%s' (check its spelling)",
+        api_field_name(p, key, field, sizeof field);
+        return api_fail(p->err, API_INVALID_PARAMS, field, "%s: unknown field '%s' (check its spelling)",
                         p->where, field);
     }
     return true;

@@ -1,4 +1,4 @@
-/* parse_error.c - rpc_parse_error (api.h): a body that is not JSON, said with where it
+/* parse_error.c - api_parse_error (api.h): a body that is not JSON, said with where it
  * failed, and for a number jansson cannot hold (1e999 overflows a double, 2^64 a 64-bit integer)
  * the field the number was given for, found by reading back from where the parser stopped. */
 #include "api.h"
@@ -43,7 +43,7 @@ static void field_of_number(const char *text, long end, char *out, size_t size) 
     if (before >= 0 && text[before] == ':') name_ending_at(text, back_over_space(text, before), out, size);
 }
 
-void rpc_parse_error(const char *text, size_t len, const json_error_t *jerr, rpc_error *err) {
+void api_parse_error(const char *text, size_t len, const json_error_t *jerr, api_error *err) {
     char field[sizeof err->field] = "";
     bool number = strstr(jerr->text, "real number overflow") || strstr(jerr->text, "too big integer") ||
                   strstr(jerr->text, "too big negative integer");
@@ -56,10 +56,10 @@ void rpc_parse_error(const char *text, size_t len, const json_error_t *jerr, rpc
         field_of_number(copy, end - from, field, sizeof field);
     }
     if (number && field[0])
-        rpc_fail(err, RPC_PARSE_ERROR, field, "parse error: '%s' is a number out of range (%s): a number must fit a "
+        api_fail(err, API_PARSE_ERROR, field, "parse error: '%s' is a number out of range (%s): a number must fit a "
                  "double, an integer a signed 64-bit one, at line %d, column %d", field, jerr->text, jerr->line,
                  jerr->column);
     else
-        rpc_fail(err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr->text, jerr->line,
+        api_fail(err, API_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr->text, jerr->line,
                  jerr->column);
 }

@@ -7,8 +7,8 @@
  *    bytes, logprob}]}, or with post_sampling_probs {id, token, bytes, prob, top_probs: [...]};
  *    the token's own logprob/prob is null when it is not among the top n_probs (specd computes
  *    the top n only; llama-server the whole vocabulary). */
-#ifndef SPECD_RPC_PROBS_JSON_H
-#define SPECD_RPC_PROBS_JSON_H
+#ifndef SPECD_API_PROBS_JSON_H
+#define SPECD_API_PROBS_JSON_H
 
 #include "../serve/reply.h"
 

@@ -12,19 +12,19 @@
 #include <string.h>
 
 /* generation_settings of a request that sets nothing. */
-static json_t *default_settings(rpc_host *h, specd_engine *e, const char *model) {
+static json_t *default_settings(api_host *h, specd_engine *e, const char *model) {
     serve_request req;
     serve_request_init(&req);
-    rpc_host_request_defaults(h, &req);
+    api_host_request_defaults(h, &req);
     json_t *settings = reply_json_settings(&req, e, model);
     serve_request_clear(&req);
     return settings;
 }
 
-json_t *rpc_props_json(rpc_host *h, const char *template_src, rpc_error *err) {
-    json_t *status = rpc_host_status(h);
+json_t *api_props_json(api_host *h, const char *template_src, api_error *err) {
+    json_t *status = api_host_status(h);
     serve_server *server = NULL;
-    if (!status || !rpc_host_acquire_server(h, &server, err)) {
+    if (!status || !api_host_acquire_server(h, &server, err)) {
         json_decref(status);
         return NULL;
     }
@@ -48,10 +48,10 @@ json_t *rpc_props_json(rpc_host *h, const char *template_src, rpc_error *err) {
     specd_free(caps_text);
     if (props) json_object_set_new(props, "chat_template_caps", caps ? caps : json_object());
     else json_decref(caps);
-    if (props) json_object_set_new(props, "batch_invariant", rpc_invariance_json(e));
-    rpc_host_release_engine(h);
+    if (props) json_object_set_new(props, "batch_invariant", api_invariance_json(e));
+    api_host_release_engine(h);
     json_decref(status);
-    if (!props) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for /props");
+    if (!props) api_fail(err, API_INTERNAL_ERROR, "", "out of memory for /props");
     return props;
 }
 
@@ -81,9 +81,9 @@ static json_t *slot_json(serve_server *server, int32_t i, const serve_slot_view 
     return slot;
 }
 
-json_t *rpc_slots_json(rpc_host *h, rpc_error *err) {
+json_t *api_slots_json(api_host *h, api_error *err) {
     serve_server *server = NULL;
-    if (!rpc_host_acquire_server(h, &server, err)) return NULL;
+    if (!api_host_acquire_server(h, &server, err)) return NULL;
     serve_status st = serve_server_status(server);
     int32_t n_ctx = specd_engine_n_ctx(serve_server_engine(server));
     json_t *slots = json_array();
@@ -94,8 +94,8 @@ json_t *rpc_slots_json(rpc_host *h, rpc_error *err) {
             slots = NULL;
         }
     }
-    rpc_host_release_engine(h);
-    if (!slots) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory for /slots");
+    api_host_release_engine(h);
+    if (!slots) api_fail(err, API_INTERNAL_ERROR, "", "out of memory for /slots");
     return slots;
 }
 
@@ -112,9 +112,9 @@ static json_t *piece_json(specd_engine *e, specd_token t) {
     return out;
 }
 
-json_t *rpc_tokens_with_pieces(rpc_host *h, json_t *ids, rpc_error *err) {
+json_t *api_tokens_with_pieces(api_host *h, json_t *ids, api_error *err) {
     specd_engine *e;
-    if (!rpc_host_acquire_engine(h, &e, err)) return NULL;
+    if (!api_host_acquire_engine(h, &e, err)) return NULL;
     json_t *list = json_array();
     size_t i;
     json_t *id;
@@ -122,6 +122,6 @@ json_t *rpc_tokens_with_pieces(rpc_host *h, json_t *ids, rpc_error *err) {
         specd_token t = (specd_token)json_integer_value(id);
         json_array_append_new(list, json_pack("{s:i, s:o}", "id", t, "piece", piece_json(e, t)));
     }
-    rpc_host_release_engine(h);
+    api_host_release_engine(h);
     return list;
 }

@@ -3,8 +3,8 @@
  * Pieces of a streamed answer are {content, stop: false, completion_probabilities?, tokens?,
  * timings?, origins?}; the final answer is the old API's response (content, stop flags, timings,
  * prompt_stats, generation_settings) plus specd's `speculative`, stop_type and stopping_limit. */
-#ifndef SPECD_RPC_REPLY_JSON_H
-#define SPECD_RPC_REPLY_JSON_H
+#ifndef SPECD_API_REPLY_JSON_H
+#define SPECD_API_REPLY_JSON_H
 
 #include "api.h"
 

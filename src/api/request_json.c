@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool not_supported(rpc_params *rp, const char *field, const char *why) {
-    return rpc_fail(rp->err, RPC_INVALID_PARAMS, field, "completion params: '%s' is not supported yet: %s", field, why);
+static bool not_supported(api_params *rp, const char *field, const char *why) {
+    return api_fail(rp->err, API_INVALID_PARAMS, field, "completion params: '%s' is not supported yet: %s", field, why);
 }
 
 /* ---- sampling -------------------------------------------------------------------------------- */
@@ -26,76 +26,76 @@ typedef bool (*field_reader)(json_request *jr, const char *name);
 static specd_sampling_params *sampling(json_request *jr) { return &jr->req->gen.sampling; }
 
 static bool read_n_predict(json_request *jr, const char *name) {
-    return rpc_read_int32(jr->rp, name, -1, INT32_MAX, &jr->req->gen.n_predict);
+    return api_read_int32(jr->rp, name, -1, INT32_MAX, &jr->req->gen.n_predict);
 }
 static bool read_temperature(json_request *jr, const char *name) {
-    return rpc_read_any_float(jr->rp, name, &sampling(jr)->temperature);
+    return api_read_any_float(jr->rp, name, &sampling(jr)->temperature);
 }
 static bool read_top_k(json_request *jr, const char *name) {
-    return rpc_read_int32(jr->rp, name, -1, INT32_MAX, &sampling(jr)->top_k);
+    return api_read_int32(jr->rp, name, -1, INT32_MAX, &sampling(jr)->top_k);
 }
-static bool read_top_p(json_request *jr, const char *name) { return rpc_read_float(jr->rp, name, 0.0, 1.0, &sampling(jr)->top_p); }
-static bool read_min_p(json_request *jr, const char *name) { return rpc_read_float(jr->rp, name, 0.0, 1.0, &sampling(jr)->min_p); }
+static bool read_top_p(json_request *jr, const char *name) { return api_read_float(jr->rp, name, 0.0, 1.0, &sampling(jr)->top_p); }
+static bool read_min_p(json_request *jr, const char *name) { return api_read_float(jr->rp, name, 0.0, 1.0, &sampling(jr)->min_p); }
 static bool read_typical_p(json_request *jr, const char *name) {
-    return rpc_read_float(jr->rp, name, 0.0, 1.0, &sampling(jr)->typical_p);
+    return api_read_float(jr->rp, name, 0.0, 1.0, &sampling(jr)->typical_p);
 }
 static bool read_repeat_last_n(json_request *jr, const char *name) {
-    return rpc_read_any_int32(jr->rp, name, &sampling(jr)->repeat_last_n);
+    return api_read_any_int32(jr->rp, name, &sampling(jr)->repeat_last_n);
 }
 static bool read_repeat_penalty(json_request *jr, const char *name) {
-    return rpc_read_any_float(jr->rp, name, &sampling(jr)->repeat_penalty);
+    return api_read_any_float(jr->rp, name, &sampling(jr)->repeat_penalty);
 }
 static bool read_presence_penalty(json_request *jr, const char *name) {
-    return rpc_read_any_float(jr->rp, name, &sampling(jr)->presence_penalty);
+    return api_read_any_float(jr->rp, name, &sampling(jr)->presence_penalty);
 }
 static bool read_frequency_penalty(json_request *jr, const char *name) {
-    return rpc_read_any_float(jr->rp, name, &sampling(jr)->frequency_penalty);
+    return api_read_any_float(jr->rp, name, &sampling(jr)->frequency_penalty);
 }
 
 static bool read_seed(json_request *jr, const char *name) {
     int64_t seed = -1;
-    int got = rpc_get_int(jr->rp, name, -1, INT64_MAX, &seed);
-    if (got <= 0) return got == 0; /* none given: the server's (rpc_host_request_defaults) */
+    int got = api_get_int(jr->rp, name, -1, INT64_MAX, &seed);
+    if (got <= 0) return got == 0; /* none given: the server's (api_host_request_defaults) */
     jr->req->seed_requested = seed;
     sampling(jr)->seed = seed < 0 ? SPECD_SEED_RANDOM : (uint64_t)seed;
     return true;
 }
 static bool read_reproducible(json_request *jr, const char *name) {
-    return rpc_get_bool(jr->rp, name, &sampling(jr)->reproducible) >= 0;
+    return api_get_bool(jr->rp, name, &sampling(jr)->reproducible) >= 0;
 }
 static bool read_ignore_eos(json_request *jr, const char *name) {
-    return rpc_get_bool(jr->rp, name, &jr->req->gen.ignore_eos) >= 0;
+    return api_get_bool(jr->rp, name, &jr->req->gen.ignore_eos) >= 0;
 }
-static bool read_n_keep(json_request *jr, const char *name) { return rpc_read_any_int32(jr->rp, name, &jr->req->n_keep); }
-static bool read_stream(json_request *jr, const char *name) { return rpc_get_bool(jr->rp, name, &jr->req->stream) >= 0; }
+static bool read_n_keep(json_request *jr, const char *name) { return api_read_any_int32(jr->rp, name, &jr->req->n_keep); }
+static bool read_stream(json_request *jr, const char *name) { return api_get_bool(jr->rp, name, &jr->req->stream) >= 0; }
 
 static bool read_debug(json_request *jr, const char *name) {
     bool debug = false;
-    if (rpc_get_bool(jr->rp, name, &debug) < 0) return false;
+    if (api_get_bool(jr->rp, name, &debug) < 0) return false;
     if (jr->reply) jr->reply->debug = debug;
     return true;
 }
 
 /* mirostat 1 or 2 runs on the target alone (the engine turns speculation off; the answer says so). */
 static bool read_mirostat(json_request *jr, const char *name) {
-    return rpc_read_any_int32(jr->rp, name, &sampling(jr)->mirostat);
+    return api_read_any_int32(jr->rp, name, &sampling(jr)->mirostat);
 }
 static bool read_mirostat_tau(json_request *jr, const char *name) {
-    return rpc_read_any_float(jr->rp, name, &sampling(jr)->mirostat_tau);
+    return api_read_any_float(jr->rp, name, &sampling(jr)->mirostat_tau);
 }
 static bool read_mirostat_eta(json_request *jr, const char *name) {
-    return rpc_read_any_float(jr->rp, name, &sampling(jr)->mirostat_eta);
+    return api_read_any_float(jr->rp, name, &sampling(jr)->mirostat_eta);
 }
 
 /* Fields whose only supported value is "off": refusing anything else beats ignoring it. */
 static bool read_tfs_z(json_request *jr, const char *name) {
     double tfs_z = 1.0;
-    if (rpc_get_number(jr->rp, name, 0.0, 1e9, &tfs_z) < 0) return false;
+    if (api_get_number(jr->rp, name, 0.0, 1e9, &tfs_z) < 0) return false;
     return tfs_z == 1.0 || not_supported(jr->rp, name, "tail-free sampling is gone from llama.cpp; use 1 (off)");
 }
 static bool read_penalize_nl(json_request *jr, const char *name) {
     bool penalize_nl = false;
-    if (rpc_get_bool(jr->rp, name, &penalize_nl) < 0) return false;
+    if (api_get_bool(jr->rp, name, &penalize_nl) < 0) return false;
     return !penalize_nl || sampling(jr)->repeat_penalty == 1.0f ||
            not_supported(jr->rp, name, "newlines are never penalized; use false");
 }
@@ -103,30 +103,30 @@ static bool read_penalize_nl(json_request *jr, const char *name) {
 /* grammar: GBNF text ("" = none), checked against the vocabulary by serve_request_prepare. */
 static bool read_grammar(json_request *jr, const char *name) {
     const char *grammar = NULL;
-    int got = rpc_get_string(jr->rp, name, &grammar);
+    int got = api_get_string(jr->rp, name, &grammar);
     if (got < 0) return false;
     return got == 0 || serve_request_set_grammar(jr->req, grammar) ||
-           rpc_fail(jr->rp->err, RPC_INTERNAL_ERROR, name, "out of memory");
+           api_fail(jr->rp->err, API_INTERNAL_ERROR, name, "out of memory");
 }
 
 /* n_probs: the target's top-n probabilities for every token (raw logits, temperature 1, as
  * llama-server); post_sampling_probs: those of the distribution it was drawn from instead. */
 static bool read_n_probs(json_request *jr, const char *name) {
-    return rpc_read_int32(jr->rp, name, 0, 100, &jr->req->gen.n_probs);
+    return api_read_int32(jr->rp, name, 0, 100, &jr->req->gen.n_probs);
 }
 static bool read_post_sampling_probs(json_request *jr, const char *name) {
-    return rpc_get_bool(jr->rp, name, &jr->req->gen.post_sampling_probs) >= 0;
+    return api_get_bool(jr->rp, name, &jr->req->gen.post_sampling_probs) >= 0;
 }
 
 /* ---- logit_bias and stop ------------------------------------------------------------------------ */
 
 static const char *const BIAS_SHAPE = "an array of [token id, bias] pairs, bias a number or false";
 
-static bool bias_pair(rpc_params *rp, json_t *token, json_t *bias, size_t i, specd_logit_bias *out) {
+static bool bias_pair(api_params *rp, json_t *token, json_t *bias, size_t i, specd_logit_bias *out) {
     bool ok = json_is_integer(token) && json_integer_value(token) >= INT32_MIN &&
               json_integer_value(token) <= INT32_MAX && (json_is_number(bias) || json_is_false(bias));
     if (!ok)
-        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "logit_bias", "completion params: logit_bias[%zu] must be "
+        return api_fail(rp->err, API_INVALID_PARAMS, "logit_bias", "completion params: logit_bias[%zu] must be "
                         "[token id, number or false]", i);
     /* the id's range (the vocabulary) is serve_request_prepare's */
     *out = (specd_logit_bias){(specd_token)json_integer_value(token), json_is_false(bias) ? -INFINITY
@@ -136,7 +136,7 @@ static bool bias_pair(rpc_params *rp, json_t *token, json_t *bias, size_t i, spe
 
 /* An object {"token id": bias} (OpenAI's form, which llama-server takes too): a key that is not a
  * token id is refused naming logit_bias (specd does not tokenize bias keys). */
-static bool bias_object(rpc_params *rp, json_t *object, specd_logit_bias *bias) {
+static bool bias_object(api_params *rp, json_t *object, specd_logit_bias *bias) {
     const char *key;
     json_t *value;
     size_t i = 0;
@@ -155,20 +155,20 @@ static bool bias_object(rpc_params *rp, json_t *object, specd_logit_bias *bias) 
 /* logit_bias: [[token, bias], ...], bias a number or false (never sample the token); in the
  * llama dialect also the object form. */
 static bool read_logit_bias(json_request *jr, const char *name) {
-    rpc_params *rp = jr->rp;
-    json_t *list = rpc_get_value(rp, name);
+    api_params *rp = jr->rp;
+    json_t *list = api_get_value(rp, name);
     if (!list) return true;
     bool object = jr->dialect == DIALECT_LLAMA && json_is_object(list);
     if (!json_is_array(list) && !object)
-        return rpc_fail(rp->err, RPC_INVALID_PARAMS, name, "completion params: 'logit_bias' must be %s", BIAS_SHAPE);
+        return api_fail(rp->err, API_INVALID_PARAMS, name, "completion params: 'logit_bias' must be %s", BIAS_SHAPE);
     size_t n = object ? json_object_size(list) : json_array_size(list);
     specd_logit_bias *bias = calloc(n + 1, sizeof *bias);
-    if (!bias) return rpc_fail(rp->err, RPC_INTERNAL_ERROR, name, "out of memory");
+    if (!bias) return api_fail(rp->err, API_INTERNAL_ERROR, name, "out of memory");
     bool ok = !object || bias_object(rp, list, bias);
     for (size_t i = 0; ok && !object && i < n; i++) {
         json_t *pair = json_array_get(list, i);
         ok = (json_is_array(pair) && json_array_size(pair) == 2) ||
-             rpc_fail(rp->err, RPC_INVALID_PARAMS, name, "completion params: logit_bias[%zu] must be [token id, "
+             api_fail(rp->err, API_INVALID_PARAMS, name, "completion params: logit_bias[%zu] must be [token id, "
                       "number or false]", i);
         ok = ok && bias_pair(rp, json_array_get(pair, 0), json_array_get(pair, 1), i, &bias[i]);
     }
@@ -182,19 +182,19 @@ static bool read_logit_bias(json_request *jr, const char *name) {
 
 static bool add_stop(json_request *jr, json_t *s, size_t i) {
     if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
-        return rpc_fail(jr->rp->err, RPC_INVALID_PARAMS, "stop", "completion params: stop[%zu] must be a non-empty "
+        return api_fail(jr->rp->err, API_INVALID_PARAMS, "stop", "completion params: stop[%zu] must be a non-empty "
                         "string without NUL characters", i);
     return serve_request_add_stop(jr->req, json_string_value(s)) ||
-           rpc_fail(jr->rp->err, RPC_INTERNAL_ERROR, "stop", "out of memory");
+           api_fail(jr->rp->err, API_INTERNAL_ERROR, "stop", "out of memory");
 }
 
 /* stop: an array of strings; in the llama dialect also one string. */
 static bool read_stop(json_request *jr, const char *name) {
-    json_t *list = rpc_get_value(jr->rp, name);
+    json_t *list = api_get_value(jr->rp, name);
     if (!list) return true;
     if (jr->dialect == DIALECT_LLAMA && json_is_string(list)) return add_stop(jr, list, 0);
     if (!json_is_array(list))
-        return rpc_fail(jr->rp->err, RPC_INVALID_PARAMS, name, "completion params: 'stop' must be an array of strings");
+        return api_fail(jr->rp->err, API_INVALID_PARAMS, name, "completion params: 'stop' must be an array of strings");
     size_t i;
     json_t *s;
     json_array_foreach(list, i, s) if (!add_stop(jr, s, i)) return false;
@@ -207,13 +207,13 @@ static bool read_speculative(json_request *jr, const char *name) {
 }
 
 static bool read_return_origins(json_request *jr, const char *name) {
-    return rpc_get_bool(jr->rp, name, &jr->req->return_origins) >= 0;
+    return api_get_bool(jr->rp, name, &jr->req->return_origins) >= 0;
 }
 
 /* id_slot (llama-server's): the slot to run in, -1 any; its range is checked against the server's
  * slots by serve_request_prepare (request.h). */
 static bool read_id_slot(json_request *jr, const char *name) {
-    return rpc_read_int32(jr->rp, name, INT32_MIN, INT32_MAX, &jr->req->slot);
+    return api_read_int32(jr->rp, name, INT32_MIN, INT32_MAX, &jr->req->slot);
 }
 
 /* ---- the table ------------------------------------------------------------------------------- */
@@ -263,9 +263,9 @@ bool request_json_fields(json_request *jr, const char *const *names) {
 }
 
 bool request_json_read_fields(json_t *body, request_dialect dialect, serve_request *req, const char *const *names,
-                              rpc_error *err) {
-    rpc_params rp;
-    rpc_params_open(&rp, body, "completion params", "", err);
+                              api_error *err) {
+    api_params rp;
+    api_params_open(&rp, body, "completion params", "", err);
     json_request jr = {&rp, dialect, req, NULL};
     return request_json_fields(&jr, names) && request_json_sampler_fields(&jr);
 }
@@ -298,10 +298,10 @@ static bool add_prompt_item(serve_request *req, json_t *item) {
 
 /* llama-server's multimodal prompt: {"prompt_string": text with a marker per image,
  * "multimodal_data": [base64 of each image file, in order]}. */
-static bool read_multimodal_prompt(json_t *prompt, serve_request *req, rpc_error *err) {
+static bool read_multimodal_prompt(json_t *prompt, serve_request *req, api_error *err) {
     json_t *text = json_object_get(prompt, "prompt_string"), *data = json_object_get(prompt, "multimodal_data");
     if (!json_is_string(text) || (data && !json_is_array(data)))
-        return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: a 'prompt' object is {\"prompt_string\": "
+        return api_fail(err, API_INVALID_PARAMS, "prompt", "completion params: a 'prompt' object is {\"prompt_string\": "
                         "text with %s per image, \"multimodal_data\": [base64 of each image]}", specd_image_marker());
     size_t i;
     json_t *item;
@@ -310,27 +310,27 @@ static bool read_multimodal_prompt(json_t *prompt, serve_request *req, rpc_error
         size_t size = 0;
         unsigned char *bytes = bad ? NULL : specd_base64_decode(json_string_value(item), &size, &bad);
         if (bad)
-            return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt.multimodal_data[%zu]' must "
+            return api_fail(err, API_INVALID_PARAMS, "prompt", "completion params: 'prompt.multimodal_data[%zu]' must "
                             "be the base64 of an image file", i);
         if (!bytes || !serve_request_take_image(req, bytes, size))
-            return rpc_fail(err, RPC_INTERNAL_ERROR, "prompt", "out of memory");
+            return api_fail(err, API_INTERNAL_ERROR, "prompt", "out of memory");
     }
-    return serve_request_add_text(req, json_string_value(text)) || rpc_fail(err, RPC_INTERNAL_ERROR, "prompt",
+    return serve_request_add_text(req, json_string_value(text)) || api_fail(err, API_INTERNAL_ERROR, "prompt",
                                                                             "out of memory");
 }
 
 /* A string, or an array mixing strings and token ids (BOS only before a leading string), or a
  * multimodal prompt object. */
-static bool read_prompt(json_t *prompt, serve_request *req, rpc_error *err) {
+static bool read_prompt(json_t *prompt, serve_request *req, api_error *err) {
     if (json_is_object(prompt)) return read_multimodal_prompt(prompt, req, err);
     if (!json_is_string(prompt) && !json_is_array(prompt))
-        return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt' (a string, or an array of "
+        return api_fail(err, API_INVALID_PARAMS, "prompt", "completion params: 'prompt' (a string, or an array of "
                         "strings and token ids) is required");
     if (json_is_string(prompt) && !add_prompt_item(req, prompt))
-        return rpc_fail(err, RPC_INTERNAL_ERROR, "prompt", "out of memory");
+        return api_fail(err, API_INTERNAL_ERROR, "prompt", "out of memory");
     size_t i;
     json_t *item;
-    json_array_foreach(prompt, i, item) if (!add_prompt_item(req, item)) return rpc_fail(err, RPC_INTERNAL_ERROR,
+    json_array_foreach(prompt, i, item) if (!add_prompt_item(req, item)) return api_fail(err, API_INTERNAL_ERROR,
                                                                                          "prompt", "out of memory");
     return true;
 }
@@ -346,18 +346,18 @@ static void dialect_defaults(request_dialect dialect, serve_request *req, json_r
 }
 
 bool request_json_parse(json_t *params, request_dialect dialect, serve_request *req, json_reply *reply,
-                        rpc_error *err) {
+                        api_error *err) {
     if (dialect == DIALECT_LLAMA && several_prompts(json_object_get(params, "prompt")))
-        return rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: 'prompt' holds several prompts (an "
+        return api_fail(err, API_INVALID_PARAMS, "prompt", "completion params: 'prompt' holds several prompts (an "
                         "array of strings or of arrays): specd makes one completion per request; send one request "
                         "per prompt, or one string, or one array mixing text and token ids");
     dialect_defaults(dialect, req, reply);
-    rpc_params rp;
-    rpc_params_open(&rp, params, "completion params", "", err);
+    api_params rp;
+    api_params_open(&rp, params, "completion params", "", err);
     rp.null_is_absent = dialect == DIALECT_LLAMA;
     json_request jr = {&rp, dialect, req, reply};
-    json_t *prompt = rpc_get_value(&rp, "prompt");
-    if (!read_all_fields(&jr) || !request_json_llama_fields(&jr) || !rpc_params_finish(&rp) ||
+    json_t *prompt = api_get_value(&rp, "prompt");
+    if (!read_all_fields(&jr) || !request_json_llama_fields(&jr) || !api_params_finish(&rp) ||
         !read_prompt(prompt, req, err))
         return false;
     reply->prompt = json_incref(prompt);

@@ -5,8 +5,8 @@
  * llama-server's POST /completion (null = absent, `stop` may be one string, `logit_bias` an object
  * {"id": bias}, probabilities in llama-server's shape and special-token text parsed by default,
  * several prompts in one request refused). */
-#ifndef SPECD_RPC_REQUEST_JSON_H
-#define SPECD_RPC_REQUEST_JSON_H
+#ifndef SPECD_API_REQUEST_JSON_H
+#define SPECD_API_REQUEST_JSON_H
 
 #include "reply_json.h"
 
@@ -14,7 +14,7 @@ typedef enum request_dialect { DIALECT_JSONRPC, DIALECT_LLAMA } request_dialect;
 
 /* One request read by `rp` (params open over the request object). */
 typedef struct json_request {
-    rpc_params *rp;
+    api_params *rp;
     request_dialect dialect;
     serve_request *req;
     json_reply *reply; /* NULL: the caller shapes its answer itself (OpenAI) */
@@ -23,7 +23,7 @@ typedef struct json_request {
 /* `params` (borrowed) into *req and *reply (both set up by the caller); false with *err set on any
  * wrong field. */
 bool request_json_parse(json_t *params, request_dialect dialect, serve_request *req, json_reply *reply,
-                        rpc_error *err);
+                        api_error *err);
 
 /* The fields of this API named in `names` (a NULL-terminated list), each as the full parse reads
  * it, for a front end that passes some fields through as they are (OpenAI's temperature, top_p,
@@ -33,13 +33,13 @@ bool request_json_fields(json_request *jr, const char *const *names);
  * the caller shapes its own), then llama.cpp's sampler fields and `lora` as /completion reads them
  * (request_json_sampler_fields); false with *err set on a wrong field. */
 bool request_json_read_fields(json_t *body, request_dialect dialect, serve_request *req, const char *const *names,
-                              rpc_error *err);
+                              api_error *err);
 
 /* request_lora.c: llama-server's list of LoRA adapter scales, [{id, scale}] (scale missing: 0),
  * appended to *out (malloc'd, *n entries; a request's `lora`: [] adds none, so the server's current
  * scales apply). The ids are checked against the engine's adapters later (serve/lora.h). False
  * with *err set naming `field` for a wrong shape (what was read stays in *out, the caller's). */
-bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, rpc_error *err);
+bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, api_error *err);
 
 /* How this API names the library's fields and begins its messages ("completion params"). */
 extern const serve_names request_json_names;

@@ -11,7 +11,7 @@
  *    grammar_type (the grammar's prefill, as llama-server's sampler);
  *  - what it does not implement is accepted where the value changes nothing (its default, or any
  *    value while the sampler it tunes is off) and refused otherwise with a message naming the field;
- *  - any other name stays an unknown field (rpc_params_finish).
+ *  - any other name stays an unknown field (api_params_finish).
  * Also probs_format, which picks the shape of completion_probabilities (probs_json.h). */
 #include "request_json.h"
 
@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool refuse(rpc_params *rp, const char *field, const char *why) {
-    return rpc_fail(rp->err, RPC_INVALID_PARAMS, field, "completion params: '%s' %s", field, why);
+static bool refuse(api_params *rp, const char *field, const char *why) {
+    return api_fail(rp->err, API_INVALID_PARAMS, field, "completion params: '%s' %s", field, why);
 }
 
-static bool present(const rpc_params *rp, const char *name) {
+static bool present(const api_params *rp, const char *name) {
     json_t *v = json_object_get(rp->obj, name);
     return v && !(rp->null_is_absent && json_is_null(v));
 }
@@ -87,7 +87,7 @@ static const inert_field *find_inert(const char *name) {
 }
 
 /* Whether field f's value `v` changes nothing; `v` NULL means absent (its default). */
-static bool is_inert(rpc_params *rp, const inert_field *f, json_t *v) {
+static bool is_inert(api_params *rp, const inert_field *f, json_t *v) {
     if (!v || (rp->null_is_absent && json_is_null(v))) return true;
     json_t *inert = json_loads(f->inert, JSON_DECODE_ANY, NULL);
     bool ok = inert && same_value(v, inert);
@@ -98,10 +98,10 @@ static bool is_inert(rpc_params *rp, const inert_field *f, json_t *v) {
     return gate && is_inert(rp, gate, json_object_get(rp->obj, f->gate));
 }
 
-static bool parse_inert_fields(rpc_params *rp) {
+static bool parse_inert_fields(api_params *rp) {
     for (size_t i = 0; i < sizeof inert_fields / sizeof *inert_fields; i++) {
         const inert_field *f = &inert_fields[i];
-        json_t *v = rpc_get_value(rp, f->name);
+        json_t *v = api_get_value(rp, f->name);
         if (!v) continue;
         json_t *inert = json_loads(f->inert, JSON_DECODE_ANY, NULL);
         bool kind = inert && same_kind(v, inert);
@@ -120,9 +120,9 @@ static bool parse_inert_fields(rpc_params *rp) {
 
 /* reasoning_format only shapes chat messages (the OpenAI chat route); /completion is raw text
  * in llama-server too, so any of its names is accepted and changes nothing here. */
-static bool parse_reasoning_format(rpc_params *rp) {
+static bool parse_reasoning_format(api_params *rp) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, "reasoning_format", &v);
+    int got = api_get_string(rp, "reasoning_format", &v);
     if (got <= 0) return got == 0;
     static const char *names[] = {"none", "auto", "deepseek", "deepseek-legacy"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
@@ -133,14 +133,14 @@ static bool parse_reasoning_format(rpc_params *rp) {
 /* ---- fields specd implements ----------------------------------------------------------------- */
 
 /* n_predict, else max_completion_tokens, else max_tokens (llama-server's order of aliases). */
-static bool parse_n_predict_aliases(rpc_params *rp, json_request *jr) {
+static bool parse_n_predict_aliases(api_params *rp, json_request *jr) {
     static const char *aliases[] = {"max_completion_tokens", "max_tokens"};
     serve_request *req = jr->req;
     bool taken = present(rp, "n_predict");
     if (taken) req->n_predict_field = "n_predict";
     for (size_t i = 0; i < 2; i++) {
         int32_t n = req->gen.n_predict;
-        if (!rpc_read_int32(rp, aliases[i], -1, INT32_MAX, &n)) return false;
+        if (!api_read_int32(rp, aliases[i], -1, INT32_MAX, &n)) return false;
         if (!taken && present(rp, aliases[i])) {
             req->gen.n_predict = n;
             req->n_predict_field = aliases[i];
@@ -151,52 +151,52 @@ static bool parse_n_predict_aliases(rpc_params *rp, json_request *jr) {
 }
 
 /* logprobs: n_probs when n_probs is not given (as llama-server's /completion reads it). */
-static bool parse_logprobs_alias(rpc_params *rp, json_request *jr) {
+static bool parse_logprobs_alias(api_params *rp, json_request *jr) {
     int32_t n = jr->req->gen.n_probs;
-    if (!rpc_read_int32(rp, "logprobs", 0, 100, &n)) return false;
+    if (!api_read_int32(rp, "logprobs", 0, 100, &n)) return false;
     if (!present(rp, "n_probs")) jr->req->gen.n_probs = n;
     return true;
 }
 
 /* n_cmpl (alias n): completions per request; one here (the HTTP route splits several into one
  * request each before). */
-static bool parse_counts(rpc_params *rp) {
+static bool parse_counts(api_params *rp) {
     static const char *names[] = {"n_cmpl", "n"};
     for (size_t i = 0; i < 2; i++) {
         int64_t n = 1;
-        if (rpc_get_int(rp, names[i], INT64_MIN, INT64_MAX, &n) < 0) return false;
+        if (api_get_int(rp, names[i], INT64_MIN, INT64_MAX, &n) < 0) return false;
         if (n != 1) return refuse(rp, names[i], "must be 1: specd generates one completion per request (send "
                                   "several requests for more)");
     }
     return true;
 }
 
-static bool parse_flags(rpc_params *rp, json_request *jr) {
-    if (rpc_get_bool(rp, "return_tokens", &jr->reply->return_tokens) < 0 ||
-        rpc_get_bool(rp, "parse_special", &jr->req->parse_special) < 0 ||
-        rpc_get_bool(rp, "timings_per_token", &jr->reply->timings_per_token) < 0 ||
-        rpc_get_bool(rp, "cache_prompt", &jr->req->cache_prompt) < 0)
+static bool parse_flags(api_params *rp, json_request *jr) {
+    if (api_get_bool(rp, "return_tokens", &jr->reply->return_tokens) < 0 ||
+        api_get_bool(rp, "parse_special", &jr->req->parse_special) < 0 ||
+        api_get_bool(rp, "timings_per_token", &jr->reply->timings_per_token) < 0 ||
+        api_get_bool(rp, "cache_prompt", &jr->req->cache_prompt) < 0)
         return false;
     int64_t ping = 30;
-    if (rpc_get_int(rp, "sse_ping_interval", -1, INT32_MAX, &ping) < 0) return false;
+    if (api_get_int(rp, "sse_ping_interval", -1, INT32_MAX, &ping) < 0) return false;
     if (ping != 30 && ping != -1)
         return refuse(rp, "sse_ping_interval", "is not implemented by specd (it sends no SSE pings): leave it "
                       "out, or give 30 (the default) or -1 (no pings)");
     /* stream_options.include_usage only matters on the OpenAI routes, as in llama-server */
-    json_t *so = rpc_get_value(rp, "stream_options");
+    json_t *so = api_get_value(rp, "stream_options");
     if (!so) return true;
     if (!json_is_object(so)) return refuse(rp, "stream_options", "must be an object {include_usage}");
-    rpc_params sp;
-    rpc_params_open(&sp, so, "completion params", "stream_options.", rp->err);
+    api_params sp;
+    api_params_open(&sp, so, "completion params", "stream_options.", rp->err);
     sp.null_is_absent = rp->null_is_absent;
     bool usage = false;
-    return rpc_get_bool(&sp, "include_usage", &usage) >= 0 && rpc_params_finish(&sp);
+    return api_get_bool(&sp, "include_usage", &usage) >= 0 && api_params_finish(&sp);
 }
 
 /* response_fields: the final response keeps only these fields; "a/b" is b inside a, under the
  * key "a/b" (llama-server's json_get_nested_values); missing ones are left out. */
-static bool parse_response_fields(rpc_params *rp, json_request *jr) {
-    json_t *v = rpc_get_value(rp, "response_fields");
+static bool parse_response_fields(api_params *rp, json_request *jr) {
+    json_t *v = api_get_value(rp, "response_fields");
     if (!v) return true;
     size_t i;
     json_t *item;
@@ -209,9 +209,9 @@ static bool parse_response_fields(rpc_params *rp, json_request *jr) {
 
 /* probs_format: "llama" (llama-server's entries, the default of POST /completion) or "specd"
  * ({content, probs: [{tok_str, prob}]}, the default of JSON-RPC and the C ABI). */
-static bool parse_probs_format(rpc_params *rp, json_request *jr) {
+static bool parse_probs_format(api_params *rp, json_request *jr) {
     const char *v = NULL;
-    int got = rpc_get_string(rp, "probs_format", &v);
+    int got = api_get_string(rp, "probs_format", &v);
     if (got < 0) return false;
     if (got == 0) return true;
     if (strcmp(v, "llama") && strcmp(v, "specd"))
@@ -226,8 +226,8 @@ static bool parse_probs_format(rpc_params *rp, json_request *jr) {
 /* json_schema: the output must be JSON matching it (a grammar, so speculation stays exact). An
  * empty object means any object, as in llama-server. With a non-empty grammar as well it is
  * refused: llama-server's documentation and its code disagree on which one wins. */
-static bool parse_json_schema(rpc_params *rp, json_request *jr) {
-    json_t *schema = rpc_get_value(rp, "json_schema");
+static bool parse_json_schema(api_params *rp, json_request *jr) {
+    json_t *schema = api_get_value(rp, "json_schema");
     if (!schema) return true;
     if (jr->req->grammar)
         return refuse(rp, "json_schema", "and 'grammar' are both given: give one (json_schema becomes a grammar)");
@@ -246,9 +246,9 @@ static bool parse_json_schema(rpc_params *rp, json_request *jr) {
 /* grammar_lazy + grammar_triggers, llama-server's [{type, value, token}] (type 0: a token, 1: a
  * word, 2: a pattern, 3: a pattern the whole output matches): the grammar holds from a trigger on
  * (what llama-server applies for a tool call the model may make). */
-static bool parse_lazy_grammar(rpc_params *rp, json_request *jr) {
-    if (rpc_get_bool(rp, "grammar_lazy", &jr->req->gen.grammar_lazy) < 0) return false;
-    json_t *list = rpc_get_value(rp, "grammar_triggers");
+static bool parse_lazy_grammar(api_params *rp, json_request *jr) {
+    if (api_get_bool(rp, "grammar_lazy", &jr->req->gen.grammar_lazy) < 0) return false;
+    json_t *list = api_get_value(rp, "grammar_triggers");
     if (!list) return true;
     if (!json_is_array(list)) return refuse(rp, "grammar_triggers", "must be an array of {type, value, token}");
     size_t i;
@@ -258,31 +258,31 @@ static bool parse_lazy_grammar(rpc_params *rp, json_request *jr) {
         const char *value = json_string_value(json_object_get(t, "value"));
         json_int_t kind = json_is_integer(type) ? json_integer_value(type) : -1;
         if (kind < 0 || kind > 3 || !value || (kind == 0 && !json_is_integer(token)))
-            return rpc_fail(rp->err, RPC_INVALID_PARAMS, "grammar_triggers", "completion params: grammar_triggers[%zu] "
+            return api_fail(rp->err, API_INVALID_PARAMS, "grammar_triggers", "completion params: grammar_triggers[%zu] "
                             "must be {\"type\": 0 (token, with \"token\"), 1 (word), 2 (pattern) or 3 (full pattern), "
                             "\"value\"}", i);
         json_int_t id = kind == 0 ? json_integer_value(token) : 0;
         specd_token tok = id >= 0 && id <= INT32_MAX ? (specd_token)id : -1; /* out of range: prepare refuses it */
         if (!serve_request_add_trigger(jr->req, (serve_trigger)kind, value, tok))
-            return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "grammar_triggers", "out of memory");
+            return api_fail(rp->err, API_INTERNAL_ERROR, "grammar_triggers", "out of memory");
     }
     return true;
 }
 
 /* preserved_tokens: texts of tokens the output shows even when they are control tokens (a chat
  * format's markers; serve_request_prepare keeps those that are one token, as llama-server). */
-static bool parse_preserved_tokens(rpc_params *rp, json_request *jr) {
-    json_t *list = rpc_get_value(rp, "preserved_tokens");
+static bool parse_preserved_tokens(api_params *rp, json_request *jr) {
+    json_t *list = api_get_value(rp, "preserved_tokens");
     if (!list) return true;
     if (!json_is_array(list)) return refuse(rp, "preserved_tokens", "must be an array of token texts");
     size_t i;
     json_t *t;
     json_array_foreach(list, i, t) {
         if (!json_is_string(t))
-            return rpc_fail(rp->err, RPC_INVALID_PARAMS, "preserved_tokens", "completion params: preserved_tokens[%zu] "
+            return api_fail(rp->err, API_INVALID_PARAMS, "preserved_tokens", "completion params: preserved_tokens[%zu] "
                             "must be a string (a token's text, e.g. \"<tool_call>\")", i);
         if (!serve_request_add_preserved(jr->req, json_string_value(t)))
-            return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "preserved_tokens", "out of memory");
+            return api_fail(rp->err, API_INTERNAL_ERROR, "preserved_tokens", "out of memory");
     }
     return true;
 }
@@ -295,16 +295,16 @@ static bool parse_preserved_tokens(rpc_params *rp, json_request *jr) {
  * tool-call grammar ("grammar_type": "tool_calls"), not lazy; a user's own grammar is not
  * prefilled (llama.cpp's common_grammar_needs_prefill). It also tells llama-server's chat parser
  * where the message begins, which /completion's raw text does not use. */
-static bool parse_generation_prompt(rpc_params *rp, json_request *jr) {
+static bool parse_generation_prompt(api_params *rp, json_request *jr) {
     const char *text = NULL, *type = NULL;
-    int got = rpc_get_string(rp, "generation_prompt", &text);
-    if (got < 0 || rpc_get_string(rp, "grammar_type", &type) < 0) return false;
+    int got = api_get_string(rp, "generation_prompt", &text);
+    if (got < 0 || api_get_string(rp, "grammar_type", &type) < 0) return false;
     bool tool_calls = type && strcmp(type, "tool_calls") == 0;
     bool output_format = present(rp, "json_schema");
     if (got == 0 || !text[0] || !jr->req->grammar || jr->req->gen.grammar_lazy || !(tool_calls || output_format))
         return true;
     if (!serve_request_set_grammar_prefill(jr->req, text))
-        return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "generation_prompt", "out of memory");
+        return api_fail(rp->err, API_INTERNAL_ERROR, "generation_prompt", "out of memory");
     return true;
 }
 
@@ -347,8 +347,8 @@ static int sampler_index(const char *name, char c) {
     return -1;
 }
 
-static bool parse_samplers(rpc_params *rp, const json_request *jr) {
-    json_t *v = rpc_get_value(rp, "samplers");
+static bool parse_samplers(api_params *rp, const json_request *jr) {
+    json_t *v = api_get_value(rp, "samplers");
     if (!v) return true;
     size_t n = json_is_array(v) ? json_array_size(v) : json_is_string(v) ? json_string_length(v) : 0;
     if (!json_is_array(v) && !json_is_string(v))
@@ -369,20 +369,20 @@ static bool parse_samplers(rpc_params *rp, const json_request *jr) {
     }
     while (next < (int)(sizeof chain / sizeof *chain) && !sampler_on(jr, next)) next++;
     if (next < (int)(sizeof chain / sizeof *chain))
-        return rpc_fail(rp->err, RPC_INVALID_PARAMS, "samplers", "completion params: 'samplers' leaves out %s, "
+        return api_fail(rp->err, API_INVALID_PARAMS, "samplers", "completion params: 'samplers' leaves out %s, "
                         "which this request's settings use: specd cannot skip it (set it off instead)",
                         chain[next].name);
     return true;
 }
 
 /* dry_sequence_breakers: an array of strings (a request's own list replaces llama.cpp's default). */
-static bool parse_dry_breakers(rpc_params *rp, json_request *jr) {
-    json_t *list = rpc_get_value(rp, "dry_sequence_breakers");
+static bool parse_dry_breakers(api_params *rp, json_request *jr) {
+    json_t *list = api_get_value(rp, "dry_sequence_breakers");
     if (!list) return true;
     if (!json_is_array(list)) return refuse(rp, "dry_sequence_breakers", "must be an array of strings");
     size_t n = json_array_size(list);
     const char **breakers = calloc(n > 0 ? n : 1, sizeof *breakers);
-    if (!breakers) return rpc_fail(rp->err, RPC_INTERNAL_ERROR, "dry_sequence_breakers", "out of memory");
+    if (!breakers) return api_fail(rp->err, API_INTERNAL_ERROR, "dry_sequence_breakers", "out of memory");
     for (size_t i = 0; i < n; i++)
         if (!(breakers[i] = json_string_value(json_array_get(list, i))) || !breakers[i][0]) {
             free(breakers);
@@ -390,39 +390,39 @@ static bool parse_dry_breakers(rpc_params *rp, json_request *jr) {
         }
     bool ok = serve_request_set_dry_breakers(jr->req, breakers, (int32_t)n);
     free(breakers);
-    return ok || rpc_fail(rp->err, RPC_INTERNAL_ERROR, "dry_sequence_breakers", "out of memory");
+    return ok || api_fail(rp->err, API_INTERNAL_ERROR, "dry_sequence_breakers", "out of memory");
 }
 
 /* llama.cpp's samplers beyond the old API's: DRY, top-n-sigma, XTC, dynatemp, min_keep (ranges are
  * specd_generation_params_validate's). llama-server takes dry_base below 1 as its default. */
-static bool parse_sampler_settings(rpc_params *rp, json_request *jr) {
+static bool parse_sampler_settings(api_params *rp, json_request *jr) {
     specd_sampling_params *s = &jr->req->gen.sampling;
     float dry_base = s->dry_base;
-    bool ok = rpc_read_any_float(rp, "top_n_sigma", &s->top_n_sigma) &&
-              rpc_read_any_int32(rp, "min_keep", &s->min_keep) &&
-              rpc_read_any_float(rp, "dynatemp_range", &s->dynatemp_range) &&
-              rpc_read_any_float(rp, "dynatemp_exponent", &s->dynatemp_exponent) &&
-              rpc_read_any_float(rp, "xtc_probability", &s->xtc_probability) &&
-              rpc_read_any_float(rp, "xtc_threshold", &s->xtc_threshold) &&
-              rpc_read_any_float(rp, "dry_multiplier", &s->dry_multiplier) &&
-              rpc_read_any_float(rp, "dry_base", &dry_base) &&
-              rpc_read_any_int32(rp, "dry_allowed_length", &s->dry_allowed_length) &&
-              rpc_read_any_int32(rp, "dry_penalty_last_n", &s->dry_penalty_last_n) && parse_dry_breakers(rp, jr);
+    bool ok = api_read_any_float(rp, "top_n_sigma", &s->top_n_sigma) &&
+              api_read_any_int32(rp, "min_keep", &s->min_keep) &&
+              api_read_any_float(rp, "dynatemp_range", &s->dynatemp_range) &&
+              api_read_any_float(rp, "dynatemp_exponent", &s->dynatemp_exponent) &&
+              api_read_any_float(rp, "xtc_probability", &s->xtc_probability) &&
+              api_read_any_float(rp, "xtc_threshold", &s->xtc_threshold) &&
+              api_read_any_float(rp, "dry_multiplier", &s->dry_multiplier) &&
+              api_read_any_float(rp, "dry_base", &dry_base) &&
+              api_read_any_int32(rp, "dry_allowed_length", &s->dry_allowed_length) &&
+              api_read_any_int32(rp, "dry_penalty_last_n", &s->dry_penalty_last_n) && parse_dry_breakers(rp, jr);
     if (dry_base >= 1.0f) s->dry_base = dry_base;
     return ok;
 }
 
 /* lora: [{id, scale}] for this request (adapters not listed: 0; the ids are checked against the
  * engine's adapters by serve_request_prepare), else the server's current scales. */
-static bool parse_lora(rpc_params *rp, json_request *jr) {
-    json_t *list = rpc_get_value(rp, "lora");
+static bool parse_lora(api_params *rp, json_request *jr) {
+    json_t *list = api_get_value(rp, "lora");
     return !list || request_json_lora_list(list, "lora", &jr->req->lora, &jr->req->n_lora, rp->err);
 }
 
 /* t_max_predict_ms: as llama-server reads it, once that long has passed since the first generated
  * token, generation ends at the next step that produces a newline (<= 0: never). */
-static bool parse_t_max_predict_ms(rpc_params *rp, json_request *jr) {
-    return rpc_get_int(rp, "t_max_predict_ms", INT64_MIN, INT64_MAX, &jr->req->t_max_predict_ms) >= 0;
+static bool parse_t_max_predict_ms(api_params *rp, json_request *jr) {
+    return api_get_int(rp, "t_max_predict_ms", INT64_MIN, INT64_MAX, &jr->req->t_max_predict_ms) >= 0;
 }
 
 const char *const request_json_sampler_names[] = {
@@ -431,13 +431,13 @@ const char *const request_json_sampler_names[] = {
     "samplers", NULL};
 
 bool request_json_sampler_fields(json_request *jr) {
-    rpc_params *rp = jr->rp;
+    api_params *rp = jr->rp;
     /* samplers last: it is checked against every sampler's setting */
     return parse_sampler_settings(rp, jr) && parse_lora(rp, jr) && parse_samplers(rp, jr);
 }
 
 bool request_json_llama_fields(json_request *jr) {
-    rpc_params *rp = jr->rp;
+    api_params *rp = jr->rp;
     return request_json_sampler_fields(jr) && parse_n_predict_aliases(rp, jr) && parse_t_max_predict_ms(rp, jr) &&
            parse_logprobs_alias(rp, jr) && parse_counts(rp) && parse_flags(rp, jr) && parse_probs_format(rp, jr) &&
            parse_response_fields(rp, jr) && request_json_flat_speculative(jr) && parse_json_schema(rp, jr) &&

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, rpc_error *err) {
+bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, int32_t *n, api_error *err) {
     if (!json_is_array(list))
-        return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s must be an array of {\"id\": N, \"scale\": X}", field);
+        return api_fail(err, API_INVALID_PARAMS, field, "%s must be an array of {\"id\": N, \"scale\": X}", field);
     size_t i;
     json_t *entry;
     json_array_foreach(list, i, entry) {
@@ -16,15 +16,15 @@ bool request_json_lora_list(json_t *list, const char *field, serve_lora **out, i
         json_t *value;
         json_object_foreach(entry, key, value) /* a typo of scale would set it to 0 silently */
             if (strcmp(key, "id") != 0 && strcmp(key, "scale") != 0)
-                return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: unknown field '%.40s' (id, scale)", field, i,
+                return api_fail(err, API_INVALID_PARAMS, field, "%s[%zu]: unknown field '%.40s' (id, scale)", field, i,
                                 key);
         if (!json_is_integer(id))
-            return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: 'id' must be an adapter's index (GET "
+            return api_fail(err, API_INVALID_PARAMS, field, "%s[%zu]: 'id' must be an adapter's index (GET "
                             "/lora-adapters lists them)", field, i);
         if (scale && !json_is_number(scale))
-            return rpc_fail(err, RPC_INVALID_PARAMS, field, "%s[%zu]: 'scale' must be a finite number", field, i);
+            return api_fail(err, API_INVALID_PARAMS, field, "%s[%zu]: 'scale' must be a finite number", field, i);
         serve_lora *grown = realloc(*out, (size_t)(*n + 1) * sizeof *grown);
-        if (!grown) return rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+        if (!grown) return api_fail(err, API_INTERNAL_ERROR, field, "out of memory");
         *out = grown;
         (*out)[(*n)++] = (serve_lora){json_integer_value(id), scale ? json_number_value(scale) : 0.0};
     }

@@ -63,7 +63,7 @@ static int by_score(const void *a, const void *b) {
 static bool score_documents(specd_engine *e, const rerank_request *r, ranked *out, int64_t *n_tokens,
                             embed_error *err) {
     for (size_t i = 0; i < json_array_size(r->documents); i++) {
-        if (!rpc_thread_still_wanted()) return embed_fail(err, "server_error", "the client went away"), false;
+        if (!api_thread_still_wanted()) return embed_fail(err, "server_error", "the client went away"), false;
         char *message = NULL;
         int32_t n = 0;
         specd_status st = specd_rerank(e, r->query, json_string_value(json_array_get(r->documents, i)),
@@ -90,7 +90,7 @@ static json_t *results_json(const rerank_request *r, const ranked *v, size_t n) 
     return results;
 }
 
-json_t *embed_json_rerank(rpc_host *h, json_t *body, const char *model_name, embed_error *err) {
+json_t *embed_json_rerank(api_host *h, json_t *body, const char *model_name, embed_error *err) {
     specd_engine *e;
     if (!embed_json_serving_engine(h, true, &e, err)) return NULL;
     rerank_request r;
@@ -103,7 +103,7 @@ json_t *embed_json_rerank(rpc_host *h, json_t *body, const char *model_name, emb
         ok = false;
     }
     if (ok) ok = score_documents(e, &r, scores, &n_tokens, err);
-    rpc_host_release_engine(h);
+    api_host_release_engine(h);
     json_t *results = NULL;
     if (ok) {
         qsort(scores, n, sizeof *scores, by_score);

@@ -40,26 +40,26 @@ static void run_on_slot(specd_engine *e, int32_t slot, void *arg) {
 
 /* The body's "filename" confined to `dir` (a new file for save, an existing one for restore); NULL
  * with *err, the same message whatever made it fail (confine.h). */
-static char *confined_file(json_t *body, const char *dir, bool existing, rpc_error *err) {
+static char *confined_file(json_t *body, const char *dir, bool existing, api_error *err) {
     const char *name = json_string_value(json_object_get(body, "filename"));
     size_t n = name ? strlen(name) : 0;
-    char *path = n > 0 && name[n - 1] != '/' ? rpc_confine_path(name, dir, existing ? RPC_PATH_FILE : RPC_PATH_WRITABLE)
+    char *path = n > 0 && name[n - 1] != '/' ? api_confine_path(name, dir, existing ? API_PATH_FILE : API_PATH_WRITABLE)
                                              : NULL;
     if (!path)
-        rpc_fail(err, RPC_INVALID_PARAMS, "filename", "slot action: 'filename' must name a%s file under the slot save "
+        api_fail(err, API_INVALID_PARAMS, "filename", "slot action: 'filename' must name a%s file under the slot save "
                  "folder (--slot-save-path), got '%.200s'", existing ? "n existing" : "", name ? name : "(none)");
     return path;
 }
 
-static bool write_file(const char *path, const void *data, size_t size, const char *name, rpc_error *err) {
+static bool write_file(const char *path, const void *data, size_t size, const char *name, api_error *err) {
     FILE *f = fopen(path, "wb");
     bool ok = f && fwrite(data, 1, size, f) == size;
     if (f && fclose(f) != 0) ok = false;
-    if (!ok) rpc_fail(err, RPC_INTERNAL_ERROR, "filename", "slot action: cannot write '%s': %s", name, strerror(errno));
+    if (!ok) api_fail(err, API_INTERNAL_ERROR, "filename", "slot action: cannot write '%s': %s", name, strerror(errno));
     return ok;
 }
 
-static void *read_file(const char *path, size_t *size, const char *name, rpc_error *err) {
+static void *read_file(const char *path, size_t *size, const char *name, api_error *err) {
     FILE *f = fopen(path, "rb");
     long n = -1;
     if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
@@ -68,7 +68,7 @@ static void *read_file(const char *path, size_t *size, const char *name, rpc_err
     if (f) fclose(f);
     if (!ok) {
         free(data);
-        rpc_fail(err, RPC_INVALID_PARAMS, "filename", "slot action: cannot read '%s'", name);
+        api_fail(err, API_INVALID_PARAMS, "filename", "slot action: cannot read '%s'", name);
         return NULL;
     }
     *size = (size_t)n;
@@ -76,25 +76,25 @@ static void *read_file(const char *path, size_t *size, const char *name, rpc_err
 }
 
 /* The engine's call on the slot, on the server's thread; false with *err. */
-static bool call_slot(rpc_host *h, int32_t slot, slot_work *w, rpc_error *err) {
+static bool call_slot(api_host *h, int32_t slot, slot_work *w, api_error *err) {
     serve_server *server = NULL;
-    if (!rpc_host_acquire_server(h, &server, err)) return false;
+    if (!api_host_acquire_server(h, &server, err)) return false;
     serve_fault fault;
     bool ran = serve_server_slot_call(server, slot, run_on_slot, w, &fault);
-    rpc_host_release_engine(h);
+    api_host_release_engine(h);
     if (!ran) {
-        rpc_error_from_fault(&fault, err);
+        api_error_from_fault(&fault, err);
         return false;
     }
     if (w->status == SPECD_OK) return true;
-    return rpc_fail(err, w->status == SPECD_ERR_INVALID_ARGUMENT ? RPC_INVALID_PARAMS : RPC_INTERNAL_ERROR,
+    return api_fail(err, w->status == SPECD_ERR_INVALID_ARGUMENT ? API_INVALID_PARAMS : API_INTERNAL_ERROR,
                     "filename", "slot action %s on slot %d: %s", w->action, slot, w->message ? w->message : "failed");
 }
 
 /* save or restore: the file confined to `dir`, the engine's call on the slot and the file's I/O in
  * the order the action needs (save: the bytes made, then written; restore: read, then put back),
  * answered with llama-server's fields. */
-static json_t *file_action(rpc_host *h, int32_t slot, bool restoring, json_t *body, const char *dir, rpc_error *err) {
+static json_t *file_action(api_host *h, int32_t slot, bool restoring, json_t *body, const char *dir, api_error *err) {
     char *path = confined_file(body, dir, restoring, err);
     if (!path) return NULL;
     const char *name = json_string_value(json_object_get(body, "filename"));
@@ -114,9 +114,9 @@ static json_t *file_action(rpc_host *h, int32_t slot, bool restoring, json_t *bo
     return answer;
 }
 
-json_t *rpc_slot_action(rpc_host *h, int32_t slot, const char *action, json_t *body, const char *dir, rpc_error *err) {
+json_t *api_slot_action(api_host *h, int32_t slot, const char *action, json_t *body, const char *dir, api_error *err) {
     if (!action || (strcmp(action, "save") && strcmp(action, "restore") && strcmp(action, "erase"))) {
-        rpc_fail(err, RPC_INVALID_PARAMS, "action", "slot action: 'action' must be save, restore or erase, got "
+        api_fail(err, API_INVALID_PARAMS, "action", "slot action: 'action' must be save, restore or erase, got "
                  "'%.40s'", action ? action : "");
         return NULL;
     }

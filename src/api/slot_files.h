@@ -1,7 +1,7 @@
 /* slot_files.h - llama-server's POST /slots/N?action=save|restore|erase, by the JSON API from a
  * host's serving server; `specd serve` only routes them (with --slot-save-path). Thread-safe. */
-#ifndef SPECD_RPC_SLOT_FILES_H
-#define SPECD_RPC_SLOT_FILES_H
+#ifndef SPECD_API_SLOT_FILES_H
+#define SPECD_API_SLOT_FILES_H
 
 #include "host.h"
 
@@ -12,7 +12,7 @@
  * whatever the reason. The engine's call waits until the slot is idle. llama-server's answers:
  * save {id_slot, filename, n_saved, n_written, timings {save_ms}}, restore {id_slot, filename,
  * n_restored, n_read, timings {restore_ms}}, erase {id_slot, n_erased}. NULL with *err otherwise
- * (RPC_INVALID_PARAMS naming the field for the client's mistakes). New reference. */
-json_t *rpc_slot_action(rpc_host *h, int32_t slot, const char *action, json_t *body, const char *dir, rpc_error *err);
+ * (API_INVALID_PARAMS naming the field for the client's mistakes). New reference. */
+json_t *api_slot_action(api_host *h, int32_t slot, const char *action, json_t *body, const char *dir, api_error *err);
 
 #endif

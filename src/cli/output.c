@@ -272,7 +272,7 @@ bool cli_print_json(FILE *out, const char *raw_text, const specd_result *r, cons
                              "startup", startup_json(startup, s),
                              "placement", "target", placement_json(&startup->target), "draft",
                              placement_json(&startup->draft),
-                             "batch_invariant", rpc_invariance_json(engine),
+                             "batch_invariant", api_invariance_json(engine),
                              "graphs", graphs_json(&startup->graphs));
     free(text);
     if (!root) return false;

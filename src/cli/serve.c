@@ -190,7 +190,7 @@ static bool read_template_file(cli_args *a, const char *path, char **out) {
  * learning them while it serves (one client, benchmark pair: 91 against 86 tokens/s, interleaved;
  * docs/performance.md). --calibration-cache off: none. A full context stops generation unless
  * --context-shift, as llama-server 0.5.0 (the JSON API's init shifts by default, as it always did). */
-static void add_server_defaults(rpc_engine_settings *s) {
+static void add_server_defaults(api_engine_settings *s) {
     if (!s->parallel_given) s->params.n_parallel = SERVE_DEFAULT_PARALLEL;
     if (!s->context_shift_given) s->context_shift = false; /* llama-server 0.5.0's default */
     if (!s->flash_attn_given && s->params.n_parallel > 1) s->params.flash_attn = SPECD_FLASH_ATTN_AUTO;
@@ -200,13 +200,13 @@ static void add_server_defaults(rpc_engine_settings *s) {
         s->calibration_cache = cache ? strdup(cache) : NULL;
         specd_free(cache);
     }
-    rpc_engine_settings_point(s);
+    api_engine_settings_point(s);
 }
 
 /* The model options (the words no serve option took), typed once: -m, -md, -np, ... */
 static bool parse_model_options(cli_args *a, const char *const *words, size_t n, http_options *o) {
-    rpc_error err;
-    if (rpc_engine_settings_parse_words(words, n, !o->list_devices, &o->models, &err)) return true;
+    api_error err;
+    if (api_engine_settings_parse_words(words, n, !o->list_devices, &o->models, &err)) return true;
     return cli_fail(a, "%s", err.message);
 }
 
@@ -318,16 +318,16 @@ static bool resolve_dir(cli_args *a, const char *flag, const char *arg, char **o
 
 /* Loads the models (on a load thread of their own, so that a stop signal is seen meanwhile).
  * Returns 0 when ready, 1 when a stop was asked for first, CLI_EXIT_USAGE on an error (printed). */
-static int load_models(rpc_host *host, rpc_engine_settings *models) {
-    rpc_error err;
+static int load_models(api_host *host, api_engine_settings *models) {
+    api_error err;
     models->async = true;
-    if (!rpc_host_load(host, models, &err)) { /* the settings are taken */
+    if (!api_host_load(host, models, &err)) { /* the settings are taken */
         fprintf(stderr, "specd: error: %s\n", err.message);
         return CLI_EXIT_USAGE;
     }
     for (;;) {
         if (stop_wait(20)) return 1;
-        json_t *status = rpc_host_status(host);
+        json_t *status = api_host_status(host);
         const char *state = json_string_value(json_object_get(status, "state"));
         int rc = !state || !strcmp(state, "loading") ? -1 : !strcmp(state, "ready") ? 0 : CLI_EXIT_USAGE;
         const char *note = json_string_value(json_object_get(status, "placement_note"));
@@ -347,7 +347,7 @@ static int load_models(rpc_host *host, rpc_engine_settings *models) {
 
 /* What the options took. */
 static void free_options(http_options *o) {
-    rpc_engine_settings_free(&o->models);
+    api_engine_settings_free(&o->models);
     free(o->models_dir);
     free(o->slot_save_path);
     free(o->chat.template_src);
@@ -374,23 +374,23 @@ int cli_serve(int argc, char **argv) {
         free_options(&o);
         return rc;
     }
-    if (!(o.rpc = rpc_host_new())) {
+    if (!(o.rpc = api_host_new())) {
         fprintf(stderr, "specd: error: out of memory\n");
         free_options(&o);
         return CLI_EXIT_RUNTIME;
     }
     http_fit_connection_limits(&o);
     memory_settle_start();
-    rpc_host_set_limits(o.rpc, (serve_limits){.n_predict_max = (int32_t)o.n_predict,
+    api_host_set_limits(o.rpc, (serve_limits){.n_predict_max = (int32_t)o.n_predict,
                                                .time_limit_ms = o.time_limit_s * 1000,
                                                .step_limit_ms = o.step_limit_ms});
-    rpc_host_set_sampling(o.rpc, &o.sampling);
+    api_host_set_sampling(o.rpc, &o.sampling);
     /* Block the stop signals before any thread starts, so only the signal thread sees them. */
     int rc = stop_watch_start() ? 0 : CLI_EXIT_RUNTIME;
     if (rc == 0) rc = load_models(o.rpc, &o.models);
     if (rc == 0) rc = http_serve(&o);
     else if (rc == 1) rc = 0; /* stopped while loading */
-    rpc_host_free(o.rpc);
+    api_host_free(o.rpc);
     free_options(&o);
     return rc;
 }

@@ -22,9 +22,9 @@ static bool parse_params(const char *text, json_t **params, json_t **error) {
     json_error_t jerr;
     *params = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
     if (*params) return true;
-    rpc_error err;
-    rpc_fail(&err, RPC_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-    *error = rpc_error_object(&err);
+    api_error err;
+    api_fail(&err, API_PARSE_ERROR, "", "parse error: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+    *error = api_error_object(&err);
     return false;
 }
 
@@ -59,9 +59,9 @@ static void set_init_error(json_t *error) {
 static int init_with(const char *cmd, bool async) {
     json_t *params = rpc_init_params_text(cmd), *error = NULL, *result = NULL;
     if (!params) {
-        rpc_error err;
-        rpc_fail(&err, RPC_PARSE_ERROR, "", "init: the settings start with '{' but are not valid JSON");
-        error = rpc_error_object(&err);
+        api_error err;
+        api_fail(&err, API_PARSE_ERROR, "", "init: the settings start with '{' but are not valid JSON");
+        error = api_error_object(&err);
     } else {
         if (async) json_object_set_new(params, "async", json_true());
         result = call("init", params, &error);

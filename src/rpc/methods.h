@@ -10,23 +10,23 @@
 
 #include "../api/completion.h"
 
-json_t *rpc_method_init(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_status(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_shutdown(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_tokenize(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_detokenize(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_completion(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_completion_start(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_completion_poll(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_completion_cancel(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_init(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_status(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_shutdown(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_tokenize(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_detokenize(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_completion(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_completion_start(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_completion_poll(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_completion_cancel(api_host *h, json_t *params, api_error *err);
 /* llama-server's GET /lora-adapters, [{id, path, scale, task_name, prompt_prefix}], and POST
  * /lora-adapters, params {adapters: [{id, scale}]} (left out: 0), the scales of later requests that
  * give none ({success: true}). The scales set last until another model is loaded. */
-json_t *rpc_method_lora_adapters(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_lora_adapters_set(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_lora_adapters(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_lora_adapters_set(api_host *h, json_t *params, api_error *err);
 /* llama-server's embeddings and rerank (embed_json.h): params as the body of POST /v1/embeddings
  * ("content" instead of "input": /embedding's answer) or of POST /rerank, the result that answer. */
-json_t *rpc_method_embeddings(rpc_host *h, json_t *params, rpc_error *err);
-json_t *rpc_method_rerank(rpc_host *h, json_t *params, rpc_error *err);
+json_t *rpc_method_embeddings(api_host *h, json_t *params, api_error *err);
+json_t *rpc_method_rerank(api_host *h, json_t *params, api_error *err);
 
 #endif

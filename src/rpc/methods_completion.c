@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-json_t *rpc_method_completion(rpc_host *h, json_t *params, rpc_error *err) {
+json_t *rpc_method_completion(api_host *h, json_t *params, api_error *err) {
     serve_job *job = api_completion_begin(h, params, DIALECT_JSONRPC, false, err);
     if (!job) return NULL;
     json_t *answer = api_completion_wait(job, err); /* an HTTP client that went away cancels it */
@@ -16,7 +16,7 @@ json_t *rpc_method_completion(rpc_host *h, json_t *params, rpc_error *err) {
     return answer;
 }
 
-json_t *rpc_method_completion_start(rpc_host *h, json_t *params, rpc_error *err) {
+json_t *rpc_method_completion_start(api_host *h, json_t *params, api_error *err) {
     serve_job *job = api_completion_begin(h, params, DIALECT_JSONRPC, true, err);
     if (!job) return NULL;
     json_t *result = json_pack("{s:I, s:o}", "id", (json_int_t)job->id, "prompt_stats",
@@ -26,17 +26,17 @@ json_t *rpc_method_completion_start(rpc_host *h, json_t *params, rpc_error *err)
 }
 
 /* {"id"?: n} plus, for poll, {"wait_ms"?: ms}: the job, referenced. */
-static serve_job *find_job(rpc_host *h, json_t *params, const char *where, int64_t *wait_ms, rpc_error *err) {
-    rpc_params rp;
-    rpc_params_open(&rp, params, where, "", err);
+static serve_job *find_job(api_host *h, json_t *params, const char *where, int64_t *wait_ms, api_error *err) {
+    api_params rp;
+    api_params_open(&rp, params, where, "", err);
     int64_t id = -1;
-    if (rpc_get_int(&rp, "id", 1, INT64_MAX, &id) < 0 || (wait_ms && rpc_get_int(&rp, "wait_ms", 0, 60000, wait_ms) < 0) ||
-        !rpc_params_finish(&rp))
+    if (api_get_int(&rp, "id", 1, INT64_MAX, &id) < 0 || (wait_ms && api_get_int(&rp, "wait_ms", 0, 60000, wait_ms) < 0) ||
+        !api_params_finish(&rp))
         return NULL;
-    return rpc_host_find_job(h, id, err);
+    return api_host_find_job(h, id, err);
 }
 
-json_t *rpc_method_completion_poll(rpc_host *h, json_t *params, rpc_error *err) {
+json_t *rpc_method_completion_poll(api_host *h, json_t *params, api_error *err) {
     int64_t wait_ms = 0;
     serve_job *job = find_job(h, params, "completion.poll params", &wait_ms, err);
     if (!job) return NULL;
@@ -50,16 +50,16 @@ json_t *rpc_method_completion_poll(rpc_host *h, json_t *params, rpc_error *err) 
     json_t *result = json_pack("{s:I, s:o, s:b}", "id", (json_int_t)job->id, "completion_updates", updates, "finished",
                                finished);
     if (result && failed) {
-        rpc_error e;
-        rpc_error_from_fault(&fault, &e);
-        json_object_set_new(result, "error", rpc_error_object(&e));
+        api_error e;
+        api_error_from_fault(&fault, &e);
+        json_object_set_new(result, "error", api_error_object(&e));
     }
     serve_job_unref(job);
-    if (!result) rpc_fail(err, RPC_INTERNAL_ERROR, "", "completion.poll: out of memory");
+    if (!result) api_fail(err, API_INTERNAL_ERROR, "", "completion.poll: out of memory");
     return result;
 }
 
-json_t *rpc_method_completion_cancel(rpc_host *h, json_t *params, rpc_error *err) {
+json_t *rpc_method_completion_cancel(api_host *h, json_t *params, api_error *err) {
     serve_job *job = find_job(h, params, "completion.cancel params", NULL, err);
     if (!job) return NULL;
     serve_job_end(job, SERVE_END_CANCELLED);

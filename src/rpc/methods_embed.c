@@ -9,23 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void rpc_error_of(const embed_error *e, rpc_error *err) {
-    int code = e->status == 400 ? RPC_INVALID_PARAMS : e->status == 503 ? RPC_NO_MODEL
-             : e->status == 501 ? RPC_INVALID_REQUEST : RPC_INTERNAL_ERROR;
-    rpc_fail(err, code, "", "%s (%s)", e->message, e->type);
+static void rpc_error_of(const embed_error *e, api_error *err) {
+    int code = e->status == 400 ? API_INVALID_PARAMS : e->status == 503 ? API_NO_MODEL
+             : e->status == 501 ? API_INVALID_REQUEST : API_INTERNAL_ERROR;
+    api_fail(err, code, "", "%s (%s)", e->message, e->type);
 }
 
 /* The answers' "model": the alias, or the model file's name without its directories. */
-static char *model_name(rpc_host *h) {
-    char *name = rpc_host_model_name(h);
+static char *model_name(api_host *h) {
+    char *name = api_host_model_name(h);
     const char *slash = name ? strrchr(name, '/') : NULL;
     if (slash) memmove(name, slash + 1, strlen(slash));
     return name;
 }
 
-static json_t *run(rpc_host *h, json_t *params, bool rerank, rpc_error *err) {
+static json_t *run(api_host *h, json_t *params, bool rerank, api_error *err) {
     if (!json_is_object(params)) {
-        rpc_fail(err, RPC_INVALID_PARAMS, "", "%s params: an object, as the body of %s", rerank ? "rerank" : "embeddings",
+        api_fail(err, API_INVALID_PARAMS, "", "%s params: an object, as the body of %s", rerank ? "rerank" : "embeddings",
                  rerank ? "POST /rerank" : "POST /v1/embeddings");
         return NULL;
     }
@@ -38,6 +38,6 @@ static json_t *run(rpc_host *h, json_t *params, bool rerank, rpc_error *err) {
     return answer;
 }
 
-json_t *rpc_method_embeddings(rpc_host *h, json_t *params, rpc_error *err) { return run(h, params, false, err); }
+json_t *rpc_method_embeddings(api_host *h, json_t *params, api_error *err) { return run(h, params, false, err); }
 
-json_t *rpc_method_rerank(rpc_host *h, json_t *params, rpc_error *err) { return run(h, params, true, err); }
+json_t *rpc_method_rerank(api_host *h, json_t *params, api_error *err) { return run(h, params, true, err); }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef json_t *(*rpc_method_fn)(rpc_host *host, json_t *params, rpc_error *err);
+typedef json_t *(*rpc_method_fn)(api_host *host, json_t *params, api_error *err);
 
 /* `admin`: the method loads, replaces or unloads the models, so a caller needs admin rights
  * (any future model-loading method must be marked so too). */
@@ -35,15 +35,15 @@ static const struct {
 static const rpc_caller full_rights = {.admin = true, .models_dir = NULL};
 static const rpc_caller least_rights = {.admin = false, .models_dir = NULL};
 
-static json_t *error_response(json_t *id, const rpc_error *err) {
-    json_t *r = json_pack("{s:s, s:o}", "jsonrpc", "2.0", "error", rpc_error_object(err));
+static json_t *error_response(json_t *id, const api_error *err) {
+    json_t *r = json_pack("{s:s, s:o}", "jsonrpc", "2.0", "error", api_error_object(err));
     if (r) json_object_set(r, "id", id ? id : json_null());
     return r;
 }
 
 static json_t *error_response_code(json_t *id, int code, const char *field, const char *message) {
-    rpc_error err;
-    rpc_fail(&err, code, field, "%s", message);
+    api_error err;
+    api_fail(&err, code, field, "%s", message);
     return error_response(id, &err);
 }
 
@@ -52,49 +52,49 @@ static json_t *error_response_code(json_t *id, int code, const char *field, cons
 static bool valid_id(json_t *id) { return json_is_string(id) || json_is_number(id) || json_is_null(id); }
 
 /* Checks the request object's members; returns false with *err set when it is not a request. */
-static bool validate_request(json_t *req, rpc_error *err) {
+static bool validate_request(json_t *req, api_error *err) {
     json_t *version = json_object_get(req, "jsonrpc");
     if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
-        return rpc_fail(err, RPC_INVALID_REQUEST, "jsonrpc", "invalid request: \"jsonrpc\" must be \"2.0\"");
+        return api_fail(err, API_INVALID_REQUEST, "jsonrpc", "invalid request: \"jsonrpc\" must be \"2.0\"");
     if (!json_is_string(json_object_get(req, "method")))
-        return rpc_fail(err, RPC_INVALID_REQUEST, "method", "invalid request: \"method\" must be a string");
+        return api_fail(err, API_INVALID_REQUEST, "method", "invalid request: \"method\" must be a string");
     json_t *params = json_object_get(req, "params");
     if (params && !json_is_object(params) && !json_is_array(params))
-        return rpc_fail(err, RPC_INVALID_REQUEST, "params", "invalid request: \"params\" must be an object");
+        return api_fail(err, API_INVALID_REQUEST, "params", "invalid request: \"params\" must be an object");
     json_t *id = json_object_get(req, "id");
     if (id && !valid_id(id))
-        return rpc_fail(err, RPC_INVALID_REQUEST, "id", "invalid request: \"id\" must be a string, a number or null");
+        return api_fail(err, API_INVALID_REQUEST, "id", "invalid request: \"id\" must be a string, a number or null");
     const char *key;
     json_t *value;
     json_object_foreach(req, key, value) {
         (void)value;
         if (strcmp(key, "jsonrpc") && strcmp(key, "method") && strcmp(key, "params") && strcmp(key, "id"))
-            return rpc_fail(err, RPC_INVALID_REQUEST, key, "invalid request: unknown member \"%s\"", key);
+            return api_fail(err, API_INVALID_REQUEST, key, "invalid request: unknown member \"%s\"", key);
     }
     return true;
 }
 
 /* init for a caller confined to a models directory: the same call on params whose model paths
  * are checked and pinned to their real paths. */
-static json_t *call_init_confined(rpc_host *host, json_t *params, const char *models_dir, rpc_error *err) {
-    json_t *confined = rpc_init_params_confine(params, models_dir, err);
+static json_t *call_init_confined(api_host *host, json_t *params, const char *models_dir, api_error *err) {
+    json_t *confined = api_init_params_confine(params, models_dir, err);
     if (!confined) return NULL;
     json_t *result = rpc_method_init(host, confined, err);
     json_decref(confined);
     return result;
 }
 
-static json_t *call_method(rpc_host *host, const char *name, json_t *params, const rpc_caller *caller,
-                           rpc_error *err) {
+static json_t *call_method(api_host *host, const char *name, json_t *params, const rpc_caller *caller,
+                           api_error *err) {
     if (json_is_array(params)) {
-        rpc_fail(err, RPC_INVALID_PARAMS, "params",
+        api_fail(err, API_INVALID_PARAMS, "params",
                  "%s: params must be an object with named fields, not an array", name);
         return NULL;
     }
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         if (strcmp(methods[i].name, name) != 0) continue;
         if (methods[i].admin && !caller->admin) {
-            rpc_fail(err, RPC_FORBIDDEN, "method",
+            api_fail(err, API_FORBIDDEN, "method",
                      "forbidden: '%s' loads or unloads models and needs admin rights (over HTTP: the "
                      "admin key that specd serve was started with, --admin-api-key)", name);
             return NULL;
@@ -104,18 +104,18 @@ static json_t *call_method(rpc_host *host, const char *name, json_t *params, con
             return call_init_confined(host, params, caller->models_dir, err);
         return methods[i].fn(host, params, err);
     }
-    rpc_fail(err, RPC_METHOD_NOT_FOUND, "method",
+    api_fail(err, API_METHOD_NOT_FOUND, "method",
              "method not found: '%s' (methods: init, status, tokenize, detokenize, completion, "
              "completion.start, completion.poll, completion.cancel, shutdown)", name);
     return NULL;
 }
 
 /* One request object; NULL when it is a notification (no id member). */
-static json_t *dispatch_one(rpc_host *host, json_t *req, const rpc_caller *caller) {
+static json_t *dispatch_one(api_host *host, json_t *req, const rpc_caller *caller) {
     if (!json_is_object(req))
-        return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: a request must be a JSON object");
+        return error_response_code(NULL, API_INVALID_REQUEST, "", "invalid request: a request must be a JSON object");
     json_t *id = json_object_get(req, "id");
-    rpc_error err;
+    api_error err;
     if (!validate_request(req, &err)) return error_response(id && valid_id(id) ? id : NULL, &err);
     json_t *result = call_method(host, json_string_value(json_object_get(req, "method")),
                                  json_object_get(req, "params"), caller, &err);
@@ -136,19 +136,19 @@ static json_t *not_run(json_t *req) {
     char message[200];
     snprintf(message, sizeof message, "batch: the answers before this call passed %d bytes, the most one batch may "
              "get; it was not run: send it in another batch", RPC_BATCH_MAX_ANSWER);
-    return error_response_code(id && valid_id(id) ? id : NULL, RPC_INVALID_REQUEST, "", message);
+    return error_response_code(id && valid_id(id) ? id : NULL, API_INVALID_REQUEST, "", message);
 }
 
 /* Every call in order, their answers together; once the answers pass RPC_BATCH_MAX_ANSWER bytes
  * the rest are refused, not run (12000 status calls made a 14 MB answer). */
-static json_t *dispatch_batch(rpc_host *host, json_t *batch, const rpc_caller *caller) {
+static json_t *dispatch_batch(api_host *host, json_t *batch, const rpc_caller *caller) {
     size_t n = json_array_size(batch);
-    if (n == 0) return error_response_code(NULL, RPC_INVALID_REQUEST, "", "invalid request: an empty batch");
+    if (n == 0) return error_response_code(NULL, API_INVALID_REQUEST, "", "invalid request: an empty batch");
     if (n > RPC_BATCH_MAX_CALLS) {
         char message[200];
         snprintf(message, sizeof message, "invalid request: a batch of %zu calls; at most %d per batch: send the "
                  "rest in another batch", n, RPC_BATCH_MAX_CALLS);
-        return error_response_code(NULL, RPC_INVALID_REQUEST, "", message);
+        return error_response_code(NULL, API_INVALID_REQUEST, "", message);
     }
     json_t *responses = json_array();
     size_t i, answered = 0;
@@ -165,11 +165,11 @@ static json_t *dispatch_batch(rpc_host *host, json_t *batch, const rpc_caller *c
     return responses;
 }
 
-json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller) {
+json_t *rpc_dispatch_as(api_host *host, json_t *request, const rpc_caller *caller) {
     if (!caller) caller = &least_rights; /* forgetting the caller must not grant anything */
     return json_is_array(request) ? dispatch_batch(host, request, caller) : dispatch_one(host, request, caller);
 }
 
-json_t *rpc_dispatch_trusted(rpc_host *host, json_t *request) { return rpc_dispatch_as(host, request, &full_rights); }
+json_t *rpc_dispatch_trusted(api_host *host, json_t *request) { return rpc_dispatch_as(host, request, &full_rights); }
 
-json_t *rpc_error_response(const rpc_error *err) { return error_response(NULL, err); }
+json_t *rpc_error_response(const api_error *err) { return error_response(NULL, err); }

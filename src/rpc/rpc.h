@@ -11,30 +11,30 @@
 typedef struct rpc_caller {
     bool admin;             /* may call the admin methods, which load or unload models (init, shutdown) */
     const char *models_dir; /* when not NULL: init may load only regular files under this directory
-                             * (a real path, see rpc_init_params_confine) */
+                             * (a real path, see api_init_params_confine) */
 } rpc_caller;
 
 /* The host of the process's JSON API object (rpc_api.c), made on first use (specd_rpc, the old ABI). */
-rpc_host *rpc_host_default(void);
+api_host *rpc_host_default(void);
 
 /* The dispatcher on a parsed request (object or batch, borrowed) for the models of `host`: the
  * response, or NULL when there is nothing to answer (notifications only). */
-json_t *rpc_dispatch_as(rpc_host *host, json_t *request, const rpc_caller *caller);
+json_t *rpc_dispatch_as(api_host *host, json_t *request, const rpc_caller *caller);
 /* A batch's bounds: its calls (more: the batch is refused, none run), and the size of its answers
  * (past it the calls left are refused, not run), so that one batch cannot make a server answer
  * for ever or with gigabytes. */
 #define RPC_BATCH_MAX_CALLS 256
 #define RPC_BATCH_MAX_ANSWER (4 * 1024 * 1024)
 /* rpc_dispatch_as with a library user's full rights (specd_rpc_call, the old ABI). */
-json_t *rpc_dispatch_trusted(rpc_host *host, json_t *request);
+json_t *rpc_dispatch_trusted(api_host *host, json_t *request);
 /* The response to a request that could not be read (no id): {"jsonrpc", "error", "id": null}. */
-json_t *rpc_error_response(const rpc_error *err);
+json_t *rpc_error_response(const api_error *err);
 
 /* ---- the JSON API object (rpc_api.c) -----------------------------------------------------------
  * What specd_rpc_new makes (specd_rpc.h): a host of its own. specd_rpc() and the old ABI use the
  * process's one object, made on first use and kept until the process ends. */
 struct specd_rpc_api {
-    rpc_host *host;
+    api_host *host;
 };
 specd_rpc_api *rpc_api_process(void);
 /* `method` with `params` (borrowed, may be NULL) on api's host: the result (new reference), or

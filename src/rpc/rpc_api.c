@@ -28,7 +28,7 @@ json_t *rpc_api_call_method(specd_rpc_api *api, const char *method, json_t *para
     json_decref(request);
     json_t *result = json_incref(json_object_get(response, "result"));
     *error = result ? NULL : json_incref(json_object_get(response, "error"));
-    if (!result && !*error) *error = json_pack("{s:i, s:s}", "code", RPC_INTERNAL_ERROR, "message", "out of memory");
+    if (!result && !*error) *error = json_pack("{s:i, s:s}", "code", API_INTERNAL_ERROR, "message", "out of memory");
     json_decref(response);
     return result;
 }
@@ -41,9 +41,9 @@ static void set_error_text(char **error, json_t *object) {
 static bool init_api(specd_rpc_api *api, const char *init, char **error) {
     json_t *params = rpc_init_params_text(init), *failure = NULL;
     if (!params) {
-        rpc_error err;
-        rpc_fail(&err, RPC_PARSE_ERROR, "", "init: the settings start with '{' but are not valid JSON");
-        failure = rpc_error_object(&err);
+        api_error err;
+        api_fail(&err, API_PARSE_ERROR, "", "init: the settings start with '{' but are not valid JSON");
+        failure = api_error_object(&err);
     } else {
         json_decref(rpc_api_call_method(api, "init", params, &failure));
     }
@@ -56,12 +56,12 @@ static bool init_api(specd_rpc_api *api, const char *init, char **error) {
 specd_rpc_api *specd_rpc_new(const char *init, char **error) {
     if (error) *error = NULL;
     specd_rpc_api *api = calloc(1, sizeof *api);
-    if (api) api->host = rpc_host_new();
+    if (api) api->host = api_host_new();
     if (!api || !api->host) {
         free(api);
-        rpc_error err;
-        rpc_fail(&err, RPC_INTERNAL_ERROR, "", "out of memory for the JSON API object");
-        json_t *object = rpc_error_object(&err);
+        api_error err;
+        api_fail(&err, API_INTERNAL_ERROR, "", "out of memory for the JSON API object");
+        json_t *object = api_error_object(&err);
         set_error_text(error, object);
         json_decref(object);
         return NULL;
@@ -74,15 +74,15 @@ specd_rpc_api *specd_rpc_new(const char *init, char **error) {
 }
 
 char *specd_rpc_call(specd_rpc_api *api, const char *request) {
-    rpc_error err;
+    api_error err;
     if (!api || !request) {
-        rpc_fail(&err, RPC_INVALID_REQUEST, "", "invalid request: %s is NULL", api ? "the request" : "the object");
+        api_fail(&err, API_INVALID_REQUEST, "", "invalid request: %s is NULL", api ? "the request" : "the object");
         return rpc_dump(rpc_error_response(&err));
     }
     json_error_t jerr;
     json_t *parsed = json_loads(request, JSON_REJECT_DUPLICATES, &jerr);
     if (!parsed) {
-        rpc_parse_error(request, strlen(request), &jerr, &err);
+        api_parse_error(request, strlen(request), &jerr, &err);
         return rpc_dump(rpc_error_response(&err));
     }
     json_t *response = rpc_dispatch_trusted(api->host, parsed);
@@ -92,7 +92,7 @@ char *specd_rpc_call(specd_rpc_api *api, const char *request) {
 
 void specd_rpc_free(specd_rpc_api *api) {
     if (!api) return;
-    rpc_host_free(api->host);
+    api_host_free(api->host);
     free(api);
 }
 
@@ -107,7 +107,7 @@ specd_rpc_api *rpc_api_process(void) {
     return process_api;
 }
 
-rpc_host *rpc_host_default(void) {
+api_host *rpc_host_default(void) {
     specd_rpc_api *api = rpc_api_process();
     return api ? api->host : NULL;
 }

@@ -253,8 +253,8 @@ static json_t *parse(const char *text, size_t len, bool count_only, openai_error
     if (!json_is_object(in)) {
         if (in) BAD(err, "the request body must be a JSON object");
         else {
-            rpc_error parse;
-            rpc_parse_error(text, len, &jerr, &parse);
+            api_error parse;
+            api_parse_error(text, len, &jerr, &parse);
             BAD(err, "the request body is not JSON: %s", parse.message + strlen("parse error: "));
         }
         json_decref(in);
@@ -265,7 +265,7 @@ static json_t *parse(const char *text, size_t len, bool count_only, openai_error
     return body;
 }
 
-completion_call *anthropic_completion_call(rpc_host *host, const char *text, size_t len, const http_chat *chat,
+completion_call *anthropic_completion_call(api_host *host, const char *text, size_t len, const http_chat *chat,
                                            openai_error *err) {
     if (!chat->jinja) {
         BAD(err, "/v1/messages needs Jinja chat templates: start specd serve without --no-jinja or --chat-template NAME");
@@ -278,7 +278,7 @@ completion_call *anthropic_completion_call(rpc_host *host, const char *text, siz
     return call;
 }
 
-json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, const http_chat *chat, openai_error *err) {
+json_t *anthropic_count_tokens(api_host *host, const char *text, size_t len, const http_chat *chat, openai_error *err) {
     json_t *body = parse(text, len, true, err);
     char *body_text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -295,9 +295,9 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, con
         return NULL;
     }
     specd_engine *engine = NULL;
-    rpc_error rerr;
+    api_error rerr;
     json_t *answer = NULL;
-    if (!rpc_host_acquire_engine(host, &engine, &rerr)) {
+    if (!api_host_acquire_engine(host, &engine, &rerr)) {
         anthropic_fail(err, MHD_HTTP_SERVICE_UNAVAILABLE, "overloaded_error", "%s", rerr.message);
     } else {
         specd_token *tokens = NULL;
@@ -312,7 +312,7 @@ json_t *anthropic_count_tokens(rpc_host *host, const char *text, size_t len, con
         else BAD(err, "the prompt cannot be tokenized: %s", why ? why : "unknown error");
         specd_free(tokens);
         specd_free(why);
-        rpc_host_release_engine(host);
+        api_host_release_engine(host);
     }
     json_decref(prompt);
     serve_request_clear(&images);

@@ -205,8 +205,8 @@ serve_reply anthropic_reply_formatter(openai_call *call) {
 
 /* A failure in the middle of a stream, in Anthropic's shape. */
 static json_t *stream_error(const serve_fault *fault) {
-    rpc_error rerr;
-    rpc_error_from_fault(fault, &rerr);
+    api_error rerr;
+    api_error_from_fault(fault, &rerr);
     openai_error err;
     openai_error_from(&rerr, &err);
     return anthropic_error_body(&err);

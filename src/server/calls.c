@@ -68,7 +68,7 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static json_t *refusal(const char *message) {
-    return json_pack("{s:{s:i, s:s}}", "error", "code", RPC_BUSY, "message", message);
+    return json_pack("{s:{s:i, s:s}}", "error", "code", API_BUSY, "message", message);
 }
 
 static void call_unref(deferred_call *call) {
@@ -151,11 +151,11 @@ static void *worker_main(void *arg) {
         bool run = !call->answered && !call->taken;
         call->taken = true;
         pthread_mutex_unlock(&call->lock);
-        rpc_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
-        rpc_client_thread(call->client);
+        api_watch_thread(client_still_there, call); /* a blocking completion ends when its client goes */
+        api_client_thread(call->client);
         json_t *response = run ? call->run(call->ctx) : NULL;
-        rpc_client_thread(0);
-        rpc_watch_thread(NULL, NULL);
+        api_client_thread(0);
+        api_watch_thread(NULL, NULL);
         pthread_mutex_lock(&call->lock);
         answer_locked(call, response, 0);
         pthread_mutex_unlock(&call->lock);

@@ -8,7 +8,7 @@
 
 #include <stdlib.h>
 
-completion_call *completion_call_new(rpc_host *host, bool stream) {
+completion_call *completion_call_new(api_host *host, bool stream) {
     completion_call *call = calloc(1, sizeof *call);
     if (call) *call = (completion_call){.host = host, .stream = stream};
     return call;
@@ -47,10 +47,10 @@ int completion_call_jobs(const completion_call *call, serve_job **jobs, int max)
     return n;
 }
 
-static json_t *error_answer(const rpc_error *err) { return json_pack("{s:o}", "error", rpc_error_object(err)); }
+static json_t *error_answer(const api_error *err) { return json_pack("{s:o}", "error", api_error_object(err)); }
 
 /* A request already read (OpenAI's, Anthropic's, ...): its request and reply become the job's. */
-static serve_job *submit_request(completion_call *call, rpc_error *err) {
+static serve_job *submit_request(completion_call *call, api_error *err) {
     serve_request *req = call->request;
     serve_reply reply = call->reply;
     call->request = NULL;
@@ -61,13 +61,13 @@ static serve_job *submit_request(completion_call *call, rpc_error *err) {
     return job;
 }
 
-static serve_job *submit(completion_call *call, rpc_error *err) {
+static serve_job *submit(completion_call *call, api_error *err) {
     return call->job = call->body ? api_completion_begin(call->host, call->body, DIALECT_LLAMA, call->stream, err)
                                   : submit_request(call, err);
 }
 
 /* Every choice's job submitted; at the first refusal the ones already in are ended. */
-static bool submit_all(completion_call *call, rpc_error *err) {
+static bool submit_all(completion_call *call, api_error *err) {
     if (!submit(call, err)) return false;
     for (int i = 0; i < call->n_more; i++) {
         if (submit(call->more[i], err)) continue;
@@ -80,7 +80,7 @@ static bool submit_all(completion_call *call, rpc_error *err) {
 
 json_t *completion_call_run(void *ctx) {
     completion_call *call = ctx;
-    rpc_error err;
+    api_error err;
     if (!submit_all(call, &err)) return error_answer(&err);
     if (call->stream) return json_pack("{s:{s:I}}", "result", "id", (json_int_t)call->job->id);
     json_t *answer = api_completion_wait(call->job, &err);

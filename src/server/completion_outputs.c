@@ -14,18 +14,18 @@
 #include <stdlib.h>
 
 /* The serving server's slots (1 while none serves). */
-static int32_t server_slots(rpc_host *host) {
+static int32_t server_slots(api_host *host) {
     int32_t slots = 1;
     serve_server *server = NULL;
-    rpc_error ignored;
-    if (rpc_host_acquire_server(host, &server, &ignored)) {
+    api_error ignored;
+    if (api_host_acquire_server(host, &server, &ignored)) {
         slots = serve_server_status(server).n_slots;
-        rpc_host_release_engine(host);
+        api_host_release_engine(host);
     }
     return slots;
 }
 
-bool completion_read_n(rpc_host *host, json_t *v, int *n, int32_t *slots) {
+bool completion_read_n(api_host *host, json_t *v, int *n, int32_t *slots) {
     *n = 1;
     *slots = 0;
     if (!v || json_is_null(v)) return true;
@@ -36,11 +36,11 @@ bool completion_read_n(rpc_host *host, json_t *v, int *n, int32_t *slots) {
 }
 
 /* n_cmpl, else n. */
-static bool read_n(rpc_host *host, json_t *body, int *n, rpc_error *err) {
+static bool read_n(api_host *host, json_t *body, int *n, api_error *err) {
     const char *name = json_object_get(body, "n_cmpl") ? "n_cmpl" : "n";
     int32_t slots;
     if (completion_read_n(host, json_object_get(body, name), n, &slots)) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, name, "completion params: '%s' must be an integer from 1 to %d: each "
+    return api_fail(err, API_INVALID_PARAMS, name, "completion params: '%s' must be an integer from 1 to %d: each "
                     "completion runs in a slot of its own (this server has %d; more with -np)", name, (int)slots,
                     (int)slots);
 }
@@ -93,7 +93,7 @@ static json_t *merge(json_t *answer, json_t *other, bool new_prompt) {
     return list;
 }
 
-completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stream, rpc_error *err) {
+completion_call *completion_outputs_call(api_host *host, json_t *body, bool stream, api_error *err) {
     json_t *prompts = prompt_list(body);
     int n = 1;
     if (!read_n(host, body, &n, err)) {
@@ -102,7 +102,7 @@ completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stre
     }
     size_t outputs = (size_t)n * (prompts ? json_array_size(prompts) : 1);
     if (outputs > COMPLETION_OUTPUTS_MAX) {
-        rpc_fail(err, RPC_INVALID_PARAMS, "prompt", "completion params: %d prompts x n_cmpl %d: at most %d "
+        api_fail(err, API_INVALID_PARAMS, "prompt", "completion params: %d prompts x n_cmpl %d: at most %d "
                  "completions per request; send several requests", (int)(outputs / (size_t)n), n,
                  COMPLETION_OUTPUTS_MAX);
         json_decref(body);
@@ -125,7 +125,7 @@ completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stre
     json_decref(body);
     if (ok) return first;
     completion_call_free(first);
-    rpc_fail(err, RPC_INTERNAL_ERROR, NULL, "out of memory");
+    api_fail(err, API_INTERNAL_ERROR, NULL, "out of memory");
     return NULL;
 }
 
@@ -137,7 +137,7 @@ enum MHD_Result completion_stream_respond(struct MHD_Connection *c, const comple
     if (!jobs) { /* nothing will read the jobs: they end */
         serve_job_end(call->job, SERVE_END_CANCELLED);
         for (int i = 0; i < call->n_more; i++) serve_job_end(call->more[i]->job, SERVE_END_CANCELLED);
-        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL_ERROR, "out of memory");
     }
     enum MHD_Result ok = sse_respond_jobs(c, jobs, completion_call_jobs(call, jobs, n), &indexed);
     free(jobs);

@@ -35,7 +35,7 @@ static embed_route route_of(const char *url) {
 }
 
 struct embeddings_call {
-    rpc_host *host;
+    api_host *host;
     embed_route route;
     char *body; /* owned */
     size_t len;
@@ -43,7 +43,7 @@ struct embeddings_call {
     embed_error err;
 };
 
-embeddings_call *embeddings_call_new(rpc_host *host, const char *url, char *body, size_t len) {
+embeddings_call *embeddings_call_new(api_host *host, const char *url, char *body, size_t len) {
     embeddings_call *call = calloc(1, sizeof *call);
     if (!call) {
         free(body);
@@ -76,7 +76,7 @@ static json_t *parse_body(embeddings_call *call) {
 json_t *embeddings_call_run(void *ctx) {
     embeddings_call *call = ctx;
     json_t *body = parse_body(call);
-    char *name = body ? rpc_host_model_name(call->host) : NULL;
+    char *name = body ? api_host_model_name(call->host) : NULL;
     char *model = name ? openai_model_id(name) : NULL; /* llama-server's model name: the file's, or the alias */
     if (body && !model) embed_fail(&call->err, "server_error", "out of memory");
     else if (body && call->route == ROUTE_RERANK) call->answer = embed_json_rerank(call->host, body, model, &call->err);

@@ -21,14 +21,14 @@
 
 /* Graceful stop of a running daemon; every step is bounded except joining a worker stuck in a
  * call (a model load), which is the watchdog's case. */
-static void stop_daemon(struct MHD_Daemon *d, rpc_host *host) {
+static void stop_daemon(struct MHD_Daemon *d, api_host *host) {
     MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     calls_close_intake();
     /* Every completion, running or queued, ends at its next step with stop_type "shutdown" (a
      * blocking one that never ran: 503), and no new one can start; then the calls and streams
      * end by themselves, with those final answers. */
-    rpc_host_close(host);
+    api_host_close(host);
     for (int waited = 0; waited < DRAIN_MS && (calls_pending() > 0 || sse_live() > 0); waited += 20) {
         struct timespec t = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
         nanosleep(&t, NULL);

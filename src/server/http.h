@@ -34,9 +34,9 @@ typedef struct http_options {
     int64_t time_limit_s;  /* --time-limit: 0 none */
     int64_t step_limit_ms; /* --step-limit: 0 none */
     int64_t http_threads;
-    specd_sampling_params sampling; /* --temp, --top-k, ...: a request's defaults (rpc_host_set_sampling) */
-    rpc_engine_settings models; /* the model options (-m, -md, -np, ...), for the start-up load */
-    rpc_host *rpc;         /* the JSON API's host: the models it serves (owned) */
+    specd_sampling_params sampling; /* --temp, --top-k, ...: a request's defaults (api_host_set_sampling) */
+    api_engine_settings models; /* the model options (-m, -md, -np, ...), for the start-up load */
+    api_host *rpc;         /* the JSON API's host: the models it serves (owned) */
     bool web_page;         /* GET / serves the page (page.c); --no-webui: readiness as /health */
     http_chat chat;        /* how the chat routes make prompts */
     bool list_devices;     /* --list-devices: print them and exit */

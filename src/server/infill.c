@@ -37,43 +37,43 @@ static bool push(token_list *l, const specd_token *t, int32_t n) {
 static bool push_one(token_list *l, specd_token t) { return push(l, &t, 1); }
 
 /* Appends the tokens of `text` (no BOS, special-token text kept as text, as llama-server). */
-static bool push_text(token_list *l, specd_engine *e, const char *text, rpc_error *err, const char *field) {
+static bool push_text(token_list *l, specd_engine *e, const char *text, api_error *err, const char *field) {
     specd_token *t = NULL;
     int32_t n = 0;
     char *why = NULL;
     bool ok = specd_tokenize_special(e, text, false, false, &t, &n, &why) == SPECD_OK;
-    if (!ok) rpc_fail(err, RPC_INVALID_PARAMS, field, "infill: '%s' cannot be tokenized: %s", field, why ? why : "");
-    else if (!push(l, t, n)) ok = rpc_fail(err, RPC_INTERNAL_ERROR, field, "out of memory");
+    if (!ok) api_fail(err, API_INVALID_PARAMS, field, "infill: '%s' cannot be tokenized: %s", field, why ? why : "");
+    else if (!push(l, t, n)) ok = api_fail(err, API_INTERNAL_ERROR, field, "out of memory");
     specd_free(t);
     specd_free(why);
     return ok;
 }
 
 /* The model's BOS, when it adds one (the tokens of "" with the special ones). */
-static bool push_bos(token_list *l, specd_engine *e, rpc_error *err) {
+static bool push_bos(token_list *l, specd_engine *e, api_error *err) {
     specd_token *t = NULL;
     int32_t n = 0;
     char *why = NULL;
     bool ok = specd_tokenize_special(e, "", true, false, &t, &n, &why) == SPECD_OK;
-    if (!ok) rpc_fail(err, RPC_INTERNAL_ERROR, "", "infill: %s", why ? why : "cannot tokenize");
-    else ok = push(l, t, n) || rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory");
+    if (!ok) api_fail(err, API_INTERNAL_ERROR, "", "infill: %s", why ? why : "cannot tokenize");
+    else ok = push(l, t, n) || api_fail(err, API_INTERNAL_ERROR, "", "out of memory");
     specd_free(t);
     specd_free(why);
     return ok;
 }
 
-static const char *string_field(json_t *body, const char *name, rpc_error *err, bool *ok) {
+static const char *string_field(json_t *body, const char *name, api_error *err, bool *ok) {
     json_t *v = json_object_get(body, name);
     if (!v || json_is_null(v)) return "";
-    if (!json_is_string(v)) *ok = rpc_fail(err, RPC_INVALID_PARAMS, name, "infill: '%s' must be a string", name);
+    if (!json_is_string(v)) *ok = api_fail(err, API_INVALID_PARAMS, name, "infill: '%s' must be a string", name);
     return json_is_string(v) ? json_string_value(v) : "";
 }
 
 /* The extra context: [FIM_REP]myproject\n, then per chunk [FIM_SEP]filename\n text (or a
  * "--- snippet ---" separator without FIM_SEP), then [FIM_SEP]filename\n. */
-static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens *fim, json_t *extra, rpc_error *err) {
+static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens *fim, json_t *extra, api_error *err) {
     if (extra && !json_is_array(extra))
-        return rpc_fail(err, RPC_INVALID_PARAMS, "input_extra", "infill: 'input_extra' must be an array of "
+        return api_fail(err, API_INVALID_PARAMS, "input_extra", "infill: 'input_extra' must be an array of "
                         "{\"filename\", \"text\"}");
     bool ok = true;
     if (fim->rep >= 0) ok = push_one(x, fim->rep) && push_text(x, e, "myproject\n", err, "input_extra");
@@ -85,7 +85,7 @@ static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens 
         if (!ok) break;
         /* as llama-server: the text is required, the filename optional, both strings */
         if (!json_is_object(chunk) || !text || (json_object_get(chunk, "filename") && !filename))
-            return rpc_fail(err, RPC_INVALID_PARAMS, "input_extra", "infill: input_extra[%zu] must be {\"text\": "
+            return api_fail(err, API_INVALID_PARAMS, "input_extra", "infill: input_extra[%zu] must be {\"text\": "
                             "string, \"filename\": string (optional)}", i);
         char name[1100];
         snprintf(name, sizeof name, "%s\n", filename ? filename : "tmp");
@@ -99,16 +99,16 @@ static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens 
 
 /* A model without the three FIM tokens cannot infill: false with *err naming the missing ones (as
  * llama-server's message does). */
-static bool has_fim_tokens(const specd_fim_tokens *fim, rpc_error *err) {
+static bool has_fim_tokens(const specd_fim_tokens *fim, api_error *err) {
     if (fim->pre >= 0 && fim->suf >= 0 && fim->mid >= 0) return true;
-    return rpc_fail(err, RPC_INVALID_PARAMS, "input_prefix", "infill is not supported by this model: %s%s%s(the GGUF "
+    return api_fail(err, API_INVALID_PARAMS, "input_prefix", "infill is not supported by this model: %s%s%s(the GGUF "
                     "has no tokenizer.ggml.fim_pre, fim_suf or fim_mid): use a code model that has them, or "
                     "/completion", fim->pre < 0 ? "prefix token is missing. " : "",
                     fim->suf < 0 ? "suffix token is missing. " : "", fim->mid < 0 ? "middle token is missing. " : "");
 }
 
 /* The FIM prompt of `body` (borrowed) as a token array (new), NULL with *err. */
-static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, rpc_error *err) {
+static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, api_error *err) {
     specd_fim_tokens fim = specd_engine_fim_tokens(e);
     bool ok = true;
     const char *prefix = string_field(body, "input_prefix", err, &ok);
@@ -132,7 +132,7 @@ static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, r
     json_t *list = NULL;
     if (ok && (list = json_array()) != NULL)
         for (int32_t i = 0; i < out.n; i++) json_array_append_new(list, json_integer(out.t[i]));
-    if (ok && !list) rpc_fail(err, RPC_INTERNAL_ERROR, "", "out of memory");
+    if (ok && !list) api_fail(err, API_INTERNAL_ERROR, "", "out of memory");
     free(pre.t);
     free(suf.t);
     free(mid.t);
@@ -151,10 +151,10 @@ static bool names_drafters(json_t *body) {
  * request drafts with anyway (the server's --spec-type, else its draft model or head); each step
  * drafts with whichever is expected to give more tokens per second there, so where the file does
  * not repeat nothing changes. NULL (nothing added) when out of memory. */
-static json_t *default_drafters(rpc_host *host, const specd_engine *e) {
+static json_t *default_drafters(api_host *host, const specd_engine *e) {
     serve_request defaults;
     serve_request_init(&defaults);
-    rpc_host_request_defaults(host, &defaults);
+    api_host_request_defaults(host, &defaults);
     specd_spec_type out[SPECD_SPEC_MAX_TYPES];
     int32_t n = specd_generation_drafters(e, &defaults.gen, out, NULL);
     serve_request_clear(&defaults);
@@ -165,17 +165,17 @@ static json_t *default_drafters(rpc_host *host, const specd_engine *e) {
     return types ? json_pack("{s:o}", "type", types) : NULL;
 }
 
-json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, bool *not_supported) {
+json_t *infill_completion_params(api_host *host, json_t *body, api_error *err, bool *not_supported) {
     static const char *const own[] = {"input_prefix", "input_suffix", "input_extra", NULL};
     if (!json_is_object(body)) {
-        rpc_fail(err, RPC_INVALID_PARAMS, "", "infill: the body must be a JSON object");
+        api_fail(err, API_INVALID_PARAMS, "", "infill: the body must be a JSON object");
         json_decref(body);
         return NULL;
     }
     json_t *np = json_object_get(body, "n_predict");
     int64_t n_predict = json_is_integer(np) ? json_integer_value(np) : -1;
     specd_engine *e = NULL;
-    if (!rpc_host_acquire_engine(host, &e, err)) {
+    if (!api_host_acquire_engine(host, &e, err)) {
         json_decref(body);
         return NULL;
     }
@@ -184,7 +184,7 @@ json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, b
     if (not_supported) *not_supported = !supported;
     json_t *prompt = supported ? infill_prompt(body, e, n_predict, err) : NULL;
     json_t *drafters = prompt && !names_drafters(body) ? default_drafters(host, e) : NULL;
-    rpc_host_release_engine(host);
+    api_host_release_engine(host);
     if (drafters) json_object_set_new(body, "speculative", drafters);
     if (!prompt) {
         json_decref(body);

@@ -29,24 +29,24 @@ bool route_is_llama_post(const char *url) {
 
 /* ---- /tokenize, /detokenize ------------------------------------------------------------------ */
 
-static json_t *error_response(const rpc_error *err) { return json_pack("{s:o}", "error", rpc_error_object(err)); }
+static json_t *error_response(const api_error *err) { return json_pack("{s:o}", "error", api_error_object(err)); }
 
-static json_t *result_response(json_t *result, const rpc_error *err) {
+static json_t *result_response(json_t *result, const api_error *err) {
     return result ? json_pack("{s:o}", "result", result) : error_response(err);
 }
 
 /* llama-server's /tokenize fields -> the tokenize method's; its answer -> llama-server's. */
-static json_t *tokenize(rpc_host *host, json_t *body) {
-    rpc_params rp;
-    rpc_error err;
-    rpc_params_open(&rp, body, "tokenize", "", &err);
-    json_t *content = rpc_get_value(&rp, "content");
+static json_t *tokenize(api_host *host, json_t *body) {
+    api_params rp;
+    api_error err;
+    api_params_open(&rp, body, "tokenize", "", &err);
+    json_t *content = api_get_value(&rp, "content");
     bool add_special = false, parse_special = true, pieces = false; /* llama-server's defaults */
-    if (rpc_get_bool(&rp, "add_special", &add_special) < 0 || rpc_get_bool(&rp, "parse_special", &parse_special) < 0 ||
-        rpc_get_bool(&rp, "with_pieces", &pieces) < 0 || !rpc_params_finish(&rp))
+    if (api_get_bool(&rp, "add_special", &add_special) < 0 || api_get_bool(&rp, "parse_special", &parse_special) < 0 ||
+        api_get_bool(&rp, "with_pieces", &pieces) < 0 || !api_params_finish(&rp))
         return error_response(&err);
     if (!json_is_string(content)) {
-        rpc_fail(&err, RPC_INVALID_PARAMS, "content", "tokenize: 'content' (the text, a string) is required");
+        api_fail(&err, API_INVALID_PARAMS, "content", "tokenize: 'content' (the text, a string) is required");
         return error_response(&err);
     }
     json_t *params = json_pack("{s:O, s:b, s:b}", "text", content, "add_special", add_special, "parse_special",
@@ -57,17 +57,17 @@ static json_t *tokenize(rpc_host *host, json_t *body) {
         if (result) json_object_del(result, "length");
         return result_response(result, &err);
     }
-    json_t *list = rpc_tokens_with_pieces(host, json_object_get(result, "tokens"), &err);
+    json_t *list = api_tokens_with_pieces(host, json_object_get(result, "tokens"), &err);
     json_decref(result);
     return list ? json_pack("{s:{s:o}}", "result", "tokens", list) : error_response(&err);
 }
 
-static json_t *detokenize(rpc_host *host, json_t *body) {
-    rpc_params rp;
-    rpc_error err;
-    rpc_params_open(&rp, body, "detokenize", "", &err);
-    json_t *tokens = rpc_get_value(&rp, "tokens");
-    if (!rpc_params_finish(&rp)) return error_response(&err);
+static json_t *detokenize(api_host *host, json_t *body) {
+    api_params rp;
+    api_error err;
+    api_params_open(&rp, body, "detokenize", "", &err);
+    json_t *tokens = api_get_value(&rp, "tokens");
+    if (!api_params_finish(&rp)) return error_response(&err);
     json_t *params = tokens ? json_pack("{s:O}", "tokens", tokens) : json_object();
     json_t *result = rpc_method_detokenize(host, params, &err);
     json_decref(params);
@@ -75,8 +75,8 @@ static json_t *detokenize(rpc_host *host, json_t *body) {
 }
 
 /* POST /lora-adapters: the body is {adapters: list} (route_parse_body). */
-static json_t *lora_adapters_set(rpc_host *host, json_t *body) {
-    rpc_error err;
+static json_t *lora_adapters_set(api_host *host, json_t *body) {
+    api_error err;
     json_t *result = rpc_method_lora_adapters_set(host, body, &err);
     return result_response(result, &err);
 }
@@ -84,12 +84,12 @@ static json_t *lora_adapters_set(rpc_host *host, json_t *body) {
 typedef enum { CALL_TOKENIZE, CALL_DETOKENIZE, CALL_LORA_SET } call_kind;
 
 typedef struct tokens_call {
-    rpc_host *host;
+    api_host *host;
     call_kind kind;
     json_t *body;
 } tokens_call;
 
-void *route_tokens_call(rpc_host *host, const char *url, json_t *body) {
+void *route_tokens_call(api_host *host, const char *url, json_t *body) {
     tokens_call *call = malloc(sizeof *call);
     call_kind kind = !strcmp(url, "/tokenize") ? CALL_TOKENIZE : !strcmp(url, "/detokenize") ? CALL_DETOKENIZE
                                                                                               : CALL_LORA_SET;
@@ -190,15 +190,15 @@ static void write_metrics(FILE *f, const serve_metrics *m, int64_t processing, i
 }
 
 /* Slots processing a request, requests waiting for one, and the counters: all zero without a model. */
-static void server_figures(rpc_host *host, serve_status *st, serve_metrics *m) {
+static void server_figures(api_host *host, serve_status *st, serve_metrics *m) {
     memset(st, 0, sizeof *st);
     memset(m, 0, sizeof *m);
     serve_server *server = NULL;
-    rpc_error err;
-    if (!rpc_host_acquire_server(host, &server, &err)) return;
+    api_error err;
+    if (!api_host_acquire_server(host, &server, &err)) return;
     *st = serve_server_status(server);
     *m = serve_server_metrics(server);
-    rpc_host_release_engine(host);
+    api_host_release_engine(host);
 }
 
 static int64_t processing_slots(const serve_status *st) {
@@ -207,14 +207,14 @@ static int64_t processing_slots(const serve_status *st) {
     return n;
 }
 
-static enum MHD_Result send_metrics(struct MHD_Connection *c, rpc_host *host) {
+static enum MHD_Result send_metrics(struct MHD_Connection *c, api_host *host) {
     serve_status st;
     serve_metrics m;
     server_figures(host, &st, &m);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "out of memory");
+    if (!f) return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL_ERROR, "out of memory");
     write_metrics(f, &m, processing_slots(&st), st.n_queued);
     fclose(f);
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
@@ -270,13 +270,13 @@ bool route_slot_action_target(struct MHD_Connection *c, const char *url, int32_t
 }
 
 typedef struct slot_action_call {
-    rpc_host *host;
+    api_host *host;
     int32_t slot;
     const char *action, *dir;
     json_t *body;
 } slot_action_call;
 
-void *route_slot_action_call(rpc_host *host, int32_t slot, const char *action, json_t *body, const char *dir) {
+void *route_slot_action_call(api_host *host, int32_t slot, const char *action, json_t *body, const char *dir) {
     slot_action_call *call = malloc(sizeof *call);
     if (call) *call = (slot_action_call){host, slot, action, dir, body};
     else json_decref(body);
@@ -285,8 +285,8 @@ void *route_slot_action_call(rpc_host *host, int32_t slot, const char *action, j
 
 json_t *route_slot_action_run(void *ctx) {
     slot_action_call *call = ctx;
-    rpc_error err;
-    json_t *answer = rpc_slot_action(call->host, call->slot, call->action, call->body, call->dir, &err);
+    api_error err;
+    json_t *answer = api_slot_action(call->host, call->slot, call->action, call->body, call->dir, &err);
     return result_response(answer, &err);
 }
 
@@ -298,20 +298,20 @@ void route_slot_action_free(void *ctx) {
 
 /* ---- GET ------------------------------------------------------------------------------------- */
 
-enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const http_chat *chat, const char *url) {
+enum MHD_Result route_llama_get(struct MHD_Connection *c, api_host *host, const http_chat *chat, const char *url) {
     if (!strcmp(url, "/metrics")) return send_metrics(c, host);
-    rpc_error err;
+    api_error err;
     const char *fail_on_no_slot = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
     if (!strcmp(url, "/slots") && fail_on_no_slot && !strcmp(fail_on_no_slot, "1")) { /* as llama-server */
         serve_status st;
         serve_metrics m;
         server_figures(host, &st, &m);
         if (processing_slots(&st) >= st.n_slots)
-            return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "no slot available: every slot is processing "
+            return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, API_BUSY, "no slot available: every slot is processing "
                               "a completion");
     }
-    json_t *body = !strcmp(url, "/props")           ? rpc_props_json(host, chat->template_src, &err)
+    json_t *body = !strcmp(url, "/props")           ? api_props_json(host, chat->template_src, &err)
                    : !strcmp(url, "/lora-adapters") ? rpc_method_lora_adapters(host, NULL, &err)
-                                                    : rpc_slots_json(host, &err);
+                                                    : api_slots_json(host, &err);
     return send_rpc_outcome(c, body ? json_pack("{s:o}", "result", body) : error_response(&err));
 }

@@ -46,14 +46,14 @@ enum MHD_Result openai_fail(struct MHD_Connection *c, unsigned status, const cha
 
 /* A JSON API code's status and type. */
 static void set_kind(json_int_t code, openai_error *err) {
-    bool client = code == RPC_PARSE_ERROR || code == RPC_INVALID_REQUEST || code == RPC_INVALID_PARAMS;
+    bool client = code == API_PARSE_ERROR || code == API_INVALID_REQUEST || code == API_INVALID_PARAMS;
     err->status = client ? MHD_HTTP_BAD_REQUEST
-                : code == RPC_NO_MODEL || code == RPC_BUSY ? MHD_HTTP_SERVICE_UNAVAILABLE
-                : code == RPC_FORBIDDEN ? MHD_HTTP_FORBIDDEN : MHD_HTTP_INTERNAL_SERVER_ERROR;
+                : code == API_NO_MODEL || code == API_BUSY ? MHD_HTTP_SERVICE_UNAVAILABLE
+                : code == API_FORBIDDEN ? MHD_HTTP_FORBIDDEN : MHD_HTTP_INTERNAL_SERVER_ERROR;
     err->type = client ? "invalid_request_error" : "server_error";
 }
 
-void openai_error_from(const rpc_error *rerr, openai_error *err) {
+void openai_error_from(const api_error *rerr, openai_error *err) {
     openai_fail_with(err, 0, "", rerr->field, "%s", rerr->message);
     set_kind(rerr->code, err);
 }
@@ -95,9 +95,9 @@ static json_int_t started_at(void) {
     return t;
 }
 
-enum MHD_Result openai_answer_get(struct MHD_Connection *c, rpc_host *host, const char *url) {
+enum MHD_Result openai_answer_get(struct MHD_Connection *c, api_host *host, const char *url) {
     (void)url;
-    char *name = rpc_host_model_name(host);
+    char *name = api_host_model_name(host);
     char *id = openai_model_id(name);
     free(name);
     json_t *list = json_array();

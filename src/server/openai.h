@@ -47,7 +47,7 @@ typedef struct openai_error {
 bool openai_route_post(const char *url);
 bool openai_route_get(const char *url);
 /* GET /v1/models. */
-enum MHD_Result openai_answer_get(struct MHD_Connection *c, rpc_host *host, const char *url);
+enum MHD_Result openai_answer_get(struct MHD_Connection *c, api_host *host, const char *url);
 /* A model's id as /v1/models lists it: the name's file name (heap). */
 char *openai_model_id(const char *name);
 /* OpenAI's finish_reason for a completion's stop: "length" for every cut (a limit, the context, a
@@ -56,7 +56,7 @@ const char *openai_finish_reason(serve_stop stop);
 /* A dispatcher error object (borrowed) -> an openai_error. */
 void openai_error_from_rpc(json_t *error, openai_error *err);
 /* A JSON API error -> an openai_error (a 400 for the client's mistakes). */
-void openai_error_from(const rpc_error *rerr, openai_error *err);
+void openai_error_from(const api_error *rerr, openai_error *err);
 /* The error body {"error": {message, type, param, code}} (new). */
 json_t *openai_error_body(const openai_error *err);
 bool openai_fail_with(openai_error *err, unsigned status, const char *type, const char *param, const char *fmt, ...)
@@ -94,11 +94,11 @@ bool openai_check_jinja_messages(json_t *messages, openai_error *err);
 /* A chat request's prompt through llama.cpp's Jinja chat code: req gets the prompt text and the
  * template's stop strings, *turn the turn that parses the answer (specd_chat_free); false with
  * *err (a 400 naming the field for the client's mistakes). */
-bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,
+bool openai_chat_prompt(api_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,
                         openai_error *err);
 /* POST /apply-template: {"prompt": the text a chat request's body (borrowed, openai_parse_body's)
  * would be given}; NULL with *err. */
-json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
+json_t *openai_apply_template(api_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
 /* ---- openai_request.c ------------------------------------------------------------------------ */
 /* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
@@ -107,12 +107,12 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
 /* A chat request already parsed (`body` borrowed, an OpenAI chat body): openai_build_call's call
  * for a chat; its reply context (call->reply.ctx) is the openai_call, for an API that rewrites its
  * requests as OpenAI's chats (anthropic.c, responses.c) to answer with its own formatter over it. */
-completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err);
+completion_call *openai_chat_call(api_host *host, json_t *body, const http_chat *chat, openai_error *err);
 
 /* The body (borrowed, openai_parse_body's) of a request with one output (no `n`, one prompt), or
  * of one choice -> a completion for a call worker (server.h), its request read and its reply
  * OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
-completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+completion_call *openai_build_call(api_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                    openai_error *err);
 /* Whether a /v1/completions body holds a list of several prompts (strings or token-id lists):
  * one output each (openai_choices_call). */
@@ -121,7 +121,7 @@ bool openai_several_prompts(openai_kind kind, json_t *body);
 /* ---- openai_choices.c: n > 1 ------------------------------------------------------------------ */
 /* The call for a body (borrowed) with OpenAI's `n` (checked: 1 to the server's slots) or several
  * prompts: the first output's call, the others in its `more`, their answers merged; NULL with *err. */
-completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+completion_call *openai_choices_call(api_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                      openai_error *err);
 
 /* Whether `key` is one of the fields the chat and text routes read as /completion reads them
@@ -172,7 +172,7 @@ typedef enum setup_kind {
 typedef struct setup_call setup_call;
 /* A request of `kind` whose body text (`body`, taken, `len` bytes) a worker reads, sets up and runs
  * (setup_call_run, a call_fn); NULL when out of memory. */
-setup_call *setup_call_new(setup_kind kind, rpc_host *host, const http_chat *chat, char *body, size_t len);
+setup_call *setup_call_new(setup_kind kind, api_host *host, const http_chat *chat, char *body, size_t len);
 void setup_call_free(void *s);
 /* Sets up and runs: the answer of completion_call_run; NULL when refused (setup_call_error) or
  * when it made its answer itself (setup_call_answer). /completion's and /infill's refusal is their
@@ -194,10 +194,10 @@ bool anthropic_route(const char *url);
 json_t *anthropic_error_body(const openai_error *err);
 enum MHD_Result anthropic_send_error(struct MHD_Connection *c, const openai_error *err);
 /* POST /v1/messages -> a completion for a call worker answered in Anthropic's shape; NULL with *err. */
-completion_call *anthropic_completion_call(rpc_host *host, const char *body, size_t len, const http_chat *chat,
+completion_call *anthropic_completion_call(api_host *host, const char *body, size_t len, const http_chat *chat,
                                            openai_error *err);
 /* POST /v1/messages/count_tokens: {input_tokens}; NULL with *err. */
-json_t *anthropic_count_tokens(rpc_host *host, const char *body, size_t len, const http_chat *chat, openai_error *err);
+json_t *anthropic_count_tokens(api_host *host, const char *body, size_t len, const http_chat *chat, openai_error *err);
 /* The job's formatter over `call` (taken): Anthropic's message, or its named events. */
 serve_reply anthropic_reply_formatter(openai_call *call);
 enum MHD_Result anthropic_stream_respond(struct MHD_Connection *c, serve_job *job);
@@ -208,7 +208,7 @@ bool responses_route(const char *url);
  * (messages -> input, max_tokens -> max_output_tokens). */
 void responses_name_field(openai_error *err);
 /* POST /v1/responses -> a completion for a call worker answered as a response; NULL with *err. */
-completion_call *responses_completion_call(rpc_host *host, const char *body, size_t len, const http_chat *chat,
+completion_call *responses_completion_call(api_host *host, const char *body, size_t len, const http_chat *chat,
                                            openai_error *err);
 /* The job's formatter over `call` (taken): a response object, or the Responses API's events. */
 serve_reply responses_reply_formatter(openai_call *call);

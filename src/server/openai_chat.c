@@ -46,7 +46,7 @@ static bool check_tool_choice(json_t *body, openai_error *err) {
 }
 
 /* Begins the chat turn of `body` on the serving engine's model; false with *err. */
-static bool begin_turn(rpc_host *host, json_t *body, const http_chat *chat, specd_chat **out, openai_error *err) {
+static bool begin_turn(api_host *host, json_t *body, const http_chat *chat, specd_chat **out, openai_error *err) {
     if (!openai_check_jinja_messages(json_object_get(body, "messages"), err) || !check_tool_choice(body, err))
         return false;
     json_t *request = json_object();
@@ -58,8 +58,8 @@ static bool begin_turn(rpc_host *host, json_t *body, const http_chat *chat, spec
     json_decref(request);
     if (!text) return out_of_memory(err);
     specd_engine *engine = NULL;
-    rpc_error rerr;
-    bool ok = rpc_host_acquire_engine(host, &engine, &rerr);
+    api_error rerr;
+    bool ok = api_host_acquire_engine(host, &engine, &rerr);
     if (!ok) {
         openai_error_from(&rerr, err);
     } else {
@@ -69,7 +69,7 @@ static bool begin_turn(rpc_host *host, json_t *body, const http_chat *chat, spec
             ok = BAD(err, error_param(message), "%s", message);
         }
         specd_free(why);
-        rpc_host_release_engine(host);
+        api_host_release_engine(host);
     }
     free(text);
     return ok;
@@ -109,7 +109,7 @@ static bool tool_grammar(json_t *made, serve_request *req, openai_error *err) {
     return true;
 }
 
-bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,
+bool openai_chat_prompt(api_host *host, json_t *body, const http_chat *chat, serve_request *req, specd_chat **turn,
                         openai_error *err) {
     if (!begin_turn(host, body, chat, turn, err)) return false;
     json_t *made = turn_params(*turn, err);
@@ -134,17 +134,17 @@ bool openai_chat_prompt(rpc_host *host, json_t *body, const http_chat *chat, ser
 }
 
 /* --no-jinja: the messages through one of llama.cpp's built-in formats (heap), or NULL. */
-static char *builtin_prompt(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
+static char *builtin_prompt(api_host *host, json_t *body, const http_chat *chat, openai_error *err) {
     serve_request req;
     serve_request_init(&req);
     char *text = NULL;
     specd_engine *engine = NULL;
-    rpc_error rerr;
+    api_error rerr;
     if (!openai_read_messages(json_object_get(body, "messages"), &req, err)) {
         serve_request_clear(&req);
         return NULL;
     }
-    if (!rpc_host_acquire_engine(host, &engine, &rerr)) {
+    if (!api_host_acquire_engine(host, &engine, &rerr)) {
         openai_error_from(&rerr, err);
         serve_request_clear(&req);
         return NULL;
@@ -156,14 +156,14 @@ static char *builtin_prompt(rpc_host *host, json_t *body, const http_chat *chat,
     if (!list) out_of_memory(err);
     else if (specd_chat_apply_template(engine, list, req.n_messages, chat->builtin, true, &text, &why) != SPECD_OK)
         BAD(err, "messages", "the chat template failed: %s", why ? why : "unknown error");
-    rpc_host_release_engine(host);
+    api_host_release_engine(host);
     specd_free(why);
     free(list);
     serve_request_clear(&req);
     return text;
 }
 
-json_t *openai_apply_template(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
+json_t *openai_apply_template(api_host *host, json_t *body, const http_chat *chat, openai_error *err) {
     json_t *answer = NULL;
     serve_request images; /* image parts become their markers in the prompt, as a chat request's do */
     serve_request_init(&images);

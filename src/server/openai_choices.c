@@ -17,7 +17,7 @@
 
 /* What every output of a request is built from. */
 typedef struct openai_build {
-    rpc_host *host;
+    api_host *host;
     openai_kind kind;
     json_t *body;
     json_t *prompts; /* /v1/completions' list of prompts; NULL: one */
@@ -27,7 +27,7 @@ typedef struct openai_build {
 } openai_build;
 
 /* n: 1 to the serving server's slots (completion_read_n). */
-static bool read_n(rpc_host *host, json_t *body, int *n, openai_error *err) {
+static bool read_n(api_host *host, json_t *body, int *n, openai_error *err) {
     int32_t slots;
     if (completion_read_n(host, json_object_get(body, "n"), n, &slots)) return true;
     return openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "n",
@@ -102,7 +102,7 @@ static bool add_output(completion_call *first, openai_build *b, int i) {
     return false;
 }
 
-completion_call *openai_choices_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+completion_call *openai_choices_call(api_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                      openai_error *err) {
     bool bad = false;
     openai_build b = {host, kind, body, prompt_list(kind, body, err, &bad), chat, err, 1};

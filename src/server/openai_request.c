@@ -47,8 +47,8 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
     if (json_is_object(body)) return drop_nulls(body);
     if (body) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body must be a JSON object");
     else {
-        rpc_error parse;
-        rpc_parse_error(text, len, &jerr, &parse);
+        api_error parse;
+        api_parse_error(text, len, &jerr, &parse);
         openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", parse.field[0] ? parse.field : NULL,
                          "the request body is not JSON: %s", parse.message + strlen("parse error: "));
     }
@@ -209,7 +209,7 @@ static bool read_stream(openai_read *r) {
 static bool schema_grammar(openai_read *r, json_t *schema) {
     json_t *any_object = json_object_size(schema) == 0 ? json_pack("{s:s}", "type", "object") : NULL;
     char *gbnf = NULL;
-    rpc_error rerr;
+    api_error rerr;
     bool ok = specd_json_schema_to_grammar(any_object ? any_object : schema, "json_schema", &gbnf, &rerr);
     json_decref(any_object);
     if (!ok) {
@@ -272,7 +272,7 @@ static bool add_token_ids(serve_request *req, json_t *list) {
 static const char *const jinja_only_fields[] = {"parallel_tool_calls", "chat_template_kwargs", "reasoning_format",
                                                 "add_generation_prompt", NULL};
 
-static bool read_chat_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
+static bool read_chat_prompt(openai_read *r, api_host *host, const http_chat *chat) {
     r->req->whole_prompt = true; /* a cut conversation loses its system prompt and tools (request.h) */
     /* images become markers in the text (image_parts.c) before either template path reads it */
     if (!openai_take_images(json_object_get(r->body, "messages"), r->req, r->err)) return false;
@@ -295,9 +295,9 @@ static bool read_chat_prompt(openai_read *r, rpc_host *host, const http_chat *ch
 
 /* /v1/completions with a suffix: an insertion, the prompt before it and the suffix after, through
  * the model's fill-in-the-middle tokens as /infill lays them out (infill.c). */
-static bool read_insertion(openai_read *r, rpc_host *host, json_t *prompt) {
+static bool read_insertion(openai_read *r, api_host *host, json_t *prompt) {
     if (!json_is_string(prompt)) return BAD(r->err, "prompt", "'prompt' must be a string with a 'suffix'");
-    rpc_error rerr;
+    api_error rerr;
     json_t *fim = infill_completion_params(host, json_pack("{s:O, s:O, s:I}", "input_prefix", prompt, "input_suffix",
                                                            json_object_get(r->body, "suffix"), "n_predict",
                                                            (json_int_t)r->req->gen.n_predict),
@@ -319,7 +319,7 @@ bool openai_several_prompts(openai_kind kind, json_t *body) {
            !json_is_integer(json_array_get(list, 0));
 }
 
-static bool read_prompt(openai_read *r, rpc_host *host, const http_chat *chat) {
+static bool read_prompt(openai_read *r, api_host *host, const http_chat *chat) {
     if (r->kind == OPENAI_CHAT) return read_chat_prompt(r, host, chat);
     json_t *prompt = json_object_get(r->body, "prompt");
     if (json_is_array(prompt) && json_array_size(prompt) == 1 && !json_is_integer(json_array_get(prompt, 0)))
@@ -346,7 +346,7 @@ static openai_call *new_call(openai_kind kind) {
     return call;
 }
 
-static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) {
+static bool read_request(openai_read *r, api_host *host, const http_chat *chat) {
     /* the prompt as llama-server tokenizes it: special-token text (the chat template's control
      * tokens) becomes those tokens */
     r->req->parse_special = true;
@@ -354,7 +354,7 @@ static bool read_request(openai_read *r, rpc_host *host, const http_chat *chat) 
            read_logprobs(r) && read_stream(r) && read_response_format(r) && read_prompt(r, host, chat);
 }
 
-completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *body, const http_chat *chat,
+completion_call *openai_build_call(api_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                    openai_error *err) {
     completion_call *call = completion_call_new(host, false);
     serve_request *req = call ? malloc(sizeof *req) : NULL;
@@ -378,6 +378,6 @@ completion_call *openai_build_call(rpc_host *host, openai_kind kind, json_t *bod
     return NULL;
 }
 
-completion_call *openai_chat_call(rpc_host *host, json_t *body, const http_chat *chat, openai_error *err) {
+completion_call *openai_chat_call(api_host *host, json_t *body, const http_chat *chat, openai_error *err) {
     return openai_build_call(host, OPENAI_CHAT, body, chat, err);
 }

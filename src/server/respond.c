@@ -44,11 +44,11 @@ enum MHD_Result send_llama_error(struct MHD_Connection *c, unsigned status, cons
 }
 
 unsigned http_status_for(json_int_t code) {
-    if (code == RPC_PARSE_ERROR || code == RPC_INVALID_REQUEST || code == RPC_INVALID_PARAMS)
+    if (code == API_PARSE_ERROR || code == API_INVALID_REQUEST || code == API_INVALID_PARAMS)
         return MHD_HTTP_BAD_REQUEST;
-    if (code == RPC_NO_MODEL || code == RPC_BUSY) return MHD_HTTP_SERVICE_UNAVAILABLE;
-    if (code == RPC_METHOD_NOT_FOUND || code == RPC_UNKNOWN_JOB) return MHD_HTTP_NOT_FOUND;
-    if (code == RPC_FORBIDDEN) return MHD_HTTP_FORBIDDEN;
+    if (code == API_NO_MODEL || code == API_BUSY) return MHD_HTTP_SERVICE_UNAVAILABLE;
+    if (code == API_METHOD_NOT_FOUND || code == API_UNKNOWN_JOB) return MHD_HTTP_NOT_FOUND;
+    if (code == API_FORBIDDEN) return MHD_HTTP_FORBIDDEN;
     return MHD_HTTP_INTERNAL_SERVER_ERROR;
 }
 

@@ -253,7 +253,7 @@ void responses_name_field(openai_error *err) {
         if (!strcmp(err->param, names[i][0])) snprintf(err->param, sizeof err->param, "%s", names[i][1]);
 }
 
-completion_call *responses_completion_call(rpc_host *host, const char *text, size_t len, const http_chat *chat,
+completion_call *responses_completion_call(api_host *host, const char *text, size_t len, const http_chat *chat,
                                            openai_error *err) {
     if (!chat->jinja) {
         bad(err, NULL, "/v1/responses needs Jinja chat templates: start specd serve without --no-jinja or "

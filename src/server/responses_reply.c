@@ -239,8 +239,8 @@ serve_reply responses_reply_formatter(openai_call *call) {
 /* A failure in the middle of a stream: the Responses API's error event (without a sequence
  * number: the stream's formatter context is not the error's). */
 static json_t *stream_error(const serve_fault *fault) {
-    rpc_error rerr;
-    rpc_error_from_fault(fault, &rerr);
+    api_error rerr;
+    api_error_from_fault(fault, &rerr);
     openai_error err;
     openai_error_from(&rerr, &err);
     return json_pack("{s:s, s:s, s:s}", "type", "error", "code", err.status >= 500 ? "server_error"

@@ -106,8 +106,8 @@ static http_caller identify(struct MHD_Connection *c, const http_options *o) {
 
 /* Readiness for anyone ({"status": "ok" | "loading" | "unavailable"}); the full status (model,
  * last load error, ...) only for a caller with a valid key. */
-static enum MHD_Result route_health(struct MHD_Connection *c, rpc_host *host, bool detailed) {
-    json_t *status = rpc_host_status(host);
+static enum MHD_Result route_health(struct MHD_Connection *c, api_host *host, bool detailed) {
+    json_t *status = api_host_status(host);
     const char *state = json_string_value(json_object_get(status, "state"));
     const char *word = !state ? "unavailable" : !strcmp(state, "ready") ? "ok"
                                               : !strcmp(state, "loading") ? "loading" : "unavailable";
@@ -152,7 +152,7 @@ static call_lane rpc_lane(json_t *request, const rpc_caller *caller, bool large)
 
 /* A JSON-RPC request for a worker: the dispatcher on it, as its caller. */
 typedef struct dispatch_call {
-    rpc_host *host;
+    api_host *host;
     json_t *request;
     rpc_caller caller;
 } dispatch_call;
@@ -178,17 +178,17 @@ static enum MHD_Result defer(struct MHD_Connection *c, request_state *rs, call_l
     if (!why) why = "out of memory";
     if (rs->route == ROUTE_EMBED) return send_llama_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", why);
     return rs->route == ROUTE_OPENAI ? openai_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, why)
-                                     : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, why);
+                                     : send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, API_BUSY, why);
 }
 
 static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
     json_error_t jerr;
     json_t *request = json_loadb(rs->body ? rs->body : "", rs->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!request) { /* a JSON-RPC parse error: 200, as the dispatcher answers it over any transport */
-        rpc_error err;
-        rpc_parse_error(rs->body, rs->len, &jerr, &err);
+        api_error err;
+        api_parse_error(rs->body, rs->len, &jerr, &err);
         return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:n, s:o}", "jsonrpc", "2.0", "id", "error",
-                                                   rpc_error_object(&err)));
+                                                   api_error_object(&err)));
     }
     /* a large body may mean long work (a 1 MiB tokenize): never on libmicrohttpd's threads */
     call_lane lane = rpc_lane(request, &rs->caller, rs->large);
@@ -208,7 +208,7 @@ static enum MHD_Result route_rpc(struct MHD_Connection *c, request_state *rs) {
 static enum MHD_Result route_slot_action(struct MHD_Connection *c, request_state *rs) {
     char message[300];
     json_t *body = rs->len ? route_parse_body("/slots", rs->body, rs->len, message, sizeof message) : json_object();
-    if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+    if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, API_PARSE_ERROR, message);
     return defer(c, rs, CALL_LANE_REQUEST, route_slot_action_run,
                  route_slot_action_call(rs->options->rpc, rs->slot, rs->action, body, rs->options->slot_save_path),
                  route_slot_action_free);
@@ -235,7 +235,7 @@ static enum MHD_Result route_embeddings(struct MHD_Connection *c, const http_opt
 static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state *rs) {
     char message[300];
     json_t *body = route_parse_body(rs->url, rs->body, rs->len, message, sizeof message);
-    if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+    if (!body) return send_error(c, MHD_HTTP_BAD_REQUEST, API_PARSE_ERROR, message);
     void *call = route_tokens_call(rs->options->rpc, rs->url, body);
     return defer(c, rs, CALL_LANE_SHORT, route_tokens_run, call, route_tokens_free);
 }
@@ -262,11 +262,11 @@ static setup_kind setup_kind_of(const request_state *rs) {
 
 /* /apply-template's refusal in llama-server's shape, as its other routes. */
 static enum MHD_Result send_template_error(struct MHD_Connection *c, const openai_error *err) {
-    int code = err->status == MHD_HTTP_BAD_REQUEST ? RPC_INVALID_PARAMS
-             : err->status == MHD_HTTP_SERVICE_UNAVAILABLE ? RPC_NO_MODEL : RPC_INTERNAL_ERROR;
-    rpc_error rerr; /* data.field: the field at fault */
-    rpc_fail(&rerr, code, err->param, "%s", err->message);
-    return send_json(c, err->status, json_pack("{s:o}", "error", rpc_error_object(&rerr)));
+    int code = err->status == MHD_HTTP_BAD_REQUEST ? API_INVALID_PARAMS
+             : err->status == MHD_HTTP_SERVICE_UNAVAILABLE ? API_NO_MODEL : API_INTERNAL_ERROR;
+    api_error rerr; /* data.field: the field at fault */
+    api_fail(&rerr, code, err->param, "%s", err->message);
+    return send_json(c, err->status, json_pack("{s:o}", "error", api_error_object(&rerr)));
 }
 
 /* A /v1/messages call's answer: Anthropic's message, stream or error. */
@@ -379,7 +379,7 @@ static enum MHD_Result refuse_bad_body(struct MHD_Connection *c, bool v1, unsign
 static enum MHD_Result refuse_too_large(struct MHD_Connection *c, const http_options *o, bool v1) {
     char message[160];
     snprintf(message, sizeof message, "the request body is larger than %lld bytes (--max-body)", (long long)o->max_body);
-    return refuse_bad_body(c, v1, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, message);
+    return refuse_bad_body(c, v1, MHD_HTTP_CONTENT_TOO_LARGE, API_INVALID_REQUEST, message);
 }
 
 /* A Content-Length over the limit, seen before any of the body is read. */
@@ -408,14 +408,14 @@ static request_state *new_request_state(route_id route, const char *url, http_ca
 static enum MHD_Result begin_slot_action(struct MHD_Connection *c, const http_options *o, const char *url, bool post,
                                          http_caller who, void **state) {
     if (!o->slot_save_path) return route_refuse_slot_action(c);
-    if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
+    if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, API_INVALID_REQUEST, "use POST");
     char message[300];
     int32_t slot = 0;
     const char *action = NULL;
     if (!route_slot_action_target(c, url, &slot, &action, message, sizeof message))
-        return send_error(c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_PARAMS, message);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, API_INVALID_PARAMS, message);
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
-    if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
+    if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, API_BUSY, "the server is stopping");
     request_state *rs = new_request_state(ROUTE_SLOT_ACTION, NULL, who, o);
     if (!rs) return MHD_NO;
     rs->slot = slot;
@@ -495,7 +495,7 @@ static enum MHD_Result refuse_too_many_query_args(struct MHD_Connection *c, cons
     char message[200];
     snprintf(message, sizeof message, "the URL has more than %d query arguments (after '?'): send the "
              "parameters in the request body", QUERY_ARGS_MAX);
-    return refuse_bad_body(c, strncmp(url, "/v1/", 4) == 0, MHD_HTTP_URI_TOO_LONG, RPC_INVALID_REQUEST, message);
+    return refuse_bad_body(c, strncmp(url, "/v1/", 4) == 0, MHD_HTTP_URI_TOO_LONG, API_INVALID_REQUEST, message);
 }
 
 /* The first call, with the headers only: everything that can be refused is, before the body. */
@@ -509,32 +509,32 @@ static enum MHD_Result begin_request(struct MHD_Connection *c, const http_option
     bool health = strcmp(url, "/") == 0 || strcmp(url, "/health") == 0;
     if ((get || strcmp(method, "HEAD") == 0) && health) return route_health(c, o->rpc, who.keyed);
     if (health) /* the route exists for GET only: 405, as for every other route and method */
-        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
+        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, API_INVALID_REQUEST, "use GET");
     bool v1 = strncmp(url, "/v1/", 4) == 0;
     if (!who.user && v1)
         return openai_fail(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "unauthorized: send the API key "
                            "as 'Authorization: Bearer KEY' (the OpenAI clients' api_key) or 'X-Api-Key: KEY'");
     if (!who.user)
-        return send_error(c, MHD_HTTP_UNAUTHORIZED, RPC_NO_MODEL, "unauthorized: send the API key as "
+        return send_error(c, MHD_HTTP_UNAUTHORIZED, API_NO_MODEL, "unauthorized: send the API key as "
                           "'Authorization: Bearer KEY' or 'X-Api-Key: KEY'");
     if (route_is_slot_action(c, url)) return begin_slot_action(c, o, url, post, who, state);
     const char *embeddings = embeddings_route(url);
     if (embeddings) return begin_embeddings(c, o, embeddings, post, who, state);
     if (route_is_llama_get(url) && (get || !route_is_llama_post(url))) /* /lora-adapters takes both */
         return get ? route_llama_get(c, o->rpc, &o->chat, url)
-                   : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use GET");
+                   : send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, API_INVALID_REQUEST, "use GET");
     if (v1) return begin_openai(c, o, url, method, who, state);
     bool rpc = strcmp(url, "/rpc") == 0, infill = strcmp(url, "/infill") == 0;
     bool completion = strcmp(url, "/completion") == 0 || infill, llama = route_is_llama_post(url);
     bool apply = strcmp(url, "/apply-template") == 0;
     if (!rpc && !completion && !llama && !apply)
-        return send_error(c, MHD_HTTP_NOT_FOUND, RPC_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
+        return send_error(c, MHD_HTTP_NOT_FOUND, API_METHOD_NOT_FOUND, "not found: POST /rpc, POST /completion, "
                           "POST /infill, POST /tokenize, POST /detokenize, POST /apply-template, GET /health, GET /props, "
                           "GET /slots, GET /metrics, GET and POST /lora-adapters, POST /embedding, POST /embeddings, "
                           "POST /rerank");
-    if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, RPC_INVALID_REQUEST, "use POST");
+    if (!post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, API_INVALID_REQUEST, "use POST");
     if (declared_too_large(c, o->max_body)) return refuse_too_large(c, o, false);
-    if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, RPC_BUSY, "the server is stopping");
+    if (serve_stopping()) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, API_BUSY, "the server is stopping");
     request_state *rs = new_request_state(rpc ? ROUTE_RPC : completion ? ROUTE_COMPLETION
                                           : apply ? ROUTE_APPLY_TEMPLATE : ROUTE_LLAMA,
                                           llama ? (strcmp(url, "/tokenize") == 0     ? "/tokenize"
@@ -590,7 +590,7 @@ static enum MHD_Result run_request(struct MHD_Connection *c, const http_options 
         char message[200];
         snprintf(message, sizeof message, "the request body has a NUL byte at offset %lld: JSON text cannot "
                  "contain one", (long long)rs->nul_at);
-        return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, RPC_PARSE_ERROR, message);
+        return refuse_bad_body(c, v1, MHD_HTTP_BAD_REQUEST, API_PARSE_ERROR, message);
     }
     if (rs->route == ROUTE_LLAMA) return route_llama_post(c, rs);
     if (rs->route == ROUTE_SLOT_ACTION) return route_slot_action(c, rs);

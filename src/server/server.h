@@ -41,7 +41,7 @@ extern const rpc_caller serve_self;
 /* Work that runs on a call worker while its connection waits suspended. */
 typedef struct deferred_call deferred_call;
 /* The work: an answer for the handler (a JSON body as the dispatcher answers: {result} or {error};
- * NULL: nothing to answer), from `ctx`. While it runs, rpc_thread_still_wanted says whether the
+ * NULL: nothing to answer), from `ctx`. While it runs, api_thread_still_wanted says whether the
  * client is still there. */
 typedef json_t *(*call_fn)(void *ctx);
 
@@ -84,7 +84,7 @@ void calls_join(void);
  * submitted beside this one as jobs of their own (the slots run them side by side); a blocking
  * answer is this call's with `merge` folding each other output's final answer into it. */
 typedef struct completion_call {
-    rpc_host *host;
+    api_host *host;
     json_t *body;                   /* /completion's: read whole by the API layer (api_completion_begin) */
     serve_request *request;         /* OpenAI's: read here but for shared_fields */
     /* the fields this front end shares with the JSON API (OpenAI's temperature, top_p, stop, ...),
@@ -101,7 +101,7 @@ typedef struct completion_call {
     json_t *(*merge)(json_t *answer, json_t *other, bool new_prompt);
 } completion_call;
 
-completion_call *completion_call_new(rpc_host *host, bool stream);
+completion_call *completion_call_new(api_host *host, bool stream);
 void completion_call_free(void *call);
 /* Adds `other` (taken) as the next choice of `call`; false (other freed) when out of memory. */
 bool completion_call_add_choice(completion_call *call, completion_call *other);
@@ -116,7 +116,7 @@ int completion_call_jobs(const completion_call *call, serve_job **jobs, int max)
 /* /completion's (or /infill's) body (taken) -> its call: one completion, or with n_cmpl (n) > 1 or
  * several prompts one per output (in `more`), answered as llama-server's array of results; NULL
  * with *err (a 400 for the client's mistakes). */
-completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stream, rpc_error *err);
+completion_call *completion_outputs_call(api_host *host, json_t *body, bool stream, api_error *err);
 /* The most outputs (prompts x choices) of one request: each is a job, and their prompts are
  * rendered and tokenized before any runs (here and in openai_choices.c). */
 #define COMPLETION_OUTPUTS_MAX 64
@@ -124,7 +124,7 @@ completion_call *completion_outputs_call(rpc_host *host, json_t *body, bool stre
  * 1; else an integer from 1 to the serving server's slots (1 while none serves: its 503 comes
  * later), each output in a slot of its own. False when it is not (*slots: that bound, for the
  * caller's message in its API's shape). */
-bool completion_read_n(rpc_host *host, json_t *v, int *n, int32_t *slots);
+bool completion_read_n(api_host *host, json_t *v, int *n, int32_t *slots);
 /* Output (prompt p, choice c)'s body, as llama-server's child tasks get theirs: a copy of `body`
  * with prompts[p] as its prompt (prompts NULL: the body's own), seed + c where a seed is given
  * (a random seed stays random for each), and id_slot only for the first output (the others take
@@ -160,8 +160,8 @@ void sse_end_all(void);
  * and prompt become the fill-in-the-middle token prompt, laid out with the serving model's FIM
  * tokens; a body that names no drafters gets "speculative": {"type": [what a request drafts with
  * by default, "suffix"]} (model-free drafting of what the file repeats). NULL with *err
- * (RPC_NO_MODEL when none serves); *not_supported (may be NULL) says the model has no FIM tokens. */
-json_t *infill_completion_params(rpc_host *host, json_t *body, rpc_error *err, bool *not_supported);
+ * (API_NO_MODEL when none serves); *not_supported (may be NULL) says the model has no FIM tokens. */
+json_t *infill_completion_params(api_host *host, json_t *body, api_error *err, bool *not_supported);
 
 /* ---- embeddings.c ----------------------------------------------------------------------------- */
 /* `url` as one of llama-server's embedding and rerank routes (/embedding, /embeddings,
@@ -170,7 +170,7 @@ const char *embeddings_route(const char *url);
 /* The work of one such request on a call worker: its context (`body`, len bytes, taken; NULL when
  * out of memory), the call_fn (its outcome stays in the context) and the context's free. */
 typedef struct embeddings_call embeddings_call;
-embeddings_call *embeddings_call_new(rpc_host *host, const char *url, char *body, size_t len);
+embeddings_call *embeddings_call_new(api_host *host, const char *url, char *body, size_t len);
 json_t *embeddings_call_run(void *call);
 void embeddings_call_free(void *call);
 /* Answers `c` once the call ran (response and http_status from call_result, response taken): the
@@ -190,7 +190,7 @@ void conn_request_arrived(struct MHD_Connection *c);
 /* The answer on `c` is done: the next request on this connection gets a fresh deadline. */
 void conn_request_finished(struct MHD_Connection *c);
 /* Which connection `c` is (1, 2, ..., never reused; 0: untracked): the client its calls'
- * completions count against (rpc_client_thread). */
+ * completions count against (api_client_thread). */
 uint64_t conn_serial(struct MHD_Connection *c);
 /* How many connections the deadline closed so far. */
 int64_t conn_closed_by_deadline(void);
@@ -248,18 +248,18 @@ bool route_slot_action_target(struct MHD_Connection *c, const char *url, int32_t
                               char *message, size_t size);
 /* The work of a slot action on a call worker (it waits for the slot to be idle): a context (the
  * body taken; `dir` the real --slot-save-path) and its call_fn, whose answer is as the dispatcher's. */
-void *route_slot_action_call(rpc_host *host, int32_t slot, const char *action, json_t *body, const char *dir);
+void *route_slot_action_call(api_host *host, int32_t slot, const char *action, json_t *body, const char *dir);
 json_t *route_slot_action_run(void *ctx);
 void route_slot_action_free(void *ctx);
 /* Answers a GET route (the caller checked the key). */
-enum MHD_Result route_llama_get(struct MHD_Connection *c, rpc_host *host, const http_chat *chat, const char *url);
+enum MHD_Result route_llama_get(struct MHD_Connection *c, api_host *host, const http_chat *chat, const char *url);
 /* A POST route's body (the JSON text): its parsed object (new), or NULL with why in `message`.
  * /lora-adapters takes llama-server's list itself, [{id, scale}], returned as {adapters: list}. */
 json_t *route_parse_body(const char *url, const char *body, size_t len, char *message, size_t size);
 /* The work of /tokenize, /detokenize or POST /lora-adapters (`url`) on a call worker (tokenizing a
  * large body takes long): a context (the body taken) and its call_fn, whose answer is as the
  * dispatcher's. */
-void *route_tokens_call(rpc_host *host, const char *url, json_t *body);
+void *route_tokens_call(api_host *host, const char *url, json_t *body);
 json_t *route_tokens_run(void *ctx);
 void route_tokens_free(void *ctx);
 

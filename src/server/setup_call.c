@@ -14,7 +14,7 @@
 
 struct setup_call {
     setup_kind kind;
-    rpc_host *host;
+    api_host *host;
     const http_chat *chat;
     char *body;               /* the body text (owned) */
     size_t len;
@@ -25,7 +25,7 @@ struct setup_call {
     openai_error err;
 };
 
-setup_call *setup_call_new(setup_kind kind, rpc_host *host, const http_chat *chat, char *body, size_t len) {
+setup_call *setup_call_new(setup_kind kind, api_host *host, const http_chat *chat, char *body, size_t len) {
     setup_call *s = calloc(1, sizeof *s);
     if (!s) {
         free(body);
@@ -79,16 +79,16 @@ static json_t *made_answer(setup_call *s) {
 
 /* /completion, /infill: llama-server's dialect of the JSON API's completion (api/request_json.h);
  * NULL with *err. */
-static completion_call *llama_completion(setup_call *s, rpc_error *err) {
+static completion_call *llama_completion(setup_call *s, api_error *err) {
     json_error_t jerr;
     json_t *body = json_loadb(s->body, s->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body) {
-        rpc_parse_error(s->body, s->len, &jerr, err); /* names the field a number out of range was given for */
+        api_parse_error(s->body, s->len, &jerr, err); /* names the field a number out of range was given for */
         return NULL;
     }
     if (!json_is_object(body)) {
         json_decref(body);
-        rpc_fail(err, RPC_INVALID_PARAMS, "", "completion params: the body must be a JSON object");
+        api_fail(err, API_INVALID_PARAMS, "", "completion params: the body must be a JSON object");
         return NULL;
     }
     if (s->kind == SETUP_INFILL && !(body = infill_completion_params(s->host, body, err, &s->not_supported)))
@@ -113,9 +113,9 @@ json_t *setup_call_run(void *ctx) {
         return NULL;
     }
     if (s->kind == SETUP_COMPLETION || s->kind == SETUP_INFILL) {
-        rpc_error err;
+        api_error err;
         s->call = llama_completion(s, &err);
-        return s->call ? completion_call_run(s->call) : json_pack("{s:o}", "error", rpc_error_object(&err));
+        return s->call ? completion_call_run(s->call) : json_pack("{s:o}", "error", api_error_object(&err));
     }
     s->call = set_up(s);
     s->failed = s->call == NULL;

@@ -147,9 +147,9 @@ static void take_pieces(sse_stream *s, int job, void **items, size_t n, bool fin
                         const serve_fault *fault) {
     for (size_t i = 0; i < n; i++) append_item(s, job, items[i]);
     if (failed) {
-        rpc_error err;
-        rpc_error_from_fault(fault, &err);
-        json_t *event = s->format.error ? s->format.error(fault) : json_pack("{s:o}", "error", rpc_error_object(&err));
+        api_error err;
+        api_error_from_fault(fault, &err);
+        json_t *event = s->format.error ? s->format.error(fault) : json_pack("{s:o}", "error", api_error_object(&err));
         append_event(s, event);
         json_decref(event);
     }
@@ -233,7 +233,7 @@ static void sse_free(void *cls) {
 static enum MHD_Result refuse(struct MHD_Connection *c, serve_job *const *jobs, int n, unsigned status,
                               const char *message) {
     for (int i = 0; i < n; i++) serve_job_end(jobs[i], SERVE_END_CANCELLED);
-    return send_error(c, status, RPC_BUSY, message);
+    return send_error(c, status, API_BUSY, message);
 }
 
 /* A stream over `jobs` (each referenced), or NULL when out of memory. */
@@ -281,7 +281,7 @@ enum MHD_Result sse_respond_jobs(struct MHD_Connection *c, serve_job *const *job
         end_jobs(s);
         stream_unref(s);
         stream_unref(s);
-        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_BUSY, "out of memory");
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, API_BUSY, "out of memory");
     }
     pthread_t pump;
     pthread_attr_t attr;
@@ -292,7 +292,7 @@ enum MHD_Result sse_respond_jobs(struct MHD_Connection *c, serve_job *const *job
     if (!started) {
         stream_unref(s); /* the pump's */
         MHD_destroy_response(r); /* frees the stream through sse_free, which cancels */
-        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, RPC_INTERNAL_ERROR, "could not start a stream thread");
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL_ERROR, "could not start a stream thread");
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");

@@ -60,7 +60,7 @@ static json_t *parse(const char *text) {
 static char *convert(const char *schema_text) {
     json_t *schema = parse(schema_text);
     char *gbnf = NULL;
-    rpc_error err = {0};
+    api_error err = {0};
     if (!specd_json_schema_to_grammar(schema, NULL, &gbnf, &err)) fail_msg("schema %s refused: %s", schema_text, err.message);
     json_decref(schema);
     char *error = NULL;
@@ -115,7 +115,7 @@ static void check_schema(const char *schema_text, const char *const *valid, cons
 
 /* The error message for a schema that must be refused (static buffer). */
 static const char *refusal(const char *schema_text, const char *field) {
-    static rpc_error err;
+    static api_error err;
     memset(&err, 0, sizeof err);
     json_t *schema = parse(schema_text);
     char *gbnf = NULL;
@@ -501,7 +501,7 @@ static void test_left_recursion_refused_by_the_grammar_parser(void **state) {
     json_t *schema = parse("{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/b\"}, \"b\": {\"anyOf\": [{\"$ref\": \"#/$defs/a\"},"
                            " {\"type\": \"null\"}]}}, \"$ref\": \"#/$defs/a\"}");
     char *gbnf = NULL, *error = NULL;
-    rpc_error err = {0};
+    api_error err = {0};
     assert_true(specd_json_schema_to_grammar(schema, NULL, &gbnf, &err));
     assert_int_not_equal(specd_grammar_check(engine, gbnf, &error), SPECD_OK);
     if (!error || !strstr(error, "left recursion")) fail_msg("grammar check says: %s\n%s", error ? error : "(nothing)", gbnf);
@@ -513,7 +513,7 @@ static void test_left_recursion_refused_by_the_grammar_parser(void **state) {
 static void test_json_object_grammar(void **state) {
     (void)state;
     char *gbnf = NULL;
-    rpc_error err = {0};
+    api_error err = {0};
     assert_true(specd_json_object_grammar(&gbnf, &err));
     char *error = NULL;
     assert_int_equal(specd_grammar_check(engine, gbnf, &error), SPECD_OK);

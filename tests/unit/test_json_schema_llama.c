@@ -67,7 +67,7 @@ static char *with_our_char(const char *grammar) {
 /* Our grammar for the schema (trimmed, heap), or NULL with the refusal in *message. */
 static char *our_grammar(json_t *schema, char message[768]) {
     char *gbnf = NULL;
-    rpc_error err = {0};
+    api_error err = {0};
     if (!specd_json_schema_to_grammar(schema, NULL, &gbnf, &err)) {
         snprintf(message, 768, "%s", err.message);
         return NULL;

@@ -18,7 +18,7 @@ static char target_path[512], draft_path[512], chat_path[512];
 static specd_engine *engine;
 
 /* `text` read in `dialect` into *req; the reply's choices into *reply (freed by the caller). */
-static bool parse(const char *text, request_dialect dialect, serve_request *req, json_reply *reply, rpc_error *err) {
+static bool parse(const char *text, request_dialect dialect, serve_request *req, json_reply *reply, api_error *err) {
     json_t *params = json_loads(text, 0, NULL);
     assert_non_null(params);
     serve_request_init(req);
@@ -38,7 +38,7 @@ static void jsonrpc_fields_fill_the_struct(void **state) {
     (void)state;
     serve_request req;
     json_reply reply;
-    rpc_error err;
+    api_error err;
     assert_true(parse("{\"prompt\":[\"a\",5],\"temperature\":0.5,\"top_k\":3,\"stop\":[\"x\",\"y\"],\"seed\":7,"
                       "\"logit_bias\":[[5,false],[6,1.5]],\"n_probs\":2,\"return_tokens\":true,"
                       "\"speculative\":{\"n_max\":3,\"type\":[\"ngram-simple\",\"draft\"]},\"max_tokens\":9}",
@@ -78,7 +78,7 @@ static void llama_dialect_reads_its_shortcuts(void **state) {
     (void)state;
     serve_request req;
     json_reply reply;
-    rpc_error err;
+    api_error err;
     assert_true(parse("{\"prompt\":\"a\",\"stop\":\"x\",\"logit_bias\":{\"5\":-1},\"temperature\":null,"
                       "\"n_predict\":null,\"unknown_but_null\":null,\"speculative.type\":\"suffix,draft\"}",
                       DIALECT_LLAMA, &req, &reply, &err));
@@ -103,9 +103,9 @@ static void passed_fields_only(void **state) {
     json_t *body = json_loads("{\"temperature\":0.25,\"mirostat\":2,\"stop\":\"z\"}", 0, NULL);
     serve_request req;
     serve_request_init(&req);
-    rpc_error err;
-    rpc_params rp;
-    rpc_params_open(&rp, body, "completion params", "", &err);
+    api_error err;
+    api_params rp;
+    api_params_open(&rp, body, "completion params", "", &err);
     json_request jr = {&rp, DIALECT_LLAMA, &req, NULL};
     static const char *const names[] = {"temperature", "stop", NULL};
     assert_true(request_json_fields(&jr, names));
@@ -122,7 +122,7 @@ static void samplers_and_lora_fill_the_struct(void **state) {
     (void)state;
     serve_request req;
     json_reply reply;
-    rpc_error err;
+    api_error err;
     assert_true(parse("{\"prompt\":\"a\",\"dry_multiplier\":0.8,\"dry_sequence_breakers\":[\"x\",\"yz\"],"
                       "\"xtc_probability\":0.5,\"top_n_sigma\":1.5,\"dynatemp_range\":0.3,\"min_keep\":2,"
                       "\"lora\":[{\"id\":0,\"scale\":0.5},{\"id\":3}]}",
@@ -159,7 +159,7 @@ static void samplers_and_lora_fill_the_struct(void **state) {
 
 static bool prepare(const char *text, serve_request *req, serve_fault *fault) {
     json_reply reply;
-    rpc_error err;
+    api_error err;
     if (!parse(text, DIALECT_JSONRPC, req, &reply, &err)) fail_msg("parse: %s", err.message);
     json_decref(reply.prompt);
     serve_limits limits = {.n_predict_max = -1};

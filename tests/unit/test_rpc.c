@@ -1170,7 +1170,7 @@ static void reload_serves_the_old_model_until_the_new_one_is_in(void **state) {
     init_models(false);
     json_t *before = complete(short_request);
     slow_load slow = {.sleep_ms = 20};
-    rpc_host_set_load_hook(rpc_host_default(), slow_hook, &slow);
+    api_host_set_load_hook(rpc_host_default(), slow_hook, &slow);
     async_init(draft, NULL); /* the draft model, alone, as the new target */
     json_t *s = result_of("status", "{}");
     expect_status(s, "ready", 1, target, draft); /* the path of each, never the wrong one */
@@ -1182,7 +1182,7 @@ static void reload_serves_the_old_model_until_the_new_one_is_in(void **state) {
     s = wait_for_status("loading_model", "");
     expect_status(s, "ready", 1, draft, "");
     json_decref(s);
-    rpc_host_set_load_hook(rpc_host_default(), NULL, NULL);
+    api_host_set_load_hook(rpc_host_default(), NULL, NULL);
     json_t *after = complete(short_request);
     assert_string_equal(string_of(after, "model"), draft);
     print_message("%d progress calls for one model\n", atomic_load(&slow.calls));
@@ -1204,7 +1204,7 @@ static void the_swap_waits_for_the_running_completion(void **state) {
     json_t *start = result_of("completion.start", "{\"prompt\":\"she\",\"n_predict\":100000,\"temperature\":1,"
                                                   "\"seed\":3,\"ignore_eos\":true}");
     slow_load slow = {.sleep_ms = 0};
-    rpc_host_set_load_hook(rpc_host_default(), slow_hook, &slow);
+    api_host_set_load_hook(rpc_host_default(), slow_hook, &slow);
     async_init(draft, NULL);
     for (int i = 0; i < 6000 && !atomic_load(&slow.read_all); i++) usleep(10000);
     assert_true(atomic_load(&slow.read_all));
@@ -1244,7 +1244,7 @@ static void the_swap_waits_for_the_running_completion(void **state) {
     s = wait_for_status("model", draft);
     expect_status(s, "ready", 1, draft, "");
     json_decref(s);
-    rpc_host_set_load_hook(rpc_host_default(), NULL, NULL);
+    api_host_set_load_hook(rpc_host_default(), NULL, NULL);
     json_decref(start);
 }
 
@@ -1279,7 +1279,7 @@ static void shutdown_aborts_a_load(void **state) {
     (void)state;
     json_decref(result_of("shutdown", "{}"));
     slow_load slow = {.sleep_ms = 150};
-    rpc_host_set_load_hook(rpc_host_default(), slow_hook, &slow);
+    api_host_set_load_hook(rpc_host_default(), slow_hook, &slow);
     async_init(target, draft);
     double took = time_stop(&slow, shutdown_method);
     print_message("shutdown during an async load: %.3f s, after %d progress calls\n", took, atomic_load(&slow.calls));
@@ -1288,7 +1288,7 @@ static void shutdown_aborts_a_load(void **state) {
     expect_clean_after_shutdown();
 
     slow_load again = {.sleep_ms = 150};
-    rpc_host_set_load_hook(rpc_host_default(), slow_hook, &again);
+    api_host_set_load_hook(rpc_host_default(), slow_hook, &again);
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "-m \"%s\" -md \"%s\" -t 1", target, draft);
     specd_init_async(cmd);
@@ -1298,7 +1298,7 @@ static void shutdown_aborts_a_load(void **state) {
     expect_clean_after_shutdown();
 
     slow_load blocking = {.sleep_ms = 150};
-    rpc_host_set_load_hook(rpc_host_default(), slow_hook, &blocking);
+    api_host_set_load_hook(rpc_host_default(), slow_hook, &blocking);
     pthread_t loader;
     pthread_create(&loader, NULL, blocking_init, NULL);
     took = time_stop(&blocking, shutdown_method);
@@ -1310,7 +1310,7 @@ static void shutdown_aborts_a_load(void **state) {
     json_decref(answer);
     expect_clean_after_shutdown();
 
-    rpc_host_set_load_hook(rpc_host_default(), NULL, NULL);
+    api_host_set_load_hook(rpc_host_default(), NULL, NULL);
     init_models(true); /* and all is as before */
     json_decref(complete(short_request));
 }

@@ -147,7 +147,7 @@ static void ending_one_server_leaves_the_other(void **state) {
 
 /* ---- two JSON API hosts ---------------------------------------------------------------------- */
 
-static json_t *call(rpc_host *h, const char *method, json_t *params) {
+static json_t *call(api_host *h, const char *method, json_t *params) {
     json_t *request = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
     rpc_caller caller = {.admin = true};
     json_t *response = rpc_dispatch_as(h, request, &caller);
@@ -162,7 +162,7 @@ static const char *content_of(json_t *r) { return json_string_value(json_object_
 
 static void two_hosts_serve_two_models(void **state) {
     (void)state;
-    rpc_host *a = rpc_host_new(), *b = rpc_host_new();
+    api_host *a = api_host_new(), *b = api_host_new();
     json_decref(call(a, "init", json_pack("{s:s, s:s, s:i, s:i}", "model", target_path, "model_draft", draft_path,
                                           "n_ctx", 256, "n_threads", 1)));
     json_decref(call(b, "init", json_pack("{s:s, s:i, s:i}", "model", other_path, "n_ctx", 256, "n_threads", 1)));
@@ -209,8 +209,8 @@ static void two_hosts_serve_two_models(void **state) {
     json_decref(rb);
     json_decref(sa);
     json_decref(sb);
-    rpc_host_free(a);
-    rpc_host_free(b);
+    api_host_free(a);
+    api_host_free(b);
 }
 
 int main(int argc, char **argv) {
