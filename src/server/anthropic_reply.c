@@ -189,26 +189,15 @@ static json_t *stream_events(openai_call *call, const serve_view *v) {
 
 /* ---- the formatter --------------------------------------------------------------------------- */
 
-static void *update_cb(void *ctx, const serve_view *v) { return stream_events(ctx, v); }
-
-static void *final_cb(void *ctx, const serve_view *v) {
-    openai_call *call = ctx;
-    return call->stream ? stream_events(call, v) : message(call, v);
-}
-
-static void free_item(void *item) { json_decref(item); }
-
 serve_reply anthropic_reply_formatter(openai_call *call) {
-    return (serve_reply){.update = update_cb, .final = final_cb, .free_item = free_item, .free_ctx = openai_call_free,
-                         .ctx = call};
+    static const openai_shape shape = {.events = stream_events, .whole = message};
+    return openai_shape_reply(call, &shape);
 }
 
 /* A failure in the middle of a stream, in Anthropic's shape. */
 static json_t *stream_error(const serve_fault *fault) {
-    api_error rerr;
-    api_error_from_fault(fault, &rerr);
     openai_error err;
-    openai_error_from(&rerr, &err);
+    openai_error_from_fault(fault, &err);
     return anthropic_error_body(&err);
 }
 

@@ -58,6 +58,12 @@ void openai_error_from(const api_error *rerr, openai_error *err) {
     set_kind(rerr->code, err);
 }
 
+void openai_error_from_fault(const serve_fault *fault, openai_error *err) {
+    api_error rerr;
+    api_error_from_fault(fault, &rerr);
+    openai_error_from(&rerr, err);
+}
+
 void openai_error_from_rpc(json_t *error, openai_error *err) {
     const char *message = json_string_value(json_object_get(error, "message"));
     const char *field = json_string_value(json_object_get(json_object_get(error, "data"), "field"));

@@ -32,7 +32,15 @@ typedef struct openai_call {
     json_t *item;         /* the Responses API's stream: the output item being written (owned) */
     json_int_t sequence;  /* and its events' next sequence_number */
     json_int_t text_offset; /* /v1/completions logprobs: bytes of text so far */
+    const struct openai_shape *shape; /* its dialect's builders (openai_shape_reply) */
 } openai_call;
+
+/* What one /v1 dialect (OpenAI's, Anthropic's, the Responses API) builds: a stream's events for
+ * the text so far (a new array; NULL: nothing to send), and a blocking request's whole answer. */
+typedef struct openai_shape {
+    json_t *(*events)(openai_call *call, const serve_view *v);
+    json_t *(*whole)(openai_call *call, const serve_view *v);
+} openai_shape;
 
 /* An error on a /v1 route, in OpenAI's shape. */
 typedef struct openai_error {
@@ -57,6 +65,8 @@ const char *openai_finish_reason(serve_stop stop);
 void openai_error_from_rpc(json_t *error, openai_error *err);
 /* A JSON API error -> an openai_error (a 400 for the client's mistakes). */
 void openai_error_from(const api_error *rerr, openai_error *err);
+/* The server's fault (a stream's failure) -> an openai_error. */
+void openai_error_from_fault(const serve_fault *fault, openai_error *err);
 /* The error body {"error": {message, type, param, code}} (new). */
 json_t *openai_error_body(const openai_error *err);
 bool openai_fail_with(openai_error *err, unsigned status, const char *type, const char *param, const char *fmt, ...)
@@ -145,6 +155,9 @@ json_t *openai_chat_deltas(openai_call *call, const serve_view *v);
  * stream, every piece is an array of chunk events (the final one ends with finish_reason and,
  * with include_usage, usage). */
 serve_reply openai_reply_formatter(openai_call *call);
+/* The job's formatter over `call` (taken) in `shape` (static), what every dialect's formatter is:
+ * JSON items; streamed, each piece and the last are shape->events, else the last is shape->whole. */
+serve_reply openai_shape_reply(openai_call *call, const openai_shape *shape);
 /* n > 1: the count the choices of one request share (a reference each; n of them in all). A
  * choice's final answer counted (prompt_tokens 0 for a prompt counted already): true for the
  * request's last, with the sums (the one usage chunk of a stream goes out then). */
@@ -153,7 +166,7 @@ openai_choices *openai_choices_ref(openai_choices *g);
 bool openai_choices_final(openai_choices *g, json_int_t prompt_tokens, json_int_t completion_tokens,
                           json_int_t *prompt_sum, json_int_t *completion_sum);
 void openai_choices_unref(openai_choices *g);
-/* Frees an openai_call (the formatter's free_ctx; the turn with it). */
+/* Frees an openai_call (the formatter's free_ctx; the turn and the open item with it). */
 void openai_call_free(void *call);
 /* Answers `c` with the stream of the chunks of `call`'s jobs (its choices'), ending with data: [DONE]. */
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call);

@@ -335,11 +335,15 @@ bool openai_choices_final(openai_choices *g, json_int_t prompt_tokens, json_int_
 
 /* ---- the formatter --------------------------------------------------------------------------- */
 
-static void *update_cb(void *ctx, const serve_view *v) { return stream_events(ctx, v); }
+/* The three /v1 dialects differ only in their shape's two builders; the job's callbacks are these. */
+static void *update_cb(void *ctx, const serve_view *v) {
+    openai_call *call = ctx;
+    return call->shape->events(call, v);
+}
 
 static void *final_cb(void *ctx, const serve_view *v) {
     openai_call *call = ctx;
-    return call->stream ? stream_events(call, v) : response(call, v);
+    return call->stream ? call->shape->events(call, v) : call->shape->whole(call, v);
 }
 
 static void free_item(void *item) { json_decref(item); }
@@ -349,21 +353,26 @@ void openai_call_free(void *ctx) {
     if (call) {
         specd_chat_free(call->chat);
         openai_choices_unref(call->choices);
+        json_decref(call->item); /* the Responses API's open item; NULL for the others */
     }
     free(call);
 }
 
-serve_reply openai_reply_formatter(openai_call *call) {
+serve_reply openai_shape_reply(openai_call *call, const openai_shape *shape) {
+    call->shape = shape;
     return (serve_reply){.update = update_cb, .final = final_cb, .free_item = free_item, .free_ctx = openai_call_free,
                          .ctx = call};
 }
 
+serve_reply openai_reply_formatter(openai_call *call) {
+    static const openai_shape shape = {.events = stream_events, .whole = response};
+    return openai_shape_reply(call, &shape);
+}
+
 /* A failure in the middle of a stream, in OpenAI's shape. */
 static json_t *stream_error(const serve_fault *fault) {
-    api_error rerr;
-    api_error_from_fault(fault, &rerr);
     openai_error err;
-    openai_error_from(&rerr, &err);
+    openai_error_from_fault(fault, &err);
     return openai_error_body(&err);
 }
 

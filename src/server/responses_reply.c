@@ -215,34 +215,16 @@ static json_t *response(openai_call *call, const serve_view *v) {
 
 /* ---- the formatter --------------------------------------------------------------------------- */
 
-static void *update_cb(void *ctx, const serve_view *v) { return stream_events(ctx, v); }
-
-static void *final_cb(void *ctx, const serve_view *v) {
-    openai_call *call = ctx;
-    return call->stream ? stream_events(call, v) : response(call, v);
-}
-
-static void free_item(void *item) { json_decref(item); }
-
-/* The call's open item goes with it. */
-static void free_call(void *ctx) {
-    openai_call *call = ctx;
-    if (call) json_decref(call->item);
-    openai_call_free(call);
-}
-
 serve_reply responses_reply_formatter(openai_call *call) {
-    return (serve_reply){.update = update_cb, .final = final_cb, .free_item = free_item, .free_ctx = free_call,
-                         .ctx = call};
+    static const openai_shape shape = {.events = stream_events, .whole = response};
+    return openai_shape_reply(call, &shape);
 }
 
 /* A failure in the middle of a stream: the Responses API's error event (without a sequence
  * number: the stream's formatter context is not the error's). */
 static json_t *stream_error(const serve_fault *fault) {
-    api_error rerr;
-    api_error_from_fault(fault, &rerr);
     openai_error err;
-    openai_error_from(&rerr, &err);
+    openai_error_from_fault(fault, &err);
     return json_pack("{s:s, s:s, s:s}", "type", "error", "code", err.status >= 500 ? "server_error"
                      : "invalid_request_error", "message", err.message);
 }
