@@ -248,16 +248,9 @@ static json_t *to_openai(json_t *in, bool count_only, openai_error *err) {
 
 /* The body, parsed and rewritten as an OpenAI chat body (new), NULL with *err. */
 static json_t *parse(const char *text, size_t len, bool count_only, openai_error *err) {
-    json_error_t jerr;
-    json_t *in = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(in)) {
-        if (in) BAD(err, "the request body must be a JSON object");
-        else {
-            api_error parse;
-            api_parse_error(text, len, &jerr, &parse);
-            BAD(err, "the request body is not JSON: %s", parse.message + strlen("parse error: "));
-        }
-        json_decref(in);
+    json_t *in = openai_load_object(text, len, err);
+    if (!in) {
+        err->param[0] = '\0'; /* Anthropic's error would repeat the field its message names already */
         return NULL;
     }
     json_t *body = to_openai(in, count_only, err);

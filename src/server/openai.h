@@ -114,6 +114,9 @@ json_t *openai_apply_template(api_host *host, json_t *body, const http_chat *cha
 /* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"); NULL
  * with *err (400) when it is not one. */
 json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
+/* The body as a JSON object (new, nulls kept), what every /v1 dialect reads first; NULL with *err, a
+ * 400 saying it is no object, or not JSON and where (a number out of range: its field in param). */
+json_t *openai_load_object(const char *text, size_t len, openai_error *err);
 /* A chat request already parsed (`body` borrowed, an OpenAI chat body): openai_build_call's call
  * for a chat; its reply context (call->reply.ctx) is the openai_call, for an API that rewrites its
  * requests as OpenAI's chats (anthropic.c, responses.c) to answer with its own formatter over it. */

@@ -40,20 +40,25 @@ static json_t *drop_nulls(json_t *body) {
     return body;
 }
 
-/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"). */
-json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
+json_t *openai_load_object(const char *text, size_t len, openai_error *err) {
     json_error_t jerr;
     json_t *body = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
-    if (json_is_object(body)) return drop_nulls(body);
-    if (body) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "the request body must be a JSON object");
-    else {
+    if (json_is_object(body)) return body;
+    if (body) BAD(err, NULL, "the request body must be a JSON object");
+    else { /* the API layer's words for where it failed, without its JSON-RPC "parse error: " */
         api_error parse;
         api_parse_error(text, len, &jerr, &parse);
-        openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", parse.field[0] ? parse.field : NULL,
-                         "the request body is not JSON: %s", parse.message + strlen("parse error: "));
+        BAD(err, parse.field[0] ? parse.field : NULL, "the request body is not JSON: %s",
+            parse.message + strlen("parse error: "));
     }
     json_decref(body);
     return NULL;
+}
+
+/* The body as a JSON object without its nulls (OpenAI's clients send null for "not given"). */
+json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
+    json_t *body = openai_load_object(text, len, err);
+    return body ? drop_nulls(body) : NULL;
 }
 
 /* ---- fields ---------------------------------------------------------------------------------- */
