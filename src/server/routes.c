@@ -269,41 +269,31 @@ static enum MHD_Result send_template_error(struct MHD_Connection *c, const opena
     return send_json(c, err->status, json_pack("{s:o}", "error", api_error_object(&rerr)));
 }
 
-/* A /v1/messages call's answer: Anthropic's message, stream or error. */
-static enum MHD_Result finish_anthropic(struct MHD_Connection *c, completion_call *call, json_t *response,
-                                        unsigned http_status) {
-    json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
-    enum MHD_Result ok;
-    if (http_status || !result) {
-        openai_error err;
-        openai_error_from_rpc(error, &err);
-        if (http_status) err.status = http_status;
-        ok = anthropic_send_error(c, &err);
-    } else if (call->stream) {
-        ok = anthropic_stream_respond(c, call->job);
-    } else {
-        ok = send_json(c, MHD_HTTP_OK, json_incref(result));
-    }
-    json_decref(response);
-    return ok;
+static bool anthropic_shaped(route_id route) { return route == ROUTE_ANTHROPIC || route == ROUTE_COUNT_TOKENS; }
+
+/* A /v1 call's refusal in its dialect's shape (the Responses API names the fields its client sent). */
+static enum MHD_Result send_v1_error(struct MHD_Connection *c, json_t *error, unsigned http_status, route_id route) {
+    openai_error err;
+    openai_error_from_rpc(error, &err);
+    if (http_status) err.status = http_status;
+    if (route == ROUTE_RESPONSES) responses_name_field(&err);
+    return anthropic_shaped(route) ? anthropic_send_error(c, &err) : openai_send_error(c, &err);
 }
 
-/* A /v1 call's answer: OpenAI's response, stream or error. */
-static enum MHD_Result finish_openai(struct MHD_Connection *c, completion_call *call, json_t *response,
-                                     unsigned http_status, bool responses) {
+static enum MHD_Result stream_v1(struct MHD_Connection *c, const completion_call *call, route_id route) {
+    if (anthropic_shaped(route)) return anthropic_stream_respond(c, call->job);
+    return route == ROUTE_RESPONSES ? responses_stream_respond(c, call->job) : openai_stream_respond(c, call);
+}
+
+/* A /v1 call's answer in its dialect (OpenAI's, Anthropic's, the Responses API): the result, its
+ * stream, or the error. */
+static enum MHD_Result finish_v1(struct MHD_Connection *c, completion_call *call, json_t *response,
+                                 unsigned http_status, route_id route) {
     json_t *result = json_object_get(response, "result"), *error = json_object_get(response, "error");
     enum MHD_Result ok;
-    if (http_status || !result) {
-        openai_error err;
-        openai_error_from_rpc(error, &err);
-        if (http_status) err.status = http_status;
-        if (responses) responses_name_field(&err);
-        ok = openai_send_error(c, &err);
-    } else if (call->stream) {
-        ok = responses ? responses_stream_respond(c, call->job) : openai_stream_respond(c, call);
-    } else {
-        ok = send_json(c, MHD_HTTP_OK, json_incref(result));
-    }
+    if (http_status || !result) ok = send_v1_error(c, error, http_status, route);
+    else if (call->stream) ok = stream_v1(c, call, route);
+    else ok = send_json(c, MHD_HTTP_OK, json_incref(result));
     json_decref(response);
     return ok;
 }
@@ -334,7 +324,7 @@ static enum MHD_Result finish_set_up(struct MHD_Connection *c, request_state *rs
         return call ? finish_completion(c, call, response) : send_rpc_outcome(c, response);
     }
     const openai_error *err = http_status ? NULL : setup_call_error(s);
-    bool anthropic = rs->route == ROUTE_ANTHROPIC || rs->route == ROUTE_COUNT_TOKENS;
+    bool anthropic = anthropic_shaped(rs->route);
     bool llama = rs->route == ROUTE_APPLY_TEMPLATE;
     if (err) {
         json_decref(response);
@@ -347,8 +337,7 @@ static enum MHD_Result finish_set_up(struct MHD_Connection *c, request_state *rs
     if (llama) return send_json(c, http_status, response); /* the server's own refusal (stopping) */
     /* refused by the server itself, the worker may still be at it: only its answer is read */
     completion_call *call = http_status ? NULL : setup_call_completion(s);
-    if (anthropic) return finish_anthropic(c, call, response, http_status);
-    return finish_openai(c, call, response, http_status, rs->route == ROUTE_RESPONSES);
+    return finish_v1(c, call, response, http_status, rs->route);
 }
 
 /* The handler is called again once the worker has answered: send that answer. */
