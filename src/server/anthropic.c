@@ -15,25 +15,12 @@
 
 #include "../util/util.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BAD(err, ...) anthropic_fail(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", __VA_ARGS__)
-
-static bool anthropic_fail(openai_error *err, unsigned status, const char *type, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static bool anthropic_fail(openai_error *err, unsigned status, const char *type, const char *fmt, ...) {
-    err->status = status;
-    err->type = type;
-    err->param[0] = '\0';
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
+/* Anthropic's errors name no field (anthropic_error_body would add it to the message). */
+#define BAD(err, ...) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, __VA_ARGS__)
 
 bool anthropic_route(const char *url) {
     return !strcmp(url, "/v1/messages") || !strcmp(url, "/v1/messages/count_tokens");
@@ -291,7 +278,7 @@ json_t *anthropic_count_tokens(api_host *host, const char *text, size_t len, con
     api_error rerr;
     json_t *answer = NULL;
     if (!api_host_acquire_engine(host, &engine, &rerr)) {
-        anthropic_fail(err, MHD_HTTP_SERVICE_UNAVAILABLE, "overloaded_error", "%s", rerr.message);
+        openai_fail_with(err, MHD_HTTP_SERVICE_UNAVAILABLE, "overloaded_error", NULL, "%s", rerr.message);
     } else {
         specd_token *tokens = NULL;
         int32_t n = 0;

@@ -18,22 +18,11 @@
 
 #include "../util/util.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool bad(openai_error *err, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(openai_error *err, const char *param, const char *fmt, ...) {
-    err->status = MHD_HTTP_BAD_REQUEST;
-    err->type = "invalid_request_error";
-    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
+#define BAD(err, param, ...) openai_fail_with(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", param, __VA_ARGS__)
 
 bool responses_route(const char *url) { return !strcmp(url, "/v1/responses"); }
 
@@ -49,7 +38,7 @@ static json_t *content_parts(json_t *content, const char *where, openai_error *e
         snprintf(at, sizeof at, "%.90s[%zu]", where, i);
         json_t *made = type && !strcmp(type, "input_image") ? openai_image_from_input_image(part, at, err)
                        : json_is_string(text) ? json_pack("{s:s, s:O}", "type", "text", "text", text)
-                                              : (bad(err, at, "'%s': only text and input_image parts are supported", at),
+                                              : (BAD(err, at, "'%s': only text and input_image parts are supported", at),
                                                  NULL);
         if (!made || json_array_append_new(out, made) != 0) {
             json_decref(out);
@@ -69,13 +58,13 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
     json_array_foreach(content, i, part) if (specd_listed(with_image, json_string_value(json_object_get(part, "type"))))
         return content_parts(content, where, err);
     if (!json_is_array(content)) {
-        bad(err, where, "'%s' must be a string or an array of input_text parts", where);
+        BAD(err, where, "'%s' must be a string or an array of input_text parts", where);
         return NULL;
     }
     static const char *const text_parts[] = {"input_text", "output_text", "text", NULL};
     long first_bad = openai_first_non_text_part(content, text_parts);
     if (first_bad >= 0) {
-        bad(err, where, "'%s[%ld]': only text parts (input_text, output_text) and input_image parts are supported",
+        BAD(err, where, "'%s[%ld]': only text parts (input_text, output_text) and input_image parts are supported",
             where, first_bad);
         return NULL;
     }
@@ -91,13 +80,13 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
 static bool convert_item(json_t *item, size_t i, json_t *out, openai_error *err) {
     char where[64];
     snprintf(where, sizeof where, "input[%zu]", i);
-    if (!json_is_object(item)) return bad(err, where, "'%s' must be an object", where);
+    if (!json_is_object(item)) return BAD(err, where, "'%s' must be an object", where);
     const char *type = json_string_value(json_object_get(item, "type"));
     const char *role = json_string_value(json_object_get(item, "role"));
     if (!type || !strcmp(type, "message")) {
         if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
                       strcmp(role, "developer")))
-            return bad(err, where, "'%s.role' must be \"user\", \"assistant\", \"system\" or \"developer\"", where);
+            return BAD(err, where, "'%s.role' must be \"user\", \"assistant\", \"system\" or \"developer\"", where);
         char part[80];
         snprintf(part, sizeof part, "%s.content", where);
         json_t *text = content_text(json_object_get(item, "content"), part, err);
@@ -108,7 +97,7 @@ static bool convert_item(json_t *item, size_t i, json_t *out, openai_error *err)
         const char *id = json_string_value(json_object_get(item, "call_id"));
         const char *name = json_string_value(json_object_get(item, "name"));
         const char *args = json_string_value(json_object_get(item, "arguments"));
-        if (!id || !name || !args) return bad(err, where, "'%s' (function_call) needs call_id, name and arguments", where);
+        if (!id || !name || !args) return BAD(err, where, "'%s' (function_call) needs call_id, name and arguments", where);
         json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", name,
                                  "arguments", args);
         json_t *last = json_array_get(out, json_array_size(out) - 1);
@@ -125,12 +114,12 @@ static bool convert_item(json_t *item, size_t i, json_t *out, openai_error *err)
         const char *id = json_string_value(json_object_get(item, "call_id"));
         json_t *output = json_object_get(item, "output");
         if (!id || !json_is_string(output))
-            return bad(err, where, "'%s' (function_call_output) needs call_id and output (a string)", where);
+            return BAD(err, where, "'%s' (function_call_output) needs call_id and output (a string)", where);
         return json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "role", "tool", "tool_call_id", id, "content",
                                                     output)) == 0;
     }
     if (!strcmp(type, "reasoning")) return true; /* earlier reasoning: the templates drop it from the history */
-    return bad(err, where, "'%s.type' '%.40s' is not supported (message, function_call, function_call_output)", where,
+    return BAD(err, where, "'%s.type' '%.40s' is not supported (message, function_call, function_call_output)", where,
                type);
 }
 
@@ -142,18 +131,18 @@ static bool check_reasoning(json_t *reasoning, openai_error *err) {
     static const char *const summaries[] = {"auto", "concise", "detailed", NULL};
     if (!reasoning || json_is_null(reasoning)) return true;
     if (!json_is_object(reasoning))
-        return bad(err, "reasoning", "'reasoning' must be an object {\"effort\", \"summary\"}");
+        return BAD(err, "reasoning", "'reasoning' must be an object {\"effort\", \"summary\"}");
     const char *key;
     json_t *v;
     json_object_foreach(reasoning, key, v) {
         bool effort = !strcmp(key, "effort"), summary = !strcmp(key, "summary") || !strcmp(key, "generate_summary");
-        if (!effort && !summary) return bad(err, "reasoning", "unknown field 'reasoning.%.40s' (effort, summary)", key);
+        if (!effort && !summary) return BAD(err, "reasoning", "unknown field 'reasoning.%.40s' (effort, summary)", key);
         if (json_is_null(v)) continue;
         if (effort && !specd_listed(efforts, json_string_value(v)))
-            return bad(err, "reasoning", "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\", "
+            return BAD(err, "reasoning", "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\", "
                        "\"high\" or \"xhigh\"");
         if (summary && !specd_listed(summaries, json_string_value(v)))
-            return bad(err, "reasoning", "'reasoning.%s' must be \"auto\", \"concise\" or \"detailed\"", key);
+            return BAD(err, "reasoning", "'reasoning.%s' must be \"auto\", \"concise\" or \"detailed\"", key);
     }
     return true;
 }
@@ -170,12 +159,12 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         bool found = specd_listed(known, key);
         if (!found && openai_passed_field(key)) continue; /* llama-server's sampler fields, passed on below */
         if (!found) {
-            bad(err, key, "unknown field '%s'", key);
+            BAD(err, key, "unknown field '%s'", key);
             return NULL;
         }
     }
     if (json_is_string(json_object_get(in, "previous_response_id"))) {
-        bad(err, "previous_response_id", "'previous_response_id' is not supported: specd keeps no responses (nor does "
+        BAD(err, "previous_response_id", "'previous_response_id' is not supported: specd keeps no responses (nor does "
             "llama-server); send the whole conversation as input items");
         return NULL;
     }
@@ -183,7 +172,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     json_t *text = json_object_get(in, "text");
     const char *format = json_string_value(json_object_get(json_object_get(text, "format"), "type"));
     if (text && (!format || strcmp(format, "text"))) {
-        bad(err, "text", "'text.format' may only be {\"type\": \"text\"} here");
+        BAD(err, "text", "'text.format' may only be {\"type\": \"text\"} here");
         return NULL;
     }
     json_t *body = json_object(), *messages = json_array();
@@ -200,7 +189,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         json_t *item;
         json_array_foreach(input, i, item) if (ok) ok = convert_item(item, i, messages, err);
     } else {
-        ok = bad(err, "input", "'input' (a string or a non-empty array of items) is required");
+        ok = BAD(err, "input", "'input' (a string or a non-empty array of items) is required");
     }
     json_t *tools = json_object_get(in, "tools");
     if (ok && tools) {
@@ -211,7 +200,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         json_array_foreach(tools, i, t) {
             const char *type = json_string_value(json_object_get(t, "type"));
             if (!type || strcmp(type, "function")) {
-                ok = bad(err, "tools", "'tools[%zu]': only function tools are supported", i);
+                ok = BAD(err, "tools", "'tools[%zu]': only function tools are supported", i);
                 break;
             }
             json_t *fn = json_object();
@@ -228,7 +217,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
         else if (type && !strcmp(type, "function") && json_is_string(json_object_get(choice, "name")))
             json_object_set_new(body, "tool_choice", json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
                                                                json_object_get(choice, "name")));
-        else ok = bad(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+        else ok = BAD(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
                       "{\"type\": \"function\", \"name\"}");
     }
     static const char *const same[] = {"model", "parallel_tool_calls", "stream", "id_slot", NULL};
@@ -256,7 +245,7 @@ void responses_name_field(openai_error *err) {
 completion_call *responses_completion_call(api_host *host, const char *text, size_t len, const http_chat *chat,
                                            openai_error *err) {
     if (!chat->jinja) {
-        bad(err, NULL, "/v1/responses needs Jinja chat templates: start specd serve without --no-jinja or "
+        BAD(err, NULL, "/v1/responses needs Jinja chat templates: start specd serve without --no-jinja or "
             "--chat-template NAME");
         return NULL;
     }
