@@ -41,11 +41,7 @@ static json_t *text_of(json_t *content, const char *where, openai_error *err) {
         BAD(err, "'%s[%ld]' must be a text block {\"type\": \"text\", \"text\"}", where, bad);
         return NULL;
     }
-    char *joined = openai_join_texts(content);
-    if (!joined) return NULL;
-    json_t *out = json_string(joined);
-    free(joined);
-    return out;
+    return openai_joined_text(content);
 }
 
 /* One Anthropic message -> OpenAI messages appended to `out`: its text (and thinking, tool_use

@@ -92,6 +92,9 @@ char *openai_message_text(json_t *content, size_t index, openai_error *err);
 /* The "text" strings of `parts` (an array whose every part was checked to hold one), joined in
  * order (heap); NULL when out of memory. One pass to size, one to copy. */
 char *openai_join_texts(json_t *parts);
+/* The same as a JSON string (new), as the Anthropic and Responses readers put it in a chat message;
+ * NULL when out of memory or not UTF-8. */
+json_t *openai_joined_text(json_t *parts);
 /* The index of the first of `parts` (an array) that is not a text part, a "type" among `types`
  * (NULL-terminated) beside a "text" string; -1 when all are (then openai_join_texts joins them). */
 long openai_first_non_text_part(json_t *parts, const char *const *types);

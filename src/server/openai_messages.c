@@ -68,6 +68,13 @@ char *openai_join_texts(json_t *parts) {
     return joined;
 }
 
+json_t *openai_joined_text(json_t *parts) {
+    char *joined = openai_join_texts(parts);
+    json_t *out = joined ? json_string(joined) : NULL;
+    free(joined);
+    return out;
+}
+
 /* The roles a chat template knows: "tool" and "function" messages come with tool calls, which
  * specd does not support, and any other name is a client's mistake the template would pass on. */
 static bool known_role(const char *role) {

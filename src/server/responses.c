@@ -68,11 +68,7 @@ static json_t *content_text(json_t *content, const char *where, openai_error *er
             where, first_bad);
         return NULL;
     }
-    char *joined = openai_join_texts(content);
-    if (!joined) return NULL;
-    json_t *out = json_string(joined);
-    free(joined);
-    return out;
+    return openai_joined_text(content);
 }
 
 /* One input item -> chat messages appended to `out`; function calls join the assistant message
