@@ -74,33 +74,26 @@ static void stream_unref(sse_stream *s) {
     free_stream(s);
 }
 
-/* Appends "data: TEXT\n\n"; called with s->lock held. */
-static void append_data(sse_stream *s, const char *text) {
-    size_t n = strlen(text);
-    char *grown = realloc(s->pending, s->len + n + 9);
-    if (grown) {
-        s->pending = grown;
-        memcpy(s->pending + s->len, "data: ", 6);
-        memcpy(s->pending + s->len + 6, text, n);
-        memcpy(s->pending + s->len + 6 + n, "\n\n", 3);
-        s->len += n + 8;
-    }
+/* Appends HEAD TEXT TAIL, the buffer kept a C string; out of memory, nothing (the event is lost,
+ * the stream goes on). Called with s->lock held. */
+static void append(sse_stream *s, const char *head, const char *text, const char *tail) {
+    size_t h = strlen(head), n = strlen(text), t = strlen(tail);
+    char *grown = realloc(s->pending, s->len + h + n + t + 1);
+    if (!grown) return;
+    s->pending = grown;
+    memcpy(s->pending + s->len, head, h);
+    memcpy(s->pending + s->len + h, text, n);
+    memcpy(s->pending + s->len + h + n, tail, t + 1);
+    s->len += h + n + t;
 }
+
+static void append_data(sse_stream *s, const char *text) { append(s, "data: ", text, "\n\n"); }
 
 /* Appends "event: NAME\n" (named streams: the event's "type", as Anthropic's API names each
  * event); called with s->lock held. */
 static void append_name(sse_stream *s, json_t *event) {
     const char *name = json_string_value(json_object_get(event, "type"));
-    if (!s->format.named || !name) return;
-    size_t n = strlen(name);
-    char *grown = realloc(s->pending, s->len + n + 9);
-    if (grown) {
-        s->pending = grown;
-        memcpy(s->pending + s->len, "event: ", 7);
-        memcpy(s->pending + s->len + 7, name, n);
-        s->pending[s->len + 7 + n] = '\n';
-        s->len += n + 8;
-    }
+    if (s->format.named && name) append(s, "event: ", name, "\n");
 }
 
 /* Appends "data: {event}\n\n" (after its name, in a named stream); called with s->lock held. */
