@@ -43,12 +43,15 @@ def check(name, ok, detail=""):
         print(f"FAIL {name}: {detail}")
 
 
-def run(args, timeout=300, path=None):
-    """Runs a command; `path` replaces PATH (the bench tests choose which tools it can find)."""
+def run(args, timeout=300, path=None, env_extra=None):
+    """Runs a command; `path` replaces PATH (the bench tests choose which tools it can find);
+    env_extra: more environment variables."""
     # One thread: ggml's threads spin at barriers, and on a busy 2-core CI machine two crawl.
     if len(args) > 1 and args[1] in ("run", "bench") and "-t" not in args:
         args = args[:2] + ["-t", "1"] + args[2:]
-    env = None if path is None else dict(os.environ, PATH=path)
+    env = None if path is None and not env_extra else dict(os.environ, **(env_extra or {}))
+    if path is not None:
+        env["PATH"] = path
     return without_hidden_gpu_line(subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env))
 
 
@@ -64,8 +67,8 @@ def without_hidden_gpu_line(r):
     return r
 
 
-def expect_usage_error(specd, name, args, needle):
-    r = run([specd, "run"] + args)
+def expect_usage_error(specd, name, args, needle, env_extra=None):
+    r = run([specd, "run"] + args, env_extra=env_extra)
     # a note that the calibration file is stale (the tiny models are written again on each ctest run,
     # and the tests that share the cache run side by side) is not the one-line message checked here
     lines = [l for l in r.stderr.strip().splitlines() if not l.startswith("specd: note: calibration cache")]
@@ -882,9 +885,13 @@ def images(specd, models):
         expect_usage_error(specd, "a missing image file", base[:4] + ["-p", "x", "--image", "/no/such.png"],
                            "cannot read the image file '/no/such.png'")
         expect_usage_error(specd, "a file that is no image", base[:4] + ["-p", "x", "--image", junk], "not an image")
+        # mtmd's constructor leaks what it had loaded when it refuses a projector made for another
+        # model (upstream: clip_init's context is not freed when mtmd_context throws); under
+        # `make asan` that leak is not ours to report, so leak checking is off for this one run
+        no_upstream_leak_check = {"ASAN_OPTIONS": (os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")}
         expect_usage_error(specd, "a projector for another model (its width differs)",
                            ["-m", os.path.join(models, "target-h64.gguf"), "--mmproj", mmproj, "-p", "x", "--image",
-                            paths[0]], "vision projector")
+                            paths[0]], "vision projector", env_extra=no_upstream_leak_check)
         expect_usage_error(specd, "a model as the projector", ["-m", target, "--mmproj", draft, "-p", "x", "--image",
                                                               paths[0]], "vision projector")
     return 0
