@@ -590,9 +590,11 @@ SPECD_API specd_status specd_tokenize_images(specd_engine *engine, const char *t
                                              bool parse_special, const specd_image *images, int32_t n_images,
                                              specd_token **tokens, int32_t *n_tokens, char **error);
 
-/* Whether the engine holds the image whose position `token` is (specd_tokenize_images's tokens:
- * it keeps the latest 16 + 4 per slot images). A prompt whose image it let go fails in
- * specd_generate (SPECD_ERR_INVALID_ARGUMENT, saying so) until specd_image_tokens holds it again. */
+/* Whether the engine holds the image whose position `token` is (specd_tokenize_images's tokens: it
+ * keeps the latest 16 + 4 per slot images); one it holds becomes its latest used, so a caller that
+ * checks a prompt's images just before beginning it keeps them. A prompt whose image it let go
+ * fails in specd_generate (SPECD_ERR_INVALID_ARGUMENT, saying so) until specd_image_tokens holds
+ * it again. */
 SPECD_API bool specd_engine_holds_image(const specd_engine *engine, specd_token token);
 /* Holds `image` in the engine (again) and gives its first position's token and its count of
  * positions, as specd_tokenize_images gave them for it: the same unless another image took its

@@ -183,12 +183,16 @@ specd_status specd_images_embd(specd_images *im, int side, specd_token t, int32_
     return st;
 }
 
+/* A known image becomes the latest used: a prompt checked for its images is about to use them, and
+ * one left the least recent would be the first let go while other requests' images come in (28
+ * image requests queued at one slot lost one so between the check and the prompt's decode). */
 bool specd_images_known(specd_images *im, specd_token t) {
     if (!im) return false;
     pthread_mutex_lock(&im->lock);
-    bool known = find_locked(im, t) != NULL;
+    image_entry *x = find_locked(im, t);
+    if (x) x->used = ++im->clock;
     pthread_mutex_unlock(&im->lock);
-    return known;
+    return x != NULL;
 }
 
 int32_t specd_images_n_embd(const specd_images *im, int side) { return im->n_embd[side]; }

@@ -37,7 +37,7 @@ int32_t specd_images_run(const specd_token *tokens, int32_t n);
  * once (it must then be one pass). Fails when the engine no longer holds the image. */
 specd_status specd_images_embd(specd_images *im, int side, specd_token t, int32_t n, float *out, bool *non_causal,
                                char **error);
-/* Whether the engine holds the image of token t. */
+/* Whether the engine holds the image of token t; if so it becomes the latest used (images.c). */
 bool specd_images_known(specd_images *im, specd_token t);
 /* The embedding width of the target or the draft (floats per image position). */
 int32_t specd_images_n_embd(const specd_images *im, int side);
