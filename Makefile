@@ -51,7 +51,7 @@ asan: deps
 TSAN_TESTS = make_tiny_models|test_rpc|test_rpc_slots|test_servers|serve_curl|serve_llama_routes|serve_slots|serve_stop|serve_limits|serve_stalls|serve_parity|serve_bounds
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECD_SANITIZE=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots test_servers make_tiny_model specd
+	@cmake --build build-tsan -j $(JOBS) --target test_rpc test_rpc_slots test_servers make_tiny_model make_tiny_mmproj specd
 	@TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
 		ctest --test-dir build-tsan -R '^($(TSAN_TESTS))$$' --output-on-failure
 
