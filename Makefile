@@ -62,7 +62,7 @@ fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECD_FUZZ=ON \
 		-DSPECD_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_rpc fuzz_rpc_model make_tiny_model
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_rpc fuzz_rpc_model make_tiny_model make_tiny_mmproj
 	@ctest --test-dir build-fuzz -R make_tiny_models --output-on-failure >/dev/null
 	@tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
