@@ -551,8 +551,8 @@ static int32_t pad_to_last_size(generation *g, specd_tree_pass *passes, int32_t 
     const specd_length_policy *policy = &g->learned->policy;
     if (last->n_branches != 1 || last->prompt_chunk || policy->hold || specd_length_policy_fixed(policy) >= 0)
         return 0;
-    specd_fill fill = fill_of(g);
-    last->n_padding = specd_costs_padding(&g->learned->costs, total, &fill, specd_engine_batch_cap(g->e));
+    /* at the fill the planner priced the step's lengths at */
+    last->n_padding = specd_costs_padding(&g->learned->costs, total, &g->step_fill, specd_engine_batch_cap(g->e));
     return last->n_padding;
 }
 
