@@ -239,6 +239,27 @@ static void test_a_version_3_file_is_read(void **state) {
     specd_engine_free(e);
 }
 
+/* An engine's params with its calibration file at `path` and draft lengths held (draft_hold on). */
+static specd_engine_params held_params(const char *path) {
+    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
+    p.n_threads = 1;
+    p.calibration_cache = path;
+    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    return p;
+}
+
+/* The file `text` with its held lines (they come last, before the check) replaced by `lines`,
+ * sealed again and written to `path`. */
+static void write_with_held_lines(const char *path, const char *text, const char *lines) {
+    static char edited[65536];
+    snprintf(edited, sizeof edited, "%s", text);
+    char *held_lines = strstr(edited, "\nheld ");
+    assert_non_null(held_lines);
+    sprintf(held_lines, "%scheck 0\n", lines);
+    reseal(edited);
+    write_text(path, edited);
+}
+
 /* Where draft lengths are held (here forced: draft_hold on), what each length made is kept, and the
  * next engine starts at the best of them instead of at 3 (held_lengths.h); a bad held line makes
  * the file corrupt, as any bad line does. */
@@ -246,10 +267,7 @@ static void test_held_lengths_timings_are_written_and_read_back(void **state) {
     (void)state;
     char path[512];
     tmp_file(path, sizeof path, "held.txt");
-    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
-    p.n_threads = 1;
-    p.calibration_cache = path;
-    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    specd_engine_params p = held_params(path);
     specd_engine *e = open_engine_with(&p);
     specd_generation_params g = speculative_params();
     g.n_predict = 96;
@@ -280,13 +298,7 @@ static void test_held_lengths_timings_are_written_and_read_back(void **state) {
     specd_engine_free(again);
 
     /* the file's held lines, replaced by three whose best is 2 (not 3, where a process starts) */
-    static char edited[65536];
-    snprintf(edited, sizeof edited, "%s", text);
-    char *held_lines = strstr(edited, "\nheld "); /* the held lines come last, before the check */
-    assert_non_null(held_lines);
-    sprintf(held_lines, "\nheld 0 10 10 10\nheld 2 30 10 10\nheld 3 20 10 10\ncheck 0\n");
-    reseal(edited);
-    write_text(path, edited);
+    write_with_held_lines(path, text, "\nheld 0 10 10 10\nheld 2 30 10 10\nheld 3 20 10 10\n");
     again = open_engine_with(&p);
     assert_int_equal(specd_engine_calibration(again).source, SPECD_CALIBRATION_LOADED);
     assert_int_equal(specd_length_policy_fixed(&again->learned->policy), 2);
@@ -307,10 +319,7 @@ static void test_a_held_none_remeasures_with_two_drafts(void **state) {
     (void)state;
     char path[512];
     tmp_file(path, sizeof path, "held-none.txt");
-    specd_engine_params p = test_engine_params(target_path, draft_path, 256);
-    p.n_threads = 1;
-    p.calibration_cache = path;
-    p.draft_hold = SPECD_DRAFT_HOLD_ON;
+    specd_engine_params p = held_params(path);
     specd_engine *e = open_engine_with(&p);
     specd_generation_params g = speculative_params();
     specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
@@ -318,14 +327,8 @@ static void test_a_held_none_remeasures_with_two_drafts(void **state) {
     specd_engine_free(e);
     const char *text = read_text(path);
     assert_non_null(text);
-    static char edited[65536];
-    snprintf(edited, sizeof edited, "%s", text);
-    assert_non_null(strstr(edited, "\ndraft_ms "));
-    char *held_lines = strstr(edited, "\nheld ");
-    assert_non_null(held_lines);
-    sprintf(held_lines, "\nheld 0 10 2 10\nheld 3 20 10 10\ncheck 0\n");
-    reseal(edited);
-    write_text(path, edited);
+    assert_non_null(strstr(text, "\ndraft_ms "));
+    write_with_held_lines(path, text, "\nheld 0 10 2 10\nheld 3 20 10 10\n");
 
     e = open_engine_with(&p);
     assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LOADED);
