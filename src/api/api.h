@@ -152,7 +152,7 @@ bool api_thread_still_wanted(void);
 #define API_WATCH_MS 200
 /* Which client this thread's calls are for (`specd serve`: its connection), 0 (the default):
  * none known. One client's completions, queued or running, may take only its share of the
- * serving server's slots and queue places (api_host_claim), so that it cannot make everybody
+ * serving server's slots and queue places (src/api/completion.c), so that it cannot make everybody
  * else's requests busy. */
 void api_client_thread(uint64_t client);
 uint64_t api_thread_client(void);

@@ -1,6 +1,6 @@
-/* host.c - a host (host.h): made and freed, the process's own, and what completions and short
- * calls take from it: claims, submitting to the serving server, the jobs found by id, the engine.
- * Loading and unloading are host_load.c's. */
+/* host.c - a host (host.h): made and freed, its defaults, the jobs found by id, and the engine for
+ * short calls. Loading and unloading are host_load.c's; a completion's claim and hand-over are
+ * completion.c's. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "host_state.h"
 
@@ -51,14 +51,9 @@ int32_t api_host_embd_normalize(api_host *h) {
     return n;
 }
 
-/* A default seed counts as the request's own (its reply says so, and its draws are the seeded
- * ones). */
 void api_host_request_defaults(api_host *h, serve_request *r) {
     pthread_mutex_lock(&h->lock);
-    r->gen.sampling = h->sampling;
-    r->gen.speculative = h->speculative;
-    r->context_shift = h->context_shift;
-    r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
+    host_defaults_locked(h, r);
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -81,90 +76,7 @@ bool host_fail_no_model_locked(const api_host *h, api_error *err) {
     return api_fail(err, API_NO_MODEL, "", "no model loaded: call init first");
 }
 
-/* ---- jobs ------------------------------------------------------------------------------------ */
-
-/* Records a claimed job (lock held): findable by id; the oldest finished ones are forgotten. */
-static void record_job_locked(api_host *h, serve_job *job) {
-    if (h->n_jobs >= API_KEEP_JOBS) {
-        for (int32_t i = 0; i < h->n_jobs; i++) {
-            if (!serve_job_finished(h->jobs[i])) continue;
-            serve_job_unref(h->jobs[i]);
-            memmove(h->jobs + i, h->jobs + i + 1, (size_t)(h->n_jobs - i - 1) * sizeof *h->jobs);
-            h->n_jobs--;
-            break;
-        }
-    }
-    if (h->n_jobs == h->jobs_cap) {
-        int32_t cap = h->jobs_cap ? h->jobs_cap * 2 : 16;
-        serve_job **grown = realloc(h->jobs, (size_t)cap * sizeof *grown);
-        if (!grown) return; /* not findable by id: polls without id still find it as the latest */
-        h->jobs = grown;
-        h->jobs_cap = cap;
-    }
-    serve_job_ref(job);
-    h->jobs[h->n_jobs++] = job;
-}
-
-/* How many of `client`'s completions are queued or running (lock held); 0 for client 0. */
-static int32_t client_jobs_locked(const api_host *h, uint64_t client) {
-    int32_t n = 0;
-    for (int32_t i = 0; client && i < h->n_jobs; i++)
-        if (h->jobs[i]->client == client && !serve_job_finished(h->jobs[i])) n++;
-    return n;
-}
-
-serve_job *api_host_claim(api_host *h, api_error *err) {
-    uint64_t client = api_thread_client();
-    pthread_mutex_lock(&h->lock);
-    /* A swap waits for the running completions to end (draining, then swapping), which may take
-     * minutes: a new one is refused at once (503 with Retry-After over HTTP), not held without a
-     * word until then. */
-    serve_job *job = NULL;
-    if (h->draining)
-        api_fail(err, API_BUSY, "", "busy: the model '%s' is being swapped in by init and waits for the running "
-                 "completions to end; retry in a moment", h->loading_model ? h->loading_model : "");
-    else if (!h->server || h->shutting_down || h->closed) host_fail_no_model_locked(h, err);
-    else if (client && client_jobs_locked(h, client) >= h->client_share)
-        api_fail(err, API_BUSY, "", "busy: this client already has %d completions queued or running, the most one "
-                 "client may have (the server's %d slots and half its queue places); wait for some to end",
-                 (int)h->client_share, (int)h->n_parallel);
-    else if (!(job = serve_job_new(h->next_id))) api_fail(err, API_INTERNAL_ERROR, "", "out of memory for the completion");
-    if (job) {
-        job->client = client;
-        h->next_id++;
-        h->n_claimed++;
-        record_job_locked(h, job);
-        serve_job_unref(h->latest);
-        serve_job_ref(job);
-        h->latest = job;
-    }
-    pthread_mutex_unlock(&h->lock);
-    return job;
-}
-
-static void unclaim(api_host *h) {
-    pthread_mutex_lock(&h->lock);
-    h->n_claimed--;
-    pthread_cond_broadcast(&h->idle);
-    pthread_mutex_unlock(&h->lock);
-}
-
-serve_job *api_host_submit(api_host *h, serve_job *job, bool filled, const serve_names *names, api_error *err) {
-    pthread_mutex_lock(&h->lock);
-    serve_server *server = h->server; /* claimed: it stays until the claim ends */
-    pthread_mutex_unlock(&h->lock);
-    serve_fault fault;
-    bool ok = filled && serve_server_submit(server, job, names, &fault);
-    if (filled && !ok) api_error_from_fault(&fault, err);
-    if (!ok && !serve_job_finished(job)) { /* refused before the server saw it: it ends now */
-        serve_fail(&fault, SERVE_INVALID, err->field, "%s", err->message);
-        serve_job_fail(job, &fault);
-    }
-    unclaim(h);
-    if (ok) return job;
-    serve_job_unref(job);
-    return NULL;
-}
+/* ---- jobs (claimed and handed over by completion.c) ------------------------------------------ */
 
 serve_job *api_host_find_job(api_host *h, int64_t id, api_error *err) {
     pthread_mutex_lock(&h->lock);

@@ -5,9 +5,9 @@
  * makes its own, and two hosts serve two model pairs side by side.
  *
  * Threads: every function is safe from any thread, except api_host_free (once, with no call in
- * flight). A completion is claimed (api_host_claim) from before its request is read until it has
- * been handed to the server (api_host_submit ends it); a swap waits until none is claimed and the serving
- * server is idle, and new claims are refused as busy (API_BUSY) meanwhile. */
+ * flight). A completion is claimed (completion.c) from before its request is read until it has
+ * been handed to the server; a swap waits until none is claimed and the serving server is idle,
+ * and new claims are refused as busy (API_BUSY) meanwhile. */
 #ifndef SPECD_API_HOST_H
 #define SPECD_API_HOST_H
 
@@ -27,8 +27,8 @@ void api_host_set_limits(api_host *h, serve_limits limits);
 void api_host_set_sampling(api_host *h, const specd_sampling_params *sampling);
 /* A request's starting point: `r`, just initialized, takes the host's sampling defaults and the
  * serving model's drafting defaults and context shift (its init's --spec-type, --spec-draft-n-max,
- * ..., --context-shift); what the request gives is read over them. Called once per request, by
- * whoever starts reading it (api_completion_begin, OpenAI's reader); the claim sets none. */
+ * ..., --context-shift); what the request gives is read over them. A completion takes them once,
+ * in completion.c, before its fields are read; /props and /infill show them. */
 void api_host_request_defaults(api_host *h, serve_request *r);
 /* How an embedding request that gives no embd_normalize normalizes: the serving model's
  * --embd-normalize (2, euclidean, by default). */
@@ -52,18 +52,8 @@ void api_host_close(api_host *h);
 typedef void (*api_host_load_hook)(float progress, void *user_data);
 void api_host_set_load_hook(api_host *h, api_host_load_hook hook, void *user_data);
 
-/* ---- completions (host.c) -------------------------------------------------------------------- */
+/* ---- completions (host.c; claimed, submitted and waited for by completion.h) ------------------ */
 
-/* A new completion job, its id assigned and recorded (the latest, found by api_host_find_job),
- * claimed: the serving model stays until api_host_submit. Its request is empty (serve_request_init):
- * the defaults are the reader's to apply (api_host_request_defaults). NULL with *err set when no model
- * serves (loading, none, stopping). */
-serve_job *api_host_claim(api_host *h, api_error *err);
-/* Hands the claimed job to the serving server and ends the claim. `filled`: its request and reply
- * were filled (false: filling them failed with *err). The job (still referenced) when the server
- * took it; NULL with *err set otherwise, the job ended with the error (a refused request still got
- * an id: a poll of the latest finds it over) and its reference dropped. */
-serve_job *api_host_submit(api_host *h, serve_job *job, bool filled, const serve_names *names, api_error *err);
 /* The job with this id (id < 0: the latest claimed), referenced; NULL with *err set. */
 serve_job *api_host_find_job(api_host *h, int64_t id, api_error *err);
 /* Finished jobs kept findable by id, beyond those running. */

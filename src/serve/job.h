@@ -26,7 +26,7 @@ typedef enum serve_end {
 typedef struct serve_job {
     atomic_int refs;
     int64_t id;
-    uint64_t client;            /* who asked for it (the API's: its share, api_host_claim); 0: unknown */
+    uint64_t client;            /* who asked for it (the API's: its share, src/api/completion.c); 0: unknown */
     pthread_mutex_t lock;
     pthread_cond_t changed;     /* signalled on every new item and when finished */
     void **items;               /* stream: the pieces (and the final answer) not taken yet */
