@@ -248,8 +248,8 @@ completion_call *anthropic_completion_call(api_host *host, const char *text, siz
         return NULL;
     }
     json_t *body = parse(text, len, false, err);
-    completion_call *call = body ? openai_chat_call(host, body, chat, err) : NULL;
-    json_decref(body);
+    completion_call *call = body ? openai_build_call(host, OPENAI_CHAT, body, chat, err) : NULL;
+    completion_call_share(call, body, openai_shared_fields);
     if (call) call->reply = anthropic_reply_formatter(call->reply.ctx);
     return call;
 }

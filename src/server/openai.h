@@ -120,19 +120,22 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err);
 /* The body as a JSON object (new, nulls kept), what every /v1 dialect reads first; NULL with *err, a
  * 400 saying it is no object, or not JSON and where (a number out of range: its field in param). */
 json_t *openai_load_object(const char *text, size_t len, openai_error *err);
-/* A chat request already parsed (`body` borrowed, an OpenAI chat body): openai_build_call's call
- * for a chat; its reply context (call->reply.ctx) is the openai_call, for an API that rewrites its
- * requests as OpenAI's chats (anthropic.c, responses.c) to answer with its own formatter over it. */
-completion_call *openai_chat_call(api_host *host, json_t *body, const http_chat *chat, openai_error *err);
-
 /* The body (borrowed, openai_parse_body's) of a request with one output (no `n`, one prompt), or
- * of one choice -> a completion for a call worker (server.h), its request read and its reply
- * OpenAI's; NULL with *err set. `chat`: how chat prompts are made (--no-jinja, ...). */
+ * of one choice -> a completion for a call worker (server.h), OpenAI's own fields read into its
+ * request and its reply OpenAI's; NULL with *err set. `chat`: how chat prompts are made
+ * (--no-jinja, ...). The fields OpenAI shares with the JSON API (openai_shared_fields) are left
+ * for the API layer: the caller shares the body with the call (completion_call_share). An
+ * insertion (/v1/completions with a suffix) adds /infill's drafters to the body, as if the client
+ * had named them. Its reply context (call->reply.ctx) is the openai_call, for an API that rewrites
+ * its requests as OpenAI's chats (anthropic.c, responses.c) to answer with its own formatter. */
 completion_call *openai_build_call(api_host *host, openai_kind kind, json_t *body, const http_chat *chat,
                                    openai_error *err);
 /* Whether a /v1/completions body holds a list of several prompts (strings or token-id lists):
  * one output each (openai_choices_call). */
 bool openai_several_prompts(openai_kind kind, json_t *body);
+/* The fields OpenAI's requests share with the JSON API (temperature, top_p, stop, ...), read by the
+ * API layer's one reader (api/request_json.h) as it submits. */
+extern const char *const openai_shared_fields[];
 
 /* ---- openai_choices.c: n > 1 ------------------------------------------------------------------ */
 /* The call for a body (borrowed) with OpenAI's `n` (checked: 1 to the server's slots) or several
@@ -177,7 +180,7 @@ void openai_call_free(void *call);
 /* Answers `c` with the stream of the chunks of `call`'s jobs (its choices'), ending with data: [DONE]. */
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
-/* ---- setup_call.c: a request set up on a call worker ------------------------------------------ */
+/* ---- completion_call.c: a request set up on a call worker (server.h) ---------------------------- */
 typedef enum setup_kind {
     SETUP_CHAT,           /* /v1/chat/completions */
     SETUP_TEXT,           /* /v1/completions */

@@ -88,7 +88,8 @@ static json_t *merge(json_t *answer, json_t *other, bool new_prompt) {
 static bool add_output(completion_call *first, openai_build *b, int i) {
     json_t *copy = completion_output_body(b->body, b->prompts, (size_t)(i / b->n), i % b->n);
     completion_call *other = copy ? openai_build_call(b->host, b->kind, copy, b->chat, b->err) : NULL;
-    json_decref(copy);
+    bool made = copy != NULL;
+    completion_call_share(other, copy, openai_shared_fields);
     if (other) { /* one answer: the first output's id and time */
         memcpy(call_of(other)->id, call_of(first)->id, sizeof call_of(first)->id);
         call_of(other)->created = call_of(first)->created;
@@ -97,7 +98,7 @@ static bool add_output(completion_call *first, openai_build *b, int i) {
         call_of(other)->choices = openai_choices_ref(call_of(first)->choices);
     }
     if (other && completion_call_add_choice(first, other)) return true;
-    if (other || !copy) /* else the build said why */
+    if (other || !made) /* else the build said why */
         openai_fail_with(b->err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
     return false;
 }
@@ -116,8 +117,9 @@ completion_call *openai_choices_call(api_host *host, openai_kind kind, json_t *b
     }
     json_t *first_body = completion_output_body(body, b.prompts, 0, 0);
     completion_call *first = first_body ? openai_build_call(host, kind, first_body, chat, err) : NULL;
-    json_decref(first_body);
-    if (!first_body) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    bool made = first_body != NULL;
+    completion_call_share(first, first_body, openai_shared_fields);
+    if (!made) openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
     if (!first || outputs == 1) return first;
     call_of(first)->choices = openai_choices_new((int)outputs);
     call_of(first)->counts_prompt = true;

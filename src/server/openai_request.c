@@ -66,7 +66,7 @@ json_t *openai_parse_body(const char *text, size_t len, openai_error *err) {
 /* Read as the JSON API reads them (request_json.h: names it shares with OpenAI, and llama-server's
  * sampler extensions that OpenAI clients send through extra_body); the rest of llama.cpp's
  * samplers and `lora` are request_json_sampler_names, read by that API's one reader too. */
-static const char *const passed_fields[] = {
+const char *const openai_shared_fields[] = {
     "temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias",
     "speculative", "return_origins", "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
     "mirostat", "mirostat_tau", "mirostat_eta", "ignore_eos", "id_slot", NULL};
@@ -95,7 +95,7 @@ static const struct { const char *name, *why; } refused_fields[] = {
     {NULL, NULL}};
 
 bool openai_passed_field(const char *key) {
-    return specd_listed(passed_fields, key) || specd_listed(request_json_sampler_names, key);
+    return specd_listed(openai_shared_fields, key) || specd_listed(request_json_sampler_names, key);
 }
 
 bool openai_chat_field_known(const char *key) {
@@ -367,13 +367,8 @@ completion_call *openai_build_call(api_host *host, openai_kind kind, json_t *bod
     if (req) serve_request_init(req); /* the host's defaults are the API layer's to apply, once */
     if (call) call->request = req;
     if (answer) call->reply = openai_reply_formatter(answer);
-    /* the shared fields, read by the API layer as it submits (a shallow copy: the FIM drafters
-     * may be added to it, never to the caller's body) */
-    if (call) call->shared_fields = json_copy(body);
-    if (call) call->shared_names = passed_fields;
-    bool ok = answer && call->shared_fields ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error",
-                                                                      NULL, "out of memory");
-    openai_read r = {call ? call->shared_fields : body, kind, req, answer, err};
+    bool ok = answer ? true : openai_fail_with(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, "out of memory");
+    openai_read r = {body, kind, req, answer, err};
     ok = ok && read_request(&r, host, chat);
     if (ok) {
         call->stream = answer->stream;
@@ -381,8 +376,4 @@ completion_call *openai_build_call(api_host *host, openai_kind kind, json_t *bod
     }
     completion_call_free(call);
     return NULL;
-}
-
-completion_call *openai_chat_call(api_host *host, json_t *body, const http_chat *chat, openai_error *err) {
-    return openai_build_call(host, OPENAI_CHAT, body, chat, err);
 }

@@ -248,9 +248,9 @@ completion_call *responses_completion_call(api_host *host, const char *text, siz
     json_t *in = openai_parse_body(text, len, err);
     json_t *body = in ? to_chat(in, err) : NULL;
     json_decref(in);
-    completion_call *call = body ? openai_chat_call(host, body, chat, err) : NULL;
+    completion_call *call = body ? openai_build_call(host, OPENAI_CHAT, body, chat, err) : NULL;
     if (body && !call) responses_name_field(err);
-    json_decref(body);
+    completion_call_share(call, body, openai_shared_fields);
     if (call) call->reply = responses_reply_formatter(call->reply.ctx);
     return call;
 }

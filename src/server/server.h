@@ -4,15 +4,14 @@
  *   stop.c    the stop signals and the watchdog
  *   respond.c answers: JSON bodies, errors, a JSON-RPC outcome on a plain route
  *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
- *   completion_call.c  a completion on a call worker: submitted to the host's server (already
- *             typed, or read from /completion's body), its answer waited for or streamed
+ *   completion_call.c  a completion on a call worker: its body read by its API's reader, its
+ *             chat template rendered, submitted to the host's server through the API layer, its
+ *             answer waited for or streamed (the set-up's kinds: openai.h)
  *   completion_outputs.c  /completion's n_cmpl > 1 and several prompts: one completion each
  *   llama_routes.c  llama-server's other routes (/tokenize, /detokenize, /props, /slots, /metrics)
  *   calls.c   work that can take long (a completion, a load, a waiting poll) on worker threads
  *             while the connection waits suspended (no libmicrohttpd pool thread ever blocks), in
  *             lanes so that no kind of call waits behind another
- *   setup_call.c  a /v1 request (or /apply-template) read and its chat template rendered on a
- *             worker, then run (openai.h)
  *   sse.c     Server-Sent Events streams of a job's pieces, fed by a pump thread per stream
  *   conn.c    per-connection request deadlines that a byte trickle cannot extend
  *   query_args.c  a bound on the query arguments, checked before libmicrohttpd parses them
@@ -86,7 +85,7 @@ void calls_join(void);
 typedef struct completion_call {
     api_host *host;
     json_t *body;                   /* /completion's: read whole by the API layer (api_completion_begin) */
-    serve_request *request;         /* OpenAI's: read here but for shared_fields */
+    serve_request *request;         /* OpenAI's: its own fields read (openai_build_call) */
     /* the fields this front end shares with the JSON API (OpenAI's temperature, top_p, stop, ...),
      * read over the host's defaults by the API layer as it submits (api_completion_submit) */
     json_t *shared_fields;
@@ -105,6 +104,9 @@ completion_call *completion_call_new(api_host *host, bool stream);
 void completion_call_free(void *call);
 /* Adds `other` (taken) as the next choice of `call`; false (other freed) when out of memory. */
 bool completion_call_add_choice(completion_call *call, completion_call *other);
+/* The body (`fields`, taken) whose fields (`names`) this front end shares with the JSON API, read
+ * by the API layer over the host's defaults as it submits. `call` NULL: fields is freed. */
+void completion_call_share(completion_call *call, json_t *fields, const char *const *names);
 /* The call_fn: submits, then waits for a blocking completion's answer ({"result": answer} or
  * {"error"}); a streamed one answers {"result": {"id"}} at once, its job left in call->job (and
  * the other choices' in theirs). */
