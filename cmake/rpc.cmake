@@ -9,7 +9,7 @@ set(SPECD_RPC_SOURCES
   src/serve/request.c
   src/serve/request_images.c
   src/serve/lora.c
-  src/serve/prepare.c
+  src/serve/submit.c
   src/serve/reply.c
   src/serve/text_stream.c
   src/serve/origins.c

@@ -1,4 +1,4 @@
-/* request.c - building a request (see request.h); serve_request_prepare is prepare.c's. */
+/* request.c - building a request (see request.h); serve_request_prepare is submit.c's. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "request.h"
 

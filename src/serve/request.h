@@ -138,7 +138,7 @@ typedef struct serve_names {
     const char *(*field)(const char *library_field);
 } serve_names;
 
-/* The least a grammar's price may be held to (prepare.c): under it no grammar is refused as dear. */
+/* The least a grammar's price may be held to (submit.c): under it no grammar is refused as dear. */
 #define SERVE_GRAMMAR_PRICE_MIN_MS 100.0
 
 /* What a server allows one request (its -n / --n-predict, --time-limit, --step-limit). */

@@ -1,5 +1,5 @@
-/* server.c - the server object (see server.h): its life, submitting jobs, ending them, and what it
- * shows of itself. Its thread is scheduler.c's. */
+/* server.c - the server object (see server.h): its life, ending jobs, and what it shows of itself.
+ * A job's way in is submit.c's; the thread is scheduler.c's. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "server_state.h"
 
@@ -91,58 +91,6 @@ bool serve_server_set_lora(serve_server *s, const serve_lora *list, int32_t n, c
 }
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
-
-/* Room in the queue (s->lock held): busy when every slot and the queue are taken. */
-static bool make_room_locked(serve_server *s, serve_fault *fault) {
-    if (s->closed) return serve_fail(fault, SERVE_BUSY, "", "the server is stopping: retry later");
-    /* counted together: a job not admitted yet is still headed for an idle slot */
-    int32_t taken = s->n_running + s->n_queued;
-    if (taken >= s->n_slots + s->queue_max)
-        return serve_fail(fault, SERVE_BUSY, "", "busy: all %d slots are busy and %d requests are queued (the most "
-                          "--queue allows); retry later", s->n_slots, taken - s->n_slots);
-    if (s->n_queued < s->queue_cap) return true;
-    int32_t cap = s->queue_cap ? s->queue_cap * 2 : 16;
-    serve_job **grown = realloc(s->queue, (size_t)cap * sizeof *grown);
-    if (!grown) return serve_fail(fault, SERVE_INTERNAL, "", "completion: out of memory");
-    s->queue = grown;
-    s->queue_cap = cap;
-    return true;
-}
-
-bool serve_server_submit(serve_server *s, serve_job *job, const serve_names *names, serve_fault *fault) {
-    serve_request *req = &job->request;
-    serve_limits limits = s->limits; /* the step limit as it is now: a grammar is priced against it */
-    pthread_mutex_lock(&s->lock);
-    if (limits.step_limit_ms > 0) limits.step_limit_ms = (int64_t)s->step_limit_now_ms;
-    pthread_mutex_unlock(&s->lock);
-    if (!serve_request_prepare(req, s->engine, &limits, names, fault)) {
-        serve_job_fail(job, fault);
-        return false;
-    }
-    int32_t n_lora = specd_engine_n_lora(s->engine);
-    if (req->n_lora == 0 && n_lora > 0) { /* the server's current scales (prepare took a request's own) */
-        pthread_mutex_lock(&s->lock);
-        memcpy(req->lora_scales, s->lora, sizeof req->lora_scales);
-        pthread_mutex_unlock(&s->lock);
-        req->gen.lora_scales = req->lora_scales;
-        req->gen.n_lora_scales = n_lora;
-    }
-    req->n_cached = serve_history_cached_prefix(&s->history, req->tokens, req->n_tokens);
-    pthread_mutex_lock(&job->lock); /* a job's lock before the server's */
-    pthread_mutex_lock(&s->lock);
-    bool ok = make_room_locked(s, fault);
-    if (ok) {
-        job->waker_lock = &s->lock;
-        job->waker = &s->wake;
-        serve_job_ref(job);
-        s->queue[s->n_queued++] = job;
-        pthread_cond_broadcast(&s->wake);
-    }
-    pthread_mutex_unlock(&s->lock);
-    pthread_mutex_unlock(&job->lock);
-    if (!ok) serve_job_fail(job, fault);
-    return ok;
-}
 
 /* Every job the server holds (queued or in a slot), referenced: a new array of *n (NULL: none, or
  * out of memory, which leaves them to end by themselves). */

@@ -44,7 +44,7 @@ int32_t serve_server_lora(serve_server *s, float *scales);
 bool serve_server_set_lora(serve_server *s, const serve_lora *list, int32_t n, const char *where, const char *field,
                            serve_fault *fault);
 
-/* Prepares `job`'s request against the engine (request.h; messages as `names` says) and queues
+/* (submit.c) Prepares `job`'s request against the engine (request.h; messages as `names` says) and queues
  * the job (the server references it until it finishes). False with *fault set when the request
  * is refused, every slot is busy and the queue is full (SERVE_BUSY), or the server is closed: the
  * job has then ended with that fault (serve_job_fail). When it finishes its final answer is

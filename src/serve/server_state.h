@@ -1,5 +1,5 @@
-/* server_state.h - what a server is made of, shared by server.c (the object: submit, status,
- * the stop) and scheduler.c (its thread). Nothing else sees it.
+/* server_state.h - what a server is made of, shared by server.c (the object: status, the stop),
+ * submit.c (a job's way in) and scheduler.c (its thread). Nothing else sees it.
  *
  * Locks: `lock` guards the queue, the counts, the views, `running`, `latest` and `lora`; held briefly, never while
  * generating. The scheduler thread alone touches `slots` and `heavy`. A job's lock may be held

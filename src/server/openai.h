@@ -180,7 +180,7 @@ void openai_call_free(void *call);
 /* Answers `c` with the stream of the chunks of `call`'s jobs (its choices'), ending with data: [DONE]. */
 enum MHD_Result openai_stream_respond(struct MHD_Connection *c, const completion_call *call);
 
-/* ---- completion_call.c: a request set up on a call worker (server.h) ---------------------------- */
+/* ---- setup_call.c: a completion request set up and run on a call worker ------------------------ */
 typedef enum setup_kind {
     SETUP_CHAT,           /* /v1/chat/completions */
     SETUP_TEXT,           /* /v1/completions */
@@ -196,7 +196,8 @@ typedef struct setup_call setup_call;
  * (setup_call_run, a call_fn); NULL when out of memory. */
 setup_call *setup_call_new(setup_kind kind, api_host *host, const http_chat *chat, char *body, size_t len);
 void setup_call_free(void *s);
-/* Sets up and runs: the answer of completion_call_run; NULL when refused (setup_call_error) or
+/* Sets up and runs: a blocking completion's answer ({"result": answer} or {"error"}), a streamed
+ * one's {"result": {"id"}} at once (its jobs left in its call); NULL when refused (setup_call_error) or
  * when it made its answer itself (setup_call_answer). /completion's and /infill's refusal is their
  * answer, {"error": {code, message, data}}. */
 json_t *setup_call_run(void *s);

@@ -4,9 +4,11 @@
  *   stop.c    the stop signals and the watchdog
  *   respond.c answers: JSON bodies, errors, a JSON-RPC outcome on a plain route
  *   routes.c  the request handler: keys, body limits, routes (/rpc, /completion, /health)
- *   completion_call.c  a completion on a call worker: its body read by its API's reader, its
+ *   completion_call.c  a completion's call: what a reader fills (the request and its reply, or
+ *             /completion's body; the shared fields; other choices) for setup_call.c to submit
+ *   setup_call.c  a completion request on a call worker: its body read by its API's reader, its
  *             chat template rendered, submitted to the host's server through the API layer, its
- *             answer waited for or streamed (the set-up's kinds: openai.h)
+ *             answer waited for or streamed (openai.h)
  *   completion_outputs.c  /completion's n_cmpl > 1 and several prompts: one completion each
  *   llama_routes.c  llama-server's other routes (/tokenize, /detokenize, /props, /slots, /metrics)
  *   calls.c   work that can take long (a completion, a load, a waiting poll) on worker threads
@@ -106,11 +108,15 @@ void completion_call_free(void *call);
 bool completion_call_add_choice(completion_call *call, completion_call *other);
 /* The body (`fields`, taken) whose fields (`names`) this front end shares with the JSON API, read
  * by the API layer over the host's defaults as it submits. `call` NULL: fields is freed. */
-void completion_call_share(completion_call *call, json_t *fields, const char *const *names);
-/* The call_fn: submits, then waits for a blocking completion's answer ({"result": answer} or
- * {"error"}); a streamed one answers {"result": {"id"}} at once, its job left in call->job (and
- * the other choices' in theirs). */
-json_t *completion_call_run(void *call);
+static inline void completion_call_share(completion_call *call, json_t *fields, const char *const *names) {
+    if (!call) {
+        json_decref(fields);
+        return;
+    }
+    json_decref(call->shared_fields);
+    call->shared_fields = fields;
+    call->shared_names = names;
+}
 /* The submitted jobs of every choice in order (borrowed), at most `max`; how many. */
 int completion_call_jobs(const completion_call *call, serve_job **jobs, int max);
 
