@@ -3,14 +3,12 @@
 #include "api.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 
 bool api_fail(api_error *err, int code, const char *field, const char *fmt, ...) {
     err->code = code;
-    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    serve_format_fault(err->field, sizeof err->field, field, err->message, sizeof err->message, fmt, ap);
     va_end(ap);
     return false;
 }

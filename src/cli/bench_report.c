@@ -382,6 +382,14 @@ static void plot_groups(const char *dir, const bench_group *groups, int n_groups
     }
 }
 
+/* dir/name opened for writing, its path in `path`; NULL (and why in err) when it cannot be. */
+static FILE *open_written(const char *dir, const char *name, char *path, size_t path_size, char *err, size_t err_size) {
+    snprintf(path, path_size, "%s/%s", dir, name);
+    FILE *f = fopen(path, "we");
+    if (!f) snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
 /* Closes a file we wrote, reporting a failed write (disk full, I/O error) as what it is. */
 static bool close_written(FILE *f, const char *path, char *err, size_t err_size) {
     bool ok = !ferror(f);
@@ -393,12 +401,8 @@ static bool close_written(FILE *f, const char *path, char *err, size_t err_size)
 
 static bool write_raw(const char *dir, const bench_group *groups, int n_groups, char *err, size_t err_size) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/raw.tsv", dir);
-    FILE *f = fopen(path, "we");
-    if (!f) {
-        snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
-        return false;
-    }
+    FILE *f = open_written(dir, "raw.tsv", path, sizeof path, err, err_size);
+    if (!f) return false;
     fputs("pair\ttemperature\tconfiguration\tprompt\tok\ttokens_per_s\tacceptance\taccepted_per_step\tmax_rss_mb\n", f);
     for (int gi = 0; gi < n_groups; gi++)
         for (int ci = 0; ci < groups[gi].n_configs; ci++)
@@ -414,12 +418,8 @@ static bool write_raw(const char *dir, const bench_group *groups, int n_groups, 
 bool bench_write_report(const char *dir, const bench_group *groups, int n_groups, const bench_settings *s,
                         int n_prompts, char *err, size_t err_size) {
     char path[1200];
-    snprintf(path, sizeof path, "%s/benchmarks.md", dir);
-    FILE *f = fopen(path, "we");
-    if (!f) {
-        snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
-        return false;
-    }
+    FILE *f = open_written(dir, "benchmarks.md", path, sizeof path, err, err_size);
+    if (!f) return false;
     fputs("# specd benchmarks\n\nWritten by `specd bench` (`make bench`). Tools: llama-completion (no speculation), "
           "llama-speculative-simple (llama-server's sample-and-match verification) and llama-speculative (rejection "
           "sampling of the draft's most likely tokens: exact at temperature 0 only), built from the same "

@@ -278,25 +278,6 @@ static specd_status template_tokens(const specd_engine *e, const char *tmpl, con
     return st;
 }
 
-/* A growing token list for the prompt without a template. */
-typedef struct token_list {
-    specd_token *v;
-    int32_t n, cap;
-} token_list;
-
-static bool list_add(token_list *l, const specd_token *t, int32_t n) {
-    if (l->n + n > l->cap) {
-        int32_t cap = (l->n + n) * 2 + 8;
-        specd_token *grown = specd_grow_array(l->v, (size_t)cap, sizeof *grown);
-        if (!grown) return false;
-        l->v = grown;
-        l->cap = cap;
-    }
-    memcpy(l->v + l->n, t, (size_t)n * sizeof *t);
-    l->n += n;
-    return true;
-}
-
 /* BOS query EOS SEP document EOS, each special token where the vocabulary asks for it. */
 static specd_status joined_tokens(const specd_engine *e, const char *query, const char *document, specd_token **tokens,
                                   int32_t *n, char **error) {
@@ -308,10 +289,10 @@ static specd_status joined_tokens(const specd_engine *e, const char *query, cons
     specd_token bos = llama_vocab_bos(v), sep = llama_vocab_sep(v);
     specd_token eos = llama_vocab_eos(v) != LLAMA_TOKEN_NULL ? llama_vocab_eos(v) : sep;
     bool add_bos = llama_vocab_get_add_bos(v), add_eos = llama_vocab_get_add_eos(v), add_sep = llama_vocab_get_add_sep(v);
-    token_list l = {0};
-    bool ok = st == SPECD_OK && (!add_bos || list_add(&l, &bos, 1)) && list_add(&l, q, nq) &&
-              (!add_eos || list_add(&l, &eos, 1)) && (!add_sep || list_add(&l, &sep, 1)) && list_add(&l, d, nd) &&
-              (!add_eos || list_add(&l, &eos, 1));
+    specd_token_list l = {0}; /* the prompt without a template */
+    bool ok = st == SPECD_OK && (!add_bos || specd_token_list_add(&l, &bos, 1)) && specd_token_list_add(&l, q, nq) &&
+              (!add_eos || specd_token_list_add(&l, &eos, 1)) && (!add_sep || specd_token_list_add(&l, &sep, 1)) &&
+              specd_token_list_add(&l, d, nd) && (!add_eos || specd_token_list_add(&l, &eos, 1));
     free(q);
     free(d);
     if (st == SPECD_OK && !ok) {

@@ -7,6 +7,8 @@
  * is a /completion request. A model without FIM tokens: 501 not_supported_error, as llama-server. */
 #include "server.h"
 
+#include "../util/util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,30 +16,11 @@
 /* llama-server's default batch: the prefix and suffix budgets are shares of it. */
 #define INFILL_BATCH 2048
 
-typedef struct token_list {
-    specd_token *t;
-    int32_t n, cap;
-} token_list;
-
-static bool push(token_list *l, const specd_token *t, int32_t n) {
-    if (n <= 0) return true;
-    if (l->n + n > l->cap) {
-        int32_t cap = l->cap ? l->cap : 256;
-        while (cap < l->n + n) cap *= 2;
-        specd_token *grown = realloc(l->t, (size_t)cap * sizeof *grown);
-        if (!grown) return false;
-        l->t = grown;
-        l->cap = cap;
-    }
-    memcpy(l->t + l->n, t, (size_t)n * sizeof *t);
-    l->n += n;
-    return true;
-}
-
-static bool push_one(token_list *l, specd_token t) { return push(l, &t, 1); }
+static bool push(specd_token_list *l, const specd_token *t, int32_t n) { return specd_token_list_add(l, t, n); }
+static bool push_one(specd_token_list *l, specd_token t) { return push(l, &t, 1); }
 
 /* Appends the tokens of `text` (no BOS, special-token text kept as text, as llama-server). */
-static bool push_text(token_list *l, specd_engine *e, const char *text, api_error *err, const char *field) {
+static bool push_text(specd_token_list *l, specd_engine *e, const char *text, api_error *err, const char *field) {
     specd_token *t = NULL;
     int32_t n = 0;
     char *why = NULL;
@@ -50,7 +33,7 @@ static bool push_text(token_list *l, specd_engine *e, const char *text, api_erro
 }
 
 /* The model's BOS, when it adds one (the tokens of "" with the special ones). */
-static bool push_bos(token_list *l, specd_engine *e, api_error *err) {
+static bool push_bos(specd_token_list *l, specd_engine *e, api_error *err) {
     specd_token *t = NULL;
     int32_t n = 0;
     char *why = NULL;
@@ -71,7 +54,8 @@ static const char *string_field(json_t *body, const char *name, api_error *err, 
 
 /* The extra context: [FIM_REP]myproject\n, then per chunk [FIM_SEP]filename\n text (or a
  * "--- snippet ---" separator without FIM_SEP), then [FIM_SEP]filename\n. */
-static bool extra_tokens(token_list *x, specd_engine *e, const specd_fim_tokens *fim, json_t *extra, api_error *err) {
+static bool extra_tokens(specd_token_list *x, specd_engine *e, const specd_fim_tokens *fim, json_t *extra,
+                         api_error *err) {
     if (extra && !json_is_array(extra))
         return api_fail(err, API_INVALID_PARAMS, "input_extra", "infill: 'input_extra' must be an array of "
                         "{\"filename\", \"text\"}");
@@ -114,7 +98,7 @@ static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, a
     const char *prefix = string_field(body, "input_prefix", err, &ok);
     const char *suffix = ok ? string_field(body, "input_suffix", err, &ok) : "";
     const char *typed = ok ? string_field(body, "prompt", err, &ok) : "";
-    token_list pre = {0}, suf = {0}, mid = {0}, x = {0}, out = {0};
+    specd_token_list pre = {0}, suf = {0}, mid = {0}, x = {0}, out = {0};
     ok = ok && push_text(&pre, e, prefix, err, "input_prefix") && push_text(&suf, e, suffix, err, "input_suffix") &&
          push_text(&mid, e, typed, err, "prompt") && extra_tokens(&x, e, &fim, json_object_get(body, "input_extra"), err);
     int32_t n_ctx = specd_engine_n_ctx(e), batch = INFILL_BATCH < n_ctx ? INFILL_BATCH : n_ctx;
@@ -125,19 +109,19 @@ static json_t *infill_prompt(json_t *body, specd_engine *e, int64_t n_predict, a
     int32_t take_x = room_x <= 0 ? 0 : x.n < room_x ? x.n : (int32_t)room_x;
     /* [extra] [BOS] FIM_PRE prefix prompt FIM_SUF suffix FIM_MID: the prefix's end and the suffix's
      * start are kept, the extra context's end */
-    ok = ok && push(&out, x.t + (x.n - take_x), take_x) &&
+    ok = ok && push(&out, x.v + (x.n - take_x), take_x) &&
          push_bos(&out, e, err) && push_one(&out, fim.pre) &&
-         push(&out, pre.t + (pre.n - take_pre), take_pre) && push(&out, mid.t, mid.n) && push_one(&out, fim.suf) &&
-         push(&out, suf.t, take_suf) && push_one(&out, fim.mid);
+         push(&out, pre.v + (pre.n - take_pre), take_pre) && push(&out, mid.v, mid.n) && push_one(&out, fim.suf) &&
+         push(&out, suf.v, take_suf) && push_one(&out, fim.mid);
     json_t *list = NULL;
     if (ok && (list = json_array()) != NULL)
-        for (int32_t i = 0; i < out.n; i++) json_array_append_new(list, json_integer(out.t[i]));
+        for (int32_t i = 0; i < out.n; i++) json_array_append_new(list, json_integer(out.v[i]));
     if (ok && !list) api_fail(err, API_INTERNAL_ERROR, "", "out of memory");
-    free(pre.t);
-    free(suf.t);
-    free(mid.t);
-    free(x.t);
-    free(out.t);
+    free(pre.v);
+    free(suf.v);
+    free(mid.v);
+    free(x.v);
+    free(out.v);
     return list;
 }
 

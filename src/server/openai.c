@@ -10,7 +10,6 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,10 +28,9 @@ enum MHD_Result openai_send_error(struct MHD_Connection *c, const openai_error *
 bool openai_fail_with(openai_error *err, unsigned status, const char *type, const char *param, const char *fmt, ...) {
     err->status = status;
     err->type = type;
-    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    serve_format_fault(err->param, sizeof err->param, param, err->message, sizeof err->message, fmt, ap);
     va_end(ap);
     return false;
 }

@@ -75,27 +75,32 @@ json_t *openai_joined_text(json_t *parts) {
     return out;
 }
 
-/* The roles a chat template knows: "tool" and "function" messages come with tool calls, which
- * specd does not support, and any other name is a client's mistake the template would pass on. */
-static bool known_role(const char *role) {
-    static const char *const roles[] = {"system", "developer", "user", "assistant"};
-    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
-        if (!strcmp(role, roles[i])) return true;
-    return false;
+/* The role of the message at `param` ("messages[i]"): one of `roles` (NULL-terminated), which
+ * must_be names for the error; NULL (and the error) when the message is no object with a role, or
+ * has another. */
+static const char *message_role(json_t *m, const char *param, const char *const *roles, const char *must_be,
+                                openai_error *err) {
+    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role"))) {
+        BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
+        return NULL;
+    }
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (specd_listed(roles, role)) return role;
+    char role_param[96];
+    snprintf(role_param, sizeof role_param, "%s.role", param);
+    BAD(err, role_param, "'%s' is '%.100s': it must be %s", role_param, role, must_be);
+    return NULL;
 }
 
 static bool check_message(json_t *m, size_t i, openai_error *err) {
-    char param[64];
+    /* The roles a chat template knows: "tool" and "function" messages come with tool calls, which
+     * specd does not support, and any other name is a client's mistake the template would pass on. */
+    static const char *const roles[] = {"system", "developer", "user", "assistant", NULL};
+    char param[80];
     snprintf(param, sizeof param, "messages[%zu]", i);
-    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
-        return BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
-    const char *role = json_string_value(json_object_get(m, "role"));
-    if (!known_role(role)) {
-        char role_param[80];
-        snprintf(role_param, sizeof role_param, "%s.role", param);
-        return BAD(err, role_param, "'%s' is '%.100s': it must be \"system\", \"developer\", \"user\" or "
-                   "\"assistant\" (tool messages need tool calls, which specd does not support)", role_param, role);
-    }
+    if (!message_role(m, param, roles, "\"system\", \"developer\", \"user\" or \"assistant\" (tool messages need tool "
+                      "calls, which specd does not support)", err))
+        return false;
     const char *key;
     json_t *v;
     json_object_foreach(m, key, v) {
@@ -126,18 +131,12 @@ bool openai_read_messages(json_t *messages, serve_request *req, openai_error *er
 
 /* A message for the Jinja chat code: what llama-server takes. */
 static bool check_jinja_message(json_t *m, size_t i, openai_error *err) {
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
     char param[80];
     snprintf(param, sizeof param, "messages[%zu]", i);
-    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")))
-        return BAD(err, param, "'%s' must be an object with a 'role' (a string) and a 'content'", param);
-    const char *role = json_string_value(json_object_get(m, "role"));
-    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
-    if (!specd_listed(roles, role)) {
-        char role_param[96];
-        snprintf(role_param, sizeof role_param, "%s.role", param);
-        return BAD(err, role_param, "'%s' is '%.100s': it must be \"system\", \"developer\", \"user\", \"assistant\" "
-                   "or \"tool\"", role_param, role);
-    }
+    const char *role =
+        message_role(m, param, roles, "\"system\", \"developer\", \"user\", \"assistant\" or \"tool\"", err);
+    if (!role) return false;
     bool assistant = !strcmp(role, "assistant"), tool = !strcmp(role, "tool");
     json_t *content = json_object_get(m, "content");
     if (content && !json_is_null(content) && !json_is_string(content)) {

@@ -91,7 +91,7 @@ typedef struct specd_session {
 /* ---- set-up and tear-down -------------------------------------------------------------------- */
 
 /* The longest draft a request may verify: its own limit, capped by the engine's buffers. */
-static int32_t draft_budget_limit(const specd_engine *e, const specd_spec_params *sp) {
+static int32_t draft_max_len_limit(const specd_engine *e, const specd_spec_params *sp) {
     int32_t engine_max = specd_engine_draft_max(e);
     return sp->draft_max < engine_max ? sp->draft_max : engine_max;
 }
@@ -298,8 +298,8 @@ static void free_generation(generation *g) {
 
 /* ---- one step -------------------------------------------------------------------------------- */
 
-static int32_t draft_budget(const generation *g) {
-    int32_t k = draft_budget_limit(g->e, &g->params->speculative);
+static int32_t draft_max_len(const generation *g) {
+    int32_t k = draft_max_len_limit(g->e, &g->params->speculative);
     int32_t room = specd_context_room(g->e, g->n_history); /* the root sits at n_history - 1 */
     if (k > room) k = room;
     if (g->params->n_predict >= 0) {
@@ -352,12 +352,12 @@ static bool trees_may_pay(const generation *g, const specd_spec_params *sp) {
 
 /* The most draft tokens of a tree: the request's, within the room the context has left (every tree
  * node takes a KV cell in both caches until the step is verified) and the engine's batch. */
-static int32_t tree_node_budget(const generation *g, const specd_spec_params *sp, int32_t depth_budget) {
+static int32_t tree_max_nodes(const generation *g, const specd_spec_params *sp, int32_t max_len) {
     int32_t n = sp->draft_tree_nodes;
     int32_t room = specd_context_room(g->e, g->n_history);
     if (n > room) n = room;
     if (n > specd_engine_batch_cap(g->e) - 1) n = specd_engine_batch_cap(g->e) - 1;
-    return n > depth_budget ? n : depth_budget; /* a chain of the depth budget always fits */
+    return n > max_len ? n : max_len; /* a chain of max_len always fits */
 }
 
 static specd_accept_mode accept_mode_of(const generation *g) {
@@ -407,9 +407,9 @@ static int32_t min_draft_len(int32_t step_needs, int32_t caller_min) {
  * a fixed spell of no drafts). The length policy's fixed spell (length_policy.h) drafts a chain of
  * its length, as a fixed-length request would. */
 static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
-    int32_t budget = draft_budget(g);
+    int32_t max_len = draft_max_len(g);
     g->planned = false;
-    if (!g->drafter.ops || budget == 0 || g->lean_round || g->gate_plain) return false;
+    if (!g->drafter.ops || max_len == 0 || g->lean_round || g->gate_plain) return false;
     if (needs_plain_step(g)) {
         g->steps_since_plain = 0;
         return false;
@@ -420,25 +420,25 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
      * mercy of this machine's timings, which the caller asked not to be. */
     int32_t fixed = policy_chooses_length(sp) && specd_drafter_plans_length(&g->drafter)
                         ? specd_length_policy_fixed(&g->learned->policy) : -1;
-    if (fixed > 0 && fixed < budget) budget = fixed;
+    if (fixed > 0 && fixed < max_len) max_len = fixed;
     bool remeasure = draft_costs_unmeasured(g);
     if (fixed == 0 && !remeasure) return false;
     /* A held length of none (a calibration file's best) re-measures with the two drafts it needs:
-     * without a plan the chain would run to the whole budget. */
-    if (fixed == 0 && budget > REMEASURE_DRAFTS) budget = REMEASURE_DRAFTS;
+     * without a plan the chain would run to the whole max_len. */
+    if (fixed == 0 && max_len > REMEASURE_DRAFTS) max_len = REMEASURE_DRAFTS;
     *explore = remeasure || (fixed < 0 && specd_exploration_due(g->exploration));
     bool planning = sp->adaptive && fixed < 0;
     g->planned = planning && !*explore;
     if (planning && !remeasure) { /* no longer than the verdicts so far vouch for (acceptance.h) */
         int32_t trusted = specd_acceptance_trusted_depth(&g->learned->acceptance, accept_mode_of(g), TRUST_VERDICTS);
-        if (budget > trusted && sp->draft_min < trusted) budget = trusted;
+        if (max_len > trusted && sp->draft_min < trusted) max_len = trusted;
     }
-    if (planning) begin_plan(g, budget, g->batch_tokens, 1);
+    if (planning) begin_plan(g, max_len, g->batch_tokens, 1);
     *req = (specd_draft_request){
         .history = g->history,
         .n_history = g->n_history,
-        .max_len = budget,
-        .min_len = min_draft_len(fixed > 0 ? budget : remeasure ? REMEASURE_DRAFTS : *explore ? 1 : 0, sp->draft_min),
+        .max_len = max_len,
+        .min_len = min_draft_len(fixed > 0 ? max_len : remeasure ? REMEASURE_DRAFTS : *explore ? 1 : 0, sp->draft_min),
         .p_min = fixed > 0 ? 0.0f : sp->draft_p_min,
         .sampler = &g->sampler,
         .rng = &g->rng,
@@ -451,13 +451,13 @@ static bool plan_draft(generation *g, specd_draft_request *req, bool *explore) {
          * keyed noise (draft_tree.c), verified by the greedy walk */
         .tree_branches = sp->tree == SPECD_DRAFT_TREE_OFF || fixed > 0 || !trees_may_pay(g, sp) ? 1 : sp->draft_branches,
         .tree_p_split = sp->draft_p_split,
-        .tree_max_nodes = tree_node_budget(g, sp, budget),
+        .tree_max_nodes = tree_max_nodes(g, sp, max_len),
         .tree_auto = sp->tree == SPECD_DRAFT_TREE_AUTO,
         .coupled = g->coupled,
         .coupled_seed = g->params->sampling.seed,
         .coupled_index = g->result->n_tokens,
     };
-    if (req->min_len > budget) req->min_len = budget;
+    if (req->min_len > max_len) req->min_len = max_len;
     return true;
 }
 

@@ -43,6 +43,21 @@ void *specd_grow_array(void *ptr, size_t count, size_t size) {
     return realloc(ptr, count * size);
 }
 
+bool specd_token_list_add(specd_token_list *l, const specd_token *t, int32_t n) {
+    if (n <= 0) return true;
+    if (l->n + n > l->cap) {
+        int32_t cap = l->cap ? l->cap : 256;
+        while (cap < l->n + n) cap *= 2;
+        specd_token *grown = specd_grow_array(l->v, (size_t)cap, sizeof *grown);
+        if (!grown) return false;
+        l->v = grown;
+        l->cap = cap;
+    }
+    memcpy(l->v + l->n, t, (size_t)n * sizeof *t);
+    l->n += n;
+    return true;
+}
+
 void specd_free(void *ptr) { free(ptr); }
 
 bool specd_listed(const char *const *names, const char *key) {

@@ -2,6 +2,8 @@
 #ifndef SPECD_UTIL_H
 #define SPECD_UTIL_H
 
+#include "specd.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -24,5 +26,13 @@ double specd_now_ms(void);
 bool specd_listed(const char *const *names, const char *key);
 void *specd_alloc_array(size_t count, size_t size);
 void *specd_grow_array(void *ptr, size_t count, size_t size);
+
+/* A growing list of tokens (a prompt put together piece by piece): {0} is empty; free(v) ends it. */
+typedef struct specd_token_list {
+    specd_token *v;
+    int32_t n, cap;
+} specd_token_list;
+/* Appends t[0..n); false (the list as it was) when out of memory. */
+bool specd_token_list_add(specd_token_list *l, const specd_token *t, int32_t n);
 
 #endif
