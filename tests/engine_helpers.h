@@ -43,12 +43,12 @@ static inline specd_engine *open_engine(const char *target, const char *draft, i
     return open_engine_with(&p);
 }
 
-/* The group fixture most engine tests share: `engine` opened on the tiny pair (256 cells) before
+/* The group fixture most engine tests share: `engine` opened on the tiny pair (n_ctx cells) before
  * the group's tests and freed after them: cmocka's group setup and teardown, named so. */
-#define SPECD_TEST_ENGINE_FIXTURE(engine, target, draft)                                                   \
+#define SPECD_TEST_ENGINE_FIXTURE_CTX(engine, target, draft, n_ctx)                                        \
     static int setup(void **state) {                                                                     \
         (void)state;                                                                                     \
-        (engine) = open_engine((target), (draft), 256);                                                  \
+        (engine) = open_engine((target), (draft), (n_ctx));                                              \
         return 0;                                                                                        \
     }                                                                                                    \
     static int teardown(void **state) {                                                                  \
@@ -56,6 +56,36 @@ static inline specd_engine *open_engine(const char *target, const char *draft, i
         specd_engine_free(engine);                                                                       \
         return 0;                                                                                        \
     }
+
+/* The same with 256 cells, what most of them open. */
+#define SPECD_TEST_ENGINE_FIXTURE(engine, target, draft) SPECD_TEST_ENGINE_FIXTURE_CTX(engine, target, draft, 256)
+
+/* Greedy generation as the lossless tests compare it: 48 tokens past any end of generation,
+ * temperature 0, seed 1, drafter `type` drafting up to draft_max; not adaptive, it drafts
+ * draft_max tokens every step (draft_min = draft_max). */
+static inline specd_generation_params greedy_params(specd_spec_type type, int32_t draft_max, bool adaptive) {
+    specd_generation_params g = specd_generation_default_params();
+    g.n_predict = 48;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    g.sampling.seed = 1;
+    g.speculative.type = type;
+    g.speculative.draft_max = draft_max;
+    g.speculative.adaptive = adaptive;
+    if (!adaptive) g.speculative.draft_min = draft_max;
+    return g;
+}
+
+/* Sampling at `temperature` with no truncation (top_k 0, top_p 1, min_p 0): the distribution the
+ * chi-square tests compute exactly. */
+static inline specd_sampling_params plain_sampling(float temperature) {
+    specd_sampling_params sp = specd_generation_default_params().sampling;
+    sp.temperature = temperature;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    return sp;
+}
 
 static inline specd_result generate_text(specd_engine *e, const char *text, const specd_generation_params *g) {
     specd_token *prompt = NULL;

@@ -25,7 +25,7 @@ import sys
 import time
 
 from test_llama_routes import parse_prometheus
-from test_serve import check, curl, curl_json, failures, start_server, stop_server
+from test_serve import check, curl, curl_json, start_server, stop_server, summary
 
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"
 # The tool calls come from the tiny model under the tool grammar llama.cpp makes for the template.
@@ -569,11 +569,7 @@ def main(specd, models, templates_dir, llama_server=None):
     else:
         print(f"SKIP the comparison with llama-server: {llama_server or '(none given)'} is not there "
               "(make bench-deps builds it)")
-    if failures:
-        print(f"{len(failures)} check(s) failed: {failures}")
-        return 1
-    print("all checks passed")
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_serve import check, curl, curl_json, failures, served  # noqa: E402
+from test_serve import check, curl, curl_json, served, summary  # noqa: E402
 
 TOL = 1e-6
 TEXTS = ["hello world", "the cat sat on the mat", "a", "quick brown fox and the lazy dog"]
@@ -426,11 +426,7 @@ def main(specd, models, llama_server=None):
     else:
         print(f"SKIP the comparison with llama-server: {llama_server or '(none given)'} is not there "
               "(scripts/deps.sh builds it into deps/llama/build-tools/bin)")
-    if failures:
-        print(f"{len(failures)} check(s) failed: {failures}")
-        return 1
-    print("all checks passed")
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

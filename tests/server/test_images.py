@@ -23,7 +23,7 @@ import zlib
 
 from concurrent.futures import ThreadPoolExecutor
 
-from test_serve import check, curl, curl_json, failures, served
+from test_serve import check, curl, curl_json, served, summary
 
 N = 32
 
@@ -329,8 +329,7 @@ def main(specd, models, templates_dir, llama_server):
     check_queue_of_images(specd, args)
     check_without_projector(specd, target)
     check_init(specd, models, target)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

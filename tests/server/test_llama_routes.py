@@ -17,7 +17,8 @@ import sys
 import threading
 import time
 
-from test_serve import check, curl, curl_json, failures, rpc, sse_events, start_server, stop_server
+from test_serve import (check, curl, curl_json, failures, rpc, sse_events, start_server, stop_server,
+                        summary)
 
 KEY = "test-key"
 
@@ -817,8 +818,7 @@ def main(specd, models):
     check("stops cleanly", rc == 0, rc)
     check_mtp_server(specd, models)
     check_outputs(specd, models)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

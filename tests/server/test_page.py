@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.parse
 
-from test_serve import check, failures, start_server, stop_server
+from test_serve import check, start_server, stop_server, summary
 
 SKIP = 77
 
@@ -298,8 +298,7 @@ def main(specd, models, out_dir, templates=None):
         check_thinking(specd, models, templates, chromium, out_dir)
     else:
         print("note: no llama.cpp templates folder given: the tools and thinking checks are skipped")
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

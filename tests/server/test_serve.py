@@ -32,6 +32,12 @@ def check(name, ok, detail=""):
         failures.append(name)
 
 
+def summary():
+    """The run's last line (how many checks failed) and its exit status: 1 where any did."""
+    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
 def curl(port, path, body=None, key=KEY, extra=()):
     """Returns (HTTP status, body text)."""
     args = ["curl", "-s", "-m", "60", "-o", "-", "-w", "\n%{http_code}", f"http://127.0.0.1:{port}{path}"]
@@ -653,8 +659,7 @@ def main(specd, models):
     check_ipv6(specd, target)
     check_no_webui(specd, target)
     check_calibration_cache(specd, target, draft)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import shutil
 import sys
 import tempfile
 
-from test_serve import check, curl, curl_json, failures, rpc, served
+from test_serve import check, curl, curl_json, rpc, served, summary
 
 KEY = "test-key"
 ADMIN = "admin-key"
@@ -249,8 +249,7 @@ def main(specd, models, templates=None):
                 check_chat_fields(port, qwen)
     finally:
         shutil.rmtree(confined, ignore_errors=True)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from test_serve import check, curl, curl_json, failures, rpc, served, sse_events
+from test_serve import check, curl, curl_json, rpc, served, sse_events, summary
 
 ENDLESS = {"prompt": "once upon a time", "n_predict": 1000000, "ignore_eos": True, "temperature": 1}
 
@@ -200,8 +200,7 @@ def main(specd, models):
     check_t_max_predict_ms(specd, target, draft)
     check_memory_returned(specd, target, draft)
     check_runaway_grammar(specd, target, draft)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

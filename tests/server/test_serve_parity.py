@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from test_serve import check, curl, curl_json, failures, served, sse_events
+from test_serve import check, curl, curl_json, served, sse_events, summary
 
 FUNCTIONARY = "meetkai-functionary-medium-v3.2.jinja"
 
@@ -279,8 +279,7 @@ def main(specd, models, templates_dir):
     check_stream_fallback(specd, target, templates_dir)
     check_infill_and_help(specd, target)
     check_slot_files(specd, target, draft, os.path.join(models, "target-h64.gguf"))
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -10,37 +10,12 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(name)
-
-
-def start_server(specd, args):
-    server = subprocess.Popen([specd, "serve", "--port", "0"] + args, stdout=subprocess.PIPE, text=True)
-    line = server.stdout.readline()
-    port = int(line.rsplit(":", 1)[1]) if line.startswith("specd: listening on http://") else None
-    if port is None:
-        print(f"server did not start: {line!r}")
-    return server, port
-
-
-def stop_server(server):
-    server.terminate()
-    try:
-        return server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        return server.wait()
+from test_serve import check, start_server, stop_server, summary
 
 
 def post(port, path, body):
@@ -240,8 +215,7 @@ def main(specd, models):
     check("stops cleanly", rc == 0, rc)
     check_flash_attention_default(specd, target, draft)
     check_stats_are_each_requests_own(specd, target, draft)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

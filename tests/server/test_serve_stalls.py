@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from test_serve import ADMIN, check, failures, rpc, served
+from test_serve import ADMIN, check, rpc, served, summary
 from test_serve_stop import ENDLESS, Request, busy, status, wait_for
 
 
@@ -228,8 +228,7 @@ def main(specd, models):
     check_client_share(specd, target, draft)
     check_dear_grammar(specd, target, draft)
     check_large_template(specd, target)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

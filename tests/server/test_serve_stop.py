@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from test_serve import ADMIN, check, failures, rpc, sse_events, start_server, stop_server, timed_stop
+from test_serve import ADMIN, check, rpc, sse_events, start_server, stop_server, summary, timed_stop
 
 ENDLESS = {"prompt": "once upon a time", "n_predict": 1000000, "ignore_eos": True, "temperature": 1}
 
@@ -188,8 +188,7 @@ def main(specd, models):
     target, draft = os.path.join(models, "target.gguf"), os.path.join(models, "draft.gguf")
     check_sigterm(specd, target, draft)
     check_admin_shutdown(specd, target, draft)
-    print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

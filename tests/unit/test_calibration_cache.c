@@ -47,12 +47,19 @@ static specd_generation_params speculative_params(void) {
     return g;
 }
 
+/* Generates `text` once on e (speculative_params, n_predict tokens), which learns the costs and
+ * writes the file; the result is dropped. */
+static void speculate_once(specd_engine *e, const char *text, int32_t n_predict) {
+    specd_generation_params g = speculative_params();
+    g.n_predict = n_predict;
+    specd_result r = generate_text(e, text, &g);
+    specd_result_clear(&r);
+}
+
 /* Opens an engine on `cache`, generates once (which learns the costs and writes the file). */
 static void learn_into(const char *cache) {
     specd_engine *e = open_cached(cache, 1);
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "the little girl saw a big red ball", &g);
-    specd_result_clear(&r);
+    speculate_once(e, "the little girl saw a big red ball", 24);
     specd_engine_free(e);
 }
 
@@ -90,9 +97,7 @@ static void test_costs_learnt_are_written_and_read_back(void **state) {
     assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LEARNT);
     assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
     assert_null(specd_engine_calibration(e).note); /* no file yet: nothing to say */
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
-    specd_result_clear(&r);
+    speculate_once(e, "one day the dog ran to the park with his mom", 24);
     assert_non_null(read_text(path));
     int32_t learnt = specd_engine_calibration(e).n_sizes_known;
     assert_true(learnt > 0);
@@ -139,9 +144,7 @@ static void assert_ignored_then_replaced(const char *name, const char *text, con
     assert_int_equal(specd_engine_calibration(e).n_sizes_known, 0);
     assert_float_equal(e->learned->costs.draft_ms, 0.0, 0.0);
     assert_one_line_note(e, why);
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "she was happy", &g);
-    specd_result_clear(&r);
+    speculate_once(e, "she was happy", 24);
     specd_engine_free(e);
     specd_engine *again = open_cached(path, 1);
     assert_int_equal(specd_engine_calibration(again).source, SPECD_CALIBRATION_LOADED);
@@ -269,10 +272,7 @@ static void test_held_lengths_timings_are_written_and_read_back(void **state) {
     tmp_file(path, sizeof path, "held.txt");
     specd_engine_params p = held_params(path);
     specd_engine *e = open_engine_with(&p);
-    specd_generation_params g = speculative_params();
-    g.n_predict = 96;
-    specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
-    specd_result_clear(&r);
+    speculate_once(e, "one day the dog ran to the park with his mom", 96);
     const specd_held_lengths *held = &e->learned->policy.held;
     int32_t best = -1, timed = 0;
     for (int32_t k = 0; k <= SPECD_HELD_MAX; k++) {
@@ -321,9 +321,7 @@ static void test_a_held_none_remeasures_with_two_drafts(void **state) {
     tmp_file(path, sizeof path, "held-none.txt");
     specd_engine_params p = held_params(path);
     specd_engine *e = open_engine_with(&p);
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "one day the dog ran to the park with his mom", &g);
-    specd_result_clear(&r);
+    speculate_once(e, "one day the dog ran to the park with his mom", 24);
     specd_engine_free(e);
     const char *text = read_text(path);
     assert_non_null(text);
@@ -333,7 +331,8 @@ static void test_a_held_none_remeasures_with_two_drafts(void **state) {
     e = open_engine_with(&p);
     assert_int_equal(specd_engine_calibration(e).source, SPECD_CALIBRATION_LOADED);
     assert_int_equal(specd_length_policy_fixed(&e->learned->policy), 0);
-    r = generate_text(e, "the little girl saw a big red ball", &g);
+    specd_generation_params g = speculative_params();
+    specd_result r = generate_text(e, "the little girl saw a big red ball", &g);
     assert_int_equal(r.stats.draft_len_hist[2], 1);
     for (int32_t k = 3; k <= g.speculative.draft_max; k++) assert_int_equal(r.stats.draft_len_hist[k], 0);
     specd_result_clear(&r);
@@ -570,9 +569,7 @@ static void test_the_path_may_be_freed_after_the_load(void **state) {
     specd_engine *e = open_cached(dir, 1);
     memset(dir, 'x', strlen(dir)); /* what a reuse of the memory would leave */
     free(dir);
-    specd_generation_params g = speculative_params();
-    specd_result r = generate_text(e, "the little girl saw a big red ball", &g);
-    specd_result_clear(&r);
+    speculate_once(e, "the little girl saw a big red ball", 24);
     specd_calibration_info info = specd_engine_calibration(e);
     char want[300];
     snprintf(want, sizeof want, "%s/freed-after-load/calibration-", tmp_dir);

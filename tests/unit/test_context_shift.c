@@ -47,15 +47,8 @@ static int teardown(void **state) {
 }
 
 static specd_generation_params shift_params(specd_spec_type type, int32_t draft_max, bool adaptive) {
-    specd_generation_params g = specd_generation_default_params();
+    specd_generation_params g = greedy_params(type, draft_max, adaptive);
     g.n_predict = N_PREDICT;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
-    g.speculative.type = type;
-    g.speculative.draft_max = draft_max;
-    g.speculative.adaptive = adaptive;
-    if (!adaptive) g.speculative.draft_min = draft_max;
     g.context_shift = true;
     return g;
 }

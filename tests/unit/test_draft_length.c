@@ -43,6 +43,17 @@ static void begin(fixture *f, double rate, int32_t other_tokens, int32_t copies)
     specd_draft_plan_begin(&f->plan, &p);
 }
 
+/* A target whose passes cost 22 ms whatever their size. */
+static const double FLAT[] = {0, 22, 22, 22, 22, 22, 22, 22, 22, 22};
+
+/* The flat target with a draft token of draft_ms and drafts of `confidence` accepted `per_ten`
+ * times in 10, its plan begun at the rate of one token a pass. */
+static void begin_flat(fixture *f, double draft_ms, float confidence, int per_ten) {
+    calibrate(f, FLAT, N_SIZES, draft_ms);
+    learn_acceptance(f, confidence, per_ten);
+    begin(f, 1.0 / 22.0, 0, 1);
+}
+
 /* How deep the plan drafts tokens of this confidence: each drawn if worth continuing, kept if
  * worth adding (as the draft-model drafter does). */
 static int32_t planned_depth(fixture *f, float confidence) {
@@ -101,16 +112,11 @@ static void test_a_tiled_machine_drafts_into_its_cheap_passes(void **state) {
  * more. stories260K drafting for itself (make demo) was 1,319 tokens/s against 2,415 alone. */
 static void test_a_draft_as_dear_as_the_target_is_not_used(void **state) {
     (void)state;
-    static const double FLAT[] = {0, 22, 22, 22, 22, 22, 22, 22, 22, 22};
     fixture f;
-    calibrate(&f, FLAT, N_SIZES, 22.0);
-    learn_acceptance(&f, 0.99f, 10);
-    begin(&f, 1.0 / 22.0, 0, 1);
+    begin_flat(&f, 22.0, 0.99f, 10);
     assert_false(specd_draft_plan_worth_continuing(&f.plan, 0));
     /* the same pair with a draft ten times cheaper drafts */
-    calibrate(&f, FLAT, N_SIZES, 2.2);
-    learn_acceptance(&f, 0.99f, 10);
-    begin(&f, 1.0 / 22.0, 0, 1);
+    begin_flat(&f, 2.2, 0.99f, 10);
     assert_true(specd_draft_plan_worth_continuing(&f.plan, 0));
 }
 
@@ -130,11 +136,8 @@ static void test_a_dear_draft_on_the_benchmark_costs_is_not_used(void **state) {
  * them. */
 static void test_a_dear_recurrent_state_stops_drafting(void **state) {
     (void)state;
-    static const double FLAT[] = {0, 22, 22, 22, 22, 22, 22, 22, 22, 22};
     fixture f;
-    calibrate(&f, FLAT, N_SIZES, 8.0);
-    learn_acceptance(&f, 0.9f, 9);
-    begin(&f, 1.0 / 22.0, 0, 1);
+    begin_flat(&f, 8.0, 0.9f, 9);
     assert_true(specd_draft_plan_worth_continuing(&f.plan, 0));
     assert_true(specd_draft_plan_worth_adding(&f.plan, 0, 0.9f));
     specd_costs_record_state(&f.costs, 60.0);

@@ -31,14 +31,8 @@ static const char *prompts[] = {
 SPECD_TEST_ENGINE_FIXTURE(engine, target_path, draft_path)
 
 static specd_generation_params tree_params(specd_draft_tree_mode mode, int32_t branches, float p_split) {
-    specd_generation_params g = specd_generation_default_params();
-    g.n_predict = 48;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
+    specd_generation_params g = greedy_params(SPECD_SPEC_DRAFT, 6, true);
     g.sampling.reproducible = false; /* sampled trees: rejection sampling over siblings */
-    g.speculative.type = SPECD_SPEC_DRAFT;
-    g.speculative.draft_max = 6;
     g.speculative.tree = mode;
     g.speculative.draft_branches = branches;
     g.speculative.draft_p_split = p_split;

@@ -230,35 +230,36 @@ static void expect_tree(specd_drafter *d, const specd_token *h, int32_t n, int32
     specd_tree_free(&tree);
 }
 
-static void test_suffix_drafts_the_longest_match_continuation(void **state) {
-    (void)state;
+/* A fresh suffix tree and a drafter of up to SPECD_TREE_MAX_BRANCHES branches on it drafts the
+ * history h (up to 8 tokens) as the nodes tokens under parents (expect_tree). */
+static void expect_fresh_suffix_tree(const specd_token *h, int32_t n, const specd_token *tokens,
+                                     const int32_t *parents, int32_t n_want) {
     specd_suffix_tree t;
     assert_true(specd_suffix_tree_init(&t, 10000, 24));
     specd_drafter d;
     assert_int_equal(specd_suffix_new(&t, SPECD_TREE_MAX_BRANCHES, &d, NULL), SPECD_OK);
-    /* (1 2 3) matched, depth 3: up to 6 tokens; what followed it runs out after 4 */
-    const specd_token h[] = {1, 2, 3, 4, 1, 2, 3};
-    const specd_token tokens[] = {4, 1, 2, 3};
-    const int32_t parents[] = {0, 1, 2, 3};
-    expect_tree(&d, h, N_OF(h), 8, tokens, parents, N_OF(tokens));
+    expect_tree(&d, h, n, 8, tokens, parents, n_want);
     d.ops->destroy(d.self);
     specd_suffix_tree_free(&t);
 }
 
+static void test_suffix_drafts_the_longest_match_continuation(void **state) {
+    (void)state;
+    /* (1 2 3) matched, depth 3: up to 6 tokens; what followed it runs out after 4 */
+    const specd_token h[] = {1, 2, 3, 4, 1, 2, 3};
+    const specd_token tokens[] = {4, 1, 2, 3};
+    const int32_t parents[] = {0, 1, 2, 3};
+    expect_fresh_suffix_tree(h, N_OF(h), tokens, parents, N_OF(tokens));
+}
+
 static void test_suffix_drafts_a_tree_of_frequent_continuations(void **state) {
     (void)state;
-    specd_suffix_tree t;
-    assert_true(specd_suffix_tree_init(&t, 10000, 24));
-    specd_drafter d;
-    assert_int_equal(specd_suffix_new(&t, SPECD_TREE_MAX_BRANCHES, &d, NULL), SPECD_OK);
     /* (1 2) -> 3 three times, 4 twice; (1 2 3) -> 8 always; (1 2 3 8) -> 1, 5, 9; (1 2 4) -> 6.
      * Match length 2: 4 nodes, best first: 3 (.6), 8 (.6), 4 (.4), 6 (.4); 1, 5, 9 (.2 each) lose. */
     const specd_token h[] = {7, 1, 2, 3, 8, 1, 2, 4, 6, 1, 2, 3, 8, 5, 1, 2, 4, 6, 1, 2, 3, 8, 9, 1, 2};
     const specd_token tokens[] = {3, 8, 4, 6};
     const int32_t parents[] = {0, 1, 0, 3};
-    expect_tree(&d, h, N_OF(h), 8, tokens, parents, N_OF(tokens));
-    d.ops->destroy(d.self);
-    specd_suffix_tree_free(&t);
+    expect_fresh_suffix_tree(h, N_OF(h), tokens, parents, N_OF(tokens));
 }
 
 static void test_suffix_tree_remembers_earlier_requests(void **state) {

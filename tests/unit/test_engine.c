@@ -38,19 +38,6 @@ static const char *prompts[] = {
 
 SPECD_TEST_ENGINE_FIXTURE(engine, target_path, draft_path)
 
-static specd_generation_params greedy_params(specd_spec_type type, int32_t draft_max, bool adaptive) {
-    specd_generation_params g = specd_generation_default_params();
-    g.n_predict = 48;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
-    g.speculative.type = type;
-    g.speculative.draft_max = draft_max;
-    g.speculative.adaptive = adaptive;
-    if (!adaptive) g.speculative.draft_min = draft_max;
-    return g;
-}
-
 /* ---- lossless greedy ------------------------------------------------------------------------ */
 
 static void test_greedy_speculation_equals_target_alone(void **state) {

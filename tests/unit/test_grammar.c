@@ -36,33 +36,15 @@ static const char *prompts[] = {
     "she was happy a bad cab a bad cab a bad cab a bad cab a bad",
 };
 
-static int setup(void **state) {
-    (void)state;
-    engine = open_engine(target_path, draft_path, 512);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    specd_engine_free(engine);
-    return 0;
-}
+SPECD_TEST_ENGINE_FIXTURE_CTX(engine, target_path, draft_path, 512)
 
 static specd_generation_params greedy(const specd_spec_type *types, int32_t n_types, const char *grammar) {
-    specd_generation_params g = specd_generation_default_params();
-    g.n_predict = 48;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
-    g.speculative.type = SPECD_SPEC_NONE;
-    if (n_types == 1) g.speculative.type = types[0];
+    /* draft 6 every step (not adaptive), so rejections and pruning happen */
+    specd_generation_params g = greedy_params(n_types == 1 ? types[0] : SPECD_SPEC_NONE, 6, false);
     if (n_types > 1) {
         g.speculative.n_types = n_types;
         for (int32_t i = 0; i < n_types; i++) g.speculative.types[i] = types[i];
     }
-    g.speculative.draft_max = 6;
-    g.speculative.draft_min = 6; /* draft every step, so rejections and pruning happen */
-    g.speculative.adaptive = false;
     g.grammar = grammar;
     return g;
 }
@@ -180,11 +162,8 @@ static const char *const WORDS = "root ::= (\" \" [a-z]+)+";
 static void check_sampling_under_grammar_is_exact(specd_spec_type type, const specd_token *prompt, int32_t n,
                                                   int32_t top_k, int n_samples) {
     const char *grammar = WORDS;
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = 1.0f;
+    specd_sampling_params sp = plain_sampling(1.0f);
     sp.top_k = top_k;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
     exact_pairs ex = exact_first_two_grammar(target_path, prompt, n, &sp, grammar);
     assert_non_null(ex.prob);
     specd_generation_params g = greedy(&type, 1, grammar);

@@ -83,19 +83,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static specd_generation_params greedy(specd_spec_type type, int32_t draft_max, bool adaptive) {
-    specd_generation_params g = specd_generation_default_params();
-    g.n_predict = 48;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
-    g.speculative.type = type;
-    g.speculative.draft_max = draft_max;
-    g.speculative.adaptive = adaptive;
-    if (!adaptive) g.speculative.draft_min = draft_max;
-    return g;
-}
-
 /* Trees from the head: a sibling beside the chain's first tokens (draft_p_split 0: always). */
 static void head_tree(specd_generation_params *g) {
     g->speculative.tree = SPECD_DRAFT_TREE_ON;
@@ -115,10 +102,10 @@ static void test_each_head_alone_gives_the_targets_text(void **state) {
     (void)state;
     for (int c = 0; c < N_CASES; c++) {
         for (int p = 0; p < N_PROMPTS; p++) {
-            specd_generation_params none = greedy(SPECD_SPEC_NONE, 4, false);
+            specd_generation_params none = greedy_params(SPECD_SPEC_NONE, 4, false);
             specd_result alone = generate_text(cases[c].engine, prompts[p], &none);
             for (int adaptive = 0; adaptive < 2; adaptive++) {
-                specd_generation_params g = greedy(cases[c].type, 4, adaptive);
+                specd_generation_params g = greedy_params(cases[c].type, 4, adaptive);
                 specd_result r = generate_text(cases[c].engine, prompts[p], &g);
                 char what[96];
                 snprintf(what, sizeof what, "%s %s, prompt %d", cases[c].name, adaptive ? "adaptive" : "fixed 4", p);
@@ -143,7 +130,8 @@ static void test_blocks_draft_within_their_size(void **state) {
     for (int c = 0; c < N_CASES; c++) {
         if (cases[c].type != SPECD_SPEC_DFLASH && cases[c].type != SPECD_SPEC_DSPARK) continue;
         int32_t most = cases[c].type == SPECD_SPEC_DSPARK ? 8 : 7;
-        specd_generation_params none = greedy(SPECD_SPEC_NONE, 12, false), g = greedy(cases[c].type, 12, false);
+        specd_generation_params none = greedy_params(SPECD_SPEC_NONE, 12, false),
+                                g = greedy_params(cases[c].type, 12, false);
         specd_result alone = generate_text(cases[c].engine, prompts[0], &none), r = generate_text(cases[c].engine, prompts[0], &g);
         assert_same_tokens(&r, &alone, cases[c].name);
         assert_true(r.stats.draft_len_hist[most] > 0);
@@ -156,7 +144,7 @@ static void test_blocks_draft_within_their_size(void **state) {
 static void test_auto_drafts_with_the_loaded_head(void **state) {
     (void)state;
     for (int c = 0; c < N_CASES; c++) {
-        specd_generation_params g = greedy(SPECD_SPEC_AUTO, 4, false);
+        specd_generation_params g = greedy_params(SPECD_SPEC_AUTO, 4, false);
         specd_spec_type drafters[SPECD_SPEC_MAX_TYPES];
         assert_int_equal(specd_generation_drafters(cases[c].engine, &g, drafters, NULL), 1);
         assert_int_equal(drafters[0], cases[c].type);
@@ -169,13 +157,13 @@ static void test_auto_drafts_with_the_loaded_head(void **state) {
 static void test_heads_in_a_list_give_the_targets_text(void **state) {
     (void)state;
     for (int c = 0; c < N_CASES; c++) {
-        specd_generation_params g = greedy(SPECD_SPEC_AUTO, 4, true);
+        specd_generation_params g = greedy_params(SPECD_SPEC_AUTO, 4, true);
         g.speculative.types[0] = SPECD_SPEC_NGRAM_SIMPLE;
         g.speculative.types[1] = cases[c].type;
         g.speculative.types[2] = SPECD_SPEC_SUFFIX;
         g.speculative.n_types = 3;
         g.speculative.draft_min = 2; /* every step drafts: the head is chosen where the others have nothing */
-        specd_generation_params none = greedy(SPECD_SPEC_NONE, 4, false);
+        specd_generation_params none = greedy_params(SPECD_SPEC_NONE, 4, false);
         g.n_predict = none.n_predict = 96; /* long enough for the head to be tried again (MODEL_RETRY_EVERY) */
         int32_t head_steps = 0;
         for (int p = 0; p < N_PROMPTS; p++) {
@@ -198,7 +186,8 @@ static void test_head_trees_give_the_targets_text(void **state) {
     for (int c = 0; c < N_CASES; c++) {
         int32_t tree_accepted = 0;
         for (int p = 0; p < N_PROMPTS; p++) {
-            specd_generation_params none = greedy(SPECD_SPEC_NONE, 4, false), g = greedy(cases[c].type, 4, false);
+            specd_generation_params none = greedy_params(SPECD_SPEC_NONE, 4, false),
+                                    g = greedy_params(cases[c].type, 4, false);
             head_tree(&g);
             specd_result alone = generate_text(cases[c].engine, prompts[p], &none);
             specd_result r = generate_text(cases[c].engine, prompts[p], &g);
@@ -227,11 +216,11 @@ static void test_mtp_beside_a_draft_model(void **state) {
     specd_engine *e = open_engine_with(&p);
     /* the draft model stays the engine's beside the head */
     assert_true(specd_engine_has_draft(e) && specd_engine_placement(e, true).n_layers > 0);
-    specd_generation_params g = greedy(SPECD_SPEC_AUTO, 4, false);
+    specd_generation_params g = greedy_params(SPECD_SPEC_AUTO, 4, false);
     g.speculative.types[0] = SPECD_SPEC_MTP;
     g.speculative.types[1] = SPECD_SPEC_DRAFT;
     g.speculative.n_types = 2;
-    specd_generation_params none = greedy(SPECD_SPEC_NONE, 4, false);
+    specd_generation_params none = greedy_params(SPECD_SPEC_NONE, 4, false);
     specd_result alone = generate_text(e, prompts[1], &none), r = generate_text(e, prompts[1], &g);
     assert_same_tokens(&r, &alone, "mtp,draft");
     assert_true(r.stats.drafters[0].n_drafted > 0 || r.stats.drafters[1].n_drafted > 0);
@@ -281,7 +270,8 @@ static void test_heads_in_slots_give_the_targets_text(void **state) {
         /* a hybrid target keeps a recurrent state: it serves one slot (engine.c), in two rounds */
         int n_slots = specd_engine_n_parallel(e);
         assert_int_equal(n_slots, cases[c].hybrid ? 1 : 2);
-        specd_generation_params g = greedy(cases[c].type, 3, false), none = greedy(SPECD_SPEC_NONE, 3, false);
+        specd_generation_params g = greedy_params(cases[c].type, 3, false),
+                                none = greedy_params(SPECD_SPEC_NONE, 3, false);
         for (int round = 0; round < 2; round++) {
             specd_session *s[2];
             specd_token *tok[2];
@@ -316,7 +306,8 @@ static void test_heads_across_context_shifts(void **state) {
             specd_engine_free(e);
             continue;
         }
-        specd_generation_params g = greedy(cases[c].type, 4, false), none = greedy(SPECD_SPEC_NONE, 4, false);
+        specd_generation_params g = greedy_params(cases[c].type, 4, false),
+                                none = greedy_params(SPECD_SPEC_NONE, 4, false);
         g.n_predict = none.n_predict = 150;
         g.context_shift = none.context_shift = true;
         specd_result alone = generate_text(e, prompts[0], &none), r = generate_text(e, prompts[0], &g);
@@ -334,22 +325,13 @@ static void test_heads_across_context_shifts(void **state) {
 
 #define SAMPLES 6000
 
-static specd_sampling_params plain_sampling(float temperature) {
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = temperature;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
-    return sp;
-}
-
 /* The first two tokens SAMPLES times with fixed chains of 3 drafts from the head. */
 static int64_t *first_two_counts(const head_case *c, const specd_token *prompt, int32_t n, bool reproducible,
                                  bool tree, int64_t *drafted, int64_t *accepted) {
     int32_t nv = specd_engine_n_vocab(c->engine);
     int64_t *counts = calloc((size_t)nv * (size_t)nv, sizeof *counts);
     assert_non_null(counts);
-    specd_generation_params g = greedy(c->type, 3, false);
+    specd_generation_params g = greedy_params(c->type, 3, false);
     g.sampling = plain_sampling(1.0f);
     g.sampling.reproducible = reproducible;
     if (tree) head_tree(&g);
@@ -428,7 +410,7 @@ static void test_hybrid_prompt_state_survives_requests(void **state) {
     assert_int_equal(specd_tokenize(c->engine, prompts[2], true, &prompt, &n, NULL), SPECD_OK);
     specd_token_prob first[4];
     for (int i = 0; i < 16; i++) {
-        specd_generation_params g = greedy(i == 0 ? SPECD_SPEC_NONE : c->type, 3, false);
+        specd_generation_params g = greedy_params(i == 0 ? SPECD_SPEC_NONE : c->type, 3, false);
         g.sampling = plain_sampling(1.0f);
         g.sampling.seed = 5 + (uint64_t)i;
         g.n_predict = 2;
@@ -490,7 +472,7 @@ static void test_heads_that_do_not_fit_are_refused(void **state) {
 
 /* Generating with `type` on `e` is refused with `needle` in the message. */
 static void assert_request_refused(specd_engine *e, specd_spec_type type, const char *needle) {
-    specd_generation_params g = greedy(type, 4, false);
+    specd_generation_params g = greedy_params(type, 4, false);
     specd_token prompt[] = {1, 300, 301};
     specd_result r;
     char *err = NULL;

@@ -226,15 +226,6 @@ static void check_exact(specd_sampling_params sp, weaken_fn weaken, bool coupled
     free(wrong.prob);
 }
 
-static specd_sampling_params sampling_at(float temperature) {
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = temperature;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
-    return sp;
-}
-
 static void no_dry(specd_sampling_params *sp) { sp->dry_multiplier = 0.0f; }
 static void no_xtc(specd_sampling_params *sp) { sp->xtc_probability = 0.0f; }
 static void xtc_always(specd_sampling_params *sp) { sp->xtc_probability = 1.0f; }
@@ -247,7 +238,7 @@ static void frozen_mu(specd_sampling_params *sp) { sp->mirostat_eta = 0.0f; }
 /* DRY: the penalty at the second token depends on the first (a drafted one): computed there. */
 static void test_dry_is_exact_under_speculation(void **state) {
     (void)state;
-    specd_sampling_params sp = sampling_at(1.0f);
+    specd_sampling_params sp = plain_sampling(1.0f);
     sp.dry_multiplier = 2.0f;
     sp.dry_allowed_length = 1;
     check_exact(sp, no_dry, false, 8000, "DRY");
@@ -257,7 +248,7 @@ static void test_dry_is_exact_under_speculation(void **state) {
  * the controls: XTC never, and XTC always. */
 static void test_xtc_is_exact_under_speculation(void **state) {
     (void)state;
-    specd_sampling_params sp = sampling_at(1.0f);
+    specd_sampling_params sp = plain_sampling(1.0f);
     sp.xtc_probability = 0.5f;
     sp.xtc_threshold = 0.05f;
     check_exact(sp, no_xtc, false, 8000, "XTC");
@@ -266,14 +257,14 @@ static void test_xtc_is_exact_under_speculation(void **state) {
 
 static void test_top_n_sigma_dynatemp_min_keep_are_exact_under_speculation(void **state) {
     (void)state;
-    specd_sampling_params sp = sampling_at(1.5f);
+    specd_sampling_params sp = plain_sampling(1.5f);
     sp.top_n_sigma = 1.0f;
     check_exact(sp, no_top_n_sigma, false, 8000, "top-n-sigma");
-    sp = sampling_at(1.0f);
+    sp = plain_sampling(1.0f);
     sp.dynatemp_range = 0.9f;
     sp.dynatemp_exponent = 0.5f;
     check_exact(sp, no_dynatemp, false, 8000, "dynatemp");
-    sp = sampling_at(1.0f);
+    sp = plain_sampling(1.0f);
     sp.top_p = 0.3f;
     sp.min_keep = 6;
     check_exact(sp, no_min_keep, false, 8000, "top-p 0.3 with min_keep 6");
@@ -283,7 +274,7 @@ static void test_top_n_sigma_dynatemp_min_keep_are_exact_under_speculation(void 
 static void test_mirostat_is_exact_under_speculation(void **state) {
     (void)state;
     for (int v = 1; v <= 2; v++) {
-        specd_sampling_params sp = sampling_at(1.0f);
+        specd_sampling_params sp = plain_sampling(1.0f);
         sp.mirostat = v;
         sp.mirostat_tau = v == 1 ? 4.0f : 3.5f;
         sp.mirostat_eta = 1.0f; /* a large step, so the second position's mu differs clearly */

@@ -36,17 +36,7 @@ static const specd_spec_type model_free_types[] = {SPECD_SPEC_NGRAM_SIMPLE, SPEC
                                                    SPECD_SPEC_NGRAM_MOD,    SPECD_SPEC_NGRAM_MAP_K4V};
 #define N_MODEL_FREE ((int)(sizeof model_free_types / sizeof *model_free_types))
 
-static int setup(void **state) {
-    (void)state;
-    engine = open_engine(target_path, draft_path, 512);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    specd_engine_free(engine);
-    return 0;
-}
+SPECD_TEST_ENGINE_FIXTURE_CTX(engine, target_path, draft_path, 512)
 
 static specd_generation_params greedy_list(const specd_spec_type *types, int32_t n_types, int32_t draft_max,
                                            bool adaptive) {
@@ -228,11 +218,7 @@ static void test_sampling_with_prompt_lookup_is_exact(void **state) {
     specd_generation_params lead = greedy_list(NULL, 0, 0, false); /* G: 6 greedy tokens */
     lead.n_predict = 6;
     int32_t n = repeating_prompt(engine, prompts[2], &lead, prompt, 128);
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = 1.0f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
+    specd_sampling_params sp = plain_sampling(1.0f);
     exact_pairs ex = exact_first_two(target_path, prompt, n, &sp);
     assert_non_null(ex.prob);
     specd_spec_type types[] = {SPECD_SPEC_NGRAM_SIMPLE};

@@ -32,15 +32,8 @@ static const char *prompts[] = {
 };
 
 static specd_generation_params greedy(specd_spec_type type, int32_t draft_max) {
-    specd_generation_params g = specd_generation_default_params();
+    specd_generation_params g = greedy_params(type, draft_max, false);
     g.n_predict = 40;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
-    g.speculative.type = type;
-    g.speculative.draft_max = draft_max;
-    g.speculative.draft_min = draft_max;
-    g.speculative.adaptive = false;
     return g;
 }
 
@@ -241,11 +234,7 @@ static void test_mixed_pairs_are_lossless(void **state) {
  * drafts both accepted and rejected, so the restored state was used for the rejection's draw. */
 static void check_sampling_is_exact(const char *target, const char *draft, const char *label) {
     specd_engine *e = open_engine(target, draft, 256);
-    specd_sampling_params sp = specd_generation_default_params().sampling;
-    sp.temperature = 1.0f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
+    specd_sampling_params sp = plain_sampling(1.0f);
     sp.reproducible = false; /* rejection sampling */
     assert_fixed_drafts_are_exact(e, target, prompts[1], sp, 3, 6000, label);
     specd_engine_free(e);
