@@ -35,7 +35,10 @@ char *openai_message_text(json_t *content, size_t index, openai_error *err) {
     static const char *const text_only[] = {"text", NULL};
     long bad = openai_first_non_text_part(content, text_only);
     if (bad >= 0) {
-        BAD(err, param, "%s[%ld]: only text parts ({\"type\": \"text\", \"text\": \"...\"}) are supported", param, bad);
+        /* image parts became markers in the text before (image_parts.c): what is left is another kind */
+        const char *type = json_string_value(json_object_get(json_array_get(content, (size_t)bad), "type"));
+        BAD(err, param, "%s[%ld]: a part of type '%s' is not supported: only text parts ({\"type\": \"text\", \"text\": "
+            "\"...\"}) and image_url parts (with --mmproj) are", param, bad, type ? type : "(none)");
         return NULL;
     }
     char *joined = openai_join_texts(content);

@@ -230,7 +230,7 @@ async function main() {
     await expect(await post("/v1/chat/completions", "{\"messages\": ["), 400, null, /not JSON/);
     await expect(await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [
       { type: "input_audio", input_audio: { data: "x", format: "wav" } }] }] })), 400, "messages[0].content",
-      /only text parts/);
+      /a part of type 'input_audio' is not supported: only text parts .* and image_url parts \(with --mmproj\) are/);
     await expect(await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [
       { type: "image_url", image_url: { url: "x" } }] }] })), 400, "messages[0].content[0].image_url",
       /image URLs are not fetched: send the image as a data URI/);
