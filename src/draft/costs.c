@@ -295,6 +295,31 @@ static void learn_resize(specd_costs *c, int32_t n, double ms, double expected) 
     else signed_average(&c->resized_residual, &c->resized_passes, ms - modelled);
 }
 
+/* The level follows the low end of what passes take, as the bases do (each the cheapest of its
+ * size's first passes): once it has moved LEVEL_SETTLE_PASSES times, a pass above it moves it by
+ * LEVEL_LOW_SHARE of what a pass below it does (an expectile, not the mean). As a plain moving
+ * average of every pass it stood some 7% above the bases learnt at it (the cheapest of four passes
+ * against their mean), each size learnt later was learnt that much cheaper against it, and it
+ * climbed as sizes were learnt: on the F32 target's costs (policy_replay's F32PAD) at t 1 a warm
+ * engine's level rose 44%, sizes it learnt first (T(4), T(6)) looked 16-27% dearer than they are,
+ * and the planner drafted 2 or 7-8 where a fixed 5 was best (0.960x it; 0.989x now, five seeds'
+ * mean 0.985x -> 0.999x). Its first passes move it both ways alike: the first passes of a process
+ * re-learn a calibration file's sizes at the level its least pass set (which may stand 10% low),
+ * and a level slow to rise from there learnt them dear (cached replays lost up to 3%). */
+#define LEVEL_LOW_SHARE 0.15
+#define LEVEL_SETTLE_PASSES 48
+
+static void level_average(specd_costs *c, double x) {
+    if (c->level <= 0.0 || x < c->level / 3.0) {
+        c->level = x;
+        return;
+    }
+    double up = 0.5;
+    if (c->level_moves < LEVEL_SETTLE_PASSES) c->level_moves++;
+    else up = LEVEL_LOW_SHARE;
+    c->level += 2.0 * EMA * (x > c->level ? up : 1.0 - up) * (x - c->level);
+}
+
 /* The level and the size's base from a real pass (see the header). */
 static void learn_pass(specd_costs *c, int32_t n, double work, double expected, double ms) {
     c->seen[n]++;
@@ -315,7 +340,7 @@ static void learn_pass(specd_costs *c, int32_t n, double work, double expected, 
     if (expected > 0.0 && level_ms > 3.0 * expected) return;
     if (!known) c->base_passes[n] = 0;
     if (c->base_passes[n] < SPECD_COSTS_LEARN_PASSES) learn_base(c, n, level_ms, expected, work);
-    if (known) moving_average(&c->level, ms / (nearest_base(c, n) + fill_cost(c, work)));
+    if (known) level_average(c, ms / (nearest_base(c, n) + fill_cost(c, work)));
 }
 
 void specd_costs_record_pass(specd_costs *c, int32_t n, double own_work, int64_t all_cells, double ms) {

@@ -58,9 +58,11 @@ typedef struct specd_costs {
     int32_t seen[SPECD_COSTS_MAX_BATCH + 1]; /* passes of each size this process timed, all kinds */
     /* measured / base over real passes of known sizes: the least of the first
      * SPECD_COSTS_LEARN_PASSES (a warm-up or busy first pass must not set the level), then a
-     * moving average; 0 = none yet (1) */
+     * moving average that leans to the low end, as the bases do (costs.c, level_average); 0 = none
+     * yet (1) */
     double level;
     int32_t level_passes;
+    int32_t level_moves; /* passes that moved the level's average, counted while it settles */
     /* A draft token: the first of a step (the draft catching up on the tokens the step before
      * accepted, right after a target pass has pushed its weights out of the CPU's caches: 5-6 ms
      * where the next ones take 2.5 on the benchmark pair) and each one after it; moving averages,

@@ -75,16 +75,21 @@ static bool worth_trying(const specd_held_lengths *h, const specd_held_view *v, 
 
 /* The neighbour to try, or -1: one more draft first (its price is a bound, see the header), then
  * one fewer or no drafts, the more hopeful (their price is the cost model's guess: on the H200 it
- * priced the big target's T(3) 20% low from T(4) alone, and fresh runs tried 2 where it lost).
+ * priced the big target's T(3) 20% low from T(4) alone, and fresh runs tried 2 where it lost), or a
+ * shorter length timed before, whose timing is stale now: on the H200's F32 target (T(1) 0.92 ms,
+ * T(2) 1.17, T(5..8) 1.8) a warm engine held 5, 2.8% under a fixed 1, tried only 4 and 0, both
+ * worse, and never 1, which it had timed in its first generation (0.977x the best fixed length;
+ * 1.03x with it). Any shorter length priced by the model alone (the big target's T(2) extrapolated
+ * from T(4)) tried 1 there and lost 3-5% on a fresh engine.
  * Tried again once its timing is stale: one trial's 6 timed steps, one of them slowed by another
  * process, kept 4 from ever driving in replays where it beat 3. */
 static int32_t trial_length(const specd_held_lengths *h, const specd_held_view *v, int32_t max, int32_t driving) {
     if (worth_trying(h, v, driving + 1, max, driving)) return driving + 1;
-    int32_t fewer = driving - 1, pick = -1;
-    if (worth_trying(h, v, fewer, max, driving)) pick = fewer;
-    if (fewer != 0 && worth_trying(h, v, 0, max, driving) &&
-        (pick < 0 || hopeful_rate(h, v, 0, driving) > hopeful_rate(h, v, pick, driving)))
-        pick = 0;
+    int32_t pick = -1;
+    for (int32_t k = driving - 1; k >= 0; k--)
+        if ((k == driving - 1 || k == 0 || h->ms[k] > 0.0) && worth_trying(h, v, k, max, driving) &&
+            (pick < 0 || hopeful_rate(h, v, k, driving) > hopeful_rate(h, v, pick, driving)))
+            pick = k;
     return pick;
 }
 

@@ -23,10 +23,11 @@
  * it makes SPECD_HELD_MARGIN more than the one driving. Else a neighbour not timed yet is tried for
  * SPECD_HELD_TRIAL steps where it could beat the length driving by SPECD_HELD_TRY: one more draft
  * first, priced at the pass driving now and one more draft token (a pass never costs less for more
- * tokens: the most a longer length could make), else one fewer or no drafts at all, by the cost
- * model (no plain steps time T(1) under held lengths: generate.c). A neighbour is tried again once
- * its timing is stale (below SPECD_HELD_FRESH). The lengths climb one at a time: on the big target
- * a length made 2-5% more than the one before it from 3 to 6. Not thread-safe (specd.h). */
+ * tokens: the most a longer length could make), else one fewer or no drafts at all, or a shorter
+ * length timed before, by the cost model (no plain steps time T(1) under held lengths: generate.c).
+ * A neighbour is tried again once its timing is stale (below SPECD_HELD_FRESH). The lengths climb
+ * one at a time: on the big target a length made 2-5% more than the one before it from 3 to 6.
+ * Not thread-safe (specd.h). */
 #ifndef SPECD_HELD_LENGTHS_H
 #define SPECD_HELD_LENGTHS_H
 

@@ -193,6 +193,26 @@ static void test_a_busy_stretch_moves_the_length_a_few_times_only(void **state) 
     assert_true(after.steps_at[h.length] >= 1400);
 }
 
+/* The H200's F32 target (T(1) 0.92 ms, T(2) 1.17, T(5..8) about 1.8), acceptance 0.8: 1 makes
+ * 1.22 tokens/ms, 5 1.13, and 4, 6 and 0 less than 5. An engine holding 5 that drove 1 long ago
+ * (its timing stale) tries 1 again, which wins and drives: trying only 6, 4 and 0, a warm engine
+ * stayed at 5 for good (0.977x the best fixed length in policy_replay). */
+static const double F32_PASS[9] = {0.92, 1.17, 1.49, 1.69, 1.79, 1.78, 1.78, 1.80, 1.86};
+
+static void test_a_shorter_length_timed_long_ago_is_tried_again(void **state) {
+    (void)state;
+    machine m = chain_machine(0.8, F32_PASS, 0.3, 0.3);
+    assert_int_equal(best_length(&m, 8), 1);
+    assert_true(rate_at(&m, 4) < rate_at(&m, 5) && rate_at(&m, 6) < rate_at(&m, 5) && rate_at(&m, 0) < rate_at(&m, 5));
+    specd_held_lengths h;
+    specd_held_lengths_init(&h, 8);
+    h.length = 5;
+    assert_true(specd_held_lengths_restore(&h, 1, 0.9, 0.75, 0.5)); /* decayed below a timed step */
+    outcome o = run(&h, &m, 8, 20 * SPECD_HELD_SPELL);
+    assert_int_equal(h.length, 1);
+    assert_true(o.steps_at[1] >= 15 * SPECD_HELD_SPELL);
+}
+
 /* A smaller draft_max than the length held: the length follows it at once. */
 static void test_the_held_length_never_passes_draft_max(void **state) {
     (void)state;
@@ -215,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_a_length_the_model_prices_wrongly_is_tried_once),
         cmocka_unit_test(test_a_change_in_the_text_moves_the_held_length),
         cmocka_unit_test(test_a_busy_stretch_moves_the_length_a_few_times_only),
+        cmocka_unit_test(test_a_shorter_length_timed_long_ago_is_tried_again),
         cmocka_unit_test(test_the_held_length_never_passes_draft_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
