@@ -38,18 +38,16 @@ static const specd_spec_type model_free_types[] = {SPECD_SPEC_NGRAM_SIMPLE, SPEC
 
 SPECD_TEST_ENGINE_FIXTURE_CTX(engine, target_path, draft_path, 512)
 
+/* greedy_params with a list of drafters, 64 tokens, and draft_min left at its default even when
+ * not adaptive (greedy_params(..., true) leaves it). */
 static specd_generation_params greedy_list(const specd_spec_type *types, int32_t n_types, int32_t draft_max,
                                            bool adaptive) {
-    specd_generation_params g = specd_generation_default_params();
+    specd_spec_type type = n_types == 0 ? SPECD_SPEC_NONE : specd_generation_default_params().speculative.type;
+    specd_generation_params g = greedy_params(type, draft_max, true);
     g.n_predict = 64;
-    g.ignore_eos = true;
-    g.sampling.temperature = 0.0f;
-    g.sampling.seed = 1;
+    g.speculative.adaptive = adaptive;
     g.speculative.n_types = n_types;
     for (int32_t i = 0; i < n_types; i++) g.speculative.types[i] = types[i];
-    if (n_types == 0) g.speculative.type = SPECD_SPEC_NONE;
-    g.speculative.draft_max = draft_max;
-    g.speculative.adaptive = adaptive;
     return g;
 }
 
