@@ -255,8 +255,8 @@ static specd_status create_context(specd_engine *e, specd_model_slot *slot, int3
     }
     slot->n_rs_seq = (int32_t)llama_n_rs_seq(slot->ctx);
     describe_slot(slot, role); /* every view copies what the model's memory can do */
-    slot->one_token_passes = slot == &e->draft && slot->placement.n_layers_offloaded > 0;
-    slot->pads_joint_passes = slot->one_token_passes;
+    slot->one_token_passes = slot == &e->draft;
+    slot->pads_joint_passes = slot == &e->draft && slot->placement.n_layers_offloaded > 0;
     specd_slot_forget_checkpoints(slot, -1); /* none yet: each view starts without a buffer */
     specd_status st = make_views(e, slot, n_branches, views, role, error);
     if (st != SPECD_OK) return st;

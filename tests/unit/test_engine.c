@@ -929,10 +929,10 @@ static void test_slots_catch_up_in_one_draft_decode(void **state) {
 /* More slots drafting together than one decode holds (-np 10 with a batch of 8): the first 8 draft
  * jointly, the others alone, and every slot gives what it gives alone (the joint draft failed every
  * request of the round: "10 draft tokens do not fit the engine's batch of 8"). */
-/* A draft on a GPU catches up in one-token passes (engine_internal.h: one_token_passes): a step's
- * catch-up of two tokens is two decodes with the logits of one decode of both, a prompt still goes
- * in one, and greedy speculation stays the target's output. Forced on here: the CPU build has no
- * GPU to set it. */
+/* A draft catches up in one-token passes (engine_internal.h: one_token_passes), on the CPU as on a
+ * GPU: a step's catch-up of two tokens is two decodes with the logits of one decode of both, a
+ * prompt still goes in one, and greedy speculation stays the target's output. Forced off and on
+ * here to compare the two. */
 static void test_one_token_catch_up_keeps_logits_and_output(void **state) {
     (void)state;
     specd_engine *e = open_engine(target_path, draft_path, 256);
@@ -942,6 +942,7 @@ static void test_one_token_catch_up_keeps_logits_and_output(void **state) {
     assert_int_equal(specd_tokenize(e, prompts[0], true, &tok, &n, NULL), SPECD_OK);
     assert_true(n > 4);
     float *chunked = malloc((size_t)e->n_vocab * sizeof *chunked), *single = malloc((size_t)e->n_vocab * sizeof *single);
+    assert_true(e->draft.one_token_passes); /* the default, wherever the draft runs */
     for (int one = 0; one <= 1; one++) {
         e->draft.one_token_passes = one;
         if (specd_slot_sync(e, &e->draft, tok, n - 2, true, &idx, NULL, &err) != SPECD_OK) fail_msg("sync: %s", err);
