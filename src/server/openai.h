@@ -146,7 +146,7 @@ completion_call *openai_choices_call(api_host *host, openai_kind kind, json_t *b
 /* Whether `key` is one of the fields the chat and text routes read as /completion reads them
  * (temperature, seed, stop, llama.cpp's samplers: DRY, XTC, mirostat, ..., a request's lora): the
  * Responses API passes them through to its chat request, as llama-server does. */
-bool openai_passed_field(const char *key);
+bool openai_shared_field(const char *key);
 /* Whether a /v1/chat/completions request may hold `key` (read, passed on, ignored or refused with a
  * reason there): /apply-template takes a chat request's body and refuses other fields (typos). */
 bool openai_chat_field_known(const char *key);

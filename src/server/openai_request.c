@@ -94,14 +94,14 @@ static const struct { const char *name, *why; } refused_fields[] = {
     {"verbosity", "verbosity is not implemented"},
     {NULL, NULL}};
 
-bool openai_passed_field(const char *key) {
+bool openai_shared_field(const char *key) {
     return specd_listed(openai_shared_fields, key) || specd_listed(request_json_sampler_names, key);
 }
 
 bool openai_chat_field_known(const char *key) {
     for (int i = 0; refused_fields[i].name; i++)
         if (strcmp(refused_fields[i].name, key) == 0) return true;
-    return openai_passed_field(key) || specd_listed(mapped_fields, key) || specd_listed(ignored_fields, key);
+    return openai_shared_field(key) || specd_listed(mapped_fields, key) || specd_listed(ignored_fields, key);
 }
 
 /* Every field must be known: mapped, passed, ignored; the refused ones say why. */
@@ -112,7 +112,7 @@ static bool check_names(json_t *body, openai_error *err) {
         for (int i = 0; refused_fields[i].name; i++)
             if (strcmp(refused_fields[i].name, key) == 0)
                 return BAD(err, key, "'%s' is not supported: %s", key, refused_fields[i].why);
-        if (!openai_passed_field(key) && !specd_listed(mapped_fields, key) && !specd_listed(ignored_fields, key))
+        if (!openai_shared_field(key) && !specd_listed(mapped_fields, key) && !specd_listed(ignored_fields, key))
             return BAD(err, key, "unknown field '%s'", key);
     }
     return true;

@@ -6,7 +6,7 @@
  *                       arguments}, function_call_output {call_id, output}), instructions, tools
  *                       ([{type: "function", name, description, parameters}]), tool_choice,
  *                       parallel_tool_calls, max_output_tokens, temperature, top_p, and the
- *                       chat route's llama.cpp sampler fields (openai_passed_field) and
+ *                       chat route's llama.cpp sampler fields (openai_shared_field) and
  *                       id_slot, as llama-server passes them on}
  *                       -> {object: "response", status, output: [reasoning, message
  *                       (output_text), function_call items], usage} (responses_reply.c)
@@ -153,7 +153,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     json_t *v;
     json_object_foreach(in, key, v) {
         bool found = specd_listed(known, key);
-        if (!found && openai_passed_field(key)) continue; /* llama-server's sampler fields, passed on below */
+        if (!found && openai_shared_field(key)) continue; /* llama-server's sampler fields, passed on below */
         if (!found) {
             BAD(err, key, "unknown field '%s'", key);
             return NULL;
@@ -219,7 +219,7 @@ static json_t *to_chat(json_t *in, openai_error *err) {
     static const char *const same[] = {"model", "parallel_tool_calls", "stream", "id_slot", NULL};
     for (const char *const *k = same; ok && *k; k++)
         if ((v = json_object_get(in, *k))) json_object_set(body, *k, v);
-    json_object_foreach(in, key, v) if (ok && openai_passed_field(key)) json_object_set(body, key, v);
+    json_object_foreach(in, key, v) if (ok && openai_shared_field(key)) json_object_set(body, key, v);
     if (ok && (v = json_object_get(in, "max_output_tokens"))) json_object_set(body, "max_tokens", v);
     const char *effort = json_string_value(json_object_get(json_object_get(in, "reasoning"), "effort"));
     if (ok && effort && !strcmp(effort, "none"))
