@@ -257,16 +257,33 @@ static char *alternatives(int n) {
     return g;
 }
 
+/* The least of five prices of `grammar` without a budget (*whole) and with one of 0.001 ms (*cut),
+ * taken in turn: pricing is CPU time, which what runs beside this process only ever adds to, and
+ * the two in turn see the same machine. */
+static void least_prices(const char *grammar, double *whole, double *cut) {
+    *whole = *cut = -1.0;
+    for (int i = 0; i < 5; i++) {
+        double ms[2] = {-1.0, -1.0}, budget[2] = {0.0, 0.001}, *least[2] = {whole, cut};
+        for (int k = 0; k < 2; k++) {
+            char *err = NULL;
+            assert_int_equal(specd_grammar_price(engine, grammar, budget[k], &ms[k], &err), SPECD_OK);
+            if (*least[k] < 0.0 || ms[k] < *least[k]) *least[k] = ms[k];
+        }
+    }
+}
+
 /* The price of a grammar (its build and one step over the vocabulary, CPU time): a small one is
- * cheap, one of 20000 alternatives dearer by far; the budget cuts the step's pricing short; a bad
- * grammar is refused as specd_grammar_check refuses it. */
+ * cheap, one of 20000 alternatives dearer by far; the budget cuts the step's pricing short (the
+ * build, some 290 ms of the big one's 320 here, is paid either way: the least of five runs each,
+ * so that a busy machine does not hide the 30 ms); a bad grammar is refused as specd_grammar_check
+ * refuses it. */
 static void test_a_grammar_is_priced(void **state) {
     (void)state;
-    double cheap = -1.0, dear = -1.0, cut = -1.0, none = -1.0;
+    double cheap = -1.0, none = -1.0;
     char *err = NULL, *big = alternatives(20000);
     assert_int_equal(specd_grammar_price(engine, WORDS_A_TO_E, 0.0, &cheap, &err), SPECD_OK);
-    assert_int_equal(specd_grammar_price(engine, big, 0.0, &dear, &err), SPECD_OK);
-    assert_int_equal(specd_grammar_price(engine, big, 0.001, &cut, &err), SPECD_OK);
+    double dear = -1.0, cut = -1.0;
+    least_prices(big, &dear, &cut);
     assert_int_equal(specd_grammar_price(engine, "", 0.0, &none, &err), SPECD_OK);
     print_message("price: small %.2f ms, 20000 alternatives %.1f ms (%.1f ms with a budget of 0.001 ms)\n", cheap, dear,
                   cut);
