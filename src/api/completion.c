@@ -1,7 +1,8 @@
-/* completion.c - the hand-over every transport shares (completion.h): a completion's defaults,
- * its shared fields read, its claim on the host, its submission to the serving server, and the
- * wait for its answer. The request's defaults are applied once, before it is read; the claim sets
- * none. What a host is made of is host_state.h's; the jobs found by id are host.c's. */
+/* completion.c - the hand-over every transport shares (completion.h): a request's defaults
+ * (api_host_request_defaults, host.h), its shared fields read, its claim on the host, its
+ * submission to the serving server, and the wait for its answer. The defaults are applied once,
+ * before the request is read; the claim sets none. What a host is made of is host_state.h's; the
+ * jobs found by id are host.c's. */
 #define _POSIX_C_SOURCE 200809L /* pthread_rwlock_t in host_state.h */
 #include "completion.h"
 #include "host_state.h"
@@ -10,10 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The host's defaults into `r`, before anything of the request is read over them. */
-static void take_defaults(api_host *h, serve_request *r) {
+/* A default seed counts as the request's own (its reply says so, and its draws are the seeded
+ * ones). */
+void api_host_request_defaults(api_host *h, serve_request *r) {
     pthread_mutex_lock(&h->lock);
-    host_defaults_locked(h, r);
+    r->gen.sampling = h->sampling;
+    r->gen.speculative = h->speculative;
+    r->context_shift = h->context_shift;
+    r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -111,7 +116,7 @@ serve_job *api_completion_submit(api_host *h, serve_request *req, json_t *fields
                                  serve_reply reply, api_error *err) {
     /* a front end's own fields never overlap what the defaults set (sampling, speculative,
      * context shift, seed) */
-    take_defaults(h, req);
+    api_host_request_defaults(h, req);
     bool read = !fields || request_json_read_fields(fields, DIALECT_LLAMA, req, names, err);
     serve_job *job = read ? claim(h, err) : NULL;
     if (!job) {
@@ -139,7 +144,7 @@ static bool fill_job(api_host *h, serve_job *job, json_t *params, request_dialec
     json_reply *reply = json_reply_new();
     if (!reply) return api_fail(err, API_INTERNAL_ERROR, "", "out of memory for the completion");
     job->reply = json_reply_formatter(reply); /* the job's from now on */
-    take_defaults(h, &job->request);
+    api_host_request_defaults(h, &job->request);
     if (!request_json_parse(params, dialect, &job->request, reply, err)) return false;
     debug_log_request(reply, params);
     job->request.stream = stream;

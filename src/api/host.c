@@ -1,6 +1,6 @@
-/* host.c - a host (host.h): made and freed, its defaults, the jobs found by id, and the engine for
- * short calls. Loading and unloading are host_load.c's; a completion's claim and hand-over are
- * completion.c's. */
+/* host.c - a host (host.h): made and freed, its settings, the jobs found by id, and the engine for
+ * short calls. Loading and unloading are host_load.c's; a request's defaults, a completion's claim
+ * and its hand-over are completion.c's. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "host_state.h"
 
@@ -49,12 +49,6 @@ int32_t api_host_embd_normalize(api_host *h) {
     int32_t n = h->embd_normalize;
     pthread_mutex_unlock(&h->lock);
     return n;
-}
-
-void api_host_request_defaults(api_host *h, serve_request *r) {
-    pthread_mutex_lock(&h->lock);
-    host_defaults_locked(h, r);
-    pthread_mutex_unlock(&h->lock);
 }
 
 void api_host_set_limits(api_host *h, serve_limits limits) {

@@ -28,7 +28,7 @@ void api_host_set_sampling(api_host *h, const specd_sampling_params *sampling);
 /* A request's starting point: `r`, just initialized, takes the host's sampling defaults and the
  * serving model's drafting defaults and context shift (its init's --spec-type, --spec-draft-n-max,
  * ..., --context-shift); what the request gives is read over them. A completion takes them once,
- * in completion.c, before its fields are read; /props and /infill show them. */
+ * before its fields are read (completion.c, where this is defined); /props and /infill show them. */
 void api_host_request_defaults(api_host *h, serve_request *r);
 /* How an embedding request that gives no embd_normalize normalizes: the serving model's
  * --embd-normalize (2, euclidean, by default). */

@@ -1,5 +1,5 @@
 /* host_state.h - what a host is made of (host.h), shared by host.c (completions, the engine for
- * short calls), completion.c (a completion's claim and hand-over), host_load.c (init, the swap,
+ * short calls), completion.c (a request's defaults, a completion's claim and hand-over), host_load.c (init, the swap,
  * shutdown) and host_status.c. Nothing else sees it.
  *
  * Locks: `lock` guards the fields below (held briefly, never while generating or loading).
@@ -64,15 +64,5 @@ struct api_host {
 load_state host_state_locked(const api_host *h);
 /* Why there is no server to use (lock held); returns false. */
 bool host_fail_no_model_locked(const api_host *h, api_error *err);
-
-/* A request's starting point (lock held): the host's sampling defaults, the serving model's
- * drafting defaults and context shift. A default seed counts as the request's own (its reply says
- * so, and its draws are the seeded ones). */
-static inline void host_defaults_locked(const api_host *h, serve_request *r) {
-    r->gen.sampling = h->sampling;
-    r->gen.speculative = h->speculative;
-    r->context_shift = h->context_shift;
-    r->seed_requested = h->sampling.seed == SPECD_SEED_RANDOM ? -1 : (int64_t)h->sampling.seed;
-}
 
 #endif
