@@ -241,7 +241,7 @@ static enum MHD_Result route_llama_post(struct MHD_Connection *c, request_state 
 }
 
 /* The completion routes and /apply-template: the body is read and the prompt made on a worker
- * (completion_call.c), never here, on the threads that answer /health. */
+ * (setup_call.c), never here, on the threads that answer /health. */
 static enum MHD_Result route_set_up(struct MHD_Connection *c, request_state *rs, setup_kind kind) {
     setup_call *s = setup_call_new(kind, rs->options->rpc, &rs->options->chat, rs->body, rs->len);
     rs->body = NULL; /* the call's now */
@@ -314,7 +314,7 @@ static enum MHD_Result send_not_supported(struct MHD_Connection *c, json_t *resp
     return ok;
 }
 
-/* A call set up on a worker (completion_call.c): its refusal, its own answer, or its completion's. */
+/* A call set up on a worker (setup_call.c): its refusal, its own answer, or its completion's. */
 static enum MHD_Result finish_set_up(struct MHD_Connection *c, request_state *rs, setup_call *s, json_t *response,
                                      unsigned http_status) {
     if (rs->route == ROUTE_COMPLETION) {

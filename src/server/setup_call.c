@@ -183,7 +183,7 @@ json_t *setup_call_run(void *ctx) {
     if (s->kind == SETUP_COMPLETION || s->kind == SETUP_INFILL) {
         api_error err;
         s->call = llama_completion(s, &err);
-        return s->call ? run_completion(s->call) : json_pack("{s:o}", "error", api_error_object(&err));
+        return s->call ? run_completion(s->call) : error_answer(&err);
     }
     s->call = set_up(s);
     s->failed = s->call == NULL;
