@@ -24,10 +24,18 @@
 
 /* Moving average that trusts a much faster measurement at once: a pass slowed down by a busy
  * machine must not keep a size looking expensive (and so never chosen) for long. */
-static void moving_average(double *avg, double x) {
-    if (*avg <= 0.0 || x < *avg / 3.0) *avg = x;
-    else *avg = (1.0 - EMA) * *avg + EMA * x;
+/* Moves *avg toward x by `weight`; the first value, or one under a third of it (a pass of another
+ * kind, or the machine freed), sets it instead. True when it moved (not set). */
+static bool weighted_average(double *avg, double x, double weight) {
+    if (*avg <= 0.0 || x < *avg / 3.0) {
+        *avg = x;
+        return false;
+    }
+    *avg = (1.0 - weight) * *avg + weight * x;
+    return true;
 }
+
+static void moving_average(double *avg, double x) { weighted_average(avg, x, EMA); }
 
 void specd_costs_init(specd_costs *c) { memset(c, 0, sizeof *c); }
 
@@ -310,14 +318,10 @@ static void learn_resize(specd_costs *c, int32_t n, double ms, double expected) 
 #define LEVEL_SETTLE_PASSES 48
 
 static void level_average(specd_costs *c, double x) {
-    if (c->level <= 0.0 || x < c->level / 3.0) {
-        c->level = x;
-        return;
-    }
-    double up = 0.5;
-    if (c->level_moves < LEVEL_SETTLE_PASSES) c->level_moves++;
-    else up = LEVEL_LOW_SHARE;
-    c->level += 2.0 * EMA * (x > c->level ? up : 1.0 - up) * (x - c->level);
+    double up = c->level_moves < LEVEL_SETTLE_PASSES ? 0.5 : LEVEL_LOW_SHARE;
+    if (weighted_average(&c->level, x, 2.0 * EMA * (x > c->level ? up : 1.0 - up)) &&
+        c->level_moves < LEVEL_SETTLE_PASSES)
+        c->level_moves++;
 }
 
 /* The level and the size's base from a real pass (see the header). */
